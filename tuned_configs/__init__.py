@@ -1,0 +1,1 @@
+"""Tuned kernel configurations, one JSON file per device key (package data)."""
