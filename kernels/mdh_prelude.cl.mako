@@ -1,0 +1,59 @@
+/* md_hom prelude for "${desc.name}": types, combine operator, scalar function and fold.
+ * Generated from the description; the skeleton that follows holds the control structure. */
+% if desc.double_fp:
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
+/* Results must not depend on whether the compiler fuses a*b+c: scoring code compares exactly. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifdef MDH_INDEX_64
+typedef long idx_t;
+#else
+typedef int idx_t;
+#endif
+
+${type_declaration}
+${type_helpers}
+
+% if desc.preamble:
+/* ---- preamble of the description ---- */
+${desc.preamble}
+% endif
+
+% if operator_source:
+/* ---- combine operator: ${operator_name} ---- */
+${operator_source}
+% endif
+
+/* Arguments every generated function and kernel receives after the output buffers. */
+#define MDH_FN_PARAMS ${fn_params}
+#define MDH_FN_ARGS ${fn_args}
+
+/* The scalar function f: one point of the index space to one atom. */
+inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
+% for ctype, name, index in loads:
+    const ${ctype} ${name} = mdh_in_${name}[${index}];
+% endfor
+    atom_t out = atom_zero();
+    {
+${desc.scalar}
+    }
+    return out;
+}
+
+% if operator_source:
+/* Fold one point into an accumulator: acc = combine(acc, f(point)), or the description's fused form. */
+inline atom_t mdh_fold(atom_t acc, ${point_params}, MDH_FN_PARAMS) {
+% if desc.accumulate:
+% for ctype, name, index in loads:
+    const ${ctype} ${name} = mdh_in_${name}[${index}];
+% endfor
+    {
+${desc.accumulate}
+    }
+    return acc;
+% else:
+    return mdh_combine(acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
+% endif
+}
+% endif

@@ -1,0 +1,73 @@
+/* md_hom skeleton for concatenated and reduced dimensions.
+ *
+ * Kernel 1 (${name}_main): each work-group owns a tile of the index space (NUM_WG_<d> tiles per
+ * dimension); each work-item folds its strided share of the reduced dimensions in private memory, then the
+ * work-items along the reduced dimensions combine through local memory (a tree) and one partial per output
+ * element and work-group is written.
+ * Kernel 2 (${name}_combine): only where the reduced dimensions are split across work-groups; it folds
+ * the NUM_WG_R partials of each output element in a fixed order, so results do not depend on scheduling.
+ */
+<%namespace name="tile" file="mdh_decompose.cl.mako"/>
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+#if R_LANES > 1
+    __local atom_t mdh_lm[WG_SIZE];
+#endif
+${tile.decompose()}
+% for d in concat_dims:
+    const idx_t stride_${d} = (idx_t)NUM_WG_${d} * NUM_WI_${d};
+    const idx_t iters_${d} = (SIZE_${d} + stride_${d} - 1) / stride_${d};
+    for (idx_t k_${d} = 0; k_${d} < iters_${d}; ++k_${d}) {
+    const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
+% endfor
+    const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
+% if lane_dims:
+    atom_t acc = mdh_neutral();
+    if (active) {
+% for d in lane_dims:
+        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < SIZE_${d}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
+% endfor
+            acc = mdh_fold(acc, ${point_args}, MDH_FN_ARGS);
+% for d in lane_dims:
+        }
+% endfor
+    }
+#if R_LANES > 1
+    mdh_lm[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = R_POW2 / 2; s > 0; s >>= 1) {
+        if (r_lane < s && r_lane + s < R_LANES) mdh_lm[lid] = mdh_combine(mdh_lm[lid], mdh_lm[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    acc = mdh_lm[lid];
+#endif
+    if (active && r_lane == 0) {
+        const idx_t o = ${concat_index};
+#if NUM_WG_R > 1
+        const idx_t wg_r = ${wg_lane_index};
+        mdh_partial[wg_r * n_concat + o] = acc;
+#else
+        mdh_out[o] = acc;
+#endif
+    }
+% else:
+    if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
+% endif
+% for d in concat_dims:
+    }
+% endfor
+}
+
+% if lane_dims:
+__kernel void ${name}_combine(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+    const idx_t n_concat = ${concat_count};
+    const idx_t o = get_global_id(0);
+    if (o >= n_concat) return;
+    atom_t acc = mdh_partial[o];
+    for (idx_t w = 1; w < NUM_WG_R; ++w) acc = mdh_combine(acc, mdh_partial[w * n_concat + o]);
+    mdh_out[o] = acc;
+}
+% endif

@@ -1,0 +1,90 @@
+/* md_hom skeleton for a prefix scan along "${scan_dim}" (${"inclusive" if inclusive else "exclusive"}),
+ * with the other dimensions concatenated.
+ *
+ * Kernel 1 (${name}_main): every work-item owns a contiguous chunk of the scanned dimension. It folds its
+ * chunk, the work-items of a work-group scan their totals in local memory (Hillis-Steele, double-buffered
+ * through private memory), then each work-item rescans its chunk from its offset and writes the output.
+ * Kernel 2 (${name}_fixup): only where the scanned dimension spans several work-groups; it adds to every
+ * element the combined totals of the work-groups before its own, folded in order.
+ */
+<%namespace name="tile" file="mdh_decompose.cl.mako"/>
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+#if R_LANES > 1
+    __local atom_t mdh_lm[WG_SIZE];
+#endif
+${tile.decompose()}
+    const idx_t lanes_${scan_dim} = (idx_t)NUM_WG_${scan_dim} * NUM_WI_${scan_dim};
+    const idx_t chunk = (SIZE_${scan_dim} + lanes_${scan_dim} - 1) / lanes_${scan_dim};
+    const idx_t begin = (wg_${scan_dim} * NUM_WI_${scan_dim} + wi_${scan_dim}) * chunk;
+    const idx_t end = min(begin + chunk, (idx_t)SIZE_${scan_dim});
+% for d in concat_dims:
+    const idx_t stride_${d} = (idx_t)NUM_WG_${d} * NUM_WI_${d};
+    const idx_t iters_${d} = (SIZE_${d} + stride_${d} - 1) / stride_${d};
+    for (idx_t k_${d} = 0; k_${d} < iters_${d}; ++k_${d}) {
+    const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
+% endfor
+    const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
+    atom_t total = mdh_neutral();
+    if (active) {
+        for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) total = mdh_fold(total, ${point_args}, MDH_FN_ARGS);
+    }
+#if R_LANES > 1
+    mdh_lm[lid] = total;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < R_LANES; off <<= 1) {
+        atom_t v = mdh_lm[lid];
+        if (r_lane >= off) v = mdh_combine(mdh_lm[lid - off], v);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        mdh_lm[lid] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    atom_t run = (r_lane == 0) ? mdh_neutral() : mdh_lm[lid - 1];
+    const atom_t wg_total = mdh_lm[lid - r_lane + R_LANES - 1];
+#else
+    atom_t run = mdh_neutral();
+    const atom_t wg_total = total;
+#endif
+    if (active) {
+        for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) {
+            const idx_t o = ${output_index};
+% if inclusive:
+            run = mdh_fold(run, ${point_args}, MDH_FN_ARGS);
+            mdh_out[o] = run;
+% else:
+            mdh_out[o] = run;
+            run = mdh_fold(run, ${point_args}, MDH_FN_ARGS);
+% endif
+        }
+    }
+#if NUM_WG_R > 1
+    if (active && r_lane == 0) mdh_partial[wg_${scan_dim} * n_concat + ${concat_index}] = wg_total;
+#endif
+#if R_LANES > 1
+    barrier(CLK_LOCAL_MEM_FENCE);  /* the next iteration rewrites the slots read above */
+#endif
+% for d in concat_dims:
+    }
+% endfor
+}
+
+__kernel void ${name}_fixup(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+    const idx_t n_concat = ${concat_count};
+    const idx_t o = get_global_id(0);
+    if (o >= n_concat * SIZE_${scan_dim}) return;
+    idx_t mdh_rest = o;
+% for d in reversed(output_dims):
+    const idx_t ${d} = mdh_rest % SIZE_${d}; mdh_rest /= SIZE_${d};
+% endfor
+    const idx_t lanes_${scan_dim} = (idx_t)NUM_WG_${scan_dim} * NUM_WI_${scan_dim};
+    const idx_t chunk = (SIZE_${scan_dim} + lanes_${scan_dim} - 1) / lanes_${scan_dim};
+    const idx_t g = ${scan_dim} / (chunk * NUM_WI_${scan_dim});
+    if (g == 0) return;
+    const idx_t oc = ${concat_index};
+    atom_t off = mdh_partial[oc];
+    for (idx_t w = 1; w < g; ++w) off = mdh_combine(off, mdh_partial[w * n_concat + oc]);
+    mdh_out[o] = mdh_combine(off, mdh_out[o]);
+}

@@ -1,0 +1,7 @@
+"""mdhom: auto-tuned md_hom OpenCL kernels and the gradient-boosting learners built on them."""
+
+from mdhom.devices import Device, compute_devices, devices, get_device
+
+__version__ = "0.1.0"
+
+__all__ = ["Device", "compute_devices", "devices", "get_device", "__version__"]

@@ -1,0 +1,194 @@
+"""OpenCL devices as mdhom sees them: discovery, stable device keys, and picking one by a short spec.
+
+The device key names the runtime, the device and the driver's major version. It keys the tuned
+configurations, so it must not change between runs on one machine and must be safe as a file name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from mdhom import _icd
+
+_icd.configure()
+
+import pyopencl as cl  # noqa: E402  (the ICD environment must be set before the loader starts)
+
+DEVICE_ENV = "MDHOM_DEVICE"
+
+_PLATFORM_SHORT = (
+    ("portable computing language", "pocl"),
+    ("oclgrind", "oclgrind"),
+    ("nvidia", "nvidia"),
+    ("amd", "amd"),
+    ("intel", "intel"),
+    ("apple", "apple"),
+)
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"\((r|tm|c)\)", "", text.lower())
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+
+
+def _platform_short(platform_name: str) -> str:
+    low = platform_name.lower()
+    for needle, short in _PLATFORM_SHORT:
+        if needle in low:
+            return short
+    return _slug(platform_name).split("-")[0] or "opencl"
+
+
+def _major_version(driver_version: str) -> str:
+    m = re.search(r"\d+", driver_version)
+    return m.group(0) if m else "0"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One OpenCL device, with the facts the generator and the tuner need.
+
+    ``checker`` marks simulators (Oclgrind): correct but far too slow to compute with, so never picked by
+    ``"auto"``, ``"cpu"`` or ``"gpu"``, only by name.
+    """
+
+    key: str
+    platform: str
+    name: str
+    vendor: str
+    type: str  # "gpu", "cpu" or "accelerator"
+    driver_version: str
+    opencl_version: str
+    checker: bool
+    max_work_group_size: int
+    max_work_item_sizes: tuple[int, ...]
+    local_mem_size: int
+    global_mem_size: int
+    compute_units: int
+    has_fp64: bool
+    cl_device: cl.Device = field(repr=False, compare=False)
+
+    @property
+    def runtime(self) -> str:
+        """Short runtime name: pocl, intel, nvidia, amd, oclgrind, ..."""
+        return self.key.split("-", 1)[0]
+
+    @cached_property
+    def context(self) -> cl.Context:
+        return cl.Context([self.cl_device])
+
+    @cached_property
+    def queue(self) -> cl.CommandQueue:
+        """The device's in-order queue, with profiling on so kernels can be timed by events."""
+        return cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+    def describe(self) -> str:
+        role = "checker" if self.checker else self.type
+        return (
+            f"{self.key:<48} {role:<8} {self.name} ({self.platform}, driver {self.driver_version}, "
+            f"{self.compute_units} CUs, max WG {self.max_work_group_size}, local {self.local_mem_size // 1024} KiB)"
+        )
+
+
+def _type_name(t: int) -> str:
+    if t & cl.device_type.GPU:
+        return "gpu"
+    if t & cl.device_type.CPU:
+        return "cpu"
+    return "accelerator"
+
+
+_DEVICES: list[Device] | None = None
+
+
+def devices() -> list[Device]:
+    """Every OpenCL device usable on this machine, in a stable order (GPUs, CPUs, then checkers)."""
+    global _DEVICES
+    if _DEVICES is not None:
+        return list(_DEVICES)
+    found: list[Device] = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        platforms = []
+    keys: dict[str, int] = {}
+    for platform in platforms:
+        try:
+            cl_devices = platform.get_devices()
+        except cl.Error:
+            continue
+        short = _platform_short(platform.name)
+        for d in cl_devices:
+            key = f"{short}-{_slug(d.name)}-v{_major_version(d.driver_version)}"
+            keys[key] = keys.get(key, 0) + 1
+            if keys[key] > 1:
+                key = f"{key}-{keys[key]}"
+            found.append(
+                Device(
+                    key=key,
+                    platform=platform.name.strip(),
+                    name=d.name.strip(),
+                    vendor=d.vendor.strip(),
+                    type=_type_name(d.type),
+                    driver_version=d.driver_version.strip(),
+                    opencl_version=d.version.strip(),
+                    checker=short == "oclgrind",
+                    max_work_group_size=int(d.max_work_group_size),
+                    max_work_item_sizes=tuple(int(s) for s in d.max_work_item_sizes),
+                    local_mem_size=int(d.local_mem_size),
+                    global_mem_size=int(d.global_mem_size),
+                    compute_units=int(d.max_compute_units),
+                    has_fp64="cl_khr_fp64" in d.extensions or d.double_fp_config != 0,
+                    cl_device=d,
+                )
+            )
+    order = {"gpu": 0, "accelerator": 1, "cpu": 2}
+    # PoCL first among CPUs: it is the embedded default that every installation has.
+    found.sort(key=lambda dev: (dev.checker, order[dev.type], dev.runtime != "pocl"))
+    _DEVICES = found
+    return list(found)
+
+
+def compute_devices() -> list[Device]:
+    """Devices that do real work (everything but checkers such as Oclgrind)."""
+    return [d for d in devices() if not d.checker]
+
+
+def get_device(spec: str | Device | None = None) -> Device:
+    """Resolve a device spec: ``"auto"`` (GPU, else CPU), ``"cpu"``, ``"gpu"``, a key, or a substring.
+
+    ``None`` reads ``$MDHOM_DEVICE`` and falls back to ``"auto"``. A substring matches keys and device
+    names, case-insensitively; when it matches several devices the error lists them.
+    """
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        spec = os.environ.get(DEVICE_ENV) or "auto"
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a string or mdhom.Device, got {type(spec).__name__}")
+    want = spec.strip().lower()
+    every = devices()
+    usable = [d for d in every if not d.checker]
+    if want in ("auto", "gpu", "cpu"):
+        kinds = ["gpu", "cpu"] if want == "auto" else [want]
+        for kind in kinds:
+            for d in usable:
+                if d.type == kind:
+                    return d
+        raise ValueError(f"no OpenCL {want} device found; devices present: {_listing(every)}")
+    for d in every:
+        if d.key == want:
+            return d
+    hits = [d for d in every if want in d.key or want in d.name.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise ValueError(f"unknown device {spec!r}; devices present: {_listing(every)}")
+    raise ValueError(f"device {spec!r} is ambiguous, it matches: {_listing(hits)}")
+
+
+def _listing(devs: list[Device]) -> str:
+    return ", ".join(d.key for d in devs) or "none (is pyopencl[pocl] installed?)"

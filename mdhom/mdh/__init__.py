@@ -1,0 +1,65 @@
+"""The md_hom model: describe a computation, generate its OpenCL kernels, run them.
+
+A description names the dimensions of an index space, a scalar function in OpenCL C that maps one point to
+an output atom, and one combine operator per dimension::
+
+    from mdhom import mdh
+    hist = mdh.Description(
+        "histogram", ["row", "feat"], [mdh.Reduce(mdh.SUM), mdh.Concat()],
+        mdh.Array(mdh.Scalar("float"), 16),
+        scalar="out.v[bins] = g;",                 # one-hot contribution of the row ...
+        accumulate="acc.v[bins] += g;",           # ... folded straight into its bin
+        inputs=[mdh.Input("bins", "uchar", ("row", "feat")), mdh.Input("g", "float", ("row",))],
+    )
+    counts = mdh.Computation(hist, device="auto")(bins=b, g=g)   # shape (n_features, 16)
+
+See DESIGN.md section 2 for the model and the skeleton the generator emits.
+"""
+
+from mdhom.mdh.computation import BuildError, Computation, Launch, build_program
+from mdhom.mdh.description import (
+    Concat,
+    ConfigError,
+    Description,
+    DescriptionError,
+    Dim,
+    Input,
+    Operator,
+    Param,
+    Parameter,
+    Reduce,
+    Scan,
+)
+from mdhom.mdh.types import Array, Scalar, Struct
+
+SUM = Operator.named("sum")
+MAX = Operator.named("max")
+MIN = Operator.named("min")
+ARGMAX = Operator.named("argmax")
+ARGMIN = Operator.named("argmin")
+
+__all__ = [
+    "ARGMAX",
+    "ARGMIN",
+    "MAX",
+    "MIN",
+    "SUM",
+    "Array",
+    "BuildError",
+    "Computation",
+    "Concat",
+    "ConfigError",
+    "Description",
+    "DescriptionError",
+    "Dim",
+    "Input",
+    "Launch",
+    "Operator",
+    "Param",
+    "Parameter",
+    "Reduce",
+    "Scalar",
+    "Scan",
+    "Struct",
+    "build_program",
+]

@@ -1,0 +1,99 @@
+"""Render an md_hom description into OpenCL C with the Mako templates in ``kernels/``.
+
+The source depends on the description only; tuning parameters stay preprocessor macros (``-D NUM_WI_x=``),
+so one rendering serves every configuration and sizes are kernel arguments, not constants.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from mako.lookup import TemplateLookup
+
+from mdhom.mdh.description import Description, Scan
+from mdhom.mdh.types import helpers
+
+
+def kernels_dir() -> Path:
+    return Path(str(resources.files("mdhom.kernels")))
+
+
+@lru_cache(maxsize=1)
+def _lookup() -> TemplateLookup:
+    return TemplateLookup(directories=[str(kernels_dir())], strict_undefined=True)
+
+
+def _row_major(names: tuple[str, ...], term: str = "{d}") -> str:
+    """Row-major linear index over ``names`` (the last varies fastest)."""
+    if not names:
+        return "0"
+    expr = term.format(d=names[0])
+    for d in names[1:]:
+        expr = f"({expr}) * SIZE_{d} + {term.format(d=d)}"
+    return expr
+
+
+def _row_major_groups(names: tuple[str, ...]) -> str:
+    if not names:
+        return "0"
+    expr = f"wg_{names[0]}"
+    for d in names[1:]:
+        expr = f"({expr}) * NUM_WG_{d} + wg_{d}"
+    return expr
+
+
+def template_context(desc: Description) -> dict:
+    """Everything the templates read, derived from the description."""
+    fn_params, fn_args, loads = [], [], []
+    for inp in desc.inputs:
+        if inp.gather:
+            fn_params.append(f"__global const {inp.ctype}* restrict {inp.name}")
+            fn_args.append(inp.name)
+        else:
+            fn_params.append(f"__global const {inp.ctype}* restrict mdh_in_{inp.name}")
+            fn_args.append(f"mdh_in_{inp.name}")
+            index = inp.index if inp.index is not None else _row_major(tuple(str(s) for s in inp.shape))
+            loads.append((inp.ctype, inp.name, index))
+    for d in desc.dim_names:
+        fn_params.append(f"const idx_t SIZE_{d}")
+        fn_args.append(f"SIZE_{d}")
+    for p in desc.params:
+        fn_params.append(f"const {p.ctype} {p.name}")
+        fn_args.append(p.name)
+    op = desc.operator
+    scan = next((c for c in desc.combine if isinstance(c, Scan)), None)
+    concat = desc.concat_dims
+    return {
+        "desc": desc,
+        "name": desc.name,
+        "dims": desc.dim_names,
+        "lane_dims": desc.lane_dims,
+        "concat_dims": concat,
+        "output_dims": desc.output_dims,
+        "scan_dim": desc.scan_dim,
+        "inclusive": bool(scan.inclusive) if scan else True,
+        "type_declaration": desc.atom.declaration("atom_t"),
+        "type_helpers": helpers(desc.atom),
+        "operator_source": op.source if op else "",
+        "operator_name": op.name if op else "",
+        "fn_params": ", ".join(fn_params),
+        "fn_args": ", ".join(fn_args),
+        "loads": loads,
+        "point_params": ", ".join(f"const idx_t {d}" for d in desc.dim_names),
+        "point_args": ", ".join(desc.dim_names),
+        "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),
+        "concat_index": _row_major(concat),
+        "output_index": _row_major(desc.output_dims),
+        "wg_lane_index": _row_major_groups(desc.lane_dims),
+    }
+
+
+@lru_cache(maxsize=256)
+def generate(desc: Description) -> str:
+    """The complete OpenCL C source (prelude, parameter defaults, skeleton) of a description."""
+    ctx = template_context(desc)
+    skeleton = "mdh_scan.cl.mako" if desc.scan_dim else "mdh_reduce.cl.mako"
+    parts = [_lookup().get_template(t).render(**ctx) for t in ("mdh_prelude.cl.mako", "mdh_params.cl.mako", skeleton)]
+    return "\n".join(parts)

@@ -1,0 +1,263 @@
+"""Build an md_hom description for a device and configuration, then run it on numpy or device arrays.
+
+Building is the expensive part (code generation and the OpenCL compiler), so a :class:`Computation` builds
+once per (device, source, options) and every call only binds sizes and enqueues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+
+from mdhom.devices import Device, get_device
+from mdhom.mdh.codegen import generate
+from mdhom.mdh.description import Description
+from mdhom.mdh.types import CTYPES
+
+_INDEX32_LIMIT = 2**31 - 1
+
+
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected generated source: the message has the log and the failing lines."""
+
+    def __init__(self, name: str, device: Device, log: str, source: str, options: list[str]):
+        self.log, self.source, self.options = log, source, options
+        super().__init__(
+            f"OpenCL build of {name!r} failed on {device.key} with options {' '.join(options)}\n"
+            f"--- compiler log ---\n{log.strip()}\n--- generated source near the errors ---\n"
+            f"{_excerpt(source, log)}"
+        )
+
+
+def _excerpt(source: str, log: str, context: int = 2) -> str:
+    lines = source.splitlines()
+    wanted = sorted({int(m) for m in re.findall(r":(\d+):\d+:\s*(?:fatal )?error", log)})
+    if not wanted:
+        wanted = sorted({int(m) for m in re.findall(r":(\d+):\d+:", log)})[:5]
+    if not wanted:
+        return "(the log names no line; the whole source is in BuildError.source)"
+    shown: list[str] = []
+    for n in wanted[:8]:
+        for i in range(max(1, n - context), min(len(lines), n + context) + 1):
+            mark = ">>" if i == n else "  "
+            shown.append(f"{mark}{i:5d} | {lines[i - 1]}")
+        shown.append("   ...")
+    return "\n".join(shown)
+
+
+_PROGRAMS: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
+
+
+def build_program(device: Device, source: str, options: list[str], name: str = "kernel") -> cl.Program:
+    """Build (or fetch from the in-process cache) a program; raise :class:`BuildError` on failure."""
+    key = (device.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
+    prg = _PROGRAMS.get(key)
+    if prg is None:
+        try:
+            prg = cl.Program(device.context, source).build(options=options)
+        except cl.RuntimeError as exc:
+            raise BuildError(name, device, str(exc), source, options) from None
+        _PROGRAMS[key] = prg
+    return prg
+
+
+@dataclass
+class Launch:
+    """What one call enqueued: the output and the kernel events (for profiling)."""
+
+    out: cl_array.Array
+    events: list[cl.Event]
+
+    def kernel_seconds(self) -> float:
+        """Sum of the kernels' device times from profiling events (waits for them)."""
+        cl.wait_for_events(self.events)
+        return sum((e.profile.end - e.profile.start) * 1e-9 for e in self.events)
+
+
+class Computation:
+    """A description built for one device and one configuration. Construct once, call many times.
+
+    >>> import numpy as np
+    >>> from mdhom import mdh
+    >>> row_sums = mdh.Description("row_sums", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "float",
+    ...     "out = x;", inputs=[mdh.Input("x", "float", ("i", "j"))])
+    >>> comp = mdh.Computation(row_sums)      # default device and configuration
+    >>> comp(x=np.ones((3, 5), np.float32))
+    array([5., 5., 5.], dtype=float32)
+    """
+
+    def __init__(
+        self,
+        desc: Description,
+        device: str | Device | None = None,
+        config: Mapping[str, int] | None = None,
+        sizes: Mapping[str, int] | None = None,
+    ) -> None:
+        self.desc = desc
+        self.device = get_device(device)
+        base = desc.default_config(self.device, dict(sizes) if sizes else None)
+        self.config = {**base, **{k: int(v) for k, v in (config or {}).items()}}
+        desc.check_config(self.config, self.device)
+        self.source = generate(desc)
+        self._programs: dict[bool, cl.Program] = {}
+        self._scratch: cl_array.Array | None = None
+
+    # ---------------------------------------------------------------- build
+    def options(self, index64: bool) -> list[str]:
+        opts = [f"-D{k}={v}" for k, v in sorted(self.config.items())]
+        if index64:
+            opts.append("-DMDH_INDEX_64")
+        return opts
+
+    def program(self, index64: bool = False) -> cl.Program:
+        if index64 not in self._programs:
+            self._programs[index64] = build_program(
+                self.device, self.source, self.options(index64), self.desc.name
+            )
+        return self._programs[index64]
+
+    # ---------------------------------------------------------------- geometry
+    @property
+    def work_group_size(self) -> int:
+        return math.prod(self.config[f"NUM_WI_{d}"] for d in self.desc.dim_names)
+
+    @property
+    def num_groups(self) -> int:
+        return math.prod(self.config[f"NUM_WG_{d}"] for d in self.desc.dim_names)
+
+    @property
+    def lane_groups(self) -> int:
+        """Work-groups along the reduced/scanned dimensions (NUM_WG_R in the skeleton)."""
+        return math.prod(self.config[f"NUM_WG_{d}"] for d in self.desc.lane_dims)
+
+    def output_shape(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(sizes[d] for d in self.desc.output_dims) + self.desc.atom.shape
+
+    # ---------------------------------------------------------------- binding
+    def bind_sizes(self, arrays: Mapping[str, object], sizes: Mapping[str, int] | None) -> dict[str, int]:
+        """Dimension sizes from the inputs' shapes and ``sizes``; every disagreement is an error."""
+        bound = {k: int(v) for k, v in (sizes or {}).items()}
+        unknown = set(bound) - set(self.desc.dim_names)
+        if unknown:
+            raise ValueError(f"{self.desc.name}: sizes given for unknown dimension(s) {sorted(unknown)}")
+        for inp in self.desc.inputs:
+            arr = arrays[inp.name]
+            shape = tuple(arr.shape)
+            if len(shape) != len(inp.shape):
+                raise ValueError(
+                    f"{self.desc.name}: input {inp.name!r} must have {len(inp.shape)} dimension(s) "
+                    f"{inp.shape}, got shape {shape}"
+                )
+            for axis, (want, got) in enumerate(zip(inp.shape, shape, strict=True)):
+                if isinstance(want, int):
+                    if got != want:
+                        raise ValueError(
+                            f"{self.desc.name}: input {inp.name!r} axis {axis} must have extent {want}, got {got}"
+                        )
+                elif want in bound and bound[want] != got:
+                    raise ValueError(
+                        f"{self.desc.name}: input {inp.name!r} axis {axis} has extent {got}, but dimension "
+                        f"{want!r} has size {bound[want]}"
+                    )
+                else:
+                    bound[want] = got
+        missing = [d for d in self.desc.dim_names if d not in bound]
+        if missing:
+            raise ValueError(f"{self.desc.name}: give the size of dimension(s) {missing} with sizes=")
+        bad = {d: n for d, n in bound.items() if n < 1}
+        if bad:
+            raise ValueError(f"{self.desc.name}: dimension sizes must be at least 1, got {bad}")
+        return bound
+
+    def _check_inputs(self, arrays: Mapping[str, object]) -> None:
+        names = {i.name for i in self.desc.inputs} | {p.name for p in self.desc.params}
+        extra = set(arrays) - names
+        if extra:
+            raise TypeError(f"{self.desc.name}: unexpected argument(s) {sorted(extra)}; expects {sorted(names)}")
+        missing = names - set(arrays)
+        if missing:
+            raise TypeError(f"{self.desc.name}: missing argument(s) {sorted(missing)}")
+        for inp in self.desc.inputs:
+            arr = arrays[inp.name]
+            if not isinstance(arr, np.ndarray | cl_array.Array):
+                raise TypeError(
+                    f"{self.desc.name}: input {inp.name!r} must be a numpy or pyopencl array, "
+                    f"got {type(arr).__name__}"
+                )
+            want = CTYPES[inp.ctype]
+            if arr.dtype != want:
+                raise TypeError(
+                    f"{self.desc.name}: input {inp.name!r} must have dtype {want} ({inp.ctype}), got {arr.dtype}"
+                )
+
+    def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
+        points = math.prod(sizes.values())
+        out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups)
+        biggest = max([points, out] + [int(np.prod(a.shape)) for a in arrays.values() if hasattr(a, "shape")])
+        launched = self.num_groups * self.work_group_size
+        return max(biggest, launched) > _INDEX32_LIMIT
+
+    # ---------------------------------------------------------------- running
+    def enqueue(
+        self,
+        sizes: Mapping[str, int] | None = None,
+        out: cl_array.Array | None = None,
+        queue: cl.CommandQueue | None = None,
+        **args: object,
+    ) -> Launch:
+        """Enqueue on device arrays (numpy inputs are copied over) and return without waiting."""
+        self._check_inputs(args)
+        arrays = {i.name: args[i.name] for i in self.desc.inputs}
+        bound = self.bind_sizes(arrays, sizes)
+        queue = queue or self.device.queue
+        index64 = self._index64(bound, arrays)
+        idx = np.int64 if index64 else np.int32
+        shape = self.output_shape(bound)
+        if out is None:
+            out = cl_array.empty(queue, shape, self.desc.atom.dtype)
+        elif tuple(out.shape) != shape or out.dtype != self.desc.atom.dtype:
+            raise ValueError(
+                f"{self.desc.name}: out must have shape {shape} and dtype {self.desc.atom.dtype}, "
+                f"got {tuple(out.shape)} {out.dtype}"
+            )
+        n_concat = math.prod(bound[d] for d in self.desc.concat_dims)
+        partial = self._partials(queue, n_concat * self.lane_groups if self.lane_groups > 1 else 1)
+        kargs: list[object] = [out.data, partial.data]
+        for inp in self.desc.inputs:
+            arr = arrays[inp.name]
+            if isinstance(arr, np.ndarray):
+                arr = cl_array.to_device(queue, np.ascontiguousarray(arr))
+            kargs.append(arr.data)
+        kargs.extend(idx(bound[d]) for d in self.desc.dim_names)
+        for p in self.desc.params:
+            kargs.append(CTYPES[p.ctype].type(args[p.name]))
+        prg = self.program(index64)
+        wg = self.work_group_size
+        events = [
+            getattr(prg, f"{self.desc.name}_main")(queue, (self.num_groups * wg,), (wg,), *kargs)
+        ]
+        if self.desc.lane_dims and self.lane_groups > 1:
+            n = n_concat * (bound[self.desc.scan_dim] if self.desc.scan_dim else 1)
+            k2 = "fixup" if self.desc.scan_dim else "combine"
+            wi = self.config["NUM_WI_COMBINE"]
+            events.append(getattr(prg, f"{self.desc.name}_{k2}")(queue, (-(-n // wi) * wi,), (wi,), *kargs))
+        return Launch(out, events)
+
+    def _partials(self, queue: cl.CommandQueue, n: int) -> cl_array.Array:
+        if self._scratch is None or self._scratch.size < n * math.prod(self.desc.atom.shape or (1,)):
+            self._scratch = cl_array.empty(queue, (n,) + self.desc.atom.shape, self.desc.atom.dtype)
+        return self._scratch
+
+    def __call__(self, sizes: Mapping[str, int] | None = None, **args: object) -> np.ndarray | cl_array.Array:
+        """Run once. With numpy inputs the result is a numpy array; with device arrays it stays on the device."""
+        launch = self.enqueue(sizes, **args)
+        if any(isinstance(args[i.name], cl_array.Array) for i in self.desc.inputs):
+            return launch.out
+        return launch.out.get()

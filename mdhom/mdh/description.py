@@ -1,0 +1,408 @@
+"""The md_hom description: an index space, a scalar function, and one combine operator per dimension.
+
+A :class:`Description` is pure data. It validates itself when constructed (unknown names in index
+expressions, operator/atom mismatches, unsupported operator mixes), and it declares the tuning parameters
+of its kernels together with their valid ranges on a given device, so the code generator, the tuner's
+search space and the fallback configuration all derive from one place.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from mdhom.mdh.types import AtomType, Scalar, Struct, as_atom, itemsize
+
+if TYPE_CHECKING:
+    from mdhom.devices import Device
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# Names an index expression may use besides dimensions, sizes and parameters.
+_INDEX_BUILTINS = {"min", "max", "abs", "clamp", "long", "int", "uint", "ulong", "size_t"}
+
+
+class DescriptionError(ValueError):
+    """A description that cannot be generated: the message names the offending part."""
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A named dimension of the index space. Its size is bound per call, not per build."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise DescriptionError(f"dimension name {self.name!r} is not a valid identifier")
+
+
+@dataclass(frozen=True)
+class Input:
+    """An input buffer.
+
+    ``shape`` lists dimension names (whose sizes then come from the array) or integers. With ``index``
+    (an OpenCL C expression over dimension names, ``SIZE_<dim>`` and parameters) the scalar function sees
+    the element at the current point under the buffer's name; without it the element at the row-major
+    position of the ``shape`` dimensions is loaded. ``gather=True`` instead passes the buffer as a
+    ``__global const`` pointer for arbitrary reads (tree nodes, lookup tables).
+    """
+
+    name: str
+    ctype: str
+    shape: tuple[str | int, ...]
+    index: str | None = None
+    gather: bool = False
+
+
+@dataclass(frozen=True)
+class Param:
+    """A scalar argument passed to every launch (a regularisation constant, a learning rate)."""
+
+    name: str
+    ctype: str
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A combine operator in OpenCL C: ``mdh_neutral()`` and ``mdh_combine(a, b)`` over ``atom_t``.
+
+    Build one from a file in ``kernels/ops`` with :meth:`named`, or inline with ``neutral`` (an expression
+    of type ``atom_t``) and ``combine`` (an expression in ``a`` and ``b``, or statements that ``return``).
+    Reductions must be associative and commutative (work-items fold strided shares); scans need only
+    associativity (each work-item owns a contiguous chunk).
+    """
+
+    name: str
+    source: str
+
+    @classmethod
+    def named(cls, name: str) -> Operator:
+        path = resources.files("mdhom.kernels").joinpath("ops", f"{name}.cl")
+        if not path.is_file():
+            raise DescriptionError(f"no combine operator kernels/ops/{name}.cl")
+        return cls(name, path.read_text())
+
+    @classmethod
+    def inline(cls, combine: str, neutral: str, name: str = "inline") -> Operator:
+        body = combine if "return" in combine else f"return {combine};"
+        src = (
+            f"inline atom_t mdh_neutral(void) {{ return {neutral}; }}\n"
+            f"inline atom_t mdh_combine(atom_t a, atom_t b) {{ {body} }}\n"
+        )
+        return cls(name, src)
+
+
+@dataclass(frozen=True)
+class Concat:
+    """The dimension survives into the output."""
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """The dimension is folded away with an associative, commutative operator."""
+
+    op: Operator
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A prefix scan along the dimension: inclusive (element i includes point i) or exclusive."""
+
+    op: Operator
+    inclusive: bool = True
+
+
+CombineOp = Concat | Reduce | Scan
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tuning parameter: the values that are valid on a device, and the heuristic default."""
+
+    name: str
+    values: tuple[int, ...]
+    default: int
+
+
+def _pow2_upto(n: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= max(1, n):
+        out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Description:
+    """An md_hom computation: see DESIGN.md section 2 and the module docstring.
+
+    ``scalar`` is OpenCL C statements that set ``out`` (an ``atom_t`` that starts at zero) from the point's
+    dimension indices and inputs. ``accumulate``, optional, folds one point straight into ``acc`` and must
+    equal ``acc = mdh_combine(acc, scalar(point))``; it lets a histogram scatter into one bin instead of
+    adding a one-hot array.
+    """
+
+    name: str
+    dims: tuple[Dim, ...]
+    combine: tuple[CombineOp, ...]
+    atom: AtomType
+    scalar: str
+    inputs: tuple[Input, ...] = ()
+    params: tuple[Param, ...] = ()
+    accumulate: str | None = None
+    preamble: str = ""
+    double_fp: bool = field(default=False)
+
+    def __init__(
+        self,
+        name: str,
+        dims: list[Dim | str] | tuple[Dim | str, ...],
+        combine: list[CombineOp] | tuple[CombineOp, ...],
+        atom: AtomType | str,
+        scalar: str,
+        inputs: list[Input] | tuple[Input, ...] = (),
+        params: list[Param] | tuple[Param, ...] = (),
+        accumulate: str | None = None,
+        preamble: str = "",
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "name", name)
+        set_(self, "dims", tuple(d if isinstance(d, Dim) else Dim(d) for d in dims))
+        set_(self, "combine", tuple(combine))
+        set_(self, "atom", as_atom(atom))
+        set_(self, "scalar", scalar)
+        set_(self, "inputs", tuple(inputs))
+        set_(self, "params", tuple(params))
+        set_(self, "accumulate", accumulate)
+        set_(self, "preamble", preamble)
+        uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
+        set_(self, "double_fp", "double" in uses)
+        self._validate()
+
+    # ----------------------------------------------------------------- validation
+    def _validate(self) -> None:
+        if not _NAME.match(self.name):
+            raise DescriptionError(f"description name {self.name!r} is not a valid identifier")
+        if not self.dims:
+            raise DescriptionError(f"{self.name}: an index space needs at least one dimension")
+        if len(self.combine) != len(self.dims):
+            raise DescriptionError(
+                f"{self.name}: {len(self.dims)} dimensions but {len(self.combine)} combine operators"
+            )
+        names = [d.name for d in self.dims]
+        if len(set(names)) != len(names):
+            raise DescriptionError(f"{self.name}: dimension names repeat: {names}")
+        for op in self.combine:
+            if not isinstance(op, Concat | Reduce | Scan):
+                raise DescriptionError(f"{self.name}: {op!r} is not Concat(), Reduce(op) or Scan(op)")
+        scans = [op for op in self.combine if isinstance(op, Scan)]
+        reduces = [op for op in self.combine if isinstance(op, Reduce)]
+        if len(scans) > 1:
+            raise DescriptionError(f"{self.name}: at most one prefix-scan dimension is supported")
+        if scans and reduces:
+            raise DescriptionError(f"{self.name}: a scan and a reduction in one description is not supported")
+        ops = {op.op.source for op in scans + reduces}
+        if len(ops) > 1:
+            raise DescriptionError(f"{self.name}: all reduced dimensions must share one combine operator")
+        if self.accumulate and not reduces and not scans:
+            raise DescriptionError(f"{self.name}: `accumulate` needs a reduced or scanned dimension")
+        seen = set(names)
+        for p in self.params:
+            if not _NAME.match(p.name) or p.name in seen:
+                raise DescriptionError(f"{self.name}: parameter name {p.name!r} is invalid or repeated")
+            as_atom(p.ctype)
+            seen.add(p.name)
+        known = set(names) | {f"SIZE_{n}" for n in names} | {p.name for p in self.params} | _INDEX_BUILTINS
+        for inp in self.inputs:
+            if not _NAME.match(inp.name) or inp.name in seen:
+                raise DescriptionError(f"{self.name}: input name {inp.name!r} is invalid or repeated")
+            seen.add(inp.name)
+            as_atom(inp.ctype)
+            if not inp.shape:
+                raise DescriptionError(f"{self.name}: input {inp.name} needs a shape")
+            for s in inp.shape:
+                if isinstance(s, str) and s not in names:
+                    raise DescriptionError(
+                        f"{self.name}: input {inp.name} has shape entry {s!r}, which is not a dimension "
+                        f"({', '.join(names)})"
+                    )
+            if inp.index is not None:
+                unknown = sorted(set(_IDENT.findall(_strip_numbers(inp.index))) - known)
+                if unknown:
+                    raise DescriptionError(
+                        f"{self.name}: index expression of input {inp.name!r} ({inp.index}) uses unknown "
+                        f"name(s) {', '.join(unknown)}; dimensions are {', '.join(names)}"
+                    )
+            elif not inp.gather and not all(isinstance(s, str) for s in inp.shape):
+                raise DescriptionError(
+                    f"{self.name}: input {inp.name} has integer extents, so it needs an `index` expression"
+                )
+
+    # ----------------------------------------------------------------- structure
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.dims)
+
+    def kind(self, dim: str) -> str:
+        """'concat', 'reduce' or 'scan'."""
+        op = self.combine[self.dim_names.index(dim)]
+        return {Concat: "concat", Reduce: "reduce", Scan: "scan"}[type(op)]
+
+    @property
+    def concat_dims(self) -> tuple[str, ...]:
+        return tuple(d for d in self.dim_names if self.kind(d) == "concat")
+
+    @property
+    def reduce_dims(self) -> tuple[str, ...]:
+        return tuple(d for d in self.dim_names if self.kind(d) == "reduce")
+
+    @property
+    def scan_dim(self) -> str | None:
+        scans = [d for d in self.dim_names if self.kind(d) == "scan"]
+        return scans[0] if scans else None
+
+    @property
+    def output_dims(self) -> tuple[str, ...]:
+        """Dimensions of the output, in declaration order (reduced ones vanish)."""
+        return tuple(d for d in self.dim_names if self.kind(d) != "reduce")
+
+    @property
+    def operator(self) -> Operator | None:
+        for op in self.combine:
+            if isinstance(op, Reduce | Scan):
+                return op.op
+        return None
+
+    @property
+    def lane_dims(self) -> tuple[str, ...]:
+        """Dimensions whose work-items cooperate through local memory (reduce or scan)."""
+        return tuple(d for d in self.dim_names if self.kind(d) in ("reduce", "scan"))
+
+    # ----------------------------------------------------------------- tuning parameters
+    def parameter_names(self) -> tuple[str, ...]:
+        """``NUM_WG_<dim>`` and ``NUM_WI_<dim>`` per dimension, plus ``NUM_WI_COMBINE`` (the work-group
+        size of the second kernel) where partials of several work-groups may need combining."""
+        names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
+        return names + (("NUM_WI_COMBINE",) if self.lane_dims else ())
+
+    def local_mem_bytes(self, config: dict[str, int]) -> int:
+        """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine."""
+        lanes = math.prod(config[f"NUM_WI_{d}"] for d in self.lane_dims)
+        if lanes <= 1:
+            return 0
+        wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
+        return wg * itemsize(self.atom)
+
+    def check_config(self, config: dict[str, int], device: Device) -> None:
+        """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
+        missing = [p for p in self.parameter_names() if p not in config]
+        if missing:
+            raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
+        extra = [p for p in config if p not in self.parameter_names()]
+        if extra:
+            raise ConfigError(f"{self.name}: unknown configuration parameter(s) {', '.join(extra)}")
+        for k, v in config.items():
+            if not isinstance(v, int | bool) and not (hasattr(v, "__index__")):
+                raise ConfigError(f"{self.name}: {k}={v!r} is not an integer")
+            if int(v) < 1:
+                raise ConfigError(f"{self.name}: {k}={v} must be at least 1")
+        wg = math.prod(int(config[f"NUM_WI_{d}"]) for d in self.dim_names)
+        limit = min(device.max_work_group_size, device.max_work_item_sizes[0])
+        if wg > limit:
+            raise ConfigError(
+                f"{self.name}: work-group size {wg} (product of NUM_WI_*) exceeds the device limit {limit} "
+                f"on {device.key}"
+            )
+        if int(config.get("NUM_WI_COMBINE", 1)) > limit:
+            raise ConfigError(f"{self.name}: NUM_WI_COMBINE exceeds the device limit {limit}")
+        need = self.local_mem_bytes({k: int(v) for k, v in config.items()})
+        if need > device.local_mem_size:
+            raise ConfigError(
+                f"{self.name}: configuration needs {need} bytes of local memory, device {device.key} has "
+                f"{device.local_mem_size}"
+            )
+        if self.double_fp and not device.has_fp64:
+            raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
+
+    def parameter_space(self, device: Device, sizes: dict[str, int] | None = None) -> list[Parameter]:
+        """The tuning parameters and their valid values on ``device`` (powers of two, bounded by the
+        device limits and, where known, the dimension sizes). Joint constraints (work-group size, local
+        memory) are checked by :meth:`check_config`; the tuner rejects such points before building."""
+        limit = min(device.max_work_group_size, device.max_work_item_sizes[0])
+        default = self.default_config(device, sizes)
+        space = []
+        for d in self.dim_names:
+            n = (sizes or {}).get(d)
+            wg_cap = 1 << 16 if n is None else max(1, 1 << math.ceil(math.log2(max(1, n))))
+            wi_cap = limit if n is None else min(limit, max(1, 1 << math.ceil(math.log2(max(1, n)))))
+            space.append(Parameter(f"NUM_WG_{d}", _pow2_upto(wg_cap), default[f"NUM_WG_{d}"]))
+            space.append(Parameter(f"NUM_WI_{d}", _pow2_upto(wi_cap), default[f"NUM_WI_{d}"]))
+        if self.lane_dims:
+            space.append(Parameter("NUM_WI_COMBINE", _pow2_upto(min(limit, 1024)), default["NUM_WI_COMBINE"]))
+        return space
+
+    def default_config(self, device: Device, sizes: dict[str, int] | None = None) -> dict[str, int]:
+        """A heuristic configuration that is valid on ``device``: lanes along the reduced (or scanned)
+        dimension, work-groups to fill the compute units. The tuner starts from it."""
+        sizes = sizes or {}
+        limit = min(device.max_work_group_size, device.max_work_item_sizes[0])
+        target_wg = 64 if device.type == "cpu" else 256
+        wi_total = 1
+        cfg: dict[str, int] = {}
+        lane = self.lane_dims[-1] if self.lane_dims else self.dim_names[-1]
+        for d in self.dim_names:
+            cfg[f"NUM_WI_{d}"] = 1
+            cfg[f"NUM_WG_{d}"] = 1
+        n_lane = sizes.get(lane, 1 << 20)
+        wi = 1
+        while wi * 2 <= min(target_wg, limit) and wi * 2 <= max(1, n_lane):
+            wi *= 2
+        # keep the local-memory need within the device
+        while wi > 1 and self.local_mem_bytes({**cfg, f"NUM_WI_{lane}": wi}) > device.local_mem_size // 2:
+            wi //= 2
+        cfg[f"NUM_WI_{lane}"] = wi
+        wi_total *= wi
+        want_groups = max(1, device.compute_units * (4 if device.type == "gpu" else 1))
+        for d in self.dim_names:
+            n = sizes.get(d, 1 << 20)
+            if self.kind(d) == "concat":
+                per = cfg[f"NUM_WI_{d}"]
+                cfg[f"NUM_WG_{d}"] = max(1, min(want_groups, math.ceil(n / per)))
+                want_groups = max(1, want_groups // cfg[f"NUM_WG_{d}"])
+        if self.scan_dim is None and want_groups > 1 and self.reduce_dims:
+            d = self.reduce_dims[-1]
+            n = sizes.get(d, 1 << 20)
+            cfg[f"NUM_WG_{d}"] = max(1, min(want_groups, math.ceil(n / (cfg[f"NUM_WI_{d}"] * 16))))
+        if self.lane_dims:
+            cfg["NUM_WI_COMBINE"] = min(64, limit)
+        return cfg
+
+
+class ConfigError(ValueError):
+    """A configuration that the device cannot run (work-group size, local memory, fp64)."""
+
+
+def _strip_numbers(expr: str) -> str:
+    """Drop numeric literals (with suffixes such as 1.0f or 10UL) before collecting identifiers."""
+    return re.sub(r"\b\d+(\.\d*)?([eE][+-]?\d+)?[fFuUlL]*\b", " ", expr)
+
+
+__all__ = [
+    "Concat",
+    "ConfigError",
+    "Description",
+    "DescriptionError",
+    "Dim",
+    "Input",
+    "Operator",
+    "Param",
+    "Parameter",
+    "Reduce",
+    "Scalar",
+    "Scan",
+    "Struct",
+]
