@@ -175,7 +175,7 @@ def helpers(t: AtomType, name: str = "atom_t") -> str:
 
     They apply per scalar lane, so the operators in ``kernels/ops`` work for scalars, structs and arrays.
     """
-    loop_open = "for (int mdh_k = 0; mdh_k < %d; ++mdh_k) { " % t.length if isinstance(t, Array) else ""
+    loop_open = f"for (int mdh_k = 0; mdh_k < {t.length}; ++mdh_k) {{ " if isinstance(t, Array) else ""
     loop_close = " }" if isinstance(t, Array) else ""
 
     def fill(fn: str, table: dict[str, str]) -> str:
