@@ -1,0 +1,91 @@
+"""The contract between the tree-growing driver (host) and the kernels that do the per-row work.
+
+The driver (binning, growth policy, model) is written once; the heavy work goes through a
+:class:`TreeKernels` implementation: ``NumpyTreeKernels`` is the reference, ``OpenCLTreeKernels`` runs the
+md_hom kernels on a device. Both must produce the same trees in double precision, so every decision the
+driver takes is a function of what these methods return.
+
+Conventions shared by every implementation:
+
+* ``bins``: uint8 array (n_rows, n_features); bin ``n_bins - 1`` of every feature is the missing-value
+  (NaN) bin; real values use bins ``0 .. n_bins - 2`` (a feature may use fewer).
+* Gradients and hessians: (n_rows, n_outputs) in the working precision; rows left out by subsampling have
+  g = h = 0 (as in XGBoost's uniform sampling).
+* Histograms: shape (n_nodes, n_features, n_bins, n_outputs, 2), the last axis (sum g, sum h), for the
+  rows currently assigned to each listed node. Implementations keep them on the device behind a handle.
+* Split rule: a split (feature f, bin b, default_left d) sends a row left when its bin is <= b and not
+  missing, or when it is missing and d is true. Candidate bins b run over 0 .. n_bins - 3 (so the right
+  side can be non-empty). Gain is XGBoost's, summed over outputs:
+  ``0.5 * sum_k [S(G_L)^2/(H_L+lambda) + S(G_R)^2/(H_R+lambda) - S(G)^2/(H+lambda)] - min_split_gain``
+  with ``S`` the L1 soft threshold by alpha; a candidate needs ``sum_k H_L >= min_child_weight`` and
+  ``sum_k H_R >= min_child_weight``. Ties: the larger gain wins; equal gains go to the lower feature, then
+  the lower bin, then default_left=True over False.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    reg_lambda: float
+    reg_alpha: float
+    min_split_gain: float
+    min_child_weight: float
+
+
+@dataclass
+class Splits:
+    """Best split per node (host arrays, one entry per node asked for).
+
+    ``gain`` is -inf where no valid split exists. ``left_sum``/``right_sum`` are (n_nodes, n_outputs, 2)
+    sums of (g, h), so the driver knows child totals and leaf values without another pass.
+    """
+
+    gain: np.ndarray  # float64 (n_nodes,)
+    feature: np.ndarray  # int32 (n_nodes,)
+    bin: np.ndarray  # int32 (n_nodes,)
+    default_left: np.ndarray  # bool (n_nodes,)
+    left_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
+    right_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
+
+
+class TreeKernels(Protocol):
+    """Device-resident state of one fit and the operations the driver needs."""
+
+    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
+        """Take the binned training matrix (kept resident for the whole fit)."""
+
+    def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
+        """Gradients and hessians of this round, (n_rows, n_outputs) each."""
+
+    def reset_rows(self) -> None:
+        """Put every row into node 0 (the root) at the start of a tree."""
+
+    def histograms(self, nodes: np.ndarray) -> object:
+        """Histograms of the listed node ids (int32) over the rows now in those nodes; a handle."""
+
+    def subtract(self, parent: object, child: object) -> object:
+        """parent - child, node by node: the sibling's histograms without a pass over the rows."""
+
+    def concat(self, hists: list[object]) -> object:
+        """Stack handles along the node axis (in order)."""
+
+    def to_host(self, hist: object) -> np.ndarray:
+        """The histograms as a numpy array (for tests and the tuner's checks)."""
+
+    def best_splits(self, hist: object, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+        """The best split of every node in ``hist``; features where ``feature_mask`` is False are skipped."""
+
+    def apply_splits(
+        self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
+        left: np.ndarray, right: np.ndarray,
+    ) -> None:
+        """Move the rows of each node ``nodes[i]`` to node ``left[i]`` or ``right[i]`` by its split."""
+
+    def row_nodes(self) -> np.ndarray:
+        """The node id of every row (int32, n_rows), for the driver's leaf updates and for tests."""
