@@ -18,7 +18,7 @@ RUNTIMES = (
     ("pocl", lambda d: d.runtime == "pocl", "PoCL not found: install pyopencl[pocl]"),
     ("intel-cpu", lambda d: d.runtime == "intel" and d.type == "cpu",
      "Intel CPU runtime not found: pip install intel-opencl-rt intel-cmplr-lib-rt (the test extra)"),
-    ("gpu", lambda d: d.type == "gpu", "no OpenCL GPU on this machine (the GPU machine runs these through the device tool)"),
+    ("gpu", lambda d: d.type == "gpu", "no OpenCL GPU on this machine"),
 )
 
 
