@@ -1,0 +1,1 @@
+"""Gradient-boosted trees in the XGBoost / LightGBM style, on md_hom kernels."""

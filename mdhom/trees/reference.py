@@ -1,0 +1,133 @@
+"""The numpy reference for every tree kernel: plain, float64, and written for clarity over speed.
+
+The OpenCL kernels are tested against these functions, and the learner run with this backend is the
+"pure-numpy reference learner" that must grow the same trees as the device does. The conventions
+(missing bin, split rule, gain, tie-breaking) are stated once, in :mod:`mdhom.trees.backend`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mdhom.trees.backend import SplitParams, Splits
+
+
+def soft_threshold(g: np.ndarray, alpha: float) -> np.ndarray:
+    """L1 shrinkage of a gradient sum (XGBoost's ThresholdL1)."""
+    return np.sign(g) * np.maximum(np.abs(g) - alpha, 0.0)
+
+
+def leaf_weight(g: np.ndarray, h: np.ndarray, reg_lambda: float, reg_alpha: float) -> np.ndarray:
+    """Optimal leaf value -S(G) / (H + lambda), per output."""
+    return -soft_threshold(g, reg_alpha) / (h + reg_lambda)
+
+
+def score(g: np.ndarray, h: np.ndarray, reg_lambda: float, reg_alpha: float) -> np.ndarray:
+    """S(G)^2 / (H + lambda) summed over the last (output) axis: the structure score of a leaf."""
+    s = soft_threshold(g, reg_alpha)
+    return np.sum(s * s / (h + reg_lambda), axis=-1)
+
+
+def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: np.ndarray,
+               nodes: np.ndarray, n_bins: int) -> np.ndarray:
+    """(n_nodes, n_features, n_bins, n_outputs, 2) sums of (g, h) of each node's rows per feature and bin."""
+    n_features = bins.shape[1]
+    n_outputs = grad.shape[1]
+    out = np.zeros((len(nodes), n_features, n_bins, n_outputs, 2))
+    offsets = (np.arange(n_features) * n_bins)[None, :]
+    for i, node in enumerate(np.asarray(nodes)):
+        rows = np.flatnonzero(row_node == node)
+        if rows.size == 0:
+            continue
+        idx = (bins[rows].astype(np.int64) + offsets).ravel()
+        for k in range(n_outputs):
+            for c, w in enumerate((grad[rows, k], hess[rows, k])):
+                flat = np.bincount(idx, weights=np.repeat(w, n_features), minlength=n_features * n_bins)
+                out[i, :, :, k, c] = flat.reshape(n_features, n_bins)
+    return out
+
+
+def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    """The best split of each node, following the rule and tie-breaking of :mod:`mdhom.trees.backend`."""
+    n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
+    n_cand = max(n_bins - 2, 0)
+    total = hist.sum(axis=2)  # (N, F, K, 2)
+    miss = hist[:, :, n_bins - 1]  # (N, F, K, 2)
+    cum = np.cumsum(hist[:, :, :n_cand], axis=2)  # left sums of the non-missing bins <= b
+    # candidates ordered (feature, bin, default_left True then False): argmax takes the first maximum
+    left = np.stack([cum + miss[:, :, None], cum], axis=3)  # (N, F, b, 2 directions, K, 2)
+    right = total[:, :, None, None] - left
+    lam, alpha = params.reg_lambda, params.reg_alpha
+    parent = score(total[..., 0], total[..., 1], lam, alpha)[:, :, None, None]
+    gain = 0.5 * (score(left[..., 0], left[..., 1], lam, alpha)
+                  + score(right[..., 0], right[..., 1], lam, alpha) - parent) - params.min_split_gain
+    ok = (left[..., 1].sum(-1) >= params.min_child_weight) & (right[..., 1].sum(-1) >= params.min_child_weight)
+    ok &= np.asarray(feature_mask, bool)[None, :, None, None]
+    gain = np.where(ok, gain, -np.inf).reshape(n_nodes, -1)
+    out = Splits(
+        gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
+        default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)),
+    )
+    if n_cand == 0:
+        return out
+    best = np.argmax(gain, axis=1)
+    for i, j in enumerate(best):
+        if not np.isfinite(gain[i, j]):
+            continue
+        f, rest = divmod(int(j), n_cand * 2)
+        b, d = divmod(rest, 2)
+        out.gain[i] = gain[i, j]
+        out.feature[i], out.bin[i], out.default_left[i] = f, b, d == 0
+        out.left_sum[i] = left[i, f, b, d]
+        out.right_sum[i] = right[i, f, b, d]
+    return out
+
+
+def goes_left(bin_values: np.ndarray, split_bin: np.ndarray, default_left: np.ndarray, n_bins: int) -> np.ndarray:
+    """The split rule: bin <= split bin, and missing values follow the learned default direction."""
+    missing = bin_values == n_bins - 1
+    return np.where(missing, default_left, bin_values <= split_bin)
+
+
+class NumpyTreeKernels:
+    """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend."""
+
+    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
+        if bins.dtype != np.uint8 or bins.ndim != 2:
+            raise TypeError("bins must be a 2-D uint8 array")
+        self.bins = np.ascontiguousarray(bins)
+        self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
+        self.row_node = np.zeros(bins.shape[0], np.int32)
+
+    def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
+        self.grad = np.asarray(grad, np.float64).reshape(self.bins.shape[0], self.n_outputs)
+        self.hess = np.asarray(hess, np.float64).reshape(self.bins.shape[0], self.n_outputs)
+
+    def reset_rows(self) -> None:
+        self.row_node[:] = 0
+
+    def histograms(self, nodes: np.ndarray) -> np.ndarray:
+        return histograms(self.bins, self.grad, self.hess, self.row_node, np.asarray(nodes), self.n_bins)
+
+    def subtract(self, parent: np.ndarray, child: np.ndarray) -> np.ndarray:
+        return parent - child
+
+    def concat(self, hists: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(hists, axis=0)
+
+    def to_host(self, hist: np.ndarray) -> np.ndarray:
+        return hist
+
+    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+        return best_splits(hist, feature_mask, params)
+
+    def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
+                     left: np.ndarray, right: np.ndarray) -> None:
+        for n, f, b, d, lo, hi in zip(nodes, feature, bin, default_left, left, right, strict=True):
+            rows = np.flatnonzero(self.row_node == n)
+            go = goes_left(self.bins[rows, f], b, d, self.n_bins)
+            self.row_node[rows] = np.where(go, lo, hi)
+
+    def row_nodes(self) -> np.ndarray:
+        return self.row_node.copy()
