@@ -1,0 +1,503 @@
+"""Tuned configurations on disk: the schema, loading with validation, atomic writes, and lookup with fallback.
+
+This is the runtime half of the tuner. Learners import it on every ``fit``, so it depends on the standard
+library, numpy-free JSON and ``platformdirs`` only: never on optuna.
+
+Where files live
+    ``tuned_configs/<device-key>.json`` inside the package (shipped, and written by ``mdhom tune`` when the
+    package directory is writable), and the same file name in the user data directory
+    (``platformdirs.user_data_dir("mdhom")/tuned_configs``), which is searched *first* so a user's own tune
+    overrides the shipped one. ``$MDHOM_TUNED_DIR`` names one more directory searched before both (and
+    written to, when set); tests and CI use it.
+
+Schema (``schema_version`` 1) of a device file::
+
+    {
+      "schema": "mdhom-tuned-configs", "schema_version": 1,
+      "device": {"key", "name", "platform", "vendor", "type", "driver_version", "opencl_version",
+                 "compute_units", "max_work_group_size", "local_mem_size"},
+      "kernels": {
+        "<kernel>": {
+          "description_hash": "sha256 of the generated OpenCL source and parameter names",
+          "classes": {
+            "<size class>": {
+              "sizes": {"<dim>": int, ...},        # the problem size the class was tuned at
+              "config": {"NUM_WG_<dim>": int, ...}, # the best configuration found
+              "median_s": float,                    # its median kernel time (OpenCL profiling events)
+              "default_config": {...}, "default_s": float,   # the heuristic default, timed the same way
+              "trials": int, "failed_trials": int, # trials run in the study; of which failed or rejected
+              "date": "ISO 8601 UTC",
+              "versions": {"mdhom", "pyopencl", "optuna", "driver"}
+            }
+          }
+        }
+      }
+    }
+
+A defaults file ``tuned_configs/defaults.json`` (``"schema": "mdhom-tuned-defaults"``) holds the same
+``kernels`` mapping per *group*: ``"<runtime>-<type>"`` (``"nvidia-gpu"``, ``"pocl-cpu"``) and ``"<type>"``
+(``"gpu"``, ``"cpu"``). :func:`rebuild_defaults` derives it from the device files.
+
+Lookup (CLBlast's layered fallback): the device's own file, then the group entries from most to least
+specific, then ``None``, which means "use the description's ``default_config``". A corrupt or foreign file
+gives one warning and is skipped; nothing here raises on bad files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mdhom.devices import Device
+    from mdhom.mdh.description import Description
+
+SCHEMA = "mdhom-tuned-configs"
+DEFAULTS_SCHEMA = "mdhom-tuned-defaults"
+SCHEMA_VERSION = 1
+DEFAULTS_FILE = "defaults.json"
+TUNED_DIR_ENV = "MDHOM_TUNED_DIR"
+
+
+class TunedConfigWarning(UserWarning):
+    """Something about the tuned configurations a user should know: a fallback, a corrupt or stale file."""
+
+
+# ----------------------------------------------------------------------------------------------- locations
+def package_dir() -> Path:
+    """The ``tuned_configs`` directory shipped inside the package."""
+    from importlib import resources
+
+    return Path(str(resources.files("mdhom.tuned_configs")))
+
+
+def user_dir() -> Path:
+    """The per-user directory (platformdirs), used when the package directory is read-only."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("mdhom")) / "tuned_configs"
+
+
+def search_dirs() -> list[Path]:
+    """Directories searched for a device file, first hit wins: ``$MDHOM_TUNED_DIR``, user, package."""
+    dirs = []
+    env = os.environ.get(TUNED_DIR_ENV)
+    if env:
+        dirs.append(Path(env))
+    dirs += [user_dir(), package_dir()]
+    return dirs
+
+
+def _writable(d: Path) -> bool:
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(d, os.W_OK | os.X_OK)
+
+
+def write_dir() -> Path:
+    """Where ``mdhom tune`` writes: ``$MDHOM_TUNED_DIR`` if set, else the package directory when it is
+    writable, else the user directory."""
+    env = os.environ.get(TUNED_DIR_ENV)
+    if env:
+        return Path(env)
+    pkg = package_dir()
+    if _writable(pkg):
+        return pkg
+    return user_dir()
+
+
+def device_file_name(key: str) -> str:
+    return f"{key}.json"
+
+
+# ----------------------------------------------------------------------------------------------- warnings
+_WARNED: set[tuple[str, str]] = set()
+_WARN_LOCK = threading.Lock()
+
+
+def _warn_once(kind: str, subject: str, message: str) -> None:
+    with _WARN_LOCK:
+        if (kind, subject) in _WARNED:
+            return
+        _WARNED.add((kind, subject))
+    warnings.warn(message, TunedConfigWarning, stacklevel=3)
+
+
+def reset_warnings() -> None:
+    """Forget which warnings were given (tests; a long-lived process after re-tuning)."""
+    with _WARN_LOCK:
+        _WARNED.clear()
+    _CACHE.clear()
+
+
+# ----------------------------------------------------------------------------------------------- validation
+class SchemaError(ValueError):
+    """A tuned-config file that does not follow the schema: the message names the offending entry."""
+
+
+def _check_config_dict(where: str, cfg: Any) -> None:
+    if not isinstance(cfg, dict) or not cfg:
+        raise SchemaError(f"{where}: must be a non-empty object of parameter -> integer")
+    for k, v in cfg.items():
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SchemaError(f"{where}: {k!r}={v!r} must be a positive integer")
+
+
+def _check_kernels(where: str, kernels: Any) -> None:
+    if not isinstance(kernels, dict):
+        raise SchemaError(f"{where}: 'kernels' must be an object")
+    for name, entry in kernels.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("classes"), dict):
+            raise SchemaError(f"{where}: kernel {name!r} needs a 'classes' object")
+        for cls, e in entry["classes"].items():
+            at = f"{where}: {name}/{cls}"
+            if not isinstance(e, dict):
+                raise SchemaError(f"{at}: must be an object")
+            sizes = e.get("sizes")
+            if not isinstance(sizes, dict) or not sizes or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes.values()
+            ):
+                raise SchemaError(f"{at}: 'sizes' must map dimensions to positive integers")
+            _check_config_dict(f"{at} config", e.get("config"))
+            for t in ("median_s", "default_s"):
+                if t in e and e[t] is not None and not (isinstance(e[t], int | float) and e[t] >= 0):
+                    raise SchemaError(f"{at}: {t!r} must be a non-negative number")
+
+
+def validate(doc: Any, where: str = "tuned configs") -> dict:
+    """Check a loaded document against the schema (device file or defaults file); return it or raise
+    :class:`SchemaError`."""
+    if not isinstance(doc, dict):
+        raise SchemaError(f"{where}: not a JSON object")
+    schema = doc.get("schema")
+    if schema not in (SCHEMA, DEFAULTS_SCHEMA):
+        raise SchemaError(f"{where}: schema {schema!r} is not {SCHEMA!r}: not an mdhom tuned-config file")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where}: schema_version {doc.get('schema_version')!r}, this mdhom reads version {SCHEMA_VERSION}"
+        )
+    if schema == SCHEMA:
+        if not isinstance(doc.get("device"), dict) or not isinstance(doc["device"].get("key"), str):
+            raise SchemaError(f"{where}: 'device' must be an object with a 'key'")
+        _check_kernels(where, doc.get("kernels"))
+    else:
+        groups = doc.get("groups")
+        if not isinstance(groups, dict):
+            raise SchemaError(f"{where}: 'groups' must be an object")
+        for g, body in groups.items():
+            if not isinstance(body, dict):
+                raise SchemaError(f"{where}: group {g!r} must be an object")
+            _check_kernels(f"{where} group {g}", body.get("kernels"))
+    return doc
+
+
+# ----------------------------------------------------------------------------------------------- loading
+_CACHE: dict[Path, tuple[float, int, dict | None]] = {}
+
+
+def load_file(path: Path) -> dict | None:
+    """The validated document at ``path``, ``None`` when it does not exist; a corrupt or foreign file
+    warns once and reads as ``None``. Cached by modification time."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    hit = _CACHE.get(path)
+    if hit and hit[0] == st.st_mtime and hit[1] == st.st_size:
+        return hit[2]
+    doc: dict | None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = validate(json.load(fh), str(path))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and SchemaError are ValueErrors
+        _warn_once("corrupt", str(path), f"ignoring tuned-config file {path}: {exc}")
+        doc = None
+    _CACHE[path] = (st.st_mtime, st.st_size, doc)
+    return doc
+
+
+def find_device_file(key: str, dirs: Iterable[Path] | None = None) -> tuple[Path, dict] | None:
+    """The first valid file for ``key`` along the search directories."""
+    for d in dirs if dirs is not None else search_dirs():
+        p = Path(d) / device_file_name(key)
+        doc = load_file(p)
+        if doc is not None and doc.get("schema") == SCHEMA:
+            if doc["device"]["key"] != key:
+                _warn_once("foreign", str(p), f"ignoring {p}: it holds configurations of {doc['device']['key']}")
+                continue
+            return p, doc
+    return None
+
+
+def load_device(key: str, dirs: Iterable[Path] | None = None) -> dict | None:
+    hit = find_device_file(key, dirs)
+    return hit[1] if hit else None
+
+
+def fallback_groups(device: Device) -> list[str]:
+    """The defaults groups a device falls back to, most specific first."""
+    return [f"{device.runtime}-{device.type}", device.type]
+
+
+# ----------------------------------------------------------------------------------------------- lookup
+def size_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+    """Log-distance between two problem sizes over the dimensions both name (inf when they share none)."""
+    common = [d for d in a if d in b]
+    if not common:
+        return math.inf
+    return math.sqrt(sum((math.log(max(1, a[d])) - math.log(max(1, b[d]))) ** 2 for d in common))
+
+
+def nearest_class(classes: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, int]) -> str | None:
+    """Name of the class whose ``sizes`` are nearest to ``sizes`` in log-distance (ties: the first)."""
+    best, best_d = None, math.inf
+    for name, entry in classes.items():
+        d = size_distance(sizes, entry["sizes"])
+        if d < best_d:
+            best, best_d = name, d
+    return best
+
+
+def description_hash(desc: Description) -> str:
+    """Hash of what a configuration was tuned for: the generated OpenCL source and the parameter names."""
+    key = id(desc)
+    hit = _HASHES.get(key)
+    if hit is not None and hit[0] is desc:
+        return hit[1]
+    from mdhom.mdh.codegen import generate
+
+    h = hashlib.sha256()
+    h.update(generate(desc).encode())
+    h.update(",".join(desc.parameter_names()).encode())
+    digest = "sha256:" + h.hexdigest()[:32]
+    _HASHES[key] = (desc, digest)
+    return digest
+
+
+_HASHES: dict[int, tuple[Any, str]] = {}
+
+
+def _pick(
+    kernels: Mapping[str, Any], kernel: str, sizes: Mapping[str, int], device: Device,
+    description: Description | None, source: str,
+) -> dict[str, int] | None:
+    entry = kernels.get(kernel)
+    if not entry:
+        return None
+    cls = nearest_class(entry["classes"], sizes)
+    if cls is None:
+        return None
+    config = {k: int(v) for k, v in entry["classes"][cls]["config"].items()}
+    if description is not None:
+        from mdhom.mdh.description import ConfigError
+
+        stored = entry.get("description_hash")
+        if stored and stored != description_hash(description):
+            _warn_once(
+                "stale", f"{source}/{kernel}",
+                f"{source}: kernel {kernel!r} was tuned for a different version of its description; "
+                f"using the stored parameters anyway (re-run `mdhom tune --kernels {kernel}`)",
+            )
+        try:
+            description.check_config(config, device)
+        except ConfigError as exc:
+            _warn_once("invalid", f"{source}/{kernel}/{cls}", f"{source}: stored {kernel}/{cls} is not usable: {exc}")
+            return None
+    return config
+
+
+def lookup_config(
+    device: Device,
+    kernel: str,
+    sizes: Mapping[str, int],
+    description: Description | None = None,
+    dirs: Iterable[Path] | None = None,
+) -> dict[str, int] | None:
+    """The best stored configuration of ``kernel`` on ``device`` at the size class nearest ``sizes``.
+
+    Walks the fallback chain: the device's own file, then the defaults groups ``"<runtime>-<type>"`` and
+    ``"<type>"``, then ``None`` (the caller uses ``description.default_config``). With ``description``
+    given, a stored configuration that fails ``description.check_config`` on this device is skipped with
+    one warning and the chain goes on, so the result is always valid; without it the caller validates.
+    Warns once per device when its own file has nothing for the kernel, and once per corrupt file.
+    """
+    dir_list = list(dirs) if dirs is not None else search_dirs()
+    hit = find_device_file(device.key, dir_list)
+    if hit is not None:
+        path, doc = hit
+        cfg = _pick(doc["kernels"], kernel, sizes, device, description, str(path))
+        if cfg is not None:
+            return cfg
+    for d in dir_list:
+        doc = load_file(Path(d) / DEFAULTS_FILE)
+        if doc is None or doc.get("schema") != DEFAULTS_SCHEMA:
+            continue
+        for group in fallback_groups(device):
+            body = doc["groups"].get(group)
+            if not body:
+                continue
+            cfg = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}")
+            if cfg is not None:
+                _warn_once(
+                    "untuned", device.key,
+                    f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'}: using the "
+                    f"{group!r} defaults; run `mdhom tune --device {device.key}` once for its best parameters",
+                )
+                return cfg
+    _warn_once(
+        "untuned", device.key,
+        f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'} and no defaults apply: using the "
+        f"heuristic configuration; run `mdhom tune --device {device.key}` once for its best parameters",
+    )
+    return None
+
+
+def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:
+    """One short phrase for ``mdhom devices``: when the device was tuned and for how many kernels."""
+    hit = find_device_file(device.key, dirs)
+    if hit is None:
+        return "no"
+    kernels = hit[1]["kernels"]
+    dates = [e.get("date", "") for k in kernels.values() for e in k["classes"].values()]
+    last = max(dates)[:10] if dates else "?"
+    return f"{last} ({len(kernels)} kernels)"
+
+
+# ----------------------------------------------------------------------------------------------- writing
+def device_facts(device: Device) -> dict[str, Any]:
+    return {
+        k: getattr(device, k)
+        for k in ("key", "name", "platform", "vendor", "type", "driver_version", "opencl_version",
+                  "compute_units", "max_work_group_size", "local_mem_size")
+    }
+
+
+def empty_document(device: Device) -> dict[str, Any]:
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "device": device_facts(device), "kernels": {}}
+
+
+def atomic_write_json(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` to ``path`` so that readers see the old file or the new one, never a torn one: a
+    temporary file in the same directory, flushed and fsynced, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def store_result(
+    device: Device,
+    kernel: str,
+    size_class: str,
+    entry: Mapping[str, Any],
+    description_hash_: str | None = None,
+    directory: Path | None = None,
+) -> Path:
+    """Merge one (kernel, size class) result into the device file and write it atomically.
+
+    The existing file (from the write directory, else the first one found along the search path) is the
+    base, so a tune of one kernel keeps the others; a corrupt base is replaced, after its warning.
+    """
+    directory = Path(directory) if directory is not None else write_dir()
+    path = directory / device_file_name(device.key)
+    doc = load_file(path)
+    if doc is None or doc.get("schema") != SCHEMA:
+        found = find_device_file(device.key)
+        doc = json.loads(json.dumps(found[1])) if found else empty_document(device)
+    else:
+        doc = json.loads(json.dumps(doc))
+    doc["device"] = device_facts(device)
+    k = doc["kernels"].setdefault(kernel, {"classes": {}})
+    if description_hash_ is not None:
+        if k.get("description_hash") not in (None, description_hash_):
+            k["classes"] = {}  # tuned for another version of the kernel: the old classes are stale
+        k["description_hash"] = description_hash_
+    k["classes"][size_class] = dict(entry)
+    validate(doc, str(path))
+    atomic_write_json(path, doc)
+    _CACHE.pop(path, None)
+    return path
+
+
+def rebuild_defaults(dirs: Iterable[Path] | None = None, out: Path | None = None) -> Path:
+    """Derive ``defaults.json`` from the device files: for every group and (kernel, size class), the
+    configuration of the device of that group with the most trials (ties: the most recent)."""
+    dir_list = list(dirs) if dirs is not None else [package_dir()]
+    files = sorted(
+        p for d in dir_list for p in Path(d).glob("*.json") if p.name != DEFAULTS_FILE and not p.name.startswith(".")
+    )
+    groups: dict[str, dict[str, Any]] = {}
+    for p in files:
+        doc = load_file(p)
+        if doc is None or doc.get("schema") != SCHEMA:
+            continue
+        dev = doc["device"]
+        runtime = dev["key"].split("-", 1)[0]
+        if runtime == "oclgrind":
+            continue
+        for group in (f"{runtime}-{dev.get('type', 'cpu')}", dev.get("type", "cpu")):
+            body = groups.setdefault(group, {"sources": [], "kernels": {}})
+            body["sources"].append(dev["key"])
+            for name, kentry in doc["kernels"].items():
+                gk = body["kernels"].setdefault(name, {"classes": {}})
+                for cls, e in kentry["classes"].items():
+                    old = gk["classes"].get(cls)
+                    rank = (e.get("trials", 0), e.get("date", ""))
+                    if old is None or rank > (old.get("trials", 0), old.get("date", "")):
+                        gk["classes"][cls] = {**e, "source": dev["key"]}
+                        if kentry.get("description_hash"):
+                            gk["description_hash"] = kentry["description_hash"]
+    doc = {"schema": DEFAULTS_SCHEMA, "schema_version": SCHEMA_VERSION, "date": now_iso(), "groups": groups}
+    target = Path(out) if out is not None else dir_list[0] / DEFAULTS_FILE
+    validate(doc, str(target))
+    atomic_write_json(target, doc)
+    _CACHE.pop(target, None)
+    return target
+
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SchemaError",
+    "TunedConfigWarning",
+    "atomic_write_json",
+    "description_hash",
+    "fallback_groups",
+    "load_device",
+    "lookup_config",
+    "nearest_class",
+    "rebuild_defaults",
+    "search_dirs",
+    "size_distance",
+    "store_result",
+    "tuned_status",
+    "validate",
+    "write_dir",
+]
