@@ -420,10 +420,20 @@ def store_result(
     description_hash_: str | None = None,
     directory: Path | None = None,
 ) -> Path:
-    """Merge one (kernel, size class) result into the device file and write it atomically.
+    """Merge one (kernel, size class) result into the device file and write it atomically."""
+    return store_results(device, [(kernel, size_class, entry, description_hash_)], directory)
 
-    The existing file (from the write directory, else the first one found along the search path) is the
-    base, so a tune of one kernel keeps the others; a corrupt base is replaced, after its warning.
+
+def store_results(
+    device: Device,
+    results: Iterable[tuple[str, str, Mapping[str, Any], str | None]],
+    directory: Path | None = None,
+) -> Path:
+    """Merge (kernel, size class, entry, description hash) results into the device file in one atomic write.
+
+    The existing file (in the write directory, else the first one found along the search path) is the
+    base, so a tune of some kernels keeps the others; a corrupt base is replaced, after its warning. A
+    kernel whose description hash changed loses its old classes (they were tuned for other code).
     """
     directory = Path(directory) if directory is not None else write_dir()
     path = directory / device_file_name(device.key)
@@ -434,12 +444,13 @@ def store_result(
     else:
         doc = json.loads(json.dumps(doc))
     doc["device"] = device_facts(device)
-    k = doc["kernels"].setdefault(kernel, {"classes": {}})
-    if description_hash_ is not None:
-        if k.get("description_hash") not in (None, description_hash_):
-            k["classes"] = {}  # tuned for another version of the kernel: the old classes are stale
-        k["description_hash"] = description_hash_
-    k["classes"][size_class] = dict(entry)
+    for kernel, size_class, entry, desc_hash in results:
+        k = doc["kernels"].setdefault(kernel, {"classes": {}})
+        if desc_hash is not None:
+            if k.get("description_hash") not in (None, desc_hash):
+                k["classes"] = {}
+            k["description_hash"] = desc_hash
+        k["classes"][size_class] = dict(entry)
     validate(doc, str(path))
     atomic_write_json(path, doc)
     _CACHE.pop(path, None)
@@ -497,6 +508,7 @@ __all__ = [
     "search_dirs",
     "size_distance",
     "store_result",
+    "store_results",
     "tuned_status",
     "validate",
     "write_dir",

@@ -1,0 +1,158 @@
+"""Tune a device: every (kernel, size class) study in turn, under a trial and a time budget, then one write.
+
+The device file is written once, atomically, after every study ran. An interrupt (Ctrl-C) leaves the file
+on disk as it was; the studies keep their trials in Optuna storage, so running the same command again
+resumes them and finishes quickly.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mdhom.tuning.measure import LiveRunner, Runner
+from mdhom.tuning.space import SearchSpace
+from mdhom.tuning.study import StudyResult, run_study
+
+from mdhom import configs
+
+FULL_TRIALS = 60
+QUICK_TRIALS = 12
+
+
+@dataclass
+class Plan:
+    """One study to run."""
+
+    kernel: Any  # TunableKernel
+    size_class: str
+    sizes: dict[str, int]
+
+
+def versions(device: Any) -> dict[str, str]:
+    import optuna
+    import pyopencl
+
+    import mdhom
+
+    return {"mdhom": mdhom.__version__, "pyopencl": pyopencl.VERSION_TEXT, "optuna": optuna.__version__,
+            "driver": device.driver_version}
+
+
+def plan(kernel_names: Iterable[str] | None = None, quick: bool = False) -> list[Plan]:
+    from mdhom import tunable
+
+    known = tunable.registered()
+    names = list(kernel_names) if kernel_names else sorted(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return [Plan(known[n], c, dict(s)) for n in names for c, s in known[n].classes(quick).items()]
+
+
+def tune_device(
+    device: Any,
+    kernels: Iterable[str] | None = None,
+    *,
+    trials: int | None = None,
+    minutes: float | None = None,
+    quick: bool = False,
+    storage: str | None = None,
+    directory: Path | None = None,
+    seed: int = 0,
+    sampler: str = "tpe",
+    runner_factory: Callable[[Any, Any, dict[str, int]], Runner] | None = None,
+    echo: Callable[[str], None] = print,
+    progress_bar: bool = True,
+    write: bool = True,
+) -> tuple[list[StudyResult], Path | None]:
+    """Tune every planned (kernel, size class) on ``device``; return the results and the file written.
+
+    ``runner_factory(kernel, device, sizes)`` makes the measurement back end (default: a live runner);
+    tests pass a replay runner. ``minutes`` is the budget for the whole tune, shared out evenly over the
+    studies still to run.
+    """
+    if device.checker:
+        raise ValueError(f"{device.key} is a checker (simulator): its timings mean nothing, tune a real device")
+    budget = trials or (QUICK_TRIALS if quick else FULL_TRIALS)
+    todo = plan(kernels, quick)
+    make_runner = runner_factory or (
+        lambda k, d, s: LiveRunner(k, d, s, repeats=5 if quick else 9, warmup=1 if quick else 2)
+    )
+    deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
+    results: list[StudyResult] = []
+    hashes: dict[str, str] = {}
+    for i, p in enumerate(todo):
+        timeout = None
+        if deadline is not None:
+            timeout = max(0.0, (deadline - time.monotonic()) / (len(todo) - i))
+        desc = p.kernel.describe(p.sizes)
+        h = configs.description_hash(desc)
+        hashes[f"{p.kernel.name}/{p.size_class}"] = h
+        dims = p.kernel.dim_sizes(p.sizes)
+        space = SearchSpace(desc, device, dims)
+        label = f"{p.kernel.name} {p.size_class}"
+        bar = _Bar(label, budget, enabled=progress_bar)
+        try:
+            runner = make_runner(p.kernel, device, p.sizes)
+            res = run_study(
+                space, runner, kernel=p.kernel.name, size_class=p.size_class, device_key=device.key,
+                desc_hash=h, budget=budget, timeout=timeout, storage=storage, sampler=sampler, seed=seed,
+                progress=bar.update,
+            )
+        finally:
+            bar.close()
+        results.append(res)
+        echo(format_result(res))
+    path = None
+    if write:
+        stamp = configs.now_iso()
+        vers = versions(device)
+        entries = [
+            (r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
+            for r in results if r.config is not None
+        ]
+        if entries:
+            path = configs.store_results(device, entries, directory)
+    return results, path
+
+
+def format_result(r: StudyResult) -> str:
+    def ms(s: float | None) -> str:
+        return "      -   " if s is None else f"{s * 1e3:9.3f}ms"
+
+    sp = r.speedup
+    return (
+        f"{r.kernel:<16} {r.size_class:<12} default {ms(r.default_seconds)}  tuned {ms(r.seconds)}  "
+        f"speedup {'-' if sp is None else f'{sp:5.2f}x'}  ({r.measured} configs, {r.failed} failed, "
+        f"{r.pruned} rejected)"
+    )
+
+
+class _Bar:
+    """A tqdm progress bar on stderr when it is a terminal (tqdm comes with optuna)."""
+
+    def __init__(self, label: str, total: int, enabled: bool) -> None:
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=label, leave=False, unit="cfg")
+
+    def update(self, done: int, total: int, best: float | None) -> None:
+        if self.bar is not None:
+            self.bar.n = min(done, total)
+            if best is not None:
+                self.bar.set_postfix_str(f"best {best * 1e3:.3f} ms")
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["FULL_TRIALS", "QUICK_TRIALS", "Plan", "format_result", "plan", "tune_device", "versions"]
