@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("devices", "demo")
+COMMANDS = ("devices", "demo", "tune")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,80 @@
+"""``mdhom tune``: search each kernel's parameters on a device once, so every later run there is fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune", help="auto-tune the kernels for a device (once per device) and store the best parameters",
+        description="Tune every registered kernel at each size class on one device with Optuna, then write "
+        "tuned_configs/<device-key>.json. Interrupted tunes resume from the study storage.",
+    )
+    p.add_argument("--device", default="auto", help="device key, substring, 'cpu', 'gpu' or 'auto' (default)")
+    p.add_argument("--kernels", nargs="+", metavar="K", help="kernels to tune (default: all registered)")
+    p.add_argument("--trials", type=int, help="distinct configurations measured per study (default 60, quick 12)")
+    p.add_argument("--minutes", type=float, help="time budget for the whole tune, shared over the studies")
+    p.add_argument("--quick", action="store_true", help="small size classes and few trials: a couple of minutes")
+    p.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="Optuna sampler (default tpe)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--storage", help="Optuna storage URL (default: SQLite in the user data directory)")
+    p.add_argument("--out", type=Path, help="directory for the device file (default: package dir or user dir)")
+    p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
+    p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
+    p.add_argument("--update-defaults", action="store_true",
+                   help="after tuning, rebuild the vendor/type defaults.json from the device files in --out")
+    p.add_argument("--list", action="store_true", help="list the tunable kernels and their size classes")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import mdhom
+    from mdhom import configs
+
+    if args.list:
+        from mdhom import tunable
+
+        for name, k in sorted(tunable.registered().items()):
+            classes = ", ".join(f"{c} {s}" for c, s in k.size_classes.items())
+            print(f"{name:<16} {k.doc}\n{'':<16} {classes}")
+        return 0
+    if args.report:
+        from mdhom.tuning.report import plot_histories, report
+
+        dirs = [args.out] if args.out else None
+        keys = None if args.device == "auto" else [mdhom.get_device(args.device).key]
+        print(report(keys, dirs))
+        if args.plot:
+            from mdhom.tuning.study import default_storage
+
+            paths = plot_histories(args.storage or default_storage(), args.plot, keys[0] if keys else None)
+            print(f"\n{len(paths)} plots written to {args.plot}")
+        return 0
+    if args.trials is not None and args.trials < 1:
+        raise ValueError("--trials must be at least 1")
+    from mdhom.tuning.driver import tune_device
+    from mdhom.tuning.study import default_storage
+
+    device = mdhom.get_device(args.device)
+    storage = args.storage or default_storage()
+    print(f"tuning {device.key} ({device.name}); studies in {storage}", flush=True)
+    try:
+        results, path = tune_device(
+            device, args.kernels, trials=args.trials, minutes=args.minutes, quick=args.quick, storage=storage,
+            directory=args.out, seed=args.seed, sampler=args.sampler,
+            echo=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:
+        print("\ninterrupted: the tuned-config file was not changed; the studies keep their trials, run the "
+              "same command again to resume", file=sys.stderr)
+        return 130
+    if path is None:
+        print("nothing to store (no configuration measured)")
+        return 1
+    print(f"wrote {path}")
+    if args.update_defaults:
+        print(f"wrote {configs.rebuild_defaults([path.parent])}")
+    return 0
