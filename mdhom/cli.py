@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("devices", "demo", "tune")
+COMMANDS = ("devices", "demo", "tune", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

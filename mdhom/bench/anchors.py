@@ -1,0 +1,399 @@
+"""The systems ``mdhom bench trees`` times: mdhom and the anchor libraries, each behind the same small interface.
+
+Every system maps the benchmark's parameters (leaves, bins, rounds, learning rate, threads) to its own names,
+times each boosting round from a callback (or from the estimator's ``round_times_`` for mdhom), and reports a
+dict; none of the anchors is a dependency, so each is probed by import and reported as unavailable, with the
+reason, when it cannot run. A failure inside one system is recorded and the others still run.
+"""
+
+from __future__ import annotations
+
+import gc
+import glob
+import importlib
+import os
+import shutil
+import subprocess
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ANCHORS", "System", "select", "gpu_visible", "gpu_names"]
+
+
+def gpu_names() -> list[str]:
+    """Names of visible NVIDIA GPUs (via nvidia-smi when present), or the AMD KFD node; [] when none."""
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            )
+            names = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+            if names:
+                return names
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if glob.glob("/proc/driver/nvidia/gpus/*"):
+        return ["NVIDIA GPU"]
+    if os.path.exists("/dev/kfd"):
+        return ["AMD GPU (/dev/kfd)"]
+    return []
+
+
+def gpu_visible() -> bool:
+    return bool(gpu_names())
+
+
+class System:
+    """One trainable system; ``reason`` is None when it can run, else why not."""
+
+    name = "system"
+    gpu = False
+
+    def __init__(self) -> None:
+        self.reason: str | None = self.probe()
+
+    def probe(self) -> str | None:
+        return None
+
+    def run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        result: dict[str, Any] = {"system": self.name, "status": "unavailable", "reason": self.reason}
+        if self.reason is not None:
+            return result
+        try:
+            result.update(self._run(X, y, Xt, yt, cfg))
+            result["status"] = "ok"
+        except Exception as exc:  # one broken system must not take the benchmark down
+            result.update(
+                status="failed",
+                reason=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(limit=8).splitlines()[-12:],
+            )
+        finally:
+            gc.collect()
+        return result
+
+    def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _import(module: str) -> tuple[Any, str | None]:
+    try:
+        return importlib.import_module(module), None
+    except Exception as exc:  # ImportError, or a broken install raising something else
+        return None, f"cannot import {module}: {type(exc).__name__}: {exc}"
+
+
+def _auc(yt: np.ndarray, scores: np.ndarray) -> float | None:
+    from mdhom.bench.trees import roc_auc
+
+    return roc_auc(yt, scores) if np.unique(yt).size == 2 else None
+
+
+def _rounds_from_marks(before: list[float], after: list[float]) -> list[float]:
+    """Round i lasts from the end of round i-1 (the start of round 0) to the end of round i."""
+    if not after:
+        return []
+    return [after[0] - before[0]] + [b - a for a, b in zip(after[:-1], after[1:], strict=True)]
+
+
+# --------------------------------------------------------------------------------------------- mdhom
+
+
+class Mdhom(System):
+    name = "mdhom"
+
+    def probe(self) -> str | None:
+        errors = []
+        for module in ("mdhom", "mdhom.trees"):
+            mod, err = _import(module)
+            if mod is not None and hasattr(mod, "TreeBoostClassifier"):
+                self.cls = mod.TreeBoostClassifier
+                return None
+            errors.append(err or f"{module} has no TreeBoostClassifier")
+        return "; ".join(errors)
+
+    def params(self, cfg: Any) -> tuple[dict[str, Any], list[str]]:
+        wanted = {
+            "n_estimators": cfg.rounds,
+            "learning_rate": cfg.learning_rate,
+            "grow_policy": "lossguide",
+            "max_leaves": cfg.leaves,
+            "max_depth": 0,
+            "max_bin": cfg.bins,
+            "subsample": 1.0,
+            "colsample_bytree": 1.0,
+            "random_state": cfg.seed,
+            "device": cfg.device,
+            "precision": cfg.precision,
+        }
+        blank = self.cls()
+        known = set(blank.get_params()) if hasattr(blank, "get_params") else set(wanted)
+        dropped = [k for k, v in wanted.items() if k not in known and v is not None]
+        return {k: v for k, v in wanted.items() if k in known and v is not None}, dropped
+
+    def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        params, dropped = self.params(cfg)
+        model = self.cls(**params)
+        t0 = time.perf_counter()
+        model.fit(X, y)
+        fit_seconds = time.perf_counter() - t0
+        out: dict[str, Any] = {"library": "mdhom", "params": params, "fit_seconds": fit_seconds, "warnings": []}
+        if dropped:
+            out["warnings"].append(f"estimator does not take {', '.join(dropped)}: left at its defaults")
+        rounds = getattr(model, "round_times_", None)
+        if rounds is not None and len(rounds) > 0:
+            out["round_seconds"] = [float(t) for t in rounds]
+            out["timing_source"] = "estimator round_times_ (host clock)"
+        else:
+            n = int(getattr(model, "n_estimators", cfg.rounds))
+            out["round_seconds"] = [fit_seconds / n] * n
+            out["timing_source"] = "fit_seconds / rounds (estimator exposes no round_times_)"
+        build = getattr(model, "build_seconds_", None)
+        out["build_seconds"] = float(build) if build is not None else None
+        device = getattr(model, "device_", None)
+        out["device"] = getattr(device, "key", None) or (str(device) if device is not None else None)
+        t0 = time.perf_counter()
+        if hasattr(model, "decision_function"):
+            scores = np.asarray(model.decision_function(Xt))
+        else:
+            scores = np.asarray(model.predict_proba(Xt))[:, 1]
+        out["predict_seconds"] = time.perf_counter() - t0
+        out["test_auc"] = _auc(yt, scores.reshape(len(yt), -1)[:, -1])
+        return out
+
+
+# ------------------------------------------------------------------------------------------ LightGBM
+
+
+class _LogCapture:
+    """LightGBM routes its C++ log through a registered Python logger; keep the lines to find the device."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str) -> None:
+        self.lines.extend(ln for ln in str(msg).splitlines() if ln.strip())
+
+    warning = info
+
+
+class LightGBM(System):
+    name = "lightgbm-cpu"
+    device_type = "cpu"
+
+    def probe(self) -> str | None:
+        self.lgb, err = _import("lightgbm")
+        return err
+
+    def params(self, cfg: Any) -> dict[str, Any]:
+        p = {
+            "objective": "binary",
+            "num_leaves": cfg.leaves,
+            "max_depth": -1,
+            "max_bin": cfg.bins,
+            "learning_rate": cfg.learning_rate,
+            "num_threads": cfg.threads,
+            "bagging_fraction": 1.0,
+            "feature_fraction": 1.0,
+            "seed": cfg.seed,
+            "device_type": self.device_type,
+            "verbose": 1,
+        }
+        if self.device_type == "gpu":
+            if cfg.lightgbm_platform is not None:
+                p["gpu_platform_id"] = cfg.lightgbm_platform
+            if cfg.lightgbm_device is not None:
+                p["gpu_device_id"] = cfg.lightgbm_device
+        return p
+
+    def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        lgb = self.lgb
+        capture = _LogCapture()
+        lgb.register_logger(capture)
+        params = self.params(cfg)
+        t0 = time.perf_counter()
+        data = lgb.Dataset(
+            X, y, params={"max_bin": cfg.bins, "verbose": 1, "num_threads": cfg.threads}, free_raw_data=False
+        )
+        data.construct()
+        setup = time.perf_counter() - t0
+        before: list[float] = []
+        after: list[float] = []
+
+        def mark_before(env: Any) -> None:
+            if not before:
+                before.append(time.perf_counter())
+
+        def mark_after(env: Any) -> None:
+            after.append(time.perf_counter())
+
+        mark_before.before_iteration = True  # type: ignore[attr-defined]
+        mark_before.order = 0  # type: ignore[attr-defined]
+        mark_after.order = 100  # type: ignore[attr-defined]
+        t1 = time.perf_counter()
+        booster = lgb.train(params, data, num_boost_round=cfg.rounds, callbacks=[mark_before, mark_after])
+        train = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        scores = booster.predict(Xt, num_threads=cfg.threads)
+        predict = time.perf_counter() - t2
+        out: dict[str, Any] = {
+            "library": "lightgbm",
+            "version": lgb.__version__,
+            "params": params,
+            "setup_seconds": setup,
+            "build_seconds": before[0] - t1 if before else None,
+            "fit_seconds": setup + train,
+            "round_seconds": _rounds_from_marks(before, after),
+            "timing_source": "callbacks (host clock)",
+            "predict_seconds": predict,
+            "test_auc": _auc(yt, scores),
+            "log": [ln for ln in capture.lines if "[Warning]" in ln or "GPU" in ln or "OpenCL" in ln][:40],
+            "warnings": [],
+        }
+        if self.device_type == "gpu":
+            device = [ln.split("Using GPU Device:", 1)[1].strip() for ln in capture.lines if "Using GPU Device:" in ln]
+            out["device"] = device[0] if device else None
+            if not device:
+                out["warnings"].append("LightGBM logged no 'Using GPU Device' line: check that it ran on the GPU")
+        else:
+            out["device"] = "cpu"
+        del data, booster
+        return out
+
+
+class LightGBMOpenCL(LightGBM):
+    name = "lightgbm-opencl"
+    device_type = "gpu"
+    gpu = True
+
+
+# ------------------------------------------------------------------------------------------- XGBoost
+
+
+class XGBoost(System):
+    name = "xgboost-cpu"
+    device = "cpu"
+
+    def probe(self) -> str | None:
+        self.xgb, err = _import("xgboost")
+        if err is None and self.device == "cuda":
+            info = self.xgb.build_info()
+            if not info.get("USE_CUDA"):
+                return "xgboost is built without CUDA"
+        return err
+
+    def params(self, cfg: Any) -> dict[str, Any]:
+        return {
+            "objective": "binary:logistic",
+            "tree_method": "hist",
+            "device": self.device,
+            "grow_policy": "lossguide",
+            "max_leaves": cfg.leaves,
+            "max_depth": 0,
+            "max_bin": cfg.bins,
+            "eta": cfg.learning_rate,
+            "nthread": cfg.threads,
+            "subsample": 1.0,
+            "colsample_bytree": 1.0,
+            "seed": cfg.seed,
+            "verbosity": 1,
+        }
+
+    def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        xgb = self.xgb
+        params = self.params(cfg)
+        t0 = time.perf_counter()
+        data = xgb.QuantileDMatrix(X, y, max_bin=cfg.bins, nthread=cfg.threads)
+        setup = time.perf_counter() - t0
+        before: list[float] = []
+        after: list[float] = []
+
+        class Timer(xgb.callback.TrainingCallback):
+            def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+                if not before:
+                    before.append(time.perf_counter())
+                return False
+
+            def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+                after.append(time.perf_counter())
+                return False
+
+        t1 = time.perf_counter()
+        booster = xgb.train(params, data, num_boost_round=cfg.rounds, callbacks=[Timer()])
+        train = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        if self.device == "cuda":
+            booster.set_param({"device": "cpu"})  # host data: predict on the host instead of a copy per call
+        scores = booster.inplace_predict(Xt)
+        predict = time.perf_counter() - t2
+        out = {
+            "library": "xgboost",
+            "version": xgb.__version__,
+            "params": params,
+            "device": self.device,
+            "setup_seconds": setup,
+            "build_seconds": before[0] - t1 if before else None,
+            "fit_seconds": setup + train,
+            "round_seconds": _rounds_from_marks(before, after),
+            "timing_source": "TrainingCallback (host clock)",
+            "predict_seconds": predict,
+            "test_auc": _auc(yt, scores),
+        }
+        del data, booster
+        return out
+
+
+class XGBoostCUDA(XGBoost):
+    name = "xgboost-cuda"
+    device = "cuda"
+    gpu = True
+
+
+# -------------------------------------------------------------------------------------------- choice
+
+ANCHORS: dict[str, type[System]] = {
+    "lightgbm-cpu": LightGBM,
+    "lightgbm-opencl": LightGBMOpenCL,
+    "xgboost-cpu": XGBoost,
+    "xgboost-cuda": XGBoostCUDA,
+}
+ALIASES = {
+    "lightgbm": "lightgbm-cpu",
+    "xgboost": "xgboost-cpu",
+    "lightgbm-gpu": "lightgbm-opencl",
+    "xgboost-gpu": "xgboost-cuda",
+}
+
+
+def select(names: list[str] | None, include_mdhom: bool = True) -> list[System]:
+    """mdhom first, then the anchors asked for; ``None`` = every installed one (GPU ones if a GPU is visible).
+
+    An anchor named explicitly is always listed, as unavailable with its reason if it cannot run; under the
+    default an anchor that is not installed is listed the same way, so the report says what was missing.
+    """
+    chosen: list[System] = [Mdhom()] if include_mdhom else []
+    if names is None:
+        has_gpu = gpu_visible()
+        for cls in ANCHORS.values():
+            system = cls()
+            if system.gpu and not has_gpu:
+                continue
+            chosen.append(system)
+        return chosen
+    seen = set()
+    for raw in names:
+        key = ALIASES.get(raw.strip().lower(), raw.strip().lower())
+        if key in ("", "none") or key in seen:
+            continue
+        if key not in ANCHORS:
+            raise ValueError(f"unknown anchor {raw!r}; known: {', '.join([*ANCHORS, *ALIASES])}, none")
+        seen.add(key)
+        chosen.append(ANCHORS[key]())
+    return chosen

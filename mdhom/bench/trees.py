@@ -1,0 +1,342 @@
+"""``mdhom bench trees``: the Higgs-shaped boosting benchmark of DESIGN.md sections 8 and 9.
+
+The real HIGGS file (11M rows, 2.6 GB) cannot ship with the package or be fetched on the GPU machine, so the
+workload is synthetic but shaped like it: 28 dense float32 features, of which 21 are "low-level" kinematics
+of five objects (a positive skewed pT, a bounded eta, a uniform phi and a discrete b-tag each) and 7 are
+"high-level" invariant masses computed from them, as in the physics data; the label depends on a resonance
+in one pair mass, b-tags and angular terms, so it is learnable but nonlinear and AUC means something. Data is
+generated block by block, each block from its own seeded stream, so any slice can be produced on its own
+(bounded memory, threads) and a chunked generation equals the one-shot one bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BLOCK_ROWS", "TreesConfig", "make_higgs_like", "roc_auc", "run_trees", "format_table", "write_json"]
+
+BLOCK_ROWS = 1 << 15  # rows drawn from one random stream; fixed so that a row's values never depend on chunking
+
+TRAIN_STREAM, TEST_STREAM = 0, 1
+_RESONANCE = 1.0  # the pair mass around which the signal concentrates (units of the standardised pT)
+_OFFSET = 0.95  # centres the logit so that about 53% of rows are positive (28 features), as in HIGGS
+
+
+# ------------------------------------------------------------------------------------------- workload
+
+
+def _objects(features: int) -> int:
+    low = features - features // 4
+    return low // 4
+
+
+def _pair_mass(pt: np.ndarray, eta: np.ndarray, phi: np.ndarray, i: int, j: int) -> np.ndarray:
+    """Massless two-body invariant mass: sqrt(2 pT_i pT_j (cosh(d eta) - cos(d phi)))."""
+    return np.sqrt(2.0 * pt[:, i] * pt[:, j] * (np.cosh(eta[:, i] - eta[:, j]) - np.cos(phi[:, i] - phi[:, j])))
+
+
+def _block(seed: int, stream: int, block: int, features: int, nan_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """One full block of ``BLOCK_ROWS`` rows; the draws happen in a fixed order, whatever slice is wanted."""
+    rng = np.random.default_rng([seed, stream, block])
+    n = BLOCK_ROWS
+    high = features // 4
+    low = features - high
+    n_obj = low // 4
+    X = np.empty((n, features), dtype=np.float64)
+    if n_obj >= 2:
+        pt = rng.lognormal(0.0, 0.5, size=(n, n_obj))
+        eta = np.clip(rng.normal(0.0, 1.0, size=(n, n_obj)), -2.5, 2.5)
+        phi = rng.uniform(-math.pi, math.pi, size=(n, n_obj))
+        btag = rng.choice(np.array([0.0, 1.1, 2.2]), p=[0.6, 0.25, 0.15], size=(n, n_obj))
+        X[:, 0 : 4 * n_obj : 4] = pt
+        X[:, 1 : 4 * n_obj : 4] = eta
+        X[:, 2 : 4 * n_obj : 4] = phi
+        X[:, 3 : 4 * n_obj : 4] = btag
+        for j in range(4 * n_obj, low):  # leftover low-level columns: missing-energy-like magnitudes
+            X[:, j] = rng.exponential(1.0, size=n)
+        pairs = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3), (0, 4)]
+        for k in range(high):
+            i, j = (v % n_obj for v in pairs[k % len(pairs)])
+            if i == j:
+                j = (i + 1) % n_obj
+            X[:, low + k] = _pair_mass(pt, eta, phi, i, j) * rng.lognormal(0.0, 0.05, size=n)
+        m01 = _pair_mass(pt, eta, phi, 0, 1)
+        score = (
+            2.2 * np.exp(-(((m01 - _RESONANCE) / 0.3) ** 2))
+            + 0.45 * (btag[:, 0] + btag[:, 1])
+            - 0.35 * np.abs(eta[:, 0] - eta[:, 1])
+            + 0.6 * np.tanh(pt[:, 0] + pt[:, 1] - pt[:, 2:].sum(axis=1) / max(n_obj - 2, 1))
+            + 0.4 * np.cos(phi[:, 0] - phi[:, 1]) * np.sign(eta[:, 0] * eta[:, 1])
+        )
+        if n_obj >= 4:
+            score += 0.8 * np.exp(-(((_pair_mass(pt, eta, phi, 2, 3) - 1.3) / 0.4) ** 2))
+    else:  # too few columns for objects: a plain nonlinear function of normal features
+        X[:] = rng.normal(size=(n, features))
+        a, b, c = X[:, 0], X[:, 1 % features], X[:, 2 % features]
+        score = 1.5 * np.sin(2.0 * a) + a * b + 0.8 * (c > 0.5) + _OFFSET
+    logit = 1.6 * (score - _OFFSET)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(np.float32)
+    if nan_fraction > 0.0:
+        X[rng.random((n, features)) < nan_fraction] = np.nan
+    return X.astype(np.float32), y
+
+
+def make_higgs_like(
+    rows: int,
+    features: int = 28,
+    seed: int = 0,
+    nan_fraction: float = 0.0,
+    stream: int = TRAIN_STREAM,
+    start: int = 0,
+    threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start .. start+rows`` of the seeded Higgs-shaped stream: ``(X float32 (rows, features), y)``.
+
+    ``y`` is float32 0/1. Use another ``stream`` for test data (train and test then never share rows).
+    ``nan_fraction`` blanks that share of cells at random after the label is drawn (missing at random).
+    Memory beyond the output is one block per thread.
+    """
+    if rows < 0 or start < 0 or features < 1:
+        raise ValueError(f"rows, start must be >= 0 and features >= 1 (got {rows}, {start}, {features})")
+    if not 0.0 <= nan_fraction < 1.0:
+        raise ValueError(f"nan_fraction must lie in [0, 1), got {nan_fraction}")
+    X = np.empty((rows, features), dtype=np.float32)
+    y = np.empty(rows, dtype=np.float32)
+    if rows == 0:
+        return X, y
+    first, last = start // BLOCK_ROWS, (start + rows - 1) // BLOCK_ROWS
+
+    def fill(block: int) -> None:
+        bx, by = _block(seed, stream, block, features, nan_fraction)
+        lo = max(start, block * BLOCK_ROWS)
+        hi = min(start + rows, (block + 1) * BLOCK_ROWS)
+        X[lo - start : hi - start] = bx[lo - block * BLOCK_ROWS : hi - block * BLOCK_ROWS]
+        y[lo - start : hi - start] = by[lo - block * BLOCK_ROWS : hi - block * BLOCK_ROWS]
+
+    blocks = range(first, last + 1)
+    if threads > 1 and len(blocks) > 1:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(fill, blocks))
+    else:
+        for block in blocks:
+            fill(block)
+    return X, y
+
+
+# ------------------------------------------------------------------------------------------------ AUC
+
+
+def roc_auc(y_true: Any, y_score: Any) -> float:
+    """Area under the ROC curve by the rank-sum (Mann-Whitney) formula, tied scores sharing their mean rank.
+
+    Numpy only, so that benchmarks need no scikit-learn; equals ``sklearn.metrics.roc_auc_score`` for
+    binary labels (any two values; the larger is the positive class).
+    """
+    y = np.asarray(y_true).ravel()
+    s = np.asarray(y_score, dtype=np.float64).ravel()
+    if y.shape != s.shape:
+        raise ValueError(f"y_true has {y.size} entries, y_score {s.size}")
+    if np.isnan(s).any():
+        raise ValueError("y_score contains NaN")
+    classes = np.unique(y)
+    if classes.size != 2:
+        raise ValueError(f"roc_auc needs exactly two classes in y_true, found {classes.size}")
+    positive = y == classes[1]
+    order = np.argsort(s, kind="mergesort")
+    sorted_s = s[order]
+    # mean rank (1-based) of each run of equal scores
+    edges = np.flatnonzero(np.diff(sorted_s)) + 1
+    starts = np.concatenate(([0], edges))
+    ends = np.concatenate((edges, [s.size]))
+    mean_rank = (starts + ends + 1) / 2.0
+    ranks = np.empty(s.size, dtype=np.float64)
+    ranks[order] = np.repeat(mean_rank, ends - starts)
+    n_pos = int(positive.sum())
+    n_neg = s.size - n_pos
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class TreesConfig:
+    """Everything that defines one benchmark run; written verbatim into the JSON report."""
+
+    rows: int = 10_500_000
+    test_rows: int = 500_000
+    features: int = 28
+    leaves: int = 255
+    bins: int = 63
+    rounds: int = 100
+    learning_rate: float = 0.1
+    threads: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
+    device: str | None = None  # mdhom device spec
+    precision: str | None = None  # mdhom precision; None = the estimator's default
+    anchors: list[str] | None = None  # None = every installed anchor (GPU ones only when a GPU is visible)
+    seed: int = 0
+    nan_fraction: float = 0.0
+    lightgbm_platform: int | None = None
+    lightgbm_device: int | None = None
+    quick: bool = False
+
+    @classmethod
+    def quick_config(cls, **overrides: Any) -> TreesConfig:
+        """The CI size: seconds per system, still enough rows for an AUC well above chance."""
+        base = {"rows": 20_000, "test_rows": 5_000, "leaves": 15, "rounds": 5, "quick": True}
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**base)
+
+
+def _round_stats(seconds: list[float]) -> dict[str, Any]:
+    if not seconds:
+        return {"round_median_seconds": None, "first_round_seconds": None}
+    rest = seconds[1:] if len(seconds) > 1 else seconds
+    return {
+        "round_median_seconds": float(np.median(rest)),
+        "first_round_seconds": float(seconds[0]),
+        "rounds_in_median": len(rest),
+    }
+
+
+def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Generate the workload, train every selected system on it, and return the report (JSON-ready)."""
+    from mdhom.bench import anchors
+
+    systems = anchors.select(config.anchors)
+    t0 = time.perf_counter()
+    X, y = make_higgs_like(
+        config.rows, config.features, config.seed, config.nan_fraction, TRAIN_STREAM, threads=config.threads
+    )
+    Xt, yt = make_higgs_like(
+        config.test_rows, config.features, config.seed, config.nan_fraction, TEST_STREAM, threads=config.threads
+    )
+    gen_seconds = time.perf_counter() - t0
+    log(
+        f"workload: {config.rows} x {config.features} train, {config.test_rows} test, "
+        f"{y.mean():.3f} positive, generated in {gen_seconds:.1f} s"
+    )
+    results = []
+    for system in systems:
+        log(f"{system.name}: running" if system.reason is None else f"{system.name}: unavailable ({system.reason})")
+        result = system.run(X, y, Xt, yt, config)
+        result.update(_round_stats(result.get("round_seconds") or []))
+        results.append(result)
+        if result["status"] == "ok":
+            log(f"{system.name}: {result['round_median_seconds']:.4g} s/round, AUC {result['test_auc']:.4f}")
+        elif result["status"] == "failed":
+            log(f"{system.name}: failed: {result['reason']}")
+    base = next((r for r in results if r["system"] == "mdhom" and r["status"] == "ok"), None)
+    for r in results:
+        ok = base is not None and r["status"] == "ok" and base["round_median_seconds"]
+        r["ratio_to_mdhom"] = r["round_median_seconds"] / base["round_median_seconds"] if ok else None
+    return {
+        "benchmark": "trees",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "parameters": asdict(config),
+        "workload": {
+            "kind": "higgs-like synthetic (mdhom.bench.trees.make_higgs_like)",
+            "train_rows": config.rows,
+            "test_rows": config.test_rows,
+            "features": config.features,
+            "positive_fraction": float(y.mean()) if y.size else None,
+            "nan_fraction": config.nan_fraction,
+            "generate_seconds": gen_seconds,
+        },
+        "machine": machine_info(),
+        "versions": versions(),
+        "ratio_note": "ratio_to_mdhom = system's median seconds per round / mdhom's (2.0: twice as slow as mdhom)",
+        "results": results,
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    """Enough to tell runs apart later: CPU model, cores usable, memory, visible GPUs."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+        with open("/proc/meminfo") as f:
+            kib = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+            info["memory_gib"] = round(kib / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    from mdhom.bench.anchors import gpu_names
+
+    info["gpus"] = gpu_names()
+    return info
+
+
+def versions() -> dict[str, str | None]:
+    import importlib.metadata as md
+
+    out: dict[str, str | None] = {}
+    for name in ("mdhom", "numpy", "pyopencl", "lightgbm", "xgboost"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+# ------------------------------------------------------------------------------------------- output
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None:
+        return format("-", ">" + spec.split(".")[0])
+    return format(value, spec)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report as a fixed-width table, one line per system, reasons for the absent ones below."""
+    p = report["parameters"]
+    head = (
+        f"trees: {report['workload']['train_rows']} x {report['workload']['features']} rows, "
+        f"{p['leaves']} leaves, {p['bins']} bins, {p['rounds']} rounds, lr {p['learning_rate']}, "
+        f"{p['threads']} threads"
+    )
+    cols = f"{'system':<18}{'s/round':>10}{'1st round':>11}{'build s':>9}{'fit s':>9}{'AUC':>8}{'vs mdhom':>10}"
+    lines = [head, cols, "-" * len(cols)]
+    notes = []
+    for r in report["results"]:
+        if r["status"] != "ok":
+            lines.append(f"{r['system']:<18}{r['status']:>12}")
+            notes.append(f"  {r['system']}: {r['reason']}")
+            continue
+        lines.append(
+            f"{r['system']:<18}{_fmt(r['round_median_seconds'], '10.4g')}{_fmt(r['first_round_seconds'], '11.4g')}"
+            f"{_fmt(r.get('build_seconds'), '9.3g')}{_fmt(r.get('fit_seconds'), '9.3g')}"
+            f"{_fmt(r.get('test_auc'), '8.4f')}{_fmt(r.get('ratio_to_mdhom'), '10.3g')}"
+        )
+        if r.get("timing_source", "").startswith("fit"):
+            notes.append(f"  {r['system']}: per-round time is {r['timing_source']}")
+        for warning in r.get("warnings", []):
+            notes.append(f"  {r['system']}: {warning}")
+    lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
+    return "\n".join(lines + notes)
+
+
+def write_json(report: dict[str, Any], path: str | os.PathLike) -> None:
+    """Atomic: a reader never sees half a report."""
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=2, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,80 @@
+"""``mdhom bench trees``: time mdhom against the installed anchors on one Higgs-shaped workload (JSON + table)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks against the anchor libraries (DESIGN.md sections 8-9)")
+    kinds = p.add_subparsers(dest="benchmark", required=True)
+    t = kinds.add_parser(
+        "trees",
+        help="gradient-boosted trees on Higgs-shaped data: mdhom, LightGBM, XGBoost",
+        description="Trains mdhom and every installed anchor on the same synthetic Higgs-shaped "
+        "data in one run; reports per-round medians (round 1 excluded), build times, test AUC "
+        "and ratios to mdhom.",
+    )
+    t.add_argument("--rows", type=int, default=None, help="training rows (default 10500000; --quick: 20000)")
+    t.add_argument("--test-rows", type=int, default=None, help="test rows (default 500000; --quick: 5000)")
+    t.add_argument("--features", type=int, default=None, help="dense features (default 28)")
+    t.add_argument("--leaves", type=int, default=None, help="leaves per tree (default 255; --quick: 15)")
+    t.add_argument("--bins", type=int, default=None, help="histogram bins per feature (default 63)")
+    t.add_argument("--rounds", type=int, default=None, help="boosting rounds (default 100; --quick: 5)")
+    t.add_argument("--learning-rate", type=float, default=None, help="shrinkage (default 0.1)")
+    t.add_argument("--threads", type=int, default=None, help="CPU threads for the anchors (default: all usable)")
+    t.add_argument("--device", default=None, help="mdhom device spec: auto, cpu, gpu, numpy, a key or substring")
+    t.add_argument("--precision", default=None, help="mdhom precision (double, single); default: the estimator's")
+    t.add_argument(
+        "--anchors",
+        default=None,
+        help="comma list of lightgbm-cpu, lightgbm-opencl, xgboost-cpu, xgboost-cuda (or none); "
+        "default: every installed one, GPU ones only when a GPU is visible",
+    )
+    t.add_argument("--nan-fraction", type=float, default=None, help="share of cells set to NaN (default 0)")
+    t.add_argument("--seed", type=int, default=None, help="workload and library seed (default 0)")
+    t.add_argument("--lightgbm-platform", type=int, default=None, help="OpenCL platform id for lightgbm-opencl")
+    t.add_argument("--lightgbm-device", type=int, default=None, help="OpenCL device id for lightgbm-opencl")
+    t.add_argument("--out", default="bench-trees.json", help="JSON report path (default bench-trees.json)")
+    t.add_argument("--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves")
+    t.set_defaults(func=run_trees)
+
+
+def run_trees(args: argparse.Namespace) -> int:
+    from mdhom.bench.trees import TreesConfig, format_table, run_trees, write_json
+
+    overrides = {
+        name: getattr(args, name)
+        for name in (
+            "rows",
+            "test_rows",
+            "features",
+            "leaves",
+            "bins",
+            "rounds",
+            "learning_rate",
+            "threads",
+            "device",
+            "precision",
+            "nan_fraction",
+            "seed",
+            "lightgbm_platform",
+            "lightgbm_device",
+        )
+    }
+    if args.anchors is not None:
+        overrides["anchors"] = [a for a in args.anchors.split(",") if a.strip()]
+    if args.quick:
+        config = TreesConfig.quick_config(**overrides)
+    else:
+        config = TreesConfig(**{k: v for k, v in overrides.items() if v is not None})
+    for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads"):
+        if getattr(config, name) < (0 if name.endswith("rows") else 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+    report = run_trees(config)
+    print(format_table(report))
+    if args.out:
+        write_json(report, args.out)
+        print(f"report written to {args.out}")
+    failed = [r["system"] for r in report["results"] if r["status"] == "failed"]
+    return 1 if failed else 0
