@@ -1,0 +1,226 @@
+"""The tuned-config store: schema, atomic writes, the search path, and lookup with its fallback chain."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import mdhom
+from mdhom import configs, tunable
+from mdhom.configs import TunedConfigWarning
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch, tmp_path):
+    # Keep every test away from the real user and package directories.
+    monkeypatch.delenv(configs.TUNED_DIR_ENV, raising=False)
+    monkeypatch.setattr(configs, "user_dir", lambda: tmp_path / "user")
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "pkg")
+    (tmp_path / "pkg").mkdir()
+    configs.reset_warnings()
+    yield
+    configs.reset_warnings()
+
+
+@pytest.fixture(scope="module")
+def cpu() -> mdhom.Device:
+    devs = mdhom.compute_devices()
+    if not devs:
+        pytest.skip("no OpenCL compute device")
+    return devs[0]
+
+
+def _entry(config: dict, sizes: dict, t: float = 1e-3) -> dict:
+    return {"sizes": sizes, "config": config, "median_s": t, "default_config": config, "default_s": 2 * t,
+            "trials": 5, "failed_trials": 0, "date": "2026-11-20T00:00:00Z", "versions": {"mdhom": "0"}}
+
+
+HIST = tunable.get("histogram")
+
+
+def _hist_cfg(device, rows: int, wi: int) -> dict:
+    cfg = HIST.describe({}).default_config(device, {"row": rows, "feat": 28})
+    cfg["NUM_WI_row"] = wi
+    return cfg
+
+
+def test_store_and_lookup_nearest_class(cpu, tmp_path):
+    d = tmp_path / "pkg"
+    small, big = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**6, 8)
+    configs.store_result(cpu, "histogram", "rows_1e4", _entry(small, {"row": 10**4, "feat": 28}), directory=d)
+    configs.store_result(cpu, "histogram", "rows_1e6", _entry(big, {"row": 10**6, "feat": 28}), directory=d)
+    doc = json.loads((d / f"{cpu.key}.json").read_text())
+    assert doc["schema"] == configs.SCHEMA and doc["schema_version"] == configs.SCHEMA_VERSION
+    assert doc["device"]["key"] == cpu.key and set(doc["kernels"]["histogram"]["classes"]) == {"rows_1e4", "rows_1e6"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a tuned device must not warn
+        assert configs.lookup_config(cpu, "histogram", {"row": 20_000, "feat": 28}) == small
+        # 10^5 is nearer 10^4 than 10^6 only if below sqrt(10^10); 2e5 is nearer 10^6 in log-distance
+        assert configs.lookup_config(cpu, "histogram", {"row": 90_000, "feat": 28}) == small
+        assert configs.lookup_config(cpu, "histogram", {"row": 200_000, "feat": 28}) == big
+        assert configs.lookup_config(cpu, "histogram", {"row": 10**8}) == big
+
+
+def test_nearest_class_uses_log_distance_over_shared_dims():
+    classes = {"a": {"sizes": {"i": 64, "j": 10**5}}, "b": {"sizes": {"i": 10**5, "j": 64}}}
+    assert configs.nearest_class(classes, {"i": 50, "j": 3 * 10**4}) == "a"
+    assert configs.nearest_class(classes, {"i": 2 * 10**5, "j": 10}) == "b"
+    assert configs.nearest_class(classes, {"zzz": 3}) is None
+
+
+def test_user_dir_searched_first(cpu, tmp_path):
+    a, b = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**4, 4)
+    sizes = {"row": 10**4, "feat": 28}
+    configs.store_result(cpu, "histogram", "c", _entry(a, sizes), directory=tmp_path / "pkg")
+    configs.store_result(cpu, "histogram", "c", _entry(b, sizes), directory=tmp_path / "user")
+    assert configs.lookup_config(cpu, "histogram", sizes) == b
+
+
+def test_write_dir_falls_back_to_user_dir_when_package_dir_unwritable(monkeypatch, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    monkeypatch.setattr(configs, "package_dir", lambda: blocker / "tuned_configs")  # cannot be created
+    assert configs.write_dir() == tmp_path / "user"
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "pkg")
+    assert configs.write_dir() == tmp_path / "pkg"
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "env"))
+    assert configs.write_dir() == tmp_path / "env" and configs.search_dirs()[0] == tmp_path / "env"
+
+
+def test_fallback_chain_exact_then_runtime_type_then_type_then_none(cpu, tmp_path):
+    d = tmp_path / "pkg"
+    sizes = {"row": 10**5, "feat": 28}
+    dev_a = dataclasses.replace(cpu, key="acme-widget-v1", type="gpu")
+    dev_b = dataclasses.replace(cpu, key="acme-other-v1", type="gpu")
+    dev_c = dataclasses.replace(cpu, key="zeta-thing-v1", type="gpu")
+    dev_d = dataclasses.replace(cpu, key="zeta-else-v1", type="accelerator")
+    tuned = _hist_cfg(cpu, 10**5, 16)
+    configs.store_result(dev_a, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    configs.rebuild_defaults([d])
+    defaults = json.loads((d / configs.DEFAULTS_FILE).read_text())
+    assert set(defaults["groups"]) == {"acme-gpu", "gpu"}
+    assert configs.lookup_config(dev_a, "histogram", sizes) == tuned  # exact
+    for dev in (dev_b, dev_c):  # runtime+type group, then type group, each with one warning
+        with pytest.warns(TunedConfigWarning, match="defaults"):
+            assert configs.lookup_config(dev, "histogram", sizes) == tuned
+    with pytest.warns(TunedConfigWarning, match="heuristic"):
+        assert configs.lookup_config(dev_d, "histogram", sizes) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per device, not once per call
+        assert configs.lookup_config(dev_d, "histogram", sizes) is None
+        assert configs.lookup_config(dev_b, "histogram", sizes) == tuned
+
+
+BAD_ENTRY = '{"c": {"sizes": {"row": 5}, "config": {"A": 0}}}'
+BAD_FILES = [
+    "{not json",
+    '{"schema": "something-else", "schema_version": 1}',
+    '{"schema": "mdhom-tuned-configs", "schema_version": 99}',
+    '{"schema": "mdhom-tuned-configs", "schema_version": 1, "device": {"key": "k"}, '
+    '"kernels": {"h": {"classes": ' + BAD_ENTRY + "}}}",
+]
+
+
+@pytest.mark.parametrize("content", BAD_FILES)
+def test_corrupt_or_foreign_file_warns_once_and_falls_back(cpu, tmp_path, content):
+    (tmp_path / "pkg" / f"{cpu.key}.json").write_text(content)
+    with pytest.warns(TunedConfigWarning) as rec:
+        assert configs.lookup_config(cpu, "histogram", {"row": 10, "feat": 28}) is None
+    assert any("ignoring" in str(w.message) for w in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert configs.lookup_config(cpu, "histogram", {"row": 10, "feat": 28}) is None
+
+
+def test_file_of_another_device_is_not_used(cpu, tmp_path):
+    other = dataclasses.replace(cpu, key="acme-widget-v1")
+    configs.store_result(other, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
+                         directory=tmp_path / "pkg")
+    (tmp_path / "pkg" / "acme-widget-v1.json").rename(tmp_path / "pkg" / f"{cpu.key}.json")
+    with pytest.warns(TunedConfigWarning, match="holds configurations of acme-widget-v1"):
+        assert configs.lookup_config(cpu, "histogram", {"row": 10, "feat": 28}) is None
+
+
+def test_stored_config_invalid_on_device_is_skipped_with_description(cpu, tmp_path):
+    desc = HIST.describe({})
+    bad = _hist_cfg(cpu, 10**4, 1)
+    bad["NUM_WI_row"] = cpu.max_work_group_size * 2  # above the device's work-group limit
+    configs.store_result(cpu, "histogram", "c", _entry(bad, {"row": 10**4, "feat": 28}), directory=tmp_path / "pkg")
+    assert configs.lookup_config(cpu, "histogram", {"row": 10**4}) == bad  # no description: caller validates
+    with pytest.warns(TunedConfigWarning, match="not usable"):
+        assert configs.lookup_config(cpu, "histogram", {"row": 10**4}, description=desc) is None
+
+
+def test_description_hash_mismatch_is_reported(cpu, tmp_path):
+    desc = HIST.describe({})
+    good = _hist_cfg(cpu, 10**4, 4)
+    configs.store_result(cpu, "histogram", "c", _entry(good, {"row": 10**4, "feat": 28}), "sha256:old",
+                         directory=tmp_path / "pkg")
+    with pytest.warns(TunedConfigWarning, match="different version"):
+        assert configs.lookup_config(cpu, "histogram", {"row": 10**4}, description=desc) == good
+    # re-tuning under the new hash drops the stale classes
+    configs.store_result(cpu, "histogram", "d", _entry(good, {"row": 10**6, "feat": 28}),
+                         configs.description_hash(desc), directory=tmp_path / "pkg")
+    doc = configs.load_device(cpu.key)
+    assert set(doc["kernels"]["histogram"]["classes"]) == {"d"}
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path):
+    p = tmp_path / "pkg" / "x.json"
+    configs.atomic_write_json(p, {"a": 1})
+    before = p.read_bytes()
+    with pytest.raises(TypeError):
+        configs.atomic_write_json(p, {"a": object()})  # fails mid-serialisation
+    assert p.read_bytes() == before
+    assert [q.name for q in p.parent.iterdir()] == ["x.json"]  # no temp file left behind
+
+
+def test_store_result_rejects_schema_violations(cpu, tmp_path):
+    with pytest.raises(configs.SchemaError):
+        configs.store_result(cpu, "histogram", "c", _entry({"NUM_WI_row": -1}, {"row": 5}),
+                             directory=tmp_path / "pkg")
+    assert not (tmp_path / "pkg" / f"{cpu.key}.json").exists()
+
+
+def test_tuned_status(cpu, tmp_path):
+    assert configs.tuned_status(cpu) == "no"
+    configs.store_result(cpu, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
+                         directory=tmp_path / "pkg")
+    assert configs.tuned_status(cpu).startswith("2026-11-20 (1 kernels)")
+
+
+def test_shipped_files_are_valid():
+    """Every file shipped in tuned_configs/ follows the schema."""
+    from importlib import resources
+    from pathlib import Path
+
+    shipped = Path(str(resources.files("mdhom.tuned_configs")))
+    for p in shipped.glob("*.json"):
+        configs.validate(json.loads(p.read_text()), str(p))
+
+
+# ------------------------------------------------------------------------------------ comparison
+def test_compare_struct_and_precision_modes():
+    from mdhom.mdh.examples import ARGMAX_F, GH
+
+    want = np.zeros(4, ARGMAX_F.dtype)
+    want["value"], want["index"] = [1, 2, 3, 4], [0, 1, 2, 3]
+    got = want.copy()
+    assert tunable.compare(got, want) is None
+    got["index"][2] = 5
+    assert "index" in tunable.compare(got, want) and "exact" in tunable.compare(got, want)
+    got = want.copy()
+    got["value"][1] *= 1 + 1e-5  # within single precision
+    assert tunable.compare(got, want) is None
+    got["value"][1] *= 1 + 1e-2
+    assert "value" in tunable.compare(got, want)
+    gh = np.zeros((3, 16), GH.dtype)
+    gh["g"] = np.random.default_rng(0).standard_normal((3, 16))
+    g2 = gh.copy()
+    g2["g"][0, 0] += 1e-6  # far beyond double-precision tolerance
+    assert "field 'g'" in tunable.compare(g2, gh)
+    assert "shape" in tunable.compare(gh[:2], gh)
