@@ -1,0 +1,73 @@
+"""Quantile binning of features into the uint8 bins the kernels read.
+
+Bin ``b`` of a feature holds the values ``edges[b-1] < x <= edges[b]`` (bin 0 everything up to ``edges[0]``,
+the last real bin everything above the last edge), so the split "bin <= b" is the raw-value test
+"x <= edges[b]" and a saved model predicts on raw features without binning. Edges lie halfway between two
+distinct training values (LightGBM's choice), so equal values never straddle bins, and a feature with at
+most ``max_bin`` distinct values gets one bin per value. NaN goes to the global bin ``n_bins - 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.ndarray:
+    """Bin edges (ascending float64, at most ``max_bin - 1``) of one feature's non-NaN training values.
+
+    Cuts fall at the weighted quantiles k/max_bin of the distinct values, so heavy values get bins of their
+    own and the rest share evenly; a cut is only ever placed between two distinct values.
+    """
+    keep = ~np.isnan(values) & (weights > 0)
+    v, w = values[keep], weights[keep]
+    if v.size == 0:
+        return np.empty(0)
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    distinct, start = np.unique(v, return_index=True)
+    if distinct.size <= 1:
+        return np.empty(0)
+    if distinct.size <= max_bin:
+        cut = np.arange(distinct.size - 1)
+    else:
+        counts = np.add.reduceat(w, start)
+        cum = np.cumsum(counts)
+        targets = cum[-1] * np.arange(1, max_bin) / max_bin
+        # the cut after distinct value i when the cumulative weight first reaches the target
+        cut = np.unique(np.searchsorted(cum, targets, side="left"))
+        cut = cut[cut < distinct.size - 1]
+    lo, hi = distinct[cut], distinct[cut + 1]
+    edges = lo + (hi - lo) / 2.0
+    # halfway can round onto hi for neighbouring floats; then lo itself separates the two values
+    edges = np.where(edges >= hi, lo, edges)
+    return edges
+
+
+class BinMapper:
+    """Per-feature edges learned on the training data; ``transform`` maps raw values to uint8 bins."""
+
+    def __init__(self, max_bin: int) -> None:
+        if not 2 <= max_bin <= 255:
+            raise ValueError(f"max_bin must lie in [2, 255], got {max_bin}")
+        self.max_bin = int(max_bin)
+        self.n_bins = self.max_bin + 1  # the kernels' global bin count; the last one is NaN's
+        self.edges: list[np.ndarray] = []
+
+    def fit(self, X: np.ndarray, sample_weight: np.ndarray | None = None) -> BinMapper:
+        w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        self.edges = [feature_edges(X[:, j], w, self.max_bin) for j in range(X.shape[1])]
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        out = np.empty(X.shape, np.uint8)
+        for j, e in enumerate(self.edges):
+            col = X[:, j]
+            b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
+            b[np.isnan(col)] = self.n_bins - 1
+            out[:, j] = b
+        return out
+
+    def threshold(self, feature: int, split_bin: int) -> float:
+        """The raw-value threshold of "bin <= split_bin": +inf when no edge lies above the bin."""
+        e = self.edges[feature]
+        return float(e[split_bin]) if split_bin < e.size else float("inf")

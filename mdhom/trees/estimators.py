@@ -1,0 +1,484 @@
+"""TreeBoostClassifier and TreeBoostRegressor: scikit-learn style estimators over any TreeKernels backend.
+
+``device="numpy"`` runs the numpy reference kernels; every other value runs the md_hom OpenCL kernels of
+:mod:`mdhom.trees.opencl_backend`. The boosting loop, the binning and the model live on the host and are
+shared, so the two backends grow the same trees in double precision.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from mdhom.trees import params as P
+from mdhom.trees.backend import SplitParams, TreeKernels
+from mdhom.trees.binning import BinMapper
+from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+from mdhom.trees.losses import Loss, make_loss
+from mdhom.trees.model import (
+    FORMAT,
+    VERSION,
+    Ensemble,
+    Tree,
+    decode_classes,
+    encode_classes,
+    read_json,
+    save_json,
+)
+from mdhom.trees.validation import (
+    as_matrix,
+    as_target,
+    check_feature_names,
+    check_weights,
+    feature_names,
+    not_fitted_error,
+)
+
+
+def make_kernels(device: Any, precision: str) -> TreeKernels:
+    """The backend for ``device``: the numpy reference for "numpy", else the OpenCL kernels."""
+    if device == "numpy":
+        return NumpyKernels()
+    try:
+        from mdhom.trees.opencl_backend import OpenCLTreeKernels
+    except ModuleNotFoundError as exc:
+        if exc.name != "mdhom.trees.opencl_backend":
+            raise
+        raise ValueError(f"device={device!r} needs the OpenCL tree backend (mdhom.trees.opencl_backend), which "
+                         "this installation lacks; pass device='numpy' for the numpy reference") from None
+    return OpenCLTreeKernels(device=device if device is not None else "auto", precision=precision)
+
+
+class _TreeBoost:
+    """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
+
+    _estimator_type = ""
+
+    def __init__(
+        self,
+        n_estimators: int = P.DEFAULTS["n_estimators"],
+        learning_rate: float = P.DEFAULTS["learning_rate"],
+        max_depth: int | None = P.DEFAULTS["max_depth"],
+        max_leaves: int = P.DEFAULTS["max_leaves"],
+        grow_policy: str = P.DEFAULTS["grow_policy"],
+        max_bin: int = P.DEFAULTS["max_bin"],
+        reg_lambda: float = P.DEFAULTS["reg_lambda"],
+        reg_alpha: float = P.DEFAULTS["reg_alpha"],
+        min_split_gain: float = P.DEFAULTS["min_split_gain"],
+        min_child_weight: float = P.DEFAULTS["min_child_weight"],
+        subsample: float = P.DEFAULTS["subsample"],
+        colsample_bytree: float = P.DEFAULTS["colsample_bytree"],
+        objective: str | None = P.DEFAULTS["objective"],
+        early_stopping_rounds: int | None = P.DEFAULTS["early_stopping_rounds"],
+        random_state: int | None = P.DEFAULTS["random_state"],
+        device: Any = P.DEFAULTS["device"],
+        precision: str = P.DEFAULTS["precision"],
+        verbose: int = P.DEFAULTS["verbose"],
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.max_leaves = max_leaves
+        self.grow_policy = grow_policy
+        self.max_bin = max_bin
+        self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
+        self.min_split_gain = min_split_gain
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.objective = objective
+        self.early_stopping_rounds = early_stopping_rounds
+        self.random_state = random_state
+        self.device = device
+        self.precision = precision
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ scikit-learn's parameter protocol
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params: Any) -> _TreeBoost:
+        valid = self._get_param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"Invalid parameter {name!r} for estimator {type(self).__name__}. "
+                                 f"Valid parameters are: {valid!r}.")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        changed = []
+        for name, value in self.get_params().items():
+            default = P.DEFAULTS[name]
+            if value is default or (type(value) is type(default) and value == default):
+                continue
+            changed.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "_ensemble")
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "_ensemble"):
+            raise not_fitted_error(type(self).__name__)
+
+    # ------------------------------------------------------------------------------------------ fitting
+
+    def _encode_target(self, y: Any, objective: str | None, fitting: bool) -> tuple[np.ndarray, str]:
+        """(encoded y of shape (n_rows, n_outputs) float64, objective); sets the label attributes when fitting."""
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, eval_set: list | None = None,
+            eval_sample_weight: list | None = None) -> _TreeBoost:
+        """Grow ``n_estimators`` trees (fewer with early stopping on the last ``eval_set``); returns self."""
+        p = P.validate(self.get_params())
+        if p["reg_lambda"] == 0 and p["min_child_weight"] == 0:
+            raise ValueError("reg_lambda and min_child_weight cannot both be 0: an empty child would get 0/0")
+        name = type(self).__name__
+        Xa = as_matrix(X)
+        y_enc, objective = self._encode_target(y, p["objective"], fitting=True)
+        if y_enc.shape[0] != Xa.shape[0]:
+            raise ValueError(f"X has {Xa.shape[0]} rows but y has {y_enc.shape[0]}")
+        w = check_weights(sample_weight, Xa.shape[0])
+        if p["early_stopping_rounds"] and not eval_set:
+            raise ValueError("early_stopping_rounds needs at least one eval_set=[(X, y)]")
+        names = feature_names(X)
+        self.n_features_in_ = Xa.shape[1]
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        loss = make_loss(objective, y_enc.shape[1])
+        evals = self._prepare_evals(eval_set, eval_sample_weight, name)
+
+        mapper = BinMapper(p["max_bin"]).fit(Xa, w)
+        kernels = make_kernels(p["device"], p["precision"])
+        kernels.load(mapper.transform(Xa), mapper.n_bins, loss.n_outputs)
+        ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w))
+        trees, round_times, results, best = self._boost(kernels, mapper, loss, ensemble, Xa, y_enc, w, evals, p)
+        ensemble.trees = trees
+        self._set_fitted(ensemble, objective, p, mapper.edges)
+        self.best_iteration_ = best
+        self.evals_result_ = results
+        self.round_times_ = np.asarray(round_times)
+        self.build_seconds_ = float(getattr(kernels, "build_seconds", 0.0) or 0.0)
+        return self
+
+    def _prepare_evals(self, eval_set: list | None, eval_sample_weight: list | None, name: str) -> list:
+        evals = []
+        for i, pair in enumerate(eval_set or []):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError("eval_set must be a list of (X, y) pairs")
+            Xe = as_matrix(pair[0])
+            if Xe.shape[1] != self.n_features_in_:
+                raise ValueError(f"eval_set[{i}] has {Xe.shape[1]} features, the training data "
+                                 f"{self.n_features_in_}")
+            ye, _ = self._encode_target(pair[1], None, fitting=False)
+            if ye.shape[0] != Xe.shape[0]:
+                raise ValueError(f"eval_set[{i}]: X has {Xe.shape[0]} rows but y has {ye.shape[0]}")
+            we = check_weights(None if eval_sample_weight is None else eval_sample_weight[i], Xe.shape[0])
+            evals.append((Xe, ye, we))
+        return evals
+
+    def _boost(self, kernels: TreeKernels, mapper: BinMapper, loss: Loss, ensemble: Ensemble, X: np.ndarray,
+               y: np.ndarray, w: np.ndarray, evals: list, p: dict[str, Any]) -> tuple:
+        n, n_features = X.shape
+        grow = GrowParams(
+            split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"]),
+            learning_rate=p["learning_rate"], max_depth=p["max_depth"] or 0, max_leaves=p["max_leaves"],
+            lossguide=p["grow_policy"] == "lossguide",
+        )
+        rng = np.random.default_rng(p["random_state"])
+        raw = np.tile(ensemble.base_score, (n, 1))
+        eval_raw = [np.tile(ensemble.base_score, (Xe.shape[0], 1)) for Xe, _, _ in evals]
+        results: dict[str, dict[str, list[float]]] = {f"validation_{i}": {loss.metric: []} for i in range(len(evals))}
+        trees: list[Tree] = []
+        times: list[float] = []
+        best, best_score, patience = -1, np.inf, p["early_stopping_rounds"]
+        n_rows = max(1, int(round(p["subsample"] * n)))
+        n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
+        for it in range(p["n_estimators"]):
+            start = time.perf_counter()
+            g, h = loss.gradients(y, raw, w)
+            if n_rows < n:
+                keep = np.zeros(n, bool)
+                keep[rng.choice(n, n_rows, replace=False)] = True
+                g[~keep] = 0.0
+                h[~keep] = 0.0
+            mask = np.ones(n_features, bool)
+            if n_cols < n_features:
+                mask[:] = False
+                mask[rng.choice(n_features, n_cols, replace=False)] = True
+            kernels.set_gradients(g, h)
+            root = np.stack([g.sum(axis=0), h.sum(axis=0)], axis=1)
+            tree, leaf = grow_tree(kernels, root, mask, grow, mapper.threshold)
+            raw += tree.value[leaf]
+            trees.append(tree)
+            one = Ensemble(n_features, loss.n_outputs, np.zeros(loss.n_outputs), [tree])
+            for k, (Xe, ye, we) in enumerate(evals):
+                eval_raw[k] += tree.value[one.leaves(Xe)[:, 0]]
+                results[f"validation_{k}"][loss.metric].append(loss.evaluate(ye, eval_raw[k], we))
+            times.append(time.perf_counter() - start)
+            if evals:
+                current = results[f"validation_{len(evals) - 1}"][loss.metric][-1]
+                if current < best_score:
+                    best, best_score = it, current
+                if p["verbose"] and (it % p["verbose"] == 0 or it == p["n_estimators"] - 1):
+                    text = "\t".join(f"{k}-{loss.metric}:{v[loss.metric][-1]:.5f}" for k, v in results.items())
+                    print(f"[{it}]\t{text}", flush=True)
+                if patience and it - best >= patience:
+                    break
+        if patience:
+            trees = trees[: best + 1]
+            for v in results.values():
+                v[loss.metric] = v[loss.metric][: len(times)]
+        else:
+            best = len(trees) - 1
+        return trees, times, results, best
+
+    def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:
+        self._ensemble = ensemble
+        self._bin_edges = edges
+        self.objective_ = objective
+        self.n_features_in_ = ensemble.n_features
+        gain = np.zeros(ensemble.n_features)
+        for t in ensemble.trees:
+            inner = t.feature >= 0
+            np.add.at(gain, t.feature[inner], t.gain[inner])
+        total = gain.sum()
+        self.feature_importances_ = gain / total if total > 0 else gain
+
+    # --------------------------------------------------------------------------------------- prediction
+
+    def _raw(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
+        Xa = as_matrix(X)
+        if Xa.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        return self._ensemble.raw_predict(Xa)
+
+    # --------------------------------------------------------------------------------------- model files
+
+    def save_model(self, path: str | os.PathLike) -> None:
+        """Write the fitted model as versioned JSON (format in :mod:`mdhom.trees.model`), atomically."""
+        self._check_fitted()
+        from mdhom import __version__
+
+        params = {}
+        for k, v in P.validate(self.get_params()).items():
+            params[k] = getattr(v, "key", v)
+        ens = self._ensemble
+        doc = {
+            "format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
+            "objective": self.objective_, "params": params, "n_features": ens.n_features,
+            "n_outputs": ens.n_outputs, "base_score": ens.base_score.tolist(),
+            "classes": encode_classes(getattr(self, "classes_", None)),
+            "target": self._target_info(),
+            "feature_names": None if getattr(self, "feature_names_in_", None) is None
+            else [str(s) for s in self.feature_names_in_],
+            "best_iteration": int(self.best_iteration_),
+            "bin_edges": [e.tolist() for e in self._bin_edges],
+            "trees": [t.to_json() for t in ens.trees],
+        }
+        save_json(path, doc)
+
+    def _target_info(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_target(self, info: dict[str, Any], classes: np.ndarray | None) -> None:
+        pass
+
+
+class TreeBoostClassifier(_TreeBoost):
+    """Gradient-boosted trees for classification: binary, multiclass (softmax) and multi-label.
+
+    A 1-D ``y`` of any label values (numbers, strings) gives ``classes_``; two classes train a binary
+    logistic model, more a softmax model with one multi-output tree per round. A 2-D 0/1 indicator ``y``
+    trains the multi-label logistic objective, one output per label in the leaves; ``predict`` then returns
+    the 0/1 matrix and ``predict_proba`` the per-label probabilities.
+
+    Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``, ``feature_names_in_`` (data
+    frames with string columns), ``objective_``, ``feature_importances_`` (total split gain, normalised to
+    sum 1), ``best_iteration_``, ``evals_result_``, ``round_times_`` (host seconds per round),
+    ``build_seconds_`` (OpenCL program builds, 0 for numpy).
+
+    {params}
+    """
+
+    def __sklearn_tags__(self):  # noqa: ANN204 - scikit-learn's Tags, imported only when sklearn asks
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True, multi_output=True),
+                    classifier_tags=ClassifierTags(multi_label=True),
+                    input_tags=InputTags(allow_nan=True, sparse=True))
+
+    def _encode_target(self, y, objective, fitting):
+        y = as_target(y, type(self).__name__)
+        if y.ndim == 2:
+            try:
+                values = y.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError("a 2-D y must be a 0/1 label indicator matrix") from None
+            if not np.isin(values, (0.0, 1.0)).all():
+                raise ValueError("a 2-D y must be a 0/1 label indicator matrix (multi-label); "
+                                 "multi-output multiclass is not supported")
+            if fitting:
+                if objective not in (None, "multilabel:logistic"):
+                    raise ValueError(f"objective {objective!r} does not fit a 2-D (multi-label) y")
+                self.classes_ = np.arange(y.shape[1])
+                self.n_classes_ = y.shape[1]
+                self._multilabel = True
+                self._label_dtype = y.dtype
+            elif not getattr(self, "_multilabel", False) or y.shape[1] != len(self.classes_):
+                raise ValueError("eval_set y does not have the training labels' shape")
+            return values, "multilabel:logistic"
+        if y.dtype.kind == "f" and np.any(y != np.round(y)):
+            raise ValueError("Unknown label type: continuous. TreeBoostClassifier needs class labels; use "
+                             "TreeBoostRegressor for a continuous target")
+        if not fitting:
+            if getattr(self, "_multilabel", False):
+                raise ValueError("eval_set y must be 2-D like the training labels")
+            idx = np.searchsorted(self.classes_, y)
+            idx = np.clip(idx, 0, len(self.classes_) - 1)
+            if np.any(self.classes_[idx] != y):
+                raise ValueError("eval_set y holds labels not seen in training")
+            return idx.astype(np.float64)[:, None], ""
+        classes, idx = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"y contains only one class ({classes[0]!r} if any); a classifier needs at least "
+                             "two classes" if len(classes) else "y is empty")
+        if objective == "multilabel:logistic" or objective == "reg:squarederror":
+            raise ValueError(f"objective {objective!r} does not fit a 1-D class label y")
+        if objective == "binary:logistic" and len(classes) > 2:
+            raise ValueError(f"objective 'binary:logistic' needs two classes, y has {len(classes)}")
+        self.classes_ = classes
+        self.n_classes_ = len(classes)
+        self._multilabel = False
+        objective = objective or ("binary:logistic" if len(classes) == 2 else "multi:softmax")
+        return idx.reshape(-1).astype(np.float64)[:, None], objective
+
+    def _target_info(self):
+        info = {"kind": "multilabel" if self._multilabel else "classes"}
+        if self._multilabel:
+            info["label_dtype"] = np.dtype(self._label_dtype).str
+        return info
+
+    def _restore_target(self, info, classes):
+        if classes is None:
+            raise ValueError("a classifier model lacks its classes")
+        self.classes_ = classes
+        self.n_classes_ = len(classes)
+        self._multilabel = info.get("kind") == "multilabel"
+        if self._multilabel:
+            self._label_dtype = np.dtype(info["label_dtype"])
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Raw scores: (n,) log-odds for two classes, else (n, n_classes) (margins or per-label log-odds)."""
+        raw = self._raw(X)
+        return raw[:, 0] if raw.shape[1] == 1 else raw
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """(n, n_classes) class probabilities; for multi-label, (n, n_labels) probabilities per label."""
+        raw = self._raw(X)
+        p = make_loss(self.objective_, raw.shape[1]).transform(raw)
+        if self.objective_ == "binary:logistic":
+            return np.column_stack([1.0 - p[:, 0], p[:, 0]])
+        return p
+
+    def predict(self, X: Any) -> np.ndarray:
+        raw = self._raw(X)
+        if self._multilabel:
+            return (raw > 0).astype(self._label_dtype)
+        if raw.shape[1] == 1:
+            return self.classes_[(raw[:, 0] > 0).astype(np.int64)]
+        return self.classes_[np.argmax(raw, axis=1)]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy (subset accuracy for multi-label), as scikit-learn's ClassifierMixin."""
+        pred = self.predict(X)
+        y = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+        hit = np.all(pred == y, axis=1) if pred.ndim == 2 else pred == y.reshape(pred.shape)
+        return float(np.average(hit, weights=sample_weight))
+
+
+class TreeBoostRegressor(_TreeBoost):
+    """Gradient-boosted trees for regression (squared error).
+
+    Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
+    ``objective_``, ``feature_importances_`` (total split gain, normalised to sum 1), ``best_iteration_``,
+    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``.
+
+    {params}
+    """
+
+    def __sklearn_tags__(self):  # noqa: ANN204
+        from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags
+
+        return Tags(estimator_type="regressor", target_tags=TargetTags(required=True),
+                    regressor_tags=RegressorTags(), input_tags=InputTags(allow_nan=True, sparse=True))
+
+    def _encode_target(self, y, objective, fitting):
+        y = as_target(y, type(self).__name__)
+        if y.ndim != 1:
+            raise ValueError(f"TreeBoostRegressor needs a 1-D y, got shape {y.shape}")
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("y must be numeric for regression") from None
+        if not np.isfinite(y).all():
+            raise ValueError("Input y contains NaN or infinity")
+        if fitting and objective not in (None, "reg:squarederror"):
+            raise ValueError(f"objective {objective!r} is not a regression objective")
+        return y[:, None], "reg:squarederror"
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self._raw(X)[:, 0]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R^2, as scikit-learn's RegressorMixin."""
+        y = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64).reshape(-1)
+        pred = self.predict(X)
+        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, np.float64)
+        resid = np.average((y - pred) ** 2, weights=w)
+        var = np.average((y - np.average(y, weights=w)) ** 2, weights=w)
+        return float(1.0 - resid / var) if var > 0 else (1.0 if resid == 0 else 0.0)
+
+
+for _cls in (TreeBoostClassifier, TreeBoostRegressor):
+    _cls.__doc__ = _cls.__doc__.replace("{params}", P.docstring().replace("\n", "\n    "))
+
+
+def load_model(path: str | os.PathLike) -> _TreeBoost:
+    """A fitted TreeBoostClassifier or TreeBoostRegressor from a file written by ``save_model``."""
+    doc = read_json(path)
+    where = os.fspath(path)
+    try:
+        cls = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}[doc["estimator"]]
+        params = {k: v for k, v in doc["params"].items() if k in P.BY_NAME}
+        est = cls(**params)
+        n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
+        trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
+        base = np.asarray(doc["base_score"], np.float64).reshape(n_outputs)
+        ensemble = Ensemble(n_features, n_outputs, base, trees)
+        edges = [np.asarray(e, np.float64) for e in doc["bin_edges"]]
+        est._restore_target(doc["target"], decode_classes(doc["classes"]))
+        est._set_fitted(ensemble, doc["objective"], params, edges)
+        if doc.get("feature_names") is not None:
+            est.feature_names_in_ = np.asarray(doc["feature_names"], dtype=object)
+        est.best_iteration_ = int(doc["best_iteration"])
+        est.evals_result_ = {}
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
+    return est

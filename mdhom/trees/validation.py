@@ -1,0 +1,145 @@
+"""Input checking for the tree estimators, without scikit-learn at runtime.
+
+Accepts numpy arrays, anything with ``__array__``, pandas frames (duck-typed through ``columns`` and
+``to_numpy``) and scipy.sparse matrices (densified: an absent entry is 0, not missing). Messages follow
+scikit-learn's wording where its estimator checks match on them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+
+class _NotFittedError(ValueError, AttributeError):
+    """Raised when predicting with an unfitted estimator (scikit-learn's class is used when installed)."""
+
+
+class _DataConversionWarning(UserWarning):
+    """A column-vector y was passed where a 1-D array was expected."""
+
+
+def not_fitted_error(name: str) -> Exception:
+    msg = f"This {name} instance is not fitted yet. Call 'fit' with appropriate arguments before using it."
+    try:
+        from sklearn.exceptions import NotFittedError
+    except ImportError:
+        return _NotFittedError(msg)
+    return NotFittedError(msg)
+
+
+def warn_column_vector() -> None:
+    try:
+        from sklearn.exceptions import DataConversionWarning
+    except ImportError:
+        DataConversionWarning = _DataConversionWarning  # noqa: N806
+    warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+                  "(n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+
+
+def feature_names(X: Any) -> np.ndarray | None:
+    """Column names of a data frame when all of them are strings (scikit-learn's rule), else None."""
+    cols = getattr(X, "columns", None)
+    if cols is None or not hasattr(X, "to_numpy"):
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if names.size and all(isinstance(c, str) for c in names):
+        return names
+    return None
+
+
+def as_matrix(X: Any) -> np.ndarray:
+    """A float64 C-contiguous 2-D copy-or-view of X with NaN for missing values; infinities are refused."""
+    if X is None:
+        raise ValueError("X is None; expected a 2-D array-like")
+    if hasattr(X, "toarray") and hasattr(X, "tocsr"):  # scipy.sparse
+        X = X.toarray()
+    elif hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas
+        try:
+            X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"X has columns that are not numeric: {exc}") from None
+    arr = np.asarray(X)
+    if arr.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
+    if arr.dtype.kind in "OUS":
+        arr = arr.astype(np.float64)  # a dict in X raises TypeError, a word ValueError: both say which value
+    if arr.ndim != 2:
+        raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead: reshape your data with "
+                         "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample.")
+    if arr.shape[0] == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if arr.shape[1] == 0:
+        raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if np.isinf(arr).any():
+        raise ValueError("Input X contains infinity; use NaN for missing values")
+    return arr
+
+
+def check_feature_names(fitted: np.ndarray | None, X: Any, name: str) -> None:
+    """scikit-learn's contract: warn when only one side has names, raise when they differ."""
+    given = feature_names(X)
+    if fitted is None and given is None:
+        return
+    if fitted is None:
+        warnings.warn(f"X has feature names, but {name} was fitted without feature names", stacklevel=3)
+        return
+    if given is None:
+        warnings.warn(f"X does not have valid feature names, but {name} was fitted with feature names",
+                      stacklevel=3)
+        return
+    if len(fitted) == len(given) and np.all(fitted == given):
+        return
+    message = "The feature names should match those that were passed during fit.\n"
+    unexpected = sorted(set(given) - set(fitted))
+    missing = sorted(set(fitted) - set(given))
+
+    def listing(names: list[str]) -> str:
+        lines = [f"- {n}\n" for n in names[:5]]
+        return "".join(lines) + ("- ...\n" if len(names) > 5 else "")
+
+    if unexpected:
+        message += "Feature names unseen at fit time:\n" + listing(unexpected)
+    if missing:
+        message += "Feature names seen at fit time, yet now missing:\n" + listing(missing)
+    if not unexpected and not missing:
+        message += "Feature names must be in the same order as they were in fit.\n"
+    raise ValueError(message)
+
+
+def as_target(y: Any, name: str) -> np.ndarray:
+    if y is None:
+        raise ValueError(f"{name} requires y to be passed, but the target y is None")
+    if hasattr(y, "toarray") and hasattr(y, "tocsr"):
+        y = y.toarray()
+    elif hasattr(y, "to_numpy"):
+        y = y.to_numpy()
+    y = np.asarray(y)
+    if y.ndim == 0 or y.ndim > 2:
+        raise ValueError(f"y must be 1-D (or 2-D for multi-label), got shape {y.shape}")
+    if y.ndim == 2 and y.shape[1] == 1:
+        warn_column_vector()
+        y = y[:, 0]
+    if y.dtype.kind in "fc" and not np.isfinite(y).all():
+        raise ValueError("Input y contains NaN or infinity")
+    return y
+
+
+def check_weights(sample_weight: Any, n: int) -> np.ndarray:
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.ndim == 0:
+        w = np.full(n, float(w))
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight has shape {w.shape}, expected ({n},)")
+    if not np.isfinite(w).all():
+        raise ValueError("sample_weight contains NaN or infinity")
+    if (w < 0).any():
+        raise ValueError("sample_weight must be non-negative")
+    if w.sum() <= 0:
+        raise ValueError("sample_weight sums to zero")
+    return w
