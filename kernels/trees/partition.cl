@@ -1,0 +1,27 @@
+/* Row partitioning shared by tree_partition_flags and tree_partition_dest.
+ * A split table row (TREE_SPLIT_FIELDS ints per split node):
+ *   node id, feature, bin, default_left, left child id, right child id, first position, row count.
+ * `node_slot[node]` is the row of the split table for a node id, or -1 when the node is not split now.
+ * Expects TREE_BINS and TREE_FEATURE_MAJOR (bins laid out features x rows when 1, rows x features when 0). */
+#define TREE_SPLIT_FIELDS 8
+#ifndef TREE_FEATURE_MAJOR
+#define TREE_FEATURE_MAJOR 0
+#endif
+
+inline int tree_slot_of(const int node, __global const int* node_slot, const int n_table) {
+    return (node >= 0 && node < n_table) ? node_slot[node] : -1;
+}
+
+inline uchar tree_bin_of(__global const uchar* bins, const long row, const long feat, const long n_rows,
+                         const long n_feat) {
+#if TREE_FEATURE_MAJOR
+    return bins[feat * n_rows + row];
+#else
+    return bins[row * n_feat + feat];
+#endif
+}
+
+/* The split rule: bin <= split bin, and the missing bin (TREE_BINS - 1) follows the default direction. */
+inline int tree_goes_left(const uchar b, __global const int* split) {
+    return (b == TREE_BINS - 1) ? (split[3] != 0) : ((int)b <= split[2]);
+}

@@ -1,0 +1,309 @@
+"""The tree learner's kernels as md_hom descriptions, each next to the numpy function it must reproduce.
+
+Every kernel is an index space, a scalar function and one combine operator per dimension (DESIGN.md
+section 3); what varies per fit (number of bins, outputs, precision, bin layout) is fixed when the
+description is made, what varies per call (rows, nodes) is a size, so one build serves a whole fit.
+
+Rows are kept grouped by node in ``ridx`` (XGBoost's GPU-hist layout): node ``n`` owns positions
+``begin[n] .. begin[n] + count[n]`` and, because partitioning is stable, its rows stay in ascending order.
+A node's histogram reads only its own rows.
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_histogram         node x feat x output x pos       concat, concat, concat, sum over the node's rows
+tree_hist_subtract     i (flat histogram cells)         concat: parent - child
+tree_split_scan        node x feat x output x bin       concat, concat, concat, inclusive prefix sum over bins
+tree_split_score       node x feat x bin x dir          concat, argmax over (feat, bin, dir)
+tree_split_sums        node x output                    concat: left/right (g, h) of the chosen split
+tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
+tree_partition_dest    pos                              concat: new position and node of the row at pos
+tree_partition_counts  slot                             concat: rows going left per split node
+=====================  ===============================  ======================================================
+
+Some inputs are lookup buffers whose extent is no dimension (the binned matrix read through ``ridx``, the
+node -> split-table map). The generator checks every input's extent against a dimension or a fixed integer,
+so such inputs are declared ``shape=(1,)`` and bound to a one-element view of the whole buffer
+(:func:`opaque`); see the report for the generator feature this works around.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Scan, Struct
+from mdhom.trees import reference as ref
+from mdhom.trees.backend import SplitParams
+
+REALS = {"double": np.float64, "single": np.float32}
+SPLIT_FIELDS = 8  # ints per row of the split table: node, feature, bin, default_left, left, right, begin, count
+
+
+def real_ctype(precision: str) -> str:
+    if precision not in REALS:
+        raise ValueError(f"precision must be one of {', '.join(REALS)}, got {precision!r}")
+    return "double" if precision == "double" else "float"
+
+
+def gh_type(precision: str) -> Struct:
+    r = real_ctype(precision)
+    return Struct("gh_t", (("g", r), ("h", r)))
+
+
+def split_type(precision: str) -> Struct:
+    return Struct("split_t", (("value", real_ctype(precision)), ("index", "int")))
+
+
+def _snippet(name: str) -> str:
+    return resources.files("mdhom.kernels").joinpath("trees", name).read_text()
+
+
+def _defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: bool = False) -> str:
+    r = real_ctype(precision)
+    return (
+        f"typedef {r} tree_real_t;\n#define TREE_BINS {int(n_bins)}\n#define TREE_OUTPUTS {int(n_outputs)}\n"
+        f"#define TREE_FEATURE_MAJOR {int(bool(feature_major))}\n"
+    )
+
+
+# ------------------------------------------------------------------------------------------------ histogram
+_HIST_BODY = """
+const int mdh_cnt = slot_count[node];
+if (pos < mdh_cnt) {{
+    const long mdh_row = ridx[slot_begin[node] + pos];
+    const uchar mdh_b = tree_bin_of(bins, mdh_row, feat, n_rows, SIZE_feat);
+    const long mdh_gi = mdh_row * SIZE_output + output;
+    {target}.v[mdh_b].g {op} grad[mdh_gi];
+    {target}.v[mdh_b].h {op} hess[mdh_gi];
+}}
+"""
+
+
+@lru_cache(maxsize=32)
+def histogram(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
+    """Sum of (g, h) per (node, feature, output, bin) over the rows of each listed node.
+
+    Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e. (node, feat, output, bin, 2).
+    ``slot_begin``/``slot_count`` give each listed node's range of ``ridx``; ``pos`` runs to the largest count.
+    """
+    r = real_ctype(precision)
+    return Description(
+        "tree_histogram", ["node", "feat", "output", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
+        Array(gh_type(precision), int(n_bins)),
+        scalar=_HIST_BODY.format(target="out", op="="),
+        accumulate=_HIST_BODY.format(target="acc", op="+="),
+        inputs=[
+            Input("bins", "uchar", (1,), gather=True),
+            Input("grad", r, (1,), gather=True),
+            Input("hess", r, (1,), gather=True),
+            Input("ridx", "int", (1,), gather=True),
+            Input("slot_begin", "int", ("node",), gather=True),
+            Input("slot_count", "int", ("node",), gather=True),
+        ],
+        params=[Param("n_rows", "int")],
+        preamble=_defines(precision, n_bins, feature_major=feature_major) + _snippet("partition.cl"),
+    )
+
+
+def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ridx: np.ndarray,
+                        slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
+    """(node, feat, output, bin, 2) in float64: :func:`mdhom.trees.reference.histograms` on ridx ranges."""
+    row_node = np.full(bins.shape[0], -1, np.int64)
+    for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
+        row_node[ridx[b:b + c]] = i
+    h = ref.histograms(bins, grad, hess, row_node, np.arange(len(slot_begin)), n_bins)  # (N, F, B, K, 2)
+    return np.ascontiguousarray(h.transpose(0, 1, 3, 2, 4))
+
+
+# ------------------------------------------------------------------------------------------------ subtraction
+@lru_cache(maxsize=4)
+def hist_subtract(precision: str = "double") -> Description:
+    """parent - child over flat histogram cells: the sibling's histogram without a pass over rows."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_hist_subtract", ["i"], [Concat()], r, "out = parent - child;",
+        inputs=[Input("parent", r, ("i",)), Input("child", r, ("i",))],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ split scan
+@lru_cache(maxsize=32)
+def split_scan(n_bins: int, precision: str = "double") -> Description:
+    """Inclusive prefix sums of (g, h) over bins, per (node, feature, output).
+
+    For bit-exact agreement with the reference (``np.cumsum``) the backend runs it with one lane per
+    (node, feature, output) along ``bin`` (sequential order); other configurations are correct to rounding.
+    """
+    r = real_ctype(precision)
+    return Description(
+        "tree_split_scan", ["node", "feat", "output", "bin"], [Concat(), Concat(), Concat(), Scan(SUM)],
+        gh_type(precision),
+        scalar="const long c = (((long)node * SIZE_feat + feat) * SIZE_output + output) * SIZE_bin + bin;\n"
+               "out.g = hist[2 * c]; out.h = hist[2 * c + 1];",
+        inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True)],
+    )
+
+
+def split_scan_reference(hist: np.ndarray) -> np.ndarray:
+    """(node, feat, output, bin, 2) -> the same shape, cumulated over bins."""
+    return np.cumsum(hist, axis=3)
+
+
+# ------------------------------------------------------------------------------------------------ split score
+def _split_params(precision: str) -> list[Param]:
+    r = real_ctype(precision)
+    return [Param("reg_lambda", r), Param("reg_alpha", r), Param("min_split_gain", r), Param("min_child_weight", r)]
+
+
+@lru_cache(maxsize=32)
+def split_score(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
+    """Gain of every candidate (feature, bin, default direction) and the best per node.
+
+    The argmax index ``(feat * n_cand + bin) * 2 + dir`` (dir 0 = default left) orders candidates exactly
+    as the tie rule of :mod:`mdhom.trees.backend` does, and ARGMAX keeps the lower index on equal values,
+    so the winner does not depend on the order of combination. ``bin`` has ``n_bins - 2`` candidates.
+    """
+    r = real_ctype(precision)
+    k, b = int(n_outputs), int(n_bins)
+    return Description(
+        "tree_split_score", ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
+        split_type(precision),
+        scalar="out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);\n"
+               "out.value = -INFINITY;\n"
+               "if (feature_mask[feat]) out.value = tree_gain(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir,"
+               " reg_lambda, reg_alpha, min_split_gain, min_child_weight);",
+        inputs=[
+            Input("scan", r, ("node", "feat", k, b, 2), gather=True),
+            Input("hist", r, ("node", "feat", k, b, 2), gather=True),
+            Input("feature_mask", "uchar", ("feat",), gather=True),
+        ],
+        params=_split_params(precision),
+        preamble=_defines(precision, b, k) + _snippet("split.cl"),
+    )
+
+
+def _best_layout(precision: str) -> tuple[int, int]:
+    """(ints per split_t, int offset of its index field): how tree_split_sums reads the argmax output."""
+    dt = split_type(precision).dtype
+    return dt.itemsize // 4, dt.fields["index"][1] // 4
+
+
+@lru_cache(maxsize=32)
+def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
+    """Left and right (g, h) of the split each node's argmax chose, per output: what the host needs next."""
+    r = real_ctype(precision)
+    k, b = int(n_outputs), int(n_bins)
+    stride, offset = _best_layout(precision)
+    return Description(
+        "tree_split_sums", ["node", "output"], [Concat(), Concat()],
+        Struct("lr_t", (("lg", r), ("lh", r), ("rg", r), ("rh", r))),
+        scalar=f"""
+const int idx = best[node * {stride} + {offset}];
+const int n_cand = TREE_BINS - 2;
+if (idx >= 0 && idx < n_feat * n_cand * 2) {{
+    const long cell = (((long)node * n_feat + idx / (2 * n_cand)) * TREE_OUTPUTS + output) * TREE_BINS;
+    tree_real_t lg, lh;
+    tree_left_sums(scan, hist, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh);
+    out.lg = lg; out.lh = lh;
+    out.rg = scan[2 * (cell + TREE_BINS - 1)] - lg;
+    out.rh = scan[2 * (cell + TREE_BINS - 1) + 1] - lh;
+}}""",
+        inputs=[
+            Input("scan", r, (1,), gather=True),
+            Input("hist", r, (1,), gather=True),
+            Input("best", "int", ("node", stride), gather=True),
+        ],
+        params=[Param("n_feat", "int")],
+        preamble=_defines(precision, b, k) + _snippet("split.cl"),
+    )
+
+
+def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams):
+    """:func:`mdhom.trees.reference.best_splits` on the kernels' (node, feat, output, bin, 2) layout."""
+    return ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), feature_mask, params)
+
+
+# ------------------------------------------------------------------------------------------------ partition
+_PART_INPUTS = [
+    Input("bins", "uchar", (1,), gather=True),
+    Input("ridx", "int", (1,), gather=True),
+    Input("row_node", "int", (1,), gather=True),
+    Input("node_slot", "int", (1,), gather=True),
+    Input("split_tab", "int", (1,), gather=True),
+]
+_PART_PARAMS = [Param("pos0", "int"), Param("n_table", "int"), Param("n_rows", "int"), Param("n_feat", "int")]
+
+
+@lru_cache(maxsize=32)
+def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
+    """Inclusive prefix count of the rows at positions pos0 .. pos0 + pos that go to a left child."""
+    return Description(
+        "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
+        scalar="""
+const int row = ridx[pos0 + pos];
+const int s = tree_slot_of(row_node[row], node_slot, n_table);
+if (s >= 0) {
+    __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
+    out = tree_goes_left(tree_bin_of(bins, row, t[1], n_rows, n_feat), t);
+}""",
+        inputs=_PART_INPUTS, params=_PART_PARAMS,
+        preamble=_defines("double", n_bins, feature_major=feature_major) + _snippet("partition.cl"),
+    )
+
+
+DEST = Struct("dest_t", (("pos", "int"), ("node", "int")))
+
+
+@lru_cache(maxsize=32)
+def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
+    """Where the row at position pos0 + pos goes: a stable partition of each split node's range (left rows
+    first, in their old order), from the inclusive flag counts ``incl``; rows of other nodes stay."""
+    return Description(
+        "tree_partition_dest", ["pos"], [Concat()], DEST,
+        scalar="""
+const int p = pos0 + pos;
+const int row = ridx[p];
+const int node = row_node[row];
+const int s = tree_slot_of(node, node_slot, n_table);
+out.pos = p; out.node = node;
+if (s >= 0) {
+    __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
+    const int begin = t[6], count = t[7];
+    const int base = (begin > pos0) ? incl[begin - pos0 - 1] : 0;
+    const int n_left = incl[begin + count - pos0 - 1] - base;
+    const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
+    const int left_before = incl[pos] - f - base;
+    if (f) { out.pos = begin + left_before; out.node = t[4]; }
+    else { out.pos = begin + n_left + (p - begin - left_before); out.node = t[5]; }
+}""",
+        inputs=_PART_INPUTS + [Input("incl", "int", ("pos",), gather=True)], params=_PART_PARAMS,
+        preamble=_defines("double", n_bins, feature_major=feature_major) + _snippet("partition.cl"),
+    )
+
+
+PARTITION_COUNTS = Description(
+    "tree_partition_counts", ["slot"], [Concat()], "int",
+    scalar="""
+const int begin = split_tab[8 * slot + 6], count = split_tab[8 * slot + 7];
+if (count > 0) out = incl[begin + count - pos0 - 1] - ((begin > pos0) ? incl[begin - pos0 - 1] : 0);""",
+    inputs=[Input("incl", "int", (1,), gather=True), Input("split_tab", "int", ("slot", SPLIT_FIELDS), gather=True)],
+    params=[Param("pos0", "int")],
+)
+
+
+def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
+                        n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(new ridx, new row_node, left count per split) after a stable partition of every split node's range."""
+    ridx, row_node = ridx.copy(), row_node.copy()
+    counts = np.zeros(len(split_tab), np.int32)
+    for s, (node, f, b, d, lo, hi, begin, count) in enumerate(split_tab):
+        rows = ridx[begin:begin + count]
+        assert np.all(row_node[rows] == node)
+        go = ref.goes_left(bins[rows, f], b, bool(d), n_bins)
+        ridx[begin:begin + count] = np.concatenate([rows[go], rows[~go]])
+        row_node[rows] = np.where(go, lo, hi)
+        counts[s] = int(go.sum())
+    return ridx, row_node, counts
