@@ -34,7 +34,7 @@ from importlib import resources
 
 import numpy as np
 
-from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Scan, Struct
+from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scan, Struct
 from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams
 

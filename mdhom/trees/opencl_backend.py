@@ -281,8 +281,8 @@ class OpenCLTreeKernels:
             min_child_weight=r(params.min_child_weight),
         )
         stride, _ = tk._best_layout(self.precision)
-        sums = self._run(self.d_sums, {"node": n, "output": k}, scan=opaque(scan, self.real), hist=opaque(hist.data, self.real),
-                         best=_view(best, (n, stride), np.dtype(np.int32)), n_feat=f)
+        sums = self._run(self.d_sums, {"node": n, "output": k}, scan=opaque(scan, self.real),
+                         hist=opaque(hist.data, self.real), best=_view(best, (n, stride), np.dtype(np.int32)), n_feat=f)
         best_h, sums_h = best.get(queue=self.queue), sums.get(queue=self.queue)
         n_cand = b - 2
         for i in range(n):
