@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -61,7 +62,10 @@ def build_program(device: Device, source: str, options: list[str], name: str = "
     prg = _PROGRAMS.get(key)
     if prg is None:
         try:
-            prg = cl.Program(device.context, source).build(options=options)
+            with warnings.catch_warnings():
+                # Successful builds log remarks (Intel prints vectorisation reports); failures raise below.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                prg = cl.Program(device.context, source).build(options=options)
         except cl.RuntimeError as exc:
             raise BuildError(name, device, str(exc), source, options) from None
         _PROGRAMS[key] = prg
@@ -107,6 +111,7 @@ class Computation:
         desc.check_config(self.config, self.device)
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
+        self._kernels: dict[tuple[bool, str], cl.Kernel] = {}
         self._scratch: cl_array.Array | None = None
 
     # ---------------------------------------------------------------- build
@@ -114,6 +119,9 @@ class Computation:
         opts = [f"-D{k}={v}" for k, v in sorted(self.config.items())]
         if index64:
             opts.append("-DMDH_INDEX_64")
+        if self.device.checker:
+            # Oclgrind's LLVM cannot run the noalias intrinsics that optimised inlining emits.
+            opts.append("-cl-opt-disable")
         return opts
 
     def program(self, index64: bool = False) -> cl.Program:
@@ -122,6 +130,13 @@ class Computation:
                 self.device, self.source, self.options(index64), self.desc.name
             )
         return self._programs[index64]
+
+    def kernel(self, which: str, index64: bool = False) -> cl.Kernel:
+        """One of the generated kernels ("main", "combine" or "fixup"), retrieved once and reused."""
+        key = (index64, which)
+        if key not in self._kernels:
+            self._kernels[key] = cl.Kernel(self.program(index64), f"{self.desc.name}_{which}")
+        return self._kernels[key]
 
     # ---------------------------------------------------------------- geometry
     @property
@@ -238,16 +253,13 @@ class Computation:
         kargs.extend(idx(bound[d]) for d in self.desc.dim_names)
         for p in self.desc.params:
             kargs.append(CTYPES[p.ctype].type(args[p.name]))
-        prg = self.program(index64)
         wg = self.work_group_size
-        events = [
-            getattr(prg, f"{self.desc.name}_main")(queue, (self.num_groups * wg,), (wg,), *kargs)
-        ]
+        events = [self.kernel("main", index64)(queue, (self.num_groups * wg,), (wg,), *kargs)]
         if self.desc.lane_dims and self.lane_groups > 1:
             n = n_concat * (bound[self.desc.scan_dim] if self.desc.scan_dim else 1)
             k2 = "fixup" if self.desc.scan_dim else "combine"
             wi = self.config["NUM_WI_COMBINE"]
-            events.append(getattr(prg, f"{self.desc.name}_{k2}")(queue, (-(-n // wi) * wi,), (wi,), *kargs))
+            events.append(self.kernel(k2, index64)(queue, (-(-n // wi) * wi,), (wi,), *kargs))
         return Launch(out, events)
 
     def _partials(self, queue: cl.CommandQueue, n: int) -> cl_array.Array:

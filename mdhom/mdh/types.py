@@ -157,8 +157,8 @@ def as_atom(t: AtomType | str | np.dtype | type) -> AtomType:
     """Accept a type object, an OpenCL scalar name, or a numpy scalar dtype."""
     if isinstance(t, Scalar | Struct | Array):
         return t
-    if isinstance(t, str) and t in CTYPES:
-        return Scalar(t)
+    if isinstance(t, str):
+        return Scalar(_check_ctype(t))
     return Scalar(ctype_of(t))
 
 

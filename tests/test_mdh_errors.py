@@ -1,0 +1,99 @@
+"""Bad descriptions, configurations and inputs get clear errors that name what is wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mdhom
+from mdhom import mdh
+from mdhom.mdh import examples
+
+
+def _sum(scalar="out = x;", index=None, atom="float", dtype="float"):
+    return mdh.Description("s", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], atom, scalar,
+                           inputs=[mdh.Input("x", dtype, ("i", "j"), index=index)])
+
+
+def test_unknown_dimension_in_index_expression():
+    with pytest.raises(mdh.DescriptionError, match=r"unknown name\(s\) k.*dimensions are i, j"):
+        _sum(index="i * SIZE_j + k")
+
+
+def test_shape_entry_must_be_a_dimension():
+    with pytest.raises(mdh.DescriptionError, match="not a dimension"):
+        mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float", "out = x;", inputs=[mdh.Input("x", "float", ("n",))])
+
+
+def test_unsupported_operator_mix_and_counts():
+    with pytest.raises(mdh.DescriptionError, match="2 dimensions but 1 combine"):
+        mdh.Description("s", ["i", "j"], [mdh.Concat()], "float", "out = 1;")
+    with pytest.raises(mdh.DescriptionError, match="scan and a reduction"):
+        mdh.Description("s", ["i", "j"], [mdh.Scan(mdh.SUM), mdh.Reduce(mdh.SUM)], "float", "out = 1;")
+    with pytest.raises(mdh.DescriptionError, match="at most one prefix-scan"):
+        mdh.Description("s", ["i", "j"], [mdh.Scan(mdh.SUM), mdh.Scan(mdh.SUM)], "float", "out = 1;")
+    with pytest.raises(TypeError, match="unknown OpenCL scalar type"):
+        mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float16", "out = 1;")
+    with pytest.raises(mdh.DescriptionError, match="no combine operator"):
+        mdh.Operator.named("no_such_op")
+
+
+def test_input_dtype_mismatch(device):
+    comp = mdh.Computation(_sum(), device)
+    with pytest.raises(TypeError, match=r"input 'x' must have dtype float32 \(float\), got float64"):
+        comp(x=np.ones((3, 4)))
+    with pytest.raises(TypeError, match="numpy or pyopencl array"):
+        comp(x=[[1.0]])
+
+
+def test_wrong_shape_and_arguments(device):
+    comp = mdh.Computation(examples.HISTOGRAM, device)
+    rng = np.random.default_rng(0)
+    bins = rng.integers(0, 16, (10, 3)).astype(np.uint8)
+    with pytest.raises(ValueError, match="axis 0 has extent 9, but dimension 'row' has size 10"):
+        comp(bins=bins, g=np.ones(9), h=np.ones(10))
+    with pytest.raises(ValueError, match="must have 1 dimension"):
+        comp(bins=bins, g=np.ones((10, 1)), h=np.ones(10))
+    with pytest.raises(TypeError, match="missing argument"):
+        comp(bins=bins, g=np.ones(10))
+    with pytest.raises(TypeError, match="unexpected argument"):
+        comp(bins=bins, g=np.ones(10), h=np.ones(10), w=np.ones(10))
+    with pytest.raises(ValueError, match="unknown dimension"):
+        comp(sizes={"zz": 3}, bins=bins, g=np.ones(10), h=np.ones(10))
+
+
+def test_build_error_shows_log_and_source_lines(device):
+    comp = mdh.Computation(_sum(scalar="out = x +;"), device)
+    with pytest.raises(mdh.BuildError) as info:
+        comp(x=np.ones((2, 2), np.float32))
+    msg = str(info.value)
+    assert "compiler log" in msg and device.key in msg
+    assert ">>" in msg and "out = x +;" in msg  # the failing generated line is quoted
+
+
+def test_config_beyond_work_group_limit(device):
+    too_big = device.max_work_group_size * 2
+    with pytest.raises(mdh.ConfigError, match="work-group size .* exceeds the device limit"):
+        mdh.Computation(examples.ROW_SUM, device, {"NUM_WI_j": too_big})
+
+
+def test_config_beyond_local_memory(device):
+    big = mdh.Description("big", ["row", "f"], [mdh.Reduce(mdh.SUM), mdh.Concat()],
+                          mdh.Array(mdh.Scalar("double"), 4096), "out.v[0] = x;",
+                          inputs=[mdh.Input("x", "double", ("row", "f"))])
+    wi = min(device.max_work_group_size, 256)
+    with pytest.raises(mdh.ConfigError, match="bytes of local memory"):
+        mdh.Computation(big, device, {"NUM_WI_row": wi})
+
+
+def test_bad_config_values(device):
+    with pytest.raises(mdh.ConfigError, match="unknown configuration parameter"):
+        mdh.Computation(examples.ROW_SUM, device, {"NUM_WI_q": 2})
+    with pytest.raises(mdh.ConfigError, match="must be at least 1"):
+        mdh.Computation(examples.ROW_SUM, device, {"NUM_WG_i": 0})
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match="unknown device"):
+        mdh.Computation(examples.ROW_SUM, "no-such-device")
+    assert mdhom.get_device("auto")  # still resolvable afterwards

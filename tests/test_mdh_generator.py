@@ -1,0 +1,128 @@
+"""The md_hom generator against numpy on every compute device, over many valid configurations.
+
+Configurations are drawn at random from the description's parameter space and then perturbed to values that
+are not powers of two (3, 5, 7, ...), because sizes need not be divisible by the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mdhom import mdh
+from mdhom.mdh import examples
+
+CASES = {c.name: c for c in examples.all_cases()}
+RANDOM_CONFIGS = 6
+
+
+def random_config(desc: mdh.Description, device, sizes, rng: np.random.Generator) -> dict[str, int]:
+    """A random configuration that the device accepts, mixing powers of two and odd values."""
+    odd = (1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 64)
+    for _ in range(200):
+        cfg = {}
+        for p in desc.parameter_space(device, sizes):
+            pool = [v for v in set(p.values) | set(odd) if v <= max(p.values)]
+            if p.name.startswith("NUM_WG"):
+                pool = [v for v in pool if v <= 64]  # keep launches small on CPU devices
+            cfg[p.name] = int(rng.choice(sorted(pool)))
+        wg = math.prod(cfg[f"NUM_WI_{d}"] for d in desc.dim_names)
+        if wg > 256:
+            continue
+        try:
+            desc.check_config(cfg, device)
+        except mdh.ConfigError:
+            continue
+        return cfg
+    raise AssertionError(f"no valid random configuration found for {desc.name}")
+
+
+def assert_matches(case: examples.Case, got: np.ndarray, config) -> None:
+    want = case.expected()
+    assert got.shape == want.shape, (case.name, config)
+    if want.dtype.names:
+        for f in want.dtype.names:
+            np.testing.assert_allclose(got[f], want[f], rtol=case.rtol, atol=case.atol, err_msg=f"{case.name} {config}")
+    elif np.issubdtype(want.dtype, np.integer):
+        np.testing.assert_array_equal(got, want, err_msg=f"{case.name} {config}")
+    else:
+        np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol, err_msg=f"{case.name} {config}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_default_and_random_configs(device, name):
+    rng = np.random.default_rng(abs(hash((name, device.key))) % 2**32)
+    case = CASES[name].prepare(np.random.default_rng(7))
+    configs = [None] + [random_config(case.description, device, case.sizes, rng) for _ in range(RANDOM_CONFIGS)]
+    for cfg in configs:
+        assert_matches(case, case.run(device, cfg), cfg)
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 32, 33, 127, 128, 129, 1021, 1024])
+def test_awkward_sizes_one_build(device, n):
+    """Prime and power-of-two sizes with one fixed multi-work-group configuration (one build)."""
+    desc = examples.TOTAL_SUM
+    comp = mdh.Computation(desc, device, {"NUM_WG_i": 3, "NUM_WI_i": 8, "NUM_WI_COMBINE": 2})
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    np.testing.assert_allclose(comp(x=x), x.sum(dtype=np.float64), rtol=1e-5, atol=1e-5)
+    scan = mdh.Computation(examples.SCAN_MAX_1D, device, {"NUM_WG_i": 3, "NUM_WI_i": 5, "NUM_WI_COMBINE": 4})
+    np.testing.assert_array_equal(scan(x=x), np.maximum.accumulate(x))
+
+
+def test_same_config_is_deterministic(device):
+    case = CASES["histogram"].prepare(np.random.default_rng(3))
+    cfg = {"NUM_WG_row": 7, "NUM_WI_row": 16, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 8}
+    first, second = case.run(device, cfg), case.run(device, cfg)
+    assert first.tobytes() == second.tobytes()
+
+
+def test_integer_reduction_is_exact_across_configs(device):
+    """Integer accumulation is associative, so every configuration gives the same bits."""
+    case = CASES["sum_3d"].prepare(np.random.default_rng(5))
+    rng = np.random.default_rng(11)
+    results = {case.run(device, random_config(case.description, device, case.sizes, rng)).tobytes() for _ in range(3)}
+    assert len(results) == 1
+
+
+def test_device_resident_inputs_stay_on_device(device):
+    import pyopencl.array as cl_array
+
+    comp = mdh.Computation(examples.ROW_SUM, device)
+    x = np.random.default_rng(1).standard_normal((9, 100))
+    x_dev = cl_array.to_device(device.queue, x)
+    out = comp(x=x_dev)
+    assert isinstance(out, cl_array.Array)
+    np.testing.assert_allclose(out.get(), x.sum(1), rtol=1e-12)
+    launch = comp.enqueue(x=x_dev)
+    assert launch.kernel_seconds() > 0
+
+
+def test_params_reach_the_scalar_function(device):
+    desc = mdh.Description(
+        "scaled_sum", ["i"], [mdh.Reduce(mdh.SUM)], "double", "out = scale * x + shift;",
+        inputs=[mdh.Input("x", "double", ("i",))], params=[mdh.Param("scale", "double"), mdh.Param("shift", "int")],
+    )
+    x = np.arange(10.0)
+    got = mdh.Computation(desc, device)(x=x, scale=2.5, shift=3)
+    assert got == pytest.approx(2.5 * x.sum() + 30)
+
+
+def test_gather_input_and_index_expression(device):
+    """A gathered lookup table and a transposed index expression."""
+    desc = mdh.Description(
+        "lookup", ["i", "j"], [mdh.Concat(), mdh.Concat()], "float", "out = table[code] * x;",
+        inputs=[
+            mdh.Input("code", "int", ("j", "i"), index="j * SIZE_i + i"),
+            mdh.Input("x", "float", ("i", "j")),
+            mdh.Input("table", "float", (16,), gather=True),
+        ],
+    )
+    rng = np.random.default_rng(2)
+    code = rng.integers(0, 16, (7, 5)).astype(np.int32)  # (j, i)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    table = rng.standard_normal(16).astype(np.float32)
+    got = mdh.Computation(desc, device, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_WG_j": 3, "NUM_WI_j": 3})(
+        code=code, x=x, table=table)
+    np.testing.assert_allclose(got, table[code.T] * x, rtol=1e-6)
