@@ -184,6 +184,27 @@ class _LogCapture:
     warning = info
 
 
+def _first_opencl_gpu() -> tuple[int | None, int | None]:
+    """(platform, device) indices of the first OpenCL GPU, as LightGBM's gpu_platform_id / gpu_device_id.
+
+    Without them LightGBM takes the loader's default platform, which on a machine that also has PoCL and
+    Intel's CPU runtime may be a CPU. pyopencl and LightGBM share one ICD loader (the same libOpenCL.so.1
+    is loaded once per process) and mdhom points it at one vendor folder, so the indices agree; LightGBM's
+    "Using GPU Device" log line is checked afterwards all the same.
+    """
+    try:
+        importlib.import_module("mdhom")  # first: sets OCL_ICD_VENDORS so that every installed driver is listed
+        import pyopencl as cl
+
+        for p, platform in enumerate(cl.get_platforms()):
+            for d, device in enumerate(platform.get_devices()):
+                if device.type & cl.device_type.GPU:
+                    return p, d
+    except Exception:  # no OpenCL at all: let LightGBM report it
+        pass
+    return None, None
+
+
 class LightGBM(System):
     name = "lightgbm-cpu"
     device_type = "cpu"
@@ -207,10 +228,13 @@ class LightGBM(System):
             "verbose": 1,
         }
         if self.device_type == "gpu":
-            if cfg.lightgbm_platform is not None:
-                p["gpu_platform_id"] = cfg.lightgbm_platform
-            if cfg.lightgbm_device is not None:
-                p["gpu_device_id"] = cfg.lightgbm_device
+            platform, device = cfg.lightgbm_platform, cfg.lightgbm_device
+            if platform is None and device is None:
+                platform, device = _first_opencl_gpu()
+            if platform is not None:
+                p["gpu_platform_id"] = platform
+            if device is not None:
+                p["gpu_device_id"] = device
         return p
 
     def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
@@ -262,6 +286,8 @@ class LightGBM(System):
             out["device"] = device[0] if device else None
             if not device:
                 out["warnings"].append("LightGBM logged no 'Using GPU Device' line: check that it ran on the GPU")
+            elif gpu_visible() and not any(w in device[0].upper() for w in ("NVIDIA", "AMD", "ADVANCED MICRO")):
+                out["warnings"].append(f"a GPU is visible but LightGBM's OpenCL learner ran on {device[0]}")
         else:
             out["device"] = "cpu"
         del data, booster
@@ -284,9 +310,10 @@ class XGBoost(System):
     def probe(self) -> str | None:
         self.xgb, err = _import("xgboost")
         if err is None and self.device == "cuda":
-            info = self.xgb.build_info()
-            if not info.get("USE_CUDA"):
+            if not self.xgb.build_info().get("USE_CUDA"):
                 return "xgboost is built without CUDA"
+            if not gpu_visible():
+                return "no GPU visible (nvidia-smi, /proc/driver/nvidia)"
         return err
 
     def params(self, cfg: Any) -> dict[str, Any]:
