@@ -300,7 +300,7 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
     ridx, row_node = ridx.copy(), row_node.copy()
     counts = np.zeros(len(split_tab), np.int32)
     for s, (node, f, b, d, lo, hi, begin, count) in enumerate(split_tab):
-        rows = ridx[begin:begin + count]
+        rows = ridx[begin:begin + count].copy()
         assert np.all(row_node[rows] == node)
         go = ref.goes_left(bins[rows, f], b, bool(d), n_bins)
         ridx[begin:begin + count] = np.concatenate([rows[go], rows[~go]])

@@ -1,0 +1,203 @@
+"""Each tree kernel against its numpy reference, on every device, at awkward sizes, under the default
+configuration and random valid ones (a configuration must never change the result beyond rounding)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyopencl.array as cl_array
+import pytest
+
+from mdhom.mdh import Computation, ConfigError
+from mdhom.trees import kernels as tk
+from mdhom.trees.backend import SplitParams
+from mdhom.trees.opencl_backend import _view, opaque
+
+N_CONFIGS = 2  # random configurations per kernel and device, besides the default
+
+
+def configs(desc, device, sizes, seed, n=N_CONFIGS, max_groups=4096):
+    """The default configuration, then ``n`` random valid points of the description's parameter space."""
+    rng = np.random.default_rng(seed)
+    space = desc.parameter_space(device, sizes)
+    out = [desc.default_config(device, sizes)]
+    for _ in range(200):
+        if len(out) > n:
+            break
+        cfg = {p.name: int(rng.choice(p.values)) for p in space}
+        groups = math.prod(v for k, v in cfg.items() if k.startswith("NUM_WG_"))
+        if groups > max_groups:
+            continue
+        try:
+            desc.check_config(cfg, device)
+        except ConfigError:
+            continue
+        out.append(cfg)
+    assert len(out) == n + 1, "could not sample valid configurations"
+    return out
+
+
+def run(desc, device, cfg, sizes, **args):
+    q = device.queue
+    dev_args = {k: cl_array.to_device(q, np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                for k, v in args.items()}
+    for k, v in list(dev_args.items()):
+        if isinstance(v, tuple):  # ("opaque", array, dtype)
+            dev_args[k] = opaque(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2])
+    return Computation(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
+
+
+def grouped_rows(rng, n_rows, counts):
+    """A ridx with consecutive ranges of the given counts (rows ascending in each), and their begins."""
+    perm = rng.permutation(n_rows).astype(np.int32)
+    begin = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+    for b, c in zip(begin, counts, strict=True):
+        perm[b:b + c] = np.sort(perm[b:b + c])
+    return perm, begin, np.asarray(counts, np.int32)
+
+
+# ------------------------------------------------------------------------------------------------ histogram
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_histogram(device, feature_major):
+    rng = np.random.default_rng(1)
+    n_rows, n_feat, n_bins, n_out = 1031, 7, 17, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
+    counts = [257, 0, 129, 1, 513]  # 2^k +- 1, an empty node, a single row; 131 rows belong to no listed node
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    want = tk.histogram_reference(bins, grad, hess, ridx, begin, count, n_bins)
+    desc = tk.histogram(n_bins, "double", feature_major)
+    sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
+    stored = np.ascontiguousarray(bins.T if feature_major else bins)
+    for cfg in configs(desc, device, sizes, seed=2):
+        got = run(desc, device, cfg, sizes, bins=("o", stored, None), grad=("o", grad, None),
+                  hess=("o", hess, None), ridx=("o", ridx, None), slot_begin=begin, slot_count=count,
+                  n_rows=n_rows)
+        got = np.stack([got["g"], got["h"]], axis=-1)  # (node, feat, output, bin, 2)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(cfg))
+
+
+# ------------------------------------------------------------------------------------------------ subtraction
+def test_hist_subtract(device):
+    rng = np.random.default_rng(3)
+    n = 2 * 3 * 5 * 17 * 2 + 1
+    parent, child = rng.standard_normal(n), rng.standard_normal(n)
+    desc = tk.hist_subtract("double")
+    for cfg in configs(desc, device, {"i": n}, seed=4):
+        got = run(desc, device, cfg, {"i": n}, parent=parent, child=child)
+        np.testing.assert_array_equal(got, parent - child)
+
+
+# ------------------------------------------------------------------------------------------------ split scan
+def test_split_scan(device):
+    rng = np.random.default_rng(5)
+    n_nodes, n_feat, n_out, n_bins = 3, 5, 2, 33
+    hist = rng.standard_normal((n_nodes, n_feat, n_out, n_bins, 2))
+    want = tk.split_scan_reference(hist)
+    desc = tk.split_scan(n_bins)
+    sizes = {"node": n_nodes, "feat": n_feat, "output": n_out, "bin": n_bins}
+    cfgs = configs(desc, device, sizes, seed=6)
+    seq = dict(cfgs[0], NUM_WI_bin=1, NUM_WG_bin=1)  # the backend's exact (sequential) form
+    for cfg in [seq, *cfgs]:
+        got = run(desc, device, cfg, sizes, hist=hist)
+        got = np.stack([got["g"], got["h"]], axis=-1)
+        if cfg is seq:
+            np.testing.assert_array_equal(got, want)  # same order as np.cumsum: bit-identical
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(cfg))
+
+
+# ------------------------------------------------------------------------------------------------ split score
+def split_inputs(rng, n_nodes, n_feat, n_out, n_bins):
+    """Histograms with integer gradients (so many gains tie exactly), empty bins and empty missing bins."""
+    g = rng.integers(-4, 5, size=(n_nodes, n_feat, n_out, n_bins)).astype(np.float64)
+    h = rng.integers(0, 4, size=(n_nodes, n_feat, n_out, n_bins)).astype(np.float64)
+    empty = rng.random((n_nodes, n_feat, 1, n_bins)) < 0.3
+    g, h = np.where(empty, 0.0, g), np.where(empty, 0.0, h)
+    hist = np.stack([g, h], axis=-1)
+    hist[0] = 0.0  # a node with no rows: no valid split
+    return hist
+
+
+@pytest.mark.parametrize("params", [
+    SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0), SplitParams(2.0, 0.0, 0.0, 1e9),
+], ids=["plain", "l1-gamma", "min-child-weight"])
+def test_split_score_and_sums(device, params):
+    rng = np.random.default_rng(7)
+    n_nodes, n_feat, n_out, n_bins = 5, 7, 2, 17
+    hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
+    scan = tk.split_scan_reference(hist)
+    mask = np.ones(n_feat, bool)
+    mask[2] = False
+    want = tk.split_reference(hist, mask, params)
+    score, sums = tk.split_score(n_bins, n_out), tk.split_sums(n_bins, n_out)
+    sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
+    stride, _ = tk._best_layout("double")
+    sums_cfg = sums.default_config(device, {"node": n_nodes, "output": n_out})
+    for cfg in configs(score, device, sizes, seed=8):
+        best = run(score, device, cfg, sizes, scan=scan, hist=hist, feature_mask=mask.astype(np.uint8),
+                   reg_lambda=params.reg_lambda, reg_alpha=params.reg_alpha,
+                   min_split_gain=params.min_split_gain, min_child_weight=params.min_child_weight)
+        finite = np.isfinite(want.gain)
+        np.testing.assert_array_equal(np.isfinite(best["value"]), finite, err_msg=str(cfg))
+        np.testing.assert_array_equal(best["value"][finite], want.gain[finite], err_msg=str(cfg))
+        idx = best["index"][finite]
+        n_cand = n_bins - 2
+        np.testing.assert_array_equal(idx // (2 * n_cand), want.feature[finite], err_msg=str(cfg))
+        np.testing.assert_array_equal((idx // 2) % n_cand, want.bin[finite], err_msg=str(cfg))
+        np.testing.assert_array_equal(idx % 2 == 0, want.default_left[finite], err_msg=str(cfg))
+        lr = run(sums, device, sums_cfg, {"node": n_nodes, "output": n_out}, scan=("o", scan, None),
+                 hist=("o", hist, None), best=best.view(np.int32).reshape(n_nodes, stride), n_feat=n_feat)
+        np.testing.assert_array_equal(np.stack([lr["lg"], lr["lh"]], -1)[finite], want.left_sum[finite])
+        np.testing.assert_array_equal(np.stack([lr["rg"], lr["rh"]], -1)[finite], want.right_sum[finite])
+
+
+# ------------------------------------------------------------------------------------------------ partition
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_partition(device, feature_major):
+    rng = np.random.default_rng(9)
+    n_rows, n_feat, n_bins = 1031, 5, 9
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    counts = [100, 257, 0, 129, 1, 544]
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    node_ids = np.array([3, 4, 5, 6, 7, 8])
+    row_node = np.zeros(n_rows, np.int32)
+    for n, b, c in zip(node_ids, begin, count, strict=True):
+        row_node[ridx[b:b + c]] = n
+    split = [1, 2, 3, 4]  # nodes 4, 5 (empty), 6, 7 split; 3 and 8 do not
+    tab = np.array([[node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
+                     begin[i], count[i]] for i in split], np.int32)
+    want_ridx, want_node, want_counts = tk.partition_reference(bins, ridx, row_node, tab, n_bins)
+    lo, hi = int(begin[1]), int(begin[4] + count[4])
+    node_slot = np.full(9, -1, np.int32)
+    node_slot[tab[:, 0]] = np.arange(len(tab))
+    stored = np.ascontiguousarray(bins.T if feature_major else bins)
+    common = dict(bins=("o", stored, None), ridx=("o", ridx, None), row_node=("o", row_node, None),
+                  node_slot=("o", node_slot, None), split_tab=("o", tab, None), pos0=lo, n_table=9,
+                  n_rows=n_rows, n_feat=n_feat)
+    flags_d, dest_d = tk.partition_flags(n_bins, feature_major), tk.partition_dest(n_bins, feature_major)
+    sizes = {"pos": hi - lo}
+    for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
+        incl = run(flags_d, device, cf, sizes, **common)
+        goes = np.zeros(hi - lo, np.int64)
+        moved = [(b, c) for b, c in zip(begin[split], count[split], strict=True)]
+        for b, c in moved:
+            goes[b - lo:b - lo + c] = np.isin(ridx[b:b + c], want_ridx[b:b + c][: want_counts[moved.index((b, c))]])
+        np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
+        dest = run(dest_d, device, cd, sizes, incl=incl, **common)
+        new_ridx, new_node = ridx.copy(), row_node.copy()
+        new_ridx[dest["pos"]] = ridx[lo:hi]
+        new_node[ridx[lo:hi]] = dest["node"]
+        np.testing.assert_array_equal(new_ridx, want_ridx, err_msg=str(cd))
+        np.testing.assert_array_equal(new_node, want_node, err_msg=str(cd))
+        got_counts = run(tk.PARTITION_COUNTS, device, None, {"slot": len(tab)}, incl=("o", incl, None),
+                         split_tab=tab, pos0=lo)
+        np.testing.assert_array_equal(got_counts, want_counts)
+
+
+def test_views_share_the_buffer(device):
+    """The opaque and reshaped views the backend hands to kernels alias the original buffer."""
+    a = cl_array.to_device(device.queue, np.arange(8, dtype=np.float64))
+    assert _view(a, (2, 4), np.dtype(np.float64)).get().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert opaque(a).shape == (1,) and opaque(a).base_data is a.base_data
