@@ -63,7 +63,7 @@ def report(device_keys: Iterable[str] | None = None, dirs: Iterable[Path] | None
         str(d) for d in (dirs or configs.search_dirs()))
 
 
-def plot_histories(storage: str, out_dir: Path, device_key: str | None = None) -> list[Path]:
+def plot_histories(storage: Any, out_dir: Path, device_key: str | None = None) -> list[Path]:
     """Optimisation-history plots (Optuna's matplotlib helpers) for every study in ``storage``; needs
     matplotlib, which is not a dependency of mdhom."""
     try:
@@ -73,7 +73,10 @@ def plot_histories(storage: str, out_dir: Path, device_key: str | None = None) -
     except ImportError as exc:
         raise ValueError("plots need matplotlib: pip install matplotlib") from exc
     import optuna
+    from mdhom.tuning.study import open_storage
     from optuna.visualization.matplotlib import plot_optimization_history
+
+    storage = open_storage(storage)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -31,11 +31,24 @@ class TrialFailed(Exception):
 
 
 def default_storage() -> str:
+    """A journal file in the user data directory: append-only, so an interrupt cannot corrupt it, and far
+    faster than SQLite for studies of this size."""
     import platformdirs
 
     d = Path(platformdirs.user_data_dir("mdhom"))
     d.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{d / 'studies.sqlite3'}"
+    return str(d / "studies.journal")
+
+
+def open_storage(spec: str | optuna.storages.BaseStorage | None) -> str | optuna.storages.BaseStorage | None:
+    """``None`` (in memory), an RDB URL (``sqlite:///...``, anything with ``://``), or a journal file path."""
+    if spec is None or not isinstance(spec, str) or "://" in spec:
+        return spec
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    Path(spec).parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(spec))
 
 
 def make_sampler(kind: str, seed: int, budget: int) -> optuna.samplers.BaseSampler:
@@ -132,7 +145,7 @@ def run_study(
     if sampler != "tpe":
         name += f"/{sampler}"
     study = optuna.create_study(
-        study_name=name, storage=storage, direction="minimize", load_if_exists=True,
+        study_name=name, storage=open_storage(storage), direction="minimize", load_if_exists=True,
         sampler=make_sampler(sampler, seed, budget),
     )
     cache: dict[str, tuple[str, float | None]] = {}
@@ -238,4 +251,7 @@ def summarize(study: optuna.Study, space: SearchSpace, kernel: str, size_class: 
     )
 
 
-__all__ = ["StudyResult", "TrialFailed", "default_storage", "make_sampler", "run_study", "study_name", "summarize"]
+__all__ = [
+    "StudyResult", "TrialFailed", "default_storage", "make_sampler", "open_storage", "run_study", "study_name",
+    "summarize",
+]

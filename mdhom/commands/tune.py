@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="small size classes and few trials: a couple of minutes")
     p.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="Optuna sampler (default tpe)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
-    p.add_argument("--storage", help="Optuna storage URL (default: SQLite in the user data directory)")
+    p.add_argument("--storage", help="Optuna storage: a journal file path, or an RDB URL such as sqlite:///f.db "
+                   "(default: a journal file in the user data directory)")
     p.add_argument("--out", type=Path, help="directory for the device file (default: package dir or user dir)")
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")

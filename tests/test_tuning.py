@@ -1,0 +1,188 @@
+"""The tuner's logic without a device: search space, replay runner, Optuna study, resume after an interrupt."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import optuna
+import pytest
+from mdhom.tuning.driver import tune_device
+from mdhom.tuning.measure import Measurement, ReplayRunner
+from mdhom.tuning.space import SearchSpace, config_key, parse_key
+from mdhom.tuning.study import run_study
+
+import mdhom
+from mdhom import configs, tunable
+
+
+@pytest.fixture(scope="module")
+def cpu() -> mdhom.Device:
+    devs = mdhom.compute_devices()
+    if not devs:
+        pytest.skip("no OpenCL compute device")
+    return devs[0]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    monkeypatch.setattr(configs, "user_dir", lambda: tmp_path / "user")
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "pkg")
+    monkeypatch.delenv(configs.TUNED_DIR_ENV, raising=False)
+    configs.reset_warnings()
+
+
+GH = tunable.get("gh_sum")
+SIZES = {"row": 4096, "out_k": 1}
+
+
+def _space(cpu, sizes=SIZES, **fixed) -> SearchSpace:
+    return SearchSpace(GH.describe(sizes), cpu, sizes, fixed)
+
+
+def _synthetic_table(space: SearchSpace) -> dict[str, float]:
+    """A smooth cost surface with one optimum (work-groups 8, work-items 16), plus noise-free ties."""
+    table = {}
+    for cfg in space.enumerate():
+        cost = 1e-3 * (1 + (math.log2(cfg["NUM_WG_row"]) - 3) ** 2 + 0.5 * (math.log2(cfg["NUM_WI_row"]) - 4) ** 2)
+        table[config_key(cfg)] = cost
+    return table
+
+
+class HashedRunner:
+    """Deterministic pseudo-timings for any configuration, without enumerating huge spaces."""
+
+    def __init__(self, interrupt_after=None):
+        self.interrupt_after, self.calls = interrupt_after, 0
+
+    def evaluate(self, config):
+        self.calls += 1
+        if self.interrupt_after is not None and self.calls >= self.interrupt_after:
+            raise KeyboardInterrupt
+        h = int(hashlib.sha256(config_key(config).encode()).hexdigest()[:8], 16)
+        return Measurement("ok", 1e-3 * (1 + h % 1000 / 100), [])
+
+
+def test_space_derived_from_description(cpu):
+    space = _space(cpu)
+    names = {p.name for p in space.parameters}
+    assert names == set(GH.describe(SIZES).parameter_names())
+    for p in space.parameters:
+        assert all(v & (v - 1) == 0 for v in p.values), "powers of two only"
+    assert space.check(space.default) is None
+    configs_ = list(space.enumerate())
+    keys = [config_key(c) for c in configs_]
+    assert len(keys) == len(set(keys)) and config_key(space.default) in keys
+    assert all(space.check(c) is None for c in configs_)
+    # joint constraints: a work-group above the device limit, and more work-items than rows
+    too_big = {**space.default, "NUM_WI_row": 1 << 20}
+    assert "work-group size" in space.check(too_big)
+    idle = {**space.default, "NUM_WG_row": 4096, "NUM_WI_row": 4}
+    assert "exceeds row" in space.check(idle)
+    assert parse_key(config_key(space.default)) == space.default
+
+
+def test_suggest_and_trial_params_round_trip(cpu):
+    space = _space(cpu)
+    for cfg in list(space.enumerate())[::7]:
+        trial = optuna.trial.FixedTrial(space.trial_params(cfg))
+        assert space.suggest(trial) == cfg
+    # NUM_WI_COMBINE is only a parameter when work-groups along the reduced dimension are combined
+    one_group = next(c for c in space.enumerate() if c["NUM_WG_row"] == 1)
+    assert "log2_NUM_WI_COMBINE" not in space.trial_params(one_group)
+
+
+def test_study_measures_default_first_and_respects_budget(cpu):
+    space = _space(cpu)
+    table = _synthetic_table(space)
+    seen = []
+    runner = ReplayRunner(table, on_evaluate=lambda c: seen.append(config_key(c)))
+    res = run_study(space, runner, kernel="gh_sum", size_class="t", device_key=cpu.key, desc_hash="h",
+                    budget=25, seed=1)
+    assert seen[0] == config_key(space.default)
+    assert len(seen) == len(set(seen)) == res.measured == 25  # each configuration measured once
+    assert res.default_seconds == table[config_key(space.default)]
+    assert res.seconds == min(table[k] for k in seen) and res.config == parse_key(min(seen, key=table.get))
+    assert res.history == sorted(res.history, reverse=True) and len(res.history) == 25
+
+
+def test_tpe_beats_its_start_on_a_smooth_surface(cpu):
+    space = _space(cpu)
+    table = _synthetic_table(space)
+    res = run_study(space, ReplayRunner(table), kernel="gh_sum", size_class="t", device_key=cpu.key,
+                    desc_hash="h", budget=30, seed=0)
+    assert res.seconds <= 1.5 * min(table.values())
+
+
+def test_failures_and_wrong_results_are_failed_trials_not_a_crash(cpu):
+    space = _space(cpu)
+    table: dict = _synthetic_table(space)
+    keys = sorted(table)
+    for k in keys[::3]:
+        table[k] = {"status": "wrong", "message": "field 'g' differs"}
+    for k in keys[1::3]:
+        table[k] = {"status": "build", "message": "compiler said no"}
+    res = run_study(space, ReplayRunner(table), kernel="gh_sum", size_class="t", device_key=cpu.key,
+                    desc_hash="h", budget=20, seed=0)
+    assert res.measured == 20 and 0 < res.failed < 20
+    ok_times = [v for v in table.values() if isinstance(v, float)]
+    assert res.seconds in ok_times  # a wrong configuration never wins, however fast
+
+
+def test_interrupted_study_resumes_from_storage(cpu, tmp_path):
+    space = _space(cpu)
+    table = _synthetic_table(space)
+    storage = str(tmp_path / "studies.journal")
+    kw = dict(kernel="gh_sum", size_class="t", device_key=cpu.key, desc_hash="h", budget=16, storage=storage, seed=3)
+    first = []
+    with pytest.raises(KeyboardInterrupt):
+        run_study(space, ReplayRunner(table, interrupt_after=7, on_evaluate=lambda c: first.append(c)), **kw)
+    assert len(first) == 6
+    again = []
+    res = run_study(space, ReplayRunner(table, on_evaluate=lambda c: again.append(c)), **kw)
+    assert res.measured == 16
+    done = {config_key(c) for c in first}
+    assert not done & {config_key(c) for c in again}, "configurations measured before the interrupt are not re-run"
+    assert len(again) in (10, 11)  # the interrupted trial's configuration may be measured again
+    # a third run has nothing left to do
+    none = []
+    run_study(space, ReplayRunner(table, on_evaluate=lambda c: none.append(c)), **kw)
+    assert none == []
+
+
+def test_tune_device_interrupt_leaves_file_intact_then_resumes(cpu, tmp_path):
+    out = tmp_path / "out"
+    storage = str(tmp_path / "studies.journal")
+
+    def factory(interrupt_after=None):
+        return lambda kernel, device, sizes: HashedRunner(interrupt_after)
+
+    kw = dict(kernels=["gh_sum", "row_sum"], trials=5, quick=True, storage=storage, directory=out, echo=lambda s: None)
+    results, path = tune_device(cpu, runner_factory=factory(), **kw)
+    assert path == out / f"{cpu.key}.json"
+    before = path.read_bytes()
+    doc = configs.load_device(cpu.key, [out])
+    n_classes = len(results)
+    assert sum(len(k["classes"]) for k in doc["kernels"].values()) == n_classes
+    for r in results:
+        e = doc["kernels"][r.kernel]["classes"][r.size_class]
+        assert e["config"] == r.config and e["median_s"] <= e["default_s"] and e["trials"] == 5
+        assert set(e["versions"]) >= {"mdhom", "pyopencl", "optuna", "driver"}
+    # a bigger budget, interrupted in the middle: the file stays as it was
+    kw["trials"] = 9
+    with pytest.raises(KeyboardInterrupt):
+        tune_device(cpu, runner_factory=factory(interrupt_after=3), **kw)
+    assert path.read_bytes() == before
+    assert [p.name for p in out.iterdir()] == [path.name]
+    # resumed: every study reaches the new budget, and the file now says so
+    results2, _ = tune_device(cpu, runner_factory=factory(), **kw)
+    doc = configs.load_device(cpu.key, [out])
+    assert all(doc["kernels"][r.kernel]["classes"][r.size_class]["trials"] == 9 for r in results2)
+    assert len(results2) == n_classes
+
+
+def test_replay_runner_unknown_config_is_a_failure():
+    r = ReplayRunner({"A=1": 2.0, "A=2": None})
+    assert r.evaluate({"A": 1}) == Measurement("ok", 2.0, [2.0])
+    assert r.evaluate({"A": 2}).status == "launch"
+    assert r.evaluate({"A": 4}).status == "launch"
