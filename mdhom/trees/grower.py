@@ -5,9 +5,10 @@ kernels return, so two backends that agree on their return values grow the same 
 split node's children come from one pass over the *smaller* child's rows and one subtraction
 (parent - smaller = larger): the histogram subtraction trick.
 
-The driver needs one operation beyond the protocol of :mod:`mdhom.trees.backend`: ``take(hist, index)``,
-the listed nodes of a multi-node histogram handle (depth-wise growth keeps a whole level in one handle and
-splits only some of its nodes). It is only called when a level splits a strict subset of its nodes.
+Depth-wise growth uses one operation beyond the protocol of :mod:`mdhom.trees.backend` where the backend
+offers it: ``take(hist, index)``, the listed nodes of a multi-node histogram handle (a level lives in one
+handle and only some of its nodes split). Without it, the level's smaller children are built one
+``histograms`` call per node, which gives the same tree with more launches.
 """
 
 from __future__ import annotations
@@ -20,16 +21,74 @@ import numpy as np
 
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import Tree
-from mdhom.trees.reference import NumpyTreeKernels, leaf_weight
+from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, soft_threshold
 
 
 class NumpyKernels(NumpyTreeKernels):
-    """The numpy reference backend plus ``take`` (a fancy index on the node axis)."""
+    """The numpy reference backend plus ``take`` (a fancy index on the node axis) and a leaner split search.
+
+    ``best_splits`` evaluates the reference's formula with the same operations in the same order (so the
+    gains are bit-identical; ``tests/test_trees_learner.py`` checks it) but without materialising the
+    six-dimensional candidate arrays: the reference spends 85% of a loss-guided fit there.
+    """
 
     build_seconds = 0.0
 
     def take(self, hist: np.ndarray, index: np.ndarray) -> np.ndarray:
         return hist[np.asarray(index, np.int64)]
+
+    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+        return fast_best_splits(hist, feature_mask, params)
+
+
+def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray:
+    s = g if alpha == 0 else soft_threshold(g, alpha)  # sign(g) * max(|g| - 0, 0) == g exactly
+    t = s * s / (h + lam)
+    return t[..., 0] if t.shape[-1] == 1 else np.sum(t, axis=-1)
+
+
+def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    """:func:`mdhom.trees.reference.best_splits`, same result, a few times faster."""
+    n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
+    n_cand = max(n_bins - 2, 0)
+    out = Splits(
+        gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
+        default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)),
+    )
+    if n_cand == 0:
+        return out
+    lam, alpha, msg, mcw = params.reg_lambda, params.reg_alpha, params.min_split_gain, params.min_child_weight
+    # g and h apart, each contiguous: the same sums in the same order as the reference, on faster layouts
+    total = hist.sum(axis=2)  # (N, F, K, 2)
+    miss = hist[:, :, n_bins - 1]
+    cum_g = np.cumsum(hist[:, :, :n_cand, :, 0], axis=2)  # (N, F, b, K)
+    cum_h = np.cumsum(hist[:, :, :n_cand, :, 1], axis=2)
+    tg, th = total[:, :, None, :, 0], total[:, :, None, :, 1]
+    fmask = np.asarray(feature_mask, bool)[None, :, None]
+    gains = []
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 only where min_child_weight rules a side out
+        parent = _score(total[..., 0], total[..., 1], lam, alpha)[:, :, None]
+        for lg, lh in ((cum_g + miss[:, :, None, :, 0], cum_h + miss[:, :, None, :, 1]), (cum_g, cum_h)):
+            rg, rh = tg - lg, th - lh  # default_left True first, then False: the reference's candidate order
+            gain = 0.5 * (_score(lg, lh, lam, alpha) + _score(rg, rh, lam, alpha) - parent) - msg
+            sl, sr = (lh[..., 0], rh[..., 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
+            gains.append(np.where((sl >= mcw) & (sr >= mcw) & fmask, gain, -np.inf))
+    gain = np.stack(gains, axis=3).reshape(n_nodes, -1)
+    best = np.argmax(gain, axis=1)
+    for i, j in enumerate(best):
+        if not np.isfinite(gain[i, j]):
+            continue
+        f, rest = divmod(int(j), n_cand * 2)
+        b, d = divmod(rest, 2)
+        left = np.stack([cum_g[i, f, b], cum_h[i, f, b]], axis=-1)
+        if d == 0:
+            left = left + miss[i, f]
+        out.gain[i] = gain[i, j]
+        out.feature[i], out.bin[i], out.default_left[i] = f, b, d == 0
+        out.left_sum[i] = left
+        out.right_sum[i] = total[i, f] - left
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,10 +155,7 @@ class _Nodes:
 def _take(kernels: TreeKernels, hist: object, index: list[int], n: int) -> object:
     if index == list(range(n)):
         return hist
-    take = getattr(kernels, "take", None)
-    if take is None:
-        raise TypeError(f"{type(kernels).__name__} lacks take(hist, index), which depth-wise growth needs")
-    return take(hist, np.asarray(index, np.int32))
+    return kernels.take(hist, np.asarray(index, np.int32))
 
 
 def _can_split(depth: int, params: GrowParams) -> bool:
@@ -125,6 +181,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray, feature_mask: np.ndar
 def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams) -> None:
     level = [0]
     hist = kernels.histograms(np.array([0], np.int32))
+    per_node = None if hasattr(kernels, "take") else [hist]
     n_leaves = 1
     while level:
         splits = kernels.best_splits(hist, mask, params.split)
@@ -151,9 +208,14 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
             left_small = nodes.smaller_is_left(n)
             small.append(lo if left_small else hi)
             large.append(hi if left_small else lo)
-        h_small = kernels.histograms(np.asarray(small, np.int32))
-        h_large = kernels.subtract(_take(kernels, hist, chosen, len(level)), h_small)
-        hist = kernels.concat([h_small, h_large])
+        if per_node is None:  # one histogram pass for the whole level
+            h_small = kernels.histograms(np.asarray(small, np.int32))
+            h_large = kernels.subtract(_take(kernels, hist, chosen, len(level)), h_small)
+            hist = kernels.concat([h_small, h_large])
+        else:  # a backend without take(): one handle per node, so parents can be picked on the host
+            smalls = [kernels.histograms(np.array([s], np.int32)) for s in small]
+            per_node = smalls + [kernels.subtract(per_node[i], h) for i, h in zip(chosen, smalls, strict=True)]
+            hist = kernels.concat(per_node)
         level = small + large
 
 

@@ -1,0 +1,122 @@
+"""``mdhom train``: fit a TreeBoostClassifier/Regressor on a data file and save the model as JSON.
+
+Every option of :mod:`mdhom.trees.params` is a ``--name value`` flag (``none`` for None), so the command
+line and the Python API cannot drift apart. Data readers come from :mod:`mdhom.datasets`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".libsvm": "libsvm", ".svm": "libsvm",
+           ".svmlight": "libsvm", ".arff": "arff"}
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """The data-file flags that ``train`` and ``predict`` share."""
+    p.add_argument("--data", required=True, help="the data file")
+    p.add_argument("--format", choices=("csv", "tsv", "libsvm", "arff"), default=None,
+                   help="file format (default: from the extension)")
+    p.add_argument("--target", default="0",
+                   help="csv/tsv: the target column, an index (negative from the end) or a header name (default 0)")
+    p.add_argument("--labels", default=None,
+                   help="arff: the label attributes, a count N (the last N) or a Mulan XML file "
+                        "(default: the last attribute is the single target)")
+
+
+def _value(kind: str) -> Any:
+    def parse(text: str) -> Any:
+        if text.lower() == "none":
+            return None
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        return text
+    parse.__name__ = kind
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mdhom.trees.params import OPTIONS
+
+    p = sub.add_parser("train", help="fit gradient-boosted trees on a data file and save the model (JSON)")
+    add_data_arguments(p)
+    p.add_argument("--model", required=True, help="where to write the model (JSON)")
+    p.add_argument("--eval-data", default=None, help="a validation file (same format) for early stopping")
+    group = p.add_argument_group("learner options (as in the Python API; 'none' for None)")
+    for o in OPTIONS:
+        default = "numpy" if o.name == "device" else o.default
+        group.add_argument(f"--{o.name.replace('_', '-')}", dest=o.name, type=_value(o.kind), default=default,
+                           help=f"{o.doc} (default: {default})")
+    p.set_defaults(func=run)
+
+
+def data_format(path: str, given: str | None) -> str:
+    if given:
+        return given
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise ValueError(f"cannot tell the format of {path!r} from its extension; pass --format")
+    return FORMATS[ext]
+
+
+def _target(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def read_data(args: argparse.Namespace, n_features: int | None = None) -> tuple[Any, Any]:
+    """(X, y) from ``--data``; y is None when a csv/tsv file holds features only (prediction input)."""
+    from mdhom import datasets
+
+    fmt = data_format(args.data, args.format)
+    if fmt == "libsvm":
+        return datasets.load_libsvm(args.data, n_features=n_features)
+    if fmt == "arff":
+        labels: Any = args.labels
+        if labels is not None and labels.isdigit():
+            labels = int(labels)
+        X, Y, _, _ = datasets.load_arff(args.data, labels=labels)
+        return X, (Y[:, 0] if Y.shape[1] == 1 else Y)
+    delimiter = "," if fmt == "csv" else "\t"
+    X, y = datasets.load_delimited(args.data, target=_target(args.target), delimiter=delimiter)
+    if n_features is not None and X.shape[1] == n_features - 1:  # no target column: all columns are features
+        import numpy as np
+
+        column = _target(args.target)
+        if isinstance(column, str):
+            raise ValueError(f"{args.data} has no column {column!r} and one column too few")
+        column %= X.shape[1] + 1
+        return np.insert(X, column, y, axis=1), None
+    return X, y
+
+
+def run(args: argparse.Namespace) -> int:
+    from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor
+    from mdhom.trees.params import OPTIONS
+
+    params = {o.name: getattr(args, o.name) for o in OPTIONS}
+    X, y = read_data(args)
+    regression = params["objective"] in ("reg:squarederror", "regression", "squared_error", "l2", "mse")
+    est = (TreeBoostRegressor if regression else TreeBoostClassifier)(**params)
+    fit_args: dict[str, Any] = {}
+    if args.eval_data:
+        eval_args = argparse.Namespace(**{**vars(args), "data": args.eval_data})
+        Xe, ye = read_data(eval_args, n_features=X.shape[1])
+        if ye is None:
+            raise ValueError(f"{args.eval_data} has no target column")
+        fit_args["eval_set"] = [(Xe, ye)]
+    start = time.perf_counter()
+    est.fit(X, y, **fit_args)
+    seconds = time.perf_counter() - start
+    est.save_model(args.model)
+    print(f"trained {type(est).__name__} ({est.objective_}) on {X.shape[0]} rows x {X.shape[1]} features: "
+          f"{len(est.round_times_)} rounds in {seconds:.2f} s; best iteration {est.best_iteration_}; "
+          f"model written to {args.model}")
+    return 0
