@@ -1,7 +1,11 @@
 """mdhom: auto-tuned md_hom OpenCL kernels and the gradient-boosting learners built on them."""
 
 from mdhom.devices import Device, compute_devices, devices, get_device
+from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor, load_model
 
 __version__ = "0.1.0"
 
-__all__ = ["Device", "compute_devices", "devices", "get_device", "__version__"]
+__all__ = [
+    "Device", "compute_devices", "devices", "get_device", "__version__",
+    "TreeBoostClassifier", "TreeBoostRegressor", "load_model",
+]

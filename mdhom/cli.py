@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("devices", "demo", "tune", "bench")
+COMMANDS = ("devices", "demo", "tune", "bench", "train", "predict")
 
 
 def build_parser() -> argparse.ArgumentParser:
