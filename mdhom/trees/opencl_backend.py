@@ -7,8 +7,17 @@ the left-child row counts of each split (which it needs to size the next histogr
 
 Each md_hom kernel is built once per fit: sizes are kernel arguments, so one build serves every level and
 every tree. Configurations come from ``mdhom.configs.lookup_config`` where a tuned one exists, else from a
-heuristic per device type; the split scan always runs one lane per (node, feature, output) so its prefix
-sums are formed in ``np.cumsum``'s order (exact ties of empty bins stay exact ties).
+heuristic per device type.
+
+Exact mode (``exact=True``, the default in double precision) makes the results bit-identical to the numpy
+reference, not merely close: the histogram folds each (node, feature, output) over its rows sequentially,
+and rows stay in ascending order inside a node (the partition is stable), which is the order in which
+``np.bincount`` adds them; the split scan folds bins in ``np.cumsum``'s order; the gain is computed with the
+reference's operations in its order (no FMA); the argmax is order-independent. Identical sums matter beyond
+rounding: after histogram subtraction an empty bin is "parent - child", which is 0 or a few ulps depending
+on the order of summation, and that decides ties between thresholds. The cost is parallelism: one work-item
+per (node, feature, output) along the rows, plenty on CPUs, too little on GPUs (see the report: a GPU wants
+integer, fixed-point accumulation, which is exact in any order).
 """
 
 from __future__ import annotations
@@ -66,6 +75,8 @@ class OpenCLTreeKernels:
     order); ``"single"`` keeps gradients and histograms in float32. ``feature_major`` stores bins as
     features x rows (coalesced reads on GPUs) instead of rows x features (one cache line per row on
     CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named kernels.
+    ``exact`` (default: True in double precision) pins the summation order to the reference's (see the
+    module docstring); without it tuned configurations may fold rows in parallel, correct to rounding.
 
     >>> kern = OpenCLTreeKernels("cpu")
     >>> kern.load(bins, n_bins=64, n_outputs=1); kern.set_gradients(g, h); kern.reset_rows()
@@ -73,13 +84,15 @@ class OpenCLTreeKernels:
     """
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
-                 feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None) -> None:
+                 feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
+                 exact: bool | None = None) -> None:
         self.device = get_device(device)
         tk.real_ctype(precision)
         self.precision = precision
         self.real = np.dtype(tk.REALS[precision])
         self.feature_major = (self.device.type == "gpu") if feature_major is None else bool(feature_major)
         self.overrides = dict(configs or {})
+        self.exact = (precision == "double") if exact is None else bool(exact)
         self.queue = self.device.queue
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
@@ -132,8 +145,10 @@ class OpenCLTreeKernels:
             except ImportError:  # the tuned-config store is optional for this backend
                 cfg = None
         cfg = dict(cfg) if cfg is not None else self._heuristic(desc, sizes)
-        if desc.name == "tree_split_scan" and self.precision == "double":
-            cfg["NUM_WI_bin"] = cfg["NUM_WG_bin"] = 1  # sequential prefix: the reference's summation order
+        if self.exact and desc.name == "tree_split_scan":
+            cfg["NUM_WI_bin"] = cfg["NUM_WG_bin"] = 1  # sequential prefix: np.cumsum's order
+        if self.exact and desc.name == "tree_histogram":
+            cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 1  # rows in ascending order: np.bincount's order
         return cfg
 
     def _comp(self, desc: Description, sizes: dict[str, int]) -> Computation:
