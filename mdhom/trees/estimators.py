@@ -158,7 +158,7 @@ class _TreeBoost:
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        loss = make_loss(objective, y_enc.shape[1])
+        loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
         mapper = BinMapper(p["max_bin"]).fit(Xa, w)

@@ -67,7 +67,7 @@ def as_matrix(X: Any) -> np.ndarray:
     if arr.dtype.kind in "OUS":
         arr = arr.astype(np.float64)  # a dict in X raises TypeError, a word ValueError: both say which value
     if arr.ndim != 2:
-        raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead: reshape your data with "
+        raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead. Reshape your data with "
                          "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample.")
     if arr.shape[0] == 0:
         raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
