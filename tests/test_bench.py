@@ -82,11 +82,13 @@ def test_workload_signal_is_learnable_but_not_linear():
     pytest.importorskip("sklearn")
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
 
     X, y = make_higgs_like(10_000, seed=1)
     Xt, yt = make_higgs_like(10_000, seed=1, stream=TEST_STREAM)
-    trees = HistGradientBoostingClassifier(max_iter=40, random_state=0).fit(X, y)
-    linear = LogisticRegression(max_iter=500).fit(X, y)
+    with threadpool_limits(1):  # OpenMP spin-waiting on a loaded 2-core CI box costs 40x
+        trees = HistGradientBoostingClassifier(max_iter=40, random_state=0).fit(X, y)
+        linear = LogisticRegression(max_iter=500).fit(X, y)
     auc_trees = roc_auc(yt, trees.predict_proba(Xt)[:, 1])
     auc_linear = roc_auc(yt, linear.predict_proba(Xt)[:, 1])
     assert auc_trees > 0.75
@@ -169,7 +171,7 @@ def test_failing_system_is_recorded(monkeypatch):
 
 def test_bench_trees_quick_end_to_end(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    code = main(["bench", "trees", "--quick", "--out", str(out)])
+    code = main(["bench", "trees", "--quick", "--threads", "1", "--out", str(out)])
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["benchmark"] == "trees" and report["parameters"]["quick"] is True
@@ -211,3 +213,25 @@ def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):
     assert main(["bench", "trees", "--quick", "--anchors", "catboost", "--out", str(tmp_path / "x.json")]) == 2
     assert "unknown anchor" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_isolated_worker_matches_in_process(tmp_path):
+    """A system in its own process regenerates identical data: same AUC as in-process, bit for bit."""
+    pytest.importorskip("xgboost")
+    from mdhom.bench.trees import _run_isolated, run_trees
+
+    config = TreesConfig.quick_config(anchors=["xgboost-cpu"], threads=1)
+    isolated = _run_isolated("xgboost-cpu", config)
+    assert isolated["status"] == "ok", isolated.get("reason")
+    assert isolated["workload"]["positive_fraction"] > 0.4
+    report = run_trees(TreesConfig.quick_config(anchors=["xgboost-cpu"], threads=1), log=lambda _: None)
+    in_process = next(r for r in report["results"] if r["system"] == "xgboost-cpu")
+    assert in_process["test_auc"] == isolated["test_auc"]
+    assert isolated["workload"]["positive_fraction"] == report["workload"]["positive_fraction"]
+
+
+def test_isolated_worker_failure_is_recorded():
+    from mdhom.bench.trees import _run_isolated
+
+    result = _run_isolated("no-such-system", TreesConfig.quick_config())
+    assert result["status"] == "failed" and "KeyError" in result["reason"]

@@ -15,11 +15,14 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -190,11 +193,12 @@ class TreesConfig:
     lightgbm_platform: int | None = None
     lightgbm_device: int | None = None
     quick: bool = False
+    isolate: bool = True  # one process per system (see _run_isolated); --quick runs in-process
 
     @classmethod
     def quick_config(cls, **overrides: Any) -> TreesConfig:
         """The CI size: seconds per system, still enough rows for an AUC well above chance."""
-        base = {"rows": 20_000, "test_rows": 5_000, "leaves": 15, "rounds": 5, "quick": True}
+        base = {"rows": 20_000, "test_rows": 5_000, "leaves": 15, "rounds": 5, "quick": True, "isolate": False}
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
@@ -210,11 +214,7 @@ def _round_stats(seconds: list[float]) -> dict[str, Any]:
     }
 
 
-def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Generate the workload, train every selected system on it, and return the report (JSON-ready)."""
-    from mdhom.bench import anchors
-
-    systems = anchors.select(config.anchors)
+def _workload(config: TreesConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     t0 = time.perf_counter()
     X, y = make_higgs_like(
         config.rows, config.features, config.seed, config.nan_fraction, TRAIN_STREAM, threads=config.threads
@@ -222,15 +222,75 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
     Xt, yt = make_higgs_like(
         config.test_rows, config.features, config.seed, config.nan_fraction, TEST_STREAM, threads=config.threads
     )
-    gen_seconds = time.perf_counter() - t0
-    log(
-        f"workload: {config.rows} x {config.features} train, {config.test_rows} test, "
-        f"{y.mean():.3f} positive, generated in {gen_seconds:.1f} s"
-    )
+    stats = {
+        "positive_fraction": float(y.mean()) if y.size else None,
+        "generate_seconds": time.perf_counter() - t0,
+    }
+    return X, y, Xt, yt, stats
+
+
+def _run_isolated(name: str, config: TreesConfig) -> dict[str, Any]:
+    """Run one system in a fresh interpreter that regenerates the (seeded) workload itself.
+
+    Thread pools (OpenMP in LightGBM and XGBoost, PoCL's pthreads, TBB in Intel's runtime), allocator state
+    and GPU contexts of one system then cannot slow the next, and a crash in one is a recorded failure.
+    """
+    with tempfile.TemporaryDirectory(prefix="mdhom-bench-") as tmp:
+        cfg_path, out_path = Path(tmp, "config.json"), Path(tmp, "result.json")
+        cfg_path.write_text(json.dumps(asdict(config)))
+        code = "import sys; from mdhom.bench.trees import _worker; _worker(*sys.argv[1:])"
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(cfg_path), name, str(out_path)], capture_output=True, text=True
+        )
+        if proc.returncode != 0 or not out_path.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+            return {
+                "system": name,
+                "status": "failed",
+                "reason": f"worker process exited with status {proc.returncode}: {' | '.join(tail)}",
+            }
+        return json.loads(out_path.read_text())
+
+
+def _worker(config_path: str, name: str, out_path: str) -> None:
+    """Entry point of the isolated run: same data (same seed), one system, result as JSON."""
+    from mdhom.bench import anchors
+
+    config = TreesConfig(**json.loads(Path(config_path).read_text()))
+    system = anchors.Mdhom() if name == "mdhom" else anchors.ANCHORS[name]()
+    X, y, Xt, yt, stats = _workload(config)
+    result = system.run(X, y, Xt, yt, config)
+    result["workload"] = stats
+    write_json(result, out_path)
+
+
+def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Generate the workload, train every selected system on it, and return the report (JSON-ready).
+
+    With ``config.isolate`` each system runs in its own process on a regenerated copy of the data (the
+    generator is seeded and block-deterministic, so every copy is identical); otherwise all share this one.
+    """
+    from mdhom.bench import anchors
+
+    systems = anchors.select(config.anchors)
+    stats: dict[str, Any] = {"positive_fraction": None, "generate_seconds": None}
+    if not config.isolate:
+        X, y, Xt, yt, stats = _workload(config)
+        log(
+            f"workload: {config.rows} x {config.features} train, {config.test_rows} test, "
+            f"{stats['positive_fraction']:.3f} positive, generated in {stats['generate_seconds']:.1f} s"
+        )
     results = []
     for system in systems:
         log(f"{system.name}: running" if system.reason is None else f"{system.name}: unavailable ({system.reason})")
-        result = system.run(X, y, Xt, yt, config)
+        if system.reason is not None:
+            result = system.run(None, None, None, None, config)
+        elif config.isolate:
+            result = _run_isolated(system.name, config)
+            if "workload" in result and stats["generate_seconds"] is None:
+                stats = result["workload"]
+        else:
+            result = system.run(X, y, Xt, yt, config)
         result.update(_round_stats(result.get("round_seconds") or []))
         results.append(result)
         if result["status"] == "ok":
@@ -250,9 +310,9 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
             "train_rows": config.rows,
             "test_rows": config.test_rows,
             "features": config.features,
-            "positive_fraction": float(y.mean()) if y.size else None,
             "nan_fraction": config.nan_fraction,
-            "generate_seconds": gen_seconds,
+            "isolated_processes": config.isolate,
+            **stats,
         },
         "machine": machine_info(),
         "versions": versions(),

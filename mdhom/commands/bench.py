@@ -36,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--lightgbm-platform", type=int, default=None, help="OpenCL platform id for lightgbm-opencl")
     t.add_argument("--lightgbm-device", type=int, default=None, help="OpenCL device id for lightgbm-opencl")
     t.add_argument("--out", default="bench-trees.json", help="JSON report path (default bench-trees.json)")
+    t.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run each system in its own process on regenerated data (default: on, off with --quick)",
+    )
     t.add_argument("--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves")
     t.set_defaults(func=run_trees)
 
@@ -60,6 +66,7 @@ def run_trees(args: argparse.Namespace) -> int:
             "seed",
             "lightgbm_platform",
             "lightgbm_device",
+            "isolate",
         )
     }
     if args.anchors is not None:
