@@ -5,6 +5,10 @@ the last real bin everything above the last edge), so the split "bin <= b" is th
 "x <= edges[b]" and a saved model predicts on raw features without binning. Edges lie halfway between two
 distinct training values (LightGBM's choice), so equal values never straddle bins, and a feature with at
 most ``max_bin`` distinct values gets one bin per value. NaN goes to the global bin ``n_bins - 1``.
+
+A feature with NaN in the training data gets at most ``max_bin - 1`` real bins: the kernels' candidate
+splits stop at bin ``n_bins - 3``, and the split "every value left, NaN right" needs the last real bin to be
+a candidate.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
     """
     keep = ~np.isnan(values) & (weights > 0)
     v, w = values[keep], weights[keep]
-    if v.size == 0:
+    if v.size == 0 or max_bin < 2:
         return np.empty(0)
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
@@ -55,7 +59,11 @@ class BinMapper:
 
     def fit(self, X: np.ndarray, sample_weight: np.ndarray | None = None) -> BinMapper:
         w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        self.edges = [feature_edges(X[:, j], w, self.max_bin) for j in range(X.shape[1])]
+        self.edges = []
+        for j in range(X.shape[1]):
+            col = X[:, j]
+            limit = self.max_bin - 1 if np.isnan(col).any() else self.max_bin
+            self.edges.append(feature_edges(col, w, max(limit, 1)))
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:

@@ -1,0 +1,304 @@
+"""The tree learner's host side: binning, losses, growth policies, subtraction trick, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mdhom import TreeBoostClassifier, TreeBoostRegressor
+from mdhom.trees import params as P
+from mdhom.trees.backend import SplitParams
+from mdhom.trees.binning import BinMapper, feature_edges
+from mdhom.trees.estimators import make_kernels
+from mdhom.trees.grower import GrowParams, NumpyKernels, fast_best_splits, grow_tree
+from mdhom.trees.losses import Logistic, Softmax, SquaredError, canonical_objective
+from mdhom.trees.model import Ensemble
+from mdhom.trees.reference import NumpyTreeKernels, best_splits
+
+
+def _data(n=600, f=6, seed=0, nan=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f))
+    X[:, 1] = np.round(X[:, 1] * 2)  # few distinct values
+    y = (X[:, 0] + 0.5 * X[:, 1] - X[:, 2] * X[:, 3] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    if nan:
+        X[rng.random((n, f)) < nan] = np.nan
+    return X, y
+
+
+# ------------------------------------------------------------------------------------------------ binning
+
+def test_edges_one_bin_per_distinct_value_when_few():
+    v = np.array([3.0, 1.0, 2.0, 2.0, np.nan, 1.0])
+    e = feature_edges(v, np.ones(6), max_bin=8)
+    assert np.array_equal(e, [1.5, 2.5])
+
+
+def test_equal_values_never_straddle_bins_and_nan_gets_last_bin():
+    rng = np.random.default_rng(1)
+    x = np.round(rng.exponential(size=5000), 1)
+    x[::17] = np.nan
+    m = BinMapper(max_bin=16).fit(x[:, None])
+    b = m.transform(x[:, None])[:, 0]
+    assert (b[np.isnan(x)] == 16).all() and (b[~np.isnan(x)] < 16).all()
+    for value in np.unique(x[~np.isnan(x)]):
+        assert np.unique(b[x == value]).size == 1
+    assert len(m.edges[0]) <= 14  # a feature with NaN keeps one bin free for "all values left, NaN right"
+    # bins grow with the value, and the threshold of "bin <= k" separates exactly those rows
+    for k in range(len(m.edges[0])):
+        ok = ~np.isnan(x)
+        assert np.array_equal(b[ok] <= k, x[ok] <= m.threshold(0, k))
+    assert m.threshold(0, 15) == np.inf
+
+
+def test_quantile_bins_are_balanced():
+    x = np.random.default_rng(2).normal(size=10_000)
+    m = BinMapper(max_bin=32).fit(x[:, None])
+    counts = np.bincount(m.transform(x[:, None])[:, 0], minlength=33)[:32]
+    assert len(m.edges[0]) == 31 and counts.min() > 0.6 * 10_000 / 32 and counts.max() < 1.4 * 10_000 / 32
+
+
+def test_zero_weight_rows_do_not_move_edges():
+    x = np.array([1.0, 2.0, 3.0, 10.0, 20.0])
+    e = feature_edges(x, np.array([1, 1, 1, 0, 0.0]), max_bin=255)
+    assert np.array_equal(e, [1.5, 2.5])
+
+
+@pytest.mark.parametrize("max_bin", [1, 256])
+def test_max_bin_out_of_range(max_bin):
+    with pytest.raises(ValueError, match="max_bin"):
+        TreeBoostRegressor(max_bin=max_bin, device="numpy").fit(np.zeros((4, 1)), np.arange(4.0))
+
+
+# ------------------------------------------------------------------------------------------------- losses
+
+def test_loss_gradients_and_base_scores():
+    y = np.array([[0.0], [1.0], [1.0], [1.0]])
+    w = np.array([1.0, 1.0, 1.0, 3.0])
+    lg = Logistic()
+    assert lg.base_score(y, w) == pytest.approx(np.log(5 / 1))
+    g, h = lg.gradients(y, np.zeros((4, 1)), w)
+    assert np.allclose(g[:, 0], (0.5 - y[:, 0]) * w) and np.allclose(h[:, 0], 0.25 * w)
+    sq = SquaredError()
+    assert sq.base_score(y, w) == pytest.approx(5 / 6)
+    sm = Softmax(3)
+    yc = np.array([[0.0], [2.0], [2.0]])
+    assert np.allclose(np.exp(sm.base_score(yc, np.ones(3))), [1 / 3, 1e-7, 2 / 3])
+    g, h = sm.gradients(yc, np.zeros((3, 3)), np.ones(3))
+    assert np.allclose(g.sum(axis=1), 0) and np.allclose(g[0], [1 / 3 - 1, 1 / 3, 1 / 3])
+    assert canonical_objective("multiclass") == "multi:softmax"
+    with pytest.raises(ValueError, match="unknown objective"):
+        canonical_objective("poisson")
+
+
+# ------------------------------------------------------------------------------------------- split search
+
+@pytest.mark.parametrize("n_outputs", [1, 4])
+@pytest.mark.parametrize("sp", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.3, 0.5, 0.1, 0.0),
+                                SplitParams(0.0, 0.0, 0.0, 2.0)])
+def test_fast_split_search_is_bit_identical_to_reference(n_outputs, sp):
+    rng = np.random.default_rng(n_outputs)
+    hist = rng.normal(size=(4, 9, 12, n_outputs, 2))
+    hist[..., 1] = np.abs(hist[..., 1])
+    hist[1, 3:5] = hist[1, 2]  # exact ties between features
+    hist[2, :, 5] = 0.0  # empty bins: ties between thresholds
+    mask = np.array([1, 1, 0, 1, 1, 1, 1, 0, 1], bool)
+    a, b = fast_best_splits(hist, mask, sp), best_splits(hist, mask, sp)
+    for field in ("gain", "feature", "bin", "default_left", "left_sum", "right_sum"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+
+
+# ----------------------------------------------------------------------------------------------- growth
+
+class CountingKernels(NumpyKernels):
+    """Records every histograms() call, to check the level batching and the subtraction trick."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+        self.subtractions = 0
+
+    def histograms(self, nodes):
+        self.calls.append([int(n) for n in nodes])
+        return super().histograms(nodes)
+
+    def subtract(self, parent, child):
+        self.subtractions += 1
+        return super().subtract(parent, child)
+
+
+def _grow(kernels, X, y, **kw):
+    mapper = BinMapper(255).fit(X)
+    kernels.load(mapper.transform(X), mapper.n_bins, 1)
+    loss = Logistic()
+    w = np.ones(len(y))
+    raw = np.tile(loss.base_score(y[:, None].astype(float), w), (len(y), 1))
+    g, h = loss.gradients(y[:, None].astype(float), raw, w)
+    kernels.set_gradients(g, h)
+    params = GrowParams(SplitParams(1.0, 0.0, 0.0, 1.0), 0.3, kw.get("max_depth", 0), kw.get("max_leaves", 0),
+                        kw.get("lossguide", False))
+    root = np.stack([g.sum(0), h.sum(0)], axis=1)
+    tree, leaf = grow_tree(kernels, root, np.ones(X.shape[1], bool), params, mapper.threshold)
+    return tree, leaf, h
+
+
+@pytest.mark.parametrize("lossguide", [False, True])
+def test_growth_builds_only_smaller_children_and_routes_raw_values_like_bins(lossguide):
+    X, y = _data(nan=0.05)
+    k = CountingKernels()
+    tree, leaf, h = _grow(k, X, y, max_depth=5, max_leaves=20, lossguide=lossguide)
+    n_inner = int((tree.left >= 0).sum())
+    assert 5 < n_inner <= 19 and tree.n_nodes == 2 * n_inner + 1
+    built = [n for call in k.calls for n in call]
+    assert built[0] == 0 and len(set(built)) == len(built)
+    # every built child is the smaller one of its pair (by hessian, ties left); its sibling came by subtraction
+    parent_of = {int(c): i for i in range(tree.n_nodes) for c in (tree.left[i], tree.right[i]) if c >= 0}
+    for n in built[1:]:
+        p = parent_of[n]
+        lo, hi = tree.left[p], tree.right[p]
+        assert n == (lo if tree.cover[lo] <= tree.cover[hi] else hi)
+    assert k.subtractions >= 1
+    if not lossguide:  # one histograms() call per level that still splits
+        assert len(k.calls) <= 5
+    # the raw-value traversal of the saved thresholds reaches the same leaf as the binned training rows
+    ens = Ensemble(X.shape[1], 1, np.zeros(1), [tree])
+    assert np.array_equal(ens.leaves(X)[:, 0], leaf)
+    # cover is the hessian sum of the rows in the leaf
+    for node in np.unique(leaf):
+        assert tree.cover[node] == pytest.approx(h[leaf == node].sum())
+
+
+def test_depthwise_without_take_grows_the_same_tree():
+    X, y = _data(nan=0.05, seed=3)
+
+    class NoTake(NumpyTreeKernels):
+        pass
+
+    a, _, _ = _grow(NumpyKernels(), X, y, max_depth=6)
+    b, _, _ = _grow(NoTake(), X, y, max_depth=6)
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+
+
+def test_limits_depth_and_leaves():
+    X, y = _data(n=2000)
+    for kw, check in [
+        (dict(max_depth=3), lambda est: max(_depths(t).max() for t in est._ensemble.trees) == 3),
+        (dict(max_depth=0, max_leaves=7, grow_policy="lossguide"),
+         lambda est: all((t.left < 0).sum() == 7 for t in est._ensemble.trees)),
+        (dict(max_depth=4, max_leaves=5), lambda est: max((t.left < 0).sum() for t in est._ensemble.trees) <= 5),
+        (dict(min_split_gain=1e9), lambda est: all(t.n_nodes == 1 for t in est._ensemble.trees)),
+    ]:
+        est = TreeBoostClassifier(n_estimators=3, device="numpy", **kw).fit(X, y)
+        assert check(est), kw
+
+
+def _depths(tree):
+    d = np.zeros(tree.n_nodes, int)
+    for i in range(tree.n_nodes):
+        if tree.left[i] >= 0:
+            d[tree.left[i]] = d[tree.right[i]] = d[i] + 1
+    return d
+
+
+def test_lossguide_splits_the_best_leaf_first():
+    X, y = _data(n=1500, seed=4)
+    est = TreeBoostClassifier(n_estimators=1, grow_policy="lossguide", max_depth=0, max_leaves=12,
+                              device="numpy").fit(X, y)
+    tree = est._ensemble.trees[0]
+    # node ids are allocated in split order, so the parents' gains in id order are non-increasing
+    # whenever the later split was already a leaf when the earlier one was chosen
+    inner = np.flatnonzero(tree.left >= 0)
+    order = sorted(inner, key=lambda i: tree.left[i])
+    available = {0}
+    for i in order:
+        assert all(tree.gain[i] >= tree.gain[j] - 1e-12 for j in available if tree.left[j] > tree.left[i])
+        available |= {tree.left[i], tree.right[i]}
+
+
+def test_squared_error_leaf_values_are_exact():
+    X = np.repeat(np.arange(4.0), 5)[:, None]
+    y = np.repeat([1.0, 1.0, 5.0, 9.0], 5)
+    est = TreeBoostRegressor(n_estimators=1, learning_rate=1.0, reg_lambda=1e-9, min_child_weight=1, max_depth=3,
+                             device="numpy").fit(X, y)
+    assert np.allclose(est.predict(X), y, atol=1e-6)
+    assert est._ensemble.base_score[0] == pytest.approx(y.mean())
+
+
+def test_missing_values_learn_a_default_direction():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1000, 2))
+    y = (X[:, 0] > 0).astype(int)
+    X[y == 1, 1] = np.nan  # missingness itself carries the label
+    X[:, 0] = rng.normal(size=1000)  # feature 0 is noise now
+    est = TreeBoostClassifier(n_estimators=5, max_depth=1, device="numpy").fit(X, y)
+    assert est.score(X, y) == 1.0
+    assert est.feature_importances_[1] > 0.9
+
+
+def test_multilabel_and_multiclass_use_multi_output_leaves():
+    X, y = _data(n=500)
+    Y = np.column_stack([y, X[:, 0] > 0.5, X[:, 4] < 0]).astype(int)
+    est = TreeBoostClassifier(n_estimators=20, device="numpy").fit(X, Y)
+    assert est.objective_ == "multilabel:logistic" and est._ensemble.trees[0].value.shape[1] == 3
+    assert est.predict(X).shape == (500, 3) and (est.predict(X) == Y).mean() > 0.9
+    yc = np.digitize(X[:, 0], [-0.5, 0.5])
+    est = TreeBoostClassifier(n_estimators=20, device="numpy").fit(X, yc)
+    assert est.objective_ == "multi:softmax" and est._ensemble.trees[0].value.shape[1] == 3
+    assert np.allclose(est.predict_proba(X).sum(axis=1), 1) and est.score(X, yc) > 0.95
+
+
+def test_sampling_is_deterministic_per_seed(tmp_path):
+    X, y = _data(n=800)
+    kw = dict(n_estimators=8, subsample=0.7, colsample_bytree=0.5, device="numpy")
+    files = []
+    for seed in (7, 7, 8):
+        TreeBoostClassifier(random_state=seed, **kw).fit(X, y).save_model(tmp_path / f"m{len(files)}.json")
+        files.append((tmp_path / f"m{len(files)}.json").read_bytes())
+    assert files[0] == files[1] and files[0] != files[2]
+
+
+def test_sample_weight_equals_repetition():
+    X, y = _data(n=300, seed=6)
+    w = np.random.default_rng(0).integers(0, 3, size=300)
+    a = TreeBoostClassifier(n_estimators=5, device="numpy").fit(X, y, sample_weight=w)
+    b = TreeBoostClassifier(n_estimators=5, device="numpy").fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert np.allclose(a.decision_function(X), b.decision_function(X))
+
+
+def test_early_stopping_keeps_the_best_round():
+    X, y = _data(n=1200, seed=8)
+    Xv, yv = _data(n=400, seed=9)
+    est = TreeBoostClassifier(n_estimators=300, learning_rate=0.5, max_depth=6, early_stopping_rounds=5,
+                              device="numpy").fit(X, y, eval_set=[(Xv, yv)])
+    curve = est.evals_result_["validation_0"]["logloss"]
+    assert len(curve) == est.best_iteration_ + 6 < 300
+    assert len(est._ensemble.trees) == est.best_iteration_ + 1
+    assert curve[est.best_iteration_] == min(curve)
+    assert len(est.round_times_) == len(curve) and est.build_seconds_ == 0.0
+    with pytest.raises(ValueError, match="eval_set"):
+        TreeBoostClassifier(early_stopping_rounds=3, device="numpy").fit(X, y)
+
+
+def test_params_table_drives_signature_and_validation():
+    import inspect
+
+    sig = inspect.signature(TreeBoostClassifier.__init__).parameters
+    assert [n for n in sig if n != "self"] == [o.name for o in P.OPTIONS]
+    assert all(sig[o.name].default == o.default for o in P.OPTIONS)
+    assert "max_bin : int, default=255" in TreeBoostClassifier.__doc__
+    with pytest.raises(ValueError, match="unknown parameter"):
+        P.validate({"num_leaves": 3})
+    with pytest.raises(ValueError, match="grow_policy"):
+        TreeBoostClassifier(grow_policy="leafwise", device="numpy").fit(*_data(n=50))
+    with pytest.raises(ValueError, match="objective"):
+        TreeBoostClassifier(objective="poisson", device="numpy").fit(*_data(n=50))
+
+
+def test_device_selection():
+    assert isinstance(make_kernels("numpy", "double"), NumpyKernels)
+    try:
+        import mdhom.trees.opencl_backend  # noqa: F401
+    except ModuleNotFoundError:
+        with pytest.raises(ValueError, match="device='numpy'"):
+            make_kernels("auto", "double")
