@@ -81,7 +81,11 @@ def test_ambiguous_substring_lists_candidates():
 
 def test_driver_without_icd_file_is_found(tmp_path, monkeypatch):
     """A vendor library on the library path but named by no .icd file gets one written for it."""
-    fake = tmp_path / "libnvidia-opencl.so.1"
+    present = {os.path.basename(p) for p in _icd.vendor_entries()}
+    absent = [n for n in _icd.DRIVER_LIBRARIES if n not in present]
+    if not absent:
+        pytest.skip("every known driver library is really installed here")
+    fake = tmp_path / absent[0]
     fake.write_bytes(b"")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
     assert str(fake) in _icd.find_driver_libraries()

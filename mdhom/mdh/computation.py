@@ -19,7 +19,7 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.codegen import generate
-from mdhom.mdh.description import Description
+from mdhom.mdh.description import ConfigError, Description
 from mdhom.mdh.types import CTYPES
 
 _INDEX32_LIMIT = 2**31 - 1
@@ -113,6 +113,8 @@ class Computation:
         self._programs: dict[bool, cl.Program] = {}
         self._kernels: dict[tuple[bool, str], cl.Kernel] = {}
         self._scratch: cl_array.Array | None = None
+        for which in self.kernel_names():  # build now: a configuration the compiled kernels cannot run fails here
+            self.kernel(which)
 
     # ---------------------------------------------------------------- build
     def options(self, index64: bool) -> list[str]:
@@ -131,11 +133,28 @@ class Computation:
             )
         return self._programs[index64]
 
+    def kernel_names(self) -> tuple[str, ...]:
+        if not self.desc.lane_dims:
+            return ("main",)
+        return ("main", "fixup" if self.desc.scan_dim else "combine")
+
     def kernel(self, which: str, index64: bool = False) -> cl.Kernel:
-        """One of the generated kernels ("main", "combine" or "fixup"), retrieved once and reused."""
+        """One of the generated kernels ("main", "combine" or "fixup"), retrieved once and reused.
+
+        A compiled kernel may run fewer work-items per group than the device maximum (registers, private
+        memory); a configuration beyond that is a :class:`ConfigError`, found before any launch.
+        """
         key = (index64, which)
         if key not in self._kernels:
-            self._kernels[key] = cl.Kernel(self.program(index64), f"{self.desc.name}_{which}")
+            knl = cl.Kernel(self.program(index64), f"{self.desc.name}_{which}")
+            limit = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.cl_device)
+            wanted = self.work_group_size if which == "main" else self.config["NUM_WI_COMBINE"]
+            if wanted > limit:
+                raise ConfigError(
+                    f"{self.desc.name}: kernel {which!r} runs at most {limit} work-items per group on "
+                    f"{self.device.key} (registers or private memory), the configuration asks for {wanted}"
+                )
+            self._kernels[key] = knl
         return self._kernels[key]
 
     # ---------------------------------------------------------------- geometry
