@@ -7,7 +7,11 @@ anything is built:
 * ``desc.check_config``: work-group size, local memory, fp64 support (the description's own rules);
 * per dimension, ``NUM_WG_d * NUM_WI_d <= next_pow2(size_d)``: more work-items than points along a
   dimension only adds idle ones (the heuristic default is exempt, so it is always measurable);
-* the buffer of per-work-group partials must fit one device allocation.
+* the buffer of per-work-group partials must fit one device allocation;
+* at most :data:`MAX_GROUPS_PER_CU` work-groups per compute unit on CPUs (each group is a task with its
+  own start-up cost there; far more groups than cores only adds overhead), and at most
+  :data:`MAX_SCAN_GROUPS` work-groups along a scanned dimension (the fix-up pass reads the partials of
+  every preceding group, so its cost grows with their number).
 
 ``NUM_WI_COMBINE`` only matters when partials of several work-groups are combined, so it is a conditional
 parameter: sampled only then, otherwise fixed at its default (no duplicate points in the space).
@@ -26,6 +30,9 @@ from mdhom.mdh.description import ConfigError, Description, Parameter
 from mdhom.mdh.types import itemsize
 
 COMBINE = "NUM_WI_COMBINE"
+MAX_GROUPS_PER_CU = {"cpu": 256}
+MAX_GROUPS = 1 << 22
+MAX_SCAN_GROUPS = 256
 
 
 def _log2(v: int) -> int:
@@ -86,6 +93,14 @@ class SearchSpace:
             n = self.sizes.get(d)
             if n is not None and cfg[f"NUM_WG_{d}"] * cfg[f"NUM_WI_{d}"] > _next_pow2(n):
                 return f"NUM_WG_{d} * NUM_WI_{d} = {cfg[f'NUM_WG_{d}'] * cfg[f'NUM_WI_{d}']} exceeds {d}={n}"
+        groups = math.prod(cfg[f"NUM_WG_{d}"] for d in self.description.dim_names)
+        per_cu = MAX_GROUPS_PER_CU.get(self.device.type)
+        cap = MAX_GROUPS if per_cu is None else per_cu * max(1, self.device.compute_units)
+        if groups > cap:
+            return f"{groups} work-groups, above {cap} for a {self.device.type} of {self.device.compute_units} CUs"
+        scan = self.description.scan_dim
+        if scan is not None and cfg[f"NUM_WG_{scan}"] > MAX_SCAN_GROUPS:
+            return f"NUM_WG_{scan}={cfg[f'NUM_WG_{scan}']} work-groups along the scan, above {MAX_SCAN_GROUPS}"
         lane_groups = math.prod(cfg[f"NUM_WG_{d}"] for d in self.description.lane_dims)
         if lane_groups > 1:
             n_out = math.prod(self.sizes.get(d, 1) for d in self.description.concat_dims)
