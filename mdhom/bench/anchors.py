@@ -138,6 +138,21 @@ class Mdhom(System):
         dropped = [k for k, v in wanted.items() if k not in known and v is not None]
         return {k: v for k, v in wanted.items() if k in known and v is not None}, dropped
 
+    @staticmethod
+    def _device_name(model: Any, cfg: Any) -> str | None:
+        """The estimator's ``device_`` if it has one, else the device the same spec resolves to here."""
+        device = getattr(model, "device_", None)
+        if device is not None:
+            return getattr(device, "key", None) or str(device)
+        if cfg.device == "numpy":
+            return "numpy"
+        try:
+            from mdhom import get_device
+
+            return f"{get_device(cfg.device if cfg.device is not None else 'auto').key} (resolved by the benchmark)"
+        except Exception as exc:
+            return f"unknown ({type(exc).__name__}: {exc})"
+
     def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
         params, dropped = self.params(cfg)
         model = self.cls(**params)
@@ -157,8 +172,7 @@ class Mdhom(System):
             out["timing_source"] = "fit_seconds / rounds (estimator exposes no round_times_)"
         build = getattr(model, "build_seconds_", None)
         out["build_seconds"] = float(build) if build is not None else None
-        device = getattr(model, "device_", None)
-        out["device"] = getattr(device, "key", None) or (str(device) if device is not None else None)
+        out["device"] = self._device_name(model, cfg)
         t0 = time.perf_counter()
         if hasattr(model, "decision_function"):
             scores = np.asarray(model.decision_function(Xt))
