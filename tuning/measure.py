@@ -62,24 +62,30 @@ class LiveRunner:
         slow_seconds: float = 2.0,
         verify: bool = True,
     ) -> None:
-        import pyopencl.array as cl_array
-
         self.kernel, self.device, self.sizes = kernel, device, dict(sizes)
         self.description = kernel.describe(self.sizes)
         self.dim_sizes = kernel.dim_sizes(self.sizes)
         self.repeats, self.warmup, self.slow_seconds, self.verify = repeats, warmup, slow_seconds, verify
-        rng = np.random.default_rng(seed)
-        self.host_inputs = kernel.make_inputs(self.sizes, rng)
+        self.seed = seed
+        self.host_inputs: dict[str, Any] | None = None
+        self.args: dict[str, Any] = {}
+        self._expected: np.ndarray | None = None
+        self.cache: dict[str, Measurement] = {}
+        self.build_seconds: dict[str, float] = {}
+
+    def _prepare(self) -> None:
+        """Make the inputs and copy them to the device, on first use (a resumed study may need none)."""
+        import pyopencl.array as cl_array
+
+        rng = np.random.default_rng(self.seed)
+        self.host_inputs = self.kernel.make_inputs(self.sizes, rng)
         names = {i.name for i in self.description.inputs}
-        queue = device.queue
-        self.args: dict[str, Any] = {
+        queue = self.device.queue
+        self.args = {
             k: cl_array.to_device(queue, np.ascontiguousarray(v)) if k in names else v
             for k, v in self.host_inputs.items()
         }
         queue.finish()
-        self._expected: np.ndarray | None = None
-        self.cache: dict[str, Measurement] = {}
-        self.build_seconds: dict[str, float] = {}
 
     @property
     def expected(self) -> np.ndarray:
@@ -90,6 +96,8 @@ class LiveRunner:
     def evaluate(self, config: Mapping[str, int]) -> Measurement:
         key = config_key(config)
         if key not in self.cache:
+            if self.host_inputs is None:
+                self._prepare()
             self.cache[key] = self._measure(dict(config), key)
         return self.cache[key]
 
