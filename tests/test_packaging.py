@@ -1,0 +1,36 @@
+"""The wheel holds every module and kernel file of the source tree, all under the `mdhom` namespace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _expected() -> set[str]:
+    want = set()
+    for src, dst in (("mdhom", "mdhom"), ("kernels", "mdhom/kernels"), ("tuning", "mdhom/tuning"),
+                     ("tuned_configs", "mdhom/tuned_configs")):
+        for f in (ROOT / src).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".cl", ".mako", ".json"):
+                want.add(f"{dst}/{f.relative_to(ROOT / src).as_posix()}")
+    return want
+
+
+def test_wheel_contains_every_source_file(tmp_path):
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, text=True, timeout=300)
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"pip wheel failed:\n{exc.stderr[-3000:]}")
+    wheel = next(tmp_path.glob("mdhom-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = sorted(_expected() - names)
+    assert not missing, f"not in the wheel: {missing}"
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"mdhom"}, tops
