@@ -186,3 +186,18 @@ def test_replay_runner_unknown_config_is_a_failure():
     assert r.evaluate({"A": 1}) == Measurement("ok", 2.0, [2.0])
     assert r.evaluate({"A": 2}).status == "launch"
     assert r.evaluate({"A": 4}).status == "launch"
+
+
+def test_report_prints_the_stored_table(cpu, tmp_path, capsys):
+    from mdhom.cli import main
+
+    out = tmp_path / "out"
+    kw = dict(kernels=["gh_sum"], trials=3, quick=True, storage=None, directory=out, echo=lambda s: None)
+    results, path = tune_device(cpu, runner_factory=lambda k, d, s: HashedRunner(), **kw)
+    assert main(["tune", "--report", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert cpu.key in text and str(path) in text
+    for r in results:
+        row = next(ln for ln in text.splitlines() if f" {r.size_class} " in ln)
+        assert f"{r.seconds * 1e3:.3f}" in row and f"{r.default_seconds * 1e3:.3f}" in row
+        assert f"{r.default_seconds / r.seconds:.2f}x" in row
