@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,9 +24,13 @@ def _expected() -> set[str]:
 
 
 def test_wheel_contains_every_source_file(tmp_path):
+    # Build from a clean copy: a build/ folder left in the checkout would leak stale files into the wheel.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", ".venv", ".whl*", "__pycache__", ".pytest_cache", ".ruff_cache"))
     try:
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, text=True, timeout=300)
+                        "-w", str(tmp_path), str(src)], check=True, capture_output=True, text=True, timeout=300)
     except subprocess.CalledProcessError as exc:
         pytest.fail(f"pip wheel failed:\n{exc.stderr[-3000:]}")
     wheel = next(tmp_path.glob("mdhom-*.whl"))
