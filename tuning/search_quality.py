@@ -67,6 +67,8 @@ def replay(space, table: dict[str, dict], seeds: int, fractions=FRACTIONS) -> di
     from mdhom.tuning.space import config_key
 
     out["default_s"] = ok.get(config_key(space.default))
+    out["within_5pct_of_optimum"] = sum(v <= 1.05 * optimum for v in ok.values())
+    out["median_config_ratio"] = statistics.median(ok.values()) / optimum
     for frac in fractions:
         budget = max(2, round(frac * n))
         row = {}
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"meta": meta, **replay(space, table, args.seeds)}
     print(f"{meta.get('kernel')} {meta.get('sizes')} on {meta.get('device')}: {summary['space_size']} configurations, "
           f"exhaustive optimum {summary['optimum_s'] * 1e3:.3f} ms ({summary['optimum_config']}), default "
-          f"{(summary['default_s'] or float('nan')) * 1e3:.3f} ms")
+          f"{(summary['default_s'] or float('nan')) * 1e3:.3f} ms; {summary['within_5pct_of_optimum']} configurations "
+          f"within 5% of it, the median configuration {summary['median_config_ratio']:.2f}x slower")
     print(f"{'budget':>8} {'evals':>6}  {'TPE median/worst best÷opt':>26} {'hit opt':>8}  "
           f"{'random median/worst':>20} {'hit opt':>8}   ({args.seeds} seeds)")
     for name, b in summary["budgets"].items():
