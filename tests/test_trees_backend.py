@@ -105,7 +105,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact):
         b.set_gradients(grad, hess)
         b.reset_rows()
     built, comps = dev.build_seconds, dict(dev._comps)
-    assert built > 0 and len(comps) == 8  # every md_hom kernel built in load(), none later
+    assert built > 0 and len(comps) == 9  # every md_hom kernel built in load(), none later
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4
@@ -192,3 +192,14 @@ def test_single_precision(device):
     sd, sr = dev.best_splits(hd, np.ones(6, bool), PARAMS), ref.best_splits(hr, np.ones(6, bool), PARAMS)
     # float32 may pick a near-tie; the pick must be within float32 rounding of the best gain
     np.testing.assert_allclose(sd.gain, sr.gain, rtol=1e-4)
+
+
+def test_histogram_folds_in_place(device):
+    """The histogram's 1 KiB accumulator must not be copied per row (see opencl_backend.fold_in_place)."""
+    bins, grad, hess = make_data(16, 67, 3, 64, 1)
+    dev = OpenCLTreeKernels(device)
+    dev.load(bins, 64, 1)
+    import pyopencl as cl
+
+    src = dev._comps["tree_histogram"].program(False).get_info(cl.program_info.SOURCE)
+    assert "acc = mdh_fold(acc," not in src.split("__kernel")[1], "the reduction loop still folds by value"

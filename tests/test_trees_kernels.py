@@ -69,13 +69,27 @@ def test_histogram(device, feature_major):
     want = tk.histogram_reference(bins, grad, hess, ridx, begin, count, n_bins)
     desc = tk.histogram(n_bins, "double", feature_major)
     sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
-    stored = np.ascontiguousarray(bins.T if feature_major else bins)
+    ordered = bins[ridx]  # the kernel reads bins and (g, h) in position order
+    stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
+    gh = np.stack([grad[ridx], hess[ridx]], axis=-1)  # (pos, output, 2)
     for cfg in configs(desc, device, sizes, seed=2):
-        got = run(desc, device, cfg, sizes, bins=("o", stored, None), grad=("o", grad, None),
-                  hess=("o", hess, None), ridx=("o", ridx, None), slot_begin=begin, slot_count=count,
-                  n_rows=n_rows)
+        got = run(desc, device, cfg, sizes, bins=("o", stored, None), gh=("o", gh, None), slot_begin=begin,
+                  slot_count=count, n_rows=n_rows)
         got = np.stack([got["g"], got["h"]], axis=-1)  # (node, feat, output, bin, 2)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(cfg))
+
+
+def test_gather_gh(device):
+    rng = np.random.default_rng(17)
+    n_rows, n_out = 257, 3
+    grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
+    ridx = rng.permutation(n_rows).astype(np.int32)
+    desc = tk.gather_gh()
+    sizes = {"pos": n_rows, "output": n_out}
+    for cfg in configs(desc, device, sizes, seed=18):
+        got = run(desc, device, cfg, sizes, ridx=ridx, grad=("o", grad, None), hess=("o", hess, None))
+        np.testing.assert_array_equal(got["g"], grad[ridx])
+        np.testing.assert_array_equal(got["h"], hess[ridx])
 
 
 # ------------------------------------------------------------------------------------------------ subtraction
@@ -172,7 +186,8 @@ def test_partition(device, feature_major):
     lo, hi = int(begin[1]), int(begin[4] + count[4])
     node_slot = np.full(9, -1, np.int32)
     node_slot[tab[:, 0]] = np.arange(len(tab))
-    stored = np.ascontiguousarray(bins.T if feature_major else bins)
+    ordered = bins[ridx]
+    stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
     common = dict(bins=("o", stored, None), ridx=("o", ridx, None), row_node=("o", row_node, None),
                   node_slot=("o", node_slot, None), split_tab=("o", tab, None), pos0=lo, n_table=9,
                   n_rows=n_rows, n_feat=n_feat)

@@ -2,7 +2,8 @@
  * A split table row (TREE_SPLIT_FIELDS ints per split node):
  *   node id, feature, bin, default_left, left child id, right child id, first position, row count.
  * `node_slot[node]` is the row of the split table for a node id, or -1 when the node is not split now.
- * Expects TREE_BINS and TREE_FEATURE_MAJOR (bins laid out features x rows when 1, rows x features when 0). */
+ * Expects TREE_BINS and TREE_FEATURE_MAJOR: bins (in position order) laid out features x positions when 1,
+ * positions x features when 0. */
 #define TREE_SPLIT_FIELDS 8
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
@@ -12,12 +13,12 @@ inline int tree_slot_of(const int node, __global const int* node_slot, const int
     return (node >= 0 && node < n_table) ? node_slot[node] : -1;
 }
 
-inline uchar tree_bin_of(__global const uchar* bins, const long row, const long feat, const long n_rows,
+inline uchar tree_bin_of(__global const uchar* bins, const long p, const long feat, const long n_rows,
                          const long n_feat) {
 #if TREE_FEATURE_MAJOR
-    return bins[feat * n_rows + row];
+    return bins[feat * n_rows + p];
 #else
-    return bins[row * n_feat + feat];
+    return bins[p * n_feat + feat];
 #endif
 }
 

@@ -6,7 +6,8 @@ description is made, what varies per call (rows, nodes) is a size, so one build 
 
 Rows are kept grouped by node in ``ridx`` (XGBoost's GPU-hist layout): node ``n`` owns positions
 ``begin[n] .. begin[n] + count[n]`` and, because partitioning is stable, its rows stay in ascending order.
-A node's histogram reads only its own rows.
+The binned matrix and the (g, h) pairs are kept in the same position order (LightGBM's ordered bins and
+ordered gradients), so a node's histogram streams through one contiguous range instead of gathering rows.
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
@@ -19,9 +20,10 @@ tree_split_sums        node x output                    concat: left/right (g, h
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
 tree_partition_dest    pos                              concat: new position and node of the row at pos
 tree_partition_counts  slot                             concat: rows going left per split node
+tree_gather_gh         pos x output                     concat: (g, h) of row ridx[pos]
 =====================  ===============================  ======================================================
 
-Some inputs are lookup buffers whose extent is no dimension (the binned matrix read through ``ridx``, the
+Some inputs are lookup buffers whose extent is no dimension (the binned matrix and (g, h) pairs, the
 node -> split-table map). The generator checks every input's extent against a dimension or a fixed integer,
 so such inputs are declared ``shape=(1,)`` and bound to a one-element view of the whole buffer
 (:func:`opaque`); see the report for the generator feature this works around.
@@ -73,11 +75,11 @@ def _defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: boo
 _HIST_BODY = """
 const int mdh_cnt = slot_count[node];
 if (pos < mdh_cnt) {{
-    const long mdh_row = ridx[slot_begin[node] + pos];
-    const uchar mdh_b = tree_bin_of(bins, mdh_row, feat, n_rows, SIZE_feat);
-    const long mdh_gi = mdh_row * SIZE_output + output;
-    {target}.v[mdh_b].g {op} grad[mdh_gi];
-    {target}.v[mdh_b].h {op} hess[mdh_gi];
+    const long mdh_p = slot_begin[node] + pos;
+    const uchar mdh_b = tree_bin_of(bins, mdh_p, feat, n_rows, SIZE_feat);
+    const long mdh_gi = 2 * (mdh_p * SIZE_output + output);
+    {target}.v[mdh_b].g {op} gh[mdh_gi];
+    {target}.v[mdh_b].h {op} gh[mdh_gi + 1];
 }}
 """
 
@@ -86,8 +88,9 @@ if (pos < mdh_cnt) {{
 def histogram(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
     """Sum of (g, h) per (node, feature, output, bin) over the rows of each listed node.
 
+    ``bins`` and ``gh`` are in *position* order (row ``ridx[p]`` at position ``p``), so a node's rows are
+    one contiguous range ``slot_begin .. slot_begin + slot_count`` and the pass streams through memory.
     Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e. (node, feat, output, bin, 2).
-    ``slot_begin``/``slot_count`` give each listed node's range of ``ridx``; ``pos`` runs to the largest count.
     """
     r = real_ctype(precision)
     return Description(
@@ -97,9 +100,7 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         accumulate=_HIST_BODY.format(target="acc", op="+="),
         inputs=[
             Input("bins", "uchar", (1,), gather=True),
-            Input("grad", r, (1,), gather=True),
-            Input("hess", r, (1,), gather=True),
-            Input("ridx", "int", (1,), gather=True),
+            Input("gh", r, (1,), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
         ],
@@ -110,12 +111,25 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
 
 def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ridx: np.ndarray,
                         slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
-    """(node, feat, output, bin, 2) in float64: :func:`mdhom.trees.reference.histograms` on ridx ranges."""
+    """(node, feat, output, bin, 2) in float64: :func:`mdhom.trees.reference.histograms` on ridx ranges
+    (``bins``, ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``)."""
     row_node = np.full(bins.shape[0], -1, np.int64)
     for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
         row_node[ridx[b:b + c]] = i
     h = ref.histograms(bins, grad, hess, row_node, np.arange(len(slot_begin)), n_bins)  # (N, F, B, K, 2)
     return np.ascontiguousarray(h.transpose(0, 1, 3, 2, 4))
+
+
+@lru_cache(maxsize=4)
+def gather_gh(precision: str = "double") -> Description:
+    """Gradients and hessians in position order: (g, h) of row ``ridx[pos]`` for every output."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_gather_gh", ["pos", "output"], [Concat(), Concat()], gh_type(precision),
+        scalar="const long i = (long)ridx[pos] * SIZE_output + output; out.g = grad[i]; out.h = hess[i];",
+        inputs=[Input("ridx", "int", ("pos",), gather=True), Input("grad", r, (1,), gather=True),
+                Input("hess", r, (1,), gather=True)],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ subtraction
@@ -239,15 +253,16 @@ _PART_PARAMS = [Param("pos0", "int"), Param("n_table", "int"), Param("n_rows", "
 
 @lru_cache(maxsize=32)
 def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
-    """Inclusive prefix count of the rows at positions pos0 .. pos0 + pos that go to a left child."""
+    """Inclusive prefix count of the rows at positions pos0 .. pos0 + pos that go to a left child
+    (``bins`` in position order, as for the histogram)."""
     return Description(
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
-const int row = ridx[pos0 + pos];
-const int s = tree_slot_of(row_node[row], node_slot, n_table);
+const int p = pos0 + pos;
+const int s = tree_slot_of(row_node[ridx[p]], node_slot, n_table);
 if (s >= 0) {
     __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
-    out = tree_goes_left(tree_bin_of(bins, row, t[1], n_rows, n_feat), t);
+    out = tree_goes_left(tree_bin_of(bins, p, t[1], n_rows, n_feat), t);
 }""",
         inputs=_PART_INPUTS, params=_PART_PARAMS,
         preamble=_defines("double", n_bins, feature_major=feature_major) + _snippet("partition.cl"),
