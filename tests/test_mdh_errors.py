@@ -25,6 +25,11 @@ def test_shape_entry_must_be_a_dimension():
         mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float", "out = x;", inputs=[mdh.Input("x", "float", ("n",))])
 
 
+def test_any_extent_only_for_gathered_inputs():
+    with pytest.raises(mdh.DescriptionError, match="only gathered inputs"):
+        mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float", "out = 1;", inputs=[mdh.Input("x", "float", ("*",))])
+
+
 def test_unsupported_operator_mix_and_counts():
     with pytest.raises(mdh.DescriptionError, match="2 dimensions but 1 combine"):
         mdh.Description("s", ["i", "j"], [mdh.Concat()], "float", "out = 1;")

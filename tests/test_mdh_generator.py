@@ -126,13 +126,13 @@ def test_gather_input_and_index_expression(device):
         inputs=[
             mdh.Input("code", "int", ("j", "i"), index="j * SIZE_i + i"),
             mdh.Input("x", "float", ("i", "j")),
-            mdh.Input("table", "float", (16,), gather=True),
+            mdh.Input("table", "float", ("*",), gather=True),
         ],
     )
     rng = np.random.default_rng(2)
     code = rng.integers(0, 16, (7, 5)).astype(np.int32)  # (j, i)
     x = rng.standard_normal((5, 7)).astype(np.float32)
-    table = rng.standard_normal(16).astype(np.float32)
+    table = rng.standard_normal(16).astype(np.float32)  # any length: the extent is "*"
     got = mdh.Computation(desc, device, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_WG_j": 3, "NUM_WI_j": 3})(
         code=code, x=x, table=table)
     np.testing.assert_allclose(got, table[code.T] * x, rtol=1e-6)

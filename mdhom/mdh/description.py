@@ -44,7 +44,8 @@ class Dim:
 class Input:
     """An input buffer.
 
-    ``shape`` lists dimension names (whose sizes then come from the array) or integers. With ``index``
+    ``shape`` lists dimension names (whose sizes then come from the array), integers, or ``"*"`` (any extent:
+    only for gathered lookup buffers such as tree nodes or a whole matrix read by position). With ``index``
     (an OpenCL C expression over dimension names, ``SIZE_<dim>`` and parameters) the scalar function sees
     the element at the current point under the buffer's name; without it the element at the row-major
     position of the ``shape`` dimensions is loaded. ``gather=True`` instead passes the buffer as a
@@ -225,6 +226,12 @@ class Description:
             if not inp.shape:
                 raise DescriptionError(f"{self.name}: input {inp.name} needs a shape")
             for s in inp.shape:
+                if s == "*":
+                    if not inp.gather:
+                        raise DescriptionError(
+                            f"{self.name}: input {inp.name} has extent '*', which only gathered inputs may have"
+                        )
+                    continue
                 if isinstance(s, str) and s not in names:
                     raise DescriptionError(
                         f"{self.name}: input {inp.name} has shape entry {s!r}, which is not a dimension "
