@@ -199,7 +199,7 @@ def test_histogram_folds_in_place(device):
     bins, grad, hess = make_data(16, 67, 3, 64, 1)
     dev = OpenCLTreeKernels(device)
     dev.load(bins, 64, 1)
-    import pyopencl as cl
-
-    src = dev._comps["tree_histogram"].program(False).get_info(cl.program_info.SOURCE)
-    assert "acc = mdh_fold(acc," not in src.split("__kernel")[1], "the reduction loop still folds by value"
+    comp = dev._comps["tree_histogram"]
+    # the source is patched before the first build (InPlaceComputation.program), so this is what was built
+    assert getattr(comp, "_folds_in_place", False) and comp._programs
+    assert "acc = mdh_fold(acc," not in comp.source.split("__kernel")[1], "the reduction loop still folds by value"
