@@ -43,8 +43,10 @@ def run(desc, device, cfg, sizes, **args):
     dev_args = {k: cl_array.to_device(q, np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
                 for k, v in args.items()}
     for k, v in list(dev_args.items()):
-        if isinstance(v, tuple):  # ("opaque", array, dtype)
+        if isinstance(v, tuple) and v[0] == "o":  # ("o", array, dtype): the whole buffer behind a (1,) view
             dev_args[k] = opaque(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2])
+        elif isinstance(v, tuple):  # ("v", array, shape): the whole buffer behind a view of that shape
+            dev_args[k] = _view(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2], v[1].dtype)
     return Computation(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
 
 
@@ -73,8 +75,9 @@ def test_histogram(device, feature_major):
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
     gh = np.stack([grad[ridx], hess[ridx]], axis=-1)  # (pos, output, 2)
     for cfg in configs(desc, device, sizes, seed=2):
-        got = run(desc, device, cfg, sizes, bins=("o", stored, None), gh=("o", gh, None), slot_begin=begin,
-                  slot_count=count, n_rows=n_rows)
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
+                  bins=("v", stored, (n_feat, max(counts)) if feature_major else (max(counts), n_feat)),
+                  gh=("v", gh, (max(counts), n_out, 2)))
         got = np.stack([got["g"], got["h"]], axis=-1)  # (node, feat, output, bin, 2)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(cfg))
 

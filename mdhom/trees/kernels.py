@@ -98,9 +98,11 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         Array(gh_type(precision), int(n_bins)),
         scalar=_HIST_BODY.format(target="out", op="="),
         accumulate=_HIST_BODY.format(target="acc", op="+="),
+        # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
+        # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
         inputs=[
-            Input("bins", "uchar", (1,), gather=True),
-            Input("gh", r, (1,), gather=True),
+            Input("bins", "uchar", ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
+            Input("gh", r, ("pos", "output", 2), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
         ],

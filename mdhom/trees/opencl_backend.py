@@ -301,9 +301,12 @@ class OpenCLTreeKernels:
         if nodes.size == 0 or count.max() == 0:
             return self._empty_hist(nodes.size, nodes)
         self._ensure_gh()
-        sizes = {"node": int(nodes.size), "feat": self.n_features, "output": self.n_outputs, "pos": int(count.max())}
+        f, k, maxc = self.n_features, self.n_outputs, int(count.max())
+        sizes = {"node": int(nodes.size), "feat": f, "output": k, "pos": maxc}
+        # views with the declared extents; the kernel reads positions of every listed node (see kernels.py)
+        bins = _view(self.bins, (f, maxc) if self.feature_major else (maxc, f), np.dtype(np.uint8))
         out = self._run(
-            self.d_hist, sizes, bins=opaque(self.bins), gh=opaque(self.gh, self.real),
+            self.d_hist, sizes, bins=bins, gh=_view(self.gh, (maxc, k, 2), self.real),
             slot_begin=cl_array.to_device(self.queue, begin), slot_count=cl_array.to_device(self.queue, count),
             n_rows=self.n_rows,
         )
@@ -411,9 +414,17 @@ class OpenCLTreeKernels:
                 self._scatter(self.queue, grid, (wi,), self.ridx.data, dest.data, self.bins.data, self.gh.data,
                               self.row_node.data, self._tmp_ridx.data, self._tmp_bins.data, self._tmp_gh.data,
                               *dims),
-                self._copy_back(self.queue, grid, (wi,), self.ridx.data, self.bins.data, self.gh.data,
-                                self._tmp_ridx.data, self._tmp_bins.data, self._tmp_gh.data, *dims),
             ]
+            if self.feature_major:  # a column per feature: one kernel rather than n_features copies
+                events.append(self._copy_back(self.queue, grid, (wi,), self.ridx.data, self.bins.data,
+                                              self.gh.data, self._tmp_ridx.data, self._tmp_bins.data,
+                                              self._tmp_gh.data, *dims))
+            else:  # positions lo .. hi are one contiguous range of every array
+                f, gh_row = self.n_features, self.gh.dtype.itemsize * self.n_outputs
+                for dst, src, width in ((self.ridx, self._tmp_ridx, 4), (self.bins, self._tmp_bins, f),
+                                        (self.gh, self._tmp_gh, gh_row)):
+                    events.append(cl.enqueue_copy(self.queue, dst.base_data, src.base_data, byte_count=width * n,
+                                                  dest_offset=width * lo, src_offset=0))
             if self.profile:
                 cl.wait_for_events(events)
                 self.kernel_seconds["tree_scatter_rows"] = (
