@@ -219,3 +219,19 @@ def test_views_share_the_buffer(device):
     a = cl_array.to_device(device.queue, np.arange(8, dtype=np.float64))
     assert _view(a, (2, 4), np.dtype(np.float64)).get().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert opaque(a).shape == (1,) and opaque(a).base_data is a.base_data
+
+
+def test_tunables_match_their_references(device):
+    """What the tuner runs (registered inputs, reference, tolerance) agrees at the smallest size class."""
+    from mdhom import tunable
+
+    tk.register_tunables()
+    rng = np.random.default_rng(19)
+    for name in ("tree_histogram", "tree_split_scan", "tree_split_score", "tree_hist_subtract"):
+        kern = tunable._REGISTRY[name]
+        sizes = kern.size_classes[next(iter(kern.classes(quick=True)))]
+        sizes = dict(sizes, pos=min(sizes.get("pos", 1), 4099)) if "pos" in sizes else sizes
+        inputs = kern.make_inputs(sizes, rng)
+        dims = kern.dim_sizes(sizes)
+        got = Computation(kern.describe(sizes), device, None, dims)(dims, **inputs)
+        assert kern.compare(got, kern.reference(inputs)) is None, name

@@ -324,3 +324,87 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
         row_node[rows] = np.where(go, lo, hi)
         counts[s] = int(go.sum())
     return ridx, row_node, counts
+
+
+# ------------------------------------------------------------------------------------------------ tuner
+def _hist_inputs(s, rng):
+    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    bins = rng.integers(0, b, size=(n, f)).astype(np.uint8)
+    gh = np.stack([rng.standard_normal((n, k)), rng.random((n, k))], axis=-1)
+    return {"bins": bins, "gh": gh, "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32),
+            "n_rows": n}
+
+
+def _hist_ref(a, n_bins: int = 64):
+    bins, gh = a["bins"], a["gh"]
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(gh.shape[0]), a["slot_begin"],
+                            a["slot_count"], n_bins)
+    return _gh_struct(h)
+
+
+def _gh_struct(x: np.ndarray) -> np.ndarray:
+    out = np.zeros(x.shape[:-1], gh_type("double").dtype)
+    out["g"], out["h"] = x[..., 0], x[..., 1]
+    return out
+
+
+def _score_inputs(s, rng):
+    n, f, k, b = s["node"], s["feat"], s.get("n_outputs", 1), s["bin"] + 2
+    g = rng.integers(-4, 5, size=(n, f, k, b)).astype(np.float64)
+    h = rng.integers(0, 4, size=(n, f, k, b)).astype(np.float64)
+    hist = np.stack([g, h], axis=-1)
+    mask = np.ones(f, np.uint8)
+    return {"scan": split_scan_reference(hist), "hist": hist, "feature_mask": mask, "reg_lambda": 1.0,
+            "reg_alpha": 0.0, "min_split_gain": 0.0, "min_child_weight": 1.0}
+
+
+def _score_ref(a):
+    hist = a["hist"]
+    params = SplitParams(a["reg_lambda"], a["reg_alpha"], a["min_split_gain"], a["min_child_weight"])
+    sp = split_reference(hist, a["feature_mask"].astype(bool), params)
+    n_cand = hist.shape[3] - 2
+    out = np.zeros(hist.shape[0], split_type("double").dtype)
+    out["value"] = sp.gain
+    out["index"] = (sp.feature * n_cand + sp.bin) * 2 + np.where(sp.default_left, 0, 1)
+    return out
+
+
+def register_tunables() -> None:
+    """Register the tree kernels with :mod:`mdhom.tunable` (under the names the backend looks up).
+
+    ``tree_histogram`` is tuned on the root pass (one node owning every row), the only level whose inputs
+    the generic tuner can make with the declared extents. Exact mode pins its row folds to one lane, so a
+    tuned histogram configuration only serves ``exact=False``.
+    """
+    from mdhom import tunable
+
+    rows = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
+    tunable.register(tunable.TunableKernel(
+        "tree_histogram", lambda s: histogram(int(s.get("n_bins", 64))),
+        {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
+        _hist_inputs, _hist_ref, doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows",
+    ), replace=True)
+    tunable.register(tunable.TunableKernel(
+        "tree_split_scan", lambda s: split_scan(int(s["bin"])),
+        {f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in (1, 16, 128)},
+        lambda s, rng: {"hist": rng.standard_normal((s["node"], s["feat"], s["output"], s["bin"], 2))},
+        lambda a: _gh_struct(split_scan_reference(a["hist"])),
+        doc="prefix sums of (g, h) over 64 bins per node, feature and output",
+    ), replace=True)
+    tunable.register(tunable.TunableKernel(
+        "tree_split_score", lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1))),
+        {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in (1, 16, 128)},
+        _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node",
+    ), replace=True)
+    tunable.register(tunable.TunableKernel(
+        "tree_hist_subtract", hist_subtract("double"),
+        {f"nodes_{n}": {"i": n * 28 * 64 * 2} for n in (1, 16, 128)},
+        lambda s, rng: {"parent": rng.standard_normal(s["i"]), "child": rng.standard_normal(s["i"])},
+        lambda a: a["parent"] - a["child"], doc="sibling histograms by subtraction",
+    ), replace=True)
+
+
+try:
+    register_tunables()
+except ImportError:  # the registry is optional for the learner
+    pass
