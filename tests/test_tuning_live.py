@@ -36,6 +36,9 @@ def test_live_runner_measures_verifies_and_rejects(pocl):
     m = runner.evaluate(default)
     assert m.ok and len(m.samples) == 3 and m.seconds == float(np.median(m.samples)) and m.seconds > 0
     assert runner.evaluate(default) is m  # cached: one build, one verification per configuration
+    other = {**default, "NUM_WG_row": 1, "NUM_WI_row": 4}
+    t_default, t_other = runner.retime([default, other], rounds=2)
+    assert len(t_default) == len(t_other) == 6 and min(t_default + t_other) > 0
     too_big = {**default, "NUM_WI_row": pocl.max_work_group_size * 2}
     assert runner.evaluate(too_big).status == "invalid"
     # a kernel whose reference disagrees with the device: every configuration is rejected as wrong
@@ -43,6 +46,16 @@ def test_live_runner_measures_verifies_and_rejects(pocl):
                                reference=lambda a: _shifted(gh.reference(a)))
     bad = LiveRunner(liar, pocl, SIZES, repeats=1, warmup=0).evaluate(default)
     assert bad.status == "wrong" and "field 'g'" in bad.message
+
+
+def _trials(journal, kernel: str, size_class: str) -> int:
+    import optuna
+    from mdhom.tuning.study import open_storage
+
+    storage = open_storage(str(journal))
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage) if f"/{kernel}/{size_class}/" in s.study_name]
+    assert len(names) == 1, names
+    return len(optuna.load_study(study_name=names[0], storage=storage).trials)
 
 
 def _shifted(r: np.ndarray) -> np.ndarray:
@@ -79,11 +92,13 @@ def test_sigint_midway_keeps_file_and_resumes(pocl, tmp_path):
     assert "interrupted" in err and "Traceback" not in err
     assert path.read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == [path.name]
-    first = next(ln for ln in lines if ln.startswith("gh_sum"))
-    # run again: the finished study is answered from storage (same result line), the rest completes
+    first = next(ln for ln in lines if ln.startswith("gh_sum")).split()[:2]
+    trials_before = _trials(journal, *first)
+    assert trials_before >= 4
+    # run again: the finished study runs no new trial, the interrupted one resumes, the rest completes
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert first in done.stdout.splitlines(keepends=True)
+    assert _trials(journal, *first) == trials_before
     doc = configs.load_device(pocl.key, [out])
     assert "earlier" in doc["kernels"]["gh_sum"]["classes"]  # a partial tune keeps what it did not touch
     tuned = {(k, c) for k, v in doc["kernels"].items() for c in v["classes"]}

@@ -69,12 +69,15 @@ def tune_device(
     echo: Callable[[str], None] = print,
     progress_bar: bool = True,
     write: bool = True,
+    confirm: bool = True,
 ) -> tuple[list[StudyResult], Path | None]:
     """Tune every planned (kernel, size class) on ``device``; return the results and the file written.
 
     ``runner_factory(kernel, device, sizes)`` makes the measurement back end (default: a live runner);
     tests pass a replay runner. ``minutes`` is the budget for the whole tune, shared out evenly over the
-    studies still to run.
+    studies still to run. With ``confirm`` (and a runner that can ``retime``), the best configuration and
+    the default are timed again side by side and those times are reported and stored; should the default
+    then be the faster one, the default is stored.
     """
     if device.checker:
         raise ValueError(f"{device.key} is a checker (simulator): its timings mean nothing, tune a real device")
@@ -106,6 +109,8 @@ def tune_device(
             )
         finally:
             bar.close()
+        if confirm and hasattr(runner, "retime") and res.config is not None and res.default_seconds is not None:
+            _confirm(runner, res)
         results.append(res)
         echo(format_result(res))
     path = None
@@ -119,6 +124,19 @@ def tune_device(
         if entries:
             path = configs.store_results(device, entries, directory)
     return results, path
+
+
+def _confirm(runner: Any, res: StudyResult) -> None:
+    import statistics
+
+    if res.config == res.default_config:
+        (t,) = runner.retime([res.config])
+        res.seconds = res.default_seconds = statistics.median(t)
+        return
+    t_best, t_def = runner.retime([res.config, res.default_config])
+    res.seconds, res.default_seconds = statistics.median(t_best), statistics.median(t_def)
+    if res.default_seconds <= res.seconds:
+        res.config, res.seconds = dict(res.default_config), res.default_seconds
 
 
 def format_result(r: StudyResult) -> str:
