@@ -116,9 +116,13 @@ class OpenCLTreeKernels:
     ``exact`` (default: True in double precision) pins the summation order to the reference's (see the
     module docstring); without it tuned configurations may fold rows in parallel, correct to rounding.
 
-    >>> kern = OpenCLTreeKernels("cpu")
-    >>> kern.load(bins, n_bins=64, n_outputs=1); kern.set_gradients(g, h); kern.reset_rows()
-    >>> splits = kern.best_splits(kern.histograms(np.array([0])), np.ones(bins.shape[1], bool), params)
+    Usage (``bins`` uint8 (n_rows, n_features), ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
+
+        kern = OpenCLTreeKernels("cpu")
+        kern.load(bins, n_bins=64, n_outputs=1)
+        kern.set_gradients(g, h)
+        kern.reset_rows()
+        splits = kern.best_splits(kern.histograms(np.array([0])), np.ones(bins.shape[1], bool), params)
     """
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
