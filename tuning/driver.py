@@ -126,15 +126,21 @@ def tune_device(
     return results, path
 
 
-def _confirm(runner: Any, res: StudyResult) -> None:
+def _confirm(runner: Any, res: StudyResult, rounds: int = 5) -> None:
+    """Re-time best and default side by side; each gets the fastest of its per-round medians, so a round
+    disturbed by other work on a shared machine does not decide the comparison."""
     import statistics
 
+    def robust(samples: list[float]) -> float:
+        n = max(1, len(samples) // rounds)
+        return min(statistics.median(samples[i:i + n]) for i in range(0, len(samples), n))
+
     if res.config == res.default_config:
-        (t,) = runner.retime([res.config])
-        res.seconds = res.default_seconds = statistics.median(t)
+        (t,) = runner.retime([res.config], rounds=rounds)
+        res.seconds = res.default_seconds = robust(t)
         return
-    t_best, t_def = runner.retime([res.config, res.default_config])
-    res.seconds, res.default_seconds = statistics.median(t_best), statistics.median(t_def)
+    t_best, t_def = runner.retime([res.config, res.default_config], rounds=rounds)
+    res.seconds, res.default_seconds = robust(t_best), robust(t_def)
     if res.default_seconds <= res.seconds:
         res.config, res.seconds = dict(res.default_config), res.default_seconds
 
