@@ -95,7 +95,7 @@ def test_loss_gradients_and_base_scores():
 
 # ------------------------------------------------------------------------------------------- split search
 
-@pytest.mark.parametrize("n_outputs", [1, 4])
+@pytest.mark.parametrize("n_outputs", [1, 4, 13])
 @pytest.mark.parametrize("sp", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.3, 0.5, 0.1, 0.0),
                                 SplitParams(0.0, 0.0, 0.0, 2.0)])
 def test_fast_split_search_is_bit_identical_to_reference(n_outputs, sp):
@@ -104,8 +104,10 @@ def test_fast_split_search_is_bit_identical_to_reference(n_outputs, sp):
     hist[..., 1] = np.abs(hist[..., 1])
     hist[1, 3:5] = hist[1, 2]  # exact ties between features
     hist[2, :, 5] = 0.0  # empty bins: ties between thresholds
+    hist[3][rng.random((9, 12)) < 0.7] = 0.0  # a small node: most bins empty
     mask = np.array([1, 1, 0, 1, 1, 1, 1, 0, 1], bool)
-    a, b = fast_best_splits(hist, mask, sp), best_splits(hist, mask, sp)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the reference divides 0/0 where lambda is 0
+        a, b = fast_best_splits(hist, mask, sp), best_splits(hist, mask, sp)
     for field in ("gain", "feature", "bin", "default_left", "left_sum", "right_sum"):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
 
@@ -302,3 +304,31 @@ def test_device_selection():
     except ModuleNotFoundError:
         with pytest.raises(ValueError, match="device='numpy'"):
             make_kernels("auto", "double")
+
+
+def _opencl_available() -> bool:
+    try:
+        import mdhom
+        import mdhom.trees.opencl_backend  # noqa: F401
+    except ImportError:
+        return False
+    return bool(mdhom.compute_devices())
+
+
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL tree backend or no OpenCL device")
+@pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=5),
+                                dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
+                                     colsample_bytree=0.7, random_state=3)], ids=["depthwise", "lossguide"])
+def test_default_device_grows_the_numpy_trees(tmp_path, kw):
+    """Double precision on the OpenCL backend: the same model file as the numpy reference, byte for byte."""
+    X, y = _data(n=700, nan=0.03, seed=11)
+    Y = np.column_stack([y, X[:, 0] > 0]).astype(int)
+    for target in (y, Y):
+        docs = []
+        for device in ("numpy", None):
+            est = TreeBoostClassifier(n_estimators=6, device=device, **kw).fit(X, target)
+            est.save_model(tmp_path / "m.json")
+            doc = json.loads((tmp_path / "m.json").read_text())
+            doc["params"].pop("device")
+            docs.append(doc)
+        assert docs[0] == docs[1]

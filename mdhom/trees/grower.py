@@ -59,35 +59,48 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     if n_cand == 0:
         return out
     lam, alpha, msg, mcw = params.reg_lambda, params.reg_alpha, params.min_split_gain, params.min_child_weight
-    # g and h apart, each contiguous: the same sums in the same order as the reference, on faster layouts
-    total = hist.sum(axis=2)  # (N, F, K, 2)
+    fmask = np.asarray(feature_mask, bool)
+    total = hist.sum(axis=2)  # (N, F, K, 2): the reference's sums
     miss = hist[:, :, n_bins - 1]
-    cum_g = np.cumsum(hist[:, :, :n_cand, :, 0], axis=2)  # (N, F, b, K)
+    cum_g = np.cumsum(hist[:, :, :n_cand, :, 0], axis=2)  # (N, F, b, K): the reference's cumsum, g and h apart
     cum_h = np.cumsum(hist[:, :, :n_cand, :, 1], axis=2)
-    tg, th = total[:, :, None, :, 0], total[:, :, None, :, 1]
-    fmask = np.asarray(feature_mask, bool)[None, :, None]
+    # Candidates: bin 0, and every bin b > 0 holding rows of the node. A candidate at an empty bin has exactly
+    # the sums (so the gain) of candidate b - 1, which wins the tie as the lower bin: skipping it changes
+    # nothing, and small nodes touch few of the bins.
+    keep = np.any(hist[:, :, :n_cand] != 0, axis=(3, 4))
+    keep[:, :, 0] = True
+    keep[:, ~fmask, 1:] = False
+    pos = np.flatnonzero(keep)  # C order over (node, feature, bin): the reference's candidate order
+    nf = pos // n_cand  # flat (node, feature)
+    cg, ch = cum_g.reshape(-1, n_outputs)[pos], cum_h.reshape(-1, n_outputs)[pos]
+    mg, mh = miss[..., 0].reshape(-1, n_outputs)[nf], miss[..., 1].reshape(-1, n_outputs)[nf]
+    tg, th = total[..., 0].reshape(-1, n_outputs)[nf], total[..., 1].reshape(-1, n_outputs)[nf]
+    ok_f = fmask[nf % n_features]
     gains = []
     with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 only where min_child_weight rules a side out
-        parent = _score(total[..., 0], total[..., 1], lam, alpha)[:, :, None]
-        for lg, lh in ((cum_g + miss[:, :, None, :, 0], cum_h + miss[:, :, None, :, 1]), (cum_g, cum_h)):
-            rg, rh = tg - lg, th - lh  # default_left True first, then False: the reference's candidate order
+        parent = _score(total[..., 0], total[..., 1], lam, alpha).reshape(-1)[nf]
+        for lg, lh in ((cg + mg, ch + mh), (cg, ch)):  # default_left True first, then False (reference order)
+            rg, rh = tg - lg, th - lh
             gain = 0.5 * (_score(lg, lh, lam, alpha) + _score(rg, rh, lam, alpha) - parent) - msg
-            sl, sr = (lh[..., 0], rh[..., 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
-            gains.append(np.where((sl >= mcw) & (sr >= mcw) & fmask, gain, -np.inf))
-    gain = np.stack(gains, axis=3).reshape(n_nodes, -1)
-    best = np.argmax(gain, axis=1)
-    for i, j in enumerate(best):
-        if not np.isfinite(gain[i, j]):
+            sl, sr = (lh[:, 0], rh[:, 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
+            gains.append(np.where((sl >= mcw) & (sr >= mcw) & ok_f, gain, -np.inf))
+    gain = np.stack(gains, axis=1).reshape(-1)  # (candidate, direction)
+    node = np.repeat(nf // n_features, 2)
+    starts = np.searchsorted(node, np.arange(n_nodes))  # every node keeps its bin-0 candidates
+    best = np.maximum.reduceat(gain, starts)
+    index = np.arange(gain.size)
+    first = np.minimum.reduceat(np.where(gain == best[node], index, gain.size), starts)
+    for i, j in enumerate(first):
+        if j >= gain.size or not np.isfinite(gain[j]):
             continue
-        f, rest = divmod(int(j), n_cand * 2)
-        b, d = divmod(rest, 2)
-        left = np.stack([cum_g[i, f, b], cum_h[i, f, b]], axis=-1)
+        c, d = divmod(int(j), 2)
+        left = np.stack([cg[c], ch[c]], axis=-1)
         if d == 0:
-            left = left + miss[i, f]
-        out.gain[i] = gain[i, j]
-        out.feature[i], out.bin[i], out.default_left[i] = f, b, d == 0
+            left = left + miss[i, nf[c] % n_features]
+        out.gain[i] = gain[j]
+        out.feature[i], out.bin[i], out.default_left[i] = nf[c] % n_features, pos[c] % n_cand, d == 0
         out.left_sum[i] = left
-        out.right_sum[i] = total[i, f] - left
+        out.right_sum[i] = total[i, nf[c] % n_features] - left
     return out
 
 
