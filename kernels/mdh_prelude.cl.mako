@@ -42,18 +42,21 @@ ${desc.scalar}
 }
 
 % if operator_source:
-/* Fold one point into an accumulator: acc = combine(acc, f(point)), or the description's fused form. */
-inline atom_t mdh_fold(atom_t acc, ${point_params}, MDH_FN_PARAMS) {
+/* Fold one point into the accumulator, in place: acc = combine(acc, f(point)), or the description's fused
+ * form. The accumulator goes by pointer because array atoms (histograms) are kilobytes, and copying one per
+ * point costs more than the work itself. */
+inline void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
 % if desc.accumulate:
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
+#define acc (*mdh_acc)
     {
 ${desc.accumulate}
     }
-    return acc;
+#undef acc
 % else:
-    return mdh_combine(acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
+    *mdh_acc = mdh_combine(*mdh_acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
 % endif
 }
 % endif

@@ -29,7 +29,7 @@ ${tile.decompose()}
 % for d in lane_dims:
         for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < SIZE_${d}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
 % endfor
-            acc = mdh_fold(acc, ${point_args}, MDH_FN_ARGS);
+            mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:
         }
 % endfor

@@ -29,7 +29,7 @@ ${tile.decompose()}
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
     atom_t total = mdh_neutral();
     if (active) {
-        for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) total = mdh_fold(total, ${point_args}, MDH_FN_ARGS);
+        for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) mdh_fold(&total, ${point_args}, MDH_FN_ARGS);
     }
 #if R_LANES > 1
     mdh_lm[lid] = total;
@@ -51,11 +51,11 @@ ${tile.decompose()}
         for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) {
             const idx_t o = ${output_index};
 % if inclusive:
-            run = mdh_fold(run, ${point_args}, MDH_FN_ARGS);
+            mdh_fold(&run, ${point_args}, MDH_FN_ARGS);
             mdh_out[o] = run;
 % else:
             mdh_out[o] = run;
-            run = mdh_fold(run, ${point_args}, MDH_FN_ARGS);
+            mdh_fold(&run, ${point_args}, MDH_FN_ARGS);
 % endif
         }
     }

@@ -195,11 +195,12 @@ def test_single_precision(device):
 
 
 def test_histogram_folds_in_place(device):
-    """The histogram's 1 KiB accumulator must not be copied per row (see opencl_backend.fold_in_place)."""
+    """The histogram's 1 KiB accumulator must not be copied per row: the generator folds through a pointer
+    (copying it made one pass over 200k x 28 rows 15x slower on PoCL)."""
     bins, grad, hess = make_data(16, 67, 3, 64, 1)
     dev = OpenCLTreeKernels(device)
     dev.load(bins, 64, 1)
     comp = dev._comps["tree_histogram"]
-    # the source is patched before the first build (InPlaceComputation.program), so this is what was built
-    assert getattr(comp, "_folds_in_place", False) and comp._programs
-    assert "acc = mdh_fold(acc," not in comp.source.split("__kernel")[1], "the reduction loop still folds by value"
+    kernel_body = comp.source.split("__kernel")[1]
+    assert "mdh_fold(&acc," in kernel_body, "the reduction loop must fold in place"
+    assert "acc = mdh_fold(acc," not in kernel_body

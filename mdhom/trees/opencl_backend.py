@@ -49,44 +49,6 @@ def _view(arr: cl_array.Array, shape: tuple[int, ...], dtype: np.dtype) -> cl_ar
     return cl_array.Array(arr.queue, shape, dtype, data=arr.base_data, offset=arr.offset)
 
 
-_FOLD_HEAD = "inline atom_t mdh_fold(atom_t acc, "
-_FOLD_TAIL = "    return acc;\n}\n"
-
-
-def fold_in_place(source: str, desc: Description) -> str:
-    """The generated source with the reduction loop folding into its accumulator through a pointer.
-
-    The skeleton's ``acc = mdh_fold(acc, ...)`` passes the atom by value; for a histogram atom (64 (g, h)
-    pairs, 1 KiB) PoCL copies it per row, which made the histogram 15x slower (165 ms -> 11 ms for one
-    pass over 200k x 28 on 2 cores, bit-identical results). This adds ``mdh_fold_in_place(atom_t*, ...)``
-    with the same body and calls it instead. A workaround until the generator folds in place itself: when
-    the expected text is not found the source is returned unchanged.
-    """
-    call = f"acc = mdh_fold(acc, {', '.join(desc.dim_names)}, MDH_FN_ARGS);"
-    i = source.find(_FOLD_HEAD)
-    j = source.find(_FOLD_TAIL, i)
-    if i < 0 or j < 0 or call not in source:
-        return source
-    sig_end = source.find("{\n", i) + 2
-    params = source[i + len(_FOLD_HEAD):sig_end]
-    body = source[sig_end:j]
-    fn = (f"inline void mdh_fold_in_place(atom_t* restrict mdh_accp, {params}#define acc (*mdh_accp)\n"
-          f"{body}#undef acc\n}}\n")
-    end = j + len(_FOLD_TAIL)
-    out = source[:end] + fn + source[end:]
-    return out.replace(call, f"mdh_fold_in_place(&acc, {', '.join(desc.dim_names)}, MDH_FN_ARGS);")
-
-
-class InPlaceComputation(Computation):
-    """A :class:`Computation` whose generated source folds in place (:func:`fold_in_place`) before any build."""
-
-    def program(self, index64: bool = False) -> cl.Program:
-        if not getattr(self, "_folds_in_place", False):
-            self.source = fold_in_place(self.source, self.desc)
-            self._folds_in_place = True
-        return super().program(index64)
-
-
 @dataclass
 class DeviceHist:
     """A handle to histograms on the device: (nodes, feat, output, bin) (g, h) pairs."""
@@ -196,9 +158,8 @@ class OpenCLTreeKernels:
     def _comp(self, desc: Description, sizes: dict[str, int]) -> Computation:
         comp = self._comps.get(desc.name)
         if comp is None or comp.desc is not desc:
-            cls = InPlaceComputation if desc.accumulate else Computation
             t0 = time.perf_counter()
-            comp = cls(desc, self.device, self._config(desc, sizes))
+            comp = Computation(desc, self.device, self._config(desc, sizes))
             comp.program(False)
             self.build_seconds += time.perf_counter() - t0
             self._comps[desc.name] = comp

@@ -63,6 +63,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
                   + score(right[..., 0], right[..., 1], lam, alpha) - parent) - params.min_split_gain
     ok = (left[..., 1].sum(-1) >= params.min_child_weight) & (right[..., 1].sum(-1) >= params.min_child_weight)
     ok &= np.asarray(feature_mask, bool)[None, :, None, None]
+    ok &= np.isfinite(gain)  # an empty side with lambda = 0 gives 0/0: never a split
     gain = np.where(ok, gain, -np.inf).reshape(n_nodes, -1)
     out = Splits(
         gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
