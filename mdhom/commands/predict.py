@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mdhom.commands.train import add_data_arguments, read_data
+from mdhom.commands.train import _integral_labels, add_data_arguments, read_data
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if y is not None:
         if isinstance(est, TreeBoostClassifier):
-            y = np.asarray(y)
-            if y.dtype.kind == "f" and est.classes_.dtype.kind in "iu" and np.all(y == np.round(y)):
-                y = y.astype(est.classes_.dtype)
+            y = _integral_labels(y)
             print(f"accuracy {est.score(X, y):.6f} on {len(y)} rows", file=sys.stderr)
         else:
             rmse = float(np.sqrt(np.mean((est.predict(X) - y) ** 2)))

@@ -85,16 +85,53 @@ def read_data(args: argparse.Namespace, n_features: int | None = None) -> tuple[
         X, Y, _, _ = datasets.load_arff(args.data, labels=labels)
         return X, (Y[:, 0] if Y.shape[1] == 1 else Y)
     delimiter = "," if fmt == "csv" else "\t"
-    X, y = datasets.load_delimited(args.data, target=_target(args.target), delimiter=delimiter)
-    if n_features is not None and X.shape[1] == n_features - 1:  # no target column: all columns are features
-        import numpy as np
+    if n_features is not None and _n_columns(args.data, delimiter) == n_features:
+        return _features_only(args.data, delimiter), None
+    return datasets.load_delimited(args.data, target=_target(args.target), delimiter=delimiter)
 
-        column = _target(args.target)
-        if isinstance(column, str):
-            raise ValueError(f"{args.data} has no column {column!r} and one column too few")
-        column %= X.shape[1] + 1
-        return np.insert(X, column, y, axis=1), None
-    return X, y
+
+def _rows(path: str, delimiter: str) -> Any:
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        for cells in csv.reader(handle, delimiter=delimiter):
+            if cells and any(c.strip() for c in cells):
+                yield cells
+
+
+def _number(cell: str) -> float:
+    from mdhom.datasets import MISSING_TOKENS
+
+    return float("nan") if cell.strip().lower() in MISSING_TOKENS else float(cell)
+
+
+def _n_columns(path: str, delimiter: str) -> int:
+    return len(next(_rows(path, delimiter), []))
+
+
+def _features_only(path: str, delimiter: str) -> Any:
+    """A csv/tsv file of features alone (prediction input); a first line that is not numeric is a header."""
+    import numpy as np
+
+    rows = list(_rows(path, delimiter))
+    try:
+        [_number(c) for c in rows[0]]
+    except ValueError:
+        rows = rows[1:]
+    try:
+        return np.array([[_number(c) for c in r] for r in rows], dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _integral_labels(y: Any) -> Any:
+    """Class labels read as floats (1.0, 0.0) become integers, so predictions print as they were written."""
+    import numpy as np
+
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and np.all(y == np.round(y)) and np.abs(y).max() < 2**53:
+        return y.astype(np.int64)
+    return y
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,12 +142,14 @@ def run(args: argparse.Namespace) -> int:
     X, y = read_data(args)
     regression = params["objective"] in ("reg:squarederror", "regression", "squared_error", "l2", "mse")
     est = (TreeBoostRegressor if regression else TreeBoostClassifier)(**params)
+    y = _integral_labels(y) if not regression else y
     fit_args: dict[str, Any] = {}
     if args.eval_data:
         eval_args = argparse.Namespace(**{**vars(args), "data": args.eval_data})
         Xe, ye = read_data(eval_args, n_features=X.shape[1])
         if ye is None:
             raise ValueError(f"{args.eval_data} has no target column")
+        ye = _integral_labels(ye) if not regression else ye
         fit_args["eval_set"] = [(Xe, ye)]
     start = time.perf_counter()
     est.fit(X, y, **fit_args)

@@ -1,0 +1,114 @@
+"""``mdhom train`` and ``mdhom predict`` on small files in every supported format."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import mdhom
+from mdhom.cli import main
+
+DATA = "/work/shared/datasets"
+if not os.path.isdir(DATA):
+    DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
+
+
+def _csv(path, X, y, header=True, sep=","):
+    with open(path, "w") as f:
+        if header:
+            f.write(sep.join(["label"] + [f"x{i}" for i in range(X.shape[1])]) + "\n")
+        for row, t in zip(X, y, strict=True):
+            f.write(sep.join([str(t)] + ["" if np.isnan(v) else repr(float(v)) for v in row]) + "\n")
+
+
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 0).astype(int)
+    _csv(tmp_path / "train.csv", X, y)
+    return tmp_path, X, y
+
+
+def test_train_then_predict_csv(table, capsys):
+    tmp, X, y = table
+    model = tmp / "m.json"
+    assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--n-estimators", "12",
+                 "--max-depth", "3", "--learning-rate", "0.3", "--model", str(model)]) == 0
+    assert "12 rounds" in capsys.readouterr().out
+    doc = json.loads(model.read_text())
+    assert doc["params"]["n_estimators"] == 12 and doc["params"]["max_depth"] == 3
+    assert doc["params"]["device"] == "numpy"  # the command's default: no OpenCL build for a quick fit
+    out = tmp / "pred.txt"
+    assert main(["predict", "--model", str(model), "--data", str(tmp / "train.csv"), "--target", "label",
+                 "--out", str(out)]) == 0
+    assert "accuracy" in capsys.readouterr().err
+    pred = np.array([int(v) for v in out.read_text().split()])
+    est = mdhom.load_model(model)
+    assert np.array_equal(pred, est.predict(X))
+    assert main(["predict", "--model", str(model), "--data", str(tmp / "train.csv"), "--target", "label",
+                 "--proba"]) == 0
+    proba = np.array([[float(v) for v in line.split(",")] for line in capsys.readouterr().out.split()])
+    assert np.allclose(proba, est.predict_proba(X))
+
+
+def test_predict_on_features_only_file(table, capsys):
+    tmp, X, y = table
+    main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--n-estimators", "5",
+          "--model", str(tmp / "m.json")])
+    with open(tmp / "features.csv", "w") as f:
+        for row in X:
+            f.write(",".join("nan" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp / "m.json"), "--data", str(tmp / "features.csv")]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.split()) == 300 and "accuracy" not in captured.err
+
+
+def test_regression_objective_and_tsv(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    y = 2 * X[:, 0] - X[:, 2]
+    _csv(tmp_path / "r.tsv", X, y, header=False, sep="\t")
+    assert main(["train", "--data", str(tmp_path / "r.tsv"), "--objective", "regression", "--n-estimators", "30",
+                 "--model", str(tmp_path / "r.json")]) == 0
+    assert isinstance(mdhom.load_model(tmp_path / "r.json"), mdhom.TreeBoostRegressor)
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp_path / "r.json"), "--data", str(tmp_path / "r.tsv")]) == 0
+    assert "rmse" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="shared datasets not found")
+def test_libsvm_and_arff_multilabel(tmp_path, capsys):
+    model = tmp_path / "a.json"
+    assert main(["train", "--data", os.path.join(DATA, "agaricus.train.libsvm"), "--n-estimators", "5",
+                 "--model", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(model), "--data", os.path.join(DATA, "agaricus.test.libsvm")]) == 0
+    err = capsys.readouterr().err
+    assert float(err.split()[1]) > 0.99
+    xml = os.path.join(DATA, "emotions.xml")
+    assert main(["train", "--data", os.path.join(DATA, "emotions-predefined_training.arff"), "--labels", xml,
+                 "--n-estimators", "5", "--max-depth", "2", "--model", str(tmp_path / "e.json")]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp_path / "e.json"), "--labels", xml,
+                 "--data", os.path.join(DATA, "emotions-predefined_test.arff")]) == 0
+    lines = capsys.readouterr().out.split()
+    assert len(lines) == 202 and all(len(line.split(",")) == 6 for line in lines)
+
+
+def test_errors_are_reported_not_raised(table, capsys):
+    tmp, _, _ = table
+    assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--max-bin", "300",
+                 "--model", str(tmp / "m.json")]) == 2
+    assert "max_bin" in capsys.readouterr().err
+    (tmp / "data.xyz").write_text("1,2\n")
+    assert main(["train", "--data", str(tmp / "data.xyz"), "--model", str(tmp / "m.json")]) == 2
+    assert "--format" in capsys.readouterr().err
+    (tmp / "bad.json").write_text("{")
+    assert main(["predict", "--model", str(tmp / "bad.json"), "--data", str(tmp / "train.csv")]) == 2
+    assert "corrupt" in capsys.readouterr().err
