@@ -298,7 +298,7 @@ class OpenCLTreeKernels:
         for h in hists:
             if h.n_nodes:
                 cl.enqueue_copy(self.queue, out.data.base_data, h.data.base_data, byte_count=h.data.nbytes,
-                                dest_offset=at, src_offset=h.data.offset)
+                                dst_offset=at, src_offset=h.data.offset)
                 at += h.data.nbytes
         return out
 
@@ -389,7 +389,7 @@ class OpenCLTreeKernels:
                 for dst, src, width in ((self.ridx, self._tmp_ridx, 4), (self.bins, self._tmp_bins, f),
                                         (self.gh, self._tmp_gh, gh_row)):
                     events.append(cl.enqueue_copy(self.queue, dst.base_data, src.base_data, byte_count=width * n,
-                                                  dest_offset=width * lo, src_offset=0))
+                                                  dst_offset=width * lo, src_offset=0))
             if self.profile:
                 cl.wait_for_events(events)
                 self.kernel_seconds["tree_scatter_rows"] = (
