@@ -56,8 +56,6 @@ def make_kernels(device: Any, precision: str) -> TreeKernels:
 class _TreeBoost:
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
-    _estimator_type = ""
-
     def __init__(
         self,
         n_estimators: int = P.DEFAULTS["n_estimators"],
@@ -317,6 +315,8 @@ class TreeBoostClassifier(_TreeBoost):
     {params}
     """
 
+    _estimator_type = "classifier"  # what scikit-learn before 1.6 reads
+
     def __sklearn_tags__(self):  # noqa: ANN204 - scikit-learn's Tags, imported only when sklearn asks
         from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
@@ -422,6 +422,8 @@ class TreeBoostRegressor(_TreeBoost):
 
     {params}
     """
+
+    _estimator_type = "regressor"
 
     def __sklearn_tags__(self):  # noqa: ANN204
         from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags

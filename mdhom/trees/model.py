@@ -117,11 +117,14 @@ class Ensemble:
         return node - offsets[None, :]
 
     def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
-        """(n_rows, n_outputs) raw scores of float64 ``X``."""
+        """(n_rows, n_outputs) raw scores of float64 ``X``; rows go in blocks to bound the (rows, trees) state."""
         out = np.tile(self.base_score, (X.shape[0], 1))
-        leaves = self.leaves(X, n_trees)
-        for j, tree in enumerate(self.trees[:n_trees]):
-            out += tree.value[leaves[:, j]]
+        trees = self.trees[:n_trees]
+        step = max(1, (1 << 22) // max(1, len(trees)))
+        for lo in range(0, X.shape[0], step):
+            leaves = self.leaves(X[lo:lo + step], n_trees)
+            for j, tree in enumerate(trees):
+                out[lo:lo + step] += tree.value[leaves[:, j]]
         return out
 
 
