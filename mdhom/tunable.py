@@ -25,7 +25,7 @@ from mdhom.mdh.description import Description
 
 # Modules that register kernels when imported. Only modules that exist belong here: a missing one is an
 # ImportError, not a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ()
+KERNEL_MODULES: tuple[str, ...] = ("mdhom.trees.kernels",)
 
 # (rtol, atol) per precision mode. ``atol`` is relative to the largest magnitude in the reference, so sums
 # that cancel to near zero are judged against the scale of the data, not against zero.

@@ -201,3 +201,25 @@ def test_report_prints_the_stored_table(cpu, tmp_path, capsys):
         row = next(ln for ln in text.splitlines() if f" {r.size_class} " in ln)
         assert f"{r.seconds * 1e3:.3f}" in row and f"{r.default_seconds * 1e3:.3f}" in row
         assert f"{r.default_seconds / r.seconds:.2f}x" in row
+
+
+def test_search_quality_replays_a_recorded_table():
+    import json
+    from pathlib import Path
+
+    from mdhom.tuning.search_quality import replay, space_for
+
+    path = Path(__file__).parent.parent / "tuning" / "results" / "search_quality_histogram_pocl_table.json"
+    doc = json.loads(path.read_text())
+    hits = [d for d in mdhom.compute_devices() if d.key == doc["meta"]["device"]]
+    if not hits:
+        pytest.skip(f"the recorded table is of {doc['meta']['device']}, not present here")
+    _, _, space = space_for("histogram", doc["meta"]["sizes"]["row"], hits[0])
+    assert {config_key(c) for c in space.enumerate()} == set(doc["measurements"])
+    out = replay(space, doc["measurements"], seeds=2, fractions=(0.25,))
+    times = [m["seconds"] for m in doc["measurements"].values()]
+    assert out["optimum_s"] == min(times) and out["space_size"] == len(times)
+    b = out["budgets"]["25%"]
+    assert b["evaluations"] == round(0.25 * len(times))
+    for sampler in ("tpe", "random"):
+        assert all(r >= 1.0 for r in b[sampler]["ratios"]) and len(b[sampler]["ratios"]) == 2
