@@ -3,6 +3,12 @@
 ``device="numpy"`` runs the numpy reference kernels; every other value runs the md_hom OpenCL kernels of
 :mod:`mdhom.trees.opencl_backend`. The boosting loop, the binning and the model live on the host and are
 shared, so the two backends grow the same trees in double precision.
+
+>>> from mdhom import TreeBoostClassifier, load_model
+>>> est = TreeBoostClassifier(n_estimators=200, grow_policy="lossguide", max_leaves=63, max_depth=0,
+...                           early_stopping_rounds=20).fit(X, y, eval_set=[(X_val, y_val)])
+>>> est.predict_proba(X_test); est.best_iteration_; est.round_times_
+>>> est.save_model("model.json"); load_model("model.json").predict(X_test)
 """
 
 from __future__ import annotations

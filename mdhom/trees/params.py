@@ -99,7 +99,8 @@ def _verbose(v: Any) -> Any:
 OPTIONS: tuple[Option, ...] = (
     Option("n_estimators", "int", 100, "Boosting rounds (trees; one multi-output tree per round).", _int(1)),
     Option("learning_rate", "float", 0.1, "Shrinkage applied to every leaf value.", _float(0.0, lo_open=True)),
-    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0 or None means no limit (use max_leaves).",
+    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0 or None means no limit (then bound the "
+           "tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass 0 for LightGBM's behaviour.",
            _int(0, none_ok=True)),
     Option("max_leaves", "int", 0, "Most leaves per tree; 0 means no limit. With grow_policy='lossguide' this "
            "is LightGBM's num_leaves.", _int(0)),
