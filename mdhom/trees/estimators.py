@@ -253,6 +253,7 @@ class _TreeBoost:
     def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:
         self._ensemble = ensemble
         self._bin_edges = edges
+        self._params = dict(p)
         self.objective_ = objective
         self.n_features_in_ = ensemble.n_features
         gain = np.zeros(ensemble.n_features)
@@ -280,9 +281,8 @@ class _TreeBoost:
         self._check_fitted()
         from mdhom import __version__
 
-        params = {}
-        for k, v in P.validate(self.get_params()).items():
-            params[k] = getattr(v, "key", v)
+        # the parameters the model was fitted with (a random_state generator saved as the seed drawn from it)
+        params = {k: getattr(v, "key", v) for k, v in self._params.items()}
         ens = self._ensemble
         doc = {
             "format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
@@ -474,7 +474,7 @@ def load_model(path: str | os.PathLike) -> _TreeBoost:
     where = os.fspath(path)
     try:
         cls = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}[doc["estimator"]]
-        params = {k: v for k, v in doc["params"].items() if k in P.BY_NAME}
+        params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
         est = cls(**params)
         n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
         trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
