@@ -97,7 +97,7 @@ def test_loss_gradients_and_base_scores():
 
 @pytest.mark.parametrize("n_outputs", [1, 4, 13])
 @pytest.mark.parametrize("sp", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.3, 0.5, 0.1, 0.0),
-                                SplitParams(0.0, 0.0, 0.0, 2.0)])
+                                SplitParams(0.0, 0.0, 0.0, 2.0), SplitParams(0.0, 0.0, 0.0, 0.0)])
 def test_fast_split_search_is_bit_identical_to_reference(n_outputs, sp):
     rng = np.random.default_rng(n_outputs)
     hist = rng.normal(size=(4, 9, 12, n_outputs, 2))

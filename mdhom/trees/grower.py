@@ -83,7 +83,8 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
             rg, rh = tg - lg, th - lh
             gain = 0.5 * (_score(lg, lh, lam, alpha) + _score(rg, rh, lam, alpha) - parent) - msg
             sl, sr = (lh[:, 0], rh[:, 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
-            gains.append(np.where((sl >= mcw) & (sr >= mcw) & ok_f, gain, -np.inf))
+            ok = (sl >= mcw) & (sr >= mcw) & ok_f & np.isfinite(gain)  # 0/0 (lambda 0, empty side): never
+            gains.append(np.where(ok, gain, -np.inf))
     gain = np.stack(gains, axis=1).reshape(-1)  # (candidate, direction)
     node = np.repeat(nf // n_features, 2)
     starts = np.searchsorted(node, np.arange(n_nodes))  # every node keeps its bin-0 candidates
