@@ -332,3 +332,12 @@ def test_default_device_grows_the_numpy_trees(tmp_path, kw):
             doc["params"].pop("device")
             docs.append(doc)
         assert docs[0] == docs[1]
+
+
+def test_no_regularisation_at_all_still_gives_finite_trees():
+    X, y = _data(n=300, seed=12)
+    w = np.where(np.arange(300) % 7 == 0, 0.0, 1.0)  # zero-weight rows: children with h = 0 exist
+    est = TreeBoostClassifier(n_estimators=5, reg_lambda=0.0, min_child_weight=0.0, subsample=0.5, random_state=0,
+                              device="numpy").fit(X, y, sample_weight=w)
+    assert all(np.isfinite(t.value).all() for t in est._ensemble.trees)
+    assert np.isfinite(est.decision_function(X)).all()

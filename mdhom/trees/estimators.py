@@ -146,8 +146,6 @@ class _TreeBoost:
             eval_sample_weight: list | None = None) -> _TreeBoost:
         """Grow ``n_estimators`` trees (fewer with early stopping on the last ``eval_set``); returns self."""
         p = P.validate(self.get_params())
-        if p["reg_lambda"] == 0 and p["min_child_weight"] == 0:
-            raise ValueError("reg_lambda and min_child_weight cannot both be 0: an empty child would get 0/0")
         name = type(self).__name__
         Xa = as_matrix(X)
         y_enc, objective = self._encode_target(y, p["objective"], fitting=True)
