@@ -101,3 +101,23 @@ def test_unknown_device():
     with pytest.raises(ValueError, match="unknown device"):
         mdh.Computation(examples.ROW_SUM, "no-such-device")
     assert mdhom.get_device("auto")  # still resolvable afterwards
+
+
+def test_build_within_limits_shrinks_to_the_kernel_limit(device, monkeypatch):
+    """A configuration the compiled kernel refuses is shrunk until it runs (the limit is simulated)."""
+    from mdhom.mdh import computation
+
+    real = computation.Computation.kernel
+
+    def limited(self, which, index64=False):
+        wanted = self.work_group_size if which == "main" else self.config["NUM_WI_COMBINE"]
+        if wanted > 16:
+            raise mdh.KernelLimitError("simulated", which, 16, wanted)
+        return real(self, which, index64)
+
+    monkeypatch.setattr(computation.Computation, "kernel", limited)
+    comp = mdh.build_within_limits(examples.ROW_SUM, device, {"NUM_WI_i": 4, "NUM_WI_j": 32, "NUM_WI_COMBINE": 64,
+                                                              "NUM_WG_j": 2})
+    assert comp.work_group_size <= 16 and comp.config["NUM_WI_COMBINE"] <= 16
+    x = np.random.default_rng(0).standard_normal((5, 77))
+    np.testing.assert_allclose(comp(x=x), x.sum(1), rtol=1e-12)

@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl.array as cl_array
 import pytest
 
-from mdhom.mdh import Computation, ConfigError
+from mdhom.mdh import Computation, ConfigError, build_within_limits
 from mdhom.trees import kernels as tk
 from mdhom.trees.backend import SplitParams
 from mdhom.trees.opencl_backend import _view, opaque
@@ -47,7 +47,8 @@ def run(desc, device, cfg, sizes, **args):
             dev_args[k] = opaque(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2])
         elif isinstance(v, tuple):  # ("v", array, shape): the whole buffer behind a view of that shape
             dev_args[k] = _view(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2], v[1].dtype)
-    return Computation(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
+    # a point the compiled kernel cannot run (registers) is shrunk to fit, as the backend does
+    return build_within_limits(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
 
 
 def grouped_rows(rng, n_rows, counts):

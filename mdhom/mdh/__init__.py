@@ -16,7 +16,7 @@ an output atom, and one combine operator per dimension::
 See DESIGN.md section 2 for the model and the skeleton the generator emits.
 """
 
-from mdhom.mdh.computation import BuildError, Computation, Launch, build_program
+from mdhom.mdh.computation import BuildError, Computation, Launch, build_program, build_within_limits
 from mdhom.mdh.description import (
     Concat,
     ConfigError,
@@ -24,6 +24,7 @@ from mdhom.mdh.description import (
     DescriptionError,
     Dim,
     Input,
+    KernelLimitError,
     Operator,
     Param,
     Parameter,
@@ -53,6 +54,7 @@ __all__ = [
     "DescriptionError",
     "Dim",
     "Input",
+    "KernelLimitError",
     "Launch",
     "Operator",
     "Param",
@@ -62,4 +64,5 @@ __all__ = [
     "Scan",
     "Struct",
     "build_program",
+    "build_within_limits",
 ]

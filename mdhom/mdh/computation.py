@@ -19,7 +19,7 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.codegen import generate
-from mdhom.mdh.description import ConfigError, Description
+from mdhom.mdh.description import Description, KernelLimitError
 from mdhom.mdh.types import CTYPES
 
 _INDEX32_LIMIT = 2**31 - 1
@@ -150,9 +150,10 @@ class Computation:
             limit = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.cl_device)
             wanted = self.work_group_size if which == "main" else self.config["NUM_WI_COMBINE"]
             if wanted > limit:
-                raise ConfigError(
+                raise KernelLimitError(
                     f"{self.desc.name}: kernel {which!r} runs at most {limit} work-items per group on "
-                    f"{self.device.key} (registers or private memory), the configuration asks for {wanted}"
+                    f"{self.device.key} (registers or private memory), the configuration asks for {wanted}",
+                    which, limit, wanted,
                 )
             self._kernels[key] = knl
         return self._kernels[key]
@@ -294,3 +295,29 @@ class Computation:
         if any(isinstance(args[i.name], cl_array.Array) for i in self.desc.inputs):
             return launch.out
         return launch.out.get()
+
+
+def build_within_limits(
+    desc: Description,
+    device: str | Device | None,
+    config: Mapping[str, int] | None,
+    sizes: Mapping[str, int] | None = None,
+) -> Computation:
+    """Build ``config``; where a compiled kernel refuses its work-group size, shrink it until it fits.
+
+    The widest ``NUM_WI_<dim>`` is halved (or ``NUM_WI_COMBINE`` lowered) step by step, so a configuration
+    chosen by a heuristic or tuned on a sibling device still runs. Other configuration errors propagate.
+    """
+    device = get_device(device)
+    cfg = {**desc.default_config(device, dict(sizes) if sizes else None), **(config or {})}
+    for _ in range(64):
+        try:
+            return Computation(desc, device, cfg, sizes)
+        except KernelLimitError as exc:
+            if exc.kernel != "main":
+                cfg["NUM_WI_COMBINE"] = 1 << (exc.limit.bit_length() - 1)
+                continue
+            wi = {k: v for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE"}
+            widest = max(wi, key=lambda k: wi[k])
+            cfg[widest] = max(1, wi[widest] // 2)
+    raise AssertionError("unreachable: work-group sizes cannot shrink below 1")

@@ -393,6 +393,18 @@ class ConfigError(ValueError):
     """A configuration that the device cannot run (work-group size, local memory, fp64)."""
 
 
+class KernelLimitError(ConfigError):
+    """A compiled kernel runs fewer work-items per group than the configuration asks for.
+
+    Only known after building (registers and private memory per work-item decide it), so the static
+    :meth:`Description.check_config` cannot see it; :func:`mdhom.mdh.build_within_limits` shrinks to fit.
+    """
+
+    def __init__(self, message: str, kernel: str, limit: int, wanted: int) -> None:
+        super().__init__(message)
+        self.kernel, self.limit, self.wanted = kernel, limit, wanted
+
+
 def _strip_numbers(expr: str) -> str:
     """Drop numeric literals (with suffixes such as 1.0f or 10UL) before collecting identifiers."""
     return re.sub(r"\b\d+(\.\d*)?([eE][+-]?\d+)?[fFuUlL]*\b", " ", expr)

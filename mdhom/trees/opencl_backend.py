@@ -31,7 +31,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
-from mdhom.mdh import Computation, Description, build_program
+from mdhom.mdh import Computation, Description, build_program, build_within_limits
 from mdhom.trees import kernels as tk
 from mdhom.trees.backend import SplitParams, Splits
 
@@ -159,7 +159,7 @@ class OpenCLTreeKernels:
         comp = self._comps.get(desc.name)
         if comp is None or comp.desc is not desc:
             t0 = time.perf_counter()
-            comp = Computation(desc, self.device, self._config(desc, sizes))
+            comp = build_within_limits(desc, self.device, self._config(desc, sizes))
             comp.program(False)
             self.build_seconds += time.perf_counter() - t0
             self._comps[desc.name] = comp
