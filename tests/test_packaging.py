@@ -18,7 +18,9 @@ def _expected() -> set[str]:
     for src, dst in (("mdhom", "mdhom"), ("kernels", "mdhom/kernels"), ("tuning", "mdhom/tuning"),
                      ("tuned_configs", "mdhom/tuned_configs")):
         for f in (ROOT / src).rglob("*"):
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".cl", ".mako", ".json"):
+            # tuning/results holds recorded experiment tables: evidence kept in the repository, not package data
+            skip = "__pycache__" in f.parts or "results" in f.relative_to(ROOT / src).parts
+            if f.is_file() and not skip and f.suffix in (".py", ".cl", ".mako", ".json"):
                 want.add(f"{dst}/{f.relative_to(ROOT / src).as_posix()}")
     return want
 

@@ -7,13 +7,13 @@ import math
 
 import optuna
 import pytest
+
+import mdhom
+from mdhom import configs, tunable
 from mdhom.tuning.driver import tune_device
 from mdhom.tuning.measure import Measurement, ReplayRunner
 from mdhom.tuning.space import SearchSpace, config_key, parse_key
 from mdhom.tuning.study import run_study
-
-import mdhom
-from mdhom import configs, tunable
 
 
 @pytest.fixture(scope="module")

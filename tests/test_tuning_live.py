@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 import pytest
-from mdhom.tuning.measure import LiveRunner
 
 import mdhom
 from mdhom import configs, tunable
+from mdhom.tuning.measure import LiveRunner
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,7 @@ def test_live_runner_measures_verifies_and_rejects(pocl):
 
 def _trials(journal, kernel: str, size_class: str) -> int:
     import optuna
+
     from mdhom.tuning.study import open_storage
 
     storage = open_storage(str(journal))

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mdhom import configs
 from mdhom.tuning.measure import LiveRunner, Runner
 from mdhom.tuning.space import SearchSpace
 from mdhom.tuning.study import StudyResult, run_study
-
-from mdhom import configs
 
 FULL_TRIALS = 60
 QUICK_TRIALS = 12

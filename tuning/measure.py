@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
 from mdhom.tuning.space import config_key
 
 OK, INVALID, BUILD, LAUNCH, WRONG = "ok", "invalid", "build", "launch", "wrong"

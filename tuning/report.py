@@ -73,8 +73,9 @@ def plot_histories(storage: Any, out_dir: Path, device_key: str | None = None) -
     except ImportError as exc:
         raise ValueError("plots need matplotlib: pip install matplotlib") from exc
     import optuna
-    from mdhom.tuning.study import open_storage
     from optuna.visualization.matplotlib import plot_optimization_history
+
+    from mdhom.tuning.study import open_storage
 
     storage = open_storage(storage)
 

@@ -23,9 +23,8 @@ FRACTIONS = (0.10, 0.25, 0.50)
 def space_for(kernel_name: str, rows: int, device):
     """The experiment's space: the row dimension's work-groups and work-items free, the rest pinned at
     the default (a few hundred points: enumerable live in minutes on a CPU)."""
-    from mdhom.tuning.space import SearchSpace
-
     from mdhom import tunable
+    from mdhom.tuning.space import SearchSpace
 
     k = tunable.get(kernel_name)
     sizes = {**next(iter(k.size_classes.values())), "row": rows} if kernel_name in ("histogram", "gh_sum") else None

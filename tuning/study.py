@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+
 from mdhom.tuning.measure import Runner
 from mdhom.tuning.space import SearchSpace, config_key
 
