@@ -7,13 +7,12 @@ import os
 
 import numpy as np
 import pytest
+from shared_data import DATA as _DATA
 
 import mdhom
 from mdhom.cli import main
 
-DATA = "/work/shared/datasets"
-if not os.path.isdir(DATA):
-    DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
+DATA = str(_DATA)
 
 
 def _csv(path, X, y, header=True, sep=","):

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import DATA
 
 from mdhom.datasets import load_arff, load_delimited, load_libsvm, read_mulan_xml
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/datasets")
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared datasets not found at {DATA}")
 
 

@@ -12,12 +12,11 @@ import time
 
 import numpy as np
 import pytest
+from shared_data import DATA as _DATA
 
 from mdhom import TreeBoostClassifier
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
-if not os.path.isdir(DATA):
-    DATA = "/work/shared/datasets"
+DATA = str(_DATA)
 datasets = pytest.importorskip("mdhom.datasets")
 pytestmark = pytest.mark.skipif(not os.path.isdir(DATA), reason=f"datasets not found at {DATA}")
 
