@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import glob
 import importlib
+import math
 import os
 import shutil
 import subprocess
@@ -20,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ANCHORS", "System", "select", "gpu_visible", "gpu_names"]
+__all__ = ["ANCHORS", "GROW_POLICIES", "System", "select", "gpu_visible", "gpu_names", "tree_shape"]
+
+GROW_POLICIES = ("lossguide", "depthwise")
 
 
 def gpu_names() -> list[str]:
@@ -96,6 +99,16 @@ def _auc(yt: np.ndarray, scores: np.ndarray) -> float | None:
     return roc_auc(yt, scores) if np.unique(yt).size == 2 else None
 
 
+def tree_shape(cfg: Any) -> tuple[str, int]:
+    """(grow policy, depth limit; 0 = none): lossguide bounds a tree by its leaves only, as LightGBM does;
+    depthwise grows full levels up to the depth that holds ``leaves`` leaves (255 -> 8), as XGBoost's
+    default policy does, still capped at ``leaves``."""
+    policy = getattr(cfg, "grow_policy", None) or "lossguide"
+    if policy not in GROW_POLICIES:
+        raise ValueError(f"grow_policy must be one of {', '.join(GROW_POLICIES)}, got {policy!r}")
+    return policy, (0 if policy == "lossguide" else max(1, math.ceil(math.log2(max(2, cfg.leaves)))))
+
+
 def _rounds_from_marks(before: list[float], after: list[float]) -> list[float]:
     """Round i lasts from the end of round i-1 (the start of round 0) to the end of round i."""
     if not after:
@@ -120,12 +133,13 @@ class Mdhom(System):
         return "; ".join(errors)
 
     def params(self, cfg: Any) -> tuple[dict[str, Any], list[str]]:
+        policy, depth = tree_shape(cfg)
         wanted = {
             "n_estimators": cfg.rounds,
             "learning_rate": cfg.learning_rate,
-            "grow_policy": "lossguide",
+            "grow_policy": policy,
             "max_leaves": cfg.leaves,
-            "max_depth": 0,
+            "max_depth": depth,
             "max_bin": cfg.bins,
             "subsample": 1.0,
             "colsample_bytree": 1.0,
@@ -198,40 +212,22 @@ class _LogCapture:
     warning = info
 
 
-def _first_opencl_gpu() -> tuple[int | None, int | None]:
-    """(platform, device) indices of the first OpenCL GPU, as LightGBM's gpu_platform_id / gpu_device_id.
-
-    Without them LightGBM takes the loader's default platform, which on a machine that also has PoCL and
-    Intel's CPU runtime may be a CPU. pyopencl and LightGBM share one ICD loader (the same libOpenCL.so.1
-    is loaded once per process) and mdhom points it at one vendor folder, so the indices agree; LightGBM's
-    "Using GPU Device" log line is checked afterwards all the same.
-    """
-    try:
-        importlib.import_module("mdhom")  # first: sets OCL_ICD_VENDORS so that every installed driver is listed
-        import pyopencl as cl
-
-        for p, platform in enumerate(cl.get_platforms()):
-            for d, device in enumerate(platform.get_devices()):
-                if device.type & cl.device_type.GPU:
-                    return p, d
-    except Exception:  # no OpenCL at all: let LightGBM report it
-        pass
-    return None, None
-
-
 class LightGBM(System):
     name = "lightgbm-cpu"
     device_type = "cpu"
+
+    choice: Any = None  # the probed or given OpenCL platform (LightGBMOpenCL)
 
     def probe(self) -> str | None:
         self.lgb, err = _import("lightgbm")
         return err
 
     def params(self, cfg: Any) -> dict[str, Any]:
+        _, depth = tree_shape(cfg)
         p = {
             "objective": "binary",
             "num_leaves": cfg.leaves,
-            "max_depth": -1,
+            "max_depth": depth or -1,
             "max_bin": cfg.bins,
             "learning_rate": cfg.learning_rate,
             "num_threads": cfg.threads,
@@ -241,14 +237,9 @@ class LightGBM(System):
             "device_type": self.device_type,
             "verbose": 1,
         }
-        if self.device_type == "gpu":
-            platform, device = cfg.lightgbm_platform, cfg.lightgbm_device
-            if platform is None and device is None:
-                platform, device = _first_opencl_gpu()
-            if platform is not None:
-                p["gpu_platform_id"] = platform
-            if device is not None:
-                p["gpu_device_id"] = device
+        if self.device_type == "gpu" and self.choice is not None:
+            p["gpu_platform_id"] = self.choice.platform
+            p["gpu_device_id"] = cfg.lightgbm_device if cfg.lightgbm_device is not None else 0
         return p
 
     def _run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
@@ -295,13 +286,18 @@ class LightGBM(System):
             "log": [ln for ln in capture.lines if "[Warning]" in ln or "GPU" in ln or "OpenCL" in ln][:40],
             "warnings": [],
         }
+        if tree_shape(cfg)[0] == "depthwise":
+            out["warnings"].append("LightGBM grows leaf-wise only: depthwise is approximated by max_depth")
         if self.device_type == "gpu":
-            device = [ln.split("Using GPU Device:", 1)[1].strip() for ln in capture.lines if "Using GPU Device:" in ln]
-            out["device"] = device[0] if device else None
-            if not device:
+            from mdhom.bench.lightgbm_gpu import parse_log
+
+            _, device = parse_log(capture.lines, params.get("gpu_platform_id", -1))
+            out["device"] = device
+            out["platform_choice"] = self.choice.to_json() if self.choice is not None else None
+            if device is None:
                 out["warnings"].append("LightGBM logged no 'Using GPU Device' line: check that it ran on the GPU")
-            elif gpu_visible() and not any(w in device[0].upper() for w in ("NVIDIA", "AMD", "ADVANCED MICRO")):
-                out["warnings"].append(f"a GPU is visible but LightGBM's OpenCL learner ran on {device[0]}")
+            elif self.choice is not None and self.choice.device_name and device != self.choice.device_name:
+                out["warnings"].append(f"the probe saw {self.choice.device_name}, the run used {device}")
         else:
             out["device"] = "cpu"
         del data, booster
@@ -309,9 +305,34 @@ class LightGBM(System):
 
 
 class LightGBMOpenCL(LightGBM):
+    """LightGBM's OpenCL learner, on the platform id LightGBM itself reports as the GPU (lightgbm_gpu.py).
+
+    ``--lightgbm-platform`` skips the probe (and then may name a CPU runtime on purpose); without a match
+    the system is reported unavailable with the probe's findings rather than timed on a CPU.
+    """
+
     name = "lightgbm-opencl"
     device_type = "gpu"
     gpu = True
+
+    def run(self, X: np.ndarray, y: np.ndarray, Xt: np.ndarray, yt: np.ndarray, cfg: Any) -> dict[str, Any]:
+        if self.reason is None and cfg is not None:
+            from mdhom.bench import lightgbm_gpu
+
+            device = cfg.lightgbm_device if cfg.lightgbm_device is not None else 0
+            if cfg.lightgbm_platform is not None:
+                self.choice = lightgbm_gpu.PlatformChoice(cfg.lightgbm_platform, None, None, reason=None)
+                self.choice.tried = [{"platform": cfg.lightgbm_platform, "given": "--lightgbm-platform"}]
+            else:
+                self.choice = lightgbm_gpu.probe_lightgbm_platform(device)
+            if self.choice.platform is None:
+                return {
+                    "system": self.name,
+                    "status": "unavailable",
+                    "reason": self.choice.reason,
+                    "platform_choice": self.choice.to_json(),
+                }
+        return super().run(X, y, Xt, yt, cfg)
 
 
 # ------------------------------------------------------------------------------------------- XGBoost
@@ -331,13 +352,14 @@ class XGBoost(System):
         return err
 
     def params(self, cfg: Any) -> dict[str, Any]:
+        policy, depth = tree_shape(cfg)
         return {
             "objective": "binary:logistic",
             "tree_method": "hist",
             "device": self.device,
-            "grow_policy": "lossguide",
+            "grow_policy": policy,
             "max_leaves": cfg.leaves,
-            "max_depth": 0,
+            "max_depth": depth,
             "max_bin": cfg.bins,
             "eta": cfg.learning_rate,
             "nthread": cfg.threads,
