@@ -194,7 +194,25 @@ class Mdhom(System):
             scores = np.asarray(model.predict_proba(Xt))[:, 1]
         out["predict_seconds"] = time.perf_counter() - t0
         out["test_auc"] = _auc(yt, scores.reshape(len(yt), -1)[:, -1])
+        del model
+        if getattr(cfg, "profile_rounds", 0):
+            out["profile"] = self._profile(X, y, cfg, params)
         return out
+
+    def _profile(self, X: np.ndarray, y: np.ndarray, cfg: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """A second, shorter fit with OpenCL profiling on: where a round's time goes (mdhom/bench/profile.py)."""
+        from mdhom.bench.profile import record_fit, summarize
+
+        rounds = max(1, min(cfg.profile_rounds, cfg.rounds))
+        try:
+            with record_fit() as recorder:
+                model = self.cls(**{**params, "n_estimators": rounds}).fit(X, y)
+            if recorder.backend is None:
+                reason = recorder.unsupported or "the estimator built no backend through make_kernels"
+                return {"status": "unavailable", "reason": reason}
+            return {"status": "ok", **summarize(list(model.round_times_), recorder.rounds())}
+        except Exception as exc:  # the timed run stands without its profile
+            return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
 
 
 # ------------------------------------------------------------------------------------------ LightGBM

@@ -190,6 +190,9 @@ class TreesConfig:
     anchors: list[str] | None = None  # None = every installed anchor (GPU ones only when a GPU is visible)
     seed: int = 0
     nan_fraction: float = 0.0
+    grow_policy: str = "lossguide"  # LightGBM's leaf-wise growth, as the anchors of DESIGN.md section 9 ran
+    profile_rounds: int = 20  # rounds of the extra, profiled mdhom fit (0: none)
+    include_mdhom: bool = True
     lightgbm_platform: int | None = None
     lightgbm_device: int | None = None
     quick: bool = False
@@ -198,7 +201,15 @@ class TreesConfig:
     @classmethod
     def quick_config(cls, **overrides: Any) -> TreesConfig:
         """The CI size: seconds per system, still enough rows for an AUC well above chance."""
-        base = {"rows": 20_000, "test_rows": 5_000, "leaves": 15, "rounds": 5, "quick": True, "isolate": False}
+        base = {
+            "rows": 20_000,
+            "test_rows": 5_000,
+            "leaves": 15,
+            "rounds": 5,
+            "profile_rounds": 5,
+            "quick": True,
+            "isolate": False,
+        }
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
@@ -272,7 +283,7 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
     """
     from mdhom.bench import anchors
 
-    systems = anchors.select(config.anchors)
+    systems = anchors.select(config.anchors, include_mdhom=config.include_mdhom)
     stats: dict[str, Any] = {"positive_fraction": None, "generate_seconds": None}
     if not config.isolate:
         X, y, Xt, yt, stats = _workload(config)
@@ -390,7 +401,13 @@ def format_table(report: dict[str, Any]) -> str:
         for warning in r.get("warnings", []):
             notes.append(f"  {r['system']}: {warning}")
     lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
-    return "\n".join(lines + notes)
+    lines += notes
+    for r in report["results"]:
+        if r["status"] == "ok" and r.get("profile"):
+            from mdhom.bench.profile import format_profile
+
+            lines += ["", format_profile(r["profile"], r.get("round_median_seconds"))]
+    return "\n".join(lines)
 
 
 def write_json(report: dict[str, Any], path: str | os.PathLike) -> None:

@@ -1,0 +1,240 @@
+"""Where mdhom's time per boosting round goes: device kernels, launches and transfers, host work.
+
+The issue asks for this table in the note. A fit is run with the OpenCL backend's profiling on
+(``OpenCLTreeKernels.profile``: each launch waits for its events and adds their device time to
+``kernel_seconds``), and every public backend call is timed on the host. Per round that splits the wall time
+into three parts that add up:
+
+- kernels: device time from OpenCL profiling events, per kernel;
+- launch + transfer: time inside backend calls that no kernel event covers (enqueue latency, waiting,
+  host<->device copies, pyopencl fills, the backend's own host glue);
+- host outside the backend: the boosting loop itself (loss gradients in numpy, tree bookkeeping, score
+  updates).
+
+Profiling serialises launches, so the profiled fit is slower than the timed one; it is run separately and
+reported next to the unprofiled median. The estimator keeps no reference to its backend, so the recorder
+wraps :func:`mdhom.trees.estimators.make_kernels` for the duration of the fit (see ``record_fit``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KernelRecorder", "record_fit", "summarize", "format_profile"]
+
+# the TreeKernels protocol's calls (mdhom.trees.backend); any the backend lacks are skipped
+BACKEND_CALLS = (
+    "set_gradients",
+    "reset_rows",
+    "histograms",
+    "subtract",
+    "concat",
+    "take",
+    "best_splits",
+    "apply_splits",
+    "row_nodes",
+    "node_rows",
+)
+
+
+class _CountingSeconds(dict):
+    """``kernel_seconds`` that also counts how often each entry is updated: one update per enqueue call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def __setitem__(self, key: str, value: float) -> None:
+        self.calls[key] += 1
+        super().__setitem__(key, value)
+
+
+class KernelRecorder:
+    """Turns profiling on in every backend the estimator creates and cuts its counters at round starts.
+
+    A round starts at ``set_gradients`` (called once per round, before any kernel of that round); the
+    counters are snapshotted there and once more at the end, so round i's share is the difference of
+    snapshots i and i+1.
+    """
+
+    def __init__(self) -> None:
+        self.backend: Any = None
+        self.unsupported: str | None = None
+        self.marks: list[dict[str, Counter]] = []
+        self.call_seconds: Counter[str] = Counter()
+        self.call_counts: Counter[str] = Counter()
+        self._depth = 0
+
+    def wrap(self, kernels: Any) -> Any:
+        if self.backend is not None:  # one fit, one backend: a second would mix the counters
+            return kernels
+        if not hasattr(kernels, "profile") or not hasattr(kernels, "kernel_seconds"):
+            self.unsupported = f"{type(kernels).__name__} has no OpenCL profiling (profile / kernel_seconds)"
+            return kernels
+        kernels.profile = True
+        kernels.kernel_seconds = _CountingSeconds()
+        self.backend = kernels
+        for name in BACKEND_CALLS:
+            method = getattr(kernels, name, None)
+            if callable(method):
+                setattr(kernels, name, self._timed(name, method))
+        return kernels
+
+    def _timed(self, name: str, method: Any) -> Any:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:  # a backend call made by another one: its time is already counted
+                return method(*args, **kwargs)
+            if name == "set_gradients":
+                self.mark()
+            self._depth += 1
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                self.call_seconds[name] += time.perf_counter() - t0
+                self.call_counts[name] += 1
+
+        return call
+
+    def mark(self) -> None:
+        ks = self.backend.kernel_seconds
+        self.marks.append(
+            {
+                "kernel_seconds": Counter(dict(ks)),
+                "kernel_calls": Counter(getattr(ks, "calls", {})),
+                "call_seconds": Counter(self.call_seconds),
+                "call_counts": Counter(self.call_counts),
+            }
+        )
+
+    def rounds(self) -> list[dict[str, dict[str, float]]]:
+        """Per round: the counters' increments between consecutive marks (call ``mark`` once after the fit)."""
+        out = []
+        for a, b in zip(self.marks[:-1], self.marks[1:], strict=True):
+            out.append({k: {n: float(v) for n, v in (b[k] - a[k]).items()} for k in b})
+        return out
+
+
+@contextlib.contextmanager
+def record_fit() -> Iterator[KernelRecorder]:
+    """Within the block, estimators build their backend through a recorder; yields it.
+
+    Works by replacing ``mdhom.trees.estimators.make_kernels`` (module global, looked up at each fit) and
+    restoring it on exit. A ``kernels_`` attribute on the fitted estimator would make this unnecessary.
+    """
+    from mdhom.trees import estimators
+
+    recorder = KernelRecorder()
+    original = estimators.make_kernels
+
+    def make_kernels(*args: Any, **kwargs: Any) -> Any:
+        return recorder.wrap(original(*args, **kwargs))
+
+    estimators.make_kernels = make_kernels
+    try:
+        yield recorder
+    finally:
+        estimators.make_kernels = original
+        if recorder.backend is not None:
+            recorder.mark()
+
+
+def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip: int = 1) -> dict[str, Any]:
+    """Per-round rows and their mean over rounds ``skip+1 .. n`` (round 1 builds programs: excluded).
+
+    Means, not medians, so that kernels + launch/transfer + host add up to the wall time.
+    """
+    n = min(len(wall), len(rounds))
+    per_round = []
+    for i in range(n):
+        r = rounds[i]
+        kernels = dict(sorted(r.get("kernel_seconds", {}).items()))
+        kernel_total = float(sum(kernels.values()))
+        backend_total = float(sum(r.get("call_seconds", {}).values()))
+        per_round.append(
+            {
+                "round": i + 1,
+                "wall_seconds": float(wall[i]),
+                "kernel_seconds": kernels,
+                "kernel_calls": {k: int(v) for k, v in sorted(r.get("kernel_calls", {}).items())},
+                "kernel_total_seconds": kernel_total,
+                "backend_call_seconds": dict(sorted(r.get("call_seconds", {}).items())),
+                "backend_calls": {k: int(v) for k, v in sorted(r.get("call_counts", {}).items())},
+                "launch_transfer_seconds": backend_total - kernel_total,
+                "host_outside_backend_seconds": float(wall[i]) - backend_total,
+                "remainder_seconds": float(wall[i]) - kernel_total,
+            }
+        )
+    steady = per_round[skip:] if len(per_round) > skip else per_round
+
+    def mean(key: str, sub: str | None = None) -> float:
+        vals = [(r[key].get(sub, 0.0) if sub is not None else r[key]) for r in steady]
+        return float(np.mean(vals)) if vals else 0.0
+
+    names = sorted({k for r in steady for k in r["kernel_seconds"]})
+    kernels = {
+        k: {"seconds": mean("kernel_seconds", k), "calls": mean("kernel_calls", k)}
+        for k in sorted(names, key=lambda k: -mean("kernel_seconds", k))
+    }
+    calls = sorted({k for r in steady for k in r["backend_call_seconds"]})
+    backend = {
+        k: {"seconds": mean("backend_call_seconds", k), "calls": mean("backend_calls", k)}
+        for k in sorted(calls, key=lambda k: -mean("backend_call_seconds", k))
+    }
+    return {
+        "rounds_profiled": n,
+        "rounds_in_mean": len(steady),
+        "mean_per_round": {
+            "wall_seconds": mean("wall_seconds"),
+            "kernel_total_seconds": mean("kernel_total_seconds"),
+            "launch_transfer_seconds": mean("launch_transfer_seconds"),
+            "host_outside_backend_seconds": mean("host_outside_backend_seconds"),
+            "remainder_seconds": mean("remainder_seconds"),
+            "kernels": kernels,
+            "backend_calls": backend,
+        },
+        "per_round": per_round,
+    }
+
+
+def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None) -> str:
+    """The mean-per-round breakdown as a table: one line per kernel, then the remainder and its two parts."""
+    if profile.get("status") != "ok":
+        return f"mdhom profile: {profile.get('status', 'unavailable')}: {profile.get('reason')}"
+    m = profile["mean_per_round"]
+    wall = m["wall_seconds"] or float("nan")
+    lines = [
+        f"mdhom profile: {profile['rounds_profiled']}-round fit with OpenCL profiling (launches serialised), "
+        f"mean per round over rounds 2..{profile['rounds_profiled']}"
+        if profile["rounds_in_mean"] < profile["rounds_profiled"]
+        else f"mdhom profile: {profile['rounds_profiled']}-round fit with OpenCL profiling, mean per round",
+        f"{'part':<40}{'s/round':>11}{'calls':>8}{'share':>8}",
+    ]
+    lines.append("-" * len(lines[-1]))
+    for name, k in m["kernels"].items():
+        lines.append(f"  kernel {name:<31}{k['seconds']:>11.4g}{k['calls']:>8.1f}{k['seconds'] / wall:>8.1%}")
+    for label, key in (
+        ("kernels (device time, events)", "kernel_total_seconds"),
+        ("launch + transfer (backend, no event)", "launch_transfer_seconds"),
+        ("host outside the backend", "host_outside_backend_seconds"),
+        ("remainder = wall - kernels", "remainder_seconds"),
+    ):
+        lines.append(f"{label:<40}{m[key]:>11.4g}{'':>8}{m[key] / wall:>8.1%}")
+    lines.append(f"{'wall, profiled run':<40}{m['wall_seconds']:>11.4g}{'':>8}{1:>8.1%}")
+    if m.get("backend_calls"):
+        lines.append("backend calls (host time, their kernels included):")
+        for name, c in m["backend_calls"].items():
+            lines.append(f"  {name:<38}{c['seconds']:>11.4g}{c['calls']:>8.1f}{c['seconds'] / wall:>8.1%}")
+    if unprofiled_median is not None:
+        lines.append(f"{'wall, timed run (median, no profiling)':<40}{unprofiled_median:>11.4g}")
+    lines.append("calls: enqueue calls per round (an md_hom call may launch a second, combining kernel)")
+    return "\n".join(lines)
