@@ -206,17 +206,17 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
     }
 
 
-def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None) -> str:
+def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None, title: str = "mdhom") -> str:
     """The mean-per-round breakdown as a table: one line per kernel, then the remainder and its two parts."""
     if profile.get("status") != "ok":
-        return f"mdhom profile: {profile.get('status', 'unavailable')}: {profile.get('reason')}"
+        return f"{title} profile: {profile.get('status', 'unavailable')}: {profile.get('reason')}"
     m = profile["mean_per_round"]
     wall = m["wall_seconds"] or float("nan")
     lines = [
-        f"mdhom profile: {profile['rounds_profiled']}-round fit with OpenCL profiling (launches serialised), "
+        f"{title} profile: {profile['rounds_profiled']}-round fit with OpenCL profiling (launches serialised), "
         f"mean per round over rounds 2..{profile['rounds_profiled']}"
         if profile["rounds_in_mean"] < profile["rounds_profiled"]
-        else f"mdhom profile: {profile['rounds_profiled']}-round fit with OpenCL profiling, mean per round",
+        else f"{title} profile: {profile['rounds_profiled']}-round fit with OpenCL profiling, mean per round",
         f"{'part':<40}{'s/round':>11}{'calls':>8}{'share':>8}",
     ]
     lines.append("-" * len(lines[-1]))
@@ -230,11 +230,11 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
     ):
         lines.append(f"{label:<40}{m[key]:>11.4g}{'':>8}{m[key] / wall:>8.1%}")
     lines.append(f"{'wall, profiled run':<40}{m['wall_seconds']:>11.4g}{'':>8}{1:>8.1%}")
+    if unprofiled_median is not None:
+        lines.append(f"{'wall, timed run (median, no profiling)':<40}{unprofiled_median:>11.4g}")
     if m.get("backend_calls"):
         lines.append("backend calls (host time, their kernels included):")
         for name, c in m["backend_calls"].items():
             lines.append(f"  {name:<38}{c['seconds']:>11.4g}{c['calls']:>8.1f}{c['seconds'] / wall:>8.1%}")
-    if unprofiled_median is not None:
-        lines.append(f"{'wall, timed run (median, no profiling)':<40}{unprofiled_median:>11.4g}")
     lines.append("calls: enqueue calls per round (an md_hom call may launch a second, combining kernel)")
     return "\n".join(lines)

@@ -282,6 +282,7 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
     generator is seeded and block-deterministic, so every copy is identical); otherwise all share this one.
     """
     from mdhom.bench import anchors
+    from mdhom.bench.merge import add_ratios
 
     systems = anchors.select(config.anchors, include_mdhom=config.include_mdhom)
     stats: dict[str, Any] = {"positive_fraction": None, "generate_seconds": None}
@@ -306,12 +307,9 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
         results.append(result)
         if result["status"] == "ok":
             log(f"{system.name}: {result['round_median_seconds']:.4g} s/round, AUC {result['test_auc']:.4f}")
-        elif result["status"] == "failed":
-            log(f"{system.name}: failed: {result['reason']}")
-    base = next((r for r in results if r["system"] == "mdhom" and r["status"] == "ok"), None)
-    for r in results:
-        ok = base is not None and r["status"] == "ok" and base["round_median_seconds"]
-        r["ratio_to_mdhom"] = r["round_median_seconds"] / base["round_median_seconds"] if ok else None
+        else:
+            log(f"{system.name}: {result['status']}: {result['reason']}")
+    add_ratios(results)
     return {
         "benchmark": "trees",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -378,35 +376,50 @@ def _fmt(value: Any, spec: str) -> str:
 def format_table(report: dict[str, Any]) -> str:
     """The report as a fixed-width table, one line per system, reasons for the absent ones below."""
     p = report["parameters"]
+    merged = bool(report.get("merged"))
     head = (
         f"trees: {report['workload']['train_rows']} x {report['workload']['features']} rows, "
-        f"{p['leaves']} leaves, {p['bins']} bins, {p['rounds']} rounds, lr {p['learning_rate']}, "
-        f"{p['threads']} threads"
+        f"{p['leaves']} leaves ({p.get('grow_policy', 'lossguide')}), {p['bins']} bins, "
+        + ("" if merged else f"{p['rounds']} rounds, ")
+        + f"lr {p['learning_rate']}"
+        + ("" if merged else f", {p['threads']} threads")
     )
     cols = f"{'system':<18}{'s/round':>10}{'1st round':>11}{'build s':>9}{'fit s':>9}{'AUC':>8}{'vs mdhom':>10}"
+    cols += f"{'run':>5}" if merged else ""
     lines = [head, cols, "-" * len(cols)]
     notes = []
     for r in report["results"]:
+        name = r.get("label", r["system"])
+        run = f"{'[' + str(r.get('source_index', '?')) + ']':>5}" if merged else ""
         if r["status"] != "ok":
-            lines.append(f"{r['system']:<18}{r['status']:>12}")
-            notes.append(f"  {r['system']}: {r['reason']}")
+            lines.append(f"{name:<18}{r['status']:>12}{'':>48}{run}")
+            notes.append(f"  {name}: {r['reason']}")
             continue
         lines.append(
-            f"{r['system']:<18}{_fmt(r['round_median_seconds'], '10.4g')}{_fmt(r['first_round_seconds'], '11.4g')}"
+            f"{name:<18}{_fmt(r['round_median_seconds'], '10.4g')}{_fmt(r['first_round_seconds'], '11.4g')}"
             f"{_fmt(r.get('build_seconds'), '9.3g')}{_fmt(r.get('fit_seconds'), '9.3g')}"
-            f"{_fmt(r.get('test_auc'), '8.4f')}{_fmt(r.get('ratio_to_mdhom'), '10.3g')}"
+            f"{_fmt(r.get('test_auc'), '8.4f')}{_fmt(r.get('ratio_to_mdhom'), '10.3g')}{run}"
         )
         if r.get("timing_source", "").startswith("fit"):
-            notes.append(f"  {r['system']}: per-round time is {r['timing_source']}")
+            notes.append(f"  {name}: per-round time is {r['timing_source']}")
         for warning in r.get("warnings", []):
-            notes.append(f"  {r['system']}: {warning}")
+            notes.append(f"  {name}: {warning}")
     lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
+    if merged:
+        for i, src in enumerate(report.get("sources", []), 1):
+            sp = src.get("parameters") or {}
+            lines.append(
+                f"[{i}] {src['path']} ({src.get('date')}): {sp.get('rounds')} rounds, {sp.get('threads')} threads, "
+                f"device {sp.get('device')}, precision {sp.get('precision')}"
+            )
+        lines += [f"  merge warning: {w}" for w in report.get("merge_warnings", [])]
     lines += notes
     for r in report["results"]:
         if r["status"] == "ok" and r.get("profile"):
             from mdhom.bench.profile import format_profile
 
-            lines += ["", format_profile(r["profile"], r.get("round_median_seconds"))]
+            title = r.get("label", r["system"]) if merged else r["system"]
+            lines += ["", format_profile(r["profile"], r.get("round_median_seconds"), title)]
     return "\n".join(lines)
 
 

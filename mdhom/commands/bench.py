@@ -1,4 +1,8 @@
-"""``mdhom bench trees``: time mdhom against the installed anchors on one Higgs-shaped workload (JSON + table)."""
+"""``mdhom bench trees``: time mdhom against the installed anchors on one Higgs-shaped workload (JSON + table).
+
+``mdhom bench merge`` joins reports of parts run separately (the GPU machine's ~9 minutes per command) into
+one table with ratios, after checking that they share the workload and the machine.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--device", default=None, help="mdhom device spec: auto, cpu, gpu, numpy, a key or substring")
     t.add_argument("--precision", default=None, help="mdhom precision (double, single); default: the estimator's")
     t.add_argument(
+        "--grow-policy",
+        choices=("lossguide", "depthwise"),
+        default=None,
+        help="lossguide (default: leaf-wise up to --leaves, as the anchors ran) or depthwise (levels up to the "
+        "depth that holds --leaves leaves; LightGBM approximates it by max_depth)",
+    )
+    t.add_argument(
+        "--profile-rounds",
+        type=int,
+        default=None,
+        help="rounds of an extra mdhom fit with OpenCL profiling: time per kernel, launches+transfers, host work "
+        "(default 20; --quick: 5; 0: none)",
+    )
+    t.add_argument(
+        "--no-mdhom",
+        dest="include_mdhom",
+        action="store_false",
+        default=None,
+        help="time only the anchors (merge with a run of mdhom later: mdhom bench merge)",
+    )
+    t.add_argument(
         "--anchors",
         default=None,
         help="comma list of lightgbm-cpu, lightgbm-opencl, xgboost-cpu, xgboost-cuda (or none); "
@@ -33,7 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--nan-fraction", type=float, default=None, help="share of cells set to NaN (default 0)")
     t.add_argument("--seed", type=int, default=None, help="workload and library seed (default 0)")
-    t.add_argument("--lightgbm-platform", type=int, default=None, help="OpenCL platform id for lightgbm-opencl")
+    t.add_argument(
+        "--lightgbm-platform",
+        type=int,
+        default=None,
+        help="OpenCL platform id for lightgbm-opencl as LightGBM numbers them (default: probed from its log)",
+    )
     t.add_argument("--lightgbm-device", type=int, default=None, help="OpenCL device id for lightgbm-opencl")
     t.add_argument("--out", default="bench-trees.json", help="JSON report path (default bench-trees.json)")
     t.add_argument(
@@ -42,8 +72,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="run each system in its own process on regenerated data (default: on, off with --quick)",
     )
-    t.add_argument("--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves")
+    t.add_argument(
+        "--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves, 5 profiled rounds, in-process"
+    )
     t.set_defaults(func=run_trees)
+    m = kinds.add_parser(
+        "merge",
+        help="join 'bench trees' reports of separate runs into one table with ratios",
+        description="Joins reports of the same workload on the same machine (checked), in the order given; "
+        "ratios are to the first mdhom result.",
+    )
+    m.add_argument("reports", nargs="+", help="JSON reports of 'mdhom bench trees' (or of an earlier merge)")
+    m.add_argument("--out", default=None, help="merged JSON report path (default: print only)")
+    m.add_argument("--baseline", default="mdhom", help="system the ratios refer to (default mdhom)")
+    m.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="merge even if workload or machine differ (the differences are recorded)",
+    )
+    m.set_defaults(func=merge)
 
 
 def run_trees(args: argparse.Namespace) -> int:
@@ -62,6 +109,9 @@ def run_trees(args: argparse.Namespace) -> int:
             "threads",
             "device",
             "precision",
+            "grow_policy",
+            "profile_rounds",
+            "include_mdhom",
             "nan_fraction",
             "seed",
             "lightgbm_platform",
@@ -75,7 +125,7 @@ def run_trees(args: argparse.Namespace) -> int:
         config = TreesConfig.quick_config(**overrides)
     else:
         config = TreesConfig(**{k: v for k, v in overrides.items() if v is not None})
-    for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads"):
+    for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads", "profile_rounds"):
         if getattr(config, name) < (0 if name.endswith("rows") else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
     report = run_trees(config)
@@ -85,3 +135,15 @@ def run_trees(args: argparse.Namespace) -> int:
         print(f"report written to {args.out}")
     failed = [r["system"] for r in report["results"] if r["status"] == "failed"]
     return 1 if failed else 0
+
+
+def merge(args: argparse.Namespace) -> int:
+    from mdhom.bench.merge import merge_files
+    from mdhom.bench.trees import format_table, write_json
+
+    report = merge_files(args.reports, allow_mismatch=args.allow_mismatch, baseline=args.baseline)
+    print(format_table(report))
+    if args.out:
+        write_json(report, args.out)
+        print(f"merged report written to {args.out}")
+    return 0
