@@ -12,7 +12,8 @@
 % for d in reversed(lane_dims):
     const idx_t wi_${d} = mdh_rest % NUM_WI_${d}; mdh_rest /= NUM_WI_${d};
 % endfor
-    mdh_rest = lid / R_LANES;
+    const idx_t c_lane = lid / R_LANES;
+    mdh_rest = c_lane;
 % for d in reversed(concat_dims):
     const idx_t wi_${d} = mdh_rest % NUM_WI_${d}; mdh_rest /= NUM_WI_${d};
 % endfor

@@ -10,9 +10,14 @@
 #ifndef NUM_WI_COMBINE
 #define NUM_WI_COMBINE 64
 #endif
+#ifndef PARTIALS_LOCAL
+#define PARTIALS_LOCAL 0
+#endif
 
 #define WG_SIZE (${" * ".join("NUM_WI_" + d for d in dims)})
-/* Work-items that combine through local memory (those along reduced or scanned dimensions). */
+/* Work-items along the concatenated dimensions, and those that combine through local memory (along reduced
+ * or scanned dimensions). */
+#define C_LANES (${" * ".join("NUM_WI_" + d for d in concat_dims) or "1"})
 #define R_LANES (${" * ".join("NUM_WI_" + d for d in lane_dims) or "1"})
 /* Work-groups along the reduced dimensions: above one, a second kernel combines their partials. */
 #define NUM_WG_R (${" * ".join("NUM_WG_" + d for d in lane_dims) or "1"})

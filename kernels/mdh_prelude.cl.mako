@@ -3,6 +3,9 @@
 % if desc.double_fp:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
+% if desc.atomic_64:
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+% endif
 /* Results must not depend on whether the compiler fuses a*b+c: scoring code compares exactly. */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -58,5 +61,17 @@ ${desc.accumulate}
 % else:
     *mdh_acc = mdh_combine(*mdh_acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
 % endif
+}
+% endif
+
+% if desc.accumulate_atomic:
+/* The same fold with integer atomics into a work-group's accumulator in local memory (PARTIALS_LOCAL=1). */
+inline void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS) {
+% for ctype, name, index in loads:
+    const ${ctype} ${name} = mdh_in_${name}[${index}];
+% endfor
+    {
+${desc.accumulate_atomic}
+    }
 }
 % endif

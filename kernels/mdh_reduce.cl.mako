@@ -4,6 +4,8 @@
  * dimension); each work-item folds its strided share of the reduced dimensions in private memory, then the
  * work-items along the reduced dimensions combine through local memory (a tree) and one partial per output
  * element and work-group is written.
+ * With PARTIALS_LOCAL=1 (descriptions with an atomic fold), the work-items of a concatenation lane instead
+ * fold into one accumulator in local memory with integer atomics, and copy it out together.
  * Kernel 2 (${name}_combine): only where the reduced dimensions are split across work-groups; it folds
  * the NUM_WG_R partials of each output element in a fixed order, so results do not depend on scheduling.
  */
@@ -12,7 +14,9 @@
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
-#if R_LANES > 1
+#if PARTIALS_LOCAL
+    __local atom_t mdh_lacc[C_LANES];
+#elif R_LANES > 1
     __local atom_t mdh_lm[WG_SIZE];
 #endif
 ${tile.decompose()}
@@ -24,6 +28,34 @@ ${tile.decompose()}
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
 % if lane_dims:
+#if PARTIALS_LOCAL
+    {   /* zero this group's accumulators, word by word (atoms of integer lanes) */
+        __local uint* mdh_z = (__local uint*)mdh_lacc;
+        for (idx_t w = lid; w < C_LANES * (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) mdh_z[w] = 0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (active) {
+% for d in lane_dims:
+        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < SIZE_${d}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
+% endfor
+            mdh_fold_atomic(&mdh_lacc[c_lane], ${point_args}, MDH_FN_ARGS);
+% for d in lane_dims:
+        }
+% endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (active) {   /* the lane's work-items copy its accumulator out together */
+        const idx_t o = ${concat_index};
+#if NUM_WG_R > 1
+        __global uint* mdh_dst = (__global uint*)&mdh_partial[(${wg_lane_index}) * n_concat + o];
+#else
+        __global uint* mdh_dst = (__global uint*)&mdh_out[o];
+#endif
+        __local const uint* mdh_src = (__local const uint*)&mdh_lacc[c_lane];
+        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  /* the next iteration zeroes what was just read */
+#else
     atom_t acc = mdh_neutral();
     if (active) {
 % for d in lane_dims:
@@ -52,6 +84,7 @@ ${tile.decompose()}
         mdh_out[o] = acc;
 #endif
     }
+#endif
 % else:
     if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
 % endif

@@ -4,8 +4,9 @@
  * Kernel 1 (${name}_main): every work-item owns a contiguous chunk of the scanned dimension. It folds its
  * chunk, the work-items of a work-group scan their totals in local memory (Hillis-Steele, double-buffered
  * through private memory), then each work-item rescans its chunk from its offset and writes the output.
- * Kernel 2 (${name}_fixup): only where the scanned dimension spans several work-groups; it adds to every
- * element the combined totals of the work-groups before its own, folded in order.
+ * Where the scanned dimension spans several work-groups: kernel 2 (${name}_partials) scans the work-group
+ * totals of every row in place, in order, and kernel 3 (${name}_fixup) combines each element with the total
+ * of the work-groups before its own.
  */
 <%namespace name="tile" file="mdh_decompose.cl.mako"/>
 
@@ -70,6 +71,18 @@ ${tile.decompose()}
 % endfor
 }
 
+__kernel void ${name}_partials(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+    const idx_t n_concat = ${concat_count};
+    const idx_t oc = get_global_id(0);
+    if (oc >= n_concat) return;
+    atom_t run = mdh_partial[oc];
+    for (idx_t w = 1; w < NUM_WG_R; ++w) {
+        run = mdh_combine(run, mdh_partial[w * n_concat + oc]);
+        mdh_partial[w * n_concat + oc] = run;
+    }
+}
+
 __kernel void ${name}_fixup(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
     const idx_t n_concat = ${concat_count};
@@ -83,8 +96,6 @@ __kernel void ${name}_fixup(__global atom_t* restrict mdh_out, __global atom_t* 
     const idx_t chunk = (SIZE_${scan_dim} + lanes_${scan_dim} - 1) / lanes_${scan_dim};
     const idx_t g = ${scan_dim} / (chunk * NUM_WI_${scan_dim});
     if (g == 0) return;
-    const idx_t oc = ${concat_index};
-    atom_t off = mdh_partial[oc];
-    for (idx_t w = 1; w < g; ++w) off = mdh_combine(off, mdh_partial[w * n_concat + oc]);
-    mdh_out[o] = mdh_combine(off, mdh_out[o]);
+    /* the partials now hold inclusive prefixes over work-groups: entry g-1 is everything before group g */
+    mdh_out[o] = mdh_combine(mdh_partial[(g - 1) * n_concat + ${concat_index}], mdh_out[o]);
 }

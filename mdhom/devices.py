@@ -69,6 +69,7 @@ class Device:
     global_mem_size: int
     compute_units: int
     has_fp64: bool
+    has_int64_atomics: bool
     cl_device: cl.Device = field(repr=False, compare=False)
 
     @property
@@ -142,6 +143,7 @@ def devices() -> list[Device]:
                     global_mem_size=int(d.global_mem_size),
                     compute_units=int(d.max_compute_units),
                     has_fp64="cl_khr_fp64" in d.extensions or d.double_fp_config != 0,
+                    has_int64_atomics="cl_khr_int64_base_atomics" in d.extensions,
                     cl_device=d,
                 )
             )

@@ -192,6 +192,12 @@ def _register_examples() -> None:
         doc="(g, h) histogram of 16 bins per feature, 28 features: the tree learner's hot loop",
     ))
     register(TunableKernel(
+        "histogram_q32", ex.HISTOGRAM_Q32,
+        {f"rows_{k}": rows(v, feat=28) for k, v in decades.items()},
+        ex._hist_q_inputs(np.int32, 127), ex._hist_q_ref(ex.GHQ32.dtype),
+        doc="quantised (int32) (g, h) histogram, 16 bins x 28 features: private or local-atomic partials",
+    ))
+    register(TunableKernel(
         "gh_sum", ex.GH_SUM,
         {f"rows_{k}": {"row": v, "out_k": 1} for k, v in decades.items()},
         ex._gh_inputs, ex._gh_ref,

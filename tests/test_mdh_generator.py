@@ -136,3 +136,15 @@ def test_gather_input_and_index_expression(device):
     got = mdh.Computation(desc, device, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_WG_j": 3, "NUM_WI_j": 3})(
         code=code, x=x, table=table)
     np.testing.assert_allclose(got, table[code.T] * x, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["histogram_q32", "histogram_q64"])
+def test_local_atomic_partials_equal_private_partials(device, name):
+    """PARTIALS_LOCAL=1 (integer atomics into a work-group accumulator) gives the same bits as the private path."""
+    case = CASES[name].prepare(np.random.default_rng(9))
+    base = {"NUM_WG_row": 3, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4}
+    if case.description.atomic_64 and not device.has_int64_atomics:
+        pytest.skip(f"{device.key} lacks cl_khr_int64_base_atomics")
+    got = {p: case.run(device, {**base, "PARTIALS_LOCAL": p}) for p in (0, 1)}
+    assert_matches(case, got[1], "local")
+    assert got[0].tobytes() == got[1].tobytes()

@@ -22,6 +22,8 @@ cases = {c.name: c for c in examples.all_cases()}
 plan = [
     ("histogram", {"row": 37, "feat": 3}, {"NUM_WG_row": 3, "NUM_WI_row": 5, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 2}),
     ("histogram", {"row": 37, "feat": 3}, {"NUM_WG_row": 1, "NUM_WI_row": 8, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4}),
+    ("histogram_q32", {"row": 37, "feat": 3}, {"NUM_WG_row": 3, "NUM_WI_row": 5, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 2, "PARTIALS_LOCAL": 1}),
+    ("histogram_q64", {"row": 29, "feat": 2}, {"NUM_WG_row": 1, "NUM_WI_row": 4, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 2, "PARTIALS_LOCAL": 1}),
     ("argmax_rows", {"i": 3, "j": 29}, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_WG_j": 2, "NUM_WI_j": 3, "NUM_WI_COMBINE": 3}),
     ("sum_3d", {"a": 2, "b": 13, "c": 3}, {"NUM_WG_a": 1, "NUM_WI_a": 2, "NUM_WG_b": 2, "NUM_WI_b": 4, "NUM_WG_c": 2, "NUM_WI_c": 1, "NUM_WI_COMBINE": 2}),
     ("gh_sum", {"row": 41, "out_k": 2}, {"NUM_WG_row": 4, "NUM_WI_row": 4, "NUM_WG_out_k": 1, "NUM_WI_out_k": 2, "NUM_WI_COMBINE": 8}),
@@ -51,7 +53,7 @@ print("ok lookup")
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 9, run.explain()
+    assert run.stdout.count("ok ") == 11, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -72,7 +72,10 @@ def test_sigint_midway_keeps_file_and_resumes(pocl, tmp_path):
     cfg = tunable.get("gh_sum").describe(old).default_config(pocl, old)
     entry = {"sizes": old, "config": cfg, "median_s": 1.0, "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-01-01T00:00:00Z", "versions": {}}
-    path = configs.store_result(pocl, "gh_sum", "earlier", entry, directory=out)
+    # stored with the current description's hash, as a real earlier tune would have it (a stale hash makes a
+    # new tune drop the old classes, by design)
+    desc_hash = configs.description_hash(tunable.get("gh_sum").describe(old))
+    path = configs.store_result(pocl, "gh_sum", "earlier", entry, desc_hash, directory=out)
     before = path.read_bytes()
     cmd = [sys.executable, "-m", "mdhom.cli", "tune", "--device", pocl.key, "--kernels", "gh_sum", "row_sum",
            "--quick", "--trials", "4", "--storage", str(journal), "--out", str(out)]

@@ -43,6 +43,12 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
+def _is_pow2_range(p: Parameter) -> bool:
+    """Work-group and work-item counts are powers of two (searched by exponent); switches such as
+    PARTIALS_LOCAL (0 or 1) are categorical."""
+    return all(v >= 1 and v & (v - 1) == 0 for v in p.values)
+
+
 def config_key(config: Mapping[str, int]) -> str:
     """A stable text key for a configuration (dict keys in JSON, cache keys)."""
     return ",".join(f"{k}={int(v)}" for k, v in sorted(config.items()))
@@ -116,6 +122,9 @@ class SearchSpace:
         for p in self.free:
             if p.name == COMBINE:
                 continue
+            if not _is_pow2_range(p):
+                cfg[p.name] = int(trial.suggest_categorical(p.name, list(p.values)))
+                continue
             e = trial.suggest_int(f"log2_{p.name}", _log2(p.values[0]), _log2(p.values[-1]))
             cfg[p.name] = 1 << e
         if any(p.name == COMBINE for p in self.parameters):
@@ -132,6 +141,9 @@ class SearchSpace:
         out = {}
         for p in self.free:
             if p.name == COMBINE and not self._combine_matters(config):
+                continue
+            if not _is_pow2_range(p):
+                out[p.name] = int(config[p.name])
                 continue
             out[f"log2_{p.name}"] = _log2(int(config[p.name]))
         return out

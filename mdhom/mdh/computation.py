@@ -136,7 +136,7 @@ class Computation:
     def kernel_names(self) -> tuple[str, ...]:
         if not self.desc.lane_dims:
             return ("main",)
-        return ("main", "fixup" if self.desc.scan_dim else "combine")
+        return ("main", "partials", "fixup") if self.desc.scan_dim else ("main", "combine")
 
     def kernel(self, which: str, index64: bool = False) -> cl.Kernel:
         """One of the generated kernels ("main", "combine" or "fixup"), retrieved once and reused.
@@ -278,10 +278,13 @@ class Computation:
         wg = self.work_group_size
         events = [self.kernel("main", index64)(queue, (self.num_groups * wg,), (wg,), *kargs)]
         if self.desc.lane_dims and self.lane_groups > 1:
-            n = n_concat * (bound[self.desc.scan_dim] if self.desc.scan_dim else 1)
-            k2 = "fixup" if self.desc.scan_dim else "combine"
             wi = self.config["NUM_WI_COMBINE"]
-            events.append(self.kernel(k2, index64)(queue, (-(-n // wi) * wi,), (wi,), *kargs))
+            if self.desc.scan_dim:
+                steps = (("partials", n_concat), ("fixup", n_concat * bound[self.desc.scan_dim]))
+            else:
+                steps = (("combine", n_concat),)
+            for which, n in steps:
+                events.append(self.kernel(which, index64)(queue, (-(-n // wi) * wi,), (wi,), *kargs))
         return Launch(out, events)
 
     def _partials(self, queue: cl.CommandQueue, n: int) -> cl_array.Array:

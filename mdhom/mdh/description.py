@@ -129,6 +129,9 @@ class Parameter:
     default: int
 
 
+ATOMIC_LANES = ("int", "uint", "long", "ulong")
+
+
 def _pow2_upto(n: int) -> tuple[int, ...]:
     out, v = [], 1
     while v <= max(1, n):
@@ -145,6 +148,13 @@ class Description:
     dimension indices and inputs. ``accumulate``, optional, folds one point straight into ``acc`` and must
     equal ``acc = mdh_combine(acc, scalar(point))``; it lets a histogram scatter into one bin instead of
     adding a one-hot array.
+
+    ``accumulate_atomic``, optional, is the same fold written with integer atomics on ``acc``, a
+    ``__local atom_t*`` shared by the work-items of a work-group (``atomic_add`` for 32-bit lanes, ``atom_add``
+    for 64-bit ones). It needs the SUM operator and an atom of integer lanes, and it adds the tuning parameter
+    ``PARTIALS_LOCAL``: 1 keeps one partial per work-group in local memory instead of one per work-item in
+    private memory (what GPUs want for histograms). Integer sums do not depend on the order of the atomics,
+    so the result stays exact and deterministic.
     """
 
     name: str
@@ -155,6 +165,7 @@ class Description:
     inputs: tuple[Input, ...] = ()
     params: tuple[Param, ...] = ()
     accumulate: str | None = None
+    accumulate_atomic: str | None = None
     preamble: str = ""
     double_fp: bool = field(default=False)
 
@@ -169,6 +180,7 @@ class Description:
         params: list[Param] | tuple[Param, ...] = (),
         accumulate: str | None = None,
         preamble: str = "",
+        accumulate_atomic: str | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -179,6 +191,7 @@ class Description:
         set_(self, "inputs", tuple(inputs))
         set_(self, "params", tuple(params))
         set_(self, "accumulate", accumulate)
+        set_(self, "accumulate_atomic", accumulate_atomic)
         set_(self, "preamble", preamble)
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         set_(self, "double_fp", "double" in uses)
@@ -211,6 +224,15 @@ class Description:
             raise DescriptionError(f"{self.name}: all reduced dimensions must share one combine operator")
         if self.accumulate and not reduces and not scans:
             raise DescriptionError(f"{self.name}: `accumulate` needs a reduced or scanned dimension")
+        if self.accumulate_atomic:
+            if not reduces or reduces[0].op.name != "sum":
+                raise DescriptionError(f"{self.name}: `accumulate_atomic` needs reduced dimensions with the SUM operator")
+            bad = sorted(set(self.atom.scalars) - set(ATOMIC_LANES))
+            if bad:
+                raise DescriptionError(
+                    f"{self.name}: `accumulate_atomic` needs an atom of integer lanes ({', '.join(ATOMIC_LANES)}); "
+                    f"this one has {', '.join(bad)}"
+                )
         seen = set(names)
         for p in self.params:
             if not _NAME.match(p.name) or p.name in seen:
@@ -294,10 +316,19 @@ class Description:
         """``NUM_WG_<dim>`` and ``NUM_WI_<dim>`` per dimension, plus ``NUM_WI_COMBINE`` (the work-group
         size of the second kernel) where partials of several work-groups may need combining."""
         names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
-        return names + (("NUM_WI_COMBINE",) if self.lane_dims else ())
+        names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
+        return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
+
+    @property
+    def atomic_64(self) -> bool:
+        """Whether the local-memory partials need 64-bit atomics (cl_khr_int64_base_atomics)."""
+        return bool(self.accumulate_atomic) and any(t in ("long", "ulong") for t in self.atom.scalars)
 
     def local_mem_bytes(self, config: dict[str, int]) -> int:
-        """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine."""
+        """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
+        privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
+        if config.get("PARTIALS_LOCAL"):
+            return math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * itemsize(self.atom)
         lanes = math.prod(config[f"NUM_WI_{d}"] for d in self.lane_dims)
         if lanes <= 1:
             return 0
@@ -315,7 +346,7 @@ class Description:
         for k, v in config.items():
             if not isinstance(v, int | bool) and not (hasattr(v, "__index__")):
                 raise ConfigError(f"{self.name}: {k}={v!r} is not an integer")
-            if int(v) < 1:
+            if int(v) < 1 and k.startswith("NUM_"):
                 raise ConfigError(f"{self.name}: {k}={v} must be at least 1")
         wg = math.prod(int(config[f"NUM_WI_{d}"]) for d in self.dim_names)
         limit = min(device.max_work_group_size, device.max_work_item_sizes[0])
@@ -334,6 +365,10 @@ class Description:
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
+        if int(config.get("PARTIALS_LOCAL", 0)) not in (0, 1):
+            raise ConfigError(f"{self.name}: PARTIALS_LOCAL must be 0 or 1")
+        if config.get("PARTIALS_LOCAL") and self.atomic_64 and not device.has_int64_atomics:
+            raise ConfigError(f"{self.name}: local 64-bit atomics (cl_khr_int64_base_atomics) missing on {device.key}")
 
     def parameter_space(self, device: Device, sizes: dict[str, int] | None = None) -> list[Parameter]:
         """The tuning parameters and their valid values on ``device`` (powers of two, bounded by the
@@ -350,6 +385,8 @@ class Description:
             space.append(Parameter(f"NUM_WI_{d}", _pow2_upto(wi_cap), default[f"NUM_WI_{d}"]))
         if self.lane_dims:
             space.append(Parameter("NUM_WI_COMBINE", _pow2_upto(min(limit, 1024)), default["NUM_WI_COMBINE"]))
+        if self.accumulate_atomic:
+            space.append(Parameter("PARTIALS_LOCAL", (0, 1), default["PARTIALS_LOCAL"]))
         return space
 
     def default_config(self, device: Device, sizes: dict[str, int] | None = None) -> dict[str, int]:
@@ -386,6 +423,9 @@ class Description:
             cfg[f"NUM_WG_{d}"] = max(1, min(want_groups, math.ceil(n / (cfg[f"NUM_WI_{d}"] * 16))))
         if self.lane_dims:
             cfg["NUM_WI_COMBINE"] = min(64, limit)
+        if self.accumulate_atomic:
+            usable = device.type == "gpu" and (device.has_int64_atomics or not self.atomic_64)
+            cfg["PARTIALS_LOCAL"] = int(usable)
         return cfg
 
 

@@ -51,6 +51,24 @@ HISTOGRAM = Description(
     accumulate="acc.v[bins].g += g; acc.v[bins].h += h;",
     inputs=[Input("bins", "uchar", ("row", "feat")), Input("g", "double", ("row",)), Input("h", "double", ("row",))],
 )
+GHQ32 = Struct("ghq_t", (("g", "int"), ("h", "int")))
+GHQ64 = Struct("ghq64_t", (("g", "long"), ("h", "long")))
+# Quantised-gradient histograms: the same scatter, with integer lanes, so PARTIALS_LOCAL=1 may fold it with
+# atomics into one accumulator per work-group in local memory (exact: integer sums ignore order).
+HISTOGRAM_Q32 = Description(
+    "histogram_q32", ["row", "feat"], [Reduce(SUM), Concat()], Array(GHQ32, HIST_BINS),
+    scalar="out.v[bins].g = g; out.v[bins].h = h;",
+    accumulate="acc.v[bins].g += g; acc.v[bins].h += h;",
+    accumulate_atomic="atomic_add(&acc->v[bins].g, g); atomic_add(&acc->v[bins].h, h);",
+    inputs=[Input("bins", "uchar", ("row", "feat")), Input("g", "int", ("row",)), Input("h", "int", ("row",))],
+)
+HISTOGRAM_Q64 = Description(
+    "histogram_q64", ["row", "feat"], [Reduce(SUM), Concat()], Array(GHQ64, HIST_BINS),
+    scalar="out.v[bins].g = g; out.v[bins].h = h;",
+    accumulate="acc.v[bins].g += g; acc.v[bins].h += h;",
+    accumulate_atomic="atom_add(&acc->v[bins].g, g); atom_add(&acc->v[bins].h, h);",
+    inputs=[Input("bins", "uchar", ("row", "feat")), Input("g", "long", ("row",)), Input("h", "long", ("row",))],
+)
 SCAN_INCLUSIVE = Description(
     "scan_inclusive", ["i", "j"], [Concat(), Scan(SUM, inclusive=True)], "long", "out = (long)x;",
     inputs=[Input("x", "int", ("i", "j"))],
@@ -71,6 +89,29 @@ def _hist_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
         out["g"][f] = np.bincount(bins[:, f], weights=g, minlength=HIST_BINS)
         out["h"][f] = np.bincount(bins[:, f], weights=h, minlength=HIST_BINS)
     return out
+
+
+def _hist_q_ref(dtype: np.dtype):
+    def ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
+        bins, g, h = a["bins"], a["g"].astype(np.int64), a["h"].astype(np.int64)
+        out = np.zeros((bins.shape[1], HIST_BINS), dtype)
+        for f in range(bins.shape[1]):
+            for field, w in (("g", g), ("h", h)):
+                acc = np.zeros(HIST_BINS, np.int64)
+                np.add.at(acc, bins[:, f], w)  # exact integer sums
+                out[field][f] = acc
+        return out
+    return ref
+
+
+def _hist_q_inputs(dtype, g_bound: int):
+    def make(s, rng):
+        return {
+            "bins": rng.integers(0, HIST_BINS, size=(s["row"], s["feat"])).astype(np.uint8),
+            "g": rng.integers(-g_bound, g_bound + 1, size=s["row"]).astype(dtype),
+            "h": rng.integers(0, g_bound + 1, size=s["row"]).astype(dtype),
+        }
+    return make
 
 
 def _argmax_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -162,6 +203,10 @@ def all_cases(scale: int = 1) -> list[Case]:
              {"a": 5, "b": 129 * scale, "c": 3}),
         Case("gh_sum", GH_SUM, _gh_inputs, _gh_ref, {"row": 1031 * scale, "out_k": 3}, rtol=1e-10, atol=1e-9),
         Case("histogram", HISTOGRAM, _hist_inputs, _hist_ref, {"row": 2053 * scale, "feat": 5}, rtol=1e-10, atol=1e-9),
+        Case("histogram_q32", HISTOGRAM_Q32, _hist_q_inputs(np.int32, 127), _hist_q_ref(GHQ32.dtype),
+             {"row": 2053 * scale, "feat": 5}),
+        Case("histogram_q64", HISTOGRAM_Q64, _hist_q_inputs(np.int64, 2**40), _hist_q_ref(GHQ64.dtype),
+             {"row": 1031 * scale, "feat": 3}),
         Case("scan_inclusive", SCAN_INCLUSIVE, _uniform(np.int32, "i", "j"),
              lambda a: np.cumsum(a["x"].astype(np.int64), 1), {"i": 3, "j": 1000 * scale + 9}),
         Case("scan_exclusive", SCAN_EXCLUSIVE, _uniform(np.float64, "i", "j", "k"),
