@@ -226,7 +226,9 @@ class Description:
             raise DescriptionError(f"{self.name}: `accumulate` needs a reduced or scanned dimension")
         if self.accumulate_atomic:
             if not reduces or reduces[0].op.name != "sum":
-                raise DescriptionError(f"{self.name}: `accumulate_atomic` needs reduced dimensions with the SUM operator")
+                raise DescriptionError(
+                    f"{self.name}: `accumulate_atomic` needs reduced dimensions with the SUM operator"
+                )
             bad = sorted(set(self.atom.scalars) - set(ATOMIC_LANES))
             if bad:
                 raise DescriptionError(

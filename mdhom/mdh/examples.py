@@ -96,10 +96,10 @@ def _hist_q_ref(dtype: np.dtype):
         bins, g, h = a["bins"], a["g"].astype(np.int64), a["h"].astype(np.int64)
         out = np.zeros((bins.shape[1], HIST_BINS), dtype)
         for f in range(bins.shape[1]):
-            for field, w in (("g", g), ("h", h)):
+            for lane, w in (("g", g), ("h", h)):
                 acc = np.zeros(HIST_BINS, np.int64)
                 np.add.at(acc, bins[:, f], w)  # exact integer sums
-                out[field][f] = acc
+                out[lane][f] = acc
         return out
     return ref
 
