@@ -235,3 +235,356 @@ def test_isolated_worker_failure_is_recorded():
 
     result = _run_isolated("no-such-system", TreesConfig.quick_config())
     assert result["status"] == "failed" and "KeyError" in result["reason"]
+
+
+def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
+    """The profiled fit splits each round into kernels, launch + transfer and host work that add up."""
+    out = tmp_path / "bench.json"
+    code = main(["bench", "trees", "--quick", "--anchors", "none", "--out", str(out)])
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    mdhom = report["results"][0]
+    if mdhom["status"] != "ok":
+        pytest.skip(f"mdhom could not run here: {mdhom.get('reason')}")
+    assert code == 0 and report["parameters"]["profile_rounds"] == 5
+    profile = mdhom["profile"]
+    assert profile["status"] == "ok", profile.get("reason")
+    assert profile["rounds_profiled"] == 5 and profile["rounds_in_mean"] == 4 and len(profile["per_round"]) == 5
+    for r in profile["per_round"]:
+        assert r["kernel_total_seconds"] > 0 and r["kernel_seconds"]["tree_histogram"] > 0
+        assert r["kernel_total_seconds"] == pytest.approx(sum(r["kernel_seconds"].values()))
+        parts = r["kernel_total_seconds"] + r["launch_transfer_seconds"] + r["host_outside_backend_seconds"]
+        assert parts == pytest.approx(r["wall_seconds"], rel=1e-9)
+        assert r["remainder_seconds"] == pytest.approx(r["wall_seconds"] - r["kernel_total_seconds"])
+        assert r["backend_calls"]["set_gradients"] == 1 and r["kernel_calls"]["tree_histogram"] >= 1
+        assert r["launch_transfer_seconds"] >= 0 and r["host_outside_backend_seconds"] >= 0
+    mean = profile["mean_per_round"]
+    steady = profile["per_round"][1:]
+    assert mean["wall_seconds"] == pytest.approx(float(np.mean([r["wall_seconds"] for r in steady])))
+    assert sum(k["seconds"] for k in mean["kernels"].values()) == pytest.approx(mean["kernel_total_seconds"])
+    assert "mdhom profile" in printed and "kernel tree_histogram" in printed and "launch + transfer" in printed
+    # the timed run ran without profiling: its rounds are not the profiled ones
+    assert len(mdhom["round_seconds"]) == 5
+
+
+# ------------------------------------------------------------------------------- LightGBM OpenCL probe
+
+_POCL_LOG = [
+    "[LightGBM] [Info] This is the GPU trainer!!",
+    "[LightGBM] [Info] Using requested OpenCL platform {p} device 0",
+    "[LightGBM] [Info] Using GPU Device: cpu-skylake-avx512-Intel(R) Xeon(R) Processor, Vendor: The pocl project",
+]
+_H200_LOG = [
+    "[LightGBM] [Info] Using requested OpenCL platform {p} device 0",
+    "[LightGBM] [Info] Using GPU Device: NVIDIA H200, Vendor: NVIDIA Corporation",
+    "[LightGBM] [Info] Compiling OpenCL Kernel with 64 bins...",
+]
+
+
+class FakeTrainer:
+    """LightGBM's log per platform id, as the loader on the GPU machine would number them."""
+
+    def __init__(self, logs):
+        self.logs = logs
+        self.calls = []
+
+    def __call__(self, p):
+        self.calls.append(p)
+        log = self.logs.get(p)
+        if isinstance(log, Exception):
+            raise log
+        if log is None:  # an id LightGBM does not know: it falls back to its default device, unannounced
+            log = [ln for ln in self.logs.get("default", _POCL_LOG) if "requested" not in ln]
+        return [ln.format(p=p) for ln in log]
+
+
+@pytest.fixture
+def probe_cache():
+    from mdhom.bench import lightgbm_gpu
+
+    lightgbm_gpu.clear_cache()
+    yield lightgbm_gpu
+    lightgbm_gpu.clear_cache()
+
+
+def test_parse_log():
+    from mdhom.bench.lightgbm_gpu import parse_log
+
+    lines = [ln.format(p=2) for ln in _H200_LOG]
+    assert parse_log(lines, 2) == (True, "NVIDIA H200")
+    assert parse_log(lines, 1) == (False, "NVIDIA H200")  # confirmed for another id only
+    assert parse_log(["[LightGBM] [Fatal] No OpenCL device found"], 0) == (False, None)
+
+
+def test_probe_skips_cpu_platforms_and_stops_at_the_gpu(probe_cache):
+    trainer = FakeTrainer({0: _POCL_LOG, 1: RuntimeError("clGetDeviceIDs failed"), 2: _H200_LOG, 3: _H200_LOG})
+    choice = probe_cache.choose_platform("NVIDIA H200", range(5), trainer)
+    assert choice.platform == 2 and choice.confirmed and choice.device_name == "NVIDIA H200"
+    assert trainer.calls == [0, 1, 2]  # the first match ends the probe
+    assert [t["platform"] for t in choice.tried] == [0, 1, 2]
+    assert choice.tried[0]["device"].startswith("cpu-skylake") and "clGetDeviceIDs" in choice.tried[1]["error"]
+    assert choice.reason is None
+
+
+def test_probe_prefers_a_confirmed_id_over_the_default_fallback(probe_cache):
+    # ids 0..1 unknown to LightGBM: it silently uses its default device, which is the GPU; id 2 confirms it
+    trainer = FakeTrainer({"default": _H200_LOG, 2: _H200_LOG})
+    choice = probe_cache.choose_platform("nvidia  h200", range(4), trainer)
+    assert choice.platform == 2 and choice.confirmed
+    only_fallback = probe_cache.choose_platform("NVIDIA H200", range(2), FakeTrainer({"default": _H200_LOG}))
+    assert only_fallback.platform == 0 and not only_fallback.confirmed
+
+
+def test_probe_without_a_match_reports_why(probe_cache):
+    trainer = FakeTrainer({0: _POCL_LOG, 1: ["[LightGBM] [Fatal] No OpenCL device found"]})
+    choice = probe_cache.choose_platform("NVIDIA H200", range(3), trainer)
+    assert choice.platform is None and trainer.calls == [0, 1, 2]
+    assert "NVIDIA H200" in choice.reason and "cpu-skylake" in choice.reason and "--lightgbm-platform" in choice.reason
+    assert "No OpenCL device found" in choice.tried[1]["error"]
+
+
+def test_probe_is_cached_per_process(probe_cache):
+    trainer = FakeTrainer({0: _POCL_LOG, 1: _H200_LOG})
+    first = probe_cache.probe_lightgbm_platform(target="NVIDIA H200", n_candidates=3, trainer=trainer)
+    again = probe_cache.probe_lightgbm_platform(target="NVIDIA H200", n_candidates=3, trainer=trainer)
+    assert first is again and first.platform == 1 and trainer.calls == [0, 1]
+    nothing = FakeTrainer({})
+    none = probe_cache.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
+    none = probe_cache.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
+    assert none.platform is None and "no OpenCL GPU" in none.reason and nothing.calls == []
+
+
+def test_lightgbm_opencl_unavailable_rather_than_timed_on_a_cpu(monkeypatch, probe_cache):
+    system = anchors.LightGBMOpenCL()
+    if system.reason is not None:
+        pytest.skip(system.reason)
+    no_gpu = probe_cache.PlatformChoice(None, None, "NVIDIA H200", reason="ran on no device named like it")
+    monkeypatch.setattr(probe_cache, "probe_lightgbm_platform", lambda device=0: no_gpu)
+    monkeypatch.setattr(anchors.LightGBM, "_run", lambda *a: pytest.fail("must not train"))
+    result = system.run(None, None, None, None, TreesConfig.quick_config())
+    assert result["status"] == "unavailable" and result["reason"] == no_gpu.reason
+    assert result["platform_choice"]["target"] == "NVIDIA H200"
+
+    gpu = probe_cache.PlatformChoice(3, "NVIDIA H200", "NVIDIA H200", confirmed=True)
+    monkeypatch.setattr(probe_cache, "probe_lightgbm_platform", lambda device=0: gpu)
+    seen = {}
+    monkeypatch.setattr(anchors.LightGBM, "_run", lambda self, *a: seen.update(self.params(a[-1])) or {})
+    assert system.run(None, None, None, None, TreesConfig.quick_config())["status"] == "ok"
+    assert seen["gpu_platform_id"] == 3 and seen["gpu_device_id"] == 0 and seen["device_type"] == "gpu"
+
+
+def test_lightgbm_platform_option_skips_the_probe(monkeypatch, probe_cache):
+    system = anchors.LightGBMOpenCL()
+    if system.reason is not None:
+        pytest.skip(system.reason)
+    monkeypatch.setattr(probe_cache, "probe_lightgbm_platform", lambda device=0: pytest.fail("must not probe"))
+    seen = {}
+    monkeypatch.setattr(anchors.LightGBM, "_run", lambda self, *a: seen.update(self.params(a[-1])) or {})
+    cfg = TreesConfig.quick_config(lightgbm_platform=1, lightgbm_device=2)
+    assert system.run(None, None, None, None, cfg)["status"] == "ok"
+    assert seen["gpu_platform_id"] == 1 and seen["gpu_device_id"] == 2
+
+
+def test_live_probe_reads_lightgbm_log_and_stops_early():
+    """The real child process: LightGBM names the device it took, and the child is stopped right there."""
+    pytest.importorskip("lightgbm")
+    from mdhom.bench.lightgbm_gpu import DEVICE_LINE, parse_log, subprocess_trainer
+
+    lines = subprocess_trainer(0, timeout=90)
+    requested, device = parse_log(lines, 0)
+    if device is None:
+        assert any("OpenCL" in ln or "GPU" in ln for ln in lines), lines[-5:]
+        pytest.skip(f"LightGBM found no OpenCL device here: {lines[-1:]}")
+    assert DEVICE_LINE in lines[-1]  # nothing read after the device line: the child was stopped
+    assert not any("GPU programs have been built" in ln for ln in lines)
+
+
+# ------------------------------------------------------------------------------------------ grow policy
+
+
+def test_tree_shape_and_system_parameters():
+    cfg = TreesConfig.quick_config()
+    assert cfg.grow_policy == "lossguide" and anchors.tree_shape(cfg) == ("lossguide", 0)
+    assert anchors.tree_shape(TreesConfig(leaves=255, grow_policy="depthwise")) == ("depthwise", 8)
+    assert anchors.tree_shape(TreesConfig(leaves=15, grow_policy="depthwise")) == ("depthwise", 4)
+    with pytest.raises(ValueError, match="grow_policy"):
+        anchors.tree_shape(TreesConfig(grow_policy="oblivious"))
+    deep = TreesConfig.quick_config(grow_policy="depthwise")
+    xgb = anchors.XGBoost.__new__(anchors.XGBoost)  # parameters only: no import, no probe
+    assert xgb.params(deep)["grow_policy"] == "depthwise" and xgb.params(deep)["max_leaves"] == 15
+    assert xgb.params(deep)["max_depth"] == 4 and xgb.params(cfg)["max_depth"] == 0
+    lgb = anchors.LightGBM.__new__(anchors.LightGBM)
+    assert lgb.params(deep)["max_depth"] == 4 and lgb.params(cfg)["max_depth"] == -1
+    assert lgb.params(cfg)["num_leaves"] == 15 and "gpu_platform_id" not in lgb.params(cfg)
+    mdhom = anchors.Mdhom()
+    if mdhom.reason is None:
+        params, dropped = mdhom.params(deep)
+        assert params["grow_policy"] == "depthwise" and params["max_depth"] == 4 and params["max_leaves"] == 15
+        assert not dropped
+
+
+# --------------------------------------------------------------------------------------------- profile
+
+
+class FakeBackend:
+    """Stands in for OpenCLTreeKernels: ``profile`` and ``kernel_seconds`` and a few protocol calls."""
+
+    def __init__(self):
+        self.profile = False
+        self.kernel_seconds = {}
+
+    def _kernel(self, name, seconds):
+        assert self.profile
+        self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + seconds
+
+    def set_gradients(self, g, h):
+        self._kernel("tree_gather_gh", 0.5)
+
+    def histograms(self, nodes):
+        self._kernel("tree_histogram", 1.0 * len(nodes))
+        return self.subtract(None, None)  # a nested backend call: counted once, under the outer call
+
+    def subtract(self, a, b):
+        self._kernel("tree_hist_subtract", 0.25)
+
+
+def test_recorder_cuts_counters_at_round_starts(monkeypatch):
+    from mdhom.bench.profile import record_fit, summarize
+    from mdhom.trees import estimators
+
+    original = estimators.make_kernels
+    backend = FakeBackend()
+    monkeypatch.setattr(estimators, "make_kernels", lambda device, precision: backend)
+    with record_fit() as recorder:
+        kern = estimators.make_kernels("fake", "double")
+        for nodes in ([0], [0, 1, 2]):  # two rounds
+            kern.set_gradients(None, None)
+            kern.histograms(nodes)
+            kern.subtract(None, None)
+    assert estimators.make_kernels is not original and estimators.make_kernels("x", "y") is backend  # restored
+    assert backend.profile is True and recorder.backend is backend
+    rounds = recorder.rounds()
+    assert len(rounds) == 2
+    assert rounds[0]["kernel_seconds"] == {"tree_gather_gh": 0.5, "tree_histogram": 1.0, "tree_hist_subtract": 0.5}
+    assert rounds[1]["kernel_seconds"]["tree_histogram"] == 3.0
+    assert rounds[1]["kernel_calls"] == {"tree_gather_gh": 1, "tree_histogram": 1, "tree_hist_subtract": 2}
+    assert rounds[1]["call_counts"] == {"set_gradients": 1, "histograms": 1, "subtract": 1}
+    summary = summarize([10.0, 20.0], rounds)
+    assert summary["rounds_in_mean"] == 1
+    last = summary["per_round"][1]
+    assert last["kernel_total_seconds"] == 4.0 and last["remainder_seconds"] == 16.0
+    # the fake's kernels take no host time: their "device seconds" exceed the calls' host time
+    assert last["launch_transfer_seconds"] < 0
+    assert last["kernel_total_seconds"] + last["launch_transfer_seconds"] + last["host_outside_backend_seconds"] == (
+        pytest.approx(20.0)
+    )
+    assert list(summary["mean_per_round"]["kernels"]) == ["tree_histogram", "tree_gather_gh", "tree_hist_subtract"]
+
+
+def test_recorder_reports_a_backend_without_profiling():
+    from mdhom.bench.profile import record_fit
+    from mdhom.trees import estimators
+
+    with record_fit() as recorder:
+        estimators.make_kernels("numpy", "double")
+    assert recorder.backend is None and "NumpyKernels" in recorder.unsupported
+
+
+def test_format_profile_table():
+    from mdhom.bench.profile import format_profile, summarize
+
+    rounds = [
+        {"kernel_seconds": {"tree_histogram": 0.002, "tree_split_score": 0.001}, "kernel_calls": {"tree_histogram": 3},
+         "call_seconds": {"histograms": 0.004, "best_splits": 0.003}, "call_counts": {"histograms": 3}}
+    ] * 3
+    profile = {"status": "ok", **summarize([0.02, 0.01, 0.01], rounds)}
+    text = format_profile(profile, unprofiled_median=0.008)
+    assert "rounds 2..3" in text and "kernel tree_histogram" in text and "30.0%" in text  # 0.003 of 0.01
+    assert "host outside the backend" in text and "0.008" in text
+    assert format_profile({"status": "unavailable", "reason": "numpy"}).endswith("unavailable: numpy")
+
+
+# ----------------------------------------------------------------------------------- split runs, merge
+
+
+def test_no_mdhom_runs_only_the_anchors():
+    from mdhom.bench.trees import run_trees
+    from mdhom.cli import build_parser
+
+    assert build_parser().parse_args(["bench", "trees", "--no-mdhom"]).include_mdhom is False
+    assert build_parser().parse_args(["bench", "trees"]).include_mdhom is None
+    report = run_trees(TreesConfig.quick_config(anchors=["none"], include_mdhom=False), log=lambda _: None)
+    assert report["results"] == [] and report["parameters"]["include_mdhom"] is False
+
+
+def _report(results, **params):
+    base = {"rows": 100, "test_rows": 10, "features": 28, "leaves": 15, "bins": 63, "rounds": 5,
+            "learning_rate": 0.1, "seed": 0, "nan_fraction": 0.0, "grow_policy": "lossguide", "threads": 2,
+            "device": None, "precision": None}
+    base.update(params)
+    return {
+        "benchmark": "trees", "date": "2026-11-20", "parameters": base,
+        "workload": {"train_rows": base["rows"], "features": base["features"]},
+        "machine": {"cpu": "Xeon", "cores_usable": 16, "gpus": ["NVIDIA H200"]},
+        "versions": {"mdhom": "0.1", "xgboost": None}, "results": results,
+    }
+
+
+def _ok(system, seconds):
+    return {"system": system, "status": "ok", "round_median_seconds": seconds, "first_round_seconds": seconds,
+            "test_auc": 0.8, "ratio_to_mdhom": None}
+
+
+def test_merge_reports_ratios_labels_and_checks():
+    from mdhom.bench.merge import merge_reports
+
+    anchors_part = _report([_ok("xgboost-cuda", 0.04), {"system": "lightgbm-opencl", "status": "unavailable",
+                                                         "reason": "no GPU platform"}])
+    mdhom_part = _report([_ok("mdhom", 0.02)], rounds=20, precision="single")
+    mdhom_double = _report([_ok("mdhom", 0.05)], precision="double")
+    mdhom_double["versions"]["xgboost"] = "3.4"
+    merged = merge_reports([anchors_part, mdhom_part, mdhom_double], ["a.json", "b.json", "c.json"])
+    labels = [r["label"] for r in merged["results"]]
+    assert labels == ["xgboost-cuda", "lightgbm-opencl", "mdhom", "mdhom#3"]
+    ratios = [r["ratio_to_mdhom"] for r in merged["results"]]
+    assert ratios == [pytest.approx(2.0), None, pytest.approx(1.0), pytest.approx(2.5)]
+    assert merged["results"][2]["run"]["rounds"] == 20 and merged["results"][2]["run"]["precision"] == "single"
+    assert merged["results"][0]["source"] == "a.json" and merged["merge_warnings"] == []
+    assert merged["versions"] == {"mdhom": "0.1", "xgboost": "3.4"}
+    twice = merge_reports([merged], ["all.json"])  # a merged report merges again, keeping its labels
+    assert [r["label"] for r in twice["results"]] == labels and twice["results"][3]["source"] == "c.json"
+    other = merge_reports([anchors_part, mdhom_part], ["a", "b"], baseline="xgboost-cuda")
+    assert other["results"][2]["ratio_to_mdhom"] == pytest.approx(0.5)
+
+    with pytest.raises(ValueError, match="workload leaves: 15 in a, 255 in b"):
+        merge_reports([anchors_part, _report([_ok("mdhom", 1.0)], leaves=255)], ["a", "b"])
+    elsewhere = _report([_ok("mdhom", 1.0)])
+    elsewhere["machine"]["gpus"] = []
+    with pytest.raises(ValueError, match="machine gpus"):
+        merge_reports([anchors_part, elsewhere], ["a", "b"])
+    forced = merge_reports([anchors_part, elsewhere], ["a", "b"], allow_mismatch=True)
+    assert forced["merge_warnings"] and "gpus" in forced["merge_warnings"][0]
+    old = _report([_ok("mdhom", 1.0)])
+    del old["parameters"]["grow_policy"]  # written before --grow-policy existed: lossguide
+    assert merge_reports([anchors_part, old], ["a", "b"])["merge_warnings"] == []
+    with pytest.raises(ValueError, match="not a 'mdhom bench trees' report"):
+        merge_reports([{"benchmark": "rules"}], ["r.json"])
+
+
+def test_bench_merge_command(tmp_path, capsys):
+    from mdhom.bench.trees import write_json
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_json(_report([_ok("xgboost-cuda", 0.04)]), a)
+    write_json(_report([_ok("mdhom", 0.02)]), b)
+    out = tmp_path / "all.json"
+    assert main(["bench", "merge", str(a), str(b), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    merged = json.loads(out.read_text())
+    assert [r["ratio_to_mdhom"] for r in merged["results"]] == [pytest.approx(2.0), pytest.approx(1.0)]
+    assert "xgboost-cuda" in printed and "[2]" in printed and str(b) in printed
+    write_json(_report([_ok("mdhom", 0.02)], bins=255), b)
+    assert main(["bench", "merge", str(a), str(b)]) == 2
+    assert "workload bins" in capsys.readouterr().err
+    assert main(["bench", "merge", str(a), str(b), "--allow-mismatch"]) == 0
+    assert "merge warning: workload bins" in capsys.readouterr().out
