@@ -32,6 +32,14 @@ __all__ = ["KernelRecorder", "record_fit", "summarize", "format_profile"]
 # the TreeKernels protocol's calls (mdhom.trees.backend); any the backend lacks are skipped
 BACKEND_CALLS = (
     "set_gradients",
+    "set_objective",
+    "compute_gradients",
+    "update_scores",
+    "scores",
+    "add_eval",
+    "update_eval",
+    "sync",
+    "to_host",
     "reset_rows",
     "histograms",
     "subtract",
@@ -42,6 +50,8 @@ BACKEND_CALLS = (
     "row_nodes",
     "node_rows",
 )
+
+ROUND_STARTS = ("compute_gradients", "set_gradients")
 
 
 class _CountingSeconds(dict):
@@ -59,9 +69,10 @@ class _CountingSeconds(dict):
 class KernelRecorder:
     """Turns profiling on in every backend the estimator creates and cuts its counters at round starts.
 
-    A round starts at ``set_gradients`` (called once per round, before any kernel of that round); the
-    counters are snapshotted there and once more at the end, so round i's share is the difference of
-    snapshots i and i+1.
+    A round starts with its gradients: ``compute_gradients`` (gradients on the device) or ``set_gradients``
+    (computed on the host), the first backend call of every round and made before any kernel of it. The
+    counters are snapshotted there (once for a run of such calls) and once more at the end, so round i's
+    share is the difference of snapshots i and i+1.
     """
 
     def __init__(self) -> None:
@@ -71,6 +82,7 @@ class KernelRecorder:
         self.call_seconds: Counter[str] = Counter()
         self.call_counts: Counter[str] = Counter()
         self._depth = 0
+        self._last_call: str | None = None
 
     def wrap(self, kernels: Any) -> Any:
         if self.backend is not None:  # one fit, one backend: a second would mix the counters
@@ -92,8 +104,9 @@ class KernelRecorder:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._depth:  # a backend call made by another one: its time is already counted
                 return method(*args, **kwargs)
-            if name == "set_gradients":
+            if name in ROUND_STARTS and self._last_call not in ROUND_STARTS:
                 self.mark()
+            self._last_call = name
             self._depth += 1
             t0 = time.perf_counter()
             try:
