@@ -8,6 +8,14 @@ from __future__ import annotations
 
 import argparse
 
+SPLIT_RECIPE = """\
+a full run in parts (each one command on the GPU machine), then one table:
+  mdhom bench trees --no-mdhom --out anchors.json          # every anchor, each in its own process
+  mdhom bench trees --anchors none --out mdhom.json        # mdhom: 100 timed rounds + 20 profiled
+  mdhom bench trees --anchors none --precision single --out mdhom-single.json
+  mdhom bench merge anchors.json mdhom.json mdhom-single.json --out bench-trees.json
+parts must share the workload options (rows, leaves, bins, seed, ...); --rounds may differ per part."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks against the anchor libraries (DESIGN.md sections 8-9)")
@@ -17,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="gradient-boosted trees on Higgs-shaped data: mdhom, LightGBM, XGBoost",
         description="Trains mdhom and every installed anchor on the same synthetic Higgs-shaped "
         "data in one run; reports per-round medians (round 1 excluded), build times, test AUC "
-        "and ratios to mdhom.",
+        "and ratios to mdhom, and a profile of mdhom's rounds (kernels, launches + transfers, host work).",
+        epilog=SPLIT_RECIPE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     t.add_argument("--rows", type=int, default=None, help="training rows (default 10500000; --quick: 20000)")
     t.add_argument("--test-rows", type=int, default=None, help="test rows (default 500000; --quick: 5000)")
