@@ -151,7 +151,7 @@ def test_split_score_and_sums(device, params):
     want = tk.split_reference(hist, mask, params)
     score, sums = tk.split_score(n_bins, n_out), tk.split_sums(n_bins, n_out)
     sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
-    stride, _ = tk._best_layout("double")
+    stride, _, rstride = tk._best_layout("double")
     sums_cfg = sums.default_config(device, {"node": n_nodes, "output": n_out})
     for cfg in configs(score, device, sizes, seed=8):
         best = run(score, device, cfg, sizes, scan=scan, hist=hist, feature_mask=mask.astype(np.uint8),
@@ -166,9 +166,15 @@ def test_split_score_and_sums(device, params):
         np.testing.assert_array_equal((idx // 2) % n_cand, want.bin[finite], err_msg=str(cfg))
         np.testing.assert_array_equal(idx % 2 == 0, want.default_left[finite], err_msg=str(cfg))
         lr = run(sums, device, sums_cfg, {"node": n_nodes, "output": n_out}, scan=("o", scan, None),
-                 hist=("o", hist, None), best=best.view(np.int32).reshape(n_nodes, stride), n_feat=n_feat)
+                 hist=("o", hist, None), best=best.view(np.int32).reshape(n_nodes, stride),
+                 best_value=("o", best.view(np.float64), None), n_feat=n_feat)
+        assert rstride == 2
         np.testing.assert_array_equal(np.stack([lr["lg"], lr["lh"]], -1)[finite], want.left_sum[finite])
         np.testing.assert_array_equal(np.stack([lr["rg"], lr["rh"]], -1)[finite], want.right_sum[finite])
+        # the packed result: the argmax repeated over outputs, and each node's total (feature 0's prefix)
+        np.testing.assert_array_equal(lr["gain"], np.repeat(best["value"][:, None], n_out, axis=1))
+        np.testing.assert_array_equal(lr["index"], np.repeat(best["index"][:, None], n_out, axis=1))
+        np.testing.assert_array_equal(np.stack([lr["tg"], lr["th"]], -1), want.total)
 
 
 # ------------------------------------------------------------------------------------------------ partition
@@ -185,16 +191,17 @@ def test_partition(device, feature_major):
         row_node[ridx[b:b + c]] = n
     split = [1, 2, 3, 4]  # nodes 4, 5 (empty), 6, 7 split; 3 and 8 do not
     tab = np.array([[node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
-                     begin[i], count[i]] for i in split], np.int32)
+                     begin[i], count[i], -1] for i in split], np.int32)
     want_ridx, want_node, want_counts = tk.partition_reference(bins, ridx, row_node, tab, n_bins)
     lo, hi = int(begin[1]), int(begin[4] + count[4])
     node_slot = np.full(9, -1, np.int32)
     node_slot[tab[:, 0]] = np.arange(len(tab))
     ordered = bins[ridx]
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
+    packed = np.concatenate([tab.reshape(-1), node_slot])  # the one upload of a split step
     common = dict(bins=("o", stored, None), ridx=("o", ridx, None), row_node=("o", row_node, None),
-                  node_slot=("o", node_slot, None), split_tab=("o", tab, None), pos0=lo, n_table=9,
-                  n_rows=n_rows, n_feat=n_feat)
+                  split_tab=("o", packed, None), pos0=lo, n_split=len(tab), n_table=9, n_rows=n_rows,
+                  n_feat=n_feat)
     flags_d, dest_d = tk.partition_flags(n_bins, feature_major), tk.partition_dest(n_bins, feature_major)
     sizes = {"pos": hi - lo}
     for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
@@ -210,9 +217,6 @@ def test_partition(device, feature_major):
         new_node[ridx[lo:hi]] = dest["node"]
         np.testing.assert_array_equal(new_ridx, want_ridx, err_msg=str(cd))
         np.testing.assert_array_equal(new_node, want_node, err_msg=str(cd))
-        got_counts = run(tk.PARTITION_COUNTS, device, None, {"slot": len(tab)}, incl=("o", incl, None),
-                         split_tab=tab, pos0=lo)
-        np.testing.assert_array_equal(got_counts, want_counts)
 
 
 def test_views_share_the_buffer(device):

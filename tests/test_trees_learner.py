@@ -129,6 +129,10 @@ class CountingKernels(NumpyKernels):
         self.subtractions += 1
         return super().subtract(parent, child)
 
+    def siblings(self, parent, child, index=None):
+        self.subtractions += 1
+        return super().siblings(parent, child, index)
+
 
 def _grow(kernels, X, y, **kw):
     mapper = BinMapper(255).fit(X)
@@ -141,8 +145,8 @@ def _grow(kernels, X, y, **kw):
     params = GrowParams(SplitParams(1.0, 0.0, 0.0, 1.0), 0.3, kw.get("max_depth", 0), kw.get("max_leaves", 0),
                         kw.get("lossguide", False))
     root = np.stack([g.sum(0), h.sum(0)], axis=1)
-    tree, leaf = grow_tree(kernels, root, np.ones(X.shape[1], bool), params, mapper.threshold)
-    return tree, leaf, h
+    tree = grow_tree(kernels, root, np.ones(X.shape[1], bool), params, mapper.threshold)
+    return tree, kernels.row_nodes(), h
 
 
 @pytest.mark.parametrize("lossguide", [False, True])

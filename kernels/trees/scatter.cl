@@ -3,7 +3,11 @@
  * dest[2 i + 1]; its bins and (g, h) pairs move with it, so they stay in position order (contiguous per
  * node). Positions are a permutation of [pos0, pos0 + n), so every write goes to a distinct place: no
  * races. tree_scatter_rows writes into range-sized scratch buffers, tree_copy_back copies them home.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_DOUBLE=0|1. */
+ * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
+ * the next split search) and, for the child each split names in field 8 of the split table (see
+ * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
+ * next histogram's row ranges, prepared on the device so the host need not know them yet.
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_DOUBLE=0|1, -D TREE_SPLIT_FIELDS=n. */
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
 #endif
@@ -24,9 +28,22 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
                                 __global const uchar* restrict bins, __global const tree_real_t* restrict gh,
                                 __global int* restrict row_node, __global int* restrict tmp_ridx,
                                 __global uchar* restrict tmp_bins, __global tree_real_t* restrict tmp_gh,
-                                const int pos0, const int n, const int n_rows, const int n_feat, const int n_out)
+                                const int pos0, const int n, const int n_rows, const int n_feat, const int n_out,
+                                __global const int* restrict split_tab, __global const int* restrict incl,
+                                const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
+                                __global int* restrict slot_count)
 {
     const int i = get_global_id(0);
+    if (i < n_split) {
+        __global const int* t = split_tab + TREE_SPLIT_FIELDS * i;
+        const int begin = t[6], count = t[7];
+        const int nl = (count > 0) ? incl[begin + count - pos0 - 1] - ((begin > pos0) ? incl[begin - pos0 - 1] : 0) : 0;
+        n_left[i] = nl;
+        if (t[8] >= 0) {
+            slot_begin[i] = (t[8] == 0) ? begin : begin + nl;
+            slot_count[i] = (t[8] == 0) ? nl : count - nl;
+        }
+    }
     if (i >= n) return;
     const int p = pos0 + i;
     const int d = dest[2 * i] - pos0;

@@ -20,6 +20,12 @@ Conventions shared by every implementation:
   with ``S`` the L1 soft threshold by alpha; a candidate needs ``sum_k H_L >= min_child_weight`` and
   ``sum_k H_R >= min_child_weight``. Ties: the larger gain wins; equal gains go to the lower feature, then
   the lower bin, then default_left=True over False.
+
+A boosting round can stay on the device (``set_objective`` once, then per round ``compute_gradients``,
+the tree, ``update_scores``): the host then sends a row mask and a tree's leaf values and reads back only
+the packed result of each split search. ``set_gradients`` remains for tests and custom objectives.
+Per split step the driver calls ``apply_splits`` with ``small_left`` (which child it builds next), so
+the device can prepare that histogram's row ranges without telling the host the new row counts first.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class Splits:
     default_left: np.ndarray  # bool (n_nodes,)
     left_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
     right_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
+    # (n_nodes, n_outputs, 2): the node's own (g, h) sums, the prefix sum over all bins of feature 0 (in bin
+    # order, as np.cumsum adds): what the root's sums are taken from when the host has no gradients
+    total: np.ndarray | None = None
 
 
 class TreeKernels(Protocol):
@@ -62,6 +71,28 @@ class TreeKernels(Protocol):
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         """Gradients and hessians of this round, (n_rows, n_outputs) each."""
+
+    def set_objective(self, loss: object, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:
+        """Keep the targets (``loss``'s encoding), weights and raw scores (all ``base_score``) for the fit."""
+
+    def compute_gradients(self, keep: np.ndarray | None) -> None:
+        """Gradients of the resident scores for the next tree (rows with ``keep`` False get g = h = 0);
+        puts every row into the root like ``reset_rows``."""
+
+    def update_scores(self, value: np.ndarray) -> None:
+        """Add ``value[node of the row]`` ((n_nodes, n_outputs), the tree just grown) to every row's score."""
+
+    def scores(self) -> np.ndarray:
+        """The resident raw scores (n_rows, n_outputs), for tests."""
+
+    def add_eval(self, bins: np.ndarray, base_score: np.ndarray) -> int:
+        """Keep a binned evaluation matrix and its raw scores (all ``base_score``); returns its handle."""
+
+    def update_eval(self, handle: int, tree: object) -> np.ndarray:
+        """Add the leaf values ``tree`` (a model Tree with split bins) gives each eval row; the new scores."""
+
+    def sync(self) -> None:
+        """Wait for the device (the end of a round, for honest round times)."""
 
     def reset_rows(self) -> None:
         """Put every row into node 0 (the root) at the start of a tree."""
@@ -83,9 +114,12 @@ class TreeKernels(Protocol):
 
     def apply_splits(
         self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
-        left: np.ndarray, right: np.ndarray,
+        left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
     ) -> None:
-        """Move the rows of each node ``nodes[i]`` to node ``left[i]`` or ``right[i]`` by its split."""
+        """Move the rows of each node ``nodes[i]`` to node ``left[i]`` or ``right[i]`` by its split.
+
+        ``small_left``, a hint: the next ``histograms`` call asks for ``left[i]`` where it is True, else
+        ``right[i]``, in this order."""
 
     def row_nodes(self) -> np.ndarray:
         """The node id of every row (int32, n_rows), for the driver's leaf updates and for tests."""

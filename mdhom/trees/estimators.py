@@ -201,8 +201,9 @@ class _TreeBoost:
             lossguide=p["grow_policy"] == "lossguide",
         )
         rng = np.random.default_rng(p["random_state"])
-        raw = np.tile(ensemble.base_score, (n, 1))
-        eval_raw = [np.tile(ensemble.base_score, (Xe.shape[0], 1)) for Xe, _, _ in evals]
+        # the round stays on the backend's side: scores, gradients and eval-set scores are resident there
+        kernels.set_objective(loss, y, w, ensemble.base_score)
+        handles = [kernels.add_eval(mapper.transform(Xe), ensemble.base_score) for Xe, _, _ in evals]
         results: dict[str, dict[str, list[float]]] = {f"validation_{i}": {loss.metric: []} for i in range(len(evals))}
         trees: list[Tree] = []
         times: list[float] = []
@@ -211,25 +212,22 @@ class _TreeBoost:
         n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
         for it in range(p["n_estimators"]):
             start = time.perf_counter()
-            g, h = loss.gradients(y, raw, w)
+            keep = None
             if n_rows < n:
                 keep = np.zeros(n, bool)
                 keep[rng.choice(n, n_rows, replace=False)] = True
-                g[~keep] = 0.0
-                h[~keep] = 0.0
             mask = np.ones(n_features, bool)
             if n_cols < n_features:
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
-            kernels.set_gradients(g, h)
-            root = np.stack([g.sum(axis=0), h.sum(axis=0)], axis=1)
-            tree, leaf = grow_tree(kernels, root, mask, grow, mapper.threshold)
-            raw += tree.value[leaf]
+            kernels.compute_gradients(keep)
+            tree = grow_tree(kernels, None, mask, grow, mapper.threshold)
+            kernels.update_scores(tree.value)
             trees.append(tree)
-            one = Ensemble(n_features, loss.n_outputs, np.zeros(loss.n_outputs), [tree])
-            for k, (Xe, ye, we) in enumerate(evals):
-                eval_raw[k] += tree.value[one.leaves(Xe)[:, 0]]
-                results[f"validation_{k}"][loss.metric].append(loss.evaluate(ye, eval_raw[k], we))
+            for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
+                raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
+                results[f"validation_{k}"][loss.metric].append(loss.evaluate(ye, raw, we))
+            kernels.sync()
             times.append(time.perf_counter() - start)
             if evals:
                 current = results[f"validation_{len(evals) - 1}"][loss.metric][-1]

@@ -21,7 +21,7 @@ import numpy as np
 
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import Tree
-from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, soft_threshold
+from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, soft_threshold
 
 
 class NumpyKernels(NumpyTreeKernels):
@@ -54,7 +54,7 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     out = Splits(
         gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
         default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist),
     )
     if n_cand == 0:
         return out
@@ -162,7 +162,7 @@ class _Nodes:
         return Tree(
             left=np.asarray(self.left, np.int32), right=np.asarray(self.right, np.int32), feature=feature,
             threshold=thr, default_left=np.asarray(self.default_left, bool), value=value,
-            gain=np.asarray(self.gain), cover=sums[:, :, 1].sum(axis=1),
+            gain=np.asarray(self.gain), cover=sums[:, :, 1].sum(axis=1), bin=np.asarray(self.bin, np.int32),
         )
 
 
@@ -172,33 +172,51 @@ def _take(kernels: TreeKernels, hist: object, index: list[int], n: int) -> objec
     return kernels.take(hist, np.asarray(index, np.int32))
 
 
+def _siblings(kernels: TreeKernels, parent: object, child: object, index: list[int] | None, n: int) -> object:
+    """[child, parent[index] - child] (``parent`` has ``n`` nodes): by the backend's one-launch ``siblings``
+    where it has one."""
+    if index is not None and index == list(range(n)):
+        index = None
+    if hasattr(kernels, "siblings"):
+        return kernels.siblings(parent, child, None if index is None else np.asarray(index, np.int32))
+    p = parent if index is None else _take(kernels, parent, index, n)
+    return kernels.concat([child, kernels.subtract(p, child)])
+
+
 def _can_split(depth: int, params: GrowParams) -> bool:
     return params.max_depth == 0 or depth < params.max_depth
 
 
-def grow_tree(kernels: TreeKernels, root_sums: np.ndarray, feature_mask: np.ndarray, params: GrowParams,
-              threshold: Callable[[int, int], float]) -> tuple[Tree, np.ndarray]:
-    """Grow one tree on the gradients already set in ``kernels``.
+def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
+              threshold: Callable[[int, int], float]) -> Tree:
+    """Grow one tree on the gradients already set in ``kernels``; afterwards every row sits in its leaf
+    (``kernels.row_nodes()``, or ``kernels.update_scores(tree.value)`` without a trip to the host).
 
-    ``root_sums`` is (n_outputs, 2): the total (g, h) of all rows. Returns the tree and the leaf (node id)
-    of every training row, for the driver's update of the training scores.
+    ``root_sums`` is (n_outputs, 2), the total (g, h) of all rows; ``None`` takes them from the root's
+    split search (``Splits.total``), so gradients that never left the device need no extra pass.
     """
+    kernels.reset_rows()
+    hist = kernels.histograms(np.array([0], np.int32))
+    splits = kernels.best_splits(hist, feature_mask, params.split)
+    if root_sums is None:
+        root_sums = splits.total[0]
     nodes = _Nodes(np.asarray(root_sums).shape[0])
     nodes.add(root_sums, 0)
-    kernels.reset_rows()
     if _can_split(0, params) and params.max_leaves != 1:
         grow = _grow_lossguide if params.lossguide else _grow_depthwise
-        grow(kernels, nodes, feature_mask, params)
-    return nodes.to_tree(params, threshold), kernels.row_nodes()
+        grow(kernels, nodes, feature_mask, params, hist, splits)
+    return nodes.to_tree(params, threshold)
 
 
-def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams) -> None:
+def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, hist: object,
+                    splits: Splits) -> None:
     level = [0]
-    hist = kernels.histograms(np.array([0], np.int32))
-    per_node = None if hasattr(kernels, "take") else [hist]
+    batched = hasattr(kernels, "take") or hasattr(kernels, "siblings")
+    per_node = None if batched else [hist]
     n_leaves = 1
     while level:
-        splits = kernels.best_splits(hist, mask, params.split)
+        if splits is None:
+            splits = kernels.best_splits(hist, mask, params.split)
         chosen = [i for i, n in enumerate(level) if splits.gain[i] > 0]
         if params.max_leaves:
             room = params.max_leaves - n_leaves
@@ -210,22 +228,23 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         gamma = params.split.min_split_gain
         children = [nodes.split(n, splits, i, gamma) for n, i in zip(parents, chosen, strict=True)]
         n_leaves += len(chosen)
+        left_small = np.array([nodes.smaller_is_left(n) for n in parents], bool)
         kernels.apply_splits(
             np.asarray(parents, np.int32), splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen],
             np.asarray([c[0] for c in children], np.int32), np.asarray([c[1] for c in children], np.int32),
+            small_left=left_small,
         )
+        splits = None
         depth = nodes.depth[children[0][0]]
         if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
             return
         small, large = [], []
-        for n, (lo, hi) in zip(parents, children, strict=True):
-            left_small = nodes.smaller_is_left(n)
-            small.append(lo if left_small else hi)
-            large.append(hi if left_small else lo)
+        for (lo, hi), ls in zip(children, left_small, strict=True):
+            small.append(lo if ls else hi)
+            large.append(hi if ls else lo)
         if per_node is None:  # one histogram pass for the whole level
             h_small = kernels.histograms(np.asarray(small, np.int32))
-            h_large = kernels.subtract(_take(kernels, hist, chosen, len(level)), h_small)
-            hist = kernels.concat([h_small, h_large])
+            hist = _siblings(kernels, hist, h_small, chosen, len(level))
         else:  # a backend without take(): one handle per node, so parents can be picked on the host
             smalls = [kernels.histograms(np.array([s], np.int32)) for s in small]
             per_node = smalls + [kernels.subtract(per_node[i], h) for i, h in zip(chosen, smalls, strict=True)]
@@ -233,9 +252,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         level = small + large
 
 
-def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams) -> None:
-    hist = {0: kernels.histograms(np.array([0], np.int32))}
-    found = {0: (kernels.best_splits(hist[0], mask, params.split), 0)}
+def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, root: object,
+                    splits: Splits) -> None:
+    hist = {0: (root, 0, 1)}
+    found = {0: (splits, 0)}
     heap: list[tuple[float, int]] = []
     if found[0][0].gain[0] > 0:
         heap.append((-float(found[0][0].gain[0]), 0))
@@ -245,17 +265,19 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         splits, i = found.pop(node)
         lo, hi = nodes.split(node, splits, i, params.split.min_split_gain)
         n_leaves += 1
+        left_small = nodes.smaller_is_left(node)
         kernels.apply_splits(np.array([node], np.int32), splits.feature[i:i + 1], splits.bin[i:i + 1],
-                             splits.default_left[i:i + 1], np.array([lo], np.int32), np.array([hi], np.int32))
-        parent_hist = hist.pop(node)
+                             splits.default_left[i:i + 1], np.array([lo], np.int32), np.array([hi], np.int32),
+                             small_left=np.array([left_small]))
+        parent_hist, at, n_in = hist.pop(node)
         if not _can_split(nodes.depth[lo], params) or (params.max_leaves and n_leaves >= params.max_leaves):
             continue
-        small, large = (lo, hi) if nodes.smaller_is_left(node) else (hi, lo)
+        small, large = (lo, hi) if left_small else (hi, lo)
         h_small = kernels.histograms(np.array([small], np.int32))
-        h_large = kernels.subtract(parent_hist, h_small)
-        both = kernels.best_splits(kernels.concat([h_small, h_large]), mask, params.split)
-        for j, (child, h) in enumerate(((small, h_small), (large, h_large))):
+        pair = _siblings(kernels, parent_hist, h_small, [at], n_in)  # [small, large], one handle
+        both = kernels.best_splits(pair, mask, params.split)
+        for j, child in enumerate((small, large)):
             if both.gain[j] > 0:
-                hist[child] = h
+                hist[child] = (pair, j, 2)
                 found[child] = (both, j)
                 heapq.heappush(heap, (-float(both.gain[j]), child))

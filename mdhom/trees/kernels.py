@@ -16,11 +16,14 @@ tree_histogram         node x feat x output x pos       concat, concat, concat, 
 tree_hist_subtract     i (flat histogram cells)         concat: parent - child
 tree_split_scan        node x feat x output x bin       concat, concat, concat, inclusive prefix sum over bins
 tree_split_score       node x feat x bin x dir          concat, argmax over (feat, bin, dir)
-tree_split_sums        node x output                    concat: left/right (g, h) of the chosen split
+tree_split_sums        node x output                    concat: the host's packed result of a split search
+tree_hist_siblings     side x node x cell               concat: [child, parent - child] (the level's histograms)
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
 tree_partition_dest    pos                              concat: new position and node of the row at pos
-tree_partition_counts  slot                             concat: rows going left per split node
 tree_gather_gh         pos x output                     concat: (g, h) of row ridx[pos]
+tree_gradients_<loss>  row x output                     concat, concat: (g, h) from the resident scores
+tree_score_update      row x output                     concat: score + value of the row's leaf
+tree_predict_bins      row x output                     concat: score + value of the leaf a binned row reaches
 =====================  ===============================  ======================================================
 
 Some inputs are lookup buffers whose extent is no dimension (the binned matrix and (g, h) pairs, the
@@ -41,7 +44,9 @@ from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams
 
 REALS = {"double": np.float64, "single": np.float32}
-SPLIT_FIELDS = 8  # ints per row of the split table: node, feature, bin, default_left, left, right, begin, count
+# ints per row of the split table: node, feature, bin, default_left, left, right, begin, count, and which child's
+# range goes to the next histogram's slot table (0 left, 1 right, -1 neither)
+SPLIT_FIELDS = 9
 
 
 def real_ctype(precision: str) -> str:
@@ -67,7 +72,7 @@ def _defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: boo
     r = real_ctype(precision)
     return (
         f"typedef {r} tree_real_t;\n#define TREE_BINS {int(n_bins)}\n#define TREE_OUTPUTS {int(n_outputs)}\n"
-        f"#define TREE_FEATURE_MAJOR {int(bool(feature_major))}\n"
+        f"#define TREE_FEATURE_MAJOR {int(bool(feature_major))}\n#define TREE_SPLIT_FIELDS {SPLIT_FIELDS}\n"
     )
 
 
@@ -201,24 +206,38 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double") -> Descr
     )
 
 
-def _best_layout(precision: str) -> tuple[int, int]:
-    """(ints per split_t, int offset of its index field): how tree_split_sums reads the argmax output."""
+def _best_layout(precision: str) -> tuple[int, int, int]:
+    """(ints per split_t, int offset of its index field, reals per split_t): how tree_split_sums reads it."""
     dt = split_type(precision).dtype
-    return dt.itemsize // 4, dt.fields["index"][1] // 4
+    return dt.itemsize // 4, dt.fields["index"][1] // 4, dt.itemsize // np.dtype(REALS[precision]).itemsize
+
+
+def result_type(precision: str) -> Struct:
+    """One (node, output) entry of a split search's result: everything the host reads back per step."""
+    r = real_ctype(precision)
+    return Struct("lr_t", (("lg", r), ("lh", r), ("rg", r), ("rh", r), ("tg", r), ("th", r), ("gain", r),
+                           ("index", "int")))
 
 
 @lru_cache(maxsize=32)
 def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
-    """Left and right (g, h) of the split each node's argmax chose, per output: what the host needs next."""
+    """The packed result of a split search per (node, output): gain and index of the node's best split
+    (repeated over outputs), its left and right (g, h), and the node's total (g, h) (the prefix sum of
+    feature 0 over all bins). One read of this array is the only sync of a split step."""
     r = real_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
-    stride, offset = _best_layout(precision)
+    stride, offset, rstride = _best_layout(precision)
     return Description(
-        "tree_split_sums", ["node", "output"], [Concat(), Concat()],
-        Struct("lr_t", (("lg", r), ("lh", r), ("rg", r), ("rh", r))),
+        "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
         scalar=f"""
 const int idx = best[node * {stride} + {offset}];
 const int n_cand = TREE_BINS - 2;
+const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
+out.tg = scan[2 * (cell0 + TREE_BINS - 1)];
+out.th = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+out.gain = best_value[node * {rstride}];
+out.index = idx;
+out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
 if (idx >= 0 && idx < n_feat * n_cand * 2) {{
     const long cell = (((long)node * n_feat + idx / (2 * n_cand)) * TREE_OUTPUTS + output) * TREE_BINS;
     tree_real_t lg, lh;
@@ -231,10 +250,138 @@ if (idx >= 0 && idx < n_feat * n_cand * 2) {{
             Input("scan", r, (1,), gather=True),
             Input("hist", r, (1,), gather=True),
             Input("best", "int", ("node", stride), gather=True),
+            Input("best_value", r, (1,), gather=True),
         ],
         params=[Param("n_feat", "int")],
         preamble=_defines(precision, b, k) + _snippet("split.cl"),
     )
+
+
+# ------------------------------------------------------------------------------------------------ siblings
+@lru_cache(maxsize=4)
+def hist_siblings(precision: str = "double") -> Description:
+    """[child, parent - child] over flat histogram cells: a split level's histograms in one launch.
+
+    ``child`` holds the built (smaller) children, one node each; their parents are ``parent[pidx[node]]``
+    (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation.
+    """
+    r = real_ctype(precision)
+    return Description(
+        "tree_hist_siblings", ["side", "node", "cell"], [Concat(), Concat(), Concat()], r,
+        scalar="""
+const long c = (long)node * SIZE_cell + cell;
+if (side == 0) {
+    out = child[c];
+} else {
+    const long pn = use_index ? (long)pidx[node] : (long)pnode0 + node;
+    out = parent[pn * SIZE_cell + cell] - child[c];
+}""",
+        inputs=[Input("child", r, ("node", "cell"), gather=True), Input("parent", r, (1,), gather=True),
+                Input("pidx", "int", (1,), gather=True)],
+        params=[Param("use_index", "int"), Param("pnode0", "int")],
+    )
+
+
+def hist_siblings_reference(parent: np.ndarray, child: np.ndarray, index: np.ndarray | None) -> np.ndarray:
+    p = parent if index is None else parent[np.asarray(index, np.int64)]
+    return np.concatenate([child, p - child], axis=0)
+
+
+# ------------------------------------------------------------------------------------------------ a round
+LOSS_KINDS = {"squared": 0, "logistic": 1, "softmax": 2}
+
+
+def _hex(x: float) -> str:
+    return float(x).hex()
+
+
+def _loss_defines(kind: str, precision: str) -> str:
+    from mdhom.trees import losses
+
+    exact = precision == "double"
+    lines = [f"#define TREE_LOSS {LOSS_KINDS[kind]}", f"#define TREE_EXP_EXACT {int(exact)}",
+             f"#define TREE_EPS {_hex(losses._EPS)}"]
+    if exact:
+        lines += [f"#define TREE_INV_LN2 {_hex(losses.INV_LN2)}", f"#define TREE_LN2_HI {_hex(losses.LN2_HI)}",
+                  f"#define TREE_LN2_LO {_hex(losses.LN2_LO)}", f"#define TREE_EXP_MIN {_hex(losses.EXP_MIN)}"]
+        lines += [f"#define TREE_EXP_C{i} {_hex(c)}" for i, c in enumerate(losses.EXP_COEFFS)]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=16)
+def gradients(kind: str, precision: str = "double") -> Description:
+    """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.trees.losses.Loss.gradients`.
+
+    Rows with ``keep[row] == 0`` (row subsampling, when ``use_keep``) get g = h = 0; weights multiply both.
+    ``y`` is (row, output) for squared error and logistic, (row, 1) class indices for softmax; ``factor``
+    is softmax's K / (K - 1). Written in position order = row order (the state right after reset_rows).
+    """
+    if kind not in LOSS_KINDS:
+        raise ValueError(f"loss kind must be one of {', '.join(LOSS_KINDS)}, got {kind!r}")
+    r = real_ctype(precision)
+    ycols: int | str = 1 if kind == "softmax" else "output"
+    return Description(
+        f"tree_gradients_{kind}", ["row", "output"], [Concat(), Concat()], gh_type(precision),
+        scalar="""
+tree_real_t g = 0, h = 0;
+if (keep[use_keep ? row : 0]) {
+    tree_loss_gh(scores, y, (long)row, (int)output, (int)SIZE_output, factor, &g, &h);
+    g = g * w[row];
+    h = h * w[row];
+}
+out.g = g; out.h = h;""",
+        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("y", r, ("row", ycols), gather=True),
+                Input("w", r, ("row",), gather=True), Input("keep", "uchar", (1,), gather=True)],
+        params=[Param("use_keep", "int"), Param("factor", r)],
+        preamble=f"typedef {r} tree_real_t;\n" + _loss_defines(kind, precision) + _snippet("loss.cl"),
+    )
+
+
+@lru_cache(maxsize=4)
+def score_update(precision: str = "double") -> Description:
+    """scores + value[leaf of the row]: a tree's contribution to the training scores, by the row -> node map
+    the partition left behind (no leaf indices go to the host)."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_score_update", ["row", "output"], [Concat(), Concat()], r,
+        scalar="out = scores[(long)row * SIZE_output + output] + value[(long)row_node[row] * SIZE_output + output];",
+        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("row_node", "int", ("row",), gather=True),
+                Input("value", r, (1,), gather=True)],
+    )
+
+
+TREE_FIELDS = 5  # ints per node of a tree table: feature, bin, default_left, left, right (-1 at leaves)
+
+
+@lru_cache(maxsize=32)
+def predict_bins(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
+    """scores + value of the leaf each binned row reaches in one tree (the eval sets' scores, per round).
+
+    Walks the tree table (TREE_FIELDS ints per node) with the training split rule on bins; ``bins`` is
+    (row, feat) or (feat, row) as the training matrix."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_predict_bins", ["row", "output"], [Concat(), Concat()], r,
+        scalar=f"""
+int node = 0;
+while (tree[{TREE_FIELDS} * node + 3] >= 0) {{
+    __global const int* t = tree + {TREE_FIELDS} * node;
+    const uchar b = tree_bin_of(bins, row, t[0], SIZE_row, n_feat);
+    const int go_left = (b == TREE_BINS - 1) ? (t[2] != 0) : ((int)b <= t[1]);
+    node = go_left ? t[3] : t[4];
+}}
+out = scores[(long)row * SIZE_output + output] + value[(long)node * SIZE_output + output];""",
+        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("bins", "uchar", (1,), gather=True),
+                Input("tree", "int", (1,), gather=True), Input("value", r, (1,), gather=True)],
+        params=[Param("n_feat", "int")],
+        preamble=_defines(precision, n_bins, feature_major=feature_major) + _snippet("partition.cl"),
+    )
+
+
+def tree_table(tree) -> np.ndarray:  # noqa: ANN001 - a mdhom.trees.model.Tree
+    """(n_nodes, TREE_FIELDS) int32: the table tree_predict_bins walks."""
+    return np.stack([tree.feature, tree.bin, tree.default_left.astype(np.int32), tree.left, tree.right],
+                    axis=1).astype(np.int32)
 
 
 def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams):
@@ -247,10 +394,10 @@ _PART_INPUTS = [
     Input("bins", "uchar", (1,), gather=True),
     Input("ridx", "int", (1,), gather=True),
     Input("row_node", "int", (1,), gather=True),
-    Input("node_slot", "int", (1,), gather=True),
-    Input("split_tab", "int", (1,), gather=True),
+    Input("split_tab", "int", (1,), gather=True),  # the split table, then node_slot (kernels/trees/partition.cl)
 ]
-_PART_PARAMS = [Param("pos0", "int"), Param("n_table", "int"), Param("n_rows", "int"), Param("n_feat", "int")]
+_PART_PARAMS = [Param("pos0", "int"), Param("n_split", "int"), Param("n_table", "int"), Param("n_rows", "int"),
+                Param("n_feat", "int")]
 
 
 @lru_cache(maxsize=32)
@@ -261,7 +408,7 @@ def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
 const int p = pos0 + pos;
-const int s = tree_slot_of(row_node[ridx[p]], node_slot, n_table);
+const int s = tree_slot_of(row_node[ridx[p]], split_tab, n_split, n_table);
 if (s >= 0) {
     __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
     out = tree_goes_left(tree_bin_of(bins, p, t[1], n_rows, n_feat), t);
@@ -284,7 +431,7 @@ def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
 const int p = pos0 + pos;
 const int row = ridx[p];
 const int node = row_node[row];
-const int s = tree_slot_of(node, node_slot, n_table);
+const int s = tree_slot_of(node, split_tab, n_split, n_table);
 out.pos = p; out.node = node;
 if (s >= 0) {
     __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
@@ -301,22 +448,12 @@ if (s >= 0) {
     )
 
 
-PARTITION_COUNTS = Description(
-    "tree_partition_counts", ["slot"], [Concat()], "int",
-    scalar="""
-const int begin = split_tab[8 * slot + 6], count = split_tab[8 * slot + 7];
-if (count > 0) out = incl[begin + count - pos0 - 1] - ((begin > pos0) ? incl[begin - pos0 - 1] : 0);""",
-    inputs=[Input("incl", "int", (1,), gather=True), Input("split_tab", "int", ("slot", SPLIT_FIELDS), gather=True)],
-    params=[Param("pos0", "int")],
-)
-
-
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
                         n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(new ridx, new row_node, left count per split) after a stable partition of every split node's range."""
     ridx, row_node = ridx.copy(), row_node.copy()
     counts = np.zeros(len(split_tab), np.int32)
-    for s, (node, f, b, d, lo, hi, begin, count) in enumerate(split_tab):
+    for s, (node, f, b, d, lo, hi, begin, count) in enumerate(split_tab[:, :8]):
         rows = ridx[begin:begin + count].copy()
         assert np.all(row_node[rows] == node)
         go = ref.goes_left(bins[rows, f], b, bool(d), n_bins)

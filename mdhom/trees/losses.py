@@ -1,10 +1,15 @@
 """Objectives: base score, gradients and hessians, the link to predictions, and the metric early stopping watches.
 
-Every loss works on raw scores of shape (n_rows, n_outputs) in float64 on the host; the gradients are handed
-to the kernels, which never need to know which loss produced them. Sample weights multiply g and h.
+Every loss works on raw scores of shape (n_rows, n_outputs) in float64. These functions are the numpy
+references of the device gradient kernels (``kernels/trees/loss.cl``, :func:`mdhom.trees.kernels.gradients`),
+which a device-resident fit runs instead; so ``gradients`` is written with the kernels' operations in their
+order: :func:`exp_nonpositive` (not ``np.exp``, whose last bit differs between libraries) and sequential sums
+over outputs. Double precision on a device then gives bit-identical gradients. Sample weights multiply g and h.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -17,6 +22,41 @@ ALIASES = {
 }
 _LOOKUP = {alias: name for name, aliases in ALIASES.items() for alias in (name, *aliases)}
 _EPS = 1e-16
+
+# exp(x) = 2^k exp(r), x = k ln2 + r, |r| <= ln2 / 2 (fdlibm's two-part ln2: k * LN2_HI is exact), and exp(r) as
+# its Taylor polynomial of degree 13 (error below 1e-17 on that interval) by Horner's rule. Only +, -, *,
+# rint and ldexp: IEEE correctly rounded operations, so numpy and OpenCL (FP_CONTRACT OFF) agree to the bit.
+INV_LN2 = 1.4426950408889634
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+EXP_COEFFS = tuple(1.0 / math.factorial(n) for n in range(13, -1, -1))  # highest degree first
+EXP_MIN = -746.0  # exp(-746) rounds to 0 in double
+
+
+def exp_nonpositive(x: np.ndarray) -> np.ndarray:
+    """exp(x) for x <= 0 (the only arguments the losses need), bit-reproducible on OpenCL devices."""
+    x = np.maximum(np.asarray(x, np.float64), EXP_MIN)
+    k = np.rint(x * INV_LN2)
+    r = (x - k * LN2_HI) - k * LN2_LO
+    p = np.full_like(r, EXP_COEFFS[0])
+    for c in EXP_COEFFS[1:]:
+        p = p * r + c
+    return np.ldexp(p, k.astype(np.int32))
+
+
+def sigmoid_exact(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x) with :func:`exp_nonpositive`: the gradient kernels' sigmoid."""
+    e = exp_nonpositive(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def softmax_exact(x: np.ndarray) -> np.ndarray:
+    """Row-wise softmax with :func:`exp_nonpositive` and sums over outputs in index order (the kernels')."""
+    z = exp_nonpositive(x - x.max(axis=1, keepdims=True))
+    total = z[:, 0].copy()
+    for k in range(1, z.shape[1]):
+        total = total + z[:, k]
+    return z / total[:, None]
 
 
 def canonical_objective(name: object) -> str:
@@ -46,6 +86,7 @@ class Loss:
 
     name = ""
     metric = ""
+    kind = ""  # which gradient kernel computes this loss on a device: "squared", "logistic", "softmax"
     n_outputs = 1
 
     def base_score(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -64,7 +105,7 @@ class Loss:
 
 
 class SquaredError(Loss):
-    name, metric = "reg:squarederror", "rmse"
+    name, metric, kind = "reg:squarederror", "rmse", "squared"
 
     def base_score(self, y, w):
         return np.array([np.average(y[:, 0], weights=w)])
@@ -82,7 +123,7 @@ class SquaredError(Loss):
 class Logistic(Loss):
     """Binary logistic on each output: ``binary:logistic`` (one output) and ``multilabel:logistic``."""
 
-    metric = "logloss"
+    metric, kind = "logloss", "logistic"
 
     def __init__(self, n_outputs: int = 1) -> None:
         self.n_outputs = n_outputs
@@ -94,7 +135,7 @@ class Logistic(Loss):
         return np.log(p / (1 - p))
 
     def gradients(self, y, raw, w):
-        p = _sigmoid(raw)
+        p = sigmoid_exact(raw)
         return (p - y) * w[:, None], np.maximum(p * (1 - p), _EPS) * w[:, None]
 
     def transform(self, raw):
@@ -107,7 +148,7 @@ class Logistic(Loss):
 
 
 class Softmax(Loss):
-    name, metric = "multi:softmax", "mlogloss"
+    name, metric, kind = "multi:softmax", "mlogloss", "softmax"
 
     def __init__(self, n_outputs: int) -> None:
         self.n_outputs = n_outputs
@@ -122,7 +163,7 @@ class Softmax(Loss):
         return np.log(np.clip(prior, 1e-7, None))
 
     def gradients(self, y, raw, w):
-        p = _softmax(raw)
+        p = softmax_exact(raw)
         # LightGBM's factor K/(K-1) on the diagonal hessian keeps the Newton step of multi-output leaves
         # from overshooting (the full softmax hessian is singular along the all-ones direction)
         factor = self.n_outputs / (self.n_outputs - 1.0)

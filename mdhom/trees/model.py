@@ -39,6 +39,8 @@ class Tree:
     value: np.ndarray  # float64 (n_nodes, n_outputs)
     gain: np.ndarray  # float64
     cover: np.ndarray  # float64
+    # the split bins (0 at leaves) while training, for the devices' binned eval-set traversal; not saved
+    bin: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:

@@ -68,7 +68,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
     out = Splits(
         gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
         default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist),
     )
     if n_cand == 0:
         return out
@@ -85,14 +85,70 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
     return out
 
 
+def node_totals(hist: np.ndarray) -> np.ndarray:
+    """(n_nodes, n_outputs, 2): each node's (g, h) as the in-order prefix sum over the bins of feature 0."""
+    if hist.shape[0] == 0 or hist.shape[1] == 0:
+        return np.zeros((hist.shape[0], hist.shape[3], 2))
+    return np.cumsum(hist[:, 0], axis=1)[:, -1]
+
+
 def goes_left(bin_values: np.ndarray, split_bin: np.ndarray, default_left: np.ndarray, n_bins: int) -> np.ndarray:
     """The split rule: bin <= split bin, and missing values follow the learned default direction."""
     missing = bin_values == n_bins - 1
     return np.where(missing, default_left, bin_values <= split_bin)
 
 
+def predict_bins(bins: np.ndarray, tree, n_bins: int) -> np.ndarray:  # noqa: ANN001 - a model Tree
+    """Leaf node id of every binned row in ``tree`` (split bins in ``tree.bin``), by the split rule."""
+    node = np.zeros(bins.shape[0], np.int64)
+    active = tree.left[node] >= 0
+    while active.any():
+        r = np.flatnonzero(active)
+        n = node[r]
+        go = goes_left(bins[r, tree.feature[n]], tree.bin[n], tree.default_left[n], n_bins)
+        node[r] = np.where(go, tree.left[n], tree.right[n])
+        active[r] = tree.left[node[r]] >= 0
+    return node
+
+
 class NumpyTreeKernels:
     """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend."""
+
+    def set_objective(self, loss, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:  # noqa: ANN001
+        self.loss, self.y, self.w = loss, np.asarray(y, np.float64), np.asarray(w, np.float64)
+        self.raw = np.tile(np.asarray(base_score, np.float64), (self.bins.shape[0], 1))
+        self.evals: list[list[np.ndarray]] = []
+
+    def compute_gradients(self, keep: np.ndarray | None) -> None:
+        g, h = self.loss.gradients(self.y, self.raw, self.w)
+        if keep is not None:
+            g[~keep] = 0.0
+            h[~keep] = 0.0
+        self.set_gradients(g, h)
+        self.reset_rows()
+
+    def update_scores(self, value: np.ndarray) -> None:
+        self.raw = self.raw + np.asarray(value, np.float64)[self.row_node]
+
+    def scores(self) -> np.ndarray:
+        return self.raw.copy()
+
+    def add_eval(self, bins: np.ndarray, base_score: np.ndarray) -> int:
+        self.evals.append([np.ascontiguousarray(bins), np.tile(np.asarray(base_score, np.float64), (bins.shape[0], 1))])
+        return len(self.evals) - 1
+
+    def update_eval(self, handle: int, tree) -> np.ndarray:  # noqa: ANN001
+        bins, raw = self.evals[handle]
+        self.evals[handle][1] = raw + tree.value[predict_bins(bins, tree, self.n_bins)]
+        return self.evals[handle][1]
+
+    def sync(self) -> None:
+        pass
+
+    def siblings(self, parent: np.ndarray, child: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """[child, parent[index] - child] along the node axis: a split's (or level's) children histograms."""
+        p = parent if index is None else parent[np.asarray(index, np.int64)]
+        return np.concatenate([child, p - child], axis=0)
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
         if bins.dtype != np.uint8 or bins.ndim != 2:
@@ -124,7 +180,7 @@ class NumpyTreeKernels:
         return best_splits(hist, feature_mask, params)
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
-                     left: np.ndarray, right: np.ndarray) -> None:
+                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
         for n, f, b, d, lo, hi in zip(nodes, feature, bin, default_left, left, right, strict=True):
             rows = np.flatnonzero(self.row_node == n)
             go = goes_left(self.bins[rows, f], b, d, self.n_bins)
