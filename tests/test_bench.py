@@ -553,7 +553,7 @@ def test_merge_reports_ratios_labels_and_checks():
     mdhom_double["versions"]["xgboost"] = "3.4"
     merged = merge_reports([anchors_part, mdhom_part, mdhom_double], ["a.json", "b.json", "c.json"])
     labels = [r["label"] for r in merged["results"]]
-    assert labels == ["xgboost-cuda", "lightgbm-opencl", "mdhom", "mdhom#3"]
+    assert labels == ["xgboost-cuda", "lightgbm-opencl", "mdhom", "mdhom precision=double,rounds=5"]
     ratios = [r["ratio_to_mdhom"] for r in merged["results"]]
     assert ratios == [pytest.approx(2.0), None, pytest.approx(1.0), pytest.approx(2.5)]
     assert merged["results"][2]["run"]["rounds"] == 20 and merged["results"][2]["run"]["precision"] == "single"
@@ -561,6 +561,8 @@ def test_merge_reports_ratios_labels_and_checks():
     assert merged["versions"] == {"mdhom": "0.1", "xgboost": "3.4"}
     twice = merge_reports([merged], ["all.json"])  # a merged report merges again, keeping its labels
     assert [r["label"] for r in twice["results"]] == labels and twice["results"][3]["source"] == "c.json"
+    same = merge_reports([mdhom_part, mdhom_part], ["b", "b2"])
+    assert [r["label"] for r in same["results"]] == ["mdhom", "mdhom#2"]
     other = merge_reports([anchors_part, mdhom_part], ["a", "b"], baseline="xgboost-cuda")
     assert other["results"][2]["ratio_to_mdhom"] == pytest.approx(0.5)
 

@@ -21,6 +21,7 @@ WORKLOAD_KEYS = ("rows", "test_rows", "features", "leaves", "bins", "learning_ra
                  "grow_policy")
 MACHINE_KEYS = ("cpu", "cores_usable", "memory_gib", "gpus")
 RUN_KEYS = ("rounds", "threads", "device", "precision", "profile_rounds", "isolate", "quick")
+LABEL_KEYS = ("precision", "device", "threads", "rounds")
 _OLD_DEFAULTS = {"grow_policy": "lossguide"}  # reports written before the key existed
 
 
@@ -62,6 +63,7 @@ def merge_reports(
     if problems and not allow_mismatch:
         raise ValueError("reports differ (pass --allow-mismatch to merge anyway): " + "; ".join(problems))
     results: list[dict[str, Any]] = []
+    first_run: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     for i, (rep, src) in enumerate(zip(reports, sources, strict=True)):
         run = {key: _param(rep, key) for key in RUN_KEYS}
@@ -72,9 +74,14 @@ def merge_reports(
             r.setdefault("source_index", i + 1)
             r.setdefault("run", run)
             label = r.get("label", r["system"])
-            if label in seen:
-                label = f"{r['system']}#{i + 1}"
+            if label in seen:  # the same system again: name it by what its run changed
+                earlier = first_run[r["system"]]
+                changed = [f"{k}={r['run'].get(k)}" for k in LABEL_KEYS if r["run"].get(k) != earlier.get(k)]
+                label = f"{r['system']} {','.join(changed)}" if changed else label
+                if label in seen:
+                    label = f"{label}#{i + 1}"
             seen.add(label)
+            first_run.setdefault(r["system"], r["run"])
             r["label"] = label
             results.append(r)
     add_ratios(results, baseline)

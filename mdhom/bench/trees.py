@@ -384,7 +384,8 @@ def format_table(report: dict[str, Any]) -> str:
         + f"lr {p['learning_rate']}"
         + ("" if merged else f", {p['threads']} threads")
     )
-    cols = f"{'system':<18}{'s/round':>10}{'1st round':>11}{'build s':>9}{'fit s':>9}{'AUC':>8}{'vs mdhom':>10}"
+    w = max([18, *(len(str(r.get("label", r["system"]))) + 2 for r in report["results"])])
+    cols = f"{'system':<{w}}{'s/round':>10}{'1st round':>11}{'build s':>9}{'fit s':>9}{'AUC':>8}{'vs mdhom':>10}"
     cols += f"{'run':>5}" if merged else ""
     lines = [head, cols, "-" * len(cols)]
     notes = []
@@ -392,11 +393,11 @@ def format_table(report: dict[str, Any]) -> str:
         name = r.get("label", r["system"])
         run = f"{'[' + str(r.get('source_index', '?')) + ']':>5}" if merged else ""
         if r["status"] != "ok":
-            lines.append(f"{name:<18}{r['status']:>12}{'':>48}{run}")
+            lines.append(f"{name:<{w}}{r['status']:>12}{'':>48}{run}")
             notes.append(f"  {name}: {r['reason']}")
             continue
         lines.append(
-            f"{name:<18}{_fmt(r['round_median_seconds'], '10.4g')}{_fmt(r['first_round_seconds'], '11.4g')}"
+            f"{name:<{w}}{_fmt(r['round_median_seconds'], '10.4g')}{_fmt(r['first_round_seconds'], '11.4g')}"
             f"{_fmt(r.get('build_seconds'), '9.3g')}{_fmt(r.get('fit_seconds'), '9.3g')}"
             f"{_fmt(r.get('test_auc'), '8.4f')}{_fmt(r.get('ratio_to_mdhom'), '10.3g')}{run}"
         )
