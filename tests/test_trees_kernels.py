@@ -232,7 +232,8 @@ def test_tunables_match_their_references(device):
 
     tk.register_tunables()
     rng = np.random.default_rng(19)
-    for name in ("tree_histogram", "tree_split_scan", "tree_split_score", "tree_hist_subtract"):
+    for name in ("tree_histogram", "tree_split_scan", "tree_split_score", "tree_hist_subtract",
+                 "tree_gradients_squared", "tree_gradients_logistic", "tree_gradients_softmax", "tree_score_update"):
         kern = tunable.registered()[name]
         sizes = kern.size_classes[next(iter(kern.classes(quick=True)))]
         sizes = dict(sizes, pos=min(sizes.get("pos", 1), 4099)) if "pos" in sizes else sizes
@@ -240,3 +241,79 @@ def test_tunables_match_their_references(device):
         dims = kern.dim_sizes(sizes)
         got = Computation(kern.describe(sizes), device, None, dims)(dims, **inputs)
         assert kern.compare(got, kern.reference(inputs)) is None, name
+
+
+# ------------------------------------------------------------------------------------------------ a round
+@pytest.mark.parametrize("objective,k", [("reg:squarederror", 1), ("binary:logistic", 1), ("multi:softmax", 4),
+                                         ("multilabel:logistic", 3)])
+def test_gradients_match_the_losses(device, objective, k):
+    """Double precision: bit for bit the numpy loss (its portable exp included); single: to rounding."""
+    from mdhom.trees.losses import make_loss
+
+    loss = make_loss(objective, k)
+    rng = np.random.default_rng(23)
+    n = 1031
+    raw = rng.standard_normal((n, k)) * 4
+    raw[:5] = [[-800.0], [-40.0], [0.0], [37.5], [745.0]][:5] if k == 1 else raw[:5] * 100
+    y = (rng.integers(0, k, (n, 1)) if objective == "multi:softmax" else rng.integers(0, 2, (n, k))).astype(float)
+    if objective == "reg:squarederror":
+        y = rng.standard_normal((n, 1))
+    w = rng.random(n) + 0.25
+    keep = rng.random(n) < 0.7
+    g, h = loss.gradients(y, raw, w)
+    g[~keep], h[~keep] = 0.0, 0.0
+    factor = k / (k - 1.0) if objective == "multi:softmax" else 1.0
+    for precision in ("double", "single"):
+        real = tk.REALS[precision]
+        desc = tk.gradients(loss.kind, precision)
+        got = run(desc, device, None, {"row": n, "output": k}, scores=raw.astype(real), y=y.astype(real),
+                  w=w.astype(real), keep=("o", keep.astype(np.uint8), None), use_keep=1, factor=real(factor))
+        if precision == "double":
+            np.testing.assert_array_equal(got["g"], g)
+            np.testing.assert_array_equal(got["h"], h)
+        else:
+            np.testing.assert_allclose(got["g"], g, rtol=2e-5, atol=1e-6)
+            np.testing.assert_allclose(got["h"], h, rtol=2e-5, atol=1e-6)
+
+
+def _small_tree(rng, n_feat, n_bins, k):
+    from mdhom.trees.model import Tree
+
+    left, right = np.array([1, 3, -1, -1, -1], np.int32), np.array([2, 4, -1, -1, -1], np.int32)
+    feature = np.array([0, n_feat - 1, -1, -1, -1], np.int32)
+    return Tree(left=left, right=right, feature=feature, threshold=np.zeros(5), default_left=np.array([1, 0, 0, 0, 0],
+                bool), value=rng.standard_normal((5, k)), gain=np.zeros(5), cover=np.zeros(5),
+                bin=np.array([n_bins // 2, 1, 0, 0, 0], np.int32))
+
+
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_score_update_and_predict_bins(device, feature_major):
+    from mdhom.trees import reference as ref
+
+    rng = np.random.default_rng(29)
+    n, n_feat, n_bins, k = 777, 4, 9, 2
+    bins = rng.integers(0, n_bins, size=(n, n_feat)).astype(np.uint8)
+    scores = rng.standard_normal((n, k))
+    tree = _small_tree(rng, n_feat, n_bins, k)
+    leaf = ref.predict_bins(bins, tree, n_bins)
+    stored = np.ascontiguousarray(bins.T if feature_major else bins)
+    got = run(tk.predict_bins(n_bins, "double", feature_major), device, None, {"row": n, "output": k},
+              scores=scores, bins=("o", stored, None), tree=("o", tk.tree_table(tree), None),
+              value=("o", tree.value, None), n_feat=n_feat)
+    np.testing.assert_array_equal(got, scores + tree.value[leaf])
+    row_node = leaf.astype(np.int32)
+    got = run(tk.score_update("double"), device, None, {"row": n, "output": k}, scores=scores, row_node=row_node,
+              value=("o", tree.value, None))
+    np.testing.assert_array_equal(got, scores + tree.value[leaf])
+
+
+def test_hist_siblings(device):
+    rng = np.random.default_rng(31)
+    parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))
+    desc = tk.hist_siblings("double")
+    for index in (None, np.array([4, 0, 2])):
+        got = run(desc, device, None, {"side": 2, "node": 3, "cell": 37}, child=child, parent=("o", parent, None),
+                  pidx=("o", np.zeros(1, np.int32) if index is None else index.astype(np.int32), None),
+                  use_index=int(index is not None), pnode0=1 if index is None else 0)
+        want = tk.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)

@@ -57,6 +57,35 @@ CODE = textwrap.dedent("""
             lh = [b.histograms(left) for b in (dev, ref)]
             hists = [b.concat([l, b.subtract(p, l)]) for b, p, l in zip((dev, ref), hists, lh)]
             nodes = np.concatenate([left, right])
+        two = left[:2]  # parents out of order: the index-table path of tree_hist_siblings
+        pidx = np.array([len(nodes) - 1, 0])[: two.size]
+        sib = [b.siblings(h, b.histograms(two), pidx) for b, h in zip((dev, ref), hists)]
+        assert np.allclose(dev.to_host(sib[0]), sib[1], atol=1e-12)
+
+    # a device-resident round per loss: gradients, the tree, score and eval-set updates
+    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.losses import make_loss
+    grow = GrowParams(params, 0.3, 3, 0, False)
+    for objective, k in (("reg:squarederror", 1), ("binary:logistic", 1), ("multi:softmax", 3),
+                         ("multilabel:logistic", 2)):
+        loss = make_loss(objective, k)
+        y = (rng.integers(0, k, (n_rows, 1)) if k > 1 and objective == "multi:softmax"
+             else rng.integers(0, 2, (n_rows, k))).astype(float)
+        w = rng.random(n_rows) + 0.5
+        base = loss.base_score(y, w)
+        keep = rng.random(n_rows) < 0.8
+        dev, ref = OpenCLTreeKernels("oclgrind", exact=True), NumpyKernels()
+        for b in (dev, ref):
+            b.load(bins, n_bins, k)
+            b.set_objective(loss, y, w, base)
+            b.add_eval(bins[:29], base)
+            b.compute_gradients(keep)
+        assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), objective
+        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: float(b)) for b in (dev, ref)]
+        for b, t in zip((dev, ref), trees):
+            b.update_scores(t.value)
+        assert np.array_equal(dev.scores(), ref.scores()), objective
+        assert np.array_equal(dev.update_eval(0, trees[0]), ref.update_eval(0, trees[1])), objective
     print("TREES-OK")
 """)
 

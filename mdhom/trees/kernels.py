@@ -34,6 +34,7 @@ so such inputs are declared ``shape=(1,)`` and bound to a one-element view of th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 
@@ -538,6 +539,44 @@ def register_tunables() -> None:
         {f"nodes_{n}": {"i": n * 28 * 64 * 2} for n in (1, 16, 128)},
         lambda s, rng: {"parent": rng.standard_normal(s["i"]), "child": rng.standard_normal(s["i"])},
         lambda a: a["parent"] - a["child"], doc="sibling histograms by subtraction",
+    ), replace=True)
+
+    # the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a
+    # softmax shape. The tuner's inputs have the declared extents, so its score update puts every row in
+    # leaf 0 of a one-value table (the kernel's lookup is still exercised); tree_predict_bins and
+    # tree_hist_siblings read whole lookup buffers and wait for the generator's any-extent inputs.
+    from mdhom.trees import losses
+
+    def grad_inputs(kind: str) -> Callable:
+        def make(s, rng):
+            n, k = s["row"], s["output"]
+            y = rng.integers(0, k, (n, 1)) if kind == "softmax" else rng.integers(0, 2, (n, k))
+            return {"scores": rng.standard_normal((n, k)), "y": y.astype(np.float64), "w": rng.random(n) + 0.5,
+                    "keep": np.ones(1, np.uint8), "use_keep": 0, "factor": k / (k - 1.0) if kind == "softmax" else 1.0}
+        return make
+
+    def grad_ref(kind: str) -> Callable:
+        def reference(a):
+            k = a["scores"].shape[1]
+            loss = losses.make_loss({"squared": "reg:squarederror", "logistic": "binary:logistic",
+                                     "softmax": "multi:softmax"}[kind], k)
+            g, h = loss.gradients(a["y"], a["scores"], a["w"])
+            return _gh_struct(np.stack([g, h], axis=-1))
+        return reference
+
+    for kind in LOSS_KINDS:
+        outs = {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]
+        tunable.register(tunable.TunableKernel(
+            f"tree_gradients_{kind}", gradients(kind),
+            {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in rows.items() for o in outs},
+            grad_inputs(kind), grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores",
+        ), replace=True)
+    tunable.register(tunable.TunableKernel(
+        "tree_score_update", score_update("double"),
+        {f"rows_{k}": {"row": v, "output": 1} for k, v in rows.items()},
+        lambda s, rng: {"scores": rng.standard_normal((s["row"], 1)), "row_node": np.zeros(s["row"], np.int32),
+                        "value": rng.standard_normal(1)},
+        lambda a: a["scores"] + a["value"][a["row_node"]][:, None], doc="training scores + the new tree's leaf values",
     ), replace=True)
 
 
