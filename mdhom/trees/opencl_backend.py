@@ -111,6 +111,7 @@ class OpenCLTreeKernels:
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._events: list[tuple[str, list[cl.Event]]] = []
         self._alive: list[object] = []  # host arrays of uploads in flight
+        self._shapes: dict[tuple, tuple[int, ...]] = {}
 
     # ------------------------------------------------------------------------------------------ configuration
     def _heuristic(self, desc: Description, sizes: dict[str, int]) -> dict[str, int]:
@@ -212,8 +213,12 @@ class OpenCLTreeKernels:
              **args: object) -> cl_array.Array:
         comp = self._comp(desc, sizes)
         if out is None:
-            bound = comp.bind_sizes({i.name: args[i.name] for i in desc.inputs}, sizes)
-            out = self._alloc(comp.output_shape(bound), desc.atom.dtype)
+            key = (desc.name, tuple(sizes.items()))
+            shape = self._shapes.get(key)
+            if shape is None:  # every call passes all sizes, so they fix the output shape: bind once per shape
+                bound = comp.bind_sizes({i.name: args[i.name] for i in desc.inputs}, sizes)
+                shape = self._shapes[key] = comp.output_shape(bound)
+            out = self._alloc(shape, desc.atom.dtype)
         launch = comp.enqueue(sizes, out=out, queue=self.queue, **args)
         self._record(desc.name, launch.events)
         return launch.out
@@ -251,6 +256,8 @@ class OpenCLTreeKernels:
         self._tmp_bins = cl_array.empty(q, max(1, host.size), np.uint8)
         self._tmp_gh = cl_array.empty(q, (rows, n_outputs), gh_dtype)
         self._dummy_int = cl_array.zeros(q, 1, np.int32)
+        # one-element views of the resident buffers, made once (building pyopencl views costs host time)
+        self._o_bins, self._o_ridx, self._o_row_node = opaque(self.bins), opaque(self.ridx), opaque(self.row_node)
         self._mask_key: bytes | None = None
         self._root_slots = (cl_array.to_device(q, np.array([0], np.int32)),
                             cl_array.to_device(q, np.array([n_rows], np.int32)))
@@ -590,7 +597,7 @@ class OpenCLTreeKernels:
         node_slot = np.full(n_table, -1, np.int32)
         node_slot[nodes] = np.arange(nodes.size, dtype=np.int32)
         d_tab = self._upload(np.concatenate([tab.reshape(-1), node_slot]))  # one upload per split step
-        common = dict(bins=opaque(self.bins), ridx=opaque(self.ridx), row_node=opaque(self.row_node),
+        common = dict(bins=self._o_bins, ridx=self._o_ridx, row_node=self._o_row_node,
                       split_tab=opaque(d_tab), pos0=lo, n_split=int(nodes.size), n_table=n_table,
                       n_rows=self.n_rows, n_feat=self.n_features)
         n = hi - lo
