@@ -109,6 +109,11 @@ class Computation:
         base = desc.default_config(self.device, dict(sizes) if sizes else None)
         self.config = {**base, **{k: int(v) for k, v in (config or {}).items()}}
         desc.check_config(self.config, self.device)
+        # what every launch needs, computed once (enqueue runs thousands of times per tree)
+        self.work_group_size = math.prod(self.config[f"NUM_WI_{d}"] for d in desc.dim_names)
+        self.num_groups = math.prod(self.config[f"NUM_WG_{d}"] for d in desc.dim_names)
+        self.lane_groups = math.prod(self.config[f"NUM_WG_{d}"] for d in desc.lane_dims)
+        self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
         self._kernels: dict[tuple[bool, str], cl.Kernel] = {}
@@ -159,19 +164,6 @@ class Computation:
         return self._kernels[key]
 
     # ---------------------------------------------------------------- geometry
-    @property
-    def work_group_size(self) -> int:
-        return math.prod(self.config[f"NUM_WI_{d}"] for d in self.desc.dim_names)
-
-    @property
-    def num_groups(self) -> int:
-        return math.prod(self.config[f"NUM_WG_{d}"] for d in self.desc.dim_names)
-
-    @property
-    def lane_groups(self) -> int:
-        """Work-groups along the reduced/scanned dimensions (NUM_WG_R in the skeleton)."""
-        return math.prod(self.config[f"NUM_WG_{d}"] for d in self.desc.lane_dims)
-
     def output_shape(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(sizes[d] for d in self.desc.output_dims) + self.desc.atom.shape
 
@@ -237,7 +229,7 @@ class Computation:
     def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
         points = math.prod(sizes.values())
         out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups)
-        biggest = max([points, out] + [int(np.prod(a.shape)) for a in arrays.values() if hasattr(a, "shape")])
+        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values()])
         launched = self.num_groups * self.work_group_size
         return max(biggest, launched) > _INDEX32_LIMIT
 
@@ -273,10 +265,10 @@ class Computation:
                 arr = cl_array.to_device(queue, np.ascontiguousarray(arr))
             kargs.append(arr.data)
         kargs.extend(idx(bound[d]) for d in self.desc.dim_names)
-        for p in self.desc.params:
-            kargs.append(CTYPES[p.ctype].type(args[p.name]))
+        for name, cast in self._param_types:
+            kargs.append(cast(args[name]))
         wg = self.work_group_size
-        events = [self.kernel("main", index64)(queue, (self.num_groups * wg,), (wg,), *kargs)]
+        events = [self._launch("main", index64, queue, self.num_groups * wg, wg, kargs)]
         if self.desc.lane_dims and self.lane_groups > 1:
             wi = self.config["NUM_WI_COMBINE"]
             if self.desc.scan_dim:
@@ -284,8 +276,15 @@ class Computation:
             else:
                 steps = (("combine", n_concat),)
             for which, n in steps:
-                events.append(self.kernel(which, index64)(queue, (-(-n // wi) * wi,), (wi,), *kargs))
+                events.append(self._launch(which, index64, queue, -(-n // wi) * wi, wi, kargs))
         return Launch(out, events)
+
+    def _launch(self, which: str, index64: bool, queue: cl.CommandQueue, global_size: int, local_size: int,
+                kargs: list[object]) -> cl.Event:
+        # set_args + enqueue_nd_range_kernel costs a few microseconds; pyopencl's generated invoker ~30 us.
+        knl = self.kernel(which, index64)
+        knl.set_args(*kargs)
+        return cl.enqueue_nd_range_kernel(queue, knl, (global_size,), (local_size,))
 
     def _partials(self, queue: cl.CommandQueue, n: int) -> cl_array.Array:
         if self._scratch is None or self._scratch.size < n * math.prod(self.desc.atom.shape or (1,)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -274,44 +275,50 @@ class Description:
                 )
 
     # ----------------------------------------------------------------- structure
-    @property
+    # Structural facts are read on every launch, so each is computed once (the description is immutable).
+    @cached_property
     def dim_names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.dims)
 
+    @cached_property
+    def kinds(self) -> dict[str, str]:
+        """'concat', 'reduce' or 'scan' per dimension."""
+        names = {Concat: "concat", Reduce: "reduce", Scan: "scan"}
+        return {d.name: names[type(op)] for d, op in zip(self.dims, self.combine, strict=True)}
+
     def kind(self, dim: str) -> str:
         """'concat', 'reduce' or 'scan'."""
-        op = self.combine[self.dim_names.index(dim)]
-        return {Concat: "concat", Reduce: "reduce", Scan: "scan"}[type(op)]
+        return self.kinds[dim]
 
-    @property
+    @cached_property
     def concat_dims(self) -> tuple[str, ...]:
-        return tuple(d for d in self.dim_names if self.kind(d) == "concat")
+        return tuple(d for d in self.dim_names if self.kinds[d] == "concat")
 
-    @property
+    @cached_property
     def reduce_dims(self) -> tuple[str, ...]:
-        return tuple(d for d in self.dim_names if self.kind(d) == "reduce")
+        return tuple(d for d in self.dim_names if self.kinds[d] == "reduce")
 
-    @property
+    @cached_property
     def scan_dim(self) -> str | None:
-        scans = [d for d in self.dim_names if self.kind(d) == "scan"]
+        scans = [d for d in self.dim_names if self.kinds[d] == "scan"]
         return scans[0] if scans else None
 
-    @property
+    @cached_property
     def output_dims(self) -> tuple[str, ...]:
         """Dimensions of the output, in declaration order (reduced ones vanish)."""
-        return tuple(d for d in self.dim_names if self.kind(d) != "reduce")
+        return tuple(d for d in self.dim_names if self.kinds[d] != "reduce")
 
-    @property
+    @cached_property
     def operator(self) -> Operator | None:
         for op in self.combine:
             if isinstance(op, Reduce | Scan):
                 return op.op
         return None
 
-    @property
+    @cached_property
     def lane_dims(self) -> tuple[str, ...]:
         """Dimensions whose work-items cooperate through local memory (reduce or scan)."""
-        return tuple(d for d in self.dim_names if self.kind(d) in ("reduce", "scan"))
+        return tuple(d for d in self.dim_names if self.kinds[d] in ("reduce", "scan"))
 
     # ----------------------------------------------------------------- tuning parameters
     def parameter_names(self) -> tuple[str, ...]:
