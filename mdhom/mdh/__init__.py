@@ -16,7 +16,14 @@ an output atom, and one combine operator per dimension::
 See DESIGN.md section 2 for the model and the skeleton the generator emits.
 """
 
-from mdhom.mdh.computation import BuildError, Computation, Launch, build_program, build_within_limits
+from mdhom.mdh.computation import (
+    BoundLaunch,
+    BuildError,
+    Computation,
+    Launch,
+    build_program,
+    build_within_limits,
+)
 from mdhom.mdh.description import (
     Concat,
     ConfigError,
@@ -46,6 +53,7 @@ __all__ = [
     "MIN",
     "SUM",
     "Array",
+    "BoundLaunch",
     "BuildError",
     "Computation",
     "Concat",
