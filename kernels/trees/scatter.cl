@@ -7,15 +7,16 @@
  * the next split search) and, for the child each split names in field 8 of the split table (see
  * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
  * next histogram's row ranges, prepared on the device so the host need not know them yet.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_DOUBLE=0|1, -D TREE_SPLIT_FIELDS=n. */
+ * (g, h) lanes are moved as bits, never as floating-point values: 8-byte words (double, or int64 fixed
+ * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_SPLIT_FIELDS=n. */
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
 #endif
-#if TREE_DOUBLE
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-typedef double tree_real_t;
+#if TREE_GH_WIDE
+typedef ulong tree_gh_word_t;
 #else
-typedef float tree_real_t;
+typedef uint tree_gh_word_t;
 #endif
 
 #if TREE_FEATURE_MAJOR
@@ -25,9 +26,9 @@ typedef float tree_real_t;
 #endif
 
 __kernel void tree_scatter_rows(__global const int* restrict ridx, __global const int* restrict dest,
-                                __global const uchar* restrict bins, __global const tree_real_t* restrict gh,
+                                __global const uchar* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict row_node, __global int* restrict tmp_ridx,
-                                __global uchar* restrict tmp_bins, __global tree_real_t* restrict tmp_gh,
+                                __global uchar* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
                                 const int pos0, const int n, const int n_rows, const int n_feat, const int n_out,
                                 __global const int* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
@@ -55,8 +56,8 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
 }
 
 __kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restrict bins,
-                             __global tree_real_t* restrict gh, __global const int* restrict tmp_ridx,
-                             __global const uchar* restrict tmp_bins, __global const tree_real_t* restrict tmp_gh,
+                             __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
+                             __global const uchar* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
                              const int pos0, const int n, const int n_rows, const int n_feat, const int n_out)
 {
     const int i = get_global_id(0);

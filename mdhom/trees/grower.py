@@ -21,7 +21,7 @@ import numpy as np
 
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import Tree
-from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, soft_threshold
+from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, soft_threshold, to_real
 
 
 class NumpyKernels(NumpyTreeKernels):
@@ -38,7 +38,7 @@ class NumpyKernels(NumpyTreeKernels):
         return hist[np.asarray(index, np.int64)]
 
     def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-        return fast_best_splits(hist, feature_mask, params)
+        return fast_best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None)
 
 
 def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray:
@@ -47,17 +47,20 @@ def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray
     return t[..., 0] if t.shape[-1] == 1 else np.sum(t, axis=-1)
 
 
-def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-    """:func:`mdhom.trees.reference.best_splits`, same result, a few times faster."""
+def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
+                     inv_scale: np.ndarray | None = None) -> Splits:
+    """:func:`mdhom.trees.reference.best_splits`, same result, a few times faster (quantized too: integer
+    ``hist`` with ``inv_scale``)."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
     n_cand = max(n_bins - 2, 0)
     out = Splits(
         gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
         default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist, inv_scale),
     )
     if n_cand == 0:
         return out
+    ig, ih = (None, None) if inv_scale is None else (inv_scale[:, 0], inv_scale[:, 1])
     lam, alpha, msg, mcw = params.reg_lambda, params.reg_alpha, params.min_split_gain, params.min_child_weight
     fmask = np.asarray(feature_mask, bool)
     total = hist.sum(axis=2)  # (N, F, K, 2): the reference's sums
@@ -78,9 +81,10 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     ok_f = fmask[nf % n_features]
     gains = []
     with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 only where min_child_weight rules a side out
-        parent = _score(total[..., 0], total[..., 1], lam, alpha).reshape(-1)[nf]
-        for lg, lh in ((cg + mg, ch + mh), (cg, ch)):  # default_left True first, then False (reference order)
-            rg, rh = tg - lg, th - lh
+        parent = _score(to_real(total[..., 0], ig), to_real(total[..., 1], ih), lam, alpha).reshape(-1)[nf]
+        for lq, lhq in ((cg + mg, ch + mh), (cg, ch)):  # default_left True first, then False (reference order)
+            # quantized: sums in int64, then to reals (the kernels' order); reals: to_real is the identity
+            lg, lh, rg, rh = to_real(lq, ig), to_real(lhq, ih), to_real(tg - lq, ig), to_real(th - lhq, ih)
             gain = 0.5 * (_score(lg, lh, lam, alpha) + _score(rg, rh, lam, alpha) - parent) - msg
             sl, sr = (lh[:, 0], rh[:, 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
             ok = (sl >= mcw) & (sr >= mcw) & ok_f & np.isfinite(gain)  # 0/0 (lambda 0, empty side): never
@@ -98,10 +102,11 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
         left = np.stack([cg[c], ch[c]], axis=-1)
         if d == 0:
             left = left + miss[i, nf[c] % n_features]
+        right = total[i, nf[c] % n_features] - left
         out.gain[i] = gain[j]
         out.feature[i], out.bin[i], out.default_left[i] = nf[c] % n_features, pos[c] % n_cand, d == 0
-        out.left_sum[i] = left
-        out.right_sum[i] = total[i, nf[c] % n_features] - left
+        out.left_sum[i] = to_real(left, inv_scale)
+        out.right_sum[i] = to_real(right, inv_scale)
     return out
 
 

@@ -40,11 +40,14 @@ from importlib import resources
 
 import numpy as np
 
-from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scan, Struct
+from mdhom.mdh import ARGMAX, MAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scan, Struct
 from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams
 
-REALS = {"double": np.float64, "single": np.float32}
+PRECISIONS = ("double", "single", "quantized")
+# the real type of gradients, scores and gains per mode: "quantized" computes them in double and keeps only the
+# histograms (and their scans and differences) as int64 fixed point
+REALS = {"double": np.float64, "single": np.float32, "quantized": np.float64}
 # ints per row of the split table: node, feature, bin, default_left, left, right, begin, count, and which child's
 # range goes to the next histogram's slot table (0 left, 1 right, -1 neither)
 SPLIT_FIELDS = 9
@@ -52,13 +55,31 @@ SPLIT_FIELDS = 9
 
 def real_ctype(precision: str) -> str:
     if precision not in REALS:
-        raise ValueError(f"precision must be one of {', '.join(REALS)}, got {precision!r}")
-    return "double" if precision == "double" else "float"
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return "float" if precision == "single" else "double"
+
+
+def is_quantized(precision: str) -> bool:
+    real_ctype(precision)
+    return precision == "quantized"
+
+
+def hist_ctype(precision: str) -> str:
+    """The lane type of histograms, their prefix sums and differences: int64 fixed point when quantized."""
+    return "long" if is_quantized(precision) else real_ctype(precision)
 
 
 def gh_type(precision: str) -> Struct:
     r = real_ctype(precision)
     return Struct("gh_t", (("g", r), ("h", r)))
+
+
+GHQ = Struct("ghq_t", (("g", "long"), ("h", "long")))
+
+
+def hist_gh_type(precision: str) -> Struct:
+    """One histogram cell: (sum g, sum h) in the mode's histogram lanes."""
+    return GHQ if is_quantized(precision) else gh_type(precision)
 
 
 def split_type(precision: str) -> Struct:
@@ -72,7 +93,9 @@ def _snippet(name: str) -> str:
 def _defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: bool = False) -> str:
     r = real_ctype(precision)
     return (
-        f"typedef {r} tree_real_t;\n#define TREE_BINS {int(n_bins)}\n#define TREE_OUTPUTS {int(n_outputs)}\n"
+        f"typedef {r} tree_real_t;\ntypedef {hist_ctype(precision)} tree_hist_t;\n"
+        f"#define TREE_QUANTIZED {int(is_quantized(precision))}\n"
+        f"#define TREE_BINS {int(n_bins)}\n#define TREE_OUTPUTS {int(n_outputs)}\n"
         f"#define TREE_FEATURE_MAJOR {int(bool(feature_major))}\n#define TREE_SPLIT_FIELDS {SPLIT_FIELDS}\n"
     )
 
@@ -84,10 +107,19 @@ if (pos < mdh_cnt) {{
     const long mdh_p = slot_begin[node] + pos;
     const uchar mdh_b = tree_bin_of(bins, mdh_p, feat, n_rows, SIZE_feat);
     const long mdh_gi = 2 * (mdh_p * SIZE_output + output);
-    {target}.v[mdh_b].g {op} gh[mdh_gi];
-    {target}.v[mdh_b].h {op} gh[mdh_gi + 1];
+{body}
 }}
 """
+_HIST_ADD = "    {target}.v[mdh_b].g {op} gh[mdh_gi];\n    {target}.v[mdh_b].h {op} gh[mdh_gi + 1];"
+# rows left out by subsampling quantise to (0, 0): no atomics for them
+_HIST_ATOMIC = """    const long mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+    if (mdh_g != 0) atom_add(&acc->v[mdh_b].g, mdh_g);
+    if (mdh_h != 0) atom_add(&acc->v[mdh_b].h, mdh_h);"""
+
+
+def histogram_name(precision: str) -> str:
+    """The quantized histogram is a kernel of its own for the tuner (integer lanes, PARTIALS_LOCAL)."""
+    return "tree_histogram_q" if is_quantized(precision) else "tree_histogram"
 
 
 @lru_cache(maxsize=32)
@@ -97,18 +129,24 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
     ``bins`` and ``gh`` are in *position* order (row ``ridx[p]`` at position ``p``), so a node's rows are
     one contiguous range ``slot_begin .. slot_begin + slot_count`` and the pass streams through memory.
     Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e. (node, feat, output, bin, 2).
+
+    Quantized (``precision="quantized"``): (g, h) are int64 fixed point and so are the sums, which are then
+    exact and independent of the order of addition; the fold may also run as integer atomics into one
+    accumulator per work-group in local memory (tuning parameter ``PARTIALS_LOCAL``).
     """
-    r = real_ctype(precision)
+    hc = hist_ctype(precision)
+    q = is_quantized(precision)
     return Description(
-        "tree_histogram", ["node", "feat", "output", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
-        Array(gh_type(precision), int(n_bins)),
-        scalar=_HIST_BODY.format(target="out", op="="),
-        accumulate=_HIST_BODY.format(target="acc", op="+="),
+        histogram_name(precision), ["node", "feat", "output", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
+        Array(hist_gh_type(precision), int(n_bins)),
+        scalar=_HIST_BODY.format(body=_HIST_ADD.format(target="out", op="=")),
+        accumulate=_HIST_BODY.format(body=_HIST_ADD.format(target="acc", op="+=")),
+        accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None,
         # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
         # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
         inputs=[
             Input("bins", "uchar", ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
-            Input("gh", r, ("pos", "output", 2), gather=True),
+            Input("gh", hc, ("pos", "output", 2), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
         ],
@@ -119,8 +157,9 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
 
 def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ridx: np.ndarray,
                         slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
-    """(node, feat, output, bin, 2) in float64: :func:`mdhom.trees.reference.histograms` on ridx ranges
-    (``bins``, ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``)."""
+    """(node, feat, output, bin, 2): :func:`mdhom.trees.reference.histograms` on ridx ranges (``bins``,
+    ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``); float64, or int64 for
+    quantized (int64) gradients."""
     row_node = np.full(bins.shape[0], -1, np.int64)
     for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
         row_node[ridx[b:b + c]] = i
@@ -140,11 +179,41 @@ def gather_gh(precision: str = "double") -> Description:
     )
 
 
+# ------------------------------------------------------------------------------------------------ quantisation
+@lru_cache(maxsize=1)
+def gh_absmax() -> Description:
+    """max |g| and max |h| per output over the positions (NaN counts as +inf, so the host sees it): what the
+    fixed-point scale of a round is chosen from. MAX is exact, so the result does not depend on the order."""
+    return Description(
+        "tree_gh_absmax", ["pos", "output"], [Reduce(MAX), Concat()], gh_type("double"),
+        scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
+               "out.g = isnan(gh[i]) ? INFINITY : fabs(gh[i]);\n"
+               "out.h = isnan(gh[i + 1]) ? INFINITY : fabs(gh[i + 1]);",
+        inputs=[Input("gh", "double", ("pos", "output", 2), gather=True)],
+    )
+
+
+@lru_cache(maxsize=1)
+def quantize_gh() -> Description:
+    """(g, h) as int64 fixed point: ``rint(g * scale)`` with ``scale`` a power of two per (output, g|h).
+
+    Multiplying by a power of two is exact and rint is correctly rounded, so every device and numpy
+    (:func:`mdhom.trees.reference.quantize`) produce the same integers."""
+    return Description(
+        "tree_quantize_gh", ["pos", "output"], [Concat(), Concat()], GHQ,
+        scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
+               "out.g = (long)rint(gh[i] * scale[2 * output]);\n"
+               "out.h = (long)rint(gh[i + 1] * scale[2 * output + 1]);",
+        inputs=[Input("gh", "double", ("pos", "output", 2), gather=True),
+                Input("scale", "double", ("output", 2), gather=True)],
+    )
+
+
 # ------------------------------------------------------------------------------------------------ subtraction
 @lru_cache(maxsize=4)
 def hist_subtract(precision: str = "double") -> Description:
     """parent - child over flat histogram cells: the sibling's histogram without a pass over rows."""
-    r = real_ctype(precision)
+    r = hist_ctype(precision)
     return Description(
         "tree_hist_subtract", ["i"], [Concat()], r, "out = parent - child;",
         inputs=[Input("parent", r, ("i",)), Input("child", r, ("i",))],
@@ -158,11 +227,12 @@ def split_scan(n_bins: int, precision: str = "double") -> Description:
 
     For bit-exact agreement with the reference (``np.cumsum``) the backend runs it with one lane per
     (node, feature, output) along ``bin`` (sequential order); other configurations are correct to rounding.
+    Quantized histograms scan in int64: exact under every configuration.
     """
-    r = real_ctype(precision)
+    r = hist_ctype(precision)
     return Description(
         "tree_split_scan", ["node", "feat", "output", "bin"], [Concat(), Concat(), Concat(), Scan(SUM)],
-        gh_type(precision),
+        hist_gh_type(precision),
         scalar="const long c = (((long)node * SIZE_feat + feat) * SIZE_output + output) * SIZE_bin + bin;\n"
                "out.g = hist[2 * c]; out.h = hist[2 * c + 1];",
         inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True)],
@@ -187,8 +257,10 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double") -> Descr
     The argmax index ``(feat * n_cand + bin) * 2 + dir`` (dir 0 = default left) orders candidates exactly
     as the tie rule of :mod:`mdhom.trees.backend` does, and ARGMAX keeps the lower index on equal values,
     so the winner does not depend on the order of combination. ``bin`` has ``n_bins - 2`` candidates.
+    Quantized: left, right and total sums are formed in int64 and converted to double as ``(double)q *
+    inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
     """
-    r = real_ctype(precision)
+    hc = hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     return Description(
         "tree_split_score", ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
@@ -196,15 +268,20 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double") -> Descr
         scalar="out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);\n"
                "out.value = -INFINITY;\n"
                "if (feature_mask[feat]) out.value = tree_gain(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir,"
-               " reg_lambda, reg_alpha, min_split_gain, min_child_weight);",
+               " reg_lambda, reg_alpha, min_split_gain, min_child_weight TREE_INV_ARG);",
         inputs=[
-            Input("scan", r, ("node", "feat", k, b, 2), gather=True),
-            Input("hist", r, ("node", "feat", k, b, 2), gather=True),
+            Input("scan", hc, ("node", "feat", k, b, 2), gather=True),
+            Input("hist", hc, ("node", "feat", k, b, 2), gather=True),
             Input("feature_mask", "uchar", ("feat",), gather=True),
-        ],
+        ] + _inv_input(precision),
         params=_split_params(precision),
         preamble=_defines(precision, b, k) + _snippet("split.cl"),
     )
+
+
+def _inv_input(precision: str) -> list[Input]:
+    """The quantized split kernels' extra input: 2^-k per (output, g|h), to turn integer sums into reals."""
+    return [Input("inv_scale", "double", (1,), gather=True)] if is_quantized(precision) else []
 
 
 def _best_layout(precision: str) -> tuple[int, int, int]:
@@ -225,7 +302,7 @@ def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Descri
     """The packed result of a split search per (node, output): gain and index of the node's best split
     (repeated over outputs), its left and right (g, h), and the node's total (g, h) (the prefix sum of
     feature 0 over all bins). One read of this array is the only sync of a split step."""
-    r = real_ctype(precision)
+    r, hc = real_ctype(precision), hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     stride, offset, rstride = _best_layout(precision)
     return Description(
@@ -234,25 +311,28 @@ def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Descri
 const int idx = best[node * {stride} + {offset}];
 const int n_cand = TREE_BINS - 2;
 const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
-out.tg = scan[2 * (cell0 + TREE_BINS - 1)];
-out.th = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+const tree_hist_t tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
+const tree_hist_t th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+out.tg = TREE_REAL_OF(tg0, output, 0);
+out.th = TREE_REAL_OF(th0, output, 1);
 out.gain = best_value[node * {rstride}];
 out.index = idx;
 out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
 if (idx >= 0 && idx < n_feat * n_cand * 2) {{
     const long cell = (((long)node * n_feat + idx / (2 * n_cand)) * TREE_OUTPUTS + output) * TREE_BINS;
-    tree_real_t lg, lh;
+    tree_hist_t lg, lh;
     tree_left_sums(scan, hist, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh);
-    out.lg = lg; out.lh = lh;
-    out.rg = scan[2 * (cell + TREE_BINS - 1)] - lg;
-    out.rh = scan[2 * (cell + TREE_BINS - 1) + 1] - lh;
+    const tree_hist_t tg = scan[2 * (cell + TREE_BINS - 1)];
+    const tree_hist_t th = scan[2 * (cell + TREE_BINS - 1) + 1];
+    out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
+    out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
 }}""",
         inputs=[
-            Input("scan", r, (1,), gather=True),
-            Input("hist", r, (1,), gather=True),
+            Input("scan", hc, (1,), gather=True),
+            Input("hist", hc, (1,), gather=True),
             Input("best", "int", ("node", stride), gather=True),
             Input("best_value", r, (1,), gather=True),
-        ],
+        ] + _inv_input(precision),
         params=[Param("n_feat", "int")],
         preamble=_defines(precision, b, k) + _snippet("split.cl"),
     )
@@ -266,7 +346,7 @@ def hist_siblings(precision: str = "double") -> Description:
     ``child`` holds the built (smaller) children, one node each; their parents are ``parent[pidx[node]]``
     (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation.
     """
-    r = real_ctype(precision)
+    r = hist_ctype(precision)
     return Description(
         "tree_hist_siblings", ["side", "node", "cell"], [Concat(), Concat(), Concat()], r,
         scalar="""

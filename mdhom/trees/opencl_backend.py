@@ -19,8 +19,14 @@ and rows stay in ascending order inside a node (the partition is stable), which 
 reference's operations in its order (no FMA); the argmax is order-independent. Identical sums matter beyond
 rounding: after histogram subtraction an empty bin is "parent - child", which is 0 or a few ulps depending
 on the order of summation, and that decides ties between thresholds. The cost is parallelism: one work-item
-per (node, feature, output) along the rows, plenty on CPUs, too little on GPUs (see the report: a GPU wants
-integer, fixed-point accumulation, which is exact in any order).
+per (node, feature, output) along the rows, plenty on CPUs, too little on GPUs.
+
+Quantized mode (``precision="quantized"``) gets the same bit-identity with full parallelism: gradients and
+scores stay double (bit-identical to numpy, as above), and per round (g, h) become int64 fixed point with a
+power-of-two scale per (output, g|h) (one MAX reduction and one small read-back per round; see
+:mod:`mdhom.trees.reference`). Integer histograms, scans and differences are exact in any order, so every
+configuration (rows folded by many work-items, partials in local memory with atomics) gives the reference's
+sums; reals appear only in the split search, converted the reference's way.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pyopencl.tools as cl_tools
 from mdhom.devices import Device, get_device
 from mdhom.mdh import Computation, Description, build_program, build_within_limits
 from mdhom.trees import kernels as tk
+from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams, Splits
 
 
@@ -76,7 +83,9 @@ class OpenCLTreeKernels:
     """The md_hom tree kernels on one OpenCL device (see the module docstring).
 
     ``precision="double"`` reproduces the numpy reference (same splits, sums within rounding of the row
-    order); ``"single"`` keeps gradients and histograms in float32. ``feature_major`` stores bins as
+    order); ``"single"`` keeps gradients and histograms in float32; ``"quantized"`` computes gradients in
+    double and histograms in int64 fixed point (bit-identical to ``NumpyTreeKernels("quantized")`` under any
+    configuration; :meth:`to_host` then returns the int64 sums). ``feature_major`` stores bins as
     features x rows (coalesced reads on GPUs) instead of rows x features (one cache line per row on
     CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named kernels.
     ``exact`` (default: True in double precision) pins the summation order to the reference's (see the
@@ -95,12 +104,16 @@ class OpenCLTreeKernels:
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None) -> None:
         self.device = get_device(device)
-        tk.real_ctype(precision)
+        self.quantized = tk.is_quantized(precision)
         self.precision = precision
+        self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
         self.real = np.dtype(tk.REALS[precision])
+        self.hist_elem = np.dtype(np.int64) if self.quantized else self.real  # one lane of a histogram cell
         self.feature_major = (self.device.type == "gpu") if feature_major is None else bool(feature_major)
         self.overrides = dict(configs or {})
+        # quantized sums are exact in any order: nothing to pin
         self.exact = (precision == "double") if exact is None else bool(exact)
+        self.inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round, quantized only
         self.queue = self.device.queue
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
@@ -130,6 +143,21 @@ class OpenCLTreeKernels:
                 cfg["NUM_WG_pos"] = 16
             else:
                 cfg["NUM_WG_pos"] = _pow2_at_most(2 * cu, 64)
+        elif name == "tree_histogram_q":
+            # one work-group per (feature, row chunk); with PARTIALS_LOCAL (the description's default where
+            # 64-bit local atomics exist on a GPU) its work-items scatter into one local histogram
+            for d in desc.dim_names:
+                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+            cfg["NUM_WG_feat"] = sizes["feat"]
+            cfg["NUM_WG_node"] = 4 if gpu else 2
+            if gpu and cfg.get("PARTIALS_LOCAL"):
+                cfg["NUM_WI_pos"] = 256
+                cfg["NUM_WG_pos"] = 8
+            elif gpu:
+                cfg["NUM_WI_pos"] = 16
+                cfg["NUM_WG_pos"] = 16
+            else:
+                cfg["NUM_WG_pos"] = _pow2_at_most(2 * cu, 64)
         elif name == "tree_split_scan":
             for d in desc.dim_names:
                 cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
@@ -148,14 +176,19 @@ class OpenCLTreeKernels:
             dim = desc.dim_names[0]
             cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
             cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
-        elif name in ("tree_hist_siblings", "tree_score_update", "tree_predict_bins", "tree_gather_gh") \
-                or name.startswith("tree_gradients_"):
+        elif name in ("tree_hist_siblings", "tree_score_update", "tree_predict_bins", "tree_gather_gh",
+                      "tree_quantize_gh") or name.startswith("tree_gradients_"):
             # element-wise: the row / cell dimension carries the parallelism, outputs stay in a work-item
             for d in desc.dim_names:
                 cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
             dim = "cell" if "cell" in desc.dim_names else desc.dim_names[0]
             cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
             cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
+        elif name == "tree_gh_absmax":
+            for d in desc.dim_names:
+                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+            cfg["NUM_WI_pos"] = 256 if gpu else 64
+            cfg["NUM_WG_pos"] = 4 * cu * (4 if gpu else 1)
         return cfg
 
     def _config(self, desc: Description, sizes: dict[str, int]) -> dict[str, int]:
@@ -247,8 +280,10 @@ class OpenCLTreeKernels:
         self.bins = cl_array.empty(q, host.shape, np.uint8)  # position order: the row at ridx[p] sits at p
         self.grad = cl_array.zeros(q, (n_rows, n_outputs), self.real)  # row order, as set_gradients gives them
         self.hess = cl_array.zeros(q, (n_rows, n_outputs), self.real)
-        gh_dtype = tk.gh_type(self.precision).dtype
-        self.gh = cl_array.zeros(q, (rows, n_outputs), gh_dtype)  # position order
+        gh_dtype = tk.hist_gh_type(self.precision).dtype
+        self.gh = cl_array.zeros(q, (rows, n_outputs), gh_dtype)  # position order (int64 pairs when quantized)
+        if self.quantized:  # the round's real (g, h) before quantisation, in position order
+            self.gh_real = cl_array.zeros(q, (rows, n_outputs), tk.gh_type("double").dtype)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32))
         self.ridx = cl_array.empty(q, rows, np.int32)
         self.row_node = cl_array.empty(q, rows, np.int32)
@@ -261,9 +296,9 @@ class OpenCLTreeKernels:
         self._mask_key: bytes | None = None
         self._root_slots = (cl_array.to_device(q, np.array([0], np.int32)),
                             cl_array.to_device(q, np.array([n_rows], np.int32)))
-        p, b, k, f = self.precision, self.n_bins, self.n_outputs, self.n_features
+        p, rp, b, k, f = self.precision, self.rp, self.n_bins, self.n_outputs, self.n_features
         self.d_hist = tk.histogram(b, p, self.feature_major)
-        self.d_gather = tk.gather_gh(p)
+        self.d_gather = tk.gather_gh(rp)
         self.d_sub = tk.hist_subtract(p)
         self.d_sib = tk.hist_siblings(p)
         self.d_scan = tk.split_scan(b, p)
@@ -271,8 +306,8 @@ class OpenCLTreeKernels:
         self.d_sums = tk.split_sums(b, k, p)
         self.d_flags = tk.partition_flags(b, self.feature_major)
         self.d_dest = tk.partition_dest(b, self.feature_major)
-        self.d_update = tk.score_update(p)
-        self.d_predict = tk.predict_bins(b, p, self.feature_major)
+        self.d_update = tk.score_update(rp)
+        self.d_predict = tk.predict_bins(b, rp, self.feature_major)
         # Build everything now, at representative sizes, so build time is reported apart from fit time.
         self._comp(self.d_hist, {"node": 1, "feat": f, "output": k, "pos": rows})
         self._comp(self.d_gather, {"pos": rows, "output": k})
@@ -285,9 +320,13 @@ class OpenCLTreeKernels:
         self._comp(self.d_flags, {"pos": rows})
         self._comp(self.d_dest, {"pos": rows})
         self._comp(self.d_update, {"row": rows, "output": k})
+        if self.quantized:
+            self.d_absmax, self.d_quant = tk.gh_absmax(), tk.quantize_gh()
+            self._comp(self.d_absmax, {"pos": rows, "output": k})
+            self._comp(self.d_quant, {"pos": rows, "output": k})
         t0 = time.perf_counter()
-        opts = [f"-DTREE_FEATURE_MAJOR={int(self.feature_major)}", f"-DTREE_DOUBLE={int(p == 'double')}",
-                f"-DTREE_SPLIT_FIELDS={tk.SPLIT_FIELDS}"]
+        opts = [f"-DTREE_FEATURE_MAJOR={int(self.feature_major)}",
+                f"-DTREE_GH_WIDE={int(self.gh.dtype.itemsize == 16)}", f"-DTREE_SPLIT_FIELDS={tk.SPLIT_FIELDS}"]
         prg = build_program(self.device, tk._snippet("scatter.cl"), opts, "tree_scatter_rows")
         self.build_seconds += time.perf_counter() - t0
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
@@ -309,7 +348,7 @@ class OpenCLTreeKernels:
     def set_objective(self, loss: object, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:
         kind = getattr(loss, "kind", "")
         q, n, k = self.queue, self.n_rows, self.n_outputs
-        self.d_grad = tk.gradients(kind, self.precision)
+        self.d_grad = tk.gradients(kind, self.rp)
         ycols = 1 if kind == "softmax" else k
         y = np.asarray(y, np.float64).reshape(n, -1)[:, :ycols]
         self._y = cl_array.to_device(q, np.ascontiguousarray(y, self.real).reshape(max(1, n), ycols))
@@ -328,9 +367,12 @@ class OpenCLTreeKernels:
         self.reset_rows()  # position order = row order, so gradients land in position order directly
         if self.n_rows:
             d_keep = self._keep_all if keep is None else self._upload(np.asarray(keep, bool).astype(np.uint8))
-            self._run(self.d_grad, {"row": self.n_rows, "output": self.n_outputs}, out=self.gh[: self.n_rows],
+            target = self.gh_real if self.quantized else self.gh
+            self._run(self.d_grad, {"row": self.n_rows, "output": self.n_outputs}, out=target[: self.n_rows],
                       scores=self._scores[: self.n_rows], y=self._y[: self.n_rows], w=self._w[: self.n_rows],
                       keep=opaque(d_keep), use_keep=int(keep is not None), factor=self._factor)
+            if self.quantized:
+                self._quantize()
         self._gh_stale = False
 
     def update_scores(self, value: np.ndarray) -> None:
@@ -391,12 +433,28 @@ class OpenCLTreeKernels:
         self._rows_dirty = False
 
     def _ensure_gh(self) -> None:
-        """(g, h) in position order, gathered once after set_gradients."""
+        """(g, h) in position order, gathered once after set_gradients (and quantised, when quantized)."""
         if self._gh_stale and self.n_rows:
             self._run(self.d_gather, {"pos": self.n_rows, "output": self.n_outputs},
-                      out=self.gh[: self.n_rows], ridx=self.ridx[: self.n_rows], grad=opaque(self.grad),
-                      hess=opaque(self.hess))
+                      out=(self.gh_real if self.quantized else self.gh)[: self.n_rows],
+                      ridx=self.ridx[: self.n_rows], grad=opaque(self.grad), hess=opaque(self.hess))
+            if self.quantized:
+                self._quantize()
         self._gh_stale = False
+
+    def _quantize(self) -> None:
+        """gh_real -> gh as int64 fixed point: max |g|, |h| per output on the device (one small blocking
+        read), the exponents on the host (:func:`mdhom.trees.reference.quantization_exponents`, the same
+        function the numpy reference uses), then rint(x * 2^k) on the device."""
+        n, k = self.n_rows, self.n_outputs
+        real = self.gh_real[:n]
+        flat = _view(real, (n, k, 2), np.dtype(np.float64))
+        host = self._run(self.d_absmax, {"pos": n, "output": k}, gh=flat).get(queue=self.queue)
+        self._synced()
+        am = np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2)
+        scale, self.inv_scale = ref.quantization_scales(ref.quantization_exponents(am, n))
+        self._inv_dev = self._upload(self.inv_scale)
+        self._run(self.d_quant, {"pos": n, "output": k}, out=self.gh[:n], gh=flat, scale=self._upload(scale))
 
     def _resolve(self) -> None:
         """Fold the left counts of the last partition (read back without a wait) into the host's ranges."""
@@ -414,7 +472,7 @@ class OpenCLTreeKernels:
 
     # ------------------------------------------------------------------------------------------ histograms
     def _empty_hist(self, n: int, nodes: np.ndarray) -> DeviceHist:
-        gh = tk.gh_type(self.precision).dtype
+        gh = tk.hist_gh_type(self.precision).dtype
         shape = (n, self.n_features, self.n_outputs, self.n_bins)
         out = self._alloc(shape, gh)
         if out.nbytes:
@@ -444,12 +502,12 @@ class OpenCLTreeKernels:
         sizes = {"node": int(nodes.size), "feat": f, "output": k, "pos": maxc}
         # views with the declared extents; the kernel reads positions of every listed node (see kernels.py)
         bins = _view(self.bins, (f, maxc) if self.feature_major else (maxc, f), np.dtype(np.uint8))
-        out = self._run(self.d_hist, sizes, bins=bins, gh=_view(self.gh, (maxc, k, 2), self.real),
+        out = self._run(self.d_hist, sizes, bins=bins, gh=_view(self.gh, (maxc, k, 2), self.hist_elem),
                         slot_begin=slot_begin, slot_count=slot_count, n_rows=self.n_rows)
         return DeviceHist(out, nodes)
 
     def _flat(self, h: DeviceHist) -> cl_array.Array:
-        return _view(h.data, (h.data.size * 2,), self.real)
+        return _view(h.data, (h.data.size * 2,), self.hist_elem)
 
     def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
         if parent.data.shape != child.data.shape:
@@ -473,8 +531,9 @@ class OpenCLTreeKernels:
         cell = child.data.size // n * 2
         run = n == 1 or bool(np.all(np.diff(idx) == 1))  # a contiguous run of parents needs no index table
         pidx = self._dummy_int if run else self._upload(idx.astype(np.int32))
-        self._run(self.d_sib, {"side": 2, "node": n, "cell": cell}, out=_view(out, (2, n, cell), self.real),
-                  child=_view(child.data, (n, cell), self.real), parent=opaque(parent.data, self.real),
+        he = self.hist_elem
+        self._run(self.d_sib, {"side": 2, "node": n, "cell": cell}, out=_view(out, (2, n, cell), he),
+                  child=_view(child.data, (n, cell), he), parent=opaque(parent.data, he),
                   pidx=opaque(pidx), use_index=int(not run), pnode0=int(idx[0]) if run else 0)
         return DeviceHist(out, nodes)
 
@@ -491,7 +550,7 @@ class OpenCLTreeKernels:
     def concat(self, hists: list[DeviceHist]) -> DeviceHist:
         n = sum(h.n_nodes for h in hists)
         nodes = np.concatenate([h.nodes for h in hists]) if hists else np.zeros(0, np.int32)
-        gh = tk.gh_type(self.precision).dtype
+        gh = tk.hist_gh_type(self.precision).dtype
         out = self._alloc((n, self.n_features, self.n_outputs, self.n_bins), gh)
         at, events = 0, []
         for h in hists:
@@ -503,10 +562,12 @@ class OpenCLTreeKernels:
         return DeviceHist(out, nodes)
 
     def to_host(self, hist: DeviceHist) -> np.ndarray:
-        """(n_nodes, n_features, n_bins, n_outputs, 2) float64, the protocol's layout."""
+        """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
+        sums when quantized (as the numpy reference keeps them)."""
         h = hist.data.get(queue=self.queue)
         self._synced()
-        arr = np.stack([h["g"], h["h"]], axis=-1).astype(np.float64)  # (N, F, K, B, 2)
+        arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
+        arr = arr if self.quantized else arr.astype(np.float64)
         return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))
 
     # ------------------------------------------------------------------------------------------ splits
@@ -528,25 +589,27 @@ class OpenCLTreeKernels:
         if n == 0:
             self._resolve()
             return out
-        hv = _view(hist.data, (n, f, k, b, 2), self.real)
+        he = self.hist_elem
+        hv = _view(hist.data, (n, f, k, b, 2), he)
         scan = self._run(self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, hist=hv)
-        sv = _view(scan, (n, f, k, b, 2), self.real)
+        sv = _view(scan, (n, f, k, b, 2), he)
         r = self.real.type
+        inv = {"inv_scale": opaque(self._inv_dev)} if self.quantized else {}
         if b > 2:
             best = self._run(
                 self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, scan=sv, hist=hv,
                 feature_mask=self._mask(feature_mask), reg_lambda=r(params.reg_lambda),
                 reg_alpha=r(params.reg_alpha), min_split_gain=r(params.min_split_gain),
-                min_child_weight=r(params.min_child_weight),
+                min_child_weight=r(params.min_child_weight), **inv,
             )
         else:  # no candidate bins: an argmax result that says "none"
             none = np.zeros(n, tk.split_type(self.precision).dtype)
             none["value"], none["index"] = -np.inf, -1
             best = self._upload(none)
         stride, _, _ = tk._best_layout(self.precision)
-        res = self._run(self.d_sums, {"node": n, "output": k}, scan=opaque(scan, self.real),
-                        hist=opaque(hist.data, self.real), best=_view(best, (n, stride), np.dtype(np.int32)),
-                        best_value=opaque(best, self.real), n_feat=f)
+        res = self._run(self.d_sums, {"node": n, "output": k}, scan=opaque(scan, he),
+                        hist=opaque(hist.data, he), best=_view(best, (n, stride), np.dtype(np.int32)),
+                        best_value=opaque(best, self.real), n_feat=f, **inv)
         host = res.get(queue=self.queue)  # the one blocking read of a split step
         self._synced()
         self._resolve()

@@ -3,13 +3,91 @@
 The OpenCL kernels are tested against these functions, and the learner run with this backend is the
 "pure-numpy reference learner" that must grow the same trees as the device does. The conventions
 (missing bin, split rule, gain, tie-breaking) are stated once, in :mod:`mdhom.trees.backend`.
+
+Quantized mode (``precision="quantized"``): each round's gradients and hessians become int64 fixed point,
+``q = rint(g * 2^k)`` with one power-of-two scale per (output, g|h) chosen so that no sum over rows can
+overflow (:func:`quantization_exponents`). Histograms, their prefix sums and differences are then integer
+sums, exact in any order, so a device may fold rows in parallel (atomics included) and still match this
+reference bit for bit; sums become reals only at the split search, as ``(double)q * 2^-k``.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from mdhom.trees.backend import SplitParams, Splits
+
+# |k| bound of the fixed-point exponents: 2^k and 2^-k stay normal doubles, so scaling stays exact
+MAX_EXPONENT = 1000
+# sums over at most n_rows rows stay within +-2^62 (so differences and the missing-bin add cannot overflow)
+QUANT_BITS = 62
+
+
+def quantization_exponent(absmax: float, n_rows: int) -> int:
+    """The largest integer k with ``n_rows * absmax * 2^k <= 2^62`` (clamped to +-MAX_EXPONENT; 0 when
+    ``absmax`` is 0). Computed exactly (rationals), so host and reference agree for every input."""
+    m = float(absmax)
+    if not math.isfinite(m):
+        raise ValueError("gradients or hessians are not finite (NaN or infinity): cannot quantise them")
+    if m == 0.0:
+        return 0
+    n = max(1, int(n_rows))
+    bound = Fraction(2) ** QUANT_BITS
+    val = Fraction(m) * n
+
+    def fits(k: int) -> bool:
+        return val * (Fraction(2) ** k) <= bound
+
+    k = QUANT_BITS - math.frexp(m)[1] - n.bit_length()  # within one or two of the answer
+    while not fits(k):
+        k -= 1
+    while fits(k + 1):
+        k += 1
+    return max(-MAX_EXPONENT, min(MAX_EXPONENT, k))
+
+
+def quantization_exponents(absmax: np.ndarray, n_rows: int) -> np.ndarray:
+    """(n_outputs, 2) int exponents from (n_outputs, 2) max |g|, max |h|."""
+    absmax = np.asarray(absmax, np.float64)
+    return np.array([quantization_exponent(m, n_rows) for m in absmax.reshape(-1)], np.int64).reshape(absmax.shape)
+
+
+def quantization_scales(exponents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, inv_scale): 2^k and 2^-k as float64, exact."""
+    e = np.asarray(exponents, np.int64)
+    return np.ldexp(1.0, e), np.ldexp(1.0, -e)
+
+
+def quantize(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``rint(x * scale)`` as int64: x (n_rows, n_outputs), scale (n_outputs,). What tree_quantize_gh computes."""
+    return np.rint(np.asarray(x, np.float64) * scale).astype(np.int64)
+
+
+def to_real(q: np.ndarray, inv_scale: np.ndarray | None) -> np.ndarray:
+    """Integer sums to float64 (round to nearest even) times 2^-k (exact); reals pass through."""
+    if inv_scale is None:
+        return q
+    return q.astype(np.float64) * inv_scale
+
+
+def _exact_int_bincount(idx: np.ndarray, w: np.ndarray, minlength: int, n_terms: int) -> np.ndarray:
+    """np.bincount of int64 weights, exact: the weights' two's-complement bits in chunks small enough that
+    every float64 partial sum is an integer below 2^53, recombined modulo 2^64 (the true sums fit int64)."""
+    bits = max(1, 52 - max(1, int(n_terms)).bit_length())
+    u = np.ascontiguousarray(w, np.int64).view(np.uint64)
+    out = np.zeros(minlength, np.uint64)
+    mask = np.uint64((1 << bits) - 1)
+    for shift in range(0, 64, bits):
+        chunk = ((u >> np.uint64(shift)) & mask).astype(np.float64)
+        if not chunk.any():
+            continue
+        s = np.bincount(idx, weights=chunk, minlength=minlength).astype(np.uint64)
+        out += s << np.uint64(shift)
+    return out.view(np.int64)
+
 
 
 def soft_threshold(g: np.ndarray, alpha: float) -> np.ndarray:
@@ -30,10 +108,12 @@ def score(g: np.ndarray, h: np.ndarray, reg_lambda: float, reg_alpha: float) -> 
 
 def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: np.ndarray,
                nodes: np.ndarray, n_bins: int) -> np.ndarray:
-    """(n_nodes, n_features, n_bins, n_outputs, 2) sums of (g, h) of each node's rows per feature and bin."""
+    """(n_nodes, n_features, n_bins, n_outputs, 2) sums of (g, h) of each node's rows per feature and bin:
+    float64, or exact int64 sums for int64 (quantized) gradients."""
     n_features = bins.shape[1]
     n_outputs = grad.shape[1]
-    out = np.zeros((len(nodes), n_features, n_bins, n_outputs, 2))
+    integer = np.asarray(grad).dtype.kind in "iu"
+    out = np.zeros((len(nodes), n_features, n_bins, n_outputs, 2), np.int64 if integer else np.float64)
     offsets = (np.arange(n_features) * n_bins)[None, :]
     for i, node in enumerate(np.asarray(nodes)):
         rows = np.flatnonzero(row_node == node)
@@ -42,13 +122,20 @@ def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: n
         idx = (bins[rows].astype(np.int64) + offsets).ravel()
         for k in range(n_outputs):
             for c, w in enumerate((grad[rows, k], hess[rows, k])):
-                flat = np.bincount(idx, weights=np.repeat(w, n_features), minlength=n_features * n_bins)
+                if integer:
+                    flat = _exact_int_bincount(idx, np.repeat(w, n_features), n_features * n_bins, rows.size)
+                else:
+                    flat = np.bincount(idx, weights=np.repeat(w, n_features), minlength=n_features * n_bins)
                 out[i, :, :, k, c] = flat.reshape(n_features, n_bins)
     return out
 
 
-def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-    """The best split of each node, following the rule and tie-breaking of :mod:`mdhom.trees.backend`."""
+def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
+                inv_scale: np.ndarray | None = None) -> Splits:
+    """The best split of each node, following the rule and tie-breaking of :mod:`mdhom.trees.backend`.
+
+    Quantized: ``hist`` is int64 and ``inv_scale`` (n_outputs, 2) holds 2^-k; left, right and total sums
+    are formed in integers and converted to float64 just before the gain (the kernels' order)."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
     n_cand = max(n_bins - 2, 0)
     total = hist.sum(axis=2)  # (N, F, K, 2)
@@ -57,6 +144,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
     # candidates ordered (feature, bin, default_left True then False): argmax takes the first maximum
     left = np.stack([cum + miss[:, :, None], cum], axis=3)  # (N, F, b, 2 directions, K, 2)
     right = total[:, :, None, None] - left
+    total, left, right = (to_real(a, inv_scale) for a in (total, left, right))
     lam, alpha = params.reg_lambda, params.reg_alpha
     parent = score(total[..., 0], total[..., 1], lam, alpha)[:, :, None, None]
     gain = 0.5 * (score(left[..., 0], left[..., 1], lam, alpha)
@@ -68,7 +156,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
     out = Splits(
         gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
         default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist),
+        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist, inv_scale),
     )
     if n_cand == 0:
         return out
@@ -85,11 +173,12 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams)
     return out
 
 
-def node_totals(hist: np.ndarray) -> np.ndarray:
-    """(n_nodes, n_outputs, 2): each node's (g, h) as the in-order prefix sum over the bins of feature 0."""
+def node_totals(hist: np.ndarray, inv_scale: np.ndarray | None = None) -> np.ndarray:
+    """(n_nodes, n_outputs, 2): each node's (g, h) as the in-order prefix sum over the bins of feature 0
+    (float64; quantized sums converted with ``inv_scale``)."""
     if hist.shape[0] == 0 or hist.shape[1] == 0:
         return np.zeros((hist.shape[0], hist.shape[3], 2))
-    return np.cumsum(hist[:, 0], axis=1)[:, -1]
+    return np.asarray(to_real(np.cumsum(hist[:, 0], axis=1)[:, -1], inv_scale), np.float64)
 
 
 def goes_left(bin_values: np.ndarray, split_bin: np.ndarray, default_left: np.ndarray, n_bins: int) -> np.ndarray:
@@ -112,7 +201,19 @@ def predict_bins(bins: np.ndarray, tree, n_bins: int) -> np.ndarray:  # noqa: AN
 
 
 class NumpyTreeKernels:
-    """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend."""
+    """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend.
+
+    ``precision="quantized"`` is the reference of the devices' quantized mode (int64 histograms); any other
+    value computes in float64 (the reference of "double", and of "single" to rounding).
+    """
+
+    precision = "double"
+    inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round's gradients, quantized only
+
+    def __init__(self, precision: str = "double") -> None:
+        if precision not in ("double", "single", "quantized"):
+            raise ValueError(f"precision must be 'double', 'single' or 'quantized', got {precision!r}")
+        self.precision = precision
 
     def set_objective(self, loss, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:  # noqa: ANN001
         self.loss, self.y, self.w = loss, np.asarray(y, np.float64), np.asarray(w, np.float64)
@@ -158,8 +259,16 @@ class NumpyTreeKernels:
         self.row_node = np.zeros(bins.shape[0], np.int32)
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
-        self.grad = np.asarray(grad, np.float64).reshape(self.bins.shape[0], self.n_outputs)
-        self.hess = np.asarray(hess, np.float64).reshape(self.bins.shape[0], self.n_outputs)
+        n = self.bins.shape[0]
+        self.grad = np.asarray(grad, np.float64).reshape(n, self.n_outputs)
+        self.hess = np.asarray(hess, np.float64).reshape(n, self.n_outputs)
+        if self.precision == "quantized":
+            absmax = np.zeros((self.n_outputs, 2))
+            if n:
+                absmax[:, 0], absmax[:, 1] = np.abs(self.grad).max(axis=0), np.abs(self.hess).max(axis=0)
+            scale, self.inv_scale = quantization_scales(quantization_exponents(absmax, n))
+            self.grad = quantize(self.grad, scale[:, 0])
+            self.hess = quantize(self.hess, scale[:, 1])
 
     def reset_rows(self) -> None:
         self.row_node[:] = 0
@@ -177,7 +286,7 @@ class NumpyTreeKernels:
         return hist
 
     def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-        return best_splits(hist, feature_mask, params)
+        return best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None)
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
