@@ -207,3 +207,49 @@ def test_histogram_folds_in_place(device):
     kernel_body = comp.source.split("__kernel")[1]
     assert "mdh_fold(&acc," in kernel_body, "the reduction loop must fold in place"
     assert "acc = mdh_fold(acc," not in kernel_body
+
+
+def quantized_configs(device, n_feat):
+    """Parallel configurations of the quantized kernels: rows over several lanes and work-groups, private
+    (PARTIALS_LOCAL=0) or local-atomic (1) partials, scans split across work-groups."""
+    one = {f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "pos") for w in ("WG", "WI")}
+    scan = {**{f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "bin") for w in ("WG", "WI")},
+            "NUM_WI_bin": 4, "NUM_WG_bin": 2, "NUM_WG_node": 2, "NUM_WI_COMBINE": 8}
+    out = []
+    for pl, wi, wg in ((0, 4, 3), (1, 16, 3), (1, 64, 1)):
+        if pl and not device.has_int64_atomics:
+            continue
+        hist = {**one, "NUM_WG_feat": n_feat, "NUM_WI_pos": wi, "NUM_WG_pos": wg, "NUM_WG_node": 2,
+                "NUM_WI_COMBINE": 16, "PARTIALS_LOCAL": pl}
+        out.append({"tree_histogram_q": hist, "tree_split_scan": scan})
+    return out
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_grow_quantized_side_by_side(device, n_out):
+    """Quantized: integer histograms equal to the numpy reference's bit for bit under parallel configurations
+    (no exact-order pinning), and so are gains, child sums and every decision."""
+    n_bins = 17
+    bins, grad, hess = make_data(21, 2053, 6, n_bins, n_out)
+    for configs in [None, *quantized_configs(device, bins.shape[1])]:
+        dev, ref = OpenCLTreeKernels(device, precision="quantized", configs=configs), NumpyTreeKernels("quantized")
+        assert not dev.exact
+        for b in (dev, ref):
+            b.load(bins, n_bins, n_out)
+            b.set_gradients(grad, hess)
+            b.reset_rows()
+        assert dev.to_host(dev.histograms(np.array([0]))).dtype == np.int64
+        np.testing.assert_array_equal(dev.inv_scale, ref.inv_scale)
+        mask = np.ones(bins.shape[1], bool)
+        mask[4] = False
+        assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4, configs
+
+
+def test_quantized_rejects_non_finite_gradients(device):
+    bins, grad, hess = make_data(22, 67, 3, 9, 1)
+    grad[5] = np.nan
+    for b in (OpenCLTreeKernels(device, precision="quantized"), NumpyTreeKernels("quantized")):
+        b.load(bins, 9, 1)
+        with pytest.raises(ValueError, match="not finite"):
+            b.set_gradients(grad, hess)
+            b.histograms(np.array([0]))

@@ -317,3 +317,114 @@ def test_hist_siblings(device):
                   use_index=int(index is not None), pnode0=1 if index is None else 0)
         want = tk.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+# ------------------------------------------------------------------------------------------------ quantized
+def _quantized_gh(rng, n_rows, n_out):
+    """int64 fixed-point (g, h) as a round makes them (the scale of reference.quantization_exponents)."""
+    from mdhom.trees import reference as ref
+
+    grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
+    grad[rng.random(n_rows) < 0.2] = 0.0
+    am = np.stack([np.abs(grad).max(0), np.abs(hess).max(0)], -1)
+    scale, _ = ref.quantization_scales(ref.quantization_exponents(am, n_rows))
+    return ref.quantize(grad, scale[:, 0]), ref.quantize(hess, scale[:, 1])
+
+
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
+    """int64 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), any split of
+    rows over work-items and work-groups, gives the reference's sums bit for bit."""
+    rng = np.random.default_rng(41)
+    n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    gq, hq = _quantized_gh(rng, n_rows, n_out)
+    counts = [257, 0, 129, 1, 513]
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    want = tk.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    assert want.dtype == np.int64 and np.abs(want).max() > 2**52  # beyond what float64 sums keep exactly
+    desc = tk.histogram(n_bins, "quantized", feature_major)
+    assert desc.name == "tree_histogram_q" and "PARTIALS_LOCAL" in desc.parameter_names()
+    sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
+    ordered = bins[ridx]
+    stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
+    gh = np.stack([gq[ridx], hq[ridx]], axis=-1)
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "pos") for w in ("WG", "WI")}
+    fixed = [{**base, "NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2,
+              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl} for pl in (0, 1)]
+    cfgs = fixed + configs(desc, device, sizes, seed=42, n=3)
+    if not device.has_int64_atomics:
+        cfgs = [c for c in cfgs if not c["PARTIALS_LOCAL"]]
+    for cfg in cfgs:
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
+                  bins=("v", stored, (n_feat, max(counts)) if feature_major else (max(counts), n_feat)),
+                  gh=("v", gh, (max(counts), n_out, 2)))
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
+
+
+def test_quantize_and_absmax(device):
+    """The round's scale: max |g|, |h| (NaN shows as inf) and rint(x * 2^k), bit for bit the reference's."""
+    from mdhom.trees import reference as ref
+
+    rng = np.random.default_rng(43)
+    n, k = 1031, 3
+    gh = np.stack([rng.standard_normal((n, k)) * 3, rng.random((n, k))], -1)
+    gh[5, 1, 0] = -7.5  # the largest |g| is negative
+    gh[::7, :, :] = 0.0
+    gh[9, 2, 0] = 2.0**-1074  # subnormal
+    absmax, quant = tk.gh_absmax(), tk.quantize_gh()
+    want_max = np.abs(gh).max(axis=0)
+    for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=44):
+        got = run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_max, err_msg=str(cfg))
+    scale, inv = ref.quantization_scales(ref.quantization_exponents(want_max, n))
+    assert np.all(n * want_max * scale <= 2.0**62) and np.all(n * want_max * scale * 2 > 2.0**62)
+    got = run(quant, device, None, {"pos": n, "output": k}, gh=gh, scale=scale)
+    np.testing.assert_array_equal(got["g"], ref.quantize(gh[..., 0], scale[:, 0]))
+    np.testing.assert_array_equal(got["h"], ref.quantize(gh[..., 1], scale[:, 1]))
+    bad = gh.copy()
+    bad[3, 0, 1] = np.nan
+    got = run(absmax, device, None, {"pos": n, "output": k}, gh=bad)
+    assert np.isinf(got["h"][0])
+    with pytest.raises(ValueError, match="not finite"):
+        ref.quantization_exponents(np.stack([got["g"], got["h"]], -1), n)
+
+
+@pytest.mark.parametrize("params", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0)],
+                         ids=["plain", "l1-gamma"])
+def test_split_kernels_quantized(device, params):
+    """Integer scans under any configuration, then gains and sums from int64 sums exactly as the reference."""
+    from mdhom.trees import reference as ref
+
+    rng = np.random.default_rng(45)
+    n_nodes, n_feat, n_out, n_bins = 4, 6, 2, 17
+    hist = rng.integers(-2**40, 2**40, size=(n_nodes, n_feat, n_out, n_bins, 2))
+    hist[..., 1] = np.abs(hist[..., 1])
+    hist[np.broadcast_to(rng.random((n_nodes, n_feat, 1, n_bins, 1)) < 0.3, hist.shape)] = 0
+    hist[0] = 0
+    inv = np.ldexp(1.0, -rng.integers(38, 44, size=(n_out, 2)))
+    scan_d = tk.split_scan(n_bins, "quantized")
+    sizes = {"node": n_nodes, "feat": n_feat, "output": n_out, "bin": n_bins}
+    want_scan = tk.split_scan_reference(hist)
+    for cfg in configs(scan_d, device, sizes, seed=46):
+        got = run(scan_d, device, cfg, sizes, hist=hist)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_scan, err_msg=str(cfg))
+    mask = np.ones(n_feat, bool)
+    mask[1] = False
+    want = ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), mask, params, inv)
+    score, sums = tk.split_score(n_bins, n_out, "quantized"), tk.split_sums(n_bins, n_out, "quantized")
+    ssizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
+    stride, _, _ = tk._best_layout("quantized")
+    for cfg in configs(score, device, ssizes, seed=47):
+        best = run(score, device, cfg, ssizes, scan=want_scan, hist=hist, feature_mask=mask.astype(np.uint8),
+                   inv_scale=("o", inv, None), reg_lambda=params.reg_lambda, reg_alpha=params.reg_alpha,
+                   min_split_gain=params.min_split_gain, min_child_weight=params.min_child_weight)
+        finite = np.isfinite(want.gain)
+        np.testing.assert_array_equal(best["value"][finite], want.gain[finite], err_msg=str(cfg))
+        assert np.isneginf(best["value"][~finite]).all()
+        lr = run(sums, device, None, {"node": n_nodes, "output": n_out}, scan=("o", want_scan, None),
+                 hist=("o", hist, None), best=best.view(np.int32).reshape(n_nodes, stride),
+                 best_value=("o", best.view(np.float64), None), inv_scale=("o", inv, None), n_feat=n_feat)
+        np.testing.assert_array_equal(np.stack([lr["lg"], lr["lh"]], -1)[finite], want.left_sum[finite])
+        np.testing.assert_array_equal(np.stack([lr["rg"], lr["rh"]], -1)[finite], want.right_sum[finite])
+        np.testing.assert_array_equal(np.stack([lr["tg"], lr["th"]], -1), want.total)

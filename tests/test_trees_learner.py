@@ -345,3 +345,65 @@ def test_no_regularisation_at_all_still_gives_finite_trees():
                               device="numpy").fit(X, y, sample_weight=w)
     assert all(np.isfinite(t.value).all() for t in est._ensemble.trees)
     assert np.isfinite(est.decision_function(X)).all()
+
+
+@pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=5),
+                                dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
+                                     colsample_bytree=0.7, random_state=3)], ids=["depthwise", "lossguide"])
+def test_quantized_model_files_are_identical_everywhere(tmp_path, monkeypatch, device, kw):
+    """precision='quantized': the numpy reference and the device write the same model file byte for byte (the
+    device's name aside), under the default and parallel configurations, PARTIALS_LOCAL 0 and 1 alike."""
+    from test_trees_backend import quantized_configs
+
+    from mdhom.trees import estimators
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    X, y = _data(n=700, nan=0.03, seed=11)
+    Y = np.column_stack([y, X[:, 0] > 0]).astype(int)
+    variants = [None, *quantized_configs(device, X.shape[1])]
+    original = estimators.make_kernels
+    for target in (y, Y):
+        texts = []
+        for cfg in ["numpy", *variants]:
+            maker = original if cfg == "numpy" else (lambda d, p, c=cfg: OpenCLTreeKernels(d, p, configs=c))
+            monkeypatch.setattr(estimators, "make_kernels", maker)
+            est = TreeBoostClassifier(n_estimators=6, device="numpy" if cfg == "numpy" else device,
+                                      precision="quantized", **kw).fit(X, target)
+            assert est.precision_ == "quantized"
+            est.save_model(tmp_path / "m.json")
+            doc = json.loads((tmp_path / "m.json").read_text())
+            assert doc["precision"] == "quantized"
+            doc["params"].pop("device")
+            texts.append(json.dumps(doc, sort_keys=True))
+        assert all(t == texts[0] for t in texts[1:])
+
+
+def test_precision_resolution():
+    """None: quantized on a GPU, double elsewhere (numpy included); explicit modes are kept."""
+    from mdhom.trees.estimators import resolve_precision
+
+    assert resolve_precision("numpy", None) == "double"
+    assert resolve_precision("numpy", "quantized") == "quantized"
+    assert isinstance(make_kernels("numpy", "quantized"), NumpyKernels)
+    assert make_kernels("numpy", "quantized").precision == "quantized"
+    assert make_kernels("numpy", "single").precision == "double"
+    est = TreeBoostClassifier(n_estimators=2, device="numpy").fit(*_data(n=100))
+    assert est.precision_ == "double"
+    with pytest.raises(ValueError, match="precision"):
+        TreeBoostClassifier(precision="half", device="numpy").fit(*_data(n=50))
+    if _opencl_available():
+        import mdhom
+
+        for dev in mdhom.compute_devices():
+            want = "quantized" if dev.type == "gpu" and dev.has_fp64 else ("double" if dev.has_fp64 else "single")
+            assert resolve_precision(dev, None) == want
+
+
+def test_quantized_numpy_fit_is_close_to_double():
+    """The fixed point keeps about 2^-52 of the largest gradient: the same trees as double on this data."""
+    X, y = _data(n=800, seed=13)
+    a = TreeBoostClassifier(n_estimators=10, device="numpy", precision="double").fit(X, y)
+    b = TreeBoostClassifier(n_estimators=10, device="numpy", precision="quantized").fit(X, y)
+    for ta, tb in zip(a._ensemble.trees, b._ensemble.trees, strict=True):
+        assert np.array_equal(ta.feature, tb.feature) and np.array_equal(ta.bin, tb.bin)
+        np.testing.assert_allclose(ta.value, tb.value, rtol=1e-9, atol=1e-12)

@@ -45,10 +45,28 @@ from mdhom.trees.validation import (
 )
 
 
-def make_kernels(device: Any, precision: str) -> TreeKernels:
-    """The backend for ``device``: the numpy reference for "numpy", else the OpenCL kernels."""
+def resolve_precision(device: Any, precision: str | None) -> str:
+    """The precision a fit runs in: ``precision`` itself, or for None "quantized" on a GPU (exact and fully
+    parallel: what a GPU wants) and "double" elsewhere, the numpy reference included. A device without
+    double precision gets "single"."""
+    if precision is not None:
+        return precision
     if device == "numpy":
-        return NumpyKernels()
+        return "double"
+    from mdhom.devices import get_device
+
+    dev = get_device(device if device is not None else "auto")
+    if not getattr(dev, "has_fp64", True):
+        return "single"
+    return "quantized" if dev.type == "gpu" else "double"
+
+
+def make_kernels(device: Any, precision: str | None) -> TreeKernels:
+    """The backend for ``device``: the numpy reference for "numpy", else the OpenCL kernels (``precision``
+    resolved by :func:`resolve_precision`; numpy honours "quantized" and computes everything else in float64)."""
+    precision = resolve_precision(device, precision)
+    if device == "numpy":
+        return NumpyKernels("quantized" if precision == "quantized" else "double")
     try:
         from mdhom.trees.opencl_backend import OpenCLTreeKernels
     except ModuleNotFoundError as exc:
@@ -80,7 +98,7 @@ class _TreeBoost:
         early_stopping_rounds: int | None = P.DEFAULTS["early_stopping_rounds"],
         random_state: int | None = P.DEFAULTS["random_state"],
         device: Any = P.DEFAULTS["device"],
-        precision: str = P.DEFAULTS["precision"],
+        precision: str | None = P.DEFAULTS["precision"],
         verbose: int = P.DEFAULTS["verbose"],
     ) -> None:
         self.n_estimators = n_estimators
@@ -164,12 +182,14 @@ class _TreeBoost:
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
         mapper = BinMapper(p["max_bin"]).fit(Xa, w)
-        kernels = make_kernels(p["device"], p["precision"])
+        precision = resolve_precision(p["device"], p["precision"])
+        kernels = make_kernels(p["device"], precision)
         kernels.load(mapper.transform(Xa), mapper.n_bins, loss.n_outputs)
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w))
         trees, round_times, results, best = self._boost(kernels, mapper, loss, ensemble, Xa, y_enc, w, evals, p)
         ensemble.trees = trees
         self._set_fitted(ensemble, objective, p, mapper.edges)
+        self.precision_ = precision
         self.best_iteration_ = best
         self.evals_result_ = results
         self.round_times_ = np.asarray(round_times)
@@ -289,6 +309,7 @@ class _TreeBoost:
             "feature_names": None if getattr(self, "feature_names_in_", None) is None
             else [str(s) for s in self.feature_names_in_],
             "best_iteration": int(self.best_iteration_),
+            "precision": getattr(self, "precision_", None),
             "bin_edges": [e.tolist() for e in self._bin_edges],
             "trees": [t.to_json() for t in ens.trees],
         }
@@ -312,7 +333,7 @@ class TreeBoostClassifier(_TreeBoost):
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``, ``feature_names_in_`` (data
     frames with string columns), ``objective_``, ``feature_importances_`` (total split gain, normalised to
     sum 1), ``best_iteration_``, ``evals_result_``, ``round_times_`` (host seconds per round),
-    ``build_seconds_`` (OpenCL program builds, 0 for numpy).
+    ``build_seconds_`` (OpenCL program builds, 0 for numpy), ``precision_`` (the arithmetic mode used).
 
     {params}
     """
@@ -420,7 +441,7 @@ class TreeBoostRegressor(_TreeBoost):
 
     Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
     ``objective_``, ``feature_importances_`` (total split gain, normalised to sum 1), ``best_iteration_``,
-    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``.
+    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``, ``precision_``.
 
     {params}
     """
@@ -482,6 +503,7 @@ def load_model(path: str | os.PathLike) -> _TreeBoost:
         if doc.get("feature_names") is not None:
             est.feature_names_in_ = np.asarray(doc["feature_names"], dtype=object)
         est.best_iteration_ = int(doc["best_iteration"])
+        est.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
         est.evals_result_ = {}
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
