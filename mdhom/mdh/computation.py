@@ -229,7 +229,7 @@ class Computation:
     def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
         points = math.prod(sizes.values())
         out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups)
-        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values()])
+        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
         launched = self.num_groups * self.work_group_size
         return max(biggest, launched) > _INDEX32_LIMIT
 
