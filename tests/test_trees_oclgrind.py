@@ -90,6 +90,62 @@ CODE = textwrap.dedent("""
 """)
 
 
+QUANTIZED = textwrap.dedent("""
+    import numpy as np
+    from mdhom.trees.backend import SplitParams
+    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.losses import make_loss
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    rng = np.random.default_rng(1)
+    n_rows, n_feat, n_bins, k = 71, 3, 9, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
+    configs = {
+        # local-memory partials with 64-bit atomics, several work-groups along rows (so the combine kernel runs),
+        # two features per work-group (two local accumulators)
+        "tree_histogram_q": {**one(("node", "feat", "output", "pos")), "NUM_WI_feat": 2, "NUM_WG_feat": 2,
+                             "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4,
+                             "PARTIALS_LOCAL": 1},
+        "tree_split_scan": {**one(("node", "feat", "output", "bin")), "NUM_WI_bin": 4, "NUM_WG_bin": 2,
+                            "NUM_WI_COMBINE": 8},
+        "tree_gh_absmax": {**one(("pos", "output")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4},
+    }
+    loss = make_loss("multilabel:logistic", k)
+    y = rng.integers(0, 2, (n_rows, k)).astype(float)
+    w = rng.random(n_rows) + 0.5
+    base = loss.base_score(y, w)
+    grow = GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False)
+    dev, ref = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs), NumpyKernels("quantized")
+    for b in (dev, ref):
+        b.load(bins, n_bins, k)
+        b.set_objective(loss, y, w, base)
+        b.add_eval(bins[:29], base)
+    assert dev._comps["tree_histogram_q"].config["PARTIALS_LOCAL"] == 1
+    for round_ in range(2):
+        keep = rng.random(n_rows) < 0.8
+        for b in (dev, ref):
+            b.compute_gradients(keep)
+        assert np.array_equal(dev.inv_scale, ref.inv_scale), round_
+        assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), round_
+        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: float(b)) for b in (dev, ref)]
+        assert np.array_equal(trees[0].value, trees[1].value) and np.array_equal(trees[0].bin, trees[1].bin)
+        for b, t in zip((dev, ref), trees):
+            b.update_scores(t.value)
+        assert np.array_equal(dev.scores(), ref.scores()), round_
+        assert np.array_equal(dev.update_eval(0, trees[0]), ref.update_eval(0, trees[1])), round_
+    print("QUANTIZED-OK")
+""")
+
+
+def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device):
+    """The quantized round (MAX reduction, quantisation, int64 histograms with local atomics over several
+    work-groups, integer scans and subtraction) under the checker, equal to the numpy reference."""
+    run = run_under_oclgrind(QUANTIZED, timeout=900)
+    assert run.clean, run.explain()
+    assert "QUANTIZED-OK" in run.stdout, run.explain()
+
+
 def test_tree_kernels_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(CODE, timeout=900)
     assert run.clean, run.explain()

@@ -560,8 +560,26 @@ def _hist_ref(a, n_bins: int = 64):
     return _gh_struct(h)
 
 
+def _hist_q_inputs(s, rng):
+    """The root pass of a round in quantized mode: int64 (g, h) at the scale a round of ``pos`` rows uses."""
+    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    g, h = rng.standard_normal((n, k)), rng.random((n, k))
+    am = np.stack([np.abs(g).max(0), np.abs(h).max(0)], -1)
+    scale, _ = ref.quantization_scales(ref.quantization_exponents(am, n))
+    gh = np.stack([ref.quantize(g, scale[:, 0]), ref.quantize(h, scale[:, 1])], axis=-1)
+    return {"bins": rng.integers(0, b, size=(n, f)).astype(np.uint8), "gh": gh,
+            "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32), "n_rows": n}
+
+
+def _hist_q_ref(a, n_bins: int = 64):
+    bins, gh = a["bins"], a["gh"]
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(gh.shape[0]), a["slot_begin"],
+                            a["slot_count"], n_bins)
+    return _gh_struct(h)
+
+
 def _gh_struct(x: np.ndarray) -> np.ndarray:
-    out = np.zeros(x.shape[:-1], gh_type("double").dtype)
+    out = np.zeros(x.shape[:-1], (GHQ if x.dtype.kind in "iu" else gh_type("double")).dtype)
     out["g"], out["h"] = x[..., 0], x[..., 1]
     return out
 
@@ -601,6 +619,14 @@ def register_tunables() -> None:
         "tree_histogram", lambda s: histogram(int(s.get("n_bins", 64))),
         {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
         _hist_inputs, _hist_ref, doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows",
+    ), replace=True)
+    # the quantized histogram (int64 lanes, exact: the tuner compares bit for bit); its space includes
+    # PARTIALS_LOCAL (local-memory partials with 64-bit atomics) from the description itself
+    tunable.register(tunable.TunableKernel(
+        "tree_histogram_q", lambda s: histogram(int(s.get("n_bins", 64)), "quantized"),
+        {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
+        _hist_q_inputs, _hist_q_ref,
+        doc="int64 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features",
     ), replace=True)
     tunable.register(tunable.TunableKernel(
         "tree_split_scan", lambda s: split_scan(int(s["bin"])),
