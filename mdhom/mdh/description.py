@@ -406,7 +406,10 @@ class Description:
         target_wg = 64 if device.type == "cpu" else 256
         wi_total = 1
         cfg: dict[str, int] = {}
-        lane = self.lane_dims[-1] if self.lane_dims else self.dim_names[-1]
+        if self.lane_dims:
+            lane = self.lane_dims[-1]
+        else:  # concatenation only: work-items along the largest dimension (the first, when sizes are unknown)
+            lane = max(self.dim_names, key=lambda d: (sizes.get(d, 1 << 20), -self.dim_names.index(d)))
         for d in self.dim_names:
             cfg[f"NUM_WI_{d}"] = 1
             cfg[f"NUM_WG_{d}"] = 1
