@@ -66,6 +66,7 @@ DEFAULTS_SCHEMA = "mdhom-tuned-defaults"
 SCHEMA_VERSION = 1
 DEFAULTS_FILE = "defaults.json"
 TUNED_DIR_ENV = "MDHOM_TUNED_DIR"
+TUNED_ENV = "MDHOM_TUNED"  # "0": ignore every stored configuration (heuristics only)
 
 
 class TunedConfigWarning(UserWarning):
@@ -291,7 +292,7 @@ _HASHES: dict[int, tuple[Any, str]] = {}
 def _pick(
     kernels: Mapping[str, Any], kernel: str, sizes: Mapping[str, int], device: Device,
     description: Description | None, source: str,
-) -> dict[str, int] | None:
+) -> tuple[dict[str, int], str] | None:
     entry = kernels.get(kernel)
     if not entry:
         return None
@@ -314,7 +315,7 @@ def _pick(
         except ConfigError as exc:
             _warn_once("invalid", f"{source}/{kernel}/{cls}", f"{source}: stored {kernel}/{cls} is not usable: {exc}")
             return None
-    return config
+    return config, cls
 
 
 def lookup_config(
@@ -324,7 +325,22 @@ def lookup_config(
     description: Description | None = None,
     dirs: Iterable[Path] | None = None,
 ) -> dict[str, int] | None:
-    """The best stored configuration of ``kernel`` on ``device`` at the size class nearest ``sizes``.
+    """The best stored configuration of ``kernel`` on ``device`` (see :func:`lookup`), or ``None``."""
+    return lookup(device, kernel, sizes, description, dirs)[0]
+
+
+def lookup(
+    device: Device,
+    kernel: str,
+    sizes: Mapping[str, int],
+    description: Description | None = None,
+    dirs: Iterable[Path] | None = None,
+) -> tuple[dict[str, int] | None, str]:
+    """The best stored configuration, and where it came from (so a learner can show what it loaded).
+
+    The source reads ``"tuned <file> <size class>"``, ``"defaults <group> <size class>"``, ``"heuristic"``,
+    or ``"disabled"`` when ``$MDHOM_TUNED=0`` (for measuring what tuning buys). The configuration is the
+    best stored one of ``kernel`` on ``device`` at the size class nearest ``sizes``.
 
     Walks the fallback chain: the device's own file, then the defaults groups ``"<runtime>-<type>"`` and
     ``"<type>"``, then ``None`` (the caller uses ``description.default_config``). With ``description``
@@ -332,13 +348,15 @@ def lookup_config(
     one warning and the chain goes on, so the result is always valid; without it the caller validates.
     Warns once per device when its own file has nothing for the kernel, and once per corrupt file.
     """
+    if os.environ.get(TUNED_ENV, "1") == "0":
+        return None, "disabled"
     dir_list = list(dirs) if dirs is not None else search_dirs()
     hit = find_device_file(device.key, dir_list)
     if hit is not None:
         path, doc = hit
-        cfg = _pick(doc["kernels"], kernel, sizes, device, description, str(path))
-        if cfg is not None:
-            return cfg
+        picked = _pick(doc["kernels"], kernel, sizes, device, description, str(path))
+        if picked is not None:
+            return picked[0], f"tuned {path.name} {picked[1]}"
     for d in dir_list:
         doc = load_file(Path(d) / DEFAULTS_FILE)
         if doc is None or doc.get("schema") != DEFAULTS_SCHEMA:
@@ -347,20 +365,20 @@ def lookup_config(
             body = doc["groups"].get(group)
             if not body:
                 continue
-            cfg = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}")
-            if cfg is not None:
+            picked = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}")
+            if picked is not None:
                 _warn_once(
                     "untuned", device.key,
                     f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'}: using the "
                     f"{group!r} defaults; run `mdhom tune --device {device.key}` once for its best parameters",
                 )
-                return cfg
+                return picked[0], f"defaults {group} {picked[1]}"
     _warn_once(
         "untuned", device.key,
         f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'} and no defaults apply: using the "
         f"heuristic configuration; run `mdhom tune --device {device.key}` once for its best parameters",
     )
-    return None
+    return None, "heuristic"
 
 
 def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:

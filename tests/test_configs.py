@@ -224,3 +224,16 @@ def test_compare_struct_and_precision_modes():
     g2["g"][0, 0] += 1e-6  # far beyond double-precision tolerance
     assert "field 'g'" in tunable.compare(g2, gh)
     assert "shape" in tunable.compare(gh[:2], gh)
+
+
+def test_lookup_reports_its_source_and_can_be_disabled(monkeypatch):
+    import mdhom
+    from mdhom.mdh import examples
+
+    dev = mdhom.get_device("pocl")
+    cfg, source = configs.lookup(dev, "histogram", {"row": 10**5, "feat": 28}, examples.HISTOGRAM)
+    if cfg is not None:  # the shipped PoCL file
+        assert source.startswith(("tuned ", "defaults ")), source
+    monkeypatch.setenv("MDHOM_TUNED", "0")
+    assert configs.lookup(dev, "histogram", {"row": 10**5, "feat": 28}, examples.HISTOGRAM) == (None, "disabled")
+    assert configs.lookup_config(dev, "histogram", {"row": 10**5, "feat": 28}) is None
