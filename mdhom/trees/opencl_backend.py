@@ -150,9 +150,9 @@ class OpenCLTreeKernels:
                 cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
             cfg["NUM_WG_feat"] = sizes["feat"]
             cfg["NUM_WG_node"] = 4 if gpu else 1
-            if gpu and cfg.get("PARTIALS_LOCAL"):
+            if gpu and cfg.get("PARTIALS_LOCAL"):  # an untested guess until the GPU run tunes it
                 cfg["NUM_WI_pos"] = 256
-                cfg["NUM_WG_pos"] = 8
+                cfg["NUM_WG_pos"] = 16
             elif gpu:
                 cfg["NUM_WI_pos"] = 16
                 cfg["NUM_WG_pos"] = 16
