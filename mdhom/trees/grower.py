@@ -23,6 +23,10 @@ from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import Tree
 from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, soft_threshold, to_real
 
+# A split must gain more than this (XGBoost's kRtEps): gains of a few ulps on pure nodes are rounding noise,
+# and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
+SPLIT_EPS = 1e-6
+
 
 class NumpyKernels(NumpyTreeKernels):
     """The numpy reference backend plus ``take`` (a fancy index on the node axis) and a leaner split search.
@@ -222,7 +226,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
     while level:
         if splits is None:
             splits = kernels.best_splits(hist, mask, params.split)
-        chosen = [i for i, n in enumerate(level) if splits.gain[i] > 0]
+        chosen = [i for i, n in enumerate(level) if splits.gain[i] > SPLIT_EPS]
         if params.max_leaves:
             room = params.max_leaves - n_leaves
             # the largest gains first, ties to the earlier node of the level; then back to level order
@@ -262,7 +266,7 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
     hist = {0: (root, 0, 1)}
     found = {0: (splits, 0)}
     heap: list[tuple[float, int]] = []
-    if found[0][0].gain[0] > 0:
+    if found[0][0].gain[0] > SPLIT_EPS:
         heap.append((-float(found[0][0].gain[0]), 0))
     n_leaves = 1
     while heap and (params.max_leaves == 0 or n_leaves < params.max_leaves):
@@ -282,7 +286,7 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         pair = _siblings(kernels, parent_hist, h_small, [at], n_in)  # [small, large], one handle
         both = kernels.best_splits(pair, mask, params.split)
         for j, child in enumerate((small, large)):
-            if both.gain[j] > 0:
+            if both.gain[j] > SPLIT_EPS:
                 hist[child] = (pair, j, 2)
                 found[child] = (both, j)
                 heapq.heappush(heap, (-float(both.gain[j]), child))
