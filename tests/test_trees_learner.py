@@ -324,16 +324,19 @@ def _opencl_available() -> bool:
                                 dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
                                      colsample_bytree=0.7, random_state=3)], ids=["depthwise", "lossguide"])
 def test_default_device_grows_the_numpy_trees(tmp_path, kw):
-    """Double precision on the OpenCL backend: the same model file as the numpy reference, byte for byte."""
+    """The default device against the numpy reference in the precision the device resolved to (double on CPUs,
+    quantized on GPUs): the same model file, byte for byte."""
     X, y = _data(n=700, nan=0.03, seed=11)
     Y = np.column_stack([y, X[:, 0] > 0]).astype(int)
     for target in (y, Y):
         docs = []
-        for device in ("numpy", None):
-            est = TreeBoostClassifier(n_estimators=6, device=device, **kw).fit(X, target)
+        on_device = TreeBoostClassifier(n_estimators=6, device=None, **kw).fit(X, target)
+        reference = TreeBoostClassifier(n_estimators=6, device="numpy", precision=on_device.precision_, **kw)
+        for est in (reference.fit(X, target), on_device):
             est.save_model(tmp_path / "m.json")
             doc = json.loads((tmp_path / "m.json").read_text())
             doc["params"].pop("device")
+            doc["params"].pop("precision")
             docs.append(doc)
         assert docs[0] == docs[1]
 
