@@ -59,7 +59,8 @@ def packed_edges(mapper: BinMapper) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class DeviceBinner:
-    """Maps raw features to bins on a device with a fitted :class:`BinMapper`; built once, used per matrix."""
+    """Maps raw features to bins on a device with a fitted :class:`BinMapper`; built once, used per matrix.
+    ``config_source`` says where the configuration came from (:func:`mdhom.configs.lookup`)."""
 
     def __init__(self, mapper: BinMapper, device: str | Device | None = None, x_dtype: np.dtype = np.float64,
                  feature_major: bool = False, config: dict[str, int] | None = None) -> None:
@@ -70,6 +71,16 @@ class DeviceBinner:
         self.desc = bin_features(x_ctype, feature_major)
         n_feat = len(mapper.edges)
         sizes = {"row": 1 << 20, "feat": n_feat}
+        self.config_source = "override"
+        if config is None:  # a tuned configuration where one is stored, else the description's default
+            try:
+                from mdhom.configs import lookup
+                config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc)
+            except ImportError:
+                self.config_source = "heuristic"
+            if config is None:
+                self.config_source = "default" if self.config_source == "heuristic" else \
+                    f"default ({self.config_source})"
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)
         flat, first, counts = packed_edges(mapper)
         q = self.device.queue

@@ -16,13 +16,14 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams, TreeKernels
-from mdhom.trees.binning import BinMapper
+from mdhom.trees.binning import BinMapper, sample_rows
 from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
 from mdhom.trees.losses import Loss, make_loss
 from mdhom.trees.model import (
@@ -77,6 +78,18 @@ def make_kernels(device: Any, precision: str | None) -> TreeKernels:
     return OpenCLTreeKernels(device=device if device is not None else "auto", precision=precision)
 
 
+def device_binning(kernels: TreeKernels, mapper: BinMapper) -> Callable:
+    """How raw rows become the backend's bins: on the device (:class:`~mdhom.trees.bin_kernel.DeviceBinner`,
+    straight into ``load`` in the backend's layout) for the OpenCL backend, ``mapper.transform`` otherwise.
+    Both give identical bins, so the two backends still grow identical trees."""
+    device = getattr(kernels, "device", None)
+    if device is None or not hasattr(kernels, "feature_major"):
+        return mapper.transform
+    from mdhom.trees.bin_kernel import DeviceBinner
+
+    return DeviceBinner(mapper, device, np.float64, kernels.feature_major).transform
+
+
 class _TreeBoost:
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
@@ -88,6 +101,7 @@ class _TreeBoost:
         max_leaves: int = P.DEFAULTS["max_leaves"],
         grow_policy: str = P.DEFAULTS["grow_policy"],
         max_bin: int = P.DEFAULTS["max_bin"],
+        bin_sample: int = P.DEFAULTS["bin_sample"],
         reg_lambda: float = P.DEFAULTS["reg_lambda"],
         reg_alpha: float = P.DEFAULTS["reg_alpha"],
         min_split_gain: float = P.DEFAULTS["min_split_gain"],
@@ -107,6 +121,7 @@ class _TreeBoost:
         self.max_leaves = max_leaves
         self.grow_policy = grow_policy
         self.max_bin = max_bin
+        self.bin_sample = bin_sample
         self.reg_lambda = reg_lambda
         self.reg_alpha = reg_alpha
         self.min_split_gain = min_split_gain
@@ -181,12 +196,16 @@ class _TreeBoost:
         loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
-        mapper = BinMapper(p["max_bin"]).fit(Xa, w)
+        t0 = time.perf_counter()
+        mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
         precision = resolve_precision(p["device"], p["precision"])
         kernels = make_kernels(p["device"], precision)
-        kernels.load(mapper.transform(Xa), mapper.n_bins, loss.n_outputs)
+        to_bins = device_binning(kernels, mapper)
+        kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs)
+        self.bin_seconds_ = time.perf_counter() - t0
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w))
-        trees, round_times, results, best = self._boost(kernels, mapper, loss, ensemble, Xa, y_enc, w, evals, p)
+        trees, round_times, results, best = self._boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, p,
+                                                        mapper.threshold)
         ensemble.trees = trees
         self._set_fitted(ensemble, objective, p, mapper.edges)
         self.precision_ = precision
@@ -194,6 +213,12 @@ class _TreeBoost:
         self.evals_result_ = results
         self.round_times_ = np.asarray(round_times)
         self.build_seconds_ = float(getattr(kernels, "build_seconds", 0.0) or 0.0)
+        configs = getattr(kernels, "kernel_configs", None)
+        self.kernel_configs_ = configs() if configs is not None else {}
+        binner = getattr(to_bins, "__self__", None)
+        if binner is not None and hasattr(binner, "config_source"):
+            self.kernel_configs_[binner.desc.name] = {"config": dict(binner.comp.config),
+                                                      "source": binner.config_source}
         return self
 
     def _prepare_evals(self, eval_set: list | None, eval_sample_weight: list | None, name: str) -> list:
@@ -212,8 +237,8 @@ class _TreeBoost:
             evals.append((Xe, ye, we))
         return evals
 
-    def _boost(self, kernels: TreeKernels, mapper: BinMapper, loss: Loss, ensemble: Ensemble, X: np.ndarray,
-               y: np.ndarray, w: np.ndarray, evals: list, p: dict[str, Any]) -> tuple:
+    def _boost(self, kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensemble, X: np.ndarray,
+               y: np.ndarray, w: np.ndarray, evals: list, p: dict[str, Any], threshold: Callable) -> tuple:
         n, n_features = X.shape
         grow = GrowParams(
             split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"]),
@@ -223,7 +248,7 @@ class _TreeBoost:
         rng = np.random.default_rng(p["random_state"])
         # the round stays on the backend's side: scores, gradients and eval-set scores are resident there
         kernels.set_objective(loss, y, w, ensemble.base_score)
-        handles = [kernels.add_eval(mapper.transform(Xe), ensemble.base_score) for Xe, _, _ in evals]
+        handles = [kernels.add_eval(to_bins(Xe), ensemble.base_score) for Xe, _, _ in evals]
         results: dict[str, dict[str, list[float]]] = {f"validation_{i}": {loss.metric: []} for i in range(len(evals))}
         trees: list[Tree] = []
         times: list[float] = []
@@ -241,7 +266,7 @@ class _TreeBoost:
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
             kernels.compute_gradients(keep)
-            tree = grow_tree(kernels, None, mask, grow, mapper.threshold)
+            tree = grow_tree(kernels, None, mask, grow, threshold)
             kernels.update_scores(tree.value)
             trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):

@@ -6,11 +6,17 @@ uploads the row-subsample mask (if any) and, per split step, one small int table
 node -> split map); it reads back one packed result per split search (best split, child sums, node totals),
 plus, queued before it without a wait, the left-child row counts of the previous partition. The next
 histogram's row ranges are computed on the device (from the ``small_left`` hint), so a split step has one
-blocking sync. Device buffers come from a memory pool, so steps allocate nothing from the driver.
+blocking sync.
 
-Each md_hom kernel is built once per fit: sizes are kernel arguments, so one build serves every level and
-every tree. Configurations come from ``mdhom.configs.lookup_config`` where a tuned one exists, else from a
-heuristic per device type.
+The host side of a split step is the cost of a loss-guided tree (254 steps per 255-leaf tree, each a dozen
+launches): every kernel is built once per fit and *bound* once (:meth:`mdhom.mdh.Computation.bind`) to
+buffers allocated in ``load`` at their largest size (the root's rows; node-sized buffers grow by doubling
+and are re-bound, which happens a few times per fit at most). A launch then sets only the scalars that
+changed; no pyopencl array object is made per step, and small tables go up by non-blocking copies into
+pre-allocated buffers. Histograms live in one arena buffer per tree, addressed by node slot (a
+:class:`DeviceHist` is a slot range); kernels write node-sized scratch outputs, which one device copy puts
+into the arena. Configurations come from ``mdhom.configs.lookup`` where a tuned one exists, else from a
+heuristic per device type; ``config_sources`` records which.
 
 Exact mode (``exact=True``, the default in double precision) makes the results bit-identical to the numpy
 reference, not merely close: the histogram folds each (node, feature, output) over its rows sequentially,
@@ -38,20 +44,19 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
-import pyopencl.tools as cl_tools
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh import Computation, Description, build_program, build_within_limits
+from mdhom.mdh.types import CTYPES
 from mdhom.trees import kernels as tk
 from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams, Splits
 
+_INDEX32 = 2**31 - 1
+
 
 def opaque(arr: cl_array.Array, dtype: np.dtype | None = None) -> cl_array.Array:
-    """A one-element view of a whole device buffer, for lookup inputs declared ``shape=(1,)``.
-
-    The kernel receives the buffer itself; bounds are the kernel's own business (and Oclgrind's check).
-    """
+    """A one-element view of a whole device buffer (for checked launches of lookup inputs in tests)."""
     return cl_array.Array(arr.queue, (1,), arr.dtype if dtype is None else dtype, data=arr.base_data,
                           offset=arr.offset)
 
@@ -60,16 +65,19 @@ def _view(arr: cl_array.Array, shape: tuple[int, ...], dtype: np.dtype) -> cl_ar
     return cl_array.Array(arr.queue, shape, dtype, data=arr.base_data, offset=arr.offset)
 
 
+def _buffer_of(x: cl_array.Array | cl.Buffer) -> cl.Buffer:
+    return x.base_data if isinstance(x, cl_array.Array) else x
+
+
 @dataclass
 class DeviceHist:
-    """A handle to histograms on the device: (nodes, feat, output, bin) (g, h) pairs."""
+    """A handle to histograms on the device: ``n_nodes`` consecutive node slots of the tree's arena, each
+    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (``reset_rows``); ``gen`` checks it."""
 
-    data: cl_array.Array  # dtype gh_t, shape (n_nodes, n_features, n_outputs, n_bins)
+    slot: int
+    n_nodes: int
     nodes: np.ndarray
-
-    @property
-    def n_nodes(self) -> int:
-        return int(self.data.shape[0])
+    gen: int
 
 
 def _pow2_at_most(n: int, cap: int) -> int:
@@ -77,6 +85,61 @@ def _pow2_at_most(n: int, cap: int) -> int:
     while v * 2 <= min(max(1, n), cap):
         v *= 2
     return v
+
+
+class _Bound:
+    """One md_hom kernel bound to the fit's buffers: a :class:`~mdhom.mdh.computation.BoundLaunch` (a few
+    microseconds of host time per call), with a checked ``enqueue`` on views where a size needs 64-bit indices
+    (a deep level of a big data set: nodes x features x the largest node's rows past 2^31)."""
+
+    def __init__(self, comp: Computation, queue: cl.CommandQueue, out: cl.Buffer, **buffers: cl.Buffer) -> None:
+        self.comp, self.queue, self.out, self.buffers = comp, queue, out, buffers
+        self.bound = comp.bind(out, queue, **buffers)
+        desc = comp.desc
+        self._lanes = max(1, comp.lane_groups)
+        self._dims = desc.dim_names
+
+    def __call__(self, sizes: dict[str, int], **params: object) -> list[cl.Event]:
+        if math.prod(sizes[d] for d in self._dims) * self._lanes <= _INDEX32:
+            return self.bound(sizes, **params)
+        return self._checked(sizes, params)
+
+    def _checked(self, sizes: dict[str, int], params: dict[str, object]) -> list[cl.Event]:
+        comp, q = self.comp, self.queue
+        views = {}
+        for inp in comp.desc.inputs:
+            buf, dt = self.buffers[inp.name], np.dtype(CTYPES[inp.ctype])
+            shape = tuple(buf.size // dt.itemsize if e == "*" else (e if isinstance(e, int) else sizes[e])
+                          for e in inp.shape)
+            if any(e == "*" for e in inp.shape) and len(shape) > 1:
+                raise ValueError(f"{comp.desc.name}: only 1-D '*' inputs have a checked fallback")
+            views[inp.name] = cl_array.Array(q, shape, dt, data=buf)
+        out = cl_array.Array(q, comp.output_shape(sizes), comp.desc.atom.dtype, data=self.out)
+        events = comp.enqueue(sizes, out=out, queue=q, **views, **params).events
+        # enqueue may have replaced the computation's partials buffer, which the bound kernels still name
+        self.bound = comp.bind(self.out, q, **self.buffers)
+        return events
+
+
+class _Staging:
+    """Reused host arrays for non-blocking uploads: one per purpose, free again after the next sync (every
+    copy enqueued before a blocking wait on the in-order queue has completed by then)."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, np.ndarray] = {}
+        self.busy: list[np.ndarray] = []
+
+    def take(self, key: str, n: int, dtype: np.dtype) -> np.ndarray:
+        arr = self._free.pop(key, None)
+        if arr is None or arr.size < n or arr.dtype != dtype:
+            arr = np.empty(max(n, 2 * (arr.size if arr is not None and arr.dtype == dtype else 0), 16), dtype)
+        self.busy.append((key, arr))
+        return arr[:n]
+
+    def release(self) -> None:
+        for key, arr in self.busy:
+            self._free[key] = arr
+        self.busy.clear()
 
 
 class OpenCLTreeKernels:
@@ -90,6 +153,8 @@ class OpenCLTreeKernels:
     CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named kernels.
     ``exact`` (default: True in double precision) pins the summation order to the reference's (see the
     module docstring); without it tuned configurations may fold rows in parallel, correct to rounding.
+    After ``load``, ``config_sources`` maps each kernel to where its configuration came from
+    (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
     Usage (``bins`` uint8 (n_rows, n_features), ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
 
@@ -117,16 +182,15 @@ class OpenCLTreeKernels:
         self.queue = self.device.queue
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
+        self.config_sources: dict[str, str] = {}
         self.profile = False
         self.syncs = 0  # blocking waits for the device (reads back included): what a GPU pays most for
         self.launches = 0
         self._comps: dict[str, Computation] = {}
-        self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._events: list[tuple[str, list[cl.Event]]] = []
         self._alive: list[object] = []  # host arrays of uploads in flight
-        self._shapes: dict[tuple, tuple[int, ...]] = {}
+        self._staging = _Staging()
 
-    # ------------------------------------------------------------------------------------------ configuration
     def _heuristic(self, desc: Description, sizes: dict[str, int]) -> dict[str, int]:
         dev = self.device
         cfg = desc.default_config(dev, sizes)
@@ -193,42 +257,56 @@ class OpenCLTreeKernels:
             cfg["NUM_WG_pos"] = 4 * cu * (4 if gpu else 1)
         return cfg
 
-    def _config(self, desc: Description, sizes: dict[str, int]) -> dict[str, int]:
-        cfg = self.overrides.get(desc.name)
+    def _config(self, desc: Description, sizes: dict[str, int]) -> tuple[dict[str, int], str]:
+        cfg, source = self.overrides.get(desc.name), "override"
         if cfg is None:
             try:
-                from mdhom.configs import lookup_config
-                cfg = lookup_config(self.device, desc.name, sizes, desc)
+                from mdhom.configs import lookup
+                cfg, source = lookup(self.device, desc.name, sizes, desc)
             except ImportError:  # the tuned-config store is optional for this backend
-                cfg = None
-        cfg = dict(cfg) if cfg is not None else self._heuristic(desc, sizes)
+                cfg, source = None, "heuristic"
+        if cfg is None:
+            cfg = self._heuristic(desc, sizes)
+            source = "heuristic" if source == "heuristic" else f"heuristic ({source})"
+        cfg = dict(cfg)
+        pin = {}
         if self.exact and desc.name == "tree_split_scan":
-            cfg["NUM_WI_bin"] = cfg["NUM_WG_bin"] = 1  # sequential prefix: np.cumsum's order
+            pin = {"NUM_WI_bin": 1, "NUM_WG_bin": 1}  # sequential prefix: np.cumsum's order
         if self.exact and desc.name == "tree_histogram":
-            cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 1  # rows in ascending order: np.bincount's order
-        return cfg
+            pin = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # rows in ascending order: np.bincount's order
+        if any(cfg.get(k) != v for k, v in pin.items()):
+            source += "; exact order pinned"
+        cfg.update(pin)
+        return cfg, source
 
     def _comp(self, desc: Description, sizes: dict[str, int]) -> Computation:
         comp = self._comps.get(desc.name)
         if comp is None or comp.desc is not desc:
             t0 = time.perf_counter()
-            comp = build_within_limits(desc, self.device, self._config(desc, sizes))
+            cfg, source = self._config(desc, sizes)
+            comp = build_within_limits(desc, self.device, cfg)
             comp.program(False)
             self.build_seconds += time.perf_counter() - t0
             self._comps[desc.name] = comp
+            self.config_sources[desc.name] = source
         return comp
 
-    def _alloc(self, shape: tuple[int, ...] | int, dtype: np.dtype) -> cl_array.Array:
-        return cl_array.empty(self.queue, shape, dtype, allocator=self._pool)
+    def kernel_configs(self) -> dict[str, dict[str, object]]:
+        """Each built kernel's configuration and where it came from (tuned file, defaults, heuristic)."""
+        return {name: {"config": dict(comp.config), "source": self.config_sources.get(name, "")}
+                for name, comp in self._comps.items()}
 
-    def _upload(self, host: np.ndarray) -> cl_array.Array:
-        """A small table to the device without waiting (the host copy lives until the next sync)."""
-        host = np.ascontiguousarray(host)
-        arr = self._alloc(host.shape, host.dtype)
-        if host.nbytes:
-            self._alive.append(host)
-            cl.enqueue_copy(self.queue, arr.base_data, host, is_blocking=False)
-        return arr
+    def _buf(self, nbytes: int) -> cl.Buffer:
+        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(16, int(nbytes)))
+
+    def _put(self, key: str, dst: cl.Buffer, values: np.ndarray, dtype: np.dtype, offset: int = 0) -> None:
+        """A small table into a pre-allocated buffer without waiting, from a reused host array."""
+        values = np.asarray(values).reshape(-1)
+        if values.size == 0:
+            return
+        host = self._staging.take(key, values.size, np.dtype(dtype))
+        host[...] = values
+        cl.enqueue_copy(self.queue, dst, host, dst_offset=offset, is_blocking=False)
 
     def _record(self, name: str, events: list[cl.Event]) -> None:
         self.launches += len(events)
@@ -236,52 +314,62 @@ class OpenCLTreeKernels:
             self._events.append((name, events))
 
     def _synced(self) -> None:
-        """After a blocking wait: drop the upload buffers and add up the profiled kernel times."""
+        """After a blocking wait: free the upload arrays and add up the profiled kernel times."""
         self.syncs += 1
         self._alive.clear()
+        self._staging.release()
         for name, events in self._events:
             t = sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
             self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + t
         self._events.clear()
 
-    def _run(self, desc: Description, sizes: dict[str, int], out: cl_array.Array | None = None,
-             **args: object) -> cl_array.Array:
-        comp = self._comp(desc, sizes)
-        if out is None:
-            key = (desc.name, tuple(sizes.items()))
-            shape = self._shapes.get(key)
-            if shape is None:  # every call passes all sizes, so they fix the output shape: bind once per shape
-                bound = comp.bind_sizes({i.name: args[i.name] for i in desc.inputs}, sizes)
-                shape = self._shapes[key] = comp.output_shape(bound)
-            out = self._alloc(shape, desc.atom.dtype)
-        launch = comp.enqueue(sizes, out=out, queue=self.queue, **args)
-        self._record(desc.name, launch.events)
-        return launch.out
+    def _read(self, host: np.ndarray, buf: cl.Buffer, offset: int = 0) -> np.ndarray:
+        """A blocking read (the sync of a step)."""
+        if host.nbytes:
+            cl.enqueue_copy(self.queue, host, buf, src_offset=offset, is_blocking=True)
+        else:
+            self.queue.finish()
+        self._synced()
+        return host
 
     def sync(self) -> None:
         self.queue.finish()
         self._synced()
 
     # ------------------------------------------------------------------------------------------ data
-    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
-        if bins.dtype != np.uint8 or bins.ndim != 2:
+    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
+        """Take the binned training matrix: numpy uint8 (n_rows, n_features), or a device array already in
+        this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
+        :class:`mdhom.trees.bin_kernel.DeviceBinner` output), which is used without a trip to the host: its
+        buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``."""
+        on_device = isinstance(bins, cl_array.Array)
+        if bins.dtype != np.uint8 or len(bins.shape) != 2:
             raise TypeError("bins must be a 2-D uint8 array")
-        n_rows, n_feat = bins.shape
+        n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
         if n_rows >= 2**31 - 1 or n_rows * n_feat >= 2**62:
             raise ValueError("more than 2^31 - 2 rows are not supported")
         if not 2 <= n_bins <= 256:
             raise ValueError(f"n_bins must be within 2..256, got {n_bins}")
-        if bins.size and int(bins.max()) >= n_bins:
+        if not on_device and bins.size and int(bins.max()) >= n_bins:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
-        host = np.ascontiguousarray(bins.T if self.feature_major else bins)
         rows = max(1, n_rows)
         q = self.queue
-        self.bins_orig = cl_array.to_device(q, host)  # row order, for resetting the position order per tree
-        self.bins = cl_array.empty(q, host.shape, np.uint8)  # position order: the row at ridx[p] sits at p
-        self.grad = cl_array.zeros(q, (n_rows, n_outputs), self.real)  # row order, as set_gradients gives them
-        self.hess = cl_array.zeros(q, (n_rows, n_outputs), self.real)
+        n_cells = max(1, n_rows * n_feat)
+        if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
+            self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
+        elif on_device:
+            self.bins_orig = self._buf(n_cells)
+            if bins.nbytes:
+                cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
+        else:
+            host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                       hostbuf=host) if host.size else self._buf(1)
+        self.bins = self._buf(n_cells)  # position order: the row at ridx[p] sits at p
+        self.grad = cl_array.zeros(q, (rows, n_outputs), self.real)  # row order, as set_gradients gives them
+        self.hess = cl_array.zeros(q, (rows, n_outputs), self.real)
         gh_dtype = tk.hist_gh_type(self.precision).dtype
         self.gh = cl_array.zeros(q, (rows, n_outputs), gh_dtype)  # position order (int64 pairs when quantized)
         if self.quantized:  # the round's real (g, h) before quantisation, in position order
@@ -290,14 +378,20 @@ class OpenCLTreeKernels:
         self.ridx = cl_array.empty(q, rows, np.int32)
         self.row_node = cl_array.empty(q, rows, np.int32)
         self._tmp_ridx = cl_array.empty(q, rows, np.int32)
-        self._tmp_bins = cl_array.empty(q, max(1, host.size), np.uint8)
+        self._tmp_bins = self._buf(n_cells)
         self._tmp_gh = cl_array.empty(q, (rows, n_outputs), gh_dtype)
-        self._dummy_int = cl_array.zeros(q, 1, np.int32)
-        # one-element views of the resident buffers, made once (building pyopencl views costs host time)
-        self._o_bins, self._o_ridx, self._o_row_node = opaque(self.bins), opaque(self.ridx), opaque(self.row_node)
+        self._incl = self._buf(4 * rows)  # partition: inclusive go-left counts and destinations, root-sized
+        self._dest = self._buf(tk.DEST.dtype.itemsize * rows)
+        self._keep = self._buf(rows)
+        self._one = np.ones(1, np.uint8)
         self._mask_key: bytes | None = None
-        self._root_slots = (cl_array.to_device(q, np.array([0], np.int32)),
-                            cl_array.to_device(q, np.array([n_rows], np.int32)))
+        self._mask_buf = self._buf(max(1, n_feat))
+        self._inv = self._buf(16 * n_outputs)  # 2^-k per (output, g|h), quantized
+        self._scale = self._buf(16 * n_outputs)
+        self._absmax = self._buf(16 * n_outputs)
+        self._root_host = np.array([0, n_rows], np.int32)
+        self._node_bytes = n_feat * n_outputs * n_bins * gh_dtype.itemsize
+        self._cell = self._node_bytes // self.hist_elem.itemsize  # histogram lanes per node
         p, rp, b, k, f = self.precision, self.rp, self.n_bins, self.n_outputs, self.n_features
         self.d_hist = tk.histogram(b, p, self.feature_major)
         self.d_gather = tk.gather_gh(rp)
@@ -333,16 +427,118 @@ class OpenCLTreeKernels:
         self.build_seconds += time.perf_counter() - t0
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
+        # node-sized buffers (grown by doubling, then re-bound) and the histogram arena of the tree
+        self._cap_nodes = 0
+        self._cap_tab = 0
+        self._cap_arena = 0
+        self._arena_top = 0
+        self._gen = 0
+        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what _h_small mirrors
+        self._work_holds: tuple[int, int, int] | None = None
+        self._grow_nodes(16)
+        self._grow_tab(16 * tk.SPLIT_FIELDS + 64)
+        self._grow_arena(64)
+        self._bind_tree()
         self._gh_stale = True
         self._rows_dirty = True
         self._objective = False
         self._evals: list[dict[str, object]] = []
+        self._cap_value = 0
+        self._pending = None
         self.reset_rows()
+
+    # ------------------------------------------------------------------------------------------ buffers
+    def _grow_nodes(self, n: int) -> None:
+        """Scratch outputs and small tables for ``n`` nodes per call (histograms), 2n per split search."""
+        cap = max(int(n), 2 * self._cap_nodes)
+        nb, k = self._node_bytes, self.n_outputs
+        self._h_small = self._buf(cap * nb)
+        self._h_work = self._buf(2 * cap * nb)
+        self._scan = self._buf(2 * cap * nb)
+        self._best = self._buf(2 * cap * tk.split_type(self.precision).dtype.itemsize)
+        self._res = self._buf(2 * cap * k * tk.result_type(self.precision).dtype.itemsize)
+        self._slot_begin, self._slot_count = self._buf(4 * cap), self._buf(4 * cap)
+        self._n_left, self._pidx = self._buf(4 * cap), self._buf(4 * cap)
+        self._cap_nodes = cap
+        self._small_holds = self._work_holds = None
+
+    def _grow_tab(self, n: int) -> None:
+        self._cap_tab = max(int(n), 2 * self._cap_tab)
+        self._tab = self._buf(4 * self._cap_tab)
+
+    def _grow_arena(self, n: int) -> None:
+        cap = max(int(n), 2 * self._cap_arena)
+        arena = self._buf(cap * self._node_bytes)
+        if self._cap_arena and self._arena_top:
+            cl.enqueue_copy(self.queue, arena, self._arena, byte_count=self._arena_top * self._node_bytes)
+        self._arena, self._cap_arena = arena, cap
+
+    def _bind_tree(self) -> None:
+        """Bind the split step's kernels to the current buffers (after load and after any buffer grew)."""
+        q, comps = self.queue, self._comps
+        self.k_hist = _Bound(comps[self.d_hist.name], q, self._h_small, bins=self.bins, gh=self.gh.base_data,
+                             slot_begin=self._slot_begin, slot_count=self._slot_count)
+        self.k_sib = _Bound(comps["tree_hist_siblings"], q, self._h_work, child=self._h_small, parent=self._arena,
+                            pidx=self._pidx)
+        self.k_scan = _Bound(comps["tree_split_scan"], q, self._scan, hist=self._h_work)
+        inv = {"inv_scale": self._inv} if self.quantized else {}
+        if "tree_split_score" in comps:
+            self.k_score = _Bound(comps["tree_split_score"], q, self._best, scan=self._scan, hist=self._h_work,
+                                  feature_mask=self._mask_buf, **inv)
+            self.k_sums = _Bound(comps["tree_split_sums"], q, self._res, scan=self._scan, hist=self._h_work,
+                                 best=self._best, best_value=self._best, **inv)
+        part = dict(bins=self.bins, ridx=self.ridx.base_data, row_node=self.row_node.base_data, split_tab=self._tab)
+        self.k_flags = _Bound(comps["tree_partition_flags"], q, self._incl, **part)
+        self.k_dest = _Bound(comps["tree_partition_dest"], q, self._dest, incl=self._incl, **part)
+        target = (self.gh_real if self.quantized else self.gh).base_data
+        self.k_gather = _Bound(comps["tree_gather_gh"], q, target, ridx=self.ridx.base_data,
+                               grad=self.grad.base_data, hess=self.hess.base_data)
+        if self.quantized:
+            self.k_absmax = _Bound(comps["tree_gh_absmax"], q, self._absmax, gh=self.gh_real.base_data)
+            self.k_quant = _Bound(comps["tree_quantize_gh"], q, self.gh.base_data, gh=self.gh_real.base_data,
+                                  scale=self._scale)
+        i32 = np.int32
+        sc = self._scatter
+        for i, a in enumerate((self.ridx.base_data, self._dest, self.bins, self.gh.base_data,
+                               self.row_node.base_data, self._tmp_ridx.base_data, self._tmp_bins,
+                               self._tmp_gh.base_data)):
+            sc.set_arg(i, a)
+        for i, v in ((10, self.n_rows), (11, self.n_features), (12, self.n_outputs)):
+            sc.set_arg(i, i32(v))
+        for i, a in ((13, self._tab), (14, self._incl), (16, self._n_left), (17, self._slot_begin),
+                     (18, self._slot_count)):
+            sc.set_arg(i, a)
+        cb = self._copy_back
+        for i, a in enumerate((self.ridx.base_data, self.bins, self.gh.base_data, self._tmp_ridx.base_data,
+                               self._tmp_bins, self._tmp_gh.base_data)):
+            cb.set_arg(i, a)
+        for i, v in ((8, self.n_rows), (9, self.n_features), (10, self.n_outputs)):
+            cb.set_arg(i, i32(v))
+
+    def _arena_alloc(self, n: int) -> int:
+        slot = self._arena_top
+        if slot + n > self._cap_arena:
+            self._grow_arena(slot + n)
+            self._bind_tree()
+        self._arena_top = slot + n
+        return slot
+
+    def _need_nodes(self, n: int) -> None:
+        if n > self._cap_nodes:
+            self._grow_nodes(n)
+            self._bind_tree()
+
+    def _check(self, hist: DeviceHist) -> None:
+        if hist.gen != self._gen:
+            raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         shape = (self.n_rows, self.n_outputs)
-        self.grad.set(np.ascontiguousarray(np.asarray(grad, self.real).reshape(shape)), queue=self.queue)
-        self.hess.set(np.ascontiguousarray(np.asarray(hess, self.real).reshape(shape)), queue=self.queue)
+        if self.n_rows:
+            self.grad[: self.n_rows].set(np.ascontiguousarray(np.asarray(grad, self.real).reshape(shape)),
+                                         queue=self.queue)
+            self.hess[: self.n_rows].set(np.ascontiguousarray(np.asarray(hess, self.real).reshape(shape)),
+                                         queue=self.queue)
         self._gh_stale = True
         self._rows_dirty = True  # gh is refilled from grad/hess in the root's order
 
@@ -357,79 +553,133 @@ class OpenCLTreeKernels:
         self._w = cl_array.to_device(q, np.ascontiguousarray(np.asarray(w, np.float64).reshape(n), self.real))
         self._factor = self.real.type(k / (k - 1.0) if kind == "softmax" else 1.0)
         base = np.tile(np.asarray(base_score, np.float64).reshape(1, k), (max(1, n), 1)).astype(self.real)
-        self._scores = cl_array.to_device(q, base)
-        self._scores_next = cl_array.empty(q, base.shape, self.real)
+        # raw scores ping-pong between two buffers: the update reads one and writes the other
+        self._score_bufs = (cl_array.to_device(q, base).base_data, self._buf(base.nbytes))
+        self._cur = 0
         self._comp(self.d_grad, {"row": max(1, n), "output": k})
-        self._keep_all = cl_array.to_device(q, np.ones(1, np.uint8))
         self._objective = True
+        if not self._cap_value:
+            self._grow_value(64)
+        self._bind_values()
+
+    def _grow_value(self, n: int) -> None:
+        """The per-tree tables (leaf values, the tree table of the eval update) for ``n`` nodes."""
+        self._cap_value = max(int(n), 2 * self._cap_value)
+        self._value = self._buf(self._cap_value * self.n_outputs * self.real.itemsize)
+        self._tree_tab = self._buf(self._cap_value * tk.TREE_FIELDS * 4)
+        self._bind_values()
+
+    def _bind_values(self) -> None:
+        """Bind the round's kernels (gradients, score and eval updates) to the current buffers."""
+        for ev in self._evals:
+            self._bind_eval(ev)
+        if not self._objective:
+            return
+        q, comps = self.queue, self._comps
+        target = (self.gh_real if self.quantized else self.gh).base_data
+        a, b = self._score_bufs
+        grad = comps[self.d_grad.name]
+        self.k_grad = [_Bound(grad, q, target, scores=s, y=self._y.base_data, w=self._w.base_data, keep=self._keep)
+                       for s in (a, b)]
+        upd = comps["tree_score_update"]
+        self.k_update = [_Bound(upd, q, o, scores=s, row_node=self.row_node.base_data, value=self._value)
+                         for s, o in ((a, b), (b, a))]
 
     def compute_gradients(self, keep: np.ndarray | None) -> None:
         if not self._objective:
             raise RuntimeError("compute_gradients needs set_objective first")
         self.reset_rows()  # position order = row order, so gradients land in position order directly
         if self.n_rows:
-            d_keep = self._keep_all if keep is None else self._upload(np.asarray(keep, bool).astype(np.uint8))
-            target = self.gh_real if self.quantized else self.gh
-            self._run(self.d_grad, {"row": self.n_rows, "output": self.n_outputs}, out=target[: self.n_rows],
-                      scores=self._scores[: self.n_rows], y=self._y[: self.n_rows], w=self._w[: self.n_rows],
-                      keep=opaque(d_keep), use_keep=int(keep is not None), factor=self._factor)
+            if keep is None:  # the kernel reads keep[0] (non-zero) when use_keep is 0
+                cl.enqueue_copy(self.queue, self._keep, self._one, is_blocking=False)
+            else:
+                self._put("keep", self._keep, np.asarray(keep, bool).reshape(-1), np.uint8)
+            self._record(self.d_grad.name, self.k_grad[self._cur](
+                {"row": self.n_rows, "output": self.n_outputs}, use_keep=int(keep is not None), factor=self._factor))
             if self.quantized:
                 self._quantize()
         self._gh_stale = False
 
     def update_scores(self, value: np.ndarray) -> None:
         if self.n_rows:
-            d_value = self._upload(np.asarray(value, np.float64).astype(self.real))
-            self._run(self.d_update, {"row": self.n_rows, "output": self.n_outputs},
-                      out=self._scores_next[: self.n_rows], scores=self._scores[: self.n_rows],
-                      row_node=self.row_node[: self.n_rows], value=opaque(d_value))
-            self._scores, self._scores_next = self._scores_next, self._scores
+            value = np.asarray(value, np.float64).reshape(-1, self.n_outputs)
+            if value.shape[0] > self._cap_value:
+                self._grow_value(value.shape[0])
+            self._put("value", self._value, value, self.real)
+            self._record("tree_score_update", self.k_update[self._cur]({"row": self.n_rows, "output": self.n_outputs}))
+            self._cur = 1 - self._cur
 
     def scores(self) -> np.ndarray:
-        out = self._scores.get(queue=self.queue)[: self.n_rows].astype(np.float64)
-        self._synced()
-        return out
+        out = np.empty((max(1, self.n_rows), self.n_outputs), self.real)
+        self._read(out, self._score_bufs[self._cur])
+        return out[: self.n_rows].astype(np.float64)
 
-    def add_eval(self, bins: np.ndarray, base_score: np.ndarray) -> int:
-        if bins.dtype != np.uint8 or bins.ndim != 2 or bins.shape[1] != self.n_features:
+    def add_eval(self, bins: np.ndarray | cl_array.Array, base_score: np.ndarray) -> int:
+        """Keep an evaluation matrix: numpy uint8 (n_rows, n_features), or a device array in the training
+        layout (as for :meth:`load`)."""
+        on_device = isinstance(bins, cl_array.Array)
+        shape = bins.shape[::-1] if on_device and self.feature_major else bins.shape
+        if bins.dtype != np.uint8 or len(shape) != 2 or shape[1] != self.n_features:
             raise ValueError("eval bins must be uint8 (n_rows, n_features) like the training bins")
-        n, k = bins.shape[0], self.n_outputs
-        host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+        n, k = int(shape[0]), self.n_outputs
         base = np.tile(np.asarray(base_score, np.float64).reshape(1, k), (max(1, n), 1)).astype(self.real)
         self._comp(self.d_predict, {"row": max(1, n), "output": k})
         q = self.queue
-        self._evals.append({"n": n, "bins": cl_array.to_device(q, host if host.size else np.zeros(1, np.uint8)),
-                            "scores": cl_array.to_device(q, base), "next": cl_array.empty(q, base.shape, self.real)})
+        if on_device:
+            d_bins = self._buf(bins.nbytes)
+            if bins.nbytes:
+                cl.enqueue_copy(q, d_bins, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
+        else:
+            host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+            d_bins = cl_array.to_device(q, host if host.size else np.zeros(1, np.uint8)).base_data
+        ev = {"n": n, "bins": d_bins, "bufs": (cl_array.to_device(q, base).base_data, self._buf(base.nbytes)), "cur": 0}
+        self._evals.append(ev)
+        if not self._cap_value:
+            self._grow_value(64)
+        else:
+            self._bind_eval(ev)
         return len(self._evals) - 1
+
+    def _bind_eval(self, ev: dict) -> None:
+        comp = self._comps["tree_predict_bins"]
+        a, b = ev["bufs"]
+        ev["k"] = [_Bound(comp, self.queue, o, scores=s, bins=ev["bins"], tree=self._tree_tab, value=self._value)
+                   for s, o in ((a, b), (b, a))]
 
     def update_eval(self, handle: int, tree: object) -> np.ndarray:
         ev = self._evals[handle]
         n = int(ev["n"])
         if n:
-            table = self._upload(tk.tree_table(tree))
-            value = self._upload(np.asarray(tree.value, np.float64).astype(self.real))
-            self._run(self.d_predict, {"row": n, "output": self.n_outputs}, out=ev["next"][:n], scores=ev["scores"][:n],
-                      bins=opaque(ev["bins"]), tree=opaque(table), value=opaque(value), n_feat=self.n_features)
-            ev["scores"], ev["next"] = ev["next"], ev["scores"]
-        out = ev["scores"].get(queue=self.queue)[:n]
-        self._synced()
-        return out
+            table = tk.tree_table(tree)
+            if table.shape[0] > self._cap_value:
+                self._grow_value(table.shape[0])
+            self._put("tree", self._tree_tab, table, np.int32)
+            self._put("tree_value", self._value, np.asarray(tree.value, np.float64), self.real)
+            self._record("tree_predict_bins", ev["k"][ev["cur"]]({"row": n, "output": self.n_outputs},
+                                                                 n_feat=self.n_features))
+            ev["cur"] = 1 - ev["cur"]
+        out = np.empty((max(1, n), self.n_outputs), self.real)
+        return self._read(out, ev["bufs"][ev["cur"]])[:n]
 
     # ------------------------------------------------------------------------------------------ rows
     def reset_rows(self) -> None:
         """Every row into the root, and rows back in their original order (the reference's summation
-        order: exact mode depends on it). Device copies only; nothing when no split moved a row since."""
+        order: exact mode depends on it). Device copies only; nothing when no split moved a row since.
+        Starts a new histogram arena: handles of the previous tree become invalid."""
         self._resolve()
         self._prepared = None
         self.begin: dict[int, int] = {0: 0}
         self.count: dict[int, int] = {0: self.n_rows}
+        self._gen += 1
+        self._arena_top = 0
+        self._small_holds = self._work_holds = None
         if not self._rows_dirty:
             return
         q = self.queue
-        events = [cl.enqueue_copy(q, self.ridx.data, self.ridx_orig.data, byte_count=self.ridx.nbytes),
-                  cl.enqueue_fill_buffer(q, self.row_node.data, np.zeros(1, np.int32), 0, self.row_node.nbytes)]
-        if self.bins.nbytes:
-            events.append(cl.enqueue_copy(q, self.bins.data, self.bins_orig.data, byte_count=self.bins.nbytes))
+        events = [cl.enqueue_copy(q, self.ridx.base_data, self.ridx_orig.base_data, byte_count=self.ridx.nbytes),
+                  cl.enqueue_fill_buffer(q, self.row_node.base_data, np.zeros(1, np.int32), 0, self.row_node.nbytes)]
+        if self.n_rows and self.n_features:
+            events.append(cl.enqueue_copy(q, self.bins, self.bins_orig, byte_count=self.n_rows * self.n_features))
         self._record("tree_reset_rows", events)
         self._gh_stale = True
         self._rows_dirty = False
@@ -437,9 +687,7 @@ class OpenCLTreeKernels:
     def _ensure_gh(self) -> None:
         """(g, h) in position order, gathered once after set_gradients (and quantised, when quantized)."""
         if self._gh_stale and self.n_rows:
-            self._run(self.d_gather, {"pos": self.n_rows, "output": self.n_outputs},
-                      out=(self.gh_real if self.quantized else self.gh)[: self.n_rows],
-                      ridx=self.ridx[: self.n_rows], grad=opaque(self.grad), hess=opaque(self.hess))
+            self._record("tree_gather_gh", self.k_gather({"pos": self.n_rows, "output": self.n_outputs}))
             if self.quantized:
                 self._quantize()
         self._gh_stale = False
@@ -449,23 +697,23 @@ class OpenCLTreeKernels:
         read), the exponents on the host (:func:`mdhom.trees.reference.quantization_exponents`, the same
         function the numpy reference uses), then rint(x * 2^k) on the device."""
         n, k = self.n_rows, self.n_outputs
-        real = self.gh_real[:n]
-        flat = _view(real, (n, k, 2), np.dtype(np.float64))
-        host = self._run(self.d_absmax, {"pos": n, "output": k}, gh=flat).get(queue=self.queue)
-        self._synced()
+        self._record("tree_gh_absmax", self.k_absmax({"pos": n, "output": k}))
+        host = self._read(np.empty(k, tk.gh_type("double").dtype), self._absmax)
         am = np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2)
         scale, self.inv_scale = ref.quantization_scales(ref.quantization_exponents(am, n))
-        self._inv_dev = self._upload(self.inv_scale)
-        self._run(self.d_quant, {"pos": n, "output": k}, out=self.gh[:n], gh=flat, scale=self._upload(scale))
+        self._put("inv", self._inv, self.inv_scale, np.float64)
+        self._put("scale", self._scale, scale, np.float64)
+        self._record("tree_quantize_gh", self.k_quant({"pos": n, "output": k}))
 
     def _resolve(self) -> None:
         """Fold the left counts of the last partition (read back without a wait) into the host's ranges."""
-        pending = getattr(self, "_pending", None)
+        pending = self._pending
         if pending is None:
             return
         self._pending = None
         event, n_left, rows = pending
-        event.wait()
+        if event is not None:
+            event.wait()
         for (node, lo, hi, b0, c0), nl in zip(rows, n_left.tolist(), strict=True):
             self.begin[lo], self.count[lo] = b0, nl
             self.begin[hi], self.count[hi] = b0 + nl, c0 - nl
@@ -473,52 +721,66 @@ class OpenCLTreeKernels:
                 self.count[node] = 0
 
     # ------------------------------------------------------------------------------------------ histograms
-    def _empty_hist(self, n: int, nodes: np.ndarray) -> DeviceHist:
-        gh = tk.hist_gh_type(self.precision).dtype
-        shape = (n, self.n_features, self.n_outputs, self.n_bins)
-        out = self._alloc(shape, gh)
-        if out.nbytes:
-            self._record("tree_fill", [cl.enqueue_fill_buffer(self.queue, out.base_data, np.zeros(1, np.uint8), 0,
-                                                               out.nbytes)])
-        return DeviceHist(out, np.asarray(nodes, np.int32))
+    def _copy(self, dst: cl.Buffer, dst_slot: int, src: cl.Buffer, src_slot: int, n: int) -> None:
+        nb = self._node_bytes
+        if n and nb:
+            self._record("tree_copy", [cl.enqueue_copy(self.queue, dst, src, byte_count=n * nb,
+                                                       dst_offset=dst_slot * nb, src_offset=src_slot * nb)])
+
+    def _zeros(self, n: int, nodes: np.ndarray) -> DeviceHist:
+        slot = self._arena_alloc(n)
+        if n and self._node_bytes:
+            self._record("tree_fill", [cl.enqueue_fill_buffer(self.queue, self._arena, np.zeros(1, np.uint8),
+                                                              slot * self._node_bytes, n * self._node_bytes)])
+        return DeviceHist(slot, n, np.asarray(nodes, np.int32), self._gen)
 
     def histograms(self, nodes: np.ndarray) -> DeviceHist:
         nodes = np.asarray(nodes, np.int32).reshape(-1)
+        n = int(nodes.size)
+        self._need_nodes(n)
         prep = self._prepared
         if prep is not None and tuple(nodes.tolist()) == prep[0]:
-            slot_begin, slot_count, maxc = prep[1], prep[2], prep[3]  # ranges the partition wrote on the device
-        elif nodes.size == 1 and int(nodes[0]) == 0 and 0 in self.count and self.begin.get(0) == 0 \
-                and self.count[0] == self.n_rows:
-            slot_begin, slot_count, maxc = self._root_slots[0], self._root_slots[1], self.n_rows
+            maxc = prep[1]  # ranges the partition wrote into the slot tables on the device
+        elif n == 1 and int(nodes[0]) == 0 and self.begin.get(0) == 0 and self.count.get(0) == self.n_rows:
+            maxc = self.n_rows
+            if maxc:
+                q = self.queue
+                cl.enqueue_copy(q, self._slot_begin, self._root_host[:1], is_blocking=False)
+                cl.enqueue_copy(q, self._slot_count, self._root_host[1:], is_blocking=False)
         else:
             self._resolve()
-            begin = np.array([self.begin.get(int(n), 0) for n in nodes], np.int32)
-            count = np.array([self.count.get(int(n), 0) for n in nodes], np.int32)
-            maxc = int(count.max()) if nodes.size else 0
+            begin = [self.begin.get(int(x), 0) for x in nodes]
+            count = [self.count.get(int(x), 0) for x in nodes]
+            maxc = max(count) if n else 0
             if maxc:
-                slot_begin, slot_count = self._upload(begin), self._upload(count)
-        if nodes.size == 0 or maxc == 0:
-            return self._empty_hist(nodes.size, nodes)
+                self._put("slot_begin", self._slot_begin, begin, np.int32)
+                self._put("slot_count", self._slot_count, count, np.int32)
+        if n == 0 or maxc == 0:
+            return self._zeros(n, nodes)
         self._ensure_gh()
-        f, k = self.n_features, self.n_outputs
-        sizes = {"node": int(nodes.size), "feat": f, "output": k, "pos": maxc}
-        # views with the declared extents; the kernel reads positions of every listed node (see kernels.py)
-        bins = _view(self.bins, (f, maxc) if self.feature_major else (maxc, f), np.dtype(np.uint8))
-        out = self._run(self.d_hist, sizes, bins=bins, gh=_view(self.gh, (maxc, k, 2), self.hist_elem),
-                        slot_begin=slot_begin, slot_count=slot_count, n_rows=self.n_rows)
-        return DeviceHist(out, nodes)
+        sizes = {"node": n, "feat": self.n_features, "output": self.n_outputs, "pos": maxc}
+        self._record(self.d_hist.name, self.k_hist(sizes, n_rows=self.n_rows))
+        slot = self._arena_alloc(n)
+        self._copy(self._arena, slot, self._h_small, 0, n)
+        self._small_holds = (self._gen, slot, n)
+        return DeviceHist(slot, n, nodes, self._gen)
 
-    def _flat(self, h: DeviceHist) -> cl_array.Array:
-        return _view(h.data, (h.data.size * 2,), self.hist_elem)
-
-    def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
-        if parent.data.shape != child.data.shape:
-            raise ValueError(f"subtract: shapes differ, {parent.data.shape} and {child.data.shape}")
-        out = self._alloc(parent.data.shape, parent.data.dtype)
-        if parent.n_nodes:
-            self._run(self.d_sub, {"i": parent.data.size * 2}, out=self._flat(DeviceHist(out, parent.nodes)),
-                      parent=self._flat(parent), child=self._flat(child))
-        return DeviceHist(out, parent.nodes)
+    def _siblings_to_work(self, parent: DeviceHist, child: DeviceHist, idx: np.ndarray) -> None:
+        """[child, parent[idx] - child] into the split search's input buffer (one launch)."""
+        self._check(parent)
+        self._check(child)
+        n = child.n_nodes
+        self._need_nodes(n)
+        if self._small_holds != (child.gen, child.slot, n):
+            self._copy(self._h_small, 0, self._arena, child.slot, n)
+            self._small_holds = (child.gen, child.slot, n)
+        run = n == 1 or bool(np.all(np.diff(idx) == 1))  # a contiguous run of parents needs no index table
+        if not run:
+            self._put("pidx", self._pidx, idx + parent.slot, np.int32)
+        self._record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self._cell},
+                                                      use_index=int(not run),
+                                                      pnode0=parent.slot + (int(idx[0]) if run else 0)))
+        self._work_holds = None
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
@@ -527,61 +789,72 @@ class OpenCLTreeKernels:
         if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
             raise ValueError("siblings: one parent node per child, within the parent handle")
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
-        out = self._alloc((2 * n,) + tuple(child.data.shape[1:]), child.data.dtype)
         if n == 0:
-            return DeviceHist(out, nodes)
-        cell = child.data.size // n * 2
-        run = n == 1 or bool(np.all(np.diff(idx) == 1))  # a contiguous run of parents needs no index table
-        pidx = self._dummy_int if run else self._upload(idx.astype(np.int32))
-        he = self.hist_elem
-        self._run(self.d_sib, {"side": 2, "node": n, "cell": cell}, out=_view(out, (2, n, cell), he),
-                  child=_view(child.data, (n, cell), he), parent=opaque(parent.data, he),
-                  pidx=opaque(pidx), use_index=int(not run), pnode0=int(idx[0]) if run else 0)
-        return DeviceHist(out, nodes)
+            return DeviceHist(self._arena_alloc(0), 0, nodes, self._gen)
+        self._siblings_to_work(parent, child, idx)
+        slot = self._arena_alloc(2 * n)
+        self._copy(self._arena, slot, self._h_work, 0, 2 * n)
+        self._work_holds = (self._gen, slot, 2 * n)
+        return DeviceHist(slot, 2 * n, nodes, self._gen)
+
+    def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
+        if parent.n_nodes != child.n_nodes:
+            raise ValueError(f"subtract: node counts differ, {parent.n_nodes} and {child.n_nodes}")
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._arena_alloc(0), 0, parent.nodes, self._gen)
+        self._siblings_to_work(parent, child, np.arange(n))
+        slot = self._arena_alloc(n)
+        self._copy(self._arena, slot, self._h_work, n, n)
+        return DeviceHist(slot, n, parent.nodes, self._gen)
 
     def take(self, hist: DeviceHist, index: np.ndarray) -> DeviceHist:
-        """The listed nodes of a multi-node handle (device copies, one per node)."""
+        """The listed nodes of a multi-node handle (device copies, one per run of consecutive nodes)."""
+        self._check(hist)
         index = np.asarray(index, np.int64).reshape(-1)
-        out = self._alloc((index.size,) + tuple(hist.data.shape[1:]), hist.data.dtype)
-        per = hist.data.nbytes // max(1, hist.n_nodes)
-        events = [cl.enqueue_copy(self.queue, out.base_data, hist.data.base_data, byte_count=per, dst_offset=i * per,
-                                  src_offset=int(j) * per) for i, j in enumerate(index) if per]
-        self._record("tree_take", events)
-        return DeviceHist(out, hist.nodes[index] if hist.nodes.size else hist.nodes)
+        slot = self._arena_alloc(index.size)
+        i = 0
+        while i < index.size:
+            j = i + 1
+            while j < index.size and index[j] == index[j - 1] + 1:
+                j += 1
+            self._copy(self._arena, slot + i, self._arena, hist.slot + int(index[i]), j - i)
+            i = j
+        return DeviceHist(slot, int(index.size), hist.nodes[index] if hist.nodes.size else hist.nodes, self._gen)
 
     def concat(self, hists: list[DeviceHist]) -> DeviceHist:
         n = sum(h.n_nodes for h in hists)
         nodes = np.concatenate([h.nodes for h in hists]) if hists else np.zeros(0, np.int32)
-        gh = tk.hist_gh_type(self.precision).dtype
-        out = self._alloc((n, self.n_features, self.n_outputs, self.n_bins), gh)
-        at, events = 0, []
+        slot = self._arena_alloc(n)
+        at = slot
         for h in hists:
-            if h.n_nodes:
-                events.append(cl.enqueue_copy(self.queue, out.base_data, h.data.base_data, byte_count=h.data.nbytes,
-                                              dst_offset=at, src_offset=h.data.offset))
-                at += h.data.nbytes
-        self._record("tree_concat", events)
-        return DeviceHist(out, nodes)
+            self._check(h)
+            self._copy(self._arena, at, self._arena, h.slot, h.n_nodes)
+            at += h.n_nodes
+        return DeviceHist(slot, n, nodes, self._gen)
 
     def to_host(self, hist: DeviceHist) -> np.ndarray:
         """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
         sums when quantized (as the numpy reference keeps them)."""
-        h = hist.data.get(queue=self.queue)
-        self._synced()
+        self._check(hist)
+        gh = tk.hist_gh_type(self.precision).dtype
+        h = np.empty((hist.n_nodes, self.n_features, self.n_outputs, self.n_bins), gh)
+        self._read(h, self._arena, hist.slot * self._node_bytes)
         arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
         arr = arr if self.quantized else arr.astype(np.float64)
         return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))
 
     # ------------------------------------------------------------------------------------------ splits
-    def _mask(self, feature_mask: np.ndarray) -> cl_array.Array:
+    def _mask(self, feature_mask: np.ndarray) -> None:
         mask = np.ascontiguousarray(np.asarray(feature_mask, bool).reshape(self.n_features), dtype=np.uint8)
         key = mask.tobytes()
-        if key != self._mask_key:  # a new mask per tree at most: upload it once
-            self._mask_dev = cl_array.to_device(self.queue, mask)
+        if key != self._mask_key:  # a new mask per tree at most
+            self._alive.append(mask)
+            cl.enqueue_copy(self.queue, self._mask_buf, mask, is_blocking=False)
             self._mask_key = key
-        return self._mask_dev
 
     def best_splits(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+        self._check(hist)
         n, f, k, b = hist.n_nodes, self.n_features, self.n_outputs, self.n_bins
         out = Splits(
             gain=np.full(n, -np.inf), feature=np.zeros(n, np.int32), bin=np.zeros(n, np.int32),
@@ -591,34 +864,33 @@ class OpenCLTreeKernels:
         if n == 0:
             self._resolve()
             return out
-        he = self.hist_elem
-        hv = _view(hist.data, (n, f, k, b, 2), he)
-        scan = self._run(self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, hist=hv)
-        sv = _view(scan, (n, f, k, b, 2), he)
-        r = self.real.type
-        inv = {"inv_scale": opaque(self._inv_dev)} if self.quantized else {}
+        if 2 * self._cap_nodes < n:
+            self._need_nodes(-(-n // 2))
+        if self._work_holds != (hist.gen, hist.slot, n):
+            self._copy(self._h_work, 0, self._arena, hist.slot, n)
+            self._work_holds = (hist.gen, hist.slot, n)
+        self._record("tree_split_scan", self.k_scan({"node": n, "feat": f, "output": k, "bin": b}))
         if b > 2:
-            best = self._run(
-                self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, scan=sv, hist=hv,
-                feature_mask=self._mask(feature_mask), reg_lambda=r(params.reg_lambda),
+            self._mask(feature_mask)
+            r = self.real.type
+            self._record("tree_split_score", self.k_score(
+                {"node": n, "feat": f, "bin": b - 2, "dir": 2}, reg_lambda=r(params.reg_lambda),
                 reg_alpha=r(params.reg_alpha), min_split_gain=r(params.min_split_gain),
-                min_child_weight=r(params.min_child_weight), **inv,
-            )
-        else:  # no candidate bins: an argmax result that says "none"
-            none = np.zeros(n, tk.split_type(self.precision).dtype)
-            none["value"], none["index"] = -np.inf, -1
-            best = self._upload(none)
-        stride, _, _ = tk._best_layout(self.precision)
-        res = self._run(self.d_sums, {"node": n, "output": k}, scan=opaque(scan, he),
-                        hist=opaque(hist.data, he), best=_view(best, (n, stride), np.dtype(np.int32)),
-                        best_value=opaque(best, self.real), n_feat=f, **inv)
-        host = res.get(queue=self.queue)  # the one blocking read of a split step
-        self._synced()
+                min_child_weight=r(params.min_child_weight)))
+            self._record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
+            host = self._read(np.empty((n, k), tk.result_type(self.precision).dtype), self._res)
+        else:  # no candidate bins: only the node totals, the last prefix sum of feature 0
+            self._resolve()
+            scan = np.empty((n, f, k, b), tk.hist_gh_type(self.precision).dtype)
+            scan = self._read(scan, self._scan)[:, 0, :, b - 1]
+            inv = self.inv_scale if self.quantized else np.ones((k, 2))
+            out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
+            return out
         self._resolve()
         out.total[:, :, 0], out.total[:, :, 1] = host["tg"], host["th"]
         gain = host["gain"][:, 0].astype(np.float64)
         ok = np.isfinite(gain)
-        if b <= 2 or not ok.any():
+        if not ok.any():
             return out
         idx = host["index"][:, 0].astype(np.int64)
         n_cand = b - 2
@@ -639,74 +911,71 @@ class OpenCLTreeKernels:
             return
         self._resolve()
         self._rows_dirty = True
+        ns = int(nodes.size)
         left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
-        begin = np.array([self.begin.get(int(n), 0) for n in nodes], np.int64)
-        count = np.array([self.count.get(int(n), 0) for n in nodes], np.int64)
-        which = np.full(nodes.size, -1) if small_left is None else np.where(np.asarray(small_left, bool), 0, 1)
-        tab = np.stack([nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1),
-                        np.asarray(default_left, bool).reshape(-1), left, right, begin, count, which],
-                       axis=1).astype(np.int32)
-        rows = [(int(a), int(lo), int(hi), int(b0), int(c0))
-                for a, lo, hi, b0, c0 in zip(nodes, left, right, begin, count, strict=True)]
-        live = count > 0
-        if not live.any():
-            self._pending = (cl.UserEvent(self.device.context), np.zeros(nodes.size, np.int32), rows)
-            self._pending[0].set_status(cl.command_execution_status.COMPLETE)
+        begin = [self.begin.get(int(x), 0) for x in nodes]
+        count = [self.count.get(int(x), 0) for x in nodes]
+        rows = list(zip(nodes.tolist(), left.tolist(), right.tolist(), begin, count, strict=True))
+        live = [c > 0 for c in count]
+        if not any(live):
+            self._pending = (None, np.zeros(ns, np.int32), rows)
             self._resolve()
-            if small_left is not None:
-                self._prepared = None
             return
-        lo = int(begin[live].min())
-        hi = int((begin + count)[live].max())
+        lo = min(b0 for b0, c0 in zip(begin, count, strict=True) if c0)
+        hi = max(b0 + c0 for b0, c0 in zip(begin, count, strict=True) if c0)
         n_table = int(nodes.max()) + 1
-        node_slot = np.full(n_table, -1, np.int32)
-        node_slot[nodes] = np.arange(nodes.size, dtype=np.int32)
-        d_tab = self._upload(np.concatenate([tab.reshape(-1), node_slot]))  # one upload per split step
-        common = dict(bins=self._o_bins, ridx=self._o_ridx, row_node=self._o_row_node,
-                      split_tab=opaque(d_tab), pos0=lo, n_split=int(nodes.size), n_table=n_table,
-                      n_rows=self.n_rows, n_feat=self.n_features)
+        width = tk.SPLIT_FIELDS * ns + n_table
+        self._need_nodes(ns)
+        if width > self._cap_tab:
+            self._grow_tab(width)
+            self._bind_tree()
+        # the split table, then node -> split row: one upload per split step, from a reused host array
+        tab = self._staging.take("tab", width, np.dtype(np.int32))
+        t = tab[: tk.SPLIT_FIELDS * ns].reshape(ns, tk.SPLIT_FIELDS)
+        t[:, 0], t[:, 1], t[:, 2] = nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1)
+        t[:, 3] = np.asarray(default_left, bool).reshape(-1)
+        t[:, 4], t[:, 5], t[:, 6], t[:, 7] = left, right, begin, count
+        t[:, 8] = -1 if small_left is None else np.where(np.asarray(small_left, bool).reshape(-1), 0, 1)
+        slots = tab[tk.SPLIT_FIELDS * ns:]
+        slots[:] = -1
+        slots[nodes] = np.arange(ns, dtype=np.int32)
+        q = self.queue
+        cl.enqueue_copy(q, self._tab, tab, is_blocking=False)
         n = hi - lo
-        incl = self._run(self.d_flags, {"pos": n}, **common)
-        dest = self._run(self.d_dest, {"pos": n}, incl=incl, **common)
+        params = dict(pos0=lo, n_split=ns, n_table=n_table, n_rows=self.n_rows, n_feat=self.n_features)
+        events = self.k_flags({"pos": n}, **params) + self.k_dest({"pos": n}, **params)
+        self._record("tree_partition", events)
         self._ensure_gh()
-        n_left = self._alloc(nodes.size, np.int32)
-        slot_begin, slot_count = self._alloc(nodes.size, np.int32), self._alloc(nodes.size, np.int32)
         wi = 64
-        dims = (np.int32(lo), np.int32(n), np.int32(self.n_rows), np.int32(self.n_features),
-                np.int32(self.n_outputs))
-        grid = (math.ceil(max(n, nodes.size) / wi) * wi,)
-        events = [
-            self._scatter(self.queue, grid, (wi,), self.ridx.data, dest.data, self.bins.data, self.gh.data,
-                          self.row_node.data, self._tmp_ridx.data, self._tmp_bins.data, self._tmp_gh.data,
-                          *dims, d_tab.data, incl.data, np.int32(nodes.size), n_left.data, slot_begin.data,
-                          slot_count.data),
-        ]
-        if self.feature_major:  # a column per feature: one kernel rather than n_features copies
-            events.append(self._copy_back(self.queue, (math.ceil(n / wi) * wi,), (wi,), self.ridx.data,
-                                          self.bins.data, self.gh.data, self._tmp_ridx.data, self._tmp_bins.data,
-                                          self._tmp_gh.data, *dims))
-        else:  # positions lo .. hi are one contiguous range of every array
-            f, gh_row = self.n_features, self.gh.dtype.itemsize * self.n_outputs
-            for dst, src, width in ((self.ridx, self._tmp_ridx, 4), (self.bins, self._tmp_bins, f),
-                                    (self.gh, self._tmp_gh, gh_row)):
-                events.append(cl.enqueue_copy(self.queue, dst.base_data, src.base_data, byte_count=width * n,
-                                              dst_offset=width * lo, src_offset=0))
+        i32 = np.int32
+        sc = self._scatter
+        sc.set_arg(8, i32(lo))
+        sc.set_arg(9, i32(n))
+        sc.set_arg(15, i32(ns))
+        events = [cl.enqueue_nd_range_kernel(q, sc, (math.ceil(max(n, ns) / wi) * wi,), (wi,))]
+        # the range back home: one kernel (a column per feature when feature-major; one launch is also cheaper
+        # on the host than three buffer copies when row-major)
+        cb = self._copy_back
+        cb.set_arg(6, i32(lo))
+        cb.set_arg(7, i32(n))
+        events.append(cl.enqueue_nd_range_kernel(q, cb, (math.ceil(n / wi) * wi,), (wi,)))
         self._record("tree_scatter_rows", events)
-        host = np.empty(nodes.size, np.int32)
-        read = cl.enqueue_copy(self.queue, host, n_left.data, is_blocking=False)  # waited for at the next sync
+        host = np.empty(ns, np.int32)
+        read = cl.enqueue_copy(q, host, self._n_left, is_blocking=False)  # waited for at the next sync
         self._pending = (read, host, rows)
         if small_left is not None:
-            built = tuple(int(lo_ if s else hi_) for lo_, hi_, s in zip(left, right, np.asarray(small_left, bool),
-                                                                          strict=True))
-            self._prepared = (built, slot_begin, slot_count, int(count.max()))
+            built = tuple(int(a if s else b_) for a, b_, s in zip(left, right, np.asarray(small_left, bool).reshape(-1),
+                                                                  strict=True))
+            self._prepared = (built, max(count))
 
     def row_nodes(self) -> np.ndarray:
-        out = self.row_node.get(queue=self.queue)[: self.n_rows].copy()
-        self._synced()
-        return out
+        out = np.empty(max(1, self.n_rows), np.int32)
+        return self._read(out, self.row_node.base_data)[: self.n_rows].copy()
 
     def node_rows(self, node: int) -> np.ndarray:
         """Row indices of a node, in ascending order (the stable partition keeps the original order)."""
         self._resolve()
         b, c = self.begin.get(int(node), 0), self.count.get(int(node), 0)
-        return self.ridx[b:b + c].get(queue=self.queue) if c else np.zeros(0, np.int32)
+        if not c:
+            return np.zeros(0, np.int32)
+        return self._read(np.empty(c, np.int32), self.ridx.base_data, 4 * b)

@@ -109,6 +109,9 @@ OPTIONS: tuple[Option, ...] = (
            _choice("depthwise", "lossguide")),
     Option("max_bin", "int", 255, "Most histogram bins per feature (2..255); NaN gets one extra bin of its own.",
            _int(2, 255)),
+    Option("bin_sample", "int", 200_000, "Rows from which the bin edges are learned (LightGBM's "
+           "bin_construct_sample_cnt): drawn without replacement, seeded by random_state (a fixed seed when it "
+           "is None, so binning is reproducible); all rows when there are fewer, or when 0.", _int(0)),
     Option("reg_lambda", "float", 1.0, "L2 regularisation of leaf values.", _float(0.0)),
     Option("reg_alpha", "float", 0.0, "L1 regularisation of leaf values.", _float(0.0)),
     Option("min_split_gain", "float", 0.0, "Gain a split must exceed (XGBoost's gamma).", _float(0.0)),
