@@ -1,0 +1,146 @@
+"""The OpenCL backend's hot path: bound launches on pre-allocated buffers (growing and re-binding where a tree
+needs more nodes than allocated, a checked fallback for 64-bit sizes), device-array loading from the device
+binner, the sampled bin edges, and the record of which configuration each kernel got."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mdhom.trees import opencl_backend as ob
+from mdhom.trees.backend import SplitParams
+from mdhom.trees.binning import BinMapper, sample_rows
+from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+
+PARAMS = SplitParams(reg_lambda=1.0, reg_alpha=0.0, min_split_gain=0.0, min_child_weight=1e-3)
+
+
+def _data(seed, n, f, nan=0.03):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, f))
+    X[rng.random((n, f)) < nan] = np.nan
+    g = np.tanh(np.nan_to_num(X[:, :3]).sum(1)) + 0.3 * rng.standard_normal(n)
+    return X, g.reshape(-1, 1), (0.25 + 0.5 * rng.random(n)).reshape(-1, 1)
+
+
+def _tree(kernels, bins, n_bins, g, h, lossguide, leaves, depth=0):
+    kernels.load(bins, n_bins, 1)
+    kernels.set_gradients(g, h)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
+    return grow_tree(kernels, None, np.ones(bins.shape[1] if isinstance(bins, np.ndarray) else kernels.n_features,
+                                            bool), gp, lambda f, b: float(b))
+
+
+def _same(a, b):
+    for field in ("left", "right", "feature", "bin", "default_left", "value", "gain"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+@pytest.mark.parametrize("lossguide,leaves,depth", [(True, 200, 0), (False, 0, 7)], ids=["lossguide", "depthwise"])
+def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
+    """Trees larger than the initial buffers (16 nodes per call, a 64-node arena) grow them mid-tree; the
+    trees equal the numpy reference's bit for bit (exact mode), and a second tree reuses the grown buffers."""
+    X, g, h = _data(1, 3000, 6)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    dev = ob.OpenCLTreeKernels(device)
+    want = _tree(NumpyKernels(), bins, m.n_bins, g, h, lossguide, leaves, depth)
+    got = _tree(dev, bins, m.n_bins, g, h, lossguide, leaves, depth)
+    assert want.n_nodes > 100 and dev._cap_arena > 64 and (lossguide or dev._cap_nodes > 16)
+    _same(got, want)
+    caps = (dev._cap_arena, dev._cap_nodes)
+    dev.set_gradients(-g, h)
+    ref = NumpyKernels()
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(-g, h)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
+    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)),
+          grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+    assert (dev._cap_arena, dev._cap_nodes) == caps
+
+
+def test_checked_fallback_for_64bit_sizes(device, monkeypatch):
+    """Launches past the 32-bit index limit go through the checked enqueue (here: a limit of 1000 points, so
+    every histogram and most partitions take it) and give the same tree."""
+    X, g, h = _data(2, 1500, 5)
+    m = BinMapper(15).fit(X)
+    bins = m.transform(X)
+    want = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
+    monkeypatch.setattr(ob, "_INDEX32", 1000)
+    calls = []
+    original = ob._Bound._checked
+    monkeypatch.setattr(ob._Bound, "_checked", lambda self, s, p: calls.append(1) or original(self, s, p))
+    got = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
+    assert len(calls) >= 10
+    _same(got, want)
+
+
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_device_array_load_equals_host_load(device, feature_major):
+    from mdhom.trees.bin_kernel import DeviceBinner
+
+    X, g, h = _data(3, 2000, 6)
+    m = BinMapper(63).fit(X)
+    want = _tree(ob.OpenCLTreeKernels(device, feature_major=feature_major), m.transform(X), m.n_bins, g, h, True, 40)
+    dev = ob.OpenCLTreeKernels(device, feature_major=feature_major)
+    on_device = DeviceBinner(m, dev.device, np.float64, feature_major).transform(X)
+    got = _tree(dev, on_device, m.n_bins, g, h, True, 40)
+    assert (dev.n_rows, dev.n_features) == X.shape
+    _same(got, want)
+    dev.add_eval(on_device, np.zeros(1))  # eval sets take device bins too
+
+
+def test_stale_histogram_handles_are_refused(device):
+    X, g, h = _data(4, 300, 3)
+    m = BinMapper(15).fit(X)
+    dev = ob.OpenCLTreeKernels(device)
+    dev.load(m.transform(X), m.n_bins, 1)
+    dev.set_gradients(g, h)
+    dev.reset_rows()
+    hist = dev.histograms(np.array([0]))
+    dev.reset_rows()
+    with pytest.raises(ValueError, match="earlier tree"):
+        dev.best_splits(hist, np.ones(3, bool), PARAMS)
+
+
+def test_bin_sample_is_seeded_and_covers_nan():
+    X, _, _ = _data(5, 5000, 4, nan=0.0)
+    X[4321, 2] = np.nan  # the only NaN: outside most samples, its bin must still be reserved
+    rows = sample_rows(5000, 1000, 7)
+    assert rows.size == 1000 and np.all(np.diff(rows) > 0)
+    np.testing.assert_array_equal(rows, sample_rows(5000, 1000, 7))
+    assert not np.array_equal(rows, sample_rows(5000, 1000, 8))
+    np.testing.assert_array_equal(sample_rows(5000, 1000, None), sample_rows(5000, 1000, 0))
+    assert sample_rows(5000, 5000, 1) is None and sample_rows(5000, 0, 1) is None
+    m = BinMapper(255).fit(X, rows=rows)
+    full = BinMapper(255).fit(X[rows])
+    for j in (0, 1, 3):
+        np.testing.assert_array_equal(m.edges[j], full.edges[j])
+    assert m.edges[2].size <= 253 and full.edges[2].size == 254  # 254 real bins when no NaN, 253 with one
+
+
+def test_estimator_bins_from_a_sample_and_reports_configs(tmp_path, monkeypatch, device):
+    from mdhom import TreeBoostRegressor
+
+    X, g, _ = _data(6, 1200, 5)
+    y = g[:, 0]
+    kw = dict(n_estimators=3, grow_policy="lossguide", max_depth=0, max_leaves=15, bin_sample=500, random_state=2)
+    docs = []
+    for dev in ("numpy", device):
+        est = TreeBoostRegressor(device=dev, **kw).fit(X, y)
+        est.save_model(tmp_path / "m.json")
+        doc = json.loads((tmp_path / "m.json").read_text())
+        doc["params"].pop("device")
+        docs.append(doc)
+    assert docs[0] == docs[1]  # bins on the device equal the host's: the same model file
+    assert docs[0]["params"]["bin_sample"] == 500
+    assert est.bin_seconds_ > 0
+    cfgs = est.kernel_configs_
+    assert {"tree_histogram", "tree_split_score", "tree_partition_flags", "tree_bin_features"} <= set(cfgs)
+    assert all(isinstance(v["config"], dict) and v["source"] for v in cfgs.values())
+    monkeypatch.setenv("MDHOM_TUNED", "0")
+    est = TreeBoostRegressor(device=device, **kw).fit(X, y)
+    assert est.kernel_configs_["tree_split_score"]["source"] == "heuristic (disabled)"
+    assert est.kernel_configs_["tree_bin_features"]["source"] == "default (disabled)"
