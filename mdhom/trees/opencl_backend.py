@@ -95,14 +95,14 @@ class _Bound:
     def __init__(self, comp: Computation, queue: cl.CommandQueue, out: cl.Buffer, **buffers: cl.Buffer) -> None:
         self.comp, self.queue, self.out, self.buffers = comp, queue, out, buffers
         self.bound = comp.bind(out, queue, **buffers)
-        desc = comp.desc
         self._lanes = max(1, comp.lane_groups)
-        self._dims = desc.dim_names
+        self._dims = comp.desc.dim_names
 
     def __call__(self, sizes: dict[str, int], **params: object) -> list[cl.Event]:
-        if math.prod(sizes[d] for d in self._dims) * self._lanes <= _INDEX32:
-            return self.bound(sizes, **params)
-        return self._checked(sizes, params)
+        n = self._lanes
+        for d in self._dims:
+            n *= sizes[d]
+        return self.bound(sizes, **params) if n <= _INDEX32 else self._checked(sizes, params)
 
     def _checked(self, sizes: dict[str, int], params: dict[str, object]) -> list[cl.Event]:
         comp, q = self.comp, self.queue
@@ -931,11 +931,17 @@ class OpenCLTreeKernels:
             self._bind_tree()
         # the split table, then node -> split row: one upload per split step, from a reused host array
         tab = self._staging.take("tab", width, np.dtype(np.int32))
-        t = tab[: tk.SPLIT_FIELDS * ns].reshape(ns, tk.SPLIT_FIELDS)
-        t[:, 0], t[:, 1], t[:, 2] = nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1)
-        t[:, 3] = np.asarray(default_left, bool).reshape(-1)
-        t[:, 4], t[:, 5], t[:, 6], t[:, 7] = left, right, begin, count
-        t[:, 8] = -1 if small_left is None else np.where(np.asarray(small_left, bool).reshape(-1), 0, 1)
+        which = [-1] * ns if small_left is None else [0 if s else 1 for s in np.asarray(small_left, bool).reshape(-1)]
+        if ns == 1:  # loss-guided growth: one split per step, filled without array temporaries
+            tab[: tk.SPLIT_FIELDS] = (rows[0][0], int(np.asarray(feature).reshape(-1)[0]),
+                                      int(np.asarray(bin).reshape(-1)[0]),
+                                      int(bool(np.asarray(default_left).reshape(-1)[0])), rows[0][1], rows[0][2],
+                                      begin[0], count[0], which[0])
+        else:
+            t = tab[: tk.SPLIT_FIELDS * ns].reshape(ns, tk.SPLIT_FIELDS)
+            t[:, 0], t[:, 1], t[:, 2] = nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1)
+            t[:, 3] = np.asarray(default_left, bool).reshape(-1)
+            t[:, 4], t[:, 5], t[:, 6], t[:, 7], t[:, 8] = left, right, begin, count, which
         slots = tab[tk.SPLIT_FIELDS * ns:]
         slots[:] = -1
         slots[nodes] = np.arange(ns, dtype=np.int32)
