@@ -126,7 +126,8 @@ def test_estimator_bins_from_a_sample_and_reports_configs(tmp_path, monkeypatch,
 
     X, g, _ = _data(6, 1200, 5)
     y = g[:, 0]
-    kw = dict(n_estimators=3, grow_policy="lossguide", max_depth=0, max_leaves=15, bin_sample=500, random_state=2)
+    kw = dict(n_estimators=3, grow_policy="lossguide", max_depth=0, max_leaves=15, bin_sample=500, random_state=2,
+              precision="double")  # the same mode on both sides (a GPU would default to quantized)
     docs = []
     for dev in ("numpy", device):
         est = TreeBoostRegressor(device=dev, **kw).fit(X, y)
