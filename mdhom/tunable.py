@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mdhom.devices import Device
 from mdhom.mdh.description import Description
 
 # Modules that register kernels when imported. Only modules that exist belong here: a missing one is an
@@ -114,6 +115,14 @@ class TunableKernel:
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     quick_points: int = 1 << 22
     doc: str = ""
+    # The configuration the user of the kernel runs when nothing is tuned (a learner's own heuristic); the
+    # tuner starts from it and keeps it unless a configuration beats it. None: the description's default.
+    baseline: Callable[[Description, Device, Mapping[str, int]], dict[str, int]] | None = None
+
+    def baseline_config(self, device: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+        desc = self.describe(sizes)
+        dims = self.dim_sizes(sizes)
+        return self.baseline(desc, device, dims) if self.baseline else desc.default_config(device, dims)
 
     def describe(self, sizes: Mapping[str, int]) -> Description:
         """The description for a size class."""

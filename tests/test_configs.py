@@ -237,3 +237,11 @@ def test_lookup_reports_its_source_and_can_be_disabled(monkeypatch):
     monkeypatch.setenv("MDHOM_TUNED", "0")
     assert configs.lookup(dev, "histogram", {"row": 10**5, "feat": 28}, examples.HISTOGRAM) == (None, "disabled")
     assert configs.lookup_config(dev, "histogram", {"row": 10**5, "feat": 28}) is None
+
+
+def test_nearest_class_never_maps_a_trivial_dimension_to_a_wide_one():
+    """A class tuned for one node must not serve a 64-node launch (nor the other way round)."""
+    classes = {"root": {"sizes": {"node": 1, "pos": 10**6}}, "level": {"sizes": {"node": 16, "pos": 10**4}}}
+    assert configs.nearest_class(classes, {"node": 64, "pos": 10**5}) == "level"
+    assert configs.nearest_class(classes, {"node": 1, "pos": 10**4}) == "root"
+    assert configs.nearest_class({"root": classes["root"]}, {"node": 64, "pos": 10**5}) is None

@@ -66,10 +66,12 @@ class SearchSpace:
     device: Device
     sizes: dict[str, int]
     fixed: dict[str, int] = field(default_factory=dict)
+    baseline: dict[str, int] | None = None  # what the kernel's user runs untuned (default: the description's)
 
     def __post_init__(self) -> None:
         self.parameters: list[Parameter] = self.description.parameter_space(self.device, self.sizes)
-        self.default: dict[str, int] = {**self.description.default_config(self.device, self.sizes), **self.fixed}
+        start = self.baseline if self.baseline is not None else self.description.default_config(self.device, self.sizes)
+        self.default: dict[str, int] = {**start, **self.fixed}
         unknown = set(self.fixed) - {p.name for p in self.parameters}
         if unknown:
             raise ValueError(f"{self.description.name}: cannot fix unknown parameter(s) {sorted(unknown)}")

@@ -34,6 +34,7 @@ so such inputs are declared ``shape=(1,)`` and bound to a one-element view of th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
@@ -605,6 +606,12 @@ def _score_ref(a):
     return out
 
 
+def _backend_heuristic(desc: Description, device, sizes) -> dict[str, int]:  # noqa: ANN001
+    from mdhom.trees.opencl_backend import heuristic_config  # late: the backend imports this module
+
+    return heuristic_config(desc, device, sizes)
+
+
 def register_tunables() -> None:
     """Register the tree kernels with :mod:`mdhom.tunable` (under the names the backend looks up).
 
@@ -614,33 +621,37 @@ def register_tunables() -> None:
     """
     from mdhom import tunable
 
+    def _register(kernel: tunable.TunableKernel, replace: bool = False) -> None:
+        # the tuner starts from, and must beat, what the backend runs untuned
+        tunable.register(dataclasses.replace(kernel, baseline=_backend_heuristic), replace=replace)
+
     rows = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_histogram", lambda s: histogram(int(s.get("n_bins", 64))),
         {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
         _hist_inputs, _hist_ref, doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows",
     ), replace=True)
     # the quantized histogram (int64 lanes, exact: the tuner compares bit for bit); its space includes
     # PARTIALS_LOCAL (local-memory partials with 64-bit atomics) from the description itself
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_histogram_q", lambda s: histogram(int(s.get("n_bins", 64)), "quantized"),
         {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
         _hist_q_inputs, _hist_q_ref,
         doc="int64 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features",
     ), replace=True)
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_split_scan", lambda s: split_scan(int(s["bin"])),
         {f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in (1, 16, 128)},
         lambda s, rng: {"hist": rng.standard_normal((s["node"], s["feat"], s["output"], s["bin"], 2))},
         lambda a: _gh_struct(split_scan_reference(a["hist"])),
         doc="prefix sums of (g, h) over 64 bins per node, feature and output",
     ), replace=True)
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_split_score", lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1))),
         {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in (1, 16, 128)},
         _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node",
     ), replace=True)
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_hist_subtract", hist_subtract("double"),
         {f"nodes_{n}": {"i": n * 28 * 64 * 2} for n in (1, 16, 128)},
         lambda s, rng: {"parent": rng.standard_normal(s["i"]), "child": rng.standard_normal(s["i"])},
@@ -672,12 +683,12 @@ def register_tunables() -> None:
 
     for kind in LOSS_KINDS:
         outs = {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]
-        tunable.register(tunable.TunableKernel(
+        _register(tunable.TunableKernel(
             f"tree_gradients_{kind}", gradients(kind),
             {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in rows.items() for o in outs},
             grad_inputs(kind), grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores",
         ), replace=True)
-    tunable.register(tunable.TunableKernel(
+    _register(tunable.TunableKernel(
         "tree_score_update", score_update("double"),
         {f"rows_{k}": {"row": v, "output": 1} for k, v in rows.items()},
         lambda s, rng: {"scores": rng.standard_normal((s["row"], 1)), "row_node": np.zeros(s["row"], np.int32),

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,6 +143,78 @@ class _Staging:
         self.busy.clear()
 
 
+
+# The node count the level-wide histogram is configured for (depthwise levels hold 2 .. 2^depth nodes).
+LEVEL_NODES = 64
+
+
+def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The configuration a tree kernel runs when nothing is tuned; also the tuner's baseline for it."""
+    cfg = desc.default_config(dev, sizes)
+    gpu = dev.type == "gpu"
+    cu = max(1, dev.compute_units)
+    name = desc.name
+    if name == "tree_histogram":
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        cfg["NUM_WG_feat"] = sizes["feat"]
+        cfg["NUM_WG_node"] = 4 if gpu else 2
+        if gpu:
+            cfg["NUM_WI_pos"] = 16
+            cfg["NUM_WG_pos"] = 16
+        else:
+            cfg["NUM_WG_pos"] = _pow2_at_most(2 * cu, 64)
+    elif name == "tree_histogram_q":
+        # one work-group per (feature, row chunk); with PARTIALS_LOCAL (the description's default where
+        # 64-bit local atomics exist on a GPU) its work-items scatter into one local histogram
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        cfg["NUM_WG_feat"] = sizes["feat"]
+        cfg["NUM_WG_node"] = 4 if gpu else 1
+        if gpu and cfg.get("PARTIALS_LOCAL"):  # an untested guess until the GPU run tunes it
+            cfg["NUM_WI_pos"] = 256
+            cfg["NUM_WG_pos"] = 16
+        elif gpu:
+            cfg["NUM_WI_pos"] = 16
+            cfg["NUM_WG_pos"] = 16
+        else:
+            # CPUs: (node, feature) work-groups are parallelism enough; rows folded in one lane per group
+            # (PoCL, 200k x 28, 255 leaves: 24 ms per round vs 40 ms with rows over 4 groups and a combine)
+            cfg["NUM_WG_pos"] = _pow2_at_most(max(1, 2 * cu // max(1, sizes["feat"])), 64)
+    elif name == "tree_split_scan":
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        cfg["NUM_WI_feat"] = _pow2_at_most(sizes["feat"], 64 if gpu else 8)
+        cfg["NUM_WG_node"] = 64 if gpu else 2 * cu
+    elif name == "tree_split_score":
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        cfg["NUM_WI_bin"] = _pow2_at_most(sizes["bin"], 64 if gpu else 16)
+        cfg["NUM_WI_dir"] = 2
+        cfg["NUM_WG_node"] = 256 if gpu else 2 * cu
+    elif name == "tree_partition_flags":
+        cfg["NUM_WI_pos"] = 256 if gpu else 64
+        cfg["NUM_WG_pos"] = 64 if gpu else 2 * cu
+    elif name in ("tree_partition_dest", "tree_hist_subtract"):
+        dim = desc.dim_names[0]
+        cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
+        cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
+    elif name in ("tree_hist_siblings", "tree_score_update", "tree_predict_bins", "tree_gather_gh",
+                  "tree_quantize_gh") or name.startswith("tree_gradients_"):
+        # element-wise: the row / cell dimension carries the parallelism, outputs stay in a work-item
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        dim = "cell" if "cell" in desc.dim_names else desc.dim_names[0]
+        cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
+        cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
+    elif name == "tree_gh_absmax":
+        for d in desc.dim_names:
+            cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+        cfg["NUM_WI_pos"] = 256 if gpu else 64
+        cfg["NUM_WG_pos"] = 4 * cu * (4 if gpu else 1)
+    return cfg
+
+
 class OpenCLTreeKernels:
     """The md_hom tree kernels on one OpenCL device (see the module docstring).
 
@@ -192,70 +265,7 @@ class OpenCLTreeKernels:
         self._staging = _Staging()
 
     def _heuristic(self, desc: Description, sizes: dict[str, int]) -> dict[str, int]:
-        dev = self.device
-        cfg = desc.default_config(dev, sizes)
-        gpu = dev.type == "gpu"
-        cu = max(1, dev.compute_units)
-        name = desc.name
-        if name == "tree_histogram":
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            cfg["NUM_WG_feat"] = sizes["feat"]
-            cfg["NUM_WG_node"] = 4 if gpu else 2
-            if gpu:
-                cfg["NUM_WI_pos"] = 16
-                cfg["NUM_WG_pos"] = 16
-            else:
-                cfg["NUM_WG_pos"] = _pow2_at_most(2 * cu, 64)
-        elif name == "tree_histogram_q":
-            # one work-group per (feature, row chunk); with PARTIALS_LOCAL (the description's default where
-            # 64-bit local atomics exist on a GPU) its work-items scatter into one local histogram
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            cfg["NUM_WG_feat"] = sizes["feat"]
-            cfg["NUM_WG_node"] = 4 if gpu else 1
-            if gpu and cfg.get("PARTIALS_LOCAL"):  # an untested guess until the GPU run tunes it
-                cfg["NUM_WI_pos"] = 256
-                cfg["NUM_WG_pos"] = 16
-            elif gpu:
-                cfg["NUM_WI_pos"] = 16
-                cfg["NUM_WG_pos"] = 16
-            else:
-                # CPUs: (node, feature) work-groups are parallelism enough; rows folded in one lane per group
-                # (PoCL, 200k x 28, 255 leaves: 24 ms per round vs 40 ms with rows over 4 groups and a combine)
-                cfg["NUM_WG_pos"] = _pow2_at_most(max(1, 2 * cu // max(1, sizes["feat"])), 64)
-        elif name == "tree_split_scan":
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            cfg["NUM_WI_feat"] = _pow2_at_most(sizes["feat"], 64 if gpu else 8)
-            cfg["NUM_WG_node"] = 64 if gpu else 2 * cu
-        elif name == "tree_split_score":
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            cfg["NUM_WI_bin"] = _pow2_at_most(sizes["bin"], 64 if gpu else 16)
-            cfg["NUM_WI_dir"] = 2
-            cfg["NUM_WG_node"] = 256 if gpu else 2 * cu
-        elif name == "tree_partition_flags":
-            cfg["NUM_WI_pos"] = 256 if gpu else 64
-            cfg["NUM_WG_pos"] = 64 if gpu else 2 * cu
-        elif name in ("tree_partition_dest", "tree_hist_subtract"):
-            dim = desc.dim_names[0]
-            cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
-            cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
-        elif name in ("tree_hist_siblings", "tree_score_update", "tree_predict_bins", "tree_gather_gh",
-                      "tree_quantize_gh") or name.startswith("tree_gradients_"):
-            # element-wise: the row / cell dimension carries the parallelism, outputs stay in a work-item
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            dim = "cell" if "cell" in desc.dim_names else desc.dim_names[0]
-            cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
-            cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
-        elif name == "tree_gh_absmax":
-            for d in desc.dim_names:
-                cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
-            cfg["NUM_WI_pos"] = 256 if gpu else 64
-            cfg["NUM_WG_pos"] = 4 * cu * (4 if gpu else 1)
-        return cfg
+        return heuristic_config(desc, self.device, sizes)
 
     def _config(self, desc: Description, sizes: dict[str, int]) -> tuple[dict[str, int], str]:
         cfg, source = self.overrides.get(desc.name), "override"
@@ -279,16 +289,19 @@ class OpenCLTreeKernels:
         cfg.update(pin)
         return cfg, source
 
-    def _comp(self, desc: Description, sizes: dict[str, int]) -> Computation:
-        comp = self._comps.get(desc.name)
+    def _comp(self, desc: Description, sizes: dict[str, int], role: str = "") -> Computation:
+        """Build ``desc`` once per fit with the configuration for ``sizes``; ``role`` keeps a second build of
+        the same kernel for another launch regime (the histogram of one node vs. of a whole level)."""
+        key = f"{desc.name} ({role})" if role else desc.name
+        comp = self._comps.get(key)
         if comp is None or comp.desc is not desc:
             t0 = time.perf_counter()
             cfg, source = self._config(desc, sizes)
             comp = build_within_limits(desc, self.device, cfg)
             comp.program(False)
             self.build_seconds += time.perf_counter() - t0
-            self._comps[desc.name] = comp
-            self.config_sources[desc.name] = source
+            self._comps[key] = comp
+            self.config_sources[key] = source
         return comp
 
     def kernel_configs(self) -> dict[str, dict[str, object]]:
@@ -406,6 +419,10 @@ class OpenCLTreeKernels:
         self.d_predict = tk.predict_bins(b, rp, self.feature_major)
         # Build everything now, at representative sizes, so build time is reported apart from fit time.
         self._comp(self.d_hist, {"node": 1, "feat": f, "output": k, "pos": rows})
+        # a depthwise level builds many nodes in one launch: a configuration that spreads nodes over
+        # work-groups (one tuned for a single node walks them one after another in each group)
+        self._comp(self.d_hist, {"node": LEVEL_NODES, "feat": f, "output": k, "pos": max(1, rows // LEVEL_NODES)},
+                   role="levels")
         self._comp(self.d_gather, {"pos": rows, "output": k})
         self._comp(self.d_sub, {"i": 2 * f * k * b})
         self._comp(self.d_sib, {"side": 2, "node": 1, "cell": 2 * f * k * b})
@@ -476,8 +493,10 @@ class OpenCLTreeKernels:
     def _bind_tree(self) -> None:
         """Bind the split step's kernels to the current buffers (after load and after any buffer grew)."""
         q, comps = self.queue, self._comps
-        self.k_hist = _Bound(comps[self.d_hist.name], q, self._h_small, bins=self.bins, gh=self.gh.base_data,
-                             slot_begin=self._slot_begin, slot_count=self._slot_count)
+        hist_buffers = dict(bins=self.bins, gh=self.gh.base_data, slot_begin=self._slot_begin,
+                            slot_count=self._slot_count)
+        self.k_hist = _Bound(comps[self.d_hist.name], q, self._h_small, **hist_buffers)
+        self.k_hist_levels = _Bound(comps[f"{self.d_hist.name} (levels)"], q, self._h_small, **hist_buffers)
         self.k_sib = _Bound(comps["tree_hist_siblings"], q, self._h_work, child=self._h_small, parent=self._arena,
                             pidx=self._pidx)
         self.k_scan = _Bound(comps["tree_split_scan"], q, self._scan, hist=self._h_work)
@@ -759,7 +778,8 @@ class OpenCLTreeKernels:
             return self._zeros(n, nodes)
         self._ensure_gh()
         sizes = {"node": n, "feat": self.n_features, "output": self.n_outputs, "pos": maxc}
-        self._record(self.d_hist.name, self.k_hist(sizes, n_rows=self.n_rows))
+        launch = self.k_hist if n == 1 else self.k_hist_levels
+        self._record(self.d_hist.name, launch(sizes, n_rows=self.n_rows))
         slot = self._arena_alloc(n)
         self._copy(self._arena, slot, self._h_small, 0, n)
         self._small_holds = (self._gen, slot, n)
