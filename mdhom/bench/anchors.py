@@ -106,6 +106,9 @@ def tree_shape(cfg: Any) -> tuple[str, int]:
     policy = getattr(cfg, "grow_policy", None) or "lossguide"
     if policy not in GROW_POLICIES:
         raise ValueError(f"grow_policy must be one of {', '.join(GROW_POLICIES)}, got {policy!r}")
+    given = getattr(cfg, "max_depth", None)
+    if given is not None:
+        return policy, int(given)
     return policy, (0 if policy == "lossguide" else max(1, math.ceil(math.log2(max(2, cfg.leaves)))))
 
 

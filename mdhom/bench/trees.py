@@ -191,6 +191,7 @@ class TreesConfig:
     seed: int = 0
     nan_fraction: float = 0.0
     grow_policy: str = "lossguide"  # LightGBM's leaf-wise growth, as the anchors of DESIGN.md section 9 ran
+    max_depth: int | None = None  # depth limit for every system; None: none for lossguide, log2(leaves) else
     profile_rounds: int = 20  # rounds of the extra, profiled mdhom fit (0: none)
     include_mdhom: bool = True
     lightgbm_platform: int | None = None

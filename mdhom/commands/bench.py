@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="lossguide (default: leaf-wise up to --leaves, as the anchors ran) or depthwise (levels up to the "
         "depth that holds --leaves leaves; LightGBM approximates it by max_depth)",
     )
+    t.add_argument("--max-depth", type=int, default=None,
+                   help="depth limit for every system (default: none for lossguide, the depth that holds --leaves "
+                   "for depthwise); trees stay capped at --leaves")
     t.add_argument(
         "--profile-rounds",
         type=int,
@@ -120,6 +123,7 @@ def run_trees(args: argparse.Namespace) -> int:
             "device",
             "precision",
             "grow_policy",
+            "max_depth",
             "profile_rounds",
             "include_mdhom",
             "nan_fraction",
