@@ -49,13 +49,14 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mdhom import _files
 
 if TYPE_CHECKING:
     from mdhom.devices import Device
@@ -414,24 +415,8 @@ def empty_document(device: Device) -> dict[str, Any]:
 
 
 def atomic_write_json(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` to ``path`` so that readers see the old file or the new one, never a torn one: a
-    temporary file in the same directory, flushed and fsynced, then ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write a tuned-config document atomically (readable layout: indented, sorted keys)."""
+    _files.atomic_write_json(path, doc, indent=1, sort_keys=True)
 
 
 def now_iso() -> str:

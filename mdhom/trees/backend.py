@@ -62,6 +62,15 @@ class Splits:
     # order, as np.cumsum adds): what the root's sums are taken from when the host has no gradients
     total: np.ndarray | None = None
 
+    @classmethod
+    def none(cls, n_nodes: int, n_outputs: int, total: np.ndarray | None = None) -> Splits:
+        """No valid split for any node yet (gain -inf), to be filled in node by node."""
+        return cls(
+            gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
+            default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
+            right_sum=np.zeros((n_nodes, n_outputs, 2)), total=total,
+        )
+
 
 class TreeKernels(Protocol):
     """Device-resident state of one fit and the operations the driver needs."""

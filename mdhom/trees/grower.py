@@ -57,11 +57,7 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     ``hist`` with ``inv_scale``)."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
     n_cand = max(n_bins - 2, 0)
-    out = Splits(
-        gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
-        default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist, inv_scale),
-    )
+    out = Splits.none(n_nodes, n_outputs, node_totals(hist, inv_scale))
     if n_cand == 0:
         return out
     ig, ih = (None, None) if inv_scale is None else (inv_scale[:, 0], inv_scale[:, 1])

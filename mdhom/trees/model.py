@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from mdhom._files import atomic_write_json
 
 FORMAT = "mdhom.treeboost"
 VERSION = 1
@@ -131,21 +132,8 @@ class Ensemble:
 
 
 def save_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
-    """Write atomically: a temporary file in the same directory, then ``os.replace``."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".mdhom-model-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, allow_nan=False, separators=(",", ":"))
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write the model atomically (compact; NaN is not valid JSON, so it is refused)."""
+    atomic_write_json(path, document, allow_nan=False, separators=(",", ":"))
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:

@@ -876,11 +876,7 @@ class OpenCLTreeKernels:
     def best_splits(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams) -> Splits:
         self._check(hist)
         n, f, k, b = hist.n_nodes, self.n_features, self.n_outputs, self.n_bins
-        out = Splits(
-            gain=np.full(n, -np.inf), feature=np.zeros(n, np.int32), bin=np.zeros(n, np.int32),
-            default_left=np.zeros(n, bool), left_sum=np.zeros((n, k, 2)), right_sum=np.zeros((n, k, 2)),
-            total=np.zeros((n, k, 2)),
-        )
+        out = Splits.none(n, k, np.zeros((n, k, 2)))
         if n == 0:
             self._resolve()
             return out

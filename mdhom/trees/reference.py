@@ -153,11 +153,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
     ok &= np.asarray(feature_mask, bool)[None, :, None, None]
     ok &= np.isfinite(gain)  # an empty side with lambda = 0 gives 0/0: never a split
     gain = np.where(ok, gain, -np.inf).reshape(n_nodes, -1)
-    out = Splits(
-        gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
-        default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-        right_sum=np.zeros((n_nodes, n_outputs, 2)), total=node_totals(hist, inv_scale),
-    )
+    out = Splits.none(n_nodes, n_outputs, node_totals(hist, inv_scale))
     if n_cand == 0:
         return out
     best = np.argmax(gain, axis=1)
