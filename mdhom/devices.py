@@ -184,6 +184,10 @@ def get_device(spec: str | Device | None = None) -> Device:
     for d in every:
         if d.key == want:
             return d
+    # a runtime's name ("intel", "pocl", "nvidia") picks that runtime before any substring match
+    prefixed = [d for d in every if d.key.startswith(want + "-")]
+    if len(prefixed) == 1:
+        return prefixed[0]
     hits = [d for d in every if want in d.key or want in d.name.lower()]
     if len(hits) == 1:
         return hits[0]

@@ -110,3 +110,11 @@ def test_cli_devices_lists_default(capsys):
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     assert mdhom.get_device().key in out and "* " in out
+
+
+def test_runtime_name_beats_substring():
+    """PoCL's key names the Intel CPU it runs on, yet "intel" means Intel's runtime."""
+    runtimes = {d.runtime for d in mdhom.devices()}
+    for name in runtimes:
+        if sum(d.runtime == name for d in mdhom.devices()) == 1:
+            assert mdhom.get_device(name).runtime == name
