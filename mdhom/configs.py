@@ -152,7 +152,9 @@ def _check_config_dict(where: str, cfg: Any) -> None:
     if not isinstance(cfg, dict) or not cfg:
         raise SchemaError(f"{where}: must be a non-empty object of parameter -> integer")
     for k, v in cfg.items():
-        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise SchemaError(f"{where}: {k!r}={v!r} must be a non-negative integer")
+        if v < 1 and k.startswith("NUM_"):  # work-group and work-item counts; switches such as PARTIALS_LOCAL may be 0
             raise SchemaError(f"{where}: {k!r}={v!r} must be a positive integer")
 
 

@@ -245,3 +245,20 @@ def test_nearest_class_never_maps_a_trivial_dimension_to_a_wide_one():
     assert configs.nearest_class(classes, {"node": 64, "pos": 10**5}) == "level"
     assert configs.nearest_class(classes, {"node": 1, "pos": 10**4}) == "root"
     assert configs.nearest_class({"root": classes["root"]}, {"node": 64, "pos": 10**5}) is None
+
+
+def test_switch_parameters_may_be_zero(tmp_path):
+    """A tuned PARTIALS_LOCAL=0 (the right choice on CPUs) is stored; a zero work-group count is not."""
+    import mdhom
+    from mdhom.mdh import examples
+
+    dev = mdhom.get_device("pocl")
+    cfg = {**examples.HISTOGRAM_Q32.default_config(dev, None), "PARTIALS_LOCAL": 0}
+    entry = {"sizes": {"row": 10**4, "feat": 28}, "config": cfg, "median_s": 1.0, "default_s": 1.0, "trials": 1,
+             "failed_trials": 0, "date": "2026-11-20T00:00:00Z", "versions": {}}
+    path = configs.store_result(dev, "histogram_q32", "rows_1e4", entry, directory=tmp_path)
+    assert configs.lookup_config(dev, "histogram_q32", {"row": 10**4, "feat": 28}, dirs=[tmp_path])["PARTIALS_LOCAL"] == 0
+    bad = {**entry, "config": {**cfg, "NUM_WG_row": 0}}
+    with pytest.raises(configs.SchemaError, match="positive integer"):
+        configs.store_result(dev, "histogram_q32", "rows_1e4", bad, directory=tmp_path)
+    assert path.exists()
