@@ -58,3 +58,12 @@ def oclgrind_device() -> mdhom.Device:
     if not hits:
         pytest.skip("Oclgrind not found: install pyopencl[oclgrind] (the test extra)")
     return hits[0]
+
+
+@pytest.fixture(scope="session")
+def cpu() -> mdhom.Device:
+    """The first compute device, for tests of device-independent logic (config store, tuner) that need one."""
+    devs = mdhom.compute_devices()
+    if not devs:
+        pytest.skip("no OpenCL compute device")
+    return devs[0]

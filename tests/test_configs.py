@@ -26,14 +26,6 @@ def _fresh(monkeypatch, tmp_path):
     configs.reset_warnings()
 
 
-@pytest.fixture(scope="module")
-def cpu() -> mdhom.Device:
-    devs = mdhom.compute_devices()
-    if not devs:
-        pytest.skip("no OpenCL compute device")
-    return devs[0]
-
-
 def _entry(config: dict, sizes: dict, t: float = 1e-3) -> dict:
     return {"sizes": sizes, "config": config, "median_s": t, "default_config": config, "default_s": 2 * t,
             "trials": 5, "failed_trials": 0, "date": "2026-11-20T00:00:00Z", "versions": {"mdhom": "0"}}
@@ -227,7 +219,6 @@ def test_compare_struct_and_precision_modes():
 
 
 def test_lookup_reports_its_source_and_can_be_disabled(monkeypatch):
-    import mdhom
     from mdhom.mdh import examples
 
     dev = mdhom.get_device("pocl")
@@ -249,7 +240,6 @@ def test_nearest_class_never_maps_a_trivial_dimension_to_a_wide_one():
 
 def test_switch_parameters_may_be_zero(tmp_path):
     """A tuned PARTIALS_LOCAL=0 (the right choice on CPUs) is stored; a zero work-group count is not."""
-    import mdhom
     from mdhom.mdh import examples
 
     dev = mdhom.get_device("pocl")

@@ -16,14 +16,6 @@ from mdhom.tuning.space import SearchSpace, config_key, parse_key
 from mdhom.tuning.study import run_study
 
 
-@pytest.fixture(scope="module")
-def cpu() -> mdhom.Device:
-    devs = mdhom.compute_devices()
-    if not devs:
-        pytest.skip("no OpenCL compute device")
-    return devs[0]
-
-
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(configs, "user_dir", lambda: tmp_path / "user")

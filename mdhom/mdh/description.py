@@ -15,7 +15,7 @@ from functools import cached_property
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from mdhom.mdh.types import AtomType, Scalar, Struct, as_atom, itemsize
+from mdhom.mdh.types import AtomType, as_atom, itemsize
 
 if TYPE_CHECKING:
     from mdhom.devices import Device
@@ -461,19 +461,3 @@ def _strip_numbers(expr: str) -> str:
     """Drop numeric literals (with suffixes such as 1.0f or 10UL) before collecting identifiers."""
     return re.sub(r"\b\d+(\.\d*)?([eE][+-]?\d+)?[fFuUlL]*\b", " ", expr)
 
-
-__all__ = [
-    "Concat",
-    "ConfigError",
-    "Description",
-    "DescriptionError",
-    "Dim",
-    "Input",
-    "Operator",
-    "Param",
-    "Parameter",
-    "Reduce",
-    "Scalar",
-    "Scan",
-    "Struct",
-]
