@@ -145,3 +145,41 @@ def test_estimator_bins_from_a_sample_and_reports_configs(tmp_path, monkeypatch,
     est = TreeBoostRegressor(device=device, **kw).fit(X, y)
     assert est.kernel_configs_["tree_split_score"]["source"] == "heuristic (disabled)"
     assert est.kernel_configs_["tree_bin_features"]["source"] == "default (disabled)"
+
+
+class _BatchedNumpy(NumpyKernels):
+    """The numpy reference driven through the batched loss-guided walk (the OpenCL backend's path)."""
+
+    batch_lossguide = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searches = 0
+
+    def best_splits(self, hist, feature_mask, params):
+        self.searches += 1
+        return super().best_splits(hist, feature_mask, params)
+
+
+@pytest.mark.parametrize("leaves,depth,k,seed", [(31, 0, 1, 3), (200, 0, 1, 4), (40, 4, 1, 5), (0, 6, 1, 6),
+                                                 (25, 0, 3, 7), (64, 9, 2, 8)])
+def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed):
+    """Searching several leaves ahead gives the loss-guided tree node for node (ids, gains, leaf values) and
+    leaves every row in its leaf, with far fewer split searches than one per leaf."""
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 2500, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((2500, k))
+    h = np.repeat(h, k, axis=1)
+    bins = BinMapper(31).fit(X).transform(X)
+    seq, bat = NumpyKernels(), _BatchedNumpy()
+    trees = []
+    for kern in (seq, bat):
+        kern.load(bins, 32, k)
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(6, bool), GrowParams(PARAMS, 0.1, depth, leaves, True),
+                               lambda f, b: float(b)))
+    want, got = trees
+    _same(got, want)
+    np.testing.assert_array_equal(bat.row_nodes(), seq.row_nodes())
+    assert want.n_nodes > 20 and bat.searches < (want.n_nodes - 1) // 2
+

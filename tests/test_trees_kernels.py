@@ -307,6 +307,15 @@ def test_score_update_and_predict_bins(device, feature_major):
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
 
+def test_relabel(device):
+    """Rows renamed to the tree's leaf ids after a batched loss-guided tree."""
+    rng = np.random.default_rng(41)
+    row_node = rng.integers(0, 50, 3001).astype(np.int32)
+    node_map = rng.permutation(50).astype(np.int32)
+    got = run(tk.relabel(), device, None, {"row": 3001}, row_node=row_node, node_map=("o", node_map, None))
+    np.testing.assert_array_equal(got, node_map[row_node])
+
+
 def test_hist_siblings(device):
     rng = np.random.default_rng(31)
     parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))

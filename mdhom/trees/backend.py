@@ -130,5 +130,9 @@ class TreeKernels(Protocol):
         ``small_left``, a hint: the next ``histograms`` call asks for ``left[i]`` where it is True, else
         ``right[i]``, in this order."""
 
+    def relabel(self, node_map: np.ndarray) -> None:
+        """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree
+        started). Ends a tree whose nodes were numbered differently while it grew."""
+
     def row_nodes(self) -> np.ndarray:
         """The node id of every row (int32, n_rows), for the driver's leaf updates and for tests."""

@@ -208,8 +208,12 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     nodes = _Nodes(np.asarray(root_sums).shape[0])
     nodes.add(root_sums, 0)
     if _can_split(0, params) and params.max_leaves != 1:
-        grow = _grow_lossguide if params.lossguide else _grow_depthwise
-        grow(kernels, nodes, feature_mask, params, hist, splits)
+        if not params.lossguide:
+            _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits)
+        elif getattr(kernels, "batch_lossguide", False):
+            _grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
+        else:
+            _grow_lossguide(kernels, nodes, feature_mask, params, hist, splits)
     return nodes.to_tree(params, threshold)
 
 
@@ -286,3 +290,128 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
                 hist[child] = (pair, j, 2)
                 found[child] = (both, j)
                 heapq.heappush(heap, (-float(both.gain[j]), child))
+
+
+def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]], child: object) -> object:
+    """[child, parent - child] with each child's parent a node of any handle (``(handle, index, n_nodes)``):
+    by the backend's one-launch ``siblings_from`` where it has one."""
+    if hasattr(kernels, "siblings_from"):
+        return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
+    p = kernels.concat([_take(kernels, h, [i], n) for h, i, n in parents])
+    return kernels.concat([child, kernels.subtract(p, child)])
+
+
+class _Candidates:
+    """The candidate tree of a loss-guided walk, as far as it has been searched, in the backend's node ids.
+
+    A node's best split depends only on its rows, so the tree of candidate splits is fixed by the data; the
+    walk only chooses which of them to take. :meth:`expand` splits a batch of nodes at once (one partition,
+    one histogram pass over the smaller children, one split search, one read-back) and numbers the new
+    nodes as it goes, so ids here differ from the tree's.
+    """
+
+    def __init__(self, kernels: TreeKernels, mask: np.ndarray, params: GrowParams, root: object,
+                 splits: Splits) -> None:
+        self.kernels, self.mask, self.params = kernels, mask, params
+        self.hist: dict[int, tuple[object, int, int]] = {0: (root, 0, 1)}
+        self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
+        self.depth: dict[int, int] = {0: 0}
+        self.children: dict[int, tuple[int, int]] = {}
+        self.n_ids = 1
+
+    def split_of(self, node: int) -> tuple[Splits, int]:
+        return self.found[node]
+
+    def expand(self, batch: list[int]) -> None:
+        """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
+        where the depth limit allows them a split."""
+        kernels, ns = self.kernels, len(batch)
+        feature, bin_, default_left, left_small = [], [], [], []
+        for node in batch:
+            sp, i = self.found[node]
+            feature.append(sp.feature[i])
+            bin_.append(sp.bin[i])
+            default_left.append(sp.default_left[i])
+            # the child of smaller hessian sum (the proxy for its row count) is built; ties go left
+            left_small.append(bool(sp.left_sum[i][:, 1].sum() <= sp.right_sum[i][:, 1].sum()))
+        lo = np.arange(self.n_ids, self.n_ids + 2 * ns, 2, dtype=np.int32)
+        hi = lo + 1
+        self.n_ids += 2 * ns
+        grow = [k for k, node in enumerate(batch) if _can_split(self.depth[node] + 1, self.params)]
+        kernels.apply_splits(np.asarray(batch, np.int32), np.asarray(feature, np.int32), np.asarray(bin_, np.int32),
+                             np.asarray(default_left, bool), lo, hi,
+                             small_left=np.asarray(left_small) if len(grow) == ns else None)
+        for k, node in enumerate(batch):
+            self.children[node] = (int(lo[k]), int(hi[k]))
+            self.depth[int(lo[k])] = self.depth[int(hi[k])] = self.depth[node] + 1
+        if not grow:
+            return
+        small = [int(lo[k] if left_small[k] else hi[k]) for k in grow]
+        large = [int(hi[k] if left_small[k] else lo[k]) for k in grow]
+        h_small = kernels.histograms(np.asarray(small, np.int32))
+        pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
+        found = kernels.best_splits(pair, self.mask, self.params.split)
+        m = len(grow)
+        for j, node in enumerate(small + large):
+            self.hist[node] = (pair, j, 2 * m)
+            self.found[node] = (found, j)
+
+    def leaf_map(self, tree_of: dict[int, int], is_leaf: Callable[[int], bool]) -> np.ndarray:
+        """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
+        backend id of each tree node; a tree node's children in the tree are its children here)."""
+        back = {b: t for t, b in tree_of.items()}
+        out = np.zeros(self.n_ids, np.int32)
+        stack = [(0, -1)]
+        while stack:
+            node, leaf = stack.pop()
+            if leaf < 0:
+                out[node] = back[node]
+                if is_leaf(back[node]):
+                    leaf = back[node]
+            else:
+                out[node] = leaf
+            stack.extend((c, leaf) for c in self.children.get(node, ()))
+        return out
+
+
+def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams,
+                            root: object, splits: Splits) -> None:
+    """The tree of :func:`_grow_lossguide`, node for node, with the split searches batched.
+
+    The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over
+    candidate splits that :class:`_Candidates` searches ahead: when the walk reaches a leaf whose children
+    are not searched yet, every leaf that can still be split joins one batch. That is each leaf among the
+    ``max_leaves - leaves`` best of the heap: each pop takes one leaf of the budget and entries above a
+    leaf leave the heap only by pops, so a leaf ranked lower can never be split. Some leaves of a batch end
+    up not split (their budget went to children of better splits); their rows move back to the tree leaf
+    by one relabelling at the end. A tree of 255 leaves then needs about as many read-backs as it is deep,
+    instead of 254.
+    """
+    cand = _Candidates(kernels, mask, params, root, splits)
+    tree_of = {0: 0}  # tree node id -> candidate (backend) id
+    heap: list[tuple[float, int]] = []
+    if splits.gain[0] > SPLIT_EPS:
+        heap.append((-float(splits.gain[0]), 0))
+    limit = params.max_leaves or np.inf
+    n_leaves = 1
+    gamma = params.split.min_split_gain
+    while heap and n_leaves < limit:
+        node = heap[0][1]
+        at = tree_of[node]
+        if at not in cand.children:
+            room = int(min(limit - n_leaves, len(heap)))
+            batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
+            cand.expand([b for b in batch if b not in cand.children])
+            continue
+        heapq.heappop(heap)
+        sp, i = cand.split_of(at)
+        lo, hi = nodes.split(node, sp, i, gamma)
+        tree_of[lo], tree_of[hi] = cand.children[at]
+        n_leaves += 1
+        if not _can_split(nodes.depth[lo], params) or n_leaves >= limit:
+            continue
+        for child in (lo, hi):
+            csp, j = cand.split_of(tree_of[child])
+            if csp.gain[j] > SPLIT_EPS:
+                heapq.heappush(heap, (-float(csp.gain[j]), child))
+    kernels.relabel(cand.leaf_map(tree_of, lambda t: nodes.left[t] < 0))

@@ -432,6 +432,18 @@ def score_update(precision: str = "double") -> Description:
     )
 
 
+@lru_cache(maxsize=1)
+def relabel() -> Description:
+    """node_map[row_node[row]]: every row's node renamed in one pass. Loss-guided growth searches the splits
+    of several leaves per launch, some of them speculatively, and numbers nodes as it goes; at the end of a tree
+    the rows move to the final tree's leaf ids (``mdhom.trees.grower``)."""
+    return Description(
+        "tree_relabel", ["row"], [Concat()], "int",
+        scalar="out = node_map[row_node[row]];",
+        inputs=[Input("row_node", "int", ("row",), gather=True), Input("node_map", "int", (1,), gather=True)],
+    )
+
+
 TREE_FIELDS = 5  # ints per node of a tree table: feature, bin, default_left, left, right (-1 at leaves)
 
 

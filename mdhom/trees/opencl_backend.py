@@ -199,7 +199,7 @@ def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -
         dim = desc.dim_names[0]
         cfg[f"NUM_WI_{dim}"] = 256 if gpu else 64
         cfg[f"NUM_WG_{dim}"] = 4 * cu * (16 if gpu else 1)
-    elif name in ("tree_hist_siblings", "tree_score_update", "tree_predict_bins", "tree_gather_gh",
+    elif name in ("tree_hist_siblings", "tree_score_update", "tree_relabel", "tree_predict_bins", "tree_gather_gh",
                   "tree_quantize_gh") or name.startswith("tree_gradients_"):
         # element-wise: the row / cell dimension carries the parallelism, outputs stay in a work-item
         for d in desc.dim_names:
@@ -237,6 +237,10 @@ class OpenCLTreeKernels:
         kern.reset_rows()
         splits = kern.best_splits(kern.histograms(np.array([0])), np.ones(bins.shape[1], bool), params)
     """
+
+    # loss-guided trees search the splits of several leaves per step (mdhom.trees.grower): a split step costs a
+    # device round trip and a dozen launches, while one more node in a launch costs little
+    batch_lossguide = True
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
@@ -417,6 +421,7 @@ class OpenCLTreeKernels:
         self.d_dest = tk.partition_dest(b, self.feature_major)
         self.d_update = tk.score_update(rp)
         self.d_predict = tk.predict_bins(b, rp, self.feature_major)
+        self.d_relabel = tk.relabel()
         # Build everything now, at representative sizes, so build time is reported apart from fit time.
         self._comp(self.d_hist, {"node": 1, "feat": f, "output": k, "pos": rows})
         # a depthwise level builds many nodes in one launch: a configuration that spreads nodes over
@@ -433,6 +438,7 @@ class OpenCLTreeKernels:
         self._comp(self.d_flags, {"pos": rows})
         self._comp(self.d_dest, {"pos": rows})
         self._comp(self.d_update, {"row": rows, "output": k})
+        self._comp(self.d_relabel, {"row": rows})
         if self.quantized:
             self.d_absmax, self.d_quant = tk.gh_absmax(), tk.quantize_gh()
             self._comp(self.d_absmax, {"pos": rows, "output": k})
@@ -509,6 +515,8 @@ class OpenCLTreeKernels:
         part = dict(bins=self.bins, ridx=self.ridx.base_data, row_node=self.row_node.base_data, split_tab=self._tab)
         self.k_flags = _Bound(comps["tree_partition_flags"], q, self._incl, **part)
         self.k_dest = _Bound(comps["tree_partition_dest"], q, self._dest, incl=self._incl, **part)
+        self.k_relabel = _Bound(comps["tree_relabel"], q, self._tmp_ridx.base_data, row_node=self.row_node.base_data,
+                                node_map=self._tab)
         target = (self.gh_real if self.quantized else self.gh).base_data
         self.k_gather = _Bound(comps["tree_gather_gh"], q, target, ridx=self.ridx.base_data,
                                grad=self.grad.base_data, hess=self.hess.base_data)
@@ -785,22 +793,31 @@ class OpenCLTreeKernels:
         self._small_holds = (self._gen, slot, n)
         return DeviceHist(slot, n, nodes, self._gen)
 
-    def _siblings_to_work(self, parent: DeviceHist, child: DeviceHist, idx: np.ndarray) -> None:
-        """[child, parent[idx] - child] into the split search's input buffer (one launch)."""
-        self._check(parent)
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
+        """[child, arena[parent_slots] - child] into the split search's input buffer (one launch)."""
         self._check(child)
         n = child.n_nodes
         self._need_nodes(n)
         if self._small_holds != (child.gen, child.slot, n):
             self._copy(self._h_small, 0, self._arena, child.slot, n)
             self._small_holds = (child.gen, child.slot, n)
-        run = n == 1 or bool(np.all(np.diff(idx) == 1))  # a contiguous run of parents needs no index table
+        run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))  # a contiguous run of parents: no index table
         if not run:
-            self._put("pidx", self._pidx, idx + parent.slot, np.int32)
+            self._put("pidx", self._pidx, parent_slots, np.int32)
         self._record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self._cell},
                                                       use_index=int(not run),
-                                                      pnode0=parent.slot + (int(idx[0]) if run else 0)))
+                                                      pnode0=int(parent_slots[0]) if run else 0))
         self._work_holds = None
+
+    def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray) -> DeviceHist:
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._arena_alloc(0), 0, nodes, self._gen)
+        self._siblings_to_work(parent_slots, child)
+        slot = self._arena_alloc(2 * n)
+        self._copy(self._arena, slot, self._h_work, 0, 2 * n)
+        self._work_holds = (self._gen, slot, 2 * n)
+        return DeviceHist(slot, 2 * n, nodes, self._gen)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
@@ -808,14 +825,22 @@ class OpenCLTreeKernels:
         idx = np.arange(n) if index is None else np.asarray(index, np.int64).reshape(-1)
         if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
             raise ValueError("siblings: one parent node per child, within the parent handle")
+        self._check(parent)
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
-        if n == 0:
-            return DeviceHist(self._arena_alloc(0), 0, nodes, self._gen)
-        self._siblings_to_work(parent, child, idx)
-        slot = self._arena_alloc(2 * n)
-        self._copy(self._arena, slot, self._h_work, 0, 2 * n)
-        self._work_holds = (self._gen, slot, 2 * n)
-        return DeviceHist(slot, 2 * n, nodes, self._gen)
+        return self._siblings_into_arena(idx + parent.slot, child, nodes)
+
+    def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
+        """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
+        of this tree (loss-guided batches split leaves searched in different steps)."""
+        if len(parents) != child.n_nodes:
+            raise ValueError("siblings_from: one parent node per child")
+        for h, i in parents:
+            self._check(h)
+            if not 0 <= i < h.n_nodes:
+                raise ValueError("siblings_from: a parent index outside its handle")
+        slots = np.array([h.slot + i for h, i in parents], np.int64)
+        pnodes = np.array([h.nodes[i] if h.nodes.size else -1 for h, i in parents], np.int32)
+        return self._siblings_into_arena(slots, child, np.concatenate([child.nodes, pnodes]))
 
     def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
         if parent.n_nodes != child.n_nodes:
@@ -823,7 +848,8 @@ class OpenCLTreeKernels:
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._arena_alloc(0), 0, parent.nodes, self._gen)
-        self._siblings_to_work(parent, child, np.arange(n))
+        self._check(parent)
+        self._siblings_to_work(parent.slot + np.arange(n), child)
         slot = self._arena_alloc(n)
         self._copy(self._arena, slot, self._h_work, n, n)
         return DeviceHist(slot, n, parent.nodes, self._gen)
@@ -989,6 +1015,29 @@ class OpenCLTreeKernels:
             built = tuple(int(a if s else b_) for a, b_, s in zip(left, right, np.asarray(small_left, bool).reshape(-1),
                                                                   strict=True))
             self._prepared = (built, max(count))
+
+    def relabel(self, node_map: np.ndarray) -> None:
+        node_map = np.asarray(node_map, np.int32).reshape(-1)
+        self._resolve()
+        self._prepared = None
+        # the host's row ranges: a renamed node's range spans the ranges of all the nodes renamed to it
+        begin, count = {}, {}
+        for old, c in self.count.items():
+            if c and old < node_map.size:
+                new = int(node_map[old])
+                begin[new] = min(begin.get(new, self.n_rows), self.begin[old])
+                count[new] = count.get(new, 0) + c
+        self.begin, self.count = begin, count
+        if not self.n_rows or node_map.size == 0:
+            return
+        if node_map.size > self._cap_tab:
+            self._grow_tab(node_map.size)
+            self._bind_tree()
+        self._put("node_map", self._tab, node_map, np.int32)
+        events = self.k_relabel({"row": self.n_rows})
+        events.append(cl.enqueue_copy(self.queue, self.row_node.base_data, self._tmp_ridx.base_data,
+                                      byte_count=4 * self.n_rows))
+        self._record("tree_relabel", events)
 
     def row_nodes(self) -> np.ndarray:
         out = np.empty(max(1, self.n_rows), np.int32)

@@ -291,5 +291,8 @@ class NumpyTreeKernels:
             go = goes_left(self.bins[rows, f], b, d, self.n_bins)
             self.row_node[rows] = np.where(go, lo, hi)
 
+    def relabel(self, node_map: np.ndarray) -> None:
+        self.row_node = np.asarray(node_map, np.int32)[self.row_node]
+
     def row_nodes(self) -> np.ndarray:
         return self.row_node.copy()
