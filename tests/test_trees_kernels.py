@@ -189,32 +189,27 @@ def test_partition(device, feature_major):
     row_node = np.zeros(n_rows, np.int32)
     for n, b, c in zip(node_ids, begin, count, strict=True):
         row_node[ridx[b:b + c]] = n
-    split = [1, 2, 3, 4]  # nodes 4, 5 (empty), 6, 7 split; 3 and 8 do not
+    split = [4, 1, 2, 3]  # nodes 7, 4, 5 (empty), 6 split, in this table order; 3 and 8 do not
     tab = np.array([[node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
-                     begin[i], count[i], -1] for i in split], np.int32)
+                     begin[i], count[i], -1, 0] for i in split], np.int32)
+    tab[1:, 9] = np.cumsum(tab[:-1, 7])
     want_ridx, want_node, want_counts = tk.partition_reference(bins, ridx, row_node, tab, n_bins)
-    lo, hi = int(begin[1]), int(begin[4] + count[4])
-    node_slot = np.full(9, -1, np.int32)
-    node_slot[tab[:, 0]] = np.arange(len(tab))
+    # the compact index space: the split nodes' positions end to end, in table order
+    at = np.concatenate([np.arange(b, b + c) for b, c in zip(tab[:, 6], tab[:, 7], strict=True)])
     ordered = bins[ridx]
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
-    packed = np.concatenate([tab.reshape(-1), node_slot])  # the one upload of a split step
-    common = dict(bins=("o", stored, None), ridx=("o", ridx, None), row_node=("o", row_node, None),
-                  split_tab=("o", packed, None), pos0=lo, n_split=len(tab), n_table=9, n_rows=n_rows,
-                  n_feat=n_feat)
+    common = dict(split_tab=("o", tab, None), n_split=len(tab))
     flags_d, dest_d = tk.partition_flags(n_bins, feature_major), tk.partition_dest(n_bins, feature_major)
-    sizes = {"pos": hi - lo}
+    sizes = {"pos": at.size}
     for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
-        incl = run(flags_d, device, cf, sizes, **common)
-        goes = np.zeros(hi - lo, np.int64)
-        moved = [(b, c) for b, c in zip(begin[split], count[split], strict=True)]
-        for b, c in moved:
-            goes[b - lo:b - lo + c] = np.isin(ridx[b:b + c], want_ridx[b:b + c][: want_counts[moved.index((b, c))]])
+        incl = run(flags_d, device, cf, sizes, bins=("o", stored, None), n_rows=n_rows, n_feat=n_feat, **common)
+        goes = np.concatenate([np.isin(ridx[b:b + c], want_ridx[b:b + c][:nl])
+                               for b, c, nl in zip(tab[:, 6], tab[:, 7], want_counts, strict=True)])
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
         dest = run(dest_d, device, cd, sizes, incl=incl, **common)
         new_ridx, new_node = ridx.copy(), row_node.copy()
-        new_ridx[dest["pos"]] = ridx[lo:hi]
-        new_node[ridx[lo:hi]] = dest["node"]
+        new_ridx[at[dest["pos"]]] = ridx[at]
+        new_node[ridx[at]] = dest["node"]
         np.testing.assert_array_equal(new_ridx, want_ridx, err_msg=str(cd))
         np.testing.assert_array_equal(new_node, want_node, err_msg=str(cd))
 

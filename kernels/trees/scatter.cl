@@ -1,8 +1,9 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
- * The row at position pos0 + i moves to position dest[2 i] (within [pos0, pos0 + n)) and into node
- * dest[2 i + 1]; its bins and (g, h) pairs move with it, so they stay in position order (contiguous per
- * node). Positions are a permutation of [pos0, pos0 + n), so every write goes to a distinct place: no
- * races. tree_scatter_rows writes into range-sized scratch buffers, tree_copy_back copies them home.
+ * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
+ * index i moves to index dest[2 i] (in the same split's range) and into node dest[2 i + 1]; its bins and (g, h)
+ * pairs move with it, so they stay in position order (contiguous per node). Destinations are a permutation of
+ * [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into n-sized scratch
+ * buffers in compact order, tree_copy_back copies them home.
  * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
  * the next split search) and, for the child each split names in field 8 of the split table (see
  * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
@@ -29,7 +30,7 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
                                 __global const uchar* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict row_node, __global int* restrict tmp_ridx,
                                 __global uchar* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
-                                const int pos0, const int n, const int n_rows, const int n_feat, const int n_out,
+                                const int n, const int n_rows, const int n_feat, const int n_out,
                                 __global const int* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
                                 __global int* restrict slot_count)
@@ -37,8 +38,8 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     const int i = get_global_id(0);
     if (i < n_split) {
         __global const int* t = split_tab + TREE_SPLIT_FIELDS * i;
-        const int begin = t[6], count = t[7];
-        const int nl = (count > 0) ? incl[begin + count - pos0 - 1] - ((begin > pos0) ? incl[begin - pos0 - 1] : 0) : 0;
+        const int begin = t[6], count = t[7], first = t[9];
+        const int nl = (count > 0) ? incl[first + count - 1] - ((first > 0) ? incl[first - 1] : 0) : 0;
         n_left[i] = nl;
         if (t[8] >= 0) {
             slot_begin[i] = (t[8] == 0) ? begin : begin + nl;
@@ -46,8 +47,9 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
         }
     }
     if (i >= n) return;
-    const int p = pos0 + i;
-    const int d = dest[2 * i] - pos0;
+    __global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(i, split_tab, n_split);
+    const int p = t[6] + (i - t[9]);
+    const int d = dest[2 * i];
     const int row = ridx[p];
     tmp_ridx[d] = row;
     row_node[row] = dest[2 * i + 1];
@@ -58,11 +60,13 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
 __kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restrict bins,
                              __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
                              __global const uchar* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
-                             const int pos0, const int n, const int n_rows, const int n_feat, const int n_out)
+                             const int n, const int n_rows, const int n_feat, const int n_out,
+                             __global const int* restrict split_tab, const int n_split)
 {
     const int i = get_global_id(0);
     if (i >= n) return;
-    const int p = pos0 + i;
+    __global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(i, split_tab, n_split);
+    const int p = t[6] + (i - t[9]);
     ridx[p] = tmp_ridx[i];
     for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];

@@ -49,9 +49,10 @@ PRECISIONS = ("double", "single", "quantized")
 # the real type of gradients, scores and gains per mode: "quantized" computes them in double and keeps only the
 # histograms (and their scans and differences) as int64 fixed point
 REALS = {"double": np.float64, "single": np.float32, "quantized": np.float64}
-# ints per row of the split table: node, feature, bin, default_left, left, right, begin, count, and which child's
-# range goes to the next histogram's slot table (0 left, 1 right, -1 neither)
-SPLIT_FIELDS = 9
+# ints per row of the split table: node, feature, bin, default_left, left, right, begin, count, which child's
+# range goes to the next histogram's slot table (0 left, 1 right, -1 neither), and the split's first index in the
+# partition's compact index space (the split nodes' ranges end to end: the running sum of count)
+SPLIT_FIELDS = 10
 
 
 def real_ctype(precision: str) -> str:
@@ -484,30 +485,21 @@ def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPar
 
 
 # ------------------------------------------------------------------------------------------------ partition
-_PART_INPUTS = [
-    Input("bins", "uchar", (1,), gather=True),
-    Input("ridx", "int", (1,), gather=True),
-    Input("row_node", "int", (1,), gather=True),
-    Input("split_tab", "int", (1,), gather=True),  # the split table, then node_slot (kernels/trees/partition.cl)
-]
-_PART_PARAMS = [Param("pos0", "int"), Param("n_split", "int"), Param("n_table", "int"), Param("n_rows", "int"),
-                Param("n_feat", "int")]
+_PART_TAB = Input("split_tab", "int", (1,), gather=True)  # kernels/trees/partition.cl
 
 
 @lru_cache(maxsize=32)
 def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
-    """Inclusive prefix count of the rows at positions pos0 .. pos0 + pos that go to a left child
-    (``bins`` in position order, as for the histogram)."""
+    """Inclusive prefix count of the rows that go to a left child, over the split nodes' rows laid end to end
+    (index ``pos`` of split ``s`` is position ``begin + pos - first``; ``bins`` in position order, as for the
+    histogram). Only the rows of split nodes are visited, wherever their ranges lie."""
     return Description(
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
-const int p = pos0 + pos;
-const int s = tree_slot_of(row_node[ridx[p]], split_tab, n_split, n_table);
-if (s >= 0) {
-    __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
-    out = tree_goes_left(tree_bin_of(bins, p, t[1], n_rows, n_feat), t);
-}""",
-        inputs=_PART_INPUTS, params=_PART_PARAMS,
+__global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(pos, split_tab, n_split);
+out = tree_goes_left(tree_bin_of(bins, t[6] + (pos - t[9]), t[1], n_rows, n_feat), t);""",
+        inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB],
+        params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         preamble=_defines("double", n_bins, feature_major=feature_major) + _snippet("partition.cl"),
     )
 
@@ -517,27 +509,21 @@ DEST = Struct("dest_t", (("pos", "int"), ("node", "int")))
 
 @lru_cache(maxsize=32)
 def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
-    """Where the row at position pos0 + pos goes: a stable partition of each split node's range (left rows
-    first, in their old order), from the inclusive flag counts ``incl``; rows of other nodes stay."""
+    """Where the row at compact index pos goes, as a compact index (the same split's range), and its new node: a
+    stable partition of each split node's rows (left rows first, in their old order), from the inclusive flag
+    counts ``incl``."""
     return Description(
         "tree_partition_dest", ["pos"], [Concat()], DEST,
         scalar="""
-const int p = pos0 + pos;
-const int row = ridx[p];
-const int node = row_node[row];
-const int s = tree_slot_of(node, split_tab, n_split, n_table);
-out.pos = p; out.node = node;
-if (s >= 0) {
-    __global const int* t = split_tab + TREE_SPLIT_FIELDS * s;
-    const int begin = t[6], count = t[7];
-    const int base = (begin > pos0) ? incl[begin - pos0 - 1] : 0;
-    const int n_left = incl[begin + count - pos0 - 1] - base;
-    const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
-    const int left_before = incl[pos] - f - base;
-    if (f) { out.pos = begin + left_before; out.node = t[4]; }
-    else { out.pos = begin + n_left + (p - begin - left_before); out.node = t[5]; }
-}""",
-        inputs=_PART_INPUTS + [Input("incl", "int", ("pos",), gather=True)], params=_PART_PARAMS,
+__global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(pos, split_tab, n_split);
+const int first = t[9], count = t[7];
+const int base = (first > 0) ? incl[first - 1] : 0;
+const int n_left = incl[first + count - 1] - base;
+const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
+const int left_before = incl[pos] - f - base;
+if (f) { out.pos = first + left_before; out.node = t[4]; }
+else { out.pos = first + n_left + (pos - first - left_before); out.node = t[5]; }""",
+        inputs=[_PART_TAB, Input("incl", "int", ("pos",), gather=True)], params=[Param("n_split", "int")],
         preamble=_defines("double", n_bins, feature_major=feature_major) + _snippet("partition.cl"),
     )
 

@@ -2,19 +2,19 @@
 
 Everything row-sized (bins, targets, weights, raw scores, gradients, the row order ``ridx`` grouped by node,
 the row -> node map, histograms, eval sets and their scores) stays on the device for the whole fit. A round
-uploads the row-subsample mask (if any) and, per split step, one small int table (the split table and the
-node -> split map); it reads back one packed result per split search (best split, child sums, node totals),
-plus, queued before it without a wait, the left-child row counts of the previous partition. The next
-histogram's row ranges are computed on the device (from the ``small_left`` hint), so a split step has one
-blocking sync.
+uploads the row-subsample mask (if any) and, per split step, one small int table (the split table); it reads
+back one packed result per split search (best split, child sums, node totals), plus, queued before it without
+a wait, the left-child row counts of the previous partition. The next histogram's row ranges are computed on
+the device (from the ``small_left`` hint), so a split step has one blocking sync. A partition visits only the
+rows of the nodes it splits (their ranges end to end, ``kernels/trees/partition.cl``).
 
-The host side of a split step is the cost of a loss-guided tree (254 steps per 255-leaf tree, each a dozen
-launches): every kernel is built once per fit and *bound* once (:meth:`mdhom.mdh.Computation.bind`) to
-buffers allocated in ``load`` at their largest size (the root's rows; node-sized buffers grow by doubling
-and are re-bound, which happens a few times per fit at most). A launch then sets only the scalars that
-changed; no pyopencl array object is made per step, and small tables go up by non-blocking copies into
-pre-allocated buffers. Histograms live in one arena buffer per tree, addressed by node slot (a
-:class:`DeviceHist` is a slot range); kernels write node-sized scratch outputs, which one device copy puts
+The host side of a split step is what a loss-guided tree costs (the grower batches leaves, but a 255-leaf tree
+still takes a few dozen steps, each a dozen launches): every kernel is built once per fit and *bound* once
+(:meth:`mdhom.mdh.Computation.bind`) to buffers allocated in ``load`` at their largest size (the root's rows;
+node-sized buffers grow by doubling and are re-bound, which happens a few times per fit at most). A launch then
+sets only the scalars that changed; no pyopencl array object is made per step, and small tables go up by non-
+blocking copies into pre-allocated buffers. Histograms live in one arena buffer per tree, addressed by node slot
+(a :class:`DeviceHist` is a slot range); kernels write node-sized scratch outputs, which one device copy puts
 into the arena. Configurations come from ``mdhom.configs.lookup`` where a tuned one exists, else from a
 heuristic per device type; ``config_sources`` records which.
 
@@ -444,9 +444,10 @@ class OpenCLTreeKernels:
             self._comp(self.d_absmax, {"pos": rows, "output": k})
             self._comp(self.d_quant, {"pos": rows, "output": k})
         t0 = time.perf_counter()
-        opts = [f"-DTREE_FEATURE_MAJOR={int(self.feature_major)}",
+        opts = [f"-DTREE_FEATURE_MAJOR={int(self.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(self.gh.dtype.itemsize == 16)}", f"-DTREE_SPLIT_FIELDS={tk.SPLIT_FIELDS}"]
-        prg = build_program(self.device, tk._snippet("scatter.cl"), opts, "tree_scatter_rows")
+        source = tk._snippet("partition.cl") + tk._snippet("scatter.cl")
+        prg = build_program(self.device, source, opts, "tree_scatter_rows")
         self.build_seconds += time.perf_counter() - t0
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
@@ -512,9 +513,8 @@ class OpenCLTreeKernels:
                                   feature_mask=self._mask_buf, **inv)
             self.k_sums = _Bound(comps["tree_split_sums"], q, self._res, scan=self._scan, hist=self._h_work,
                                  best=self._best, best_value=self._best, **inv)
-        part = dict(bins=self.bins, ridx=self.ridx.base_data, row_node=self.row_node.base_data, split_tab=self._tab)
-        self.k_flags = _Bound(comps["tree_partition_flags"], q, self._incl, **part)
-        self.k_dest = _Bound(comps["tree_partition_dest"], q, self._dest, incl=self._incl, **part)
+        self.k_flags = _Bound(comps["tree_partition_flags"], q, self._incl, bins=self.bins, split_tab=self._tab)
+        self.k_dest = _Bound(comps["tree_partition_dest"], q, self._dest, incl=self._incl, split_tab=self._tab)
         self.k_relabel = _Bound(comps["tree_relabel"], q, self._tmp_ridx.base_data, row_node=self.row_node.base_data,
                                 node_map=self._tab)
         target = (self.gh_real if self.quantized else self.gh).base_data
@@ -530,17 +530,18 @@ class OpenCLTreeKernels:
                                self.row_node.base_data, self._tmp_ridx.base_data, self._tmp_bins,
                                self._tmp_gh.base_data)):
             sc.set_arg(i, a)
-        for i, v in ((10, self.n_rows), (11, self.n_features), (12, self.n_outputs)):
+        for i, v in ((9, self.n_rows), (10, self.n_features), (11, self.n_outputs)):
             sc.set_arg(i, i32(v))
-        for i, a in ((13, self._tab), (14, self._incl), (16, self._n_left), (17, self._slot_begin),
-                     (18, self._slot_count)):
+        for i, a in ((12, self._tab), (13, self._incl), (15, self._n_left), (16, self._slot_begin),
+                     (17, self._slot_count)):
             sc.set_arg(i, a)
         cb = self._copy_back
         for i, a in enumerate((self.ridx.base_data, self.bins, self.gh.base_data, self._tmp_ridx.base_data,
                                self._tmp_bins, self._tmp_gh.base_data)):
             cb.set_arg(i, a)
-        for i, v in ((8, self.n_rows), (9, self.n_features), (10, self.n_outputs)):
+        for i, v in ((7, self.n_rows), (8, self.n_features), (9, self.n_outputs)):
             cb.set_arg(i, i32(v))
+        cb.set_arg(10, self._tab)
 
     def _arena_alloc(self, n: int) -> int:
         slot = self._arena_top
@@ -963,49 +964,44 @@ class OpenCLTreeKernels:
             self._pending = (None, np.zeros(ns, np.int32), rows)
             self._resolve()
             return
-        lo = min(b0 for b0, c0 in zip(begin, count, strict=True) if c0)
-        hi = max(b0 + c0 for b0, c0 in zip(begin, count, strict=True) if c0)
-        n_table = int(nodes.max()) + 1
-        width = tk.SPLIT_FIELDS * ns + n_table
+        n = int(sum(count))  # the split nodes' rows, end to end: the compact index space of the partition
+        width = tk.SPLIT_FIELDS * ns
         self._need_nodes(ns)
         if width > self._cap_tab:
             self._grow_tab(width)
             self._bind_tree()
-        # the split table, then node -> split row: one upload per split step, from a reused host array
+        # the split table: one upload per split step, from a reused host array
         tab = self._staging.take("tab", width, np.dtype(np.int32))
         which = [-1] * ns if small_left is None else [0 if s else 1 for s in np.asarray(small_left, bool).reshape(-1)]
         if ns == 1:  # loss-guided growth: one split per step, filled without array temporaries
             tab[: tk.SPLIT_FIELDS] = (rows[0][0], int(np.asarray(feature).reshape(-1)[0]),
                                       int(np.asarray(bin).reshape(-1)[0]),
                                       int(bool(np.asarray(default_left).reshape(-1)[0])), rows[0][1], rows[0][2],
-                                      begin[0], count[0], which[0])
+                                      begin[0], count[0], which[0], 0)
         else:
-            t = tab[: tk.SPLIT_FIELDS * ns].reshape(ns, tk.SPLIT_FIELDS)
+            t = tab.reshape(ns, tk.SPLIT_FIELDS)
             t[:, 0], t[:, 1], t[:, 2] = nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1)
             t[:, 3] = np.asarray(default_left, bool).reshape(-1)
             t[:, 4], t[:, 5], t[:, 6], t[:, 7], t[:, 8] = left, right, begin, count, which
-        slots = tab[tk.SPLIT_FIELDS * ns:]
-        slots[:] = -1
-        slots[nodes] = np.arange(ns, dtype=np.int32)
+            t[0, 9] = 0
+            np.cumsum(t[:-1, 7], out=t[1:, 9])
         q = self.queue
         cl.enqueue_copy(q, self._tab, tab, is_blocking=False)
-        n = hi - lo
-        params = dict(pos0=lo, n_split=ns, n_table=n_table, n_rows=self.n_rows, n_feat=self.n_features)
-        events = self.k_flags({"pos": n}, **params) + self.k_dest({"pos": n}, **params)
+        events = self.k_flags({"pos": n}, n_split=ns, n_rows=self.n_rows, n_feat=self.n_features)
+        events += self.k_dest({"pos": n}, n_split=ns)
         self._record("tree_partition", events)
         self._ensure_gh()
         wi = 64
         i32 = np.int32
         sc = self._scatter
-        sc.set_arg(8, i32(lo))
-        sc.set_arg(9, i32(n))
-        sc.set_arg(15, i32(ns))
+        sc.set_arg(8, i32(n))
+        sc.set_arg(14, i32(ns))
         events = [cl.enqueue_nd_range_kernel(q, sc, (math.ceil(max(n, ns) / wi) * wi,), (wi,))]
-        # the range back home: one kernel (a column per feature when feature-major; one launch is also cheaper
+        # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
         # on the host than three buffer copies when row-major)
         cb = self._copy_back
-        cb.set_arg(6, i32(lo))
-        cb.set_arg(7, i32(n))
+        cb.set_arg(6, i32(n))
+        cb.set_arg(11, i32(ns))
         events.append(cl.enqueue_nd_range_kernel(q, cb, (math.ceil(n / wi) * wi,), (wi,)))
         self._record("tree_scatter_rows", events)
         host = np.empty(ns, np.int32)
