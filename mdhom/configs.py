@@ -316,11 +316,10 @@ def _pick(
 
         stored = entry.get("description_hash")
         if stored and stored != description_hash(description):
-            _warn_once(
-                "stale", f"{source}/{kernel}",
-                f"{source}: kernel {kernel!r} was tuned for a different version of its description; "
-                f"using the stored parameters anyway (re-run `mdhom tune --kernels {kernel}`)",
-            )
+            # Still valid (checked below) and usually still good: said in the source that learners report
+            # (``kernel_configs_``), not warned, since one kernel name covers variants the tuner did not run
+            # (a learner's precision, the number of bins) and every fit would warn.
+            cls = f"{cls} [tuned for another version of the kernel: re-run `mdhom tune --kernels {kernel}`]"
         try:
             description.check_config(config, device)
         except ConfigError as exc:

@@ -601,3 +601,15 @@ def test_bench_merge_command(tmp_path, capsys):
     assert "workload bins" in capsys.readouterr().err
     assert main(["bench", "merge", str(a), str(b), "--allow-mismatch"]) == 0
     assert "merge warning: workload bins" in capsys.readouterr().out
+
+
+def test_bench_trees_option_ranges(tmp_path, capsys):
+    """--profile-rounds 0 means no profiled fit (as its help says); a zero row or round count is an error."""
+    out = tmp_path / "bench.json"
+    code = main(["bench", "trees", "--quick", "--anchors", "none", "--profile-rounds", "0", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["parameters"]["profile_rounds"] == 0
+    assert "profile" not in report["results"][0] or report["results"][0]["profile"] is None
+    for option in ("--rows", "--rounds"):
+        assert main(["bench", "trees", "--quick", "--anchors", "none", option, "0", "--out", str(out)]) != 0
+        assert "must be positive" in capsys.readouterr().err

@@ -140,8 +140,10 @@ def run_trees(args: argparse.Namespace) -> int:
     else:
         config = TreesConfig(**{k: v for k, v in overrides.items() if v is not None})
     for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads", "profile_rounds"):
-        if getattr(config, name) < (0 if name.endswith("rows") else 1):
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+        zero_ok = name in ("test_rows", "profile_rounds")
+        if getattr(config, name) < (0 if zero_ok else 1):
+            kind = "non-negative" if zero_ok else "positive"
+            raise ValueError(f"--{name.replace('_', '-')} must be {kind}, got {getattr(config, name)}")
     report = run_trees(config)
     print(format_table(report))
     if args.out:

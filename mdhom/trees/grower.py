@@ -27,6 +27,8 @@ from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, so
 # and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
 SPLIT_EPS = 1e-6
 
+SPECULATE = 1.0
+
 
 class NumpyKernels(NumpyTreeKernels):
     """The numpy reference backend plus ``take`` (a fancy index on the node axis) and a leaner split search.
@@ -399,7 +401,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
         node = heap[0][1]
         at = tree_of[node]
         if at not in cand.children:
-            room = int(min(limit - n_leaves, len(heap)))
+            room = int(min(max(1, np.ceil((limit - n_leaves) * SPECULATE)), len(heap)))
             batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
             cand.expand([b for b in batch if b not in cand.children])
             continue
