@@ -403,10 +403,11 @@ def test_precision_resolution():
 
 
 def test_quantized_numpy_fit_is_close_to_double():
-    """The fixed point keeps about 2^-52 of the largest gradient: the same trees as double on this data."""
+    """The fixed point resolves 2^30 / n_rows levels of the largest gradient (here ~2^20): the same trees as
+    double on this data, leaf values to ~1e-6."""
     X, y = _data(n=800, seed=13)
     a = TreeBoostClassifier(n_estimators=10, device="numpy", precision="double").fit(X, y)
     b = TreeBoostClassifier(n_estimators=10, device="numpy", precision="quantized").fit(X, y)
     for ta, tb in zip(a._ensemble.trees, b._ensemble.trees, strict=True):
         assert np.array_equal(ta.feature, tb.feature) and np.array_equal(ta.bin, tb.bin)
-        np.testing.assert_allclose(ta.value, tb.value, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ta.value, tb.value, rtol=1e-5, atol=1e-6)

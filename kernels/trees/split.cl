@@ -1,10 +1,10 @@
 /* Split scoring shared by tree_split_score and tree_split_sums (see mdhom/trees/backend.py for the rule).
  * The arithmetic follows mdhom.trees.reference.best_splits operation by operation (same order, no fused
  * multiply-add), so in double precision equal histograms give bit-identical gains and ties break alike.
- * Expects: tree_real_t, tree_hist_t (the histogram lanes: tree_real_t, or long when TREE_QUANTIZED),
+ * Expects: tree_real_t, tree_hist_t (the histogram lanes: tree_real_t, or int when TREE_QUANTIZED),
  * TREE_BINS (bins incl. the missing bin), TREE_OUTPUTS. Histograms and their scans are laid out
  * (node, feature, output, bin, 2) with the last axis (sum g, sum h).
- * Quantized: sums are int64 fixed point; left, right and total are formed in integers (exact) and turned
+ * Quantized: sums are int32 fixed point; left, right and total are formed in integers (exact) and turned
  * into reals by TREE_REAL_OF, (double)q * 2^-k with the round's scale per (output, g|h) from `inv_scale`. */
 #pragma OPENCL FP_CONTRACT OFF
 #ifndef TREE_BINS

@@ -28,7 +28,7 @@ on the order of summation, and that decides ties between thresholds. The cost is
 per (node, feature, output) along the rows, plenty on CPUs, too little on GPUs.
 
 Quantized mode (``precision="quantized"``) gets the same bit-identity with full parallelism: gradients and
-scores stay double (bit-identical to numpy, as above), and per round (g, h) become int64 fixed point with a
+scores stay double (bit-identical to numpy, as above), and per round (g, h) become int32 fixed point with a
 power-of-two scale per (output, g|h) (one MAX reduction and one small read-back per round; see
 :mod:`mdhom.trees.reference`). Integer histograms, scans and differences are exact in any order, so every
 configuration (rows folded by many work-items, partials in local memory with atomics) gives the reference's
@@ -220,7 +220,7 @@ class OpenCLTreeKernels:
 
     ``precision="double"`` reproduces the numpy reference (same splits, sums within rounding of the row
     order); ``"single"`` keeps gradients and histograms in float32; ``"quantized"`` computes gradients in
-    double and histograms in int64 fixed point (bit-identical to ``NumpyTreeKernels("quantized")`` under any
+    double and histograms in int32 fixed point (bit-identical to ``NumpyTreeKernels("quantized")`` under any
     configuration; :meth:`to_host` then returns the int64 sums). ``feature_major`` stores bins as
     features x rows (coalesced reads on GPUs) instead of rows x features (one cache line per row on
     CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named kernels.
@@ -250,7 +250,7 @@ class OpenCLTreeKernels:
         self.precision = precision
         self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
         self.real = np.dtype(tk.REALS[precision])
-        self.hist_elem = np.dtype(np.int64) if self.quantized else self.real  # one lane of a histogram cell
+        self.hist_elem = np.dtype(np.int32) if self.quantized else self.real  # one lane of a histogram cell
         self.feature_major = (self.device.type == "gpu") if feature_major is None else bool(feature_major)
         self.overrides = dict(configs or {})
         # quantized sums are exact in any order: nothing to pin
@@ -388,7 +388,7 @@ class OpenCLTreeKernels:
         self.grad = cl_array.zeros(q, (rows, n_outputs), self.real)  # row order, as set_gradients gives them
         self.hess = cl_array.zeros(q, (rows, n_outputs), self.real)
         gh_dtype = tk.hist_gh_type(self.precision).dtype
-        self.gh = cl_array.zeros(q, (rows, n_outputs), gh_dtype)  # position order (int64 pairs when quantized)
+        self.gh = cl_array.zeros(q, (rows, n_outputs), gh_dtype)  # position order (int32 pairs when quantized)
         if self.quantized:  # the round's real (g, h) before quantisation, in position order
             self.gh_real = cl_array.zeros(q, (rows, n_outputs), tk.gh_type("double").dtype)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32))
@@ -721,7 +721,7 @@ class OpenCLTreeKernels:
         self._gh_stale = False
 
     def _quantize(self) -> None:
-        """gh_real -> gh as int64 fixed point: max |g|, |h| per output on the device (one small blocking
+        """gh_real -> gh as int32 fixed point: max |g|, |h| per output on the device (one small blocking
         read), the exponents on the host (:func:`mdhom.trees.reference.quantization_exponents`, the same
         function the numpy reference uses), then rint(x * 2^k) on the device."""
         n, k = self.n_rows, self.n_outputs
@@ -888,7 +888,7 @@ class OpenCLTreeKernels:
         h = np.empty((hist.n_nodes, self.n_features, self.n_outputs, self.n_bins), gh)
         self._read(h, self._arena, hist.slot * self._node_bytes)
         arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
-        arr = arr if self.quantized else arr.astype(np.float64)
+        arr = arr.astype(np.int64 if self.quantized else np.float64)  # the protocol: int64 sums, as numpy keeps them
         return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))
 
     # ------------------------------------------------------------------------------------------ splits

@@ -4,7 +4,7 @@ The OpenCL kernels are tested against these functions, and the learner run with 
 "pure-numpy reference learner" that must grow the same trees as the device does. The conventions
 (missing bin, split rule, gain, tie-breaking) are stated once, in :mod:`mdhom.trees.backend`.
 
-Quantized mode (``precision="quantized"``): each round's gradients and hessians become int64 fixed point,
+Quantized mode (``precision="quantized"``): each round's gradients and hessians become int32 fixed point,
 ``q = rint(g * 2^k)`` with one power-of-two scale per (output, g|h) chosen so that no sum over rows can
 overflow (:func:`quantization_exponents`). Histograms, their prefix sums and differences are then integer
 sums, exact in any order, so a device may fold rows in parallel (atomics included) and still match this
@@ -22,12 +22,14 @@ from mdhom.trees.backend import SplitParams, Splits
 
 # |k| bound of the fixed-point exponents: 2^k and 2^-k stay normal doubles, so scaling stays exact
 MAX_EXPONENT = 1000
-# sums over at most n_rows rows stay within +-2^62 (so differences and the missing-bin add cannot overflow)
-QUANT_BITS = 62
+# sums over at most n_rows rows stay within +-2^30, so int32 histogram lanes hold them and their differences and
+# the missing-bin add cannot overflow. At 10.5M rows that leaves ~100 levels for max |g| per row: on 200k Higgs rows
+# at the same resolution, 50 rounds lost 0.0004 AUC against 2^62 (0.8027 vs 0.8031).
+QUANT_BITS = 30
 
 
 def quantization_exponent(absmax: float, n_rows: int) -> int:
-    """The largest integer k with ``n_rows * absmax * 2^k <= 2^62`` (clamped to +-MAX_EXPONENT; 0 when
+    """The largest integer k with ``n_rows * absmax * 2^k <= 2^QUANT_BITS`` (clamped to +-MAX_EXPONENT; 0 when
     ``absmax`` is 0). Computed exactly (rationals), so host and reference agree for every input."""
     m = float(absmax)
     if not math.isfinite(m):
