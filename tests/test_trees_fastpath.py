@@ -61,19 +61,22 @@ def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
     assert (dev._cap_arena, dev._cap_nodes) == caps
 
 
-def test_checked_fallback_for_64bit_sizes(device, monkeypatch):
-    """Launches past the 32-bit index limit go through the checked enqueue (here: a limit of 1000 points, so
-    every histogram and most partitions take it) and give the same tree."""
+def test_64bit_index_launches(device, monkeypatch):
+    """Bound launches past the 32-bit index limit run the program built with 64-bit indices (here: a limit of
+    1000 points, so every histogram and most partitions take it) and give the same tree."""
+    from mdhom.mdh import computation
+
     X, g, h = _data(2, 1500, 5)
     m = BinMapper(15).fit(X)
     bins = m.transform(X)
     want = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
-    monkeypatch.setattr(ob, "_INDEX32", 1000)
+    monkeypatch.setattr(computation, "_INDEX32_LIMIT", 1000)
     calls = []
-    original = ob._Bound._checked
-    monkeypatch.setattr(ob._Bound, "_checked", lambda self, s, p: calls.append(1) or original(self, s, p))
+    original = computation.BoundLaunch._kernel_set
+    monkeypatch.setattr(computation.BoundLaunch, "_kernel_set",
+                        lambda self, index64: calls.append(index64) or original(self, index64))
     got = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
-    assert len(calls) >= 10
+    assert sum(calls) >= 10
     _same(got, want)
 
 

@@ -352,7 +352,9 @@ class BoundLaunch:
     of every dimension and the scalar parameters enqueues the kernels and returns their events.
 
     It owns its kernel objects, so buffer arguments are set once and each call sets only the scalar arguments
-    that changed: pyopencl's ``set_args`` costs tens of microseconds, an ``enqueue`` about two.
+    that changed: pyopencl's ``set_args`` costs tens of microseconds, an ``enqueue`` about two. Sizes past the
+    32-bit index range switch to the program built with 64-bit indices (built on first need, its kernels bound
+    to the same buffers), so a large launch costs no more host time than a small one.
     """
 
     def __init__(self, comp: Computation, out: cl_array.Array | cl.Buffer, inputs: list, queue: cl.CommandQueue):
@@ -360,42 +362,57 @@ class BoundLaunch:
         desc = comp.desc
         self._dims = desc.dim_names
         self._concat = desc.concat_dims
+        self._out_dims = desc.output_dims
         self._scan = desc.scan_dim
         self._steps: tuple[str, ...] = ()
         if desc.lane_dims and comp.lane_groups > 1:
             self._steps = ("partials", "fixup") if desc.scan_dim else ("combine",)
-        prg = comp.program(False)
-        self._kernels = {w: cl.Kernel(prg, f"{desc.name}_{w}") for w in ("main",) + self._steps}
-        buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
-        for knl in self._kernels.values():
-            for i, b in enumerate(buffers):
-                knl.set_arg(i, b)
-        self._first_scalar = len(buffers)
-        self._scalars: list[object] = [None] * (len(self._dims) + len(comp._param_types))
         self._partial_n = 1
+        self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
+        self._first_scalar = len(self._buffers)
+        self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
+        self._scalars: dict[bool, list[object]] = {}
+        self._kernel_set(False)
+
+    def _kernel_set(self, index64: bool) -> dict[str, cl.Kernel]:
+        kernels = self._kernels.get(index64)
+        if kernels is None:
+            prg = self.comp.program(index64)
+            kernels = {w: cl.Kernel(prg, f"{self.comp.desc.name}_{w}") for w in ("main",) + self._steps}
+            for knl in kernels.values():
+                for i, b in enumerate(self._buffers):
+                    knl.set_arg(i, b)
+            self._kernels[index64] = kernels
+            self._scalars[index64] = [None] * (len(self._dims) + len(self.comp._param_types))
+        return kernels
 
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
         dims = [int(sizes[d]) for d in self._dims]
         n_concat = math.prod(int(sizes[d]) for d in self._concat)
-        if math.prod(dims) * max(1, comp.lane_groups) > _INDEX32_LIMIT:
-            raise ValueError(f"{comp.desc.name}: bound launches use 32-bit indices; use enqueue for this size")
+        lanes = max(1, comp.lane_groups)
+        wg = comp.work_group_size
+        index64 = max(math.prod(dims) * lanes, math.prod(int(sizes[d]) for d in self._out_dims) * lanes,
+                      comp.num_groups * wg) > _INDEX32_LIMIT
+        kernels = self._kernel_set(index64)
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
-            partial = comp._partials(self.queue, self._partial_n).base_data
-            for knl in self._kernels.values():
-                knl.set_arg(1, partial)
-        values = [np.int32(n) for n in dims] + [cast(params[name]) for name, cast in comp._param_types]
+            self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
+            for kset in self._kernels.values():
+                for knl in kset.values():
+                    knl.set_arg(1, self._buffers[1])
+        idx = np.int64 if index64 else np.int32
+        values = [idx(n) for n in dims] + [cast(params[name]) for name, cast in comp._param_types]
+        scalars = self._scalars[index64]
         for i, v in enumerate(values):
-            if self._scalars[i] is None or self._scalars[i] != v:
-                self._scalars[i] = v
-                for knl in self._kernels.values():
+            if scalars[i] is None or scalars[i] != v:
+                scalars[i] = v
+                for knl in kernels.values():
                     knl.set_arg(self._first_scalar + i, v)
-        wg = comp.work_group_size
-        events = [cl.enqueue_nd_range_kernel(self.queue, self._kernels["main"], (comp.num_groups * wg,), (wg,))]
+        events = [cl.enqueue_nd_range_kernel(self.queue, kernels["main"], (comp.num_groups * wg,), (wg,))]
         if self._steps:
             wi = comp.config["NUM_WI_COMBINE"]
             for which in self._steps:
                 n = n_concat * int(sizes[self._scan]) if which == "fixup" else n_concat
-                events.append(cl.enqueue_nd_range_kernel(self.queue, self._kernels[which], (-(-n // wi) * wi,), (wi,)))
+                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which], (-(-n // wi) * wi,), (wi,)))
         return events

@@ -48,12 +48,9 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh import Computation, Description, build_program, build_within_limits
-from mdhom.mdh.types import CTYPES
 from mdhom.trees import kernels as tk
 from mdhom.trees import reference as ref
 from mdhom.trees.backend import SplitParams, Splits
-
-_INDEX32 = 2**31 - 1
 
 
 def opaque(arr: cl_array.Array, dtype: np.dtype | None = None) -> cl_array.Array:
@@ -90,36 +87,14 @@ def _pow2_at_most(n: int, cap: int) -> int:
 
 class _Bound:
     """One md_hom kernel bound to the fit's buffers: a :class:`~mdhom.mdh.computation.BoundLaunch` (a few
-    microseconds of host time per call), with a checked ``enqueue`` on views where a size needs 64-bit indices
-    (a deep level of a big data set: nodes x features x the largest node's rows past 2^31)."""
+    microseconds of host time per call, at any size: launches past 32-bit indices run the 64-bit build)."""
 
     def __init__(self, comp: Computation, queue: cl.CommandQueue, out: cl.Buffer, **buffers: cl.Buffer) -> None:
-        self.comp, self.queue, self.out, self.buffers = comp, queue, out, buffers
+        self.comp = comp
         self.bound = comp.bind(out, queue, **buffers)
-        self._lanes = max(1, comp.lane_groups)
-        self._dims = comp.desc.dim_names
 
     def __call__(self, sizes: dict[str, int], **params: object) -> list[cl.Event]:
-        n = self._lanes
-        for d in self._dims:
-            n *= sizes[d]
-        return self.bound(sizes, **params) if n <= _INDEX32 else self._checked(sizes, params)
-
-    def _checked(self, sizes: dict[str, int], params: dict[str, object]) -> list[cl.Event]:
-        comp, q = self.comp, self.queue
-        views = {}
-        for inp in comp.desc.inputs:
-            buf, dt = self.buffers[inp.name], np.dtype(CTYPES[inp.ctype])
-            shape = tuple(buf.size // dt.itemsize if e == "*" else (e if isinstance(e, int) else sizes[e])
-                          for e in inp.shape)
-            if any(e == "*" for e in inp.shape) and len(shape) > 1:
-                raise ValueError(f"{comp.desc.name}: only 1-D '*' inputs have a checked fallback")
-            views[inp.name] = cl_array.Array(q, shape, dt, data=buf)
-        out = cl_array.Array(q, comp.output_shape(sizes), comp.desc.atom.dtype, data=self.out)
-        events = comp.enqueue(sizes, out=out, queue=q, **views, **params).events
-        # enqueue may have replaced the computation's partials buffer, which the bound kernels still name
-        self.bound = comp.bind(self.out, q, **self.buffers)
-        return events
+        return self.bound(sizes, **params)
 
 
 class _Staging:
