@@ -133,7 +133,7 @@ def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -
         for d in desc.dim_names:
             cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
         cfg["NUM_WG_feat"] = sizes["feat"]
-        cfg["NUM_WG_node"] = 4 if gpu else 2
+        cfg["NUM_WG_node"] = _pow2_at_most(sizes["node"], 4 if gpu else 2)
         if gpu:
             cfg["NUM_WI_pos"] = 16
             cfg["NUM_WG_pos"] = 16
@@ -145,7 +145,7 @@ def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -
         for d in desc.dim_names:
             cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
         cfg["NUM_WG_feat"] = sizes["feat"]
-        cfg["NUM_WG_node"] = 4 if gpu else 1
+        cfg["NUM_WG_node"] = _pow2_at_most(sizes["node"], 4 if gpu else 1)
         if gpu and cfg.get("PARTIALS_LOCAL"):  # an untested guess until the GPU run tunes it
             cfg["NUM_WI_pos"] = 256
             cfg["NUM_WG_pos"] = 16
@@ -160,13 +160,13 @@ def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -
         for d in desc.dim_names:
             cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
         cfg["NUM_WI_feat"] = _pow2_at_most(sizes["feat"], 64 if gpu else 8)
-        cfg["NUM_WG_node"] = 64 if gpu else 2 * cu
+        cfg["NUM_WG_node"] = 64 if gpu else 2 * cu  # built at node=1, launched for whole batches
     elif name == "tree_split_score":
         for d in desc.dim_names:
             cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
         cfg["NUM_WI_bin"] = _pow2_at_most(sizes["bin"], 64 if gpu else 16)
         cfg["NUM_WI_dir"] = 2
-        cfg["NUM_WG_node"] = 256 if gpu else 2 * cu
+        cfg["NUM_WG_node"] = 256 if gpu else 2 * cu  # built at node=1, launched for whole batches
     elif name == "tree_partition_flags":
         cfg["NUM_WI_pos"] = 256 if gpu else 64
         cfg["NUM_WG_pos"] = 64 if gpu else 2 * cu
