@@ -186,3 +186,17 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed):
     np.testing.assert_array_equal(bat.row_nodes(), seq.row_nodes())
     assert want.n_nodes > 20 and bat.searches < (want.n_nodes - 1) // 2
 
+
+
+def test_rows_sit_in_the_final_leaves_after_batched_growth(device):
+    """After a loss-guided tree (batched, some leaves expanded ahead and then renamed back), every row sits in its
+    leaf of the final tree: row -> node map and each leaf's rows equal the numpy reference's."""
+    X, g, h = _data(5, 2500, 6)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    ref, dev = NumpyKernels(), ob.OpenCLTreeKernels(device)
+    want = _tree(ref, bins, m.n_bins, g, h, True, 60)
+    _same(_tree(dev, bins, m.n_bins, g, h, True, 60), want)
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    for node in np.flatnonzero(want.left < 0):
+        np.testing.assert_array_equal(dev.node_rows(int(node)), np.flatnonzero(ref.row_nodes() == node))

@@ -1015,9 +1015,10 @@ class OpenCLTreeKernels:
         return self._read(out, self.row_node.base_data)[: self.n_rows].copy()
 
     def node_rows(self, node: int) -> np.ndarray:
-        """Row indices of a node, in ascending order (the stable partition keeps the original order)."""
+        """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
+        renamed by ``relabel`` holds the ranges of the nodes below it, each ascending.)"""
         self._resolve()
         b, c = self.begin.get(int(node), 0), self.count.get(int(node), 0)
         if not c:
             return np.zeros(0, np.int32)
-        return self._read(np.empty(c, np.int32), self.ridx.base_data, 4 * b)
+        return np.sort(self._read(np.empty(c, np.int32), self.ridx.base_data, 4 * b))
