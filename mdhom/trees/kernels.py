@@ -696,6 +696,29 @@ def register_tunables() -> None:
         lambda a: a["scores"] + a["value"][a["row_node"]][:, None], doc="training scores + the new tree's leaf values",
     ), replace=True)
 
+    # binning raw features on the device (mdhom.trees.bin_kernel), row-major as CPUs run it: 63 edges per feature
+    from mdhom.trees.bin_kernel import bin_features
+
+    def bin_inputs(s, rng):
+        n, f = s["row"], s["feat"]
+        x = rng.standard_normal((n, f))
+        x[rng.random((n, f)) < 0.01] = np.nan
+        edges = np.sort(rng.standard_normal((f, 62)), axis=1)
+        return {"x": x, "edges": edges.reshape(-1), "first": np.arange(0, 62 * f, 62, dtype=np.int32),
+                "count": np.full(f, 62, np.int32), "nan_bin": 63}
+
+    def bin_ref(a):
+        x, edges = a["x"], a["edges"].reshape(a["x"].shape[1], -1)
+        out = np.stack([np.searchsorted(edges[j], x[:, j], side="left") for j in range(x.shape[1])], axis=1)
+        out[np.isnan(x)] = a["nan_bin"]
+        return out.astype(np.uint8)
+
+    _register(tunable.TunableKernel(
+        "tree_bin_features", bin_features("double", False),
+        {f"rows_{k}": {"row": v, "feat": 28} for k, v in rows.items() if v <= 10**6},
+        bin_inputs, bin_ref, doc="raw features to bins (a binary search over each feature's edges), 28 features",
+    ), replace=True)
+
 
 try:
     register_tunables()
