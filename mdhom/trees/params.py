@@ -129,8 +129,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("device", "str", None, "'numpy' (the reference backend), or an OpenCL device: None/'auto', 'cpu', "
            "'gpu', a device key or an mdhom.Device.", _device),
     Option("precision", "str", None, "'double': float64 throughout, rows summed in the reference's order "
-           "(bit-identical to device='numpy'). 'quantized': float64 gradients, histograms in int64 fixed point "
-           "(a power-of-two scale per round; exact and deterministic in any summation order, so fully parallel, "
+           "(bit-identical to device='numpy'). 'quantized': float64 gradients, histograms in int32 fixed point "
+           "(a power-of-two scale per round keeps every sum within 2^30; exact and deterministic in any summation "
+           "order, so fully parallel, "
            "and bit-identical to device='numpy' with the same mode). 'single': float32 (fast, not reproducible "
            "bit for bit). None: 'quantized' on a GPU, 'double' elsewhere (device='numpy' included); the mode "
            "used is the fitted attribute precision_.", _choice(None, "double", "single", "quantized")),
