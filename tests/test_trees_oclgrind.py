@@ -102,7 +102,7 @@ QUANTIZED = textwrap.dedent("""
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
     configs = {
-        # local-memory partials with 64-bit atomics, several work-groups along rows (so the combine kernel runs),
+        # local-memory partials with 32-bit atomics, several work-groups along rows (so the combine kernel runs),
         # two features per work-group (two local accumulators)
         "tree_histogram_q": {**one(("node", "feat", "output", "pos")), "NUM_WI_feat": 2, "NUM_WG_feat": 2,
                              "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4,
@@ -115,7 +115,9 @@ QUANTIZED = textwrap.dedent("""
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
     base = loss.base_score(y, w)
-    grow = GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False)
+    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back by tree_relabel)
+    policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False),
+                GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 0, 9, True)]
     dev, ref = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs), NumpyKernels("quantized")
     for b in (dev, ref):
         b.load(bins, n_bins, k)
@@ -128,8 +130,11 @@ QUANTIZED = textwrap.dedent("""
             b.compute_gradients(keep)
         assert np.array_equal(dev.inv_scale, ref.inv_scale), round_
         assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), round_
+        grow = policies[round_]
         trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: float(b)) for b in (dev, ref)]
         assert np.array_equal(trees[0].value, trees[1].value) and np.array_equal(trees[0].bin, trees[1].bin)
+        assert np.array_equal(dev.row_nodes(), ref.row_nodes()), round_
+        assert (trees[0].left < 0).sum() >= 4, round_
         for b, t in zip((dev, ref), trees):
             b.update_scores(t.value)
         assert np.array_equal(dev.scores(), ref.scores()), round_
