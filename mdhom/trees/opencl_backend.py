@@ -119,8 +119,11 @@ class _Staging:
 
 
 
-# The node count the level-wide histogram is configured for (depthwise levels hold 2 .. 2^depth nodes).
+# The node count the level-wide histogram and the batch split search are configured for (depthwise levels
+# and loss-guided batches hold 2 .. ~2^depth nodes); split searches of up to FEW_NODES nodes (one or two
+# splits' children) run the build configured for one node.
 LEVEL_NODES = 64
+FEW_NODES = 4
 
 
 def heuristic_config(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
@@ -406,9 +409,12 @@ class OpenCLTreeKernels:
         self._comp(self.d_gather, {"pos": rows, "output": k})
         self._comp(self.d_sub, {"i": 2 * f * k * b})
         self._comp(self.d_sib, {"side": 2, "node": 1, "cell": 2 * f * k * b})
+        # the split search runs for one split's two children and for whole batches: a build for each regime
         self._comp(self.d_scan, {"node": 1, "feat": f, "output": k, "bin": b})
+        self._comp(self.d_scan, {"node": LEVEL_NODES, "feat": f, "output": k, "bin": b}, role="levels")
         if b > 2:
             self._comp(self.d_score, {"node": 1, "feat": f, "bin": b - 2, "dir": 2})
+            self._comp(self.d_score, {"node": LEVEL_NODES, "feat": f, "bin": b - 2, "dir": 2}, role="levels")
             self._comp(self.d_sums, {"node": 1, "output": k})
         self._comp(self.d_flags, {"pos": rows})
         self._comp(self.d_dest, {"pos": rows})
@@ -482,10 +488,12 @@ class OpenCLTreeKernels:
         self.k_sib = _Bound(comps["tree_hist_siblings"], q, self._h_work, child=self._h_small, parent=self._arena,
                             pidx=self._pidx)
         self.k_scan = _Bound(comps["tree_split_scan"], q, self._scan, hist=self._h_work)
+        self.k_scan_levels = _Bound(comps["tree_split_scan (levels)"], q, self._scan, hist=self._h_work)
         inv = {"inv_scale": self._inv} if self.quantized else {}
         if "tree_split_score" in comps:
-            self.k_score = _Bound(comps["tree_split_score"], q, self._best, scan=self._scan, hist=self._h_work,
-                                  feature_mask=self._mask_buf, **inv)
+            score = dict(scan=self._scan, hist=self._h_work, feature_mask=self._mask_buf, **inv)
+            self.k_score = _Bound(comps["tree_split_score"], q, self._best, **score)
+            self.k_score_levels = _Bound(comps["tree_split_score (levels)"], q, self._best, **score)
             self.k_sums = _Bound(comps["tree_split_sums"], q, self._res, scan=self._scan, hist=self._h_work,
                                  best=self._best, best_value=self._best, **inv)
         self.k_flags = _Bound(comps["tree_partition_flags"], q, self._incl, bins=self.bins, split_tab=self._tab)
@@ -887,11 +895,14 @@ class OpenCLTreeKernels:
         if self._work_holds != (hist.gen, hist.slot, n):
             self._copy(self._h_work, 0, self._arena, hist.slot, n)
             self._work_holds = (hist.gen, hist.slot, n)
-        self._record("tree_split_scan", self.k_scan({"node": n, "feat": f, "output": k, "bin": b}))
+        few = n <= FEW_NODES
+        scan = self.k_scan if few else self.k_scan_levels
+        self._record("tree_split_scan", scan({"node": n, "feat": f, "output": k, "bin": b}))
         if b > 2:
             self._mask(feature_mask)
             r = self.real.type
-            self._record("tree_split_score", self.k_score(
+            score = self.k_score if few else self.k_score_levels
+            self._record("tree_split_score", score(
                 {"node": n, "feat": f, "bin": b - 2, "dir": 2}, reg_lambda=r(params.reg_lambda),
                 reg_alpha=r(params.reg_alpha), min_split_gain=r(params.min_split_gain),
                 min_child_weight=r(params.min_child_weight)))
