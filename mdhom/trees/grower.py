@@ -27,8 +27,6 @@ from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, so
 # and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
 SPLIT_EPS = 1e-6
 
-SPECULATE = 1.0
-
 
 class NumpyKernels(NumpyTreeKernels):
     """The numpy reference backend plus ``take`` (a fancy index on the node axis) and a leaner split search.
@@ -299,8 +297,8 @@ def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]],
     by the backend's one-launch ``siblings_from`` where it has one."""
     if hasattr(kernels, "siblings_from"):
         return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
-    p = kernels.concat([_take(kernels, h, [i], n) for h, i, n in parents])
-    return kernels.concat([child, kernels.subtract(p, child)])
+    return _siblings(kernels, kernels.concat([_take(kernels, h, [i], n) for h, i, n in parents]), child, None,
+                     len(parents))
 
 
 class _Candidates:
@@ -401,7 +399,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
         node = heap[0][1]
         at = tree_of[node]
         if at not in cand.children:
-            room = int(min(max(1, np.ceil((limit - n_leaves) * SPECULATE)), len(heap)))
+            room = int(min(limit - n_leaves, len(heap)))
             batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
             cand.expand([b for b in batch if b not in cand.children])
             continue

@@ -632,7 +632,7 @@ def register_tunables() -> None:
         _hist_inputs, _hist_ref, doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows",
     ), replace=True)
     # the quantized histogram (int32 lanes, exact: the tuner compares bit for bit); its space includes
-    # PARTIALS_LOCAL (local-memory partials with 64-bit atomics) from the description itself
+    # PARTIALS_LOCAL (local-memory partials with 32-bit atomics) from the description itself
     _register(tunable.TunableKernel(
         "tree_histogram_q", lambda s: histogram(int(s.get("n_bins", 64)), "quantized"),
         {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in rows.items()},
@@ -698,6 +698,7 @@ def register_tunables() -> None:
 
     # binning raw features on the device (mdhom.trees.bin_kernel), row-major as CPUs run it: 63 edges per feature
     from mdhom.trees.bin_kernel import bin_features
+    from mdhom.trees.binning import BinMapper
 
     def bin_inputs(s, rng):
         n, f = s["row"], s["feat"]
@@ -707,11 +708,10 @@ def register_tunables() -> None:
         return {"x": x, "edges": edges.reshape(-1), "first": np.arange(0, 62 * f, 62, dtype=np.int32),
                 "count": np.full(f, 62, np.int32), "nan_bin": 63}
 
-    def bin_ref(a):
-        x, edges = a["x"], a["edges"].reshape(a["x"].shape[1], -1)
-        out = np.stack([np.searchsorted(edges[j], x[:, j], side="left") for j in range(x.shape[1])], axis=1)
-        out[np.isnan(x)] = a["nan_bin"]
-        return out.astype(np.uint8)
+    def bin_ref(a):  # the host mapper with these edges (its NaN bin is a["nan_bin"], 63)
+        mapper = BinMapper(a["nan_bin"])
+        mapper.edges = list(a["edges"].reshape(a["x"].shape[1], -1))
+        return mapper.transform(a["x"])
 
     _register(tunable.TunableKernel(
         "tree_bin_features", bin_features("double", False),
