@@ -243,7 +243,7 @@ def test_tunables_match_their_references(device):
                                          ("multilabel:logistic", 3)])
 def test_gradients_match_the_losses(device, objective, k):
     """Double precision: bit for bit the numpy loss (its portable exp included); single: to rounding."""
-    from mdhom.trees.losses import make_loss
+    from mdhom.learn.losses import make_loss
 
     loss = make_loss(objective, k)
     rng = np.random.default_rng(23)

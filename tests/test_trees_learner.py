@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from mdhom import TreeBoostClassifier, TreeBoostRegressor
+from mdhom.learn.binning import BinMapper, feature_edges
+from mdhom.learn.losses import Logistic, Softmax, SquaredError, canonical_objective
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams
-from mdhom.trees.binning import BinMapper, feature_edges
 from mdhom.trees.estimators import make_kernels
 from mdhom.trees.grower import GrowParams, NumpyKernels, fast_best_splits, grow_tree
-from mdhom.trees.losses import Logistic, Softmax, SquaredError, canonical_objective
 from mdhom.trees.model import Ensemble
 from mdhom.trees.reference import NumpyTreeKernels, best_splits
 

@@ -64,7 +64,7 @@ CODE = textwrap.dedent("""
 
     # a device-resident round per loss: gradients, the tree, score and eval-set updates
     from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
-    from mdhom.trees.losses import make_loss
+    from mdhom.learn.losses import make_loss
     grow = GrowParams(params, 0.3, 3, 0, False)
     for objective, k in (("reg:squarederror", 1), ("binary:logistic", 1), ("multi:softmax", 3),
                          ("multilabel:logistic", 2)):
@@ -94,7 +94,7 @@ QUANTIZED = textwrap.dedent("""
     import numpy as np
     from mdhom.trees.backend import SplitParams
     from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
-    from mdhom.trees.losses import make_loss
+    from mdhom.learn.losses import make_loss
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
     rng = np.random.default_rng(1)

@@ -1,6 +1,6 @@
 """Quantile binning on the device: raw features to the uint8 bins the tree kernels read.
 
-The edges are learned on the host (:class:`mdhom.trees.binning.BinMapper`, from a sample); mapping every row
+The edges are learned on the host (:class:`mdhom.learn.binning.BinMapper`, from a sample); mapping every row
 is the part that scales with the data (10.5M x 28 values for the Higgs workload), so it runs as an md_hom
 computation: ``rows x features``, concatenated in both, the scalar function a binary search over the
 feature's edges. It counts the edges strictly below ``x`` in double precision, which is exactly what
@@ -15,8 +15,8 @@ import numpy as np
 import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
+from mdhom.learn.binning import BinMapper
 from mdhom.mdh import Computation, Concat, Description, Input, Param, build_within_limits
-from mdhom.trees.binning import BinMapper
 
 _SEARCH = """
 const double v = (double)x;

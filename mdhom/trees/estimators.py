@@ -21,28 +21,27 @@ from typing import Any
 
 import numpy as np
 
-from mdhom.trees import params as P
-from mdhom.trees.backend import SplitParams, TreeKernels
-from mdhom.trees.binning import BinMapper, sample_rows
-from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
-from mdhom.trees.losses import Loss, make_loss
-from mdhom.trees.model import (
-    FORMAT,
-    VERSION,
-    Ensemble,
-    Tree,
-    decode_classes,
-    encode_classes,
-    read_json,
-    save_json,
-)
-from mdhom.trees.validation import (
+from mdhom.learn.binning import BinMapper, sample_rows
+from mdhom.learn.losses import Loss, make_loss
+from mdhom.learn.model_files import decode_classes, encode_classes
+from mdhom.learn.validation import (
     as_matrix,
     as_target,
     check_feature_names,
     check_weights,
     feature_names,
     not_fitted_error,
+)
+from mdhom.trees import params as P
+from mdhom.trees.backend import SplitParams, TreeKernels
+from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+from mdhom.trees.model import (
+    FORMAT,
+    VERSION,
+    Ensemble,
+    Tree,
+    read_json,
+    save_json,
 )
 
 

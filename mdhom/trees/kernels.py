@@ -381,7 +381,7 @@ def _hex(x: float) -> str:
 
 
 def _loss_defines(kind: str, precision: str) -> str:
-    from mdhom.trees import losses
+    from mdhom.learn import losses
 
     exact = precision == "double"
     lines = [f"#define TREE_LOSS {LOSS_KINDS[kind]}", f"#define TREE_EXP_EXACT {int(exact)}",
@@ -395,7 +395,7 @@ def _loss_defines(kind: str, precision: str) -> str:
 
 @lru_cache(maxsize=16)
 def gradients(kind: str, precision: str = "double") -> Description:
-    """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.trees.losses.Loss.gradients`.
+    """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.learn.losses.Loss.gradients`.
 
     Rows with ``keep[row] == 0`` (row subsampling, when ``use_keep``) get g = h = 0; weights multiply both.
     ``y`` is (row, output) for squared error and logistic, (row, 1) class indices for softmax; ``factor``
@@ -662,7 +662,7 @@ def register_tunables() -> None:
     # softmax shape. The tuner's inputs have the declared extents, so its score update puts every row in
     # leaf 0 of a one-value table (the kernel's lookup is still exercised); tree_predict_bins and
     # tree_hist_siblings read whole lookup buffers and wait for the generator's any-extent inputs.
-    from mdhom.trees import losses
+    from mdhom.learn import losses
 
     def grad_inputs(kind: str) -> Callable:
         def make(s, rng):
@@ -697,8 +697,8 @@ def register_tunables() -> None:
     ), replace=True)
 
     # binning raw features on the device (mdhom.trees.bin_kernel), row-major as CPUs run it: 63 edges per feature
+    from mdhom.learn.binning import BinMapper
     from mdhom.trees.bin_kernel import bin_features
-    from mdhom.trees.binning import BinMapper
 
     def bin_inputs(s, rng):
         n, f = s["row"], s["feat"]

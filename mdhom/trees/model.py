@@ -17,14 +17,13 @@ The raw score of a row is ``base_score + sum over trees of value[leaf]``.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from mdhom._files import atomic_write_json
+from mdhom.learn import model_files
 
 FORMAT = "mdhom.treeboost"
 VERSION = 1
@@ -132,41 +131,10 @@ class Ensemble:
 
 
 def save_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
-    """Write the model atomically (compact; NaN is not valid JSON, so it is refused)."""
-    atomic_write_json(path, document, allow_nan=False, separators=(",", ":"))
+    """Write a tree model file (see :func:`mdhom.learn.model_files.save_json`)."""
+    model_files.save_json(path, document)
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:
-    """The model document, after checking format and version; damage is a ValueError naming the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{os.fspath(path)}: not a valid mdhom model file (corrupt JSON: {exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{os.fspath(path)}: not an mdhom tree model (format is not {FORMAT!r})")
-    version = doc.get("version")
-    if not isinstance(version, int) or version < 1:
-        raise ValueError(f"{os.fspath(path)}: bad model format version {version!r}")
-    if version > VERSION:
-        raise ValueError(f"{os.fspath(path)}: model format version {version} is newer than this mdhom reads "
-                         f"({VERSION}); upgrade mdhom")
-    return doc
-
-
-def encode_classes(classes: np.ndarray | None) -> dict[str, Any] | None:
-    if classes is None:
-        return None
-    if classes.dtype.kind == "O":
-        return {"dtype": "object", "values": [c.item() if hasattr(c, "item") else c for c in classes]}
-    return {"dtype": classes.dtype.str, "values": classes.tolist()}
-
-
-def decode_classes(d: dict[str, Any] | None) -> np.ndarray | None:
-    if d is None:
-        return None
-    if d["dtype"] == "object":
-        out = np.empty(len(d["values"]), object)
-        out[:] = d["values"]
-        return out
-    return np.asarray(d["values"], dtype=np.dtype(d["dtype"]))
+    """A tree model document, its format and version checked."""
+    return model_files.read_json(path, FORMAT, VERSION, "an mdhom tree model")
