@@ -2,9 +2,10 @@
 
 A :class:`TunableKernel` is everything the tuner needs beyond the md_hom description: the problem sizes to
 tune at (size classes), how to make inputs of a given size, the numpy reference, and how close a result
-must be to count as correct. Kernel modules register theirs with :func:`register`; :func:`registered`
-imports the modules listed in :data:`KERNEL_MODULES` the first time it is asked, so importing this module
-stays cheap.
+must be to count as correct. The learners' kernels come from their specs
+(:func:`mdhom.components.specs.all_specs`, each spec with tuning inputs), the md_hom examples from
+:mod:`mdhom.mdh.examples`; both are collected explicitly the first time :func:`registered` is asked, so
+importing this module stays cheap. :func:`register` adds more (tests, experiments).
 
 >>> from mdhom import tunable
 >>> sorted(tunable.registered())[:3]
@@ -13,7 +14,6 @@ stays cheap.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,10 +23,6 @@ import numpy as np
 
 from mdhom.devices import Device
 from mdhom.mdh.description import Description
-
-# Modules that register kernels when imported. Only modules that exist belong here: a missing one is an
-# ImportError, not a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ("mdhom.trees.kernels",)
 
 # (rtol, atol) per precision mode. ``atol`` is relative to the largest magnitude in the reference, so sums
 # that cancel to near zero are judged against the scale of the data, not against zero.
@@ -174,8 +170,11 @@ def registered() -> dict[str, TunableKernel]:
     if not _LOADED:
         _LOADED = True
         _register_examples()
-        for mod in KERNEL_MODULES:
-            importlib.import_module(mod)
+        from mdhom.components.specs import all_specs
+
+        for spec in all_specs().values():
+            if spec.tuning is not None:
+                register(spec.tunable(), replace=True)
     return dict(_REGISTRY)
 
 
@@ -238,7 +237,6 @@ def _register_examples() -> None:
 
 
 __all__ = [
-    "KERNEL_MODULES",
     "TOLERANCES",
     "TunableKernel",
     "compare",

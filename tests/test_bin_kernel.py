@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mdhom.components.binning import DeviceBinner
 from mdhom.learn.binning import BinMapper
-from mdhom.trees.bin_kernel import DeviceBinner
 
 
 def _data(rng, n, f, dtype):
@@ -41,7 +41,7 @@ def test_binning_clean_under_oclgrind(oclgrind_device):
 
     run = run_under_oclgrind(r"""
 import numpy as np
-from mdhom.trees.bin_kernel import DeviceBinner
+from mdhom.components.binning import DeviceBinner
 from mdhom.learn.binning import BinMapper
 rng = np.random.default_rng(0)
 X = rng.standard_normal((37, 3)); X[rng.random((37, 3)) < 0.1] = np.nan

@@ -104,10 +104,10 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact):
         b.load(bins, n_bins, n_out)
         b.set_gradients(grad, hess)
         b.reset_rows()
-    built, comps = dev.build_seconds, dict(dev._comps)
+    built, comps = dev.build_seconds, dev.ws.computations
     # every md_hom kernel built in load(), none later (the loss and eval kernels: set_objective, add_eval)
     assert built > 0 and set(comps) == {
-        "tree_histogram", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_subtract", "tree_hist_siblings",
+        "tree_histogram", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_siblings",
         "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags", "tree_partition_dest",
         "tree_score_update", "tree_relabel"}
     mask = np.ones(bins.shape[1], bool)
@@ -120,7 +120,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact):
         b.reset_rows()
     params = SplitParams(reg_lambda=0.5, reg_alpha=0.25, min_split_gain=0.01, min_child_weight=2.0)
     assert grow_depthwise((dev, ref), n_bins, 4, params, np.ones(bins.shape[1], bool), exact=True) >= 2
-    assert dev.build_seconds == built and dev._comps == comps
+    assert dev.build_seconds == built and dev.ws.computations == comps
 
 
 def test_grow_lossguide_side_by_side(device):
@@ -204,7 +204,7 @@ def test_histogram_folds_in_place(device):
     bins, grad, hess = make_data(16, 67, 3, 64, 1)
     dev = OpenCLTreeKernels(device)
     dev.load(bins, 64, 1)
-    comp = dev._comps["tree_histogram"]
+    comp = dev.ws.computations["tree_histogram"]
     kernel_body = comp.source.split("__kernel")[1]
     assert "mdh_fold(&acc," in kernel_body, "the reduction loop must fold in place"
     assert "acc = mdh_fold(acc," not in kernel_body

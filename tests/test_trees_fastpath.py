@@ -38,6 +38,11 @@ def _same(a, b):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
+def _nodes(dev, buffer):
+    """How many nodes' histograms a workspace buffer holds now."""
+    return dev.ws.capacity(buffer) // dev.ws.node_bytes
+
+
 @pytest.mark.parametrize("lossguide,leaves,depth", [(True, 200, 0), (False, 0, 7)], ids=["lossguide", "depthwise"])
 def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
     """Trees larger than the initial buffers (16 nodes per call, a 64-node arena) grow them mid-tree; the
@@ -48,9 +53,9 @@ def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
     dev = ob.OpenCLTreeKernels(device)
     want = _tree(NumpyKernels(), bins, m.n_bins, g, h, lossguide, leaves, depth)
     got = _tree(dev, bins, m.n_bins, g, h, lossguide, leaves, depth)
-    assert want.n_nodes > 100 and dev._cap_arena > 64 and (lossguide or dev._cap_nodes > 16)
+    assert want.n_nodes > 100 and _nodes(dev, "arena") > 64 and (lossguide or _nodes(dev, "hist_small") > 16)
     _same(got, want)
-    caps = (dev._cap_arena, dev._cap_nodes)
+    caps = (_nodes(dev, "arena"), _nodes(dev, "hist_small"))
     dev.set_gradients(-g, h)
     ref = NumpyKernels()
     ref.load(bins, m.n_bins, 1)
@@ -58,7 +63,7 @@ def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
     gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
     _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)),
           grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b)))
-    assert (dev._cap_arena, dev._cap_nodes) == caps
+    assert (_nodes(dev, "arena"), _nodes(dev, "hist_small")) == caps
 
 
 def test_64bit_index_launches(device, monkeypatch):
@@ -82,7 +87,7 @@ def test_64bit_index_launches(device, monkeypatch):
 
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_device_array_load_equals_host_load(device, feature_major):
-    from mdhom.trees.bin_kernel import DeviceBinner
+    from mdhom.components.binning import DeviceBinner
 
     X, g, h = _data(3, 2000, 6)
     m = BinMapper(63).fit(X)

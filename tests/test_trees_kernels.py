@@ -9,10 +9,17 @@ import numpy as np
 import pyopencl.array as cl_array
 import pytest
 
+from mdhom.components import gradients as gr
+from mdhom.components import histogram as hg
+from mdhom.components import lanes as ln
+from mdhom.components import partition as pt
+from mdhom.components import predictor as pr
+from mdhom.components import scores as sc
+from mdhom.components import split as sp
+from mdhom.components import tables as tb
+from mdhom.components.workspace import opaque, view
 from mdhom.mdh import Computation, ConfigError, build_within_limits
-from mdhom.trees import kernels as tk
 from mdhom.trees.backend import SplitParams
-from mdhom.trees.opencl_backend import _view, opaque
 
 N_CONFIGS = 2  # random configurations per kernel and device, besides the default
 
@@ -46,7 +53,7 @@ def run(desc, device, cfg, sizes, **args):
         if isinstance(v, tuple) and v[0] == "o":  # ("o", array, dtype): the whole buffer behind a (1,) view
             dev_args[k] = opaque(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2])
         elif isinstance(v, tuple):  # ("v", array, shape): the whole buffer behind a view of that shape
-            dev_args[k] = _view(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2], v[1].dtype)
+            dev_args[k] = view(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2], v[1].dtype)
     # a point the compiled kernel cannot run (registers) is shrunk to fit, as the backend does
     return build_within_limits(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
 
@@ -69,8 +76,8 @@ def test_histogram(device, feature_major):
     grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
     counts = [257, 0, 129, 1, 513]  # 2^k +- 1, an empty node, a single row; 131 rows belong to no listed node
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    want = tk.histogram_reference(bins, grad, hess, ridx, begin, count, n_bins)
-    desc = tk.histogram(n_bins, "double", feature_major)
+    want = hg.histogram_reference(bins, grad, hess, ridx, begin, count, n_bins)
+    desc = hg.histogram(n_bins, "double", feature_major)
     sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
     ordered = bins[ridx]  # the kernel reads bins and (g, h) in position order
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
@@ -88,7 +95,7 @@ def test_gather_gh(device):
     n_rows, n_out = 257, 3
     grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
     ridx = rng.permutation(n_rows).astype(np.int32)
-    desc = tk.gather_gh()
+    desc = gr.gather_gh()
     sizes = {"pos": n_rows, "output": n_out}
     for cfg in configs(desc, device, sizes, seed=18):
         got = run(desc, device, cfg, sizes, ridx=ridx, grad=("o", grad, None), hess=("o", hess, None))
@@ -101,7 +108,7 @@ def test_hist_subtract(device):
     rng = np.random.default_rng(3)
     n = 2 * 3 * 5 * 17 * 2 + 1
     parent, child = rng.standard_normal(n), rng.standard_normal(n)
-    desc = tk.hist_subtract("double")
+    desc = hg.hist_subtract("double")
     for cfg in configs(desc, device, {"i": n}, seed=4):
         got = run(desc, device, cfg, {"i": n}, parent=parent, child=child)
         np.testing.assert_array_equal(got, parent - child)
@@ -112,8 +119,8 @@ def test_split_scan(device):
     rng = np.random.default_rng(5)
     n_nodes, n_feat, n_out, n_bins = 3, 5, 2, 33
     hist = rng.standard_normal((n_nodes, n_feat, n_out, n_bins, 2))
-    want = tk.split_scan_reference(hist)
-    desc = tk.split_scan(n_bins)
+    want = sp.split_scan_reference(hist)
+    desc = sp.split_scan(n_bins)
     sizes = {"node": n_nodes, "feat": n_feat, "output": n_out, "bin": n_bins}
     cfgs = configs(desc, device, sizes, seed=6)
     seq = dict(cfgs[0], NUM_WI_bin=1, NUM_WG_bin=1)  # the backend's exact (sequential) form
@@ -145,13 +152,13 @@ def test_split_score_and_sums(device, params):
     rng = np.random.default_rng(7)
     n_nodes, n_feat, n_out, n_bins = 5, 7, 2, 17
     hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
-    scan = tk.split_scan_reference(hist)
+    scan = sp.split_scan_reference(hist)
     mask = np.ones(n_feat, bool)
     mask[2] = False
-    want = tk.split_reference(hist, mask, params)
-    score, sums = tk.split_score(n_bins, n_out), tk.split_sums(n_bins, n_out)
+    want = sp.split_reference(hist, mask, params)
+    score, sums = sp.split_score(n_bins, n_out), sp.split_sums(n_bins, n_out)
     sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
-    stride, _, rstride = tk._best_layout("double")
+    stride, _, rstride = sp._best_layout("double")
     sums_cfg = sums.default_config(device, {"node": n_nodes, "output": n_out})
     for cfg in configs(score, device, sizes, seed=8):
         best = run(score, device, cfg, sizes, scan=scan, hist=hist, feature_mask=mask.astype(np.uint8),
@@ -190,21 +197,23 @@ def test_partition(device, feature_major):
     for n, b, c in zip(node_ids, begin, count, strict=True):
         row_node[ridx[b:b + c]] = n
     split = [4, 1, 2, 3]  # nodes 7, 4, 5 (empty), 6 split, in this table order; 3 and 8 do not
-    tab = np.array([[node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
-                     begin[i], count[i], -1, 0] for i in split], np.int32)
-    tab[1:, 9] = np.cumsum(tab[:-1, 7])
-    want_ridx, want_node, want_counts = tk.partition_reference(bins, ridx, row_node, tab, n_bins)
+    tab = tb.split_table(len(split))
+    for j, i in enumerate(split):
+        tab[j] = (node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
+                  begin[i], count[i], -1, 0)
+    tab["first"][1:] = np.cumsum(tab["count"][:-1])
+    want_ridx, want_node, want_counts = pt.partition_reference(bins, ridx, row_node, tab, n_bins)
     # the compact index space: the split nodes' positions end to end, in table order
-    at = np.concatenate([np.arange(b, b + c) for b, c in zip(tab[:, 6], tab[:, 7], strict=True)])
+    at = np.concatenate([np.arange(b, b + c) for b, c in zip(tab["begin"], tab["count"], strict=True)])
     ordered = bins[ridx]
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
-    common = dict(split_tab=("o", tab, None), n_split=len(tab))
-    flags_d, dest_d = tk.partition_flags(n_bins, feature_major), tk.partition_dest(n_bins, feature_major)
+    common = dict(split_tab=("o", tab.view(np.int32), None), n_split=len(tab))
+    flags_d, dest_d = pt.partition_flags(n_bins, feature_major), pt.partition_dest(n_bins, feature_major)
     sizes = {"pos": at.size}
     for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
         incl = run(flags_d, device, cf, sizes, bins=("o", stored, None), n_rows=n_rows, n_feat=n_feat, **common)
         goes = np.concatenate([np.isin(ridx[b:b + c], want_ridx[b:b + c][:nl])
-                               for b, c, nl in zip(tab[:, 6], tab[:, 7], want_counts, strict=True)])
+                               for b, c, nl in zip(tab["begin"], tab["count"], want_counts, strict=True)])
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
         dest = run(dest_d, device, cd, sizes, incl=incl, **common)
         new_ridx, new_node = ridx.copy(), row_node.copy()
@@ -217,7 +226,7 @@ def test_partition(device, feature_major):
 def test_views_share_the_buffer(device):
     """The opaque and reshaped views the backend hands to kernels alias the original buffer."""
     a = cl_array.to_device(device.queue, np.arange(8, dtype=np.float64))
-    assert _view(a, (2, 4), np.dtype(np.float64)).get().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert view(a, (2, 4), np.dtype(np.float64)).get().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert opaque(a).shape == (1,) and opaque(a).base_data is a.base_data
 
 
@@ -225,9 +234,8 @@ def test_tunables_match_their_references(device):
     """What the tuner runs (registered inputs, reference, tolerance) agrees at the smallest size class."""
     from mdhom import tunable
 
-    tk.register_tunables()
     rng = np.random.default_rng(19)
-    for name in ("tree_histogram", "tree_histogram_q", "tree_split_scan", "tree_split_score", "tree_hist_subtract", "tree_bin_features",
+    for name in ("tree_histogram", "tree_histogram_q", "tree_split_scan", "tree_split_score", "tree_bin_features",
                  "tree_gradients_squared", "tree_gradients_logistic", "tree_gradients_softmax", "tree_score_update"):
         kern = tunable.registered()[name]
         sizes = kern.size_classes[next(iter(kern.classes(quick=True)))]
@@ -259,8 +267,8 @@ def test_gradients_match_the_losses(device, objective, k):
     g[~keep], h[~keep] = 0.0, 0.0
     factor = k / (k - 1.0) if objective == "multi:softmax" else 1.0
     for precision in ("double", "single"):
-        real = tk.REALS[precision]
-        desc = tk.gradients(loss.kind, precision)
+        real = ln.REALS[precision]
+        desc = gr.gradients(loss.kind, precision)
         got = run(desc, device, None, {"row": n, "output": k}, scores=raw.astype(real), y=y.astype(real),
                   w=w.astype(real), keep=("o", keep.astype(np.uint8), None), use_keep=1, factor=real(factor))
         if precision == "double":
@@ -292,12 +300,12 @@ def test_score_update_and_predict_bins(device, feature_major):
     tree = _small_tree(rng, n_feat, n_bins, k)
     leaf = ref.predict_bins(bins, tree, n_bins)
     stored = np.ascontiguousarray(bins.T if feature_major else bins)
-    got = run(tk.predict_bins(n_bins, "double", feature_major), device, None, {"row": n, "output": k},
-              scores=scores, bins=("o", stored, None), tree=("o", tk.tree_table(tree), None),
+    got = run(pr.predict_bins(n_bins, "double", feature_major), device, None, {"row": n, "output": k},
+              scores=scores, bins=("o", stored, None), tree=("o", tb.tree_table(tree).view(np.int32), None),
               value=("o", tree.value, None), n_feat=n_feat)
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
     row_node = leaf.astype(np.int32)
-    got = run(tk.score_update("double"), device, None, {"row": n, "output": k}, scores=scores, row_node=row_node,
+    got = run(sc.score_update("double"), device, None, {"row": n, "output": k}, scores=scores, row_node=row_node,
               value=("o", tree.value, None))
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
@@ -307,19 +315,19 @@ def test_relabel(device):
     rng = np.random.default_rng(41)
     row_node = rng.integers(0, 50, 3001).astype(np.int32)
     node_map = rng.permutation(50).astype(np.int32)
-    got = run(tk.relabel(), device, None, {"row": 3001}, row_node=row_node, node_map=("o", node_map, None))
+    got = run(pt.relabel(), device, None, {"row": 3001}, row_node=row_node, node_map=("o", node_map, None))
     np.testing.assert_array_equal(got, node_map[row_node])
 
 
 def test_hist_siblings(device):
     rng = np.random.default_rng(31)
     parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))
-    desc = tk.hist_siblings("double")
+    desc = hg.hist_siblings("double")
     for index in (None, np.array([4, 0, 2])):
         got = run(desc, device, None, {"side": 2, "node": 3, "cell": 37}, child=child, parent=("o", parent, None),
                   pidx=("o", np.zeros(1, np.int32) if index is None else index.astype(np.int32), None),
                   use_index=int(index is not None), pnode0=1 if index is None else 0)
-        want = tk.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)
+        want = hg.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
@@ -345,9 +353,9 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
     gq, hq = _quantized_gh(rng, n_rows, n_out)
     counts = [257, 0, 129, 1, 513]
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    want = tk.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
     assert 2**22 < np.abs(want).max() < 2**30  # the scale uses much of the int32 lanes' range
-    desc = tk.histogram(n_bins, "quantized", feature_major)
+    desc = hg.histogram(n_bins, "quantized", feature_major)
     assert desc.name == "tree_histogram_q" and "PARTIALS_LOCAL" in desc.parameter_names()
     sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
     ordered = bins[ridx]
@@ -374,7 +382,7 @@ def test_quantize_and_absmax(device):
     gh[5, 1, 0] = -7.5  # the largest |g| is negative
     gh[::7, :, :] = 0.0
     gh[9, 2, 0] = 2.0**-1074  # subnormal
-    absmax, quant = tk.gh_absmax(), tk.quantize_gh()
+    absmax, quant = gr.gh_absmax(), gr.quantize_gh()
     want_max = np.abs(gh).max(axis=0)
     for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=44):
         got = run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh)
@@ -407,18 +415,18 @@ def test_split_kernels_quantized(device, params):
     hist[np.broadcast_to(rng.random((n_nodes, n_feat, 1, n_bins, 1)) < 0.3, hist.shape)] = 0
     hist[0] = 0
     inv = np.ldexp(1.0, -rng.integers(23, 29, size=(n_out, 2)))
-    scan_d = tk.split_scan(n_bins, "quantized")
+    scan_d = sp.split_scan(n_bins, "quantized")
     sizes = {"node": n_nodes, "feat": n_feat, "output": n_out, "bin": n_bins}
-    want_scan = tk.split_scan_reference(hist)
+    want_scan = sp.split_scan_reference(hist)
     for cfg in configs(scan_d, device, sizes, seed=46):
         got = run(scan_d, device, cfg, sizes, hist=hist)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_scan, err_msg=str(cfg))
     mask = np.ones(n_feat, bool)
     mask[1] = False
     want = ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), mask, params, inv)
-    score, sums = tk.split_score(n_bins, n_out, "quantized"), tk.split_sums(n_bins, n_out, "quantized")
+    score, sums = sp.split_score(n_bins, n_out, "quantized"), sp.split_sums(n_bins, n_out, "quantized")
     ssizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
-    stride, _, _ = tk._best_layout("quantized")
+    stride, _, _ = sp._best_layout("quantized")
     for cfg in configs(score, device, ssizes, seed=47):
         best = run(score, device, cfg, ssizes, scan=want_scan, hist=hist, feature_mask=mask.astype(np.uint8),
                    inv_scale=("o", inv, None), reg_lambda=params.reg_lambda, reg_alpha=params.reg_alpha,

@@ -123,7 +123,7 @@ QUANTIZED = textwrap.dedent("""
         b.load(bins, n_bins, k)
         b.set_objective(loss, y, w, base)
         b.add_eval(bins[:29], base)
-    assert dev._comps["tree_histogram_q"].config["PARTIALS_LOCAL"] == 1
+    assert dev.ws.computations["tree_histogram_q"].config["PARTIALS_LOCAL"] == 1
     for round_ in range(2):
         keep = rng.random(n_rows) < 0.8
         for b in (dev, ref):

@@ -1,27 +1,22 @@
 /* Row partitioning shared by tree_partition_flags, tree_partition_dest and the scatter.
- * One upload per split step: the split table, n_split rows of TREE_SPLIT_FIELDS ints per split node
- *   node id, feature, bin, default_left, left child id, right child id, first position, row count,
- *   which child's range the next histogram reads (0 left, 1 right, -1 neither),
- *   and the split's first index in the compact index space.
- * The compact index space lays the split nodes' ranges end to end in table order (field 9 is the running sum of
- * field 7), so a partition visits only the rows of the nodes it splits, however far apart their ranges lie
+ * One upload per split step: the split table, n_split records tree_split_t (declared once, on the host, in
+ * mdhom/components/tables.py, and prepended to every tree kernel's source).
+ * The compact index space lays the split nodes' ranges end to end in table order (`first` is the running sum of
+ * `count`), so a partition visits only the rows of the nodes it splits, however far apart their ranges lie
  * (loss-guided batches split leaves from all over the position order).
  * Expects TREE_BINS and TREE_FEATURE_MAJOR: bins (in position order) laid out features x positions when 1,
  * positions x features when 0. */
-#ifndef TREE_SPLIT_FIELDS
-#define TREE_SPLIT_FIELDS 10
-#endif
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
 #endif
 
 /* The split whose compact range holds index v: the last row of the table that starts at or before v
  * (a binary search; rows of empty splits start where the next one does and are never the answer). */
-inline int tree_split_at(const int v, __global const int* split_tab, const int n_split) {
+inline int tree_split_at(const int v, __global const tree_split_t* split_tab, const int n_split) {
     int lo = 0, hi = n_split - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (split_tab[TREE_SPLIT_FIELDS * mid + 9] <= v) lo = mid; else hi = mid - 1;
+        if (split_tab[mid].first <= v) lo = mid; else hi = mid - 1;
     }
     return lo;
 }
@@ -36,6 +31,6 @@ inline uchar tree_bin_of(__global const uchar* bins, const long p, const long fe
 }
 
 /* The split rule: bin <= split bin, and the missing bin (TREE_BINS - 1) follows the default direction. */
-inline int tree_goes_left(const uchar b, __global const int* split) {
-    return (b == TREE_BINS - 1) ? (split[3] != 0) : ((int)b <= split[2]);
+inline int tree_goes_left(const uchar b, __global const tree_split_t* split) {
+    return (b == TREE_BINS - 1) ? (split->default_left != 0) : ((int)b <= split->bin);
 }

@@ -5,12 +5,12 @@
  * [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into n-sized scratch
  * buffers in compact order, tree_copy_back copies them home.
  * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
- * the next split search) and, for the child each split names in field 8 of the split table (see
+ * the next split search) and, for the child each split names in `next_child` (see
  * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
  * next histogram's row ranges, prepared on the device so the host need not know them yet.
  * (g, h) lanes are moved as bits, never as floating-point values: 8-byte words (double, or int64 fixed
  * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_SPLIT_FIELDS=n. */
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1; built after the table typedefs and partition.cl. */
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
 #endif
@@ -31,24 +31,24 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
                                 __global int* restrict row_node, __global int* restrict tmp_ridx,
                                 __global uchar* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
                                 const int n, const int n_rows, const int n_feat, const int n_out,
-                                __global const int* restrict split_tab, __global const int* restrict incl,
+                                __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
                                 __global int* restrict slot_count)
 {
     const int i = get_global_id(0);
     if (i < n_split) {
-        __global const int* t = split_tab + TREE_SPLIT_FIELDS * i;
-        const int begin = t[6], count = t[7], first = t[9];
+        __global const tree_split_t* t = split_tab + i;
+        const int begin = t->begin, count = t->count, first = t->first;
         const int nl = (count > 0) ? incl[first + count - 1] - ((first > 0) ? incl[first - 1] : 0) : 0;
         n_left[i] = nl;
-        if (t[8] >= 0) {
-            slot_begin[i] = (t[8] == 0) ? begin : begin + nl;
-            slot_count[i] = (t[8] == 0) ? nl : count - nl;
+        if (t->next_child >= 0) {
+            slot_begin[i] = (t->next_child == 0) ? begin : begin + nl;
+            slot_count[i] = (t->next_child == 0) ? nl : count - nl;
         }
     }
     if (i >= n) return;
-    __global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(i, split_tab, n_split);
-    const int p = t[6] + (i - t[9]);
+    __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
+    const int p = t->begin + (i - t->first);
     const int d = dest[2 * i];
     const int row = ridx[p];
     tmp_ridx[d] = row;
@@ -61,12 +61,12 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restri
                              __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
                              __global const uchar* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
                              const int n, const int n_rows, const int n_feat, const int n_out,
-                             __global const int* restrict split_tab, const int n_split)
+                             __global const tree_split_t* restrict split_tab, const int n_split)
 {
     const int i = get_global_id(0);
     if (i >= n) return;
-    __global const int* t = split_tab + TREE_SPLIT_FIELDS * tree_split_at(i, split_tab, n_split);
-    const int p = t[6] + (i - t[9]);
+    __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
+    const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
     for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];

@@ -30,6 +30,7 @@ the device can prepare that histogram's row ranges without telling the host the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,7 +74,19 @@ class Splits:
 
 
 class TreeKernels(Protocol):
-    """Device-resident state of one fit and the operations the driver needs."""
+    """Device-resident state of one fit and the operations the driver needs; every implementation has all of
+    them (the driver never probes)."""
+
+    # grow loss-guided trees by searching several leaves per step (the same tree; fewer device round trips)
+    batch_lossguide: bool
+    build_seconds: float  # seconds spent building kernels (reported apart from the rounds)
+
+    def bin_rows(self, mapper: object) -> Callable[[np.ndarray], object]:
+        """How raw rows become this backend's bins (``load``'s and ``add_eval``'s input) with a fitted
+        :class:`mdhom.learn.binning.BinMapper`: its transform, or the same bins made on the device."""
+
+    def kernel_configs(self) -> dict[str, dict[str, object]]:
+        """Each kernel's configuration and where it came from (empty for numpy)."""
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
         """Take the binned training matrix (kept resident for the whole fit)."""
@@ -112,6 +125,16 @@ class TreeKernels(Protocol):
     def subtract(self, parent: object, child: object) -> object:
         """parent - child, node by node: the sibling's histograms without a pass over the rows."""
 
+    def siblings(self, parent: object, child: object, index: np.ndarray | None = None) -> object:
+        """[child, parent[index] - child] along the node axis in one step (``index``: the parent node of each
+        child, default in order): a split batch's children histograms."""
+
+    def siblings_from(self, parents: list[tuple[object, int]], child: object) -> object:
+        """[child, parent - child], each child's parent a node ``(handle, index)`` of any handle of this tree."""
+
+    def take(self, hist: object, index: np.ndarray) -> object:
+        """The listed nodes of a multi-node handle."""
+
     def concat(self, hists: list[object]) -> object:
         """Stack handles along the node axis (in order)."""
 
@@ -136,3 +159,6 @@ class TreeKernels(Protocol):
 
     def row_nodes(self) -> np.ndarray:
         """The node id of every row (int32, n_rows), for the driver's leaf updates and for tests."""
+
+    def node_rows(self, node: int) -> np.ndarray:
+        """The rows of ``node``, ascending (int32), for tests."""

@@ -77,18 +77,6 @@ def make_kernels(device: Any, precision: str | None) -> TreeKernels:
     return OpenCLTreeKernels(device=device if device is not None else "auto", precision=precision)
 
 
-def device_binning(kernels: TreeKernels, mapper: BinMapper) -> Callable:
-    """How raw rows become the backend's bins: on the device (:class:`~mdhom.trees.bin_kernel.DeviceBinner`,
-    straight into ``load`` in the backend's layout) for the OpenCL backend, ``mapper.transform`` otherwise.
-    Both give identical bins, so the two backends still grow identical trees."""
-    device = getattr(kernels, "device", None)
-    if device is None or not hasattr(kernels, "feature_major"):
-        return mapper.transform
-    from mdhom.trees.bin_kernel import DeviceBinner
-
-    return DeviceBinner(mapper, device, np.float64, kernels.feature_major).transform
-
-
 class _TreeBoost:
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
@@ -199,7 +187,7 @@ class _TreeBoost:
         mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
         precision = resolve_precision(p["device"], p["precision"])
         kernels = make_kernels(p["device"], precision)
-        to_bins = device_binning(kernels, mapper)
+        to_bins = kernels.bin_rows(mapper)
         kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs)
         self.bin_seconds_ = time.perf_counter() - t0
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w))
@@ -211,13 +199,8 @@ class _TreeBoost:
         self.best_iteration_ = best
         self.evals_result_ = results
         self.round_times_ = np.asarray(round_times)
-        self.build_seconds_ = float(getattr(kernels, "build_seconds", 0.0) or 0.0)
-        configs = getattr(kernels, "kernel_configs", None)
-        self.kernel_configs_ = configs() if configs is not None else {}
-        binner = getattr(to_bins, "__self__", None)
-        if binner is not None and hasattr(binner, "config_source"):
-            self.kernel_configs_[binner.desc.name] = {"config": dict(binner.comp.config),
-                                                      "source": binner.config_source}
+        self.build_seconds_ = float(kernels.build_seconds)
+        self.kernel_configs_ = kernels.kernel_configs()
         return self
 
     def _prepare_evals(self, eval_set: list | None, eval_sample_weight: list | None, name: str) -> list:

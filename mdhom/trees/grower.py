@@ -5,10 +5,8 @@ kernels return, so two backends that agree on their return values grow the same 
 split node's children come from one pass over the *smaller* child's rows and one subtraction
 (parent - smaller = larger): the histogram subtraction trick.
 
-Depth-wise growth uses one operation beyond the protocol of :mod:`mdhom.trees.backend` where the backend
-offers it: ``take(hist, index)``, the listed nodes of a multi-node histogram handle (a level lives in one
-handle and only some of its nodes split). Without it, the level's smaller children are built one
-``histograms`` call per node, which gives the same tree with more launches.
+A depth-wise level lives in one histogram handle; its smaller children are built in one pass and their
+siblings by one subtraction (``siblings``) however many of the level's nodes split.
 """
 
 from __future__ import annotations
@@ -29,17 +27,12 @@ SPLIT_EPS = 1e-6
 
 
 class NumpyKernels(NumpyTreeKernels):
-    """The numpy reference backend plus ``take`` (a fancy index on the node axis) and a leaner split search.
+    """The numpy reference backend with a leaner split search (``device="numpy"``).
 
     ``best_splits`` evaluates the reference's formula with the same operations in the same order (so the
     gains are bit-identical; ``tests/test_trees_learner.py`` checks it) but without materialising the
     six-dimensional candidate arrays: the reference spends 85% of a loss-guided fit there.
     """
-
-    build_seconds = 0.0
-
-    def take(self, hist: np.ndarray, index: np.ndarray) -> np.ndarray:
-        return hist[np.asarray(index, np.int64)]
 
     def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
         return fast_best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None)
@@ -171,21 +164,11 @@ class _Nodes:
         )
 
 
-def _take(kernels: TreeKernels, hist: object, index: list[int], n: int) -> object:
-    if index == list(range(n)):
-        return hist
-    return kernels.take(hist, np.asarray(index, np.int32))
-
-
 def _siblings(kernels: TreeKernels, parent: object, child: object, index: list[int] | None, n: int) -> object:
-    """[child, parent[index] - child] (``parent`` has ``n`` nodes): by the backend's one-launch ``siblings``
-    where it has one."""
+    """[child, parent[index] - child] (``parent`` has ``n`` nodes) in one backend call."""
     if index is not None and index == list(range(n)):
         index = None
-    if hasattr(kernels, "siblings"):
-        return kernels.siblings(parent, child, None if index is None else np.asarray(index, np.int32))
-    p = parent if index is None else _take(kernels, parent, index, n)
-    return kernels.concat([child, kernels.subtract(p, child)])
+    return kernels.siblings(parent, child, None if index is None else np.asarray(index, np.int32))
 
 
 def _can_split(depth: int, params: GrowParams) -> bool:
@@ -210,7 +193,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     if _can_split(0, params) and params.max_leaves != 1:
         if not params.lossguide:
             _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits)
-        elif getattr(kernels, "batch_lossguide", False):
+        elif kernels.batch_lossguide:
             _grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
         else:
             _grow_lossguide(kernels, nodes, feature_mask, params, hist, splits)
@@ -220,8 +203,6 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
 def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, hist: object,
                     splits: Splits) -> None:
     level = [0]
-    batched = hasattr(kernels, "take") or hasattr(kernels, "siblings")
-    per_node = None if batched else [hist]
     n_leaves = 1
     while level:
         if splits is None:
@@ -251,13 +232,8 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         for (lo, hi), ls in zip(children, left_small, strict=True):
             small.append(lo if ls else hi)
             large.append(hi if ls else lo)
-        if per_node is None:  # one histogram pass for the whole level
-            h_small = kernels.histograms(np.asarray(small, np.int32))
-            hist = _siblings(kernels, hist, h_small, chosen, len(level))
-        else:  # a backend without take(): one handle per node, so parents can be picked on the host
-            smalls = [kernels.histograms(np.array([s], np.int32)) for s in small]
-            per_node = smalls + [kernels.subtract(per_node[i], h) for i, h in zip(chosen, smalls, strict=True)]
-            hist = kernels.concat(per_node)
+        h_small = kernels.histograms(np.asarray(small, np.int32))  # one histogram pass for the whole level
+        hist = _siblings(kernels, hist, h_small, chosen, len(level))
         level = small + large
 
 
@@ -293,12 +269,8 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
 
 
 def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]], child: object) -> object:
-    """[child, parent - child] with each child's parent a node of any handle (``(handle, index, n_nodes)``):
-    by the backend's one-launch ``siblings_from`` where it has one."""
-    if hasattr(kernels, "siblings_from"):
-        return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
-    return _siblings(kernels, kernels.concat([_take(kernels, h, [i], n) for h, i, n in parents]), child, None,
-                     len(parents))
+    """[child, parent - child] with each child's parent a node of any handle (``(handle, index, n_nodes)``)."""
+    return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
 
 
 class _Candidates:

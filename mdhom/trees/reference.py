@@ -14,6 +14,7 @@ reference bit for bit; sums become reals only at the split search, as ``(double)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -207,6 +208,9 @@ class NumpyTreeKernels:
 
     precision = "double"
     inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round's gradients, quantized only
+    # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
+    batch_lossguide = False
+    build_seconds = 0.0
 
     def __init__(self, precision: str = "double") -> None:
         if precision not in ("double", "single", "quantized"):
@@ -248,6 +252,20 @@ class NumpyTreeKernels:
         """[child, parent[index] - child] along the node axis: a split's (or level's) children histograms."""
         p = parent if index is None else parent[np.asarray(index, np.int64)]
         return np.concatenate([child, p - child], axis=0)
+
+    def siblings_from(self, parents: list[tuple[np.ndarray, int]], child: np.ndarray) -> np.ndarray:
+        """[child, parent - child], each child's parent a node ``(handle, index)`` of any handle."""
+        p = np.stack([h[i] for h, i in parents]) if parents else child[:0]
+        return np.concatenate([child, p - child], axis=0)
+
+    def take(self, hist: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return hist[np.asarray(index, np.int64)]
+
+    def kernel_configs(self) -> dict[str, dict[str, object]]:
+        return {}
+
+    def bin_rows(self, mapper) -> Callable[[np.ndarray], np.ndarray]:  # noqa: ANN001 - a BinMapper
+        return mapper.transform
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
         if bins.dtype != np.uint8 or bins.ndim != 2:
@@ -298,3 +316,6 @@ class NumpyTreeKernels:
 
     def row_nodes(self) -> np.ndarray:
         return self.row_node.copy()
+
+    def node_rows(self, node: int) -> np.ndarray:
+        return np.flatnonzero(self.row_node == node).astype(np.int32)

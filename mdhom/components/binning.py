@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pyopencl.array as cl_array
 
+from mdhom.components.specs import KernelSpec, Tuning
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import BinMapper
 from mdhom.mdh import Computation, Concat, Description, Input, Param, build_within_limits
@@ -50,6 +51,31 @@ def bin_features(x_ctype: str = "double", feature_major: bool = False) -> Descri
     )
 
 
+def _bin_inputs(s, rng):
+    n, f = s["row"], s["feat"]
+    x = rng.standard_normal((n, f))
+    x[rng.random((n, f)) < 0.01] = np.nan
+    edges = np.sort(rng.standard_normal((f, 62)), axis=1)
+    return {"x": x, "edges": edges.reshape(-1), "first": np.arange(0, 62 * f, 62, dtype=np.int32),
+            "count": np.full(f, 62, np.int32), "nan_bin": 63}
+
+
+def _bin_ref(a):  # the host mapper with these edges (its NaN bin is a["nan_bin"], 63)
+    mapper = BinMapper(a["nan_bin"])
+    mapper.edges = list(a["edges"].reshape(a["x"].shape[1], -1))
+    return mapper.transform(a["x"])
+
+
+# tuned row-major, as CPUs run it: 63 edges per feature
+BIN_FEATURES = KernelSpec(
+    "tree_bin_features", lambda desc, dev, sizes: desc.default_config(dev, sizes),
+    tuning=Tuning(lambda s: bin_features("double", False),
+                  {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))},
+                  _bin_inputs, _bin_ref,
+                  doc="raw features to bins (a binary search over each feature's edges), 28 features"))
+SPECS = (BIN_FEATURES,)
+
+
 def packed_edges(mapper: BinMapper) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All features' edges in one array, with each feature's first index and count."""
     counts = np.array([e.size for e in mapper.edges], np.int32)
@@ -72,13 +98,12 @@ class DeviceBinner:
         n_feat = len(mapper.edges)
         sizes = {"row": 1 << 20, "feat": n_feat}
         self.config_source = "override"
-        if config is None:  # a tuned configuration where one is stored, else the description's default
-            try:
-                from mdhom.configs import lookup
-                config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc)
-            except ImportError:
-                self.config_source = "heuristic"
+        if config is None:  # a tuned configuration where one is stored, else the spec's heuristic
+            from mdhom.configs import lookup
+
+            config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc)
             if config is None:
+                config = BIN_FEATURES.heuristic(self.desc, self.device, sizes)
                 self.config_source = "default" if self.config_source == "heuristic" else \
                     f"default ({self.config_source})"
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)

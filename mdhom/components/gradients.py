@@ -1,0 +1,268 @@
+"""The gradient source: (g, h) of every row from the resident raw scores (the loss on the device), or from the
+host; in position order for the histogram; and, in quantized mode, as int32 fixed point with a power-of-two
+scale per round (the quantiser).
+
+Gradients are computed in row order right after the rows were reset (position order = row order then);
+after ``set_gradients`` they are gathered into position order once (``tree_gather_gh``). Quantisation takes
+max |g|, |h| per output on the device (one small read-back), the exponents on the host with the reference's
+function (:func:`mdhom.trees.reference.quantization_exponents`), then rint(x * 2^k) on the device: every
+device and numpy produce the same integers.
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_gradients_<loss>  row x output                     concat, concat: (g, h) from the resident scores
+tree_gather_gh         pos x output                     concat: (g, h) of row ridx[pos]
+tree_gh_absmax         pos x output                     max over positions, concat over outputs
+tree_quantize_gh       pos x output                     concat: rint((g, h) * 2^k)
+=====================  ===============================  ======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet
+from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
+from mdhom.learn import losses
+from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce
+from mdhom.trees import reference as ref
+
+
+@lru_cache(maxsize=4)
+def gather_gh(precision: str = "double") -> Description:
+    """Gradients and hessians in position order: (g, h) of row ``ridx[pos]`` for every output."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_gather_gh", ["pos", "output"], [Concat(), Concat()], gh_type(precision),
+        scalar="const long i = (long)ridx[pos] * SIZE_output + output; out.g = grad[i]; out.h = hess[i];",
+        inputs=[Input("ridx", "int", ("pos",), gather=True), Input("grad", r, (1,), gather=True),
+                Input("hess", r, (1,), gather=True)],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ quantisation
+@lru_cache(maxsize=1)
+def gh_absmax() -> Description:
+    """max |g| and max |h| per output over the positions (NaN counts as +inf, so the host sees it): what the
+    fixed-point scale of a round is chosen from. MAX is exact, so the result does not depend on the order."""
+    return Description(
+        "tree_gh_absmax", ["pos", "output"], [Reduce(MAX), Concat()], gh_type("double"),
+        scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
+               "out.g = isnan(gh[i]) ? INFINITY : fabs(gh[i]);\n"
+               "out.h = isnan(gh[i + 1]) ? INFINITY : fabs(gh[i + 1]);",
+        inputs=[Input("gh", "double", ("pos", "output", 2), gather=True)],
+    )
+
+
+@lru_cache(maxsize=1)
+def quantize_gh() -> Description:
+    """(g, h) as int32 fixed point: ``rint(g * scale)`` with ``scale`` a power of two per (output, g|h).
+
+    Multiplying by a power of two is exact and rint is correctly rounded, so every device and numpy
+    (:func:`mdhom.trees.reference.quantize`) produce the same integers."""
+    return Description(
+        "tree_quantize_gh", ["pos", "output"], [Concat(), Concat()], GHQ,
+        scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
+               "out.g = (int)rint(gh[i] * scale[2 * output]);\n"
+               "out.h = (int)rint(gh[i + 1] * scale[2 * output + 1]);",
+        inputs=[Input("gh", "double", ("pos", "output", 2), gather=True),
+                Input("scale", "double", ("output", 2), gather=True)],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ a round
+LOSS_KINDS = {"squared": 0, "logistic": 1, "softmax": 2}
+
+
+def _hex(x: float) -> str:
+    return float(x).hex()
+
+
+def _loss_defines(kind: str, precision: str) -> str:
+    exact = precision == "double"
+    lines = [f"#define TREE_LOSS {LOSS_KINDS[kind]}", f"#define TREE_EXP_EXACT {int(exact)}",
+             f"#define TREE_EPS {_hex(losses._EPS)}"]
+    if exact:
+        lines += [f"#define TREE_INV_LN2 {_hex(losses.INV_LN2)}", f"#define TREE_LN2_HI {_hex(losses.LN2_HI)}",
+                  f"#define TREE_LN2_LO {_hex(losses.LN2_LO)}", f"#define TREE_EXP_MIN {_hex(losses.EXP_MIN)}"]
+        lines += [f"#define TREE_EXP_C{i} {_hex(c)}" for i, c in enumerate(losses.EXP_COEFFS)]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=16)
+def gradients(kind: str, precision: str = "double") -> Description:
+    """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.learn.losses.Loss.gradients`.
+
+    Rows with ``keep[row] == 0`` (row subsampling, when ``use_keep``) get g = h = 0; weights multiply both.
+    ``y`` is (row, output) for squared error and logistic, (row, 1) class indices for softmax; ``factor``
+    is softmax's K / (K - 1). Written in position order = row order (the state right after reset_rows).
+    """
+    if kind not in LOSS_KINDS:
+        raise ValueError(f"loss kind must be one of {', '.join(LOSS_KINDS)}, got {kind!r}")
+    r = real_ctype(precision)
+    ycols: int | str = 1 if kind == "softmax" else "output"
+    return Description(
+        f"tree_gradients_{kind}", ["row", "output"], [Concat(), Concat()], gh_type(precision),
+        scalar="""
+tree_real_t g = 0, h = 0;
+if (keep[use_keep ? row : 0]) {
+    tree_loss_gh(scores, y, (long)row, (int)output, (int)SIZE_output, factor, &g, &h);
+    g = g * w[row];
+    h = h * w[row];
+}
+out.g = g; out.h = h;""",
+        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("y", r, ("row", ycols), gather=True),
+                Input("w", r, ("row",), gather=True), Input("keep", "uchar", (1,), gather=True)],
+        params=[Param("use_keep", "int"), Param("factor", r)],
+        preamble=f"typedef {r} tree_real_t;\n" + _loss_defines(kind, precision) + snippet("loss.cl"),
+    )
+
+
+
+# ------------------------------------------------------------------------------------------------ specs
+def absmax_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_pos"] = 256 if gpu else 64
+    cfg["NUM_WG_pos"] = 4 * max(1, dev.compute_units) * (4 if gpu else 1)
+    return cfg
+
+
+_ROWS = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
+
+
+def _grad_inputs(kind: str) -> Callable:
+    def make(s, rng):
+        n, k = s["row"], s["output"]
+        y = rng.integers(0, k, (n, 1)) if kind == "softmax" else rng.integers(0, 2, (n, k))
+        return {"scores": rng.standard_normal((n, k)), "y": y.astype(np.float64), "w": rng.random(n) + 0.5,
+                "keep": np.ones(1, np.uint8), "use_keep": 0, "factor": k / (k - 1.0) if kind == "softmax" else 1.0}
+    return make
+
+
+def _grad_ref(kind: str) -> Callable:
+    def reference(a):
+        k = a["scores"].shape[1]
+        loss = losses.make_loss({"squared": "reg:squarederror", "logistic": "binary:logistic",
+                                 "softmax": "multi:softmax"}[kind], k)
+        g, h = loss.gradients(a["y"], a["scores"], a["w"])
+        return gh_struct(np.stack([g, h], axis=-1))
+    return reference
+
+
+# the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape
+GRADIENTS = {kind: KernelSpec(
+    f"tree_gradients_{kind}", elementwise("row"),
+    tuning=Tuning(lambda s, kind=kind: gradients(kind),
+                  {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in _ROWS.items()
+                   for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]},
+                  _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores"))
+    for kind in LOSS_KINDS}
+GATHER = KernelSpec("tree_gather_gh", elementwise("pos"))
+ABSMAX = KernelSpec("tree_gh_absmax", absmax_heuristic)
+QUANTIZE = KernelSpec("tree_quantize_gh", elementwise("pos"))
+SPECS = (*GRADIENTS.values(), GATHER, ABSMAX, QUANTIZE)
+
+
+# ------------------------------------------------------------------------------------------------ the source
+class GradientSource:
+    """(g, h) of the round in the workspace's ``gh`` (position order), quantised when the precision says so.
+
+    ``inv_scale`` ((n_outputs, 2), 2^-k) is the round's scale, quantized only; the split evaluator turns integer
+    sums back into reals with it."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        rows, k, rp = max(1, ws.n_rows), ws.n_outputs, ws.rp
+        self.grad = ws.buf(rows * k * ws.real.itemsize)  # row order, as set_gradients gives them
+        self.hess = ws.buf(rows * k * ws.real.itemsize)
+        # the round's real (g, h) before quantisation, in position order
+        self.gh_real = ws.buf(rows * k * gh_type("double").dtype.itemsize) if ws.quantized else ws.gh
+        self.keep = ws.buf(rows)
+        self._one = np.ones(1, np.uint8)
+        self.stale = True
+        self.inv_scale: np.ndarray | None = None
+        self.d_gather = gather_gh(rp)
+        gather = ws.build(GATHER, self.d_gather, {"pos": rows, "output": k})
+        self.k_gather = Bound(ws, gather, lambda: (self.gh_real, dict(ridx=ws.ridx, grad=self.grad, hess=self.hess)))
+        if ws.quantized:
+            ws.ensure("inv_scale", 16 * k)
+            self.scale = ws.buf(16 * k)
+            self.absmax = ws.buf(16 * k)
+            absmax = ws.build(ABSMAX, gh_absmax(), {"pos": rows, "output": k})
+            quant = ws.build(QUANTIZE, quantize_gh(), {"pos": rows, "output": k})
+            self.k_absmax = Bound(ws, absmax, lambda: (self.absmax, dict(gh=self.gh_real)))
+            self.k_quant = Bound(ws, quant, lambda: (ws.gh, dict(gh=self.gh_real, scale=self.scale)))
+        self.k_grad: list[Bound] = []
+
+    def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
+        """Gradients and hessians from the host, (n_rows, n_outputs) each, in row order."""
+        ws = self.ws
+        shape = (ws.n_rows, ws.n_outputs)
+        if ws.n_rows:
+            for dst, x in ((self.grad, grad), (self.hess, hess)):
+                host = np.ascontiguousarray(np.asarray(x, ws.real).reshape(shape))
+                cl.enqueue_copy(ws.queue, dst, host, is_blocking=True)
+        self.stale = True
+
+    def set_objective(self, kind: str, y: np.ndarray, w: np.ndarray, score_buffers: tuple) -> None:
+        """The loss ``kind`` with targets ``y`` (the loss's encoding) and weights ``w``, reading the raw scores
+        from either of ``score_buffers`` (the score updater's ping-pong pair)."""
+        ws = self.ws
+        n, k = ws.n_rows, ws.n_outputs
+        self.d_grad = gradients(kind, ws.rp)
+        ycols = 1 if kind == "softmax" else k
+        y = np.asarray(y, np.float64).reshape(n, -1)[:, :ycols]
+        y_host = np.ascontiguousarray(y, ws.real).reshape(max(1, n), ycols) if n else np.zeros((1, ycols), ws.real)
+        w_host = np.ascontiguousarray(np.asarray(w, np.float64).reshape(n), ws.real) if n else np.zeros(1, ws.real)
+        mf = cl.mem_flags
+        self.y = cl.Buffer(ws.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=y_host)
+        self.w = cl.Buffer(ws.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=w_host)
+        self.factor = ws.real.type(k / (k - 1.0) if kind == "softmax" else 1.0)
+        comp = ws.build(GRADIENTS[kind], self.d_grad, {"row": max(1, n), "output": k})
+        self.k_grad = [Bound(ws, comp, lambda s=s: (self.gh_real, dict(scores=s, y=self.y, w=self.w, keep=self.keep)))
+                       for s in score_buffers]
+
+    def compute(self, keep: np.ndarray | None, cur: int) -> None:
+        """Gradients of the scores in ``score_buffers[cur]``, rows with ``keep`` False at g = h = 0; the rows
+        must be in row order (just reset)."""
+        ws = self.ws
+        if not self.k_grad:
+            raise RuntimeError("compute_gradients needs set_objective first")
+        if ws.n_rows:
+            if keep is None:  # the kernel reads keep[0] (non-zero) when use_keep is 0
+                cl.enqueue_copy(ws.queue, self.keep, self._one, is_blocking=False)
+            else:
+                ws.put("keep", self.keep, np.asarray(keep, bool).reshape(-1), np.uint8)
+            ws.record(self.d_grad.name, self.k_grad[cur]({"row": ws.n_rows, "output": ws.n_outputs},
+                                                          use_keep=int(keep is not None), factor=self.factor))
+            if ws.quantized:
+                self._quantize()
+        self.stale = False
+
+    def ensure(self) -> None:
+        """(g, h) in position order, gathered once after set_gradients (and quantised, when quantized)."""
+        ws = self.ws
+        if self.stale and ws.n_rows:
+            ws.record("tree_gather_gh", self.k_gather({"pos": ws.n_rows, "output": ws.n_outputs}))
+            if ws.quantized:
+                self._quantize()
+        self.stale = False
+
+    def _quantize(self) -> None:
+        ws = self.ws
+        n, k = ws.n_rows, ws.n_outputs
+        ws.record("tree_gh_absmax", self.k_absmax({"pos": n, "output": k}))
+        host = ws.read(np.empty(k, gh_type("double").dtype), self.absmax)
+        am = np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2)
+        scale, self.inv_scale = ref.quantization_scales(ref.quantization_exponents(am, n))
+        ws.put("inv", ws["inv_scale"], self.inv_scale, np.float64)
+        ws.put("scale", self.scale, scale, np.float64)
+        ws.record("tree_quantize_gh", self.k_quant({"pos": n, "output": k}))

@@ -1,0 +1,442 @@
+"""The histogram builder: (g, h) sums per (node, feature, output, bin) over a node's rows, sibling histograms
+by subtraction, and the arena that holds a tree's histograms on the device.
+
+The rows are kept grouped by node in position order (XGBoost's GPU-hist layout, LightGBM's ordered bins and
+gradients; :mod:`mdhom.components.partition` keeps them so), so a node's histogram streams through one
+contiguous range instead of gathering rows. A histogram of a split's larger child is parent - smaller child
+(histogram subtraction), one launch for a whole batch of splits (``tree_hist_siblings``).
+
+Exact mode pins the row fold of ``tree_histogram`` to one lane, which adds rows in ascending order: the order
+``np.bincount`` adds them in, so double-precision sums are the reference's bit for bit. Quantized histograms
+(int32 fixed point) are exact in any order, so every configuration gives the reference's sums.
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_histogram(_q)     node x feat x output x pos       concat, concat, concat, sum over the node's rows
+tree_hist_subtract     i (flat histogram cells)         concat: parent - child
+tree_hist_siblings     side x node x cell               concat: [child, parent - child] (a batch's histograms)
+=====================  ===============================  ======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.lanes import defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
+from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
+from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce
+from mdhom.trees import reference as ref
+
+# ------------------------------------------------------------------------------------------------ histogram
+_HIST_BODY = """
+const int mdh_cnt = slot_count[node];
+if (pos < mdh_cnt) {{
+    const long mdh_p = slot_begin[node] + pos;
+    const uchar mdh_b = tree_bin_of(bins, mdh_p, feat, n_rows, SIZE_feat);
+    const long mdh_gi = 2 * (mdh_p * SIZE_output + output);
+{body}
+}}
+"""
+_HIST_ADD = "    {target}.v[mdh_b].g {op} gh[mdh_gi];\n    {target}.v[mdh_b].h {op} gh[mdh_gi + 1];"
+# rows left out by subsampling quantise to (0, 0): no atomics for them
+_HIST_ATOMIC = """    const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+    if (mdh_g != 0) atomic_add(&acc->v[mdh_b].g, mdh_g);
+    if (mdh_h != 0) atomic_add(&acc->v[mdh_b].h, mdh_h);"""
+
+
+def histogram_name(precision: str) -> str:
+    """The quantized histogram is a kernel of its own for the tuner (integer lanes, PARTIALS_LOCAL)."""
+    return "tree_histogram_q" if is_quantized(precision) else "tree_histogram"
+
+
+@lru_cache(maxsize=32)
+def histogram(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
+    """Sum of (g, h) per (node, feature, output, bin) over the rows of each listed node.
+
+    ``bins`` and ``gh`` are in *position* order (row ``ridx[p]`` at position ``p``), so a node's rows are
+    one contiguous range ``slot_begin .. slot_begin + slot_count`` and the pass streams through memory.
+    Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e. (node, feat, output, bin, 2).
+
+    Quantized (``precision="quantized"``): (g, h) are int32 fixed point and so are the sums, which are then
+    exact and independent of the order of addition; the fold may also run as integer atomics into one
+    accumulator per work-group in local memory (tuning parameter ``PARTIALS_LOCAL``).
+    """
+    hc = hist_ctype(precision)
+    q = is_quantized(precision)
+    return Description(
+        histogram_name(precision), ["node", "feat", "output", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
+        Array(hist_gh_type(precision), int(n_bins)),
+        scalar=_HIST_BODY.format(body=_HIST_ADD.format(target="out", op="=")),
+        accumulate=_HIST_BODY.format(body=_HIST_ADD.format(target="acc", op="+=")),
+        accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None,
+        # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
+        # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
+        inputs=[
+            Input("bins", "uchar", ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
+            Input("gh", hc, ("pos", "output", 2), gather=True),
+            Input("slot_begin", "int", ("node",), gather=True),
+            Input("slot_count", "int", ("node",), gather=True),
+        ],
+        params=[Param("n_rows", "int")],
+        preamble=defines(precision, n_bins, feature_major=feature_major) + snippet("partition.cl"),
+    )
+
+
+def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ridx: np.ndarray,
+                        slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
+    """(node, feat, output, bin, 2): :func:`mdhom.trees.reference.histograms` on ridx ranges (``bins``,
+    ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``); float64, or integers for
+    quantized gradients."""
+    row_node = np.full(bins.shape[0], -1, np.int64)
+    for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
+        row_node[ridx[b:b + c]] = i
+    h = ref.histograms(bins, grad, hess, row_node, np.arange(len(slot_begin)), n_bins)  # (N, F, B, K, 2)
+    return np.ascontiguousarray(h.transpose(0, 1, 3, 2, 4))
+
+
+# ------------------------------------------------------------------------------------------------ subtraction
+@lru_cache(maxsize=4)
+def hist_subtract(precision: str = "double") -> Description:
+    """parent - child over flat histogram cells: the sibling's histogram without a pass over rows."""
+    r = hist_ctype(precision)
+    return Description(
+        "tree_hist_subtract", ["i"], [Concat()], r, "out = parent - child;",
+        inputs=[Input("parent", r, ("i",)), Input("child", r, ("i",))],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ siblings
+@lru_cache(maxsize=4)
+def hist_siblings(precision: str = "double") -> Description:
+    """[child, parent - child] over flat histogram cells: a split level's histograms in one launch.
+
+    ``child`` holds the built (smaller) children, one node each; their parents are ``parent[pidx[node]]``
+    (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation.
+    """
+    r = hist_ctype(precision)
+    return Description(
+        "tree_hist_siblings", ["side", "node", "cell"], [Concat(), Concat(), Concat()], r,
+        scalar="""
+const long c = (long)node * SIZE_cell + cell;
+if (side == 0) {
+    out = child[c];
+} else {
+    const long pn = use_index ? (long)pidx[node] : (long)pnode0 + node;
+    out = parent[pn * SIZE_cell + cell] - child[c];
+}""",
+        inputs=[Input("child", r, ("node", "cell"), gather=True), Input("parent", r, (1,), gather=True),
+                Input("pidx", "int", (1,), gather=True)],
+        params=[Param("use_index", "int"), Param("pnode0", "int")],
+    )
+
+
+def hist_siblings_reference(parent: np.ndarray, child: np.ndarray, index: np.ndarray | None) -> np.ndarray:
+    p = parent if index is None else parent[np.asarray(index, np.int64)]
+    return np.concatenate([child, p - child], axis=0)
+
+
+
+# ------------------------------------------------------------------------------------------------ heuristics
+def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One work-group per (feature, row chunk); quantized on a GPU with PARTIALS_LOCAL (the description's default
+    where local atomics exist), its work-items scatter into one local histogram."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cu = max(1, dev.compute_units)
+    cfg["NUM_WG_feat"] = sizes["feat"]
+    if desc.name == "tree_histogram":
+        cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], 4 if gpu else 2)
+        if gpu:
+            cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 16
+        else:
+            cfg["NUM_WG_pos"] = pow2_at_most(2 * cu, 64)
+        return cfg
+    cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], 4 if gpu else 1)
+    if gpu and cfg.get("PARTIALS_LOCAL"):
+        cfg["NUM_WI_pos"], cfg["NUM_WG_pos"] = 256, 16
+    elif gpu:
+        cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 16
+    else:
+        # CPUs: (node, feature) work-groups are parallelism enough; rows folded in one lane per group
+        # (PoCL, 200k x 28, 255 leaves: 24 ms per round vs 40 ms with rows over 4 groups and a combine)
+        cfg["NUM_WG_pos"] = pow2_at_most(max(1, 2 * cu // max(1, sizes["feat"])), 64)
+    return cfg
+
+
+def cells_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Flat cell kernels (subtraction): many work-groups of 256 (GPU) or 64 (CPU) work-items."""
+    return elementwise("cell" if "cell" in desc.dim_names else None)(desc, dev, sizes)
+
+
+# ------------------------------------------------------------------------------------------------ tuner inputs
+def _hist_inputs(s, rng):
+    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    bins = rng.integers(0, b, size=(n, f)).astype(np.uint8)
+    gh = np.stack([rng.standard_normal((n, k)), rng.random((n, k))], axis=-1)
+    return {"bins": bins, "gh": gh, "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32),
+            "n_rows": n}
+
+
+def _hist_q_inputs(s, rng):
+    """The root pass of a round in quantized mode: int32 (g, h) at the scale a round of ``pos`` rows uses."""
+    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    g, h = rng.standard_normal((n, k)), rng.random((n, k))
+    am = np.stack([np.abs(g).max(0), np.abs(h).max(0)], -1)
+    scale, _ = ref.quantization_scales(ref.quantization_exponents(am, n))
+    gh = np.stack([ref.quantize(g, scale[:, 0]), ref.quantize(h, scale[:, 1])], axis=-1).astype(np.int32)
+    return {"bins": rng.integers(0, b, size=(n, f)).astype(np.uint8), "gh": gh,
+            "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32), "n_rows": n}
+
+
+def _hist_ref(a, n_bins: int = 64):
+    bins, gh = a["bins"], a["gh"]
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(gh.shape[0]), a["slot_begin"],
+                            a["slot_count"], n_bins)
+    return gh_struct(h)
+
+
+_ROWS = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
+_ROOT = {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in _ROWS.items()}
+
+# Tuned on the root pass (one node owning every row), the only level whose inputs the generic tuner can make
+# with the declared extents. Exact mode pins the row fold to one lane, so a tuned tree_histogram configuration
+# only serves exact=False.
+HISTOGRAM = KernelSpec(
+    "tree_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1},
+    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _ROOT, _hist_inputs, _hist_ref,
+                  doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows"))
+# int32 lanes, exact: the tuner compares bit for bit; its space includes PARTIALS_LOCAL from the description
+HISTOGRAM_Q = KernelSpec(
+    "tree_histogram_q", histogram_heuristic,
+    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _ROOT, _hist_q_inputs, _hist_ref,
+                  doc="int32 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features"))
+# the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
+# form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit
+SUBTRACT = KernelSpec("tree_hist_subtract", cells_heuristic)
+# reads whole lookup buffers (the arena): not tunable until the generator has any-extent inputs
+SIBLINGS = KernelSpec("tree_hist_siblings", cells_heuristic)
+SPECS = (HISTOGRAM, HISTOGRAM_Q, SUBTRACT, SIBLINGS)
+
+
+def histogram_spec(precision: str) -> KernelSpec:
+    return HISTOGRAM_Q if is_quantized(precision) else HISTOGRAM
+
+
+# ------------------------------------------------------------------------------------------------ the builder
+@dataclass
+class DeviceHist:
+    """A handle to histograms on the device: ``n_nodes`` consecutive node slots of the tree's arena, each
+    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`)."""
+
+    slot: int
+    n_nodes: int
+    nodes: np.ndarray
+    gen: int
+
+
+# The node count the batch builds are configured for (depthwise levels and loss-guided batches hold 2 .. ~2^depth
+# nodes); calls of up to FEW_NODES nodes (one or two splits' children) run the build configured for one node.
+LEVEL_NODES = 64
+FEW_NODES = 4
+
+
+class HistogramBuilder:
+    """Histograms of listed nodes into the tree's arena, and the arena's bookkeeping (handles, sibling
+    subtraction, copies into the split search's input ``hist_work``).
+
+    The rows of node ``i`` of a call are ``slot_begin[i] .. + slot_count[i]`` (positions), tables that the
+    row partitioner fills (:meth:`mdhom.components.partition.RowPartitioner.slots`)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
+        rows = max(1, ws.n_rows)
+        self.spec = histogram_spec(p)
+        self.d_hist = histogram(b, p, ws.feature_major)
+        self.d_sib = hist_siblings(p)
+        one = ws.build(self.spec, self.d_hist, {"node": 1, "feat": f, "output": k, "pos": rows})
+        # a batch builds many nodes in one launch: a configuration that spreads nodes over work-groups (one tuned
+        # for a single node walks them one after another in each group)
+        level = ws.build(self.spec, self.d_hist,
+                         {"node": LEVEL_NODES, "feat": f, "output": k, "pos": max(1, rows // LEVEL_NODES)},
+                         role="levels")
+        sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
+        self.nb = ws.node_bytes
+        self.ensure(16)
+        ws.ensure("arena", 64 * self.nb)
+
+        def hist_buffers():  # noqa: ANN202
+            return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
+                                          slot_count=ws["slot_count"])
+
+        self.k_one = Bound(ws, one, hist_buffers)
+        self.k_level = Bound(ws, level, hist_buffers)
+        self.k_sib = Bound(ws, sib, lambda: (ws["hist_work"], dict(child=ws["hist_small"], parent=ws["arena"],
+                                                                   pidx=ws["pidx"])))
+        self.gen = 0
+        self.reset()
+
+    def ensure(self, n: int) -> None:
+        """Room for ``n`` nodes per call (histograms), 2n per split search."""
+        ws, nb = self.ws, self.nb
+        for name, nbytes in (("hist_small", n * nb), ("hist_work", 2 * n * nb), ("slot_begin", 8 * n),
+                             ("slot_count", 8 * n), ("pidx", 8 * n)):
+            if nbytes > ws.capacity(name):
+                ws.ensure(name, nbytes)
+                self._small_holds = self._work_holds = None
+
+    def reset(self) -> None:
+        """A new tree: an empty arena; handles of the previous tree become invalid."""
+        self.gen += 1
+        self.top = 0
+        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
+        self._work_holds: tuple[int, int, int] | None = None  # ... and hist_work
+
+    def check(self, hist: DeviceHist) -> None:
+        if hist.gen != self.gen:
+            raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
+
+    def _alloc(self, n: int) -> int:
+        slot = self.top
+        self.ws.ensure("arena", (slot + n) * self.nb, keep=slot * self.nb)
+        self.top = slot + n
+        return slot
+
+    def _copy(self, dst: str, dst_slot: int, src: str, src_slot: int, n: int) -> None:
+        ws, nb = self.ws, self.nb
+        ws.copy("tree_copy", ws[dst], dst_slot * nb, ws[src], src_slot * nb, n * nb)
+
+    def zeros(self, nodes: np.ndarray) -> DeviceHist:
+        n = int(nodes.size)
+        slot = self._alloc(n)
+        self.ws.fill("tree_fill", self.ws["arena"], slot * self.nb, n * self.nb)
+        return DeviceHist(slot, n, np.asarray(nodes, np.int32), self.gen)
+
+    def build(self, nodes: np.ndarray, max_count: int) -> DeviceHist:
+        """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest)."""
+        nodes = np.asarray(nodes, np.int32).reshape(-1)
+        n = int(nodes.size)
+        if n == 0 or max_count == 0:
+            return self.zeros(nodes)
+        ws = self.ws
+        sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
+        launch = self.k_one if n == 1 else self.k_level
+        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows))
+        slot = self._alloc(n)
+        self._copy("arena", slot, "hist_small", 0, n)
+        self._small_holds = (self.gen, slot, n)
+        return DeviceHist(slot, n, nodes, self.gen)
+
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
+        """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch)."""
+        self.check(child)
+        n = child.n_nodes
+        self.ensure(n)
+        if self._small_holds != (child.gen, child.slot, n):
+            self._copy("hist_small", 0, "arena", child.slot, n)
+            self._small_holds = (child.gen, child.slot, n)
+        run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))  # a contiguous run of parents: no index table
+        if not run:
+            self.ws.put("pidx", self.ws["pidx"], parent_slots, np.int32)
+        self.ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self.ws.cells},
+                                                        use_index=int(not run),
+                                                        pnode0=int(parent_slots[0]) if run else 0))
+        self._work_holds = None
+
+    def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray) -> DeviceHist:
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._alloc(0), 0, nodes, self.gen)
+        self._siblings_to_work(parent_slots, child)
+        slot = self._alloc(2 * n)
+        self._copy("arena", slot, "hist_work", 0, 2 * n)
+        self._work_holds = (self.gen, slot, 2 * n)
+        return DeviceHist(slot, 2 * n, nodes, self.gen)
+
+    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
+        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
+        n = child.n_nodes
+        idx = np.arange(n) if index is None else np.asarray(index, np.int64).reshape(-1)
+        if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
+            raise ValueError("siblings: one parent node per child, within the parent handle")
+        self.check(parent)
+        nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
+        return self._siblings_into_arena(idx + parent.slot, child, nodes)
+
+    def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
+        """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
+        of this tree (loss-guided batches split leaves searched in different steps)."""
+        if len(parents) != child.n_nodes:
+            raise ValueError("siblings_from: one parent node per child")
+        for h, i in parents:
+            self.check(h)
+            if not 0 <= i < h.n_nodes:
+                raise ValueError("siblings_from: a parent index outside its handle")
+        slots = np.array([h.slot + i for h, i in parents], np.int64)
+        pnodes = np.array([h.nodes[i] if h.nodes.size else -1 for h, i in parents], np.int32)
+        return self._siblings_into_arena(slots, child, np.concatenate([child.nodes, pnodes]))
+
+    def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
+        if parent.n_nodes != child.n_nodes:
+            raise ValueError(f"subtract: node counts differ, {parent.n_nodes} and {child.n_nodes}")
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._alloc(0), 0, parent.nodes, self.gen)
+        self.check(parent)
+        self._siblings_to_work(parent.slot + np.arange(n), child)
+        slot = self._alloc(n)
+        self._copy("arena", slot, "hist_work", n, n)
+        return DeviceHist(slot, n, parent.nodes, self.gen)
+
+    def take(self, hist: DeviceHist, index: np.ndarray) -> DeviceHist:
+        """The listed nodes of a multi-node handle (device copies, one per run of consecutive nodes)."""
+        self.check(hist)
+        index = np.asarray(index, np.int64).reshape(-1)
+        slot = self._alloc(index.size)
+        i = 0
+        while i < index.size:
+            j = i + 1
+            while j < index.size and index[j] == index[j - 1] + 1:
+                j += 1
+            self._copy("arena", slot + i, "arena", hist.slot + int(index[i]), j - i)
+            i = j
+        return DeviceHist(slot, int(index.size), hist.nodes[index] if hist.nodes.size else hist.nodes, self.gen)
+
+    def concat(self, hists: list[DeviceHist]) -> DeviceHist:
+        n = sum(h.n_nodes for h in hists)
+        nodes = np.concatenate([h.nodes for h in hists]) if hists else np.zeros(0, np.int32)
+        slot = self._alloc(n)
+        at = slot
+        for h in hists:
+            self.check(h)
+            self._copy("arena", at, "arena", h.slot, h.n_nodes)
+            at += h.n_nodes
+        return DeviceHist(slot, n, nodes, self.gen)
+
+    def to_work(self, hist: DeviceHist) -> None:
+        """The handle's histograms into hist_work, where the split search reads them (no copy when there)."""
+        self.check(hist)
+        n = hist.n_nodes
+        if self.ws.capacity("hist_work") < n * self.nb:
+            self.ensure(-(-n // 2))
+        if self._work_holds != (hist.gen, hist.slot, n):
+            self._copy("hist_work", 0, "arena", hist.slot, n)
+            self._work_holds = (hist.gen, hist.slot, n)
+
+    def to_host(self, hist: DeviceHist) -> np.ndarray:
+        """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
+        sums when quantized (as the numpy reference keeps them)."""
+        self.check(hist)
+        ws = self.ws
+        h = np.empty((hist.n_nodes, ws.n_features, ws.n_outputs, ws.n_bins), ws.gh_dtype)
+        ws.read(h, ws["arena"], hist.slot * self.nb)
+        arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
+        arr = arr.astype(np.int64 if ws.quantized else np.float64)
+        return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))

@@ -1,0 +1,347 @@
+"""The row partitioner: which rows each node holds, kept on the device as the row order ``ridx`` grouped by node
+(node ``n`` owns positions ``begin[n] .. begin[n] + count[n]``; XGBoost's GPU-hist layout), with the binned
+matrix and the (g, h) pairs moved along (LightGBM's ordered bins and gradients), so a node's histogram streams
+through one contiguous range.
+
+A split step uploads one split table (:data:`mdhom.components.tables.SPLIT_RECORD`), visits only the rows of the
+nodes it splits (their ranges end to end: the compact index space), and partitions each stably (left rows first,
+each side in its old order), so rows stay in ascending order inside a node: the order the numpy reference sums
+in. The rows going left per split come back without a wait, with the next split search's read. The next
+histogram's row ranges are written on the device by the scatter (from ``next_child``), so the host need not
+know the new counts before it launches the histogram.
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
+tree_partition_dest    pos                              concat: new position and node of the row at pos
+tree_relabel           row                              concat: node_map[row_node[row]]
+tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): the move to computed positions, and back
+=====================  ===============================  ======================================================
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import lru_cache
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components.lanes import defines, snippet
+from mdhom.components.specs import KernelSpec, elementwise
+from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
+from mdhom.trees import reference as ref
+
+SPLIT_FIELDS = SPLIT_RECORD.dtype.names
+
+
+@lru_cache(maxsize=1)
+def relabel() -> Description:
+    """node_map[row_node[row]]: every row's node renamed in one pass. Loss-guided growth searches the splits
+    of several leaves per launch, some of them speculatively, and numbers nodes as it goes; at the end of a tree
+    the rows move to the final tree's leaf ids (``mdhom.trees.grower``)."""
+    return Description(
+        "tree_relabel", ["row"], [Concat()], "int",
+        scalar="out = node_map[row_node[row]];",
+        inputs=[Input("row_node", "int", ("row",), gather=True), Input("node_map", "int", (1,), gather=True)],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ partition
+# the split table: SPLIT_RECORD records, read through a tree_split_t pointer (kernels/trees/partition.cl)
+_PART_TAB = Input("split_tab", "int", (1,), gather=True)
+_SPLIT_AT = ("__global const tree_split_t* t = (__global const tree_split_t*)split_tab\n"
+             "    + tree_split_at(pos, (__global const tree_split_t*)split_tab, n_split);")
+
+
+@lru_cache(maxsize=32)
+def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
+    """Inclusive prefix count of the rows that go to a left child, over the split nodes' rows laid end to end
+    (index ``pos`` of split ``s`` is position ``begin + pos - first``; ``bins`` in position order, as for the
+    histogram). Only the rows of split nodes are visited, wherever their ranges lie."""
+    return Description(
+        "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
+        scalar="""
+""" + _SPLIT_AT + """
+out = tree_goes_left(tree_bin_of(bins, t->begin + (pos - t->first), t->feature, n_rows, n_feat), t);""",
+        inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB],
+        params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
+    )
+
+
+@lru_cache(maxsize=32)
+def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
+    """Where the row at compact index pos goes, as a compact index (the same split's range), and its new node: a
+    stable partition of each split node's rows (left rows first, in their old order), from the inclusive flag
+    counts ``incl``."""
+    return Description(
+        "tree_partition_dest", ["pos"], [Concat()], DEST,
+        scalar="""
+""" + _SPLIT_AT + """
+const int first = t->first, count = t->count;
+const int base = (first > 0) ? incl[first - 1] : 0;
+const int n_left = incl[first + count - 1] - base;
+const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
+const int left_before = incl[pos] - f - base;
+if (f) { out.pos = first + left_before; out.node = t->left; }
+else { out.pos = first + n_left + (pos - first - left_before); out.node = t->right; }""",
+        inputs=[_PART_TAB, Input("incl", "int", ("pos",), gather=True)], params=[Param("n_split", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
+    )
+
+
+def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
+                        n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(new ridx, new row_node, left count per split) after a stable partition of every split node's range."""
+    ridx, row_node = ridx.copy(), row_node.copy()
+    counts = np.zeros(len(split_tab), np.int32)
+    for s, t in enumerate(split_tab):
+        node, f, b, d, lo, hi, begin, count = (int(t[x]) for x in SPLIT_FIELDS[:8])
+        rows = ridx[begin:begin + count].copy()
+        assert np.all(row_node[rows] == node)
+        go = ref.goes_left(bins[rows, f], b, bool(d), n_bins)
+        ridx[begin:begin + count] = np.concatenate([rows[go], rows[~go]])
+        row_node[rows] = np.where(go, lo, hi)
+        counts[s] = int(go.sum())
+    return ridx, row_node, counts
+
+
+
+def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
+    cfg = desc.default_config(dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_pos"] = 256 if gpu else 64
+    cfg["NUM_WG_pos"] = 64 if gpu else 2 * max(1, dev.compute_units)
+    return cfg
+
+
+# reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
+FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
+DESTINATIONS = KernelSpec("tree_partition_dest", elementwise())
+RELABEL = KernelSpec("tree_relabel", elementwise())
+SPECS = (FLAGS, DESTINATIONS, RELABEL)
+
+
+class RowPartitioner:
+    """Rows to nodes on the device (see the module docstring). The host keeps each live node's (begin, count),
+    folded in from the left counts each partition reads back without a wait; they decide nothing but the
+    launch sizes of the next histograms."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        rows = max(1, ws.n_rows)
+        b = ws.n_bins
+        self.d_flags = partition_flags(b, ws.feature_major)
+        self.d_dest = partition_dest(b, ws.feature_major)
+        self.d_relabel = relabel()
+        flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
+        dest = ws.build(DESTINATIONS, self.d_dest, {"pos": rows})
+        rel = ws.build(RELABEL, self.d_relabel, {"row": rows})
+        n_cells = max(1, ws.n_rows * ws.n_features)
+        self.tmp_ridx = ws.buf(4 * rows)
+        self.tmp_bins = ws.buf(n_cells)
+        self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize)
+        self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
+        self.dest = ws.buf(DEST.dtype.itemsize * rows)
+        self.ensure(16)
+        ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
+        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"])))
+        self.k_dest = Bound(ws, dest, lambda: (self.dest, dict(incl=self.incl, split_tab=ws["split_tab"])))
+        self.k_relabel = Bound(ws, rel, lambda: (self.tmp_ridx, dict(row_node=ws.row_node, node_map=ws["split_tab"])))
+        t0 = time.perf_counter()
+        opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
+                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}"]
+        prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
+                            "tree_scatter_rows")
+        ws.build_seconds += time.perf_counter() - t0
+        self._scatter = cl.Kernel(prg, "tree_scatter_rows")
+        self._copy_back = cl.Kernel(prg, "tree_copy_back")
+        self._scatter_version = -1
+        self._pending: tuple | None = None
+        self._prepared: tuple[tuple[int, ...], int] | None = None
+        self._root_host = np.array([0, ws.n_rows], np.int32)
+        self.dirty = True
+        self.begin: dict[int, int] = {}
+        self.count: dict[int, int] = {}
+
+    def ensure(self, n: int) -> None:
+        """Room for ``n`` split nodes per step (left counts, the next histogram's slot tables)."""
+        for name in ("n_left", "slot_begin", "slot_count"):
+            self.ws.ensure(name, 8 * n)
+
+    def _bind_scatter(self) -> None:
+        ws = self.ws
+        if self._scatter_version == ws.version:
+            return
+        i32 = np.int32
+        sc = self._scatter
+        for i, a in enumerate((ws.ridx, self.dest, ws.bins, ws.gh, ws.row_node, self.tmp_ridx, self.tmp_bins,
+                               self.tmp_gh)):
+            sc.set_arg(i, a)
+        for i, v in ((9, ws.n_rows), (10, ws.n_features), (11, ws.n_outputs)):
+            sc.set_arg(i, i32(v))
+        for i, a in ((12, ws["split_tab"]), (13, self.incl), (15, ws["n_left"]), (16, ws["slot_begin"]),
+                     (17, ws["slot_count"])):
+            sc.set_arg(i, a)
+        cb = self._copy_back
+        for i, a in enumerate((ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh)):
+            cb.set_arg(i, a)
+        for i, v in ((7, ws.n_rows), (8, ws.n_features), (9, ws.n_outputs)):
+            cb.set_arg(i, i32(v))
+        cb.set_arg(10, ws["split_tab"])
+        self._scatter_version = ws.version
+
+    # ------------------------------------------------------------------------------------------ a tree
+    def reset(self) -> bool:
+        """Every row into the root, rows back in their original order (the reference's summation order). Device
+        copies only; nothing when no split moved a row since. Returns whether rows moved back."""
+        self.resolve()
+        self._prepared = None
+        ws = self.ws
+        self.begin, self.count = {0: 0}, {0: ws.n_rows}
+        if not self.dirty:
+            return False
+        q = ws.queue
+        events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows)),
+                  cl.enqueue_fill_buffer(q, ws.row_node, np.zeros(1, np.int32), 0, 4 * max(1, ws.n_rows))]
+        if ws.n_rows and ws.n_features:
+            events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=ws.n_rows * ws.n_features))
+        ws.record("tree_reset_rows", events)
+        self.dirty = False
+        return True
+
+    def resolve(self) -> None:
+        """Fold the left counts of the last partition (read back without a wait) into the host's ranges."""
+        pending = self._pending
+        if pending is None:
+            return
+        self._pending = None
+        event, n_left, rows = pending
+        if event is not None:
+            event.wait()
+        for (node, lo, hi, b0, c0), nl in zip(rows, n_left.tolist(), strict=True):
+            self.begin[lo], self.count[lo] = b0, nl
+            self.begin[hi], self.count[hi] = b0 + nl, c0 - nl
+            if node not in (lo, hi):
+                self.count[node] = 0
+
+    def slots(self, nodes: np.ndarray) -> int:
+        """The row ranges of ``nodes`` into the slot tables the histogram reads; returns the longest range.
+        After a partition with a ``small_left`` hint, the scatter has written them already."""
+        ws = self.ws
+        n = int(nodes.size)
+        self.ensure(n)
+        prep = self._prepared
+        if prep is not None and tuple(nodes.tolist()) == prep[0]:
+            return prep[1]
+        if n == 1 and int(nodes[0]) == 0 and self.begin.get(0) == 0 and self.count.get(0) == ws.n_rows:
+            if ws.n_rows:
+                q = ws.queue
+                cl.enqueue_copy(q, ws["slot_begin"], self._root_host[:1], is_blocking=False)
+                cl.enqueue_copy(q, ws["slot_count"], self._root_host[1:], is_blocking=False)
+            return ws.n_rows
+        self.resolve()
+        begin = [self.begin.get(int(x), 0) for x in nodes]
+        count = [self.count.get(int(x), 0) for x in nodes]
+        maxc = max(count) if n else 0
+        if maxc:
+            ws.put("slot_begin", ws["slot_begin"], begin, np.int32)
+            ws.put("slot_count", ws["slot_count"], count, np.int32)
+        return maxc
+
+    def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
+                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
+        """Move each split node's rows to its children (see :meth:`mdhom.trees.backend.TreeKernels.apply_splits`).
+        (g, h) must be in position order already: they move with the rows."""
+        ws = self.ws
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        self._prepared = None
+        if nodes.size == 0:
+            return
+        self.resolve()
+        self.dirty = True
+        ns = int(nodes.size)
+        left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
+        begin = [self.begin.get(int(x), 0) for x in nodes]
+        count = [self.count.get(int(x), 0) for x in nodes]
+        rows = list(zip(nodes.tolist(), left.tolist(), right.tolist(), begin, count, strict=True))
+        if not any(c > 0 for c in count):
+            self._pending = (None, np.zeros(ns, np.int32), rows)
+            self.resolve()
+            return
+        n = int(sum(count))  # the split nodes' rows, end to end: the compact index space of the partition
+        self.ensure(ns)
+        ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize)
+        tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
+        tab["node"], tab["feature"] = nodes, np.asarray(feature).reshape(-1)
+        tab["bin"], tab["default_left"] = np.asarray(bin).reshape(-1), np.asarray(default_left, bool).reshape(-1)
+        tab["left"], tab["right"], tab["begin"], tab["count"] = left, right, begin, count
+        tab["next_child"] = -1 if small_left is None else np.where(np.asarray(small_left, bool).reshape(-1), 0, 1)
+        tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
+        q = ws.queue
+        cl.enqueue_copy(q, ws["split_tab"], tab, is_blocking=False)
+        events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
+        events += self.k_dest({"pos": n}, n_split=ns)
+        ws.record("tree_partition", events)
+        self._bind_scatter()
+        wi = 64
+        i32 = np.int32
+        sc = self._scatter
+        sc.set_arg(8, i32(n))
+        sc.set_arg(14, i32(ns))
+        events = [cl.enqueue_nd_range_kernel(q, sc, (math.ceil(max(n, ns) / wi) * wi,), (wi,))]
+        # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
+        # on the host than three buffer copies when row-major)
+        cb = self._copy_back
+        cb.set_arg(6, i32(n))
+        cb.set_arg(11, i32(ns))
+        events.append(cl.enqueue_nd_range_kernel(q, cb, (math.ceil(n / wi) * wi,), (wi,)))
+        ws.record("tree_scatter_rows", events)
+        host = np.empty(ns, np.int32)
+        read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
+        self._pending = (read, host, rows)
+        if small_left is not None:
+            built = tuple(int(a if s else b_) for a, b_, s in zip(left, right, np.asarray(small_left, bool).reshape(-1),
+                                                                  strict=True))
+            self._prepared = (built, max(count))
+
+    def relabel(self, node_map: np.ndarray) -> None:
+        """Rename every row's node: ``node_map[node]``."""
+        ws = self.ws
+        node_map = np.asarray(node_map, np.int32).reshape(-1)
+        self.resolve()
+        self._prepared = None
+        # the host's row ranges: a renamed node's range spans the ranges of all the nodes renamed to it
+        begin, count = {}, {}
+        for old, c in self.count.items():
+            if c and old < node_map.size:
+                new = int(node_map[old])
+                begin[new] = min(begin.get(new, ws.n_rows), self.begin[old])
+                count[new] = count.get(new, 0) + c
+        self.begin, self.count = begin, count
+        if not ws.n_rows or node_map.size == 0:
+            return
+        ws.ensure("split_tab", 4 * node_map.size)
+        ws.put("node_map", ws["split_tab"], node_map, np.int32)
+        events = self.k_relabel({"row": ws.n_rows})
+        events.append(cl.enqueue_copy(ws.queue, ws.row_node, self.tmp_ridx, byte_count=4 * ws.n_rows))
+        ws.record("tree_relabel", events)
+
+    def row_nodes(self) -> np.ndarray:
+        ws = self.ws
+        out = np.empty(max(1, ws.n_rows), np.int32)
+        return ws.read(out, ws.row_node)[: ws.n_rows].copy()
+
+    def node_rows(self, node: int) -> np.ndarray:
+        """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
+        renamed by ``relabel`` holds the ranges of the nodes below it, each ascending.)"""
+        self.resolve()
+        b, c = self.begin.get(int(node), 0), self.count.get(int(node), 0)
+        if not c:
+            return np.zeros(0, np.int32)
+        return np.sort(self.ws.read(np.empty(c, np.int32), self.ws.ridx, 4 * b))

@@ -1,0 +1,107 @@
+"""One declaration per kernel family: its md_hom description, the heuristic it runs untuned, the parameters
+exact mode pins, and what ``mdhom tune`` needs to search it (size classes, inputs, numpy reference).
+
+Component modules declare their kernels as ``SPECS``; :func:`all_specs` collects the modules listed in
+:data:`COMPONENT_MODULES`, explicitly, when asked (nothing registers itself on import). The learners build
+through :meth:`mdhom.components.workspace.Workspace.build` with a spec, and the tuner reads the same spec
+(:meth:`KernelSpec.tunable`): what the learner runs untuned is what tuning must beat.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mdhom.devices import Device
+from mdhom.mdh import Description
+
+COMPONENT_MODULES: tuple[str, ...] = (
+    "mdhom.components.histogram",
+    "mdhom.components.split",
+    "mdhom.components.partition",
+    "mdhom.components.gradients",
+    "mdhom.components.scores",
+    "mdhom.components.predictor",
+    "mdhom.components.binning",
+)
+
+Heuristic = Callable[[Description, Device, Mapping[str, int]], dict[str, int]]
+
+
+def pow2_at_most(n: int, cap: int) -> int:
+    """The largest power of two <= min(n, cap) (at least 1)."""
+    v = 1
+    while v * 2 <= min(max(1, n), cap):
+        v *= 2
+    return v
+
+
+def ones(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The description's default with one work-group and one work-item per dimension: heuristics start here."""
+    cfg = desc.default_config(dev, sizes)
+    for d in desc.dim_names:
+        cfg[f"NUM_WI_{d}"] = cfg[f"NUM_WG_{d}"] = 1
+    return cfg
+
+
+def elementwise(dim: str | None = None) -> Heuristic:
+    """Element-wise kernels: one dimension (``dim``, default the first) carries the parallelism."""
+
+    def heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+        cfg = ones(desc, dev, sizes)
+        d = dim or desc.dim_names[0]
+        gpu = dev.type == "gpu"
+        cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
+        cfg[f"NUM_WG_{d}"] = 4 * max(1, dev.compute_units) * (16 if gpu else 1)
+        return cfg
+
+    return heuristic
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What the tuner needs beyond the description: the sizes to tune at (a class may carry extra knobs the
+    description factory reads, such as ``n_bins``), inputs of a size and the numpy result they must give."""
+
+    describe: Callable[[Mapping[str, int]], Description]
+    size_classes: dict[str, dict[str, int]]
+    make_inputs: Callable[[Mapping[str, int], np.random.Generator], dict[str, Any]]
+    reference: Callable[[Mapping[str, Any]], np.ndarray]
+    doc: str = ""
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    quick_points: int = 1 << 22
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel family, declared once. ``name`` is the name configurations are stored under (the
+    description's name); ``heuristic`` the configuration run when nothing is tuned (and the tuner's baseline);
+    ``exact_pins`` the parameters that exact mode fixes so that sums follow the numpy reference's order."""
+
+    name: str
+    heuristic: Heuristic
+    exact_pins: Mapping[str, int] = field(default_factory=dict)
+    tuning: Tuning | None = None
+
+    def tunable(self):  # noqa: ANN201 - a mdhom.tunable.TunableKernel (imported late: the tuner is optional)
+        from mdhom.tunable import TunableKernel
+
+        t = self.tuning
+        return TunableKernel(self.name, t.describe, t.size_classes, t.make_inputs, t.reference,
+                             tolerances=dict(t.tolerances), quick_points=t.quick_points, doc=t.doc,
+                             baseline=self.heuristic)
+
+
+def all_specs() -> dict[str, KernelSpec]:
+    """Every declared kernel family by name (imports the component modules)."""
+    out: dict[str, KernelSpec] = {}
+    for mod in COMPONENT_MODULES:
+        for spec in importlib.import_module(mod).SPECS:
+            if spec.name in out:
+                raise ValueError(f"kernel {spec.name!r} is declared twice")
+            out[spec.name] = spec
+    return out

@@ -1,0 +1,341 @@
+"""The split evaluator: prefix sums of a batch of histograms over bins, the gain of every candidate split, the
+best per node, and the packed result the host reads back (one read per split step).
+
+The gain is a pluggable scalar function (:class:`Gain`): OpenCL C defining ``tree_gain`` over a candidate's
+left and total sums, and its scalar parameters. Trees plug in XGBoost's (``kernels/trees/gain_xgboost.cl``);
+another learner (rules) plugs in its own head quality with the same scan, argmax and read-back.
+
+The argmax index ``(feat * n_cand + bin) * 2 + dir`` orders candidates as the tie rule of
+:mod:`mdhom.trees.backend` does, and ARGMAX keeps the lower index on equal values, so the winner does not
+depend on the order of combination. Exact mode pins the scan to one lane along ``bin`` (np.cumsum's order).
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_split_scan        node x feat x output x bin       concat, concat, concat, inclusive prefix sum over bins
+tree_split_score       node x feat x bin x dir          concat, argmax over (feat, bin, dir)
+tree_split_sums        node x output                    concat: the host's packed result of a split search
+=====================  ===============================  ======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.histogram import FEW_NODES, LEVEL_NODES
+from mdhom.components.lanes import (
+    REALS,
+    defines,
+    gh_struct,
+    hist_ctype,
+    hist_gh_type,
+    is_quantized,
+    real_ctype,
+    snippet,
+    split_type,
+)
+from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
+from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Struct
+from mdhom.trees import reference as ref
+from mdhom.trees.backend import SplitParams, Splits
+
+
+@dataclass(frozen=True)
+class Gain:
+    """The split evaluator's scalar function. ``code`` (OpenCL C, built after ``kernels/trees/split.cl``)
+    defines ``tree_gain(scan, hist, node, n_feat, feat, bin, dir, <params> TREE_INV_DECL)``: a candidate's
+    gain, or -INFINITY where it is not allowed; ``params`` are its real-valued parameters in order. The kernel
+    is tuned and looked up as ``tree_split_score`` for XGBoost's gain, ``tree_split_score_<name>`` for others."""
+
+    name: str
+    code: str
+    params: tuple[str, ...]
+
+    @property
+    def kernel_name(self) -> str:
+        return "tree_split_score" if self.name == "xgboost" else f"tree_split_score_{self.name}"
+
+
+XGBOOST_GAIN = Gain("xgboost", snippet("gain_xgboost.cl"),
+                    ("reg_lambda", "reg_alpha", "min_split_gain", "min_child_weight"))
+
+
+# ------------------------------------------------------------------------------------------------ split scan
+@lru_cache(maxsize=32)
+def split_scan(n_bins: int, precision: str = "double") -> Description:
+    """Inclusive prefix sums of (g, h) over bins, per (node, feature, output).
+
+    For bit-exact agreement with the reference (``np.cumsum``) the backend runs it with one lane per
+    (node, feature, output) along ``bin`` (sequential order); other configurations are correct to rounding.
+    Quantized histograms scan in int32 (the scale bounds every sum): exact under every configuration.
+    """
+    r = hist_ctype(precision)
+    return Description(
+        "tree_split_scan", ["node", "feat", "output", "bin"], [Concat(), Concat(), Concat(), Scan(SUM)],
+        hist_gh_type(precision),
+        scalar="const long c = (((long)node * SIZE_feat + feat) * SIZE_output + output) * SIZE_bin + bin;\n"
+               "out.g = hist[2 * c]; out.h = hist[2 * c + 1];",
+        inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True)],
+    )
+
+
+def split_scan_reference(hist: np.ndarray) -> np.ndarray:
+    """(node, feat, output, bin, 2) -> the same shape and lane type, cumulated over bins."""
+    return np.cumsum(hist, axis=3, dtype=hist.dtype)
+
+
+# ------------------------------------------------------------------------------------------------ split score
+@lru_cache(maxsize=32)
+def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Gain | None = None) -> Description:
+    """Gain of every candidate (feature, bin, default direction) and the best per node.
+
+    The argmax index ``(feat * n_cand + bin) * 2 + dir`` (dir 0 = default left) orders candidates exactly
+    as the tie rule of :mod:`mdhom.trees.backend` does, and ARGMAX keeps the lower index on equal values,
+    so the winner does not depend on the order of combination. ``bin`` has ``n_bins - 2`` candidates.
+    Quantized: left, right and total sums are formed in int32 and converted to double as ``(double)q *
+    inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
+    """
+    gain = gain or XGBOOST_GAIN
+    hc = hist_ctype(precision)
+    k, b = int(n_outputs), int(n_bins)
+    r = real_ctype(precision)
+    args = "".join(f", {p}" for p in gain.params)
+    return Description(
+        gain.kernel_name, ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
+        split_type(precision),
+        scalar="out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);\n"
+               "out.value = -INFINITY;\n"
+               "if (feature_mask[feat]) out.value = tree_gain(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir"
+               f"{args} TREE_INV_ARG);",
+        inputs=[
+            Input("scan", hc, ("node", "feat", k, b, 2), gather=True),
+            Input("hist", hc, ("node", "feat", k, b, 2), gather=True),
+            Input("feature_mask", "uchar", ("feat",), gather=True),
+        ] + _inv_input(precision),
+        params=[Param(p, r) for p in gain.params],
+        preamble=defines(precision, b, k) + snippet("split.cl") + gain.code,
+    )
+
+
+def _inv_input(precision: str) -> list[Input]:
+    """The quantized split kernels' extra input: 2^-k per (output, g|h), to turn integer sums into reals."""
+    return [Input("inv_scale", "double", (1,), gather=True)] if is_quantized(precision) else []
+
+
+def _best_layout(precision: str) -> tuple[int, int, int]:
+    """(ints per split_t, int offset of its index field, reals per split_t): how tree_split_sums reads it."""
+    dt = split_type(precision).dtype
+    return dt.itemsize // 4, dt.fields["index"][1] // 4, dt.itemsize // np.dtype(REALS[precision]).itemsize
+
+
+def result_type(precision: str) -> Struct:
+    """One (node, output) entry of a split search's result: everything the host reads back per step."""
+    r = real_ctype(precision)
+    return Struct("lr_t", (("lg", r), ("lh", r), ("rg", r), ("rh", r), ("tg", r), ("th", r), ("gain", r),
+                           ("index", "int")))
+
+
+@lru_cache(maxsize=32)
+def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
+    """The packed result of a split search per (node, output): gain and index of the node's best split
+    (repeated over outputs), its left and right (g, h), and the node's total (g, h) (the prefix sum of
+    feature 0 over all bins). One read of this array is the only sync of a split step."""
+    r, hc = real_ctype(precision), hist_ctype(precision)
+    k, b = int(n_outputs), int(n_bins)
+    stride, offset, rstride = _best_layout(precision)
+    return Description(
+        "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
+        scalar=f"""
+const int idx = best[node * {stride} + {offset}];
+const int n_cand = TREE_BINS - 2;
+const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
+const tree_hist_t tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
+const tree_hist_t th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+out.tg = TREE_REAL_OF(tg0, output, 0);
+out.th = TREE_REAL_OF(th0, output, 1);
+out.gain = best_value[node * {rstride}];
+out.index = idx;
+out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
+if (idx >= 0 && idx < n_feat * n_cand * 2) {{
+    const long cell = (((long)node * n_feat + idx / (2 * n_cand)) * TREE_OUTPUTS + output) * TREE_BINS;
+    tree_hist_t lg, lh;
+    tree_left_sums(scan, hist, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh);
+    const tree_hist_t tg = scan[2 * (cell + TREE_BINS - 1)];
+    const tree_hist_t th = scan[2 * (cell + TREE_BINS - 1) + 1];
+    out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
+    out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
+}}""",
+        inputs=[
+            Input("scan", hc, (1,), gather=True),
+            Input("hist", hc, (1,), gather=True),
+            Input("best", "int", ("node", stride), gather=True),
+            Input("best_value", r, (1,), gather=True),
+        ] + _inv_input(precision),
+        params=[Param("n_feat", "int")],
+        preamble=defines(precision, b, k) + snippet("split.cl"),
+    )
+
+
+
+def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams):
+    """:func:`mdhom.trees.reference.best_splits` on the kernels' (node, feat, output, bin, 2) layout."""
+    return ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), feature_mask, params)
+
+
+
+# ------------------------------------------------------------------------------------------------ heuristics
+def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_feat"] = pow2_at_most(sizes["feat"], 64 if gpu else 8)
+    cfg["NUM_WG_node"] = 64 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    return cfg
+
+
+def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64 if gpu else 16)
+    cfg["NUM_WI_dir"] = 2
+    cfg["NUM_WG_node"] = 256 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ tuner inputs
+def _score_inputs(s, rng):
+    n, f, k, b = s["node"], s["feat"], s.get("n_outputs", 1), s["bin"] + 2
+    g = rng.integers(-4, 5, size=(n, f, k, b)).astype(np.float64)
+    h = rng.integers(0, 4, size=(n, f, k, b)).astype(np.float64)
+    hist = np.stack([g, h], axis=-1)
+    mask = np.ones(f, np.uint8)
+    return {"scan": split_scan_reference(hist), "hist": hist, "feature_mask": mask, "reg_lambda": 1.0,
+            "reg_alpha": 0.0, "min_split_gain": 0.0, "min_child_weight": 1.0}
+
+
+def _score_ref(a):
+    hist = a["hist"]
+    params = SplitParams(a["reg_lambda"], a["reg_alpha"], a["min_split_gain"], a["min_child_weight"])
+    sp = split_reference(hist, a["feature_mask"].astype(bool), params)
+    n_cand = hist.shape[3] - 2
+    out = np.zeros(hist.shape[0], split_type("double").dtype)
+    out["value"] = sp.gain
+    out["index"] = (sp.feature * n_cand + sp.bin) * 2 + np.where(sp.default_left, 0, 1)
+    return out
+
+
+_NODES = (1, 16, 128)
+SCAN = KernelSpec(
+    "tree_split_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1},  # np.cumsum's order
+    tuning=Tuning(lambda s: split_scan(int(s["bin"])),
+                  {f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in _NODES},
+                  lambda s, rng: {"hist": rng.standard_normal((s["node"], s["feat"], s["output"], s["bin"], 2))},
+                  lambda a: gh_struct(split_scan_reference(a["hist"])),
+                  doc="prefix sums of (g, h) over 64 bins per node, feature and output"))
+SCORE = KernelSpec(
+    "tree_split_score", score_heuristic,
+    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1))),
+                  {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in _NODES},
+                  _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node"))
+SUMS = KernelSpec("tree_split_sums", lambda desc, dev, sizes: desc.default_config(dev, sizes))
+SPECS = (SCAN, SCORE, SUMS)
+
+
+def score_spec(gain: Gain) -> KernelSpec:
+    """The score kernel's spec for a gain (a plugged-in gain runs the XGBoost gain's heuristic, untuned)."""
+    return SCORE if gain is XGBOOST_GAIN else KernelSpec(gain.kernel_name, score_heuristic)
+
+
+# ------------------------------------------------------------------------------------------------ the evaluator
+class SplitEvaluator:
+    """The best split of every node of a batch of histograms (in the workspace's ``hist_work``, where
+    :meth:`mdhom.components.histogram.HistogramBuilder.to_work` puts them), under a pluggable :class:`Gain`."""
+
+    def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
+        self.ws, self.gain = ws, gain
+        p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
+        self.d_scan = split_scan(b, p)
+        self.d_score = split_score(b, k, p, gain)
+        self.d_sums = split_sums(b, k, p)
+        # the split search runs for one split's two children and for whole batches: a build for each regime
+        scan = [ws.build(SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, role=r)
+                for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+        self.res_dtype = result_type(p).dtype
+        self.best_dtype = split_type(p).dtype
+        self.ensure(16)
+        ws.ensure("feature_mask", max(1, f))
+        ws.ensure("inv_scale", 16 * k)
+        self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"]))) for c in scan]
+        self._mask_key: bytes | None = None
+        if b > 2:
+            spec = score_spec(gain)
+            score = [ws.build(spec, self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, role=r)
+                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+            sums = ws.build(SUMS, self.d_sums, {"node": 1, "output": k})
+            inv = (lambda: {"inv_scale": ws["inv_scale"]}) if ws.quantized else dict
+
+            def score_buffers():  # noqa: ANN202
+                return ws["best"], dict(scan=ws["scan"], hist=ws["hist_work"], feature_mask=ws["feature_mask"],
+                                        **inv())
+
+            self.k_score = [Bound(ws, c, score_buffers) for c in score]
+            self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["hist_work"],
+                                                                   best=ws["best"], best_value=ws["best"], **inv())))
+
+    def ensure(self, n: int) -> None:
+        """Room for a search over ``n`` nodes."""
+        ws = self.ws
+        ws.ensure("scan", n * ws.node_bytes)
+        ws.ensure("best", n * self.best_dtype.itemsize)
+        ws.ensure("res", n * ws.n_outputs * self.res_dtype.itemsize)
+
+    def _mask(self, feature_mask: np.ndarray) -> None:
+        ws = self.ws
+        mask = np.ascontiguousarray(np.asarray(feature_mask, bool).reshape(ws.n_features), dtype=np.uint8)
+        key = mask.tobytes()
+        if key != self._mask_key:  # a new mask per tree at most
+            ws.put("mask", ws["feature_mask"], mask, np.uint8)
+            self._mask_key = key
+
+    def search(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None) -> Splits:
+        """The best split of each of the ``n`` nodes in ``hist_work``; ``params`` holds the gain's parameters
+        as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale`` is the
+        round's 2^-k per (output, g|h) when quantized. One blocking read."""
+        ws = self.ws
+        f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
+        out = Splits.none(n, k, np.zeros((n, k, 2)))
+        self.ensure(n)
+        few = n <= FEW_NODES
+        ws.record("tree_split_scan", self.k_scan[0 if few else 1]({"node": n, "feat": f, "output": k, "bin": b}))
+        if b <= 2:  # no candidate bins: only the node totals, the last prefix sum of feature 0
+            scan = np.empty((n, f, k, b), hist_gh_type(ws.precision).dtype)
+            scan = ws.read(scan, ws["scan"])[:, 0, :, b - 1]
+            inv = inv_scale if ws.quantized else np.ones((k, 2))
+            out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
+            return out
+        self._mask(feature_mask)
+        r = ws.real.type
+        values = {p: r(getattr(params, p)) for p in self.gain.params}
+        ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
+                                                                   **values))
+        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
+        host = ws.read(np.empty((n, k), self.res_dtype), ws["res"])
+        out.total[:, :, 0], out.total[:, :, 1] = host["tg"], host["th"]
+        gain = host["gain"][:, 0].astype(np.float64)
+        ok = np.isfinite(gain)
+        if not ok.any():
+            return out
+        idx = host["index"][:, 0].astype(np.int64)
+        n_cand = b - 2
+        out.gain[ok] = gain[ok]
+        out.feature[ok] = idx[ok] // (2 * n_cand)
+        out.bin[ok] = (idx[ok] // 2) % n_cand
+        out.default_left[ok] = idx[ok] % 2 == 0
+        for dst, g, h in ((out.left_sum, "lg", "lh"), (out.right_sum, "rg", "rh")):
+            dst[ok, :, 0], dst[ok, :, 1] = host[g][ok], host[h][ok]
+        return out

@@ -1,0 +1,272 @@
+"""The workspace of one fit on one device: the buffers every component reads and writes, the kernels built for
+it, and the launch and read-back plumbing with its counters.
+
+Components own the meaning of buffers and their kernels; the workspace owns the memory. Row-sized buffers are
+allocated once, at the fit's size, by :meth:`Workspace.load`. Node-sized buffers live in a named table and grow
+by doubling (:meth:`Workspace.ensure`); every reallocation bumps :attr:`Workspace.version`, and a component
+re-binds its kernels (:meth:`mdhom.mdh.Computation.bind`) when it sees a newer version, so a launch sets only
+the scalars that changed. Small tables go up by non-blocking copies from reused host arrays (:class:`Staging`).
+
+Configurations come from ``mdhom.configs.lookup`` where a tuned one exists, else from the kernel spec's
+heuristic; ``config_sources`` records which. Exact mode (``exact=True``) applies each spec's ``exact_pins``,
+which fix the summation order to the numpy reference's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+
+from mdhom.components import lanes
+from mdhom.components.specs import KernelSpec
+from mdhom.devices import Device, get_device
+from mdhom.mdh import Computation, Description, build_within_limits
+
+
+def opaque(arr: cl_array.Array, dtype: np.dtype | None = None) -> cl_array.Array:
+    """A one-element view of a whole device buffer (for checked launches of lookup inputs in tests)."""
+    return cl_array.Array(arr.queue, (1,), arr.dtype if dtype is None else dtype, data=arr.base_data,
+                          offset=arr.offset)
+
+
+def view(arr: cl_array.Array, shape: tuple[int, ...], dtype: np.dtype) -> cl_array.Array:
+    """The same buffer under another shape and dtype."""
+    return cl_array.Array(arr.queue, shape, dtype, data=arr.base_data, offset=arr.offset)
+
+
+class Staging:
+    """Reused host arrays for non-blocking uploads: one per purpose, free again after the next sync (every
+    copy enqueued before a blocking wait on the in-order queue has completed by then)."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, np.ndarray] = {}
+        self.busy: list[tuple[str, np.ndarray]] = []
+
+    def take(self, key: str, n: int, dtype: np.dtype) -> np.ndarray:
+        arr = self._free.pop(key, None)
+        if arr is None or arr.size < n or arr.dtype != dtype:
+            arr = np.empty(max(n, 2 * (arr.size if arr is not None and arr.dtype == dtype else 0), 16), dtype)
+        self.busy.append((key, arr))
+        return arr[:n]
+
+    def release(self) -> None:
+        for key, arr in self.busy:
+            self._free[key] = arr
+        self.busy.clear()
+
+
+class Workspace:
+    """Buffers, builds and launches of one fit (see the module docstring)."""
+
+    def __init__(self, device: str | Device | None = None, precision: str = "double",
+                 feature_major: bool | None = None, configs: Mapping[str, Mapping[str, int]] | None = None,
+                 exact: bool | None = None) -> None:
+        self.device = get_device(device)
+        self.queue = self.device.queue
+        self.precision = precision
+        self.quantized = lanes.is_quantized(precision)
+        self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
+        self.real = np.dtype(lanes.REALS[precision])
+        self.hist_elem = np.dtype(np.int32) if self.quantized else self.real  # one lane of a histogram cell
+        self.feature_major = (self.device.type == "gpu") if feature_major is None else bool(feature_major)
+        self.overrides = {k: dict(v) for k, v in (configs or {}).items()}
+        # quantized sums are exact in any order: nothing to pin
+        self.exact = (precision == "double") if exact is None else bool(exact)
+        self.build_seconds = 0.0
+        self.kernel_seconds: dict[str, float] = {}
+        self.config_sources: dict[str, str] = {}
+        self.profile = False
+        self.syncs = 0  # blocking waits for the device (reads back included): what a GPU pays most for
+        self.launches = 0
+        self.version = 0  # bumped whenever a named buffer is reallocated: bound kernels must re-bind
+        self._comps: dict[str, Computation] = {}
+        self._events: list[tuple[str, list[cl.Event]]] = []
+        self._alive: list[object] = []  # host arrays of uploads in flight
+        self._staging = Staging()
+        self._named: dict[str, cl.Buffer] = {}
+        self._caps: dict[str, int] = {}
+        self.n_rows = self.n_features = self.n_outputs = 0
+        self.n_bins = 2
+
+    # ------------------------------------------------------------------------------------------ builds
+    def config(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int]) -> tuple[dict[str, int], str]:
+        """The configuration for ``sizes``: an override, a tuned one, else the spec's heuristic; exact pins."""
+        cfg, source = self.overrides.get(desc.name), "override"
+        if cfg is None:
+            from mdhom.configs import lookup
+
+            cfg, source = lookup(self.device, desc.name, sizes, desc)
+        if cfg is None:
+            cfg = spec.heuristic(desc, self.device, sizes)
+            source = "heuristic" if source == "heuristic" else f"heuristic ({source})"
+        cfg = dict(cfg)
+        pins = spec.exact_pins if self.exact else {}
+        if any(cfg.get(k) != v for k, v in pins.items()):
+            source += "; exact order pinned"
+        cfg.update(pins)
+        return cfg, source
+
+    def build(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int], role: str = "") -> Computation:
+        """Build ``desc`` once per fit with the configuration for ``sizes``; ``role`` keeps a second build of
+        the same kernel for another launch regime (the histogram of one node vs. of a whole level)."""
+        key = f"{desc.name} ({role})" if role else desc.name
+        comp = self._comps.get(key)
+        if comp is None or comp.desc is not desc:
+            t0 = time.perf_counter()
+            cfg, source = self.config(spec, desc, dict(sizes))
+            comp = build_within_limits(desc, self.device, cfg)
+            comp.program(False)
+            self.build_seconds += time.perf_counter() - t0
+            self._comps[key] = comp
+            self.config_sources[key] = source
+        return comp
+
+    @property
+    def computations(self) -> dict[str, Computation]:
+        """The kernels built so far, by name (and role)."""
+        return dict(self._comps)
+
+    def kernel_configs(self) -> dict[str, dict[str, object]]:
+        """Each built kernel's configuration and where it came from (tuned file, defaults, heuristic)."""
+        return {name: {"config": dict(comp.config), "source": self.config_sources.get(name, "")}
+                for name, comp in self._comps.items()}
+
+    # ------------------------------------------------------------------------------------------ memory
+    def buf(self, nbytes: int) -> cl.Buffer:
+        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(16, int(nbytes)))
+
+    def ensure(self, name: str, nbytes: int, keep: int = 0) -> cl.Buffer:
+        """The named buffer, at least ``nbytes`` long: reallocated at double its size when too small (the first
+        ``keep`` bytes copied over), which bumps :attr:`version`."""
+        cap = self._caps.get(name, 0)
+        if nbytes > cap or name not in self._named:
+            new_cap = max(int(nbytes), 2 * cap, 16)
+            buf = self.buf(new_cap)
+            old = self._named.get(name)
+            if old is not None and keep:
+                cl.enqueue_copy(self.queue, buf, old, byte_count=min(keep, cap))
+            self._named[name], self._caps[name] = buf, new_cap
+            self.version += 1
+        return self._named[name]
+
+    def __getitem__(self, name: str) -> cl.Buffer:
+        return self._named[name]
+
+    def capacity(self, name: str) -> int:
+        return self._caps.get(name, 0)
+
+    # ------------------------------------------------------------------------------------------ the fit's rows
+    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
+        """Take the binned training matrix and allocate the row-sized buffers: numpy uint8 (n_rows, n_features),
+        or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
+        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``."""
+        on_device = isinstance(bins, cl_array.Array)
+        if bins.dtype != np.uint8 or len(bins.shape) != 2:
+            raise TypeError("bins must be a 2-D uint8 array")
+        n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
+        if n_rows >= 2**31 - 1 or n_rows * n_feat >= 2**62:
+            raise ValueError("more than 2^31 - 2 rows are not supported")
+        if not 2 <= n_bins <= 256:
+            raise ValueError(f"n_bins must be within 2..256, got {n_bins}")
+        if not on_device and bins.size and int(bins.max()) >= n_bins:
+            raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
+        self.n_rows, self.n_features = int(n_rows), int(n_feat)
+        self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
+        rows = max(1, self.n_rows)
+        q = self.queue
+        n_cells = max(1, self.n_rows * self.n_features)
+        if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
+            self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
+        elif on_device:
+            self.bins_orig = self.buf(n_cells)
+            if bins.nbytes:
+                cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
+        else:
+            host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                       hostbuf=host) if host.size else self.buf(1)
+        self.bins = self.buf(n_cells)  # position order: the row at ridx[p] sits at p
+        self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
+        self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
+        self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
+        self.ridx = self.buf(4 * rows)
+        self.row_node = self.buf(4 * rows)
+        self.node_bytes = self.n_features * self.n_outputs * self.n_bins * self.gh_dtype.itemsize
+        self.cells = self.node_bytes // self.hist_elem.itemsize  # histogram lanes per node
+
+    # ------------------------------------------------------------------------------------------ launches
+    def put(self, key: str, dst: cl.Buffer, values: np.ndarray, dtype: np.dtype, offset: int = 0) -> None:
+        """A small table into a pre-allocated buffer without waiting, from a reused host array."""
+        values = np.asarray(values).reshape(-1)
+        if values.size == 0:
+            return
+        host = self._staging.take(key, values.size, np.dtype(dtype))
+        host[...] = values
+        cl.enqueue_copy(self.queue, dst, host, dst_offset=offset, is_blocking=False)
+
+    def staging(self, key: str, n: int, dtype: np.dtype) -> np.ndarray:
+        """A reused host array to fill and upload without waiting (free again after the next sync)."""
+        return self._staging.take(key, n, np.dtype(dtype))
+
+    def keep_alive(self, host: object) -> None:
+        self._alive.append(host)
+
+    def record(self, name: str, events: list[cl.Event]) -> None:
+        self.launches += len(events)
+        if self.profile:
+            self._events.append((name, events))
+
+    def _synced(self) -> None:
+        """After a blocking wait: free the upload arrays and add up the profiled kernel times."""
+        self.syncs += 1
+        self._alive.clear()
+        self._staging.release()
+        for name, events in self._events:
+            t = sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
+            self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + t
+        self._events.clear()
+
+    def read(self, host: np.ndarray, buf: cl.Buffer, offset: int = 0) -> np.ndarray:
+        """A blocking read (the sync of a step)."""
+        if host.nbytes:
+            cl.enqueue_copy(self.queue, host, buf, src_offset=offset, is_blocking=True)
+        else:
+            self.queue.finish()
+        self._synced()
+        return host
+
+    def sync(self) -> None:
+        self.queue.finish()
+        self._synced()
+
+    def copy(self, name: str, dst: cl.Buffer, dst_offset: int, src: cl.Buffer, src_offset: int, nbytes: int) -> None:
+        if nbytes:
+            self.record(name, [cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
+                                               src_offset=src_offset)])
+
+    def fill(self, name: str, dst: cl.Buffer, offset: int, nbytes: int) -> None:
+        if nbytes:
+            self.record(name, [cl.enqueue_fill_buffer(self.queue, dst, np.zeros(1, np.uint8), offset, nbytes)])
+
+
+class Bound:
+    """A kernel bound to a component's buffers, re-bound after the workspace reallocated any of them.
+
+    ``buffers()`` returns the output and input buffers by name as of now; it runs again whenever
+    :attr:`Workspace.version` moved, so a launch costs a few microseconds of host time at any size."""
+
+    def __init__(self, ws: Workspace, comp: Computation, buffers) -> None:  # noqa: ANN001 - () -> (out, dict)
+        self.ws, self.comp, self.buffers = ws, comp, buffers
+        self._version = -1
+        self._bound = None
+
+    def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
+        if self._version != self.ws.version:
+            out, bufs = self.buffers()
+            self._bound = self.comp.bind(out, self.ws.queue, **bufs)
+            self._version = self.ws.version
+        return self._bound(sizes, **params)

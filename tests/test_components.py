@@ -1,0 +1,109 @@
+"""The device components as a second learner would use them: kernel specs declared once, shared table layouts,
+and a split evaluator whose gain is a plugged-in scalar function."""
+
+import numpy as np
+import pytest
+
+from mdhom.components import histogram as hg
+from mdhom.components import specs, tables
+from mdhom.components.split import XGBOOST_GAIN, Gain, SplitEvaluator
+from mdhom.components.workspace import Workspace
+from mdhom.devices import get_device
+from mdhom.trees.backend import SplitParams
+
+# The left side's hessian sum as the gain (a stand-in for another learner's head quality): candidates with both
+# sides at min_child_weight or more, the best per node by the same argmax and tie rule as XGBoost's gain.
+LEFT_HESSIAN = Gain("left_hessian", """
+inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tree_hist_t* hist, const long node,
+                             const long n_feat, const long feat, const int bin, const int dir,
+                             const tree_real_t min_child_weight TREE_INV_DECL) {
+    tree_real_t hl = 0, hr = 0;
+    for (int k = 0; k < TREE_OUTPUTS; ++k) {
+        const long cell = ((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS;
+        tree_hist_t lg, lh;
+        tree_left_sums(scan, hist, cell, bin, dir, &lg, &lh);
+        const tree_hist_t th = scan[2 * (cell + TREE_BINS - 1) + 1];
+        hl = hl + TREE_REAL_OF(lh, k, 1);
+        hr = hr + TREE_REAL_OF(th - lh, k, 1);
+    }
+    return (hl >= min_child_weight && hr >= min_child_weight) ? hl : -INFINITY;
+}
+""", ("min_child_weight",))
+
+
+def _left_hessian_reference(hist, mcw):
+    """(gain, feature, bin, default_left) per node for LEFT_HESSIAN on (node, feat, output, bin, 2) sums."""
+    n_nodes, n_feat, _, n_bins, _ = hist.shape
+    h = hist[..., 1].sum(axis=2)  # (node, feat, bin)
+    cum = np.cumsum(h[:, :, : n_bins - 2], axis=2)
+    miss, total = h[:, :, n_bins - 1], h.sum(axis=2)
+    out = []
+    for n in range(n_nodes):
+        best = (-np.inf, 0, 0, True)
+        for f in range(n_feat):
+            for b in range(n_bins - 2):
+                for d in (0, 1):  # default left first: the lower index wins ties
+                    hl = cum[n, f, b] + (miss[n, f] if d == 0 else 0.0)
+                    ok = hl >= mcw and total[n, f] - hl >= mcw
+                    if ok and hl > best[0]:
+                        best = (hl, f, b, d == 0)
+        out.append(best)
+    return out
+
+
+def test_plugged_in_gain(device):
+    rng = np.random.default_rng(5)
+    n_rows, n_feat, n_bins = 2003, 4, 11
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    g, h = rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64)
+    ws = Workspace(device, "double")
+    ws.load(bins, n_bins, 1)
+    from mdhom.components.gradients import GradientSource
+    from mdhom.components.partition import RowPartitioner
+
+    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), hg.HistogramBuilder(ws)
+    evaluator = SplitEvaluator(ws, LEFT_HESSIAN)
+    assert evaluator.d_score.name == "tree_split_score_left_hessian"
+    grads.set_gradients(g, h)
+    rows.reset()
+    grads.ensure()
+    root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)))
+    host = hist.to_host(root)  # (node, feat, bin, output, 2)
+    hist.to_work(root)
+    got = evaluator.search(1, np.ones(n_feat, bool), SplitParams(0, 0, 0, 30.0), None)
+    want = _left_hessian_reference(host.transpose(0, 1, 3, 2, 4), 30.0)
+    assert (got.gain[0], got.feature[0], got.bin[0], got.default_left[0]) == want[0]
+
+
+def test_specs_are_declared_once_and_name_their_descriptions():
+    every = specs.all_specs()
+    assert {"tree_histogram", "tree_histogram_q", "tree_split_scan", "tree_split_score", "tree_partition_flags",
+            "tree_gather_gh", "tree_score_update", "tree_predict_bins", "tree_bin_features"} <= set(every)
+    for name, spec in every.items():
+        if spec.tuning is not None:
+            sizes = next(iter(spec.tuning.size_classes.values()))
+            assert spec.tuning.describe(sizes).name == name
+            assert spec.tunable().baseline is spec.heuristic  # the tuner starts from what the learner runs
+    # XGBoost's gain keeps the tuned name; a plugged-in gain gets a kernel name of its own
+    assert XGBOOST_GAIN.kernel_name == "tree_split_score" and LEFT_HESSIAN.kernel_name != "tree_split_score"
+
+
+def test_tables_are_one_declaration():
+    """The OpenCL typedef and the numpy dtype come from one Struct; fields are addressed by name."""
+    for struct in (tables.SPLIT_RECORD, tables.TREE_NODE):
+        assert f"}} {struct.name};" in tables.TABLE_TYPEDEFS
+        assert struct.dtype.itemsize == 4 * len(struct.dtype.names)
+    tab = tables.split_table(3)
+    tab["count"] = (5, 0, 7)
+    assert tab.dtype.names[-1] == "first" and tab["count"].tolist() == [5, 0, 7]
+
+
+@pytest.mark.parametrize("precision", ["double", "quantized"])
+def test_exact_pins_come_from_the_spec(precision):
+    ws = Workspace(get_device("cpu"), precision)
+    desc = hg.histogram(16, precision)
+    cfg, source = ws.config(hg.histogram_spec(precision), desc, {"node": 1, "feat": 3, "output": 1, "pos": 1000})
+    if precision == "double":  # exact by default: rows in ascending order, one lane
+        assert cfg["NUM_WI_pos"] == cfg["NUM_WG_pos"] == 1
+    else:
+        assert "pinned" not in source
