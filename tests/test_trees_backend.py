@@ -226,14 +226,21 @@ def quantized_configs(device, n_feat):
     return out
 
 
+ROW_MODES = {"moved": {}, "whole-rows": {"whole_rows": True}, "row-index": {"row_index": True}}
+
+
+@pytest.mark.parametrize("rows", ROW_MODES)
 @pytest.mark.parametrize("n_out", [1, 3])
-def test_grow_quantized_side_by_side(device, n_out):
+def test_grow_quantized_side_by_side(device, n_out, rows):
     """Quantized: integer histograms equal to the numpy reference's bit for bit under parallel configurations
-    (no exact-order pinning), and so are gains, child sums and every decision."""
+    (no exact-order pinning), and so are gains, child sums and every decision; with rows moved by the
+    partition or read through the row index, and histograms a feature per lane or a whole row per point."""
     n_bins = 17
     bins, grad, hess = make_data(21, 2053, 6, n_bins, n_out)
-    for configs in [None, *quantized_configs(device, bins.shape[1])]:
-        dev, ref = OpenCLTreeKernels(device, precision="quantized", configs=configs), NumpyTreeKernels("quantized")
+    modes = ROW_MODES[rows]
+    for configs in [None, *(quantized_configs(device, bins.shape[1]) if not modes else [])]:
+        dev = OpenCLTreeKernels(device, precision="quantized", configs=configs, **modes)
+        ref = NumpyTreeKernels("quantized")
         assert not dev.exact
         for b in (dev, ref):
             b.load(bins, n_bins, n_out)

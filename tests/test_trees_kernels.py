@@ -372,6 +372,34 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
+def test_histogram_rows_is_exact_under_every_configuration(device, feature_major, row_index):
+    """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
+    sums bit for bit, with rows moved into position order or read through the row index."""
+    rng = np.random.default_rng(47)
+    n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    gq, hq = _quantized_gh(rng, n_rows, n_out)
+    counts = [257, 0, 129, 1, 513]
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
+    sizes = {"node": len(counts), "pos": max(counts)}
+    order = np.arange(n_rows) if row_index else ridx  # indexed: bins and (g, h) stay in row order
+    stored = np.ascontiguousarray(bins[order].T if feature_major else bins[order]).reshape(-1)
+    gh = np.stack([gq[order], hq[order]], axis=-1).reshape(-1)
+    extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
+    fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl}
+             for pl in (0, 1)]
+    for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
+                  **extra)
+        got = got.reshape(len(counts), n_feat, n_out, n_bins)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
+
+
 def test_quantize_and_absmax(device):
     """The round's scale: max |g|, |h| (NaN shows as inf) and rint(x * 2^k), bit for bit the reference's."""
     from mdhom.trees import reference as ref

@@ -110,7 +110,11 @@ QUANTIZED = textwrap.dedent("""
         "tree_split_scan": {**one(("node", "feat", "output", "bin")), "NUM_WI_bin": 4, "NUM_WG_bin": 2,
                             "NUM_WI_COMBINE": 8},
         "tree_gh_absmax": {**one(("pos", "output")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4},
+        # whole rows per point, a node's histogram per work-group in local memory, partials of 3 groups combined
+        "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2,
+                                "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": 1},
     }
+    mode = MODE
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
@@ -118,12 +122,14 @@ QUANTIZED = textwrap.dedent("""
     # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back by tree_relabel)
     policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False),
                 GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 0, 9, True)]
-    dev, ref = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs), NumpyKernels("quantized")
+    dev = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs, **mode)
+    ref = NumpyKernels("quantized")
     for b in (dev, ref):
         b.load(bins, n_bins, k)
         b.set_objective(loss, y, w, base)
         b.add_eval(bins[:29], base)
-    assert dev.ws.computations["tree_histogram_q"].config["PARTIALS_LOCAL"] == 1
+    hist_name = "tree_histogram_rows" if any(mode.values()) else "tree_histogram_q"
+    assert dev.ws.computations[hist_name].config["PARTIALS_LOCAL"] == 1
     for round_ in range(2):
         keep = rng.random(n_rows) < 0.8
         for b in (dev, ref):
@@ -143,10 +149,13 @@ QUANTIZED = textwrap.dedent("""
 """)
 
 
-def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device):
-    """The quantized round (MAX reduction, quantisation, int64 histograms with local atomics over several
-    work-groups, integer scans and subtraction) under the checker, equal to the numpy reference."""
-    run = run_under_oclgrind(QUANTIZED, timeout=900)
+@pytest.mark.parametrize("mode", ["{'whole_rows': False}", "{'whole_rows': True}", "{'row_index': True}"],
+                         ids=["moved", "whole-rows", "row-index"])
+def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode):
+    """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
+    work-groups, integer scans and subtraction) under the checker, equal to the numpy reference; with rows
+    moved and a feature per lane, whole rows per point, and rows read through the row index."""
+    run = run_under_oclgrind(QUANTIZED.replace("MODE", mode), timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 

@@ -10,7 +10,13 @@
  * next histogram's row ranges, prepared on the device so the host need not know them yet.
  * (g, h) lanes are moved as bits, never as floating-point values: 8-byte words (double, or int64 fixed
  * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1; built after the table typedefs and partition.cl. */
+ * With TREE_MOVE_ROWS=0 (row-index mode) only the row order moves: bins and (g, h) stay in row order and are read
+ * through ridx.
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1; built after the table
+ * typedefs and partition.cl. */
+#ifndef TREE_MOVE_ROWS
+#define TREE_MOVE_ROWS 1
+#endif
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
 #endif
@@ -53,8 +59,10 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     const int row = ridx[p];
     tmp_ridx[d] = row;
     row_node[row] = dest[2 * i + 1];
+#if TREE_MOVE_ROWS
     for (int f = 0; f < n_feat; ++f) tmp_bins[TREE_BIN_AT(d, f, n)] = bins[TREE_BIN_AT(p, f, n_rows)];
     for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
+#endif
 }
 
 __kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restrict bins,
@@ -68,6 +76,8 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restri
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
     const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
+#if TREE_MOVE_ROWS
     for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
+#endif
 }

@@ -89,6 +89,60 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
     )
 
 
+_ROWS_BODY = """
+const int mdh_cnt = slot_count[node];
+if (pos < mdh_cnt) {{
+    const long mdh_p = slot_begin[node] + pos;
+#if TREE_ROW_INDEX
+    const long mdh_r = ridx[mdh_p];
+#else
+    const long mdh_r = mdh_p;
+#endif
+    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
+        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
+        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
+        for (int mdh_f = 0; mdh_f < TREE_FEATURES; ++mdh_f) {{
+            const int mdh_c = (mdh_f * TREE_OUTPUTS + mdh_k) * TREE_BINS + tree_bin_of(bins, mdh_r, mdh_f, n_rows,
+                                                                                     TREE_FEATURES);
+{body}
+        }}
+    }}
+}}
+"""
+_ROWS_ADD = "            acc.v[mdh_c].g += mdh_g;\n            acc.v[mdh_c].h += mdh_h;"
+_ROWS_ATOMIC = ("            if (mdh_g != 0) atomic_add(&acc->v[mdh_c].g, mdh_g);\n"
+                "            if (mdh_h != 0) atomic_add(&acc->v[mdh_c].h, mdh_h);")
+
+
+@lru_cache(maxsize=32)
+def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_major: bool = False,
+                   row_index: bool = False) -> Description:
+    """The quantized histogram with a whole row per point: (node, pos), each work-item reading a row's (g, h)
+    once and adding it to every feature's bin (the per-feature kernel re-reads (g, h) once per feature); one
+    atom holds a node's whole histogram (feat, output, bin), so with PARTIALS_LOCAL a work-group scatters into
+    a local copy of it (XGBoost's shared-memory histogram). ``row_index``: rows are not moved by partitioning;
+    position ``p`` holds row ``ridx[p]``, whose bins and (g, h) are read in row order (XGBoost's row indices;
+    rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`."""
+    f, k, b = int(n_features), int(n_outputs), int(n_bins)
+    inputs = [
+        Input("bins", "uchar", ("*",), gather=True),
+        Input("gh", "int", ("*",), gather=True),
+        Input("slot_begin", "int", ("node",), gather=True),
+        Input("slot_count", "int", ("node",), gather=True),
+    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
+    zero = "for (int c = 0; c < TREE_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; out.v[c].h = 0; }\n"
+    return Description(
+        "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
+        scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out.")),
+        accumulate=_ROWS_BODY.format(body=_ROWS_ADD),
+        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC),
+        inputs=inputs, params=[Param("n_rows", "int")],
+        preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
+        f"#define TREE_ROW_INDEX {int(row_index)}\n" + snippet("partition.cl"),
+    )
+
+
 def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ridx: np.ndarray,
                         slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
     """(node, feat, output, bin, 2): :func:`mdhom.trees.reference.histograms` on ridx ranges (``bins``,
@@ -170,6 +224,26 @@ def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
     return cfg
 
 
+def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
+    """Whether a whole node's int32 histogram fits in a work-group's local memory (half of it, to leave room)."""
+    return n_features * n_outputs * n_bins * hist_gh_type("quantized").dtype.itemsize <= dev.local_mem_size // 2
+
+
+def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One node's histogram per work-group in local memory (the description's default where local atomics fit);
+    rows spread over many work-groups per node, whose partials kernel 2 adds."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cu = max(1, dev.compute_units)
+    cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], 64)
+    if cfg.get("PARTIALS_LOCAL"):
+        cfg["NUM_WI_pos"] = 256 if gpu else 16
+        cfg["NUM_WG_pos"] = pow2_at_most(max(1, (2 if gpu else 1) * cu // cfg["NUM_WG_node"]), 256)
+    else:
+        cfg["NUM_WG_pos"] = pow2_at_most(max(1, 2 * cu // cfg["NUM_WG_node"]), 64)
+    return cfg
+
+
 def cells_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """Flat cell kernels (subtraction): many work-groups of 256 (GPU) or 64 (CPU) work-items."""
     return elementwise("cell" if "cell" in desc.dim_names else None)(desc, dev, sizes)
@@ -217,12 +291,34 @@ HISTOGRAM_Q = KernelSpec(
     "tree_histogram_q", histogram_heuristic,
     tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _ROOT, _hist_q_inputs, _hist_ref,
                   doc="int32 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features"))
+def _rows_inputs(s, rng):
+    a = _hist_q_inputs(s, rng)
+    a["gh"] = a["gh"].reshape(-1)
+    a["bins"] = a["bins"].reshape(-1)
+    return a
+
+
+def _rows_ref(a, n_bins: int = 64):
+    n = a["n_rows"]
+    bins = a["bins"].reshape(n, -1)
+    gh = a["gh"].reshape(n, -1, 2)
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(n), a["slot_begin"], a["slot_count"], n_bins)
+    return gh_struct(h).reshape(h.shape[0], -1)
+
+
+# rows in position order (moved by the partition), bins rows x features: the root pass
+HISTOGRAM_ROWS = KernelSpec(
+    "tree_histogram_rows", rows_heuristic,
+    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1),
+                  {k: {"node": 1, "pos": v["pos"], "feat": 28, "n_bins": 64} for k, v in _ROOT.items()},
+                  _rows_inputs, _rows_ref,
+                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item), one node's rows"))
 # the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
 # form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit
 SUBTRACT = KernelSpec("tree_hist_subtract", cells_heuristic)
 # reads whole lookup buffers (the arena): not tunable until the generator has any-extent inputs
 SIBLINGS = KernelSpec("tree_hist_siblings", cells_heuristic)
-SPECS = (HISTOGRAM, HISTOGRAM_Q, SUBTRACT, SIBLINGS)
+SPECS = (HISTOGRAM, HISTOGRAM_Q, HISTOGRAM_ROWS, SUBTRACT, SIBLINGS)
 
 
 def histogram_spec(precision: str) -> KernelSpec:
@@ -254,27 +350,41 @@ class HistogramBuilder:
     The rows of node ``i`` of a call are ``slot_begin[i] .. + slot_count[i]`` (positions), tables that the
     row partitioner fills (:meth:`mdhom.components.partition.RowPartitioner.slots`)."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, whole_rows: bool = False) -> None:
         self.ws = ws
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
         rows = max(1, ws.n_rows)
-        self.spec = histogram_spec(p)
-        self.d_hist = histogram(b, p, ws.feature_major)
+        # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
+        # memory; always in row-index mode
+        self.whole_rows = ws.row_index or (ws.quantized and whole_rows and rows_fit(ws.device, f, k, b))
+        if ws.row_index and not rows_fit(ws.device, f, k, b):
+            raise ValueError(f"row-index mode needs a node's histogram ({f} features x {k} outputs x {b} bins) in "
+                             f"local memory; {ws.device.key} has {ws.device.local_mem_size} bytes")
+        if self.whole_rows:
+            self.spec = HISTOGRAM_ROWS
+            self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index)
+            one_sizes = {"node": 1, "pos": rows}
+            level_sizes = {"node": LEVEL_NODES, "pos": max(1, rows // LEVEL_NODES)}
+        else:
+            self.spec = histogram_spec(p)
+            self.d_hist = histogram(b, p, ws.feature_major)
+            one_sizes = {"node": 1, "feat": f, "output": k, "pos": rows}
+            level_sizes = {"node": LEVEL_NODES, "feat": f, "output": k, "pos": max(1, rows // LEVEL_NODES)}
         self.d_sib = hist_siblings(p)
-        one = ws.build(self.spec, self.d_hist, {"node": 1, "feat": f, "output": k, "pos": rows})
+        one = ws.build(self.spec, self.d_hist, one_sizes)
         # a batch builds many nodes in one launch: a configuration that spreads nodes over work-groups (one tuned
         # for a single node walks them one after another in each group)
-        level = ws.build(self.spec, self.d_hist,
-                         {"node": LEVEL_NODES, "feat": f, "output": k, "pos": max(1, rows // LEVEL_NODES)},
-                         role="levels")
+        level = ws.build(self.spec, self.d_hist, level_sizes, role="levels")
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
         self.nb = ws.node_bytes
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
+        ridx = {"ridx": ws.ridx} if ws.row_index else {}
+
         def hist_buffers():  # noqa: ANN202
             return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
-                                          slot_count=ws["slot_count"])
+                                          slot_count=ws["slot_count"], **ridx)
 
         self.k_one = Bound(ws, one, hist_buffers)
         self.k_level = Bound(ws, level, hist_buffers)
@@ -326,7 +436,10 @@ class HistogramBuilder:
         if n == 0 or max_count == 0:
             return self.zeros(nodes)
         ws = self.ws
-        sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
+        if self.whole_rows:
+            sizes = {"node": n, "pos": max_count}
+        else:
+            sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
         launch = self.k_one if n == 1 else self.k_level
         ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows))
         slot = self._alloc(n)

@@ -59,16 +59,19 @@ _SPLIT_AT = ("__global const tree_split_t* t = (__global const tree_split_t*)spl
 
 
 @lru_cache(maxsize=32)
-def partition_flags(n_bins: int, feature_major: bool = False) -> Description:
+def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
     """Inclusive prefix count of the rows that go to a left child, over the split nodes' rows laid end to end
     (index ``pos`` of split ``s`` is position ``begin + pos - first``; ``bins`` in position order, as for the
-    histogram). Only the rows of split nodes are visited, wherever their ranges lie."""
+    histogram, or in row order read through ``ridx`` with ``row_index``). Only the rows of split nodes are
+    visited, wherever their ranges lie."""
+    at = "ridx[t->begin + (pos - t->first)]" if row_index else "t->begin + (pos - t->first)"
     return Description(
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
 """ + _SPLIT_AT + """
-out = tree_goes_left(tree_bin_of(bins, t->begin + (pos - t->first), t->feature, n_rows, n_feat), t);""",
-        inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB],
+out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t);""",
+        inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB]
+        + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
     )
@@ -136,26 +139,27 @@ class RowPartitioner:
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
-        self.d_flags = partition_flags(b, ws.feature_major)
+        self.d_flags = partition_flags(b, ws.feature_major, ws.row_index)
         self.d_dest = partition_dest(b, ws.feature_major)
         self.d_relabel = relabel()
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
         dest = ws.build(DESTINATIONS, self.d_dest, {"pos": rows})
         rel = ws.build(RELABEL, self.d_relabel, {"row": rows})
-        n_cells = max(1, ws.n_rows * ws.n_features)
+        moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
         self.tmp_ridx = ws.buf(4 * rows)
-        self.tmp_bins = ws.buf(n_cells)
-        self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize)
+        self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features) if moved else 1)
+        self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize if moved else 1)
         self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
         self.dest = ws.buf(DEST.dtype.itemsize * rows)
         self.ensure(16)
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
-        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"])))
+        ridx = {"ridx": ws.ridx} if ws.row_index else {}
+        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"], **ridx)))
         self.k_dest = Bound(ws, dest, lambda: (self.dest, dict(incl=self.incl, split_tab=ws["split_tab"])))
         self.k_relabel = Bound(ws, rel, lambda: (self.tmp_ridx, dict(row_node=ws.row_node, node_map=ws["split_tab"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}"]
+                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}"]
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
@@ -209,7 +213,7 @@ class RowPartitioner:
         q = ws.queue
         events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows)),
                   cl.enqueue_fill_buffer(q, ws.row_node, np.zeros(1, np.int32), 0, 4 * max(1, ws.n_rows))]
-        if ws.n_rows and ws.n_features:
+        if ws.n_rows and ws.n_features and not ws.row_index:
             events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=ws.n_rows * ws.n_features))
         ws.record("tree_reset_rows", events)
         self.dirty = False

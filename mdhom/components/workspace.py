@@ -64,7 +64,7 @@ class Workspace:
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: Mapping[str, Mapping[str, int]] | None = None,
-                 exact: bool | None = None) -> None:
+                 exact: bool | None = None, row_index: bool = False) -> None:
         self.device = get_device(device)
         self.queue = self.device.queue
         self.precision = precision
@@ -76,6 +76,11 @@ class Workspace:
         self.overrides = {k: dict(v) for k, v in (configs or {}).items()}
         # quantized sums are exact in any order: nothing to pin
         self.exact = (precision == "double") if exact is None else bool(exact)
+        # row-index mode: partitioning moves only the row order ``ridx``; bins and (g, h) stay in row order and
+        # kernels read them through it (XGBoost's layout); else they move with the rows (position order)
+        self.row_index = bool(row_index)
+        if self.row_index and not self.quantized:
+            raise ValueError("row-index mode needs precision='quantized' (its histogram folds with integer atomics)")
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
         self.config_sources: dict[str, str] = {}
@@ -189,7 +194,8 @@ class Workspace:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
             self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                        hostbuf=host) if host.size else self.buf(1)
-        self.bins = self.buf(n_cells)  # position order: the row at ridx[p] sits at p
+        # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
+        self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
         self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
