@@ -49,9 +49,11 @@ def atomic_write_json(path: str | os.PathLike, doc: Mapping[str, Any], **dump: A
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = os.fspath(path)  # a full disk fails in write or fsync, which name no file
         raise
