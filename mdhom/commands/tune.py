@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
     p.add_argument("--update-defaults", action="store_true",
-                   help="after tuning, rebuild the vendor/type defaults.json from the device files in --out")
+                   help="after tuning, rebuild the vendor/type defaults.json from the device files where it wrote")
     p.add_argument("--list", action="store_true", help="list the tunable kernels and their size classes")
     p.set_defaults(func=run)
 
