@@ -4,11 +4,12 @@ This is the runtime half of the tuner. Learners import it on every ``fit``, so i
 library, numpy-free JSON and ``platformdirs`` only: never on optuna.
 
 Where files live
-    ``tuned_configs/<device-key>.json`` inside the package (shipped, and written by ``mdhom tune`` when the
-    package directory is writable), and the same file name in the user data directory
-    (``platformdirs.user_data_dir("mdhom")/tuned_configs``), which is searched *first* so a user's own tune
-    overrides the shipped one. ``$MDHOM_TUNED_DIR`` names one more directory searched before both (and
-    written to, when set); tests and CI use it.
+    ``tuned_configs/<device-key>.json`` in the user data directory
+    (``platformdirs.user_data_dir("mdhom")/tuned_configs``), where ``mdhom tune`` writes, and the same file
+    name inside the package (shipped; written only by ``mdhom tune --into-package``, so a tune never edits
+    the git checkout of an editable install by accident). The user directory is searched *first*, so a
+    user's own tune overrides the shipped one. ``$MDHOM_TUNED_DIR`` names one more directory searched before
+    both (and written to, when set); tests and CI use it.
 
 Schema (``schema_version`` 1) of a device file::
 
@@ -50,13 +51,12 @@ import json
 import math
 import os
 import threading
-import warnings
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdhom import _files
+from mdhom import _files, _warn
 
 if TYPE_CHECKING:
     from mdhom.devices import Device
@@ -83,7 +83,7 @@ def package_dir() -> Path:
 
 
 def user_dir() -> Path:
-    """The per-user directory (platformdirs), used when the package directory is read-only."""
+    """The per-user directory (platformdirs): where ``mdhom tune`` writes, and the first one searched."""
     import platformdirs
 
     return Path(platformdirs.user_data_dir("mdhom")) / "tuned_configs"
@@ -107,15 +107,20 @@ def _writable(d: Path) -> bool:
     return os.access(d, os.W_OK | os.X_OK)
 
 
-def write_dir() -> Path:
-    """Where ``mdhom tune`` writes: ``$MDHOM_TUNED_DIR`` if set, else the package directory when it is
-    writable, else the user directory."""
+def write_dir(into_package: bool = False) -> Path:
+    """Where ``mdhom tune`` writes: the package's ``tuned_configs`` with ``into_package`` (shipping
+    configurations; a clear error when it is not writable), else ``$MDHOM_TUNED_DIR`` if set, else the user
+    directory. Not the package directory by default: for an editable install that is the git checkout, and
+    a site-packages copy is replaced by the next upgrade."""
+    if into_package:
+        pkg = package_dir()
+        if not _writable(pkg):
+            raise ValueError(f"the package directory {pkg} is not writable: tune without --into-package to "
+                             f"write into {user_dir()}, or pass --out DIR")
+        return pkg
     env = os.environ.get(TUNED_DIR_ENV)
     if env:
         return Path(env)
-    pkg = package_dir()
-    if _writable(pkg):
-        return pkg
     return user_dir()
 
 
@@ -133,7 +138,7 @@ def _warn_once(kind: str, subject: str, message: str) -> None:
         if (kind, subject) in _WARNED:
             return
         _WARNED.add((kind, subject))
-    warnings.warn(message, TunedConfigWarning, stacklevel=3)
+    _warn.warn(message, TunedConfigWarning)
 
 
 def reset_warnings() -> None:

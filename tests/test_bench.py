@@ -253,20 +253,24 @@ def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
     profile = mdhom["profile"]
     assert profile["status"] == "ok", profile.get("reason")
     assert profile["rounds_profiled"] == 5 and profile["rounds_in_mean"] == 4 and len(profile["per_round"]) == 5
+    # the histogram kernel's name follows the precision: tree_histogram_q where it is quantized (the GPU default)
+    hist = {"tree_histogram", "tree_histogram_q"} & set(profile["per_round"][0]["kernel_seconds"])
+    assert len(hist) == 1, profile["per_round"][0]["kernel_seconds"]
+    hist = hist.pop()
     for r in profile["per_round"]:
-        assert r["kernel_total_seconds"] > 0 and r["kernel_seconds"]["tree_histogram"] > 0
+        assert r["kernel_total_seconds"] > 0 and r["kernel_seconds"][hist] > 0
         assert r["kernel_total_seconds"] == pytest.approx(sum(r["kernel_seconds"].values()))
         parts = r["kernel_total_seconds"] + r["launch_transfer_seconds"] + r["host_outside_backend_seconds"]
         assert parts == pytest.approx(r["wall_seconds"], rel=1e-9)
         assert r["remainder_seconds"] == pytest.approx(r["wall_seconds"] - r["kernel_total_seconds"])
         starts = r["backend_calls"].get("compute_gradients", 0) + r["backend_calls"].get("set_gradients", 0)
-        assert starts == 1 and r["kernel_calls"]["tree_histogram"] >= 1
+        assert starts == 1 and r["kernel_calls"][hist] >= 1
         assert r["launch_transfer_seconds"] >= 0 and r["host_outside_backend_seconds"] >= 0
     mean = profile["mean_per_round"]
     steady = profile["per_round"][1:]
     assert mean["wall_seconds"] == pytest.approx(float(np.mean([r["wall_seconds"] for r in steady])))
     assert sum(k["seconds"] for k in mean["kernels"].values()) == pytest.approx(mean["kernel_total_seconds"])
-    assert "mdhom profile" in printed and "kernel tree_histogram" in printed and "launch + transfer" in printed
+    assert "mdhom profile" in printed and f"kernel {hist}" in printed and "launch + transfer" in printed
     # the timed run ran without profiling: its rounds are not the profiled ones
     assert len(mdhom["round_seconds"]) == 5
 
@@ -352,10 +356,41 @@ def test_probe_is_cached_per_process(probe_cache):
     first = probe_cache.probe_lightgbm_platform(target="NVIDIA H200", n_candidates=3, trainer=trainer)
     again = probe_cache.probe_lightgbm_platform(target="NVIDIA H200", n_candidates=3, trainer=trainer)
     assert first is again and first.platform == 1 and trainer.calls == [0, 1]
+
+
+def test_probe_without_a_target_looks_for_mdhoms_gpu():
+    """``target=None`` means the first OpenCL GPU mdhom's own device discovery lists; with none there is nothing
+    to probe. (This test expected "no OpenCL GPU" and so failed on the GPU machine.)"""
+    from mdhom import devices
+    from mdhom.bench import lightgbm_gpu
+
+    gpu = lightgbm_gpu.target_gpu_name()
+    assert gpu == next((d.name for d in devices() if d.type == "gpu" and not d.checker), None)
+    lightgbm_gpu.clear_cache()
+    try:
+        nothing = FakeTrainer({})  # LightGBM reaches only a CPU runtime, whatever the id
+        choice = lightgbm_gpu.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
+        assert lightgbm_gpu.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing) is choice
+    finally:
+        lightgbm_gpu.clear_cache()
+    assert choice.platform is None
+    if gpu is None:
+        assert "no OpenCL GPU" in choice.reason and nothing.calls == []
+    else:
+        assert choice.target == gpu and nothing.calls == [0, 1, 2] and gpu in choice.reason
+
+
+@pytest.mark.parametrize("gpu", [None, "NVIDIA H200"])
+def test_probe_without_a_target_either_way(probe_cache, monkeypatch, gpu):
+    """Both branches of the test above, whatever this machine has."""
+    monkeypatch.setattr(probe_cache, "target_gpu_name", lambda: gpu)
     nothing = FakeTrainer({})
-    none = probe_cache.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
-    none = probe_cache.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
-    assert none.platform is None and "no OpenCL GPU" in none.reason and nothing.calls == []
+    choice = probe_cache.probe_lightgbm_platform(target=None, n_candidates=3, trainer=nothing)
+    assert choice.platform is None and choice.target == gpu
+    if gpu is None:
+        assert "no OpenCL GPU" in choice.reason and nothing.calls == []
+    else:
+        assert nothing.calls == [0, 1, 2] and gpu in choice.reason and "cpu-skylake" in choice.reason
 
 
 def test_lightgbm_opencl_unavailable_rather_than_timed_on_a_cpu(monkeypatch, probe_cache):
@@ -613,3 +648,49 @@ def test_bench_trees_option_ranges(tmp_path, capsys):
     for option in ("--rows", "--rounds"):
         assert main(["bench", "trees", "--quick", "--anchors", "none", option, "0", "--out", str(out)]) != 0
         assert "must be positive" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ report details
+
+
+def test_versions_find_xgboost_under_its_cpu_distribution(monkeypatch):
+    """XGBoost's CPU-only wheel is the distribution ``xgboost-cpu``: its version was reported as None."""
+    import importlib.metadata as md
+    import sys
+    import types
+
+    from mdhom.bench.trees import versions
+
+    real = md.version
+
+    def version(dist):
+        if dist == "xgboost-cpu":
+            return "3.2.0"
+        if dist == "xgboost":
+            raise md.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(md, "version", version)
+    monkeypatch.delitem(sys.modules, "xgboost", raising=False)
+    assert versions()["xgboost"] == "3.2.0"
+    # once imported, the module itself says what ran
+    monkeypatch.setitem(sys.modules, "xgboost", types.SimpleNamespace(__version__="3.2.1"))
+    assert versions()["xgboost"] == "3.2.1"
+
+
+def test_unavailable_anchor_reported_once(tmp_path, monkeypatch, capsys):
+    """Why an anchor cannot run is said once, under the table (it was printed twice, and again below it)."""
+
+    class Missing(anchors.System):
+        name = "missing-anchor"
+
+        def probe(self):
+            return "cannot import missinglib: ModuleNotFoundError: No module named 'missinglib'"
+
+    monkeypatch.setitem(anchors.ANCHORS, "missing-anchor", Missing)
+    out = tmp_path / "bench.json"
+    assert main(["bench", "trees", "--quick", "--rows", "500", "--test-rows", "100", "--no-mdhom",
+                 "--anchors", "missing-anchor", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("No module named 'missinglib'") == 1, printed
+    assert json.loads(out.read_text())["results"][0]["status"] == "unavailable"

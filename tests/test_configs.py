@@ -72,15 +72,18 @@ def test_user_dir_searched_first(cpu, tmp_path):
     assert configs.lookup_config(cpu, "histogram", sizes) == b
 
 
-def test_write_dir_falls_back_to_user_dir_when_package_dir_unwritable(monkeypatch, tmp_path):
-    blocker = tmp_path / "afile"
-    blocker.write_text("x")
-    monkeypatch.setattr(configs, "package_dir", lambda: blocker / "tuned_configs")  # cannot be created
-    assert configs.write_dir() == tmp_path / "user"
-    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "pkg")
-    assert configs.write_dir() == tmp_path / "pkg"
+def test_write_dir_is_the_user_dir_unless_told_into_the_package(monkeypatch, tmp_path):
+    assert configs.write_dir() == tmp_path / "user"  # the package dir is writable, but not the default
+    assert configs.write_dir(into_package=True) == tmp_path / "pkg"
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "env"))
     assert configs.write_dir() == tmp_path / "env" and configs.search_dirs()[0] == tmp_path / "env"
+    assert configs.write_dir(into_package=True) == tmp_path / "pkg"
+    assert configs.search_dirs()[1:] == [tmp_path / "user", tmp_path / "pkg"]  # the user's tune wins
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    monkeypatch.setattr(configs, "package_dir", lambda: blocker / "tuned_configs")  # cannot be created
+    with pytest.raises(ValueError, match="not writable"):
+        configs.write_dir(into_package=True)
 
 
 def test_fallback_chain_exact_then_runtime_type_then_type_then_none(cpu, tmp_path):
@@ -126,6 +129,32 @@ def test_corrupt_or_foreign_file_warns_once_and_falls_back(cpu, tmp_path, conten
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert configs.lookup_config(cpu, "histogram", {"row": 10, "feat": 28}) is None
+
+
+def test_warnings_point_at_the_callers_line_not_at_mdhom(cpu, tmp_path):
+    """Whatever the depth of the call inside mdhom, the warning names the user's file and line."""
+    (tmp_path / "pkg" / f"{cpu.key}.json").write_text("{not json")
+    sizes = {"row": 10, "feat": 28}
+    for call in (configs.lookup_config, configs.lookup):
+        configs.reset_warnings()
+        with pytest.warns(TunedConfigWarning) as rec:
+            call(cpu, "histogram", sizes); line = _line()  # noqa: E702 (the call's own line)
+        assert {w.filename for w in rec} == {__file__}, [(w.filename, w.lineno) for w in rec]
+        assert {w.lineno for w in rec} == {line}
+
+
+def _line() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+def test_fit_warning_points_at_the_fit_call(cpu, tmp_path):
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    model = mdhom.TreeBoostRegressor(n_estimators=2, max_leaves=4, device=cpu.key)
+    with pytest.warns(TunedConfigWarning, match="not tuned") as rec:
+        model.fit(X, X[:, 0]); line = _line()  # noqa: E702
+    assert {(w.filename, w.lineno) for w in rec if w.category is TunedConfigWarning} == {(__file__, line)}
 
 
 def test_file_of_another_device_is_not_used(cpu, tmp_path):

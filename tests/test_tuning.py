@@ -215,3 +215,112 @@ def test_search_quality_replays_a_recorded_table():
     assert b["evaluations"] == round(0.25 * len(times))
     for sampler in ("tpe", "random"):
         assert all(r >= 1.0 for r in b[sampler]["ratios"]) and len(b[sampler]["ratios"]) == 2
+
+
+# ------------------------------------------------------------------------------------------- the command
+
+
+class FlakyRunner(HashedRunner):
+    """Every third configuration fails to build, as on a real device: failed trials, not a crash."""
+
+    def evaluate(self, config):
+        if int(hashlib.sha256(config_key(config).encode()).hexdigest()[:8], 16) % 3 == 0:
+            return Measurement("build", None, [], "error: ptxas ran out of registers")
+        return super().evaluate(config)
+
+
+def _tune(cpu, tmp_path, monkeypatch, *extra):
+    from mdhom.cli import main
+    from mdhom.tuning import driver
+
+    monkeypatch.setattr(driver, "LiveRunner", lambda *a, **k: FlakyRunner())
+    return main(["tune", "--device", cpu.key, "--kernels", "gh_sum", "--quick", "--trials", "4",
+                 "--storage", str(tmp_path / "studies.journal"), *extra])
+
+
+def test_tune_writes_into_the_user_dir_by_default_and_into_the_package_when_told(cpu, tmp_path, monkeypatch, capsys):
+    assert _tune(cpu, tmp_path, monkeypatch) == 0
+    name = f"{cpu.key}.json"
+    assert (tmp_path / "user" / name).is_file() and not (tmp_path / "pkg" / name).exists()
+    assert f"wrote {tmp_path / 'user' / name}" in capsys.readouterr().out
+    assert configs.find_device_file(cpu.key)[0] == tmp_path / "user" / name
+    (tmp_path / "pkg").mkdir()
+    assert _tune(cpu, tmp_path, monkeypatch, "--into-package") == 0
+    assert (tmp_path / "pkg" / name).is_file()
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "env"))
+    assert _tune(cpu, tmp_path, monkeypatch) == 0
+    assert (tmp_path / "env" / name).is_file()
+
+
+_TUNE_SCRIPT = """
+import hashlib, sys, warnings
+from mdhom import configs
+from mdhom.cli import main
+from mdhom.tuning import driver
+from mdhom.tuning.measure import Measurement
+from mdhom.tuning.space import config_key
+
+class Flaky:
+    def evaluate(self, config):
+        h = int(hashlib.sha256(config_key(config).encode()).hexdigest()[:8], 16)
+        if h % 3 == 0:
+            return Measurement("build", None, [], "error: ptxas ran out of registers")
+        return Measurement("ok", 1e-3 * (1 + h % 1000 / 100), [])
+
+driver.LiveRunner = lambda *a, **k: Flaky()
+warnings.simplefilter("always")  # as under python -W always: nothing may be hidden by the default filters
+sys.exit(main(["tune", "--device", sys.argv[1], "--kernels", "gh_sum", "--quick", "--trials", "6",
+               "--storage", sys.argv[2], "--out", sys.argv[3]]))
+"""
+
+
+def test_tune_output_is_ours_only(cpu, tmp_path):
+    """Failed trials are counted in our summary line; Optuna's own log lines and tracebacks stay out."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _TUNE_SCRIPT, cpu.key, str(tmp_path / "studies.journal"), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "always"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "gh_sum" in proc.stdout and " failed" in proc.stdout and "wrote" in proc.stdout
+    for noise in ("Trial", "Traceback", "[W ", "Warning", "optuna"):
+        assert noise not in proc.stderr, proc.stderr
+
+
+def test_tune_leaves_optunas_logging_as_it_was(cpu, tmp_path, monkeypatch):
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        assert _tune(cpu, tmp_path, monkeypatch) == 0
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_tune_disk_full_is_one_line_and_keeps_the_earlier_file(cpu, tmp_path, monkeypatch, capsys):
+    import errno
+    import json
+    import types
+
+    from mdhom import _files
+
+    assert _tune(cpu, tmp_path, monkeypatch) == 0
+    path = tmp_path / "user" / f"{cpu.key}.json"
+    before = path.read_bytes()
+    capsys.readouterr()
+
+    def full(doc, fh, **kw):  # the disk fills up half way through the new file
+        fh.write('{"schema": "mdhom-tuned')
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_files, "json", types.SimpleNamespace(dump=full))
+    code = _tune(cpu, tmp_path, monkeypatch, "--trials", "6")
+    err = capsys.readouterr().err
+    assert code != 0
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "No space left on device" in lines[0] and str(path.parent) in lines[0], err
+    assert "Traceback" not in err
+    assert path.read_bytes() == before and json.loads(before)["kernels"]["gh_sum"]
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind

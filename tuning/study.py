@@ -11,10 +11,11 @@ as the first trial, so every study measures it and the speedup is against the sa
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,24 @@ def open_storage(spec: str | optuna.storages.BaseStorage | None) -> str | optuna
 
     Path(spec).parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(spec))
+
+
+@contextlib.contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """Optuna's own log lines and warnings off while a study runs, its settings restored afterwards.
+
+    A failed trial is an expected outcome here (a configuration that does not build or exceeds a limit),
+    counted in the summary line of ``mdhom tune``; Optuna logs each one as a WARNING with a traceback, which
+    buried the tuner's output. Errors still show."""
+    old = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", module=r"optuna(\.|$)")
+            yield
+    finally:
+        optuna.logging.set_verbosity(old)
 
 
 def make_sampler(kind: str, seed: int, budget: int) -> optuna.samplers.BaseSampler:
@@ -123,6 +142,7 @@ def _counts(study: optuna.Study) -> tuple[int, int, int]:
     return len(seen), failed, pruned
 
 
+@quiet_optuna()
 def run_study(
     space: SearchSpace,
     runner: Runner,
@@ -141,7 +161,6 @@ def run_study(
 ) -> StudyResult:
     """Run (or resume) the study until ``budget`` distinct configurations are measured or ``timeout``
     seconds pass. ``storage=None`` keeps the study in memory (tests, experiments)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     name = study_name(device_key, kernel, size_class, desc_hash)
     if sampler != "tpe":
         name += f"/{sampler}"
@@ -253,6 +272,6 @@ def summarize(study: optuna.Study, space: SearchSpace, kernel: str, size_class: 
 
 
 __all__ = [
-    "StudyResult", "TrialFailed", "default_storage", "make_sampler", "open_storage", "run_study", "study_name",
-    "summarize",
+    "StudyResult", "TrialFailed", "default_storage", "make_sampler", "open_storage", "quiet_optuna", "run_study",
+    "study_name", "summarize",
 ]

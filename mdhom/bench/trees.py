@@ -295,19 +295,22 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
         )
     results = []
     for system in systems:
-        log(f"{system.name}: running" if system.reason is None else f"{system.name}: unavailable ({system.reason})")
         if system.reason is not None:
             result = system.run(None, None, None, None, config)
         elif config.isolate:
+            log(f"{system.name}: running")
             result = _run_isolated(system.name, config)
             if "workload" in result and stats["generate_seconds"] is None:
                 stats = result["workload"]
         else:
+            log(f"{system.name}: running")
             result = system.run(X, y, Xt, yt, config)
         result.update(_round_stats(result.get("round_seconds") or []))
         results.append(result)
         if result["status"] == "ok":
             log(f"{system.name}: {result['round_median_seconds']:.4g} s/round, AUC {result['test_auc']:.4f}")
+        elif result["status"] == "unavailable":  # why goes once, under the table (it printed twice here)
+            log(f"{system.name}: unavailable")
         else:
             log(f"{system.name}: {result['status']}: {result['reason']}")
     add_ratios(results)
@@ -353,15 +356,25 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+# The distributions a module may come from: XGBoost's CPU-only wheel is the distribution ``xgboost-cpu``.
+DISTRIBUTIONS = {"xgboost": ("xgboost", "xgboost-cpu")}
+
+
 def versions() -> dict[str, str | None]:
+    """Versions of mdhom and the anchors: the imported module's ``__version__`` (what actually ran), else the
+    installed distribution's, under each name the module ships as; ``None`` when not installed."""
     import importlib.metadata as md
 
     out: dict[str, str | None] = {}
     for name in ("mdhom", "numpy", "pyopencl", "lightgbm", "xgboost"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = None
+        version = getattr(sys.modules.get(name), "__version__", None)
+        for dist in () if version else DISTRIBUTIONS.get(name, (name,)):
+            try:
+                version = md.version(dist)
+                break
+            except md.PackageNotFoundError:
+                continue
+        out[name] = None if version is None else str(version)
     return out
 
 

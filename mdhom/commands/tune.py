@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
@@ -11,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune", help="auto-tune the kernels for a device (once per device) and store the best parameters",
         description="Tune every registered kernel at each size class on one device with Optuna, then write "
-        "tuned_configs/<device-key>.json. Interrupted tunes resume from the study storage.",
+        "tuned_configs/<device-key>.json in the user data directory (searched before the configurations "
+        "shipped in the package). Interrupted tunes resume from the study storage.",
     )
     p.add_argument("--device", default="auto", help="device key, substring, 'cpu', 'gpu' or 'auto' (default)")
     p.add_argument("--kernels", nargs="+", metavar="K", help="kernels to tune (default: all registered)")
@@ -22,11 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     p.add_argument("--storage", help="Optuna storage: a journal file path, or an RDB URL such as sqlite:///f.db "
                    "(default: a journal file in the user data directory)")
-    p.add_argument("--out", type=Path, help="directory for the device file (default: package dir or user dir)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="directory for the device file (default: $MDHOM_TUNED_DIR if set, "
+                       "else <user data dir>/tuned_configs)")
+    where.add_argument("--into-package", action="store_true",
+                       help="write into the package's own tuned_configs/ (to ship the configurations with mdhom)")
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
     p.add_argument("--update-defaults", action="store_true",
-                   help="after tuning, rebuild the vendor/type defaults.json from the device files in --out")
+                   help="after tuning, rebuild the vendor/type defaults.json from the device files where it wrote")
     p.add_argument("--list", action="store_true", help="list the tunable kernels and their size classes")
     p.set_defaults(func=run)
 
@@ -60,22 +66,39 @@ def run(args: argparse.Namespace) -> int:
     from mdhom.tuning.study import default_storage
 
     device = mdhom.get_device(args.device)
+    directory = args.out or configs.write_dir(into_package=args.into_package)
     storage = args.storage or default_storage()
-    print(f"tuning {device.key} ({device.name}); studies in {storage}", flush=True)
+    print(f"tuning {device.key} ({device.name}) into {directory}; studies in {storage}", flush=True)
     try:
         results, path = tune_device(
             device, args.kernels, trials=args.trials, minutes=args.minutes, quick=args.quick, storage=storage,
-            directory=args.out, seed=args.seed, sampler=args.sampler,
+            directory=directory, seed=args.seed, sampler=args.sampler,
             echo=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:
         print("\ninterrupted: the tuned-config file was not changed; the studies keep their trials, run the "
               "same command again to resume", file=sys.stderr)
         return 130
+    except OSError as exc:  # a full disk, a read-only directory: one line, not a traceback
+        print(f"mdhom tune: error: {_os_error(exc)}", file=sys.stderr)
+        return 1
     if path is None:
         print("nothing to store (no configuration measured)")
         return 1
     print(f"wrote {path}")
     if args.update_defaults:
-        print(f"wrote {configs.rebuild_defaults([path.parent])}")
+        try:
+            print(f"wrote {configs.rebuild_defaults([path.parent])}")
+        except OSError as exc:
+            print(f"mdhom tune: error: {_os_error(exc, 'defaults.json')}", file=sys.stderr)
+            return 1
     return 0
+
+
+def _os_error(exc: OSError, unchanged: str = "the tuned-config file") -> str:
+    """One line saying what failed, that nothing on disk was damaged (the writes are atomic), how to go on."""
+    what = exc.strerror or str(exc)
+    where = f"cannot write {exc.filename}: {what}" if exc.filename else what
+    fix = "free some space" if exc.errno == errno.ENOSPC else "fix that"
+    return (f"{where}; {unchanged} on disk is unchanged and the studies keep their trials: {fix} and run the "
+            "same command again to resume")
