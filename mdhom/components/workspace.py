@@ -222,8 +222,12 @@ class Workspace:
         self._alive.append(host)
 
     def record(self, name: str, events: list[cl.Event]) -> None:
+        """Count a launch; when profiling, wait for it, so that its device time falls inside the backend call
+        that launched it (launches serialised: device time never overlaps the host work it is compared with)."""
         self.launches += len(events)
         if self.profile:
+            if events:
+                cl.wait_for_events(events)
             self._events.append((name, events))
 
     def _synced(self) -> None:
