@@ -7,7 +7,8 @@
  * With PARTIALS_LOCAL=1 (descriptions with an atomic fold), the work-items of a concatenation lane instead
  * fold into one accumulator in local memory with integer atomics, and copy it out together.
  * Kernel 2 (${name}_combine): only where the reduced dimensions are split across work-groups; it folds
- * the NUM_WG_R partials of each output element in a fixed order, so results do not depend on scheduling.
+ * the NUM_WG_R partials of each output element in a fixed order, so results do not depend on scheduling
+ * (lane by lane, one work-item each, where the operator is a SUM over lanes of one type).
  */
 <%namespace name="tile" file="mdh_decompose.cl.mako"/>
 
@@ -97,10 +98,21 @@ ${tile.decompose()}
 __kernel void ${name}_combine(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
     const idx_t n_concat = ${concat_count};
+% if combine_lanes:
+    /* a SUM over lanes of one type: one work-item per lane of every output atom, partials in the same order */
+    const idx_t i = get_global_id(0);
+    if (i >= n_concat * ${combine_lanes}) return;
+    __global const ${lane_ctype}* mdh_p = (__global const ${lane_ctype}*)mdh_partial;
+    const idx_t mdh_stride = n_concat * ${combine_lanes};
+    ${lane_ctype} acc = mdh_p[i];
+    for (idx_t w = 1; w < NUM_WG_R; ++w) acc = acc + mdh_p[w * mdh_stride + i];
+    ((__global ${lane_ctype}*)mdh_out)[i] = acc;
+% else:
     const idx_t o = get_global_id(0);
     if (o >= n_concat) return;
     atom_t acc = mdh_partial[o];
     for (idx_t w = 1; w < NUM_WG_R; ++w) acc = mdh_combine(acc, mdh_partial[w * n_concat + o]);
     mdh_out[o] = acc;
+% endif
 }
 % endif

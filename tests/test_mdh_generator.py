@@ -172,3 +172,16 @@ def test_bound_launch_equals_checked_enqueue(device, name):
         bound(sizes)
         got = out.get().ravel()[: want.size].reshape(want.shape)
         assert got.tobytes() == want.tobytes(), (name, sizes)
+
+
+def test_sums_of_lanes_combine_lane_by_lane(device):
+    """A SUM over an atom of one lane type (a histogram) folds its work-group partials a lane per work-item, in
+    the same order as whole atoms, so the bits are the same; other operators keep one work-item per atom."""
+    assert examples.HISTOGRAM_Q32.combine_lanes == 2 * 16
+    assert examples.ARGMAX_ROWS.combine_lanes == 0  # (value, index): two lane types, and not a SUM
+    case = CASES["histogram"].prepare(np.random.default_rng(11))
+    desc = case.description
+    assert desc.combine_lanes > 1 and "mdh_stride" in mdh.Computation(desc, device, None).source
+    for groups in (1, 3, 7):
+        cfg = {"NUM_WG_row": groups, "NUM_WI_row": 8, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 16}
+        assert_matches(case, case.run(device, cfg), f"{groups} groups")

@@ -87,6 +87,8 @@ def template_context(desc: Description) -> dict:
         "concat_index": _row_major(concat),
         "output_index": _row_major(desc.output_dims),
         "wg_lane_index": _row_major_groups(desc.lane_dims),
+        "combine_lanes": desc.combine_lanes,
+        "lane_ctype": desc.atom.scalars[0],
     }
 
 

@@ -274,7 +274,7 @@ class Computation:
             if self.desc.scan_dim:
                 steps = (("partials", n_concat), ("fixup", n_concat * bound[self.desc.scan_dim]))
             else:
-                steps = (("combine", n_concat),)
+                steps = (("combine", n_concat * max(1, self.desc.combine_lanes)),)
             for which, n in steps:
                 events.append(self._launch(which, index64, queue, -(-n // wi) * wi, wi, kargs))
         return Launch(out, events)
@@ -413,6 +413,6 @@ class BoundLaunch:
         if self._steps:
             wi = comp.config["NUM_WI_COMBINE"]
             for which in self._steps:
-                n = n_concat * int(sizes[self._scan]) if which == "fixup" else n_concat
+                n = n_concat * (int(sizes[self._scan]) if which == "fixup" else max(1, comp.desc.combine_lanes))
                 events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which], (-(-n // wi) * wi,), (wi,)))
         return events

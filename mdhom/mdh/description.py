@@ -15,7 +15,7 @@ from functools import cached_property
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from mdhom.mdh.types import AtomType, as_atom, itemsize
+from mdhom.mdh.types import CTYPES, AtomType, as_atom, itemsize
 
 if TYPE_CHECKING:
     from mdhom.devices import Device
@@ -327,6 +327,19 @@ class Description:
         names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
         names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
+
+    @property
+    def combine_lanes(self) -> int:
+        """Scalars per atom that the combine kernel folds one work-item each (0: one work-item per atom).
+
+        A SUM of an atom whose lanes share one scalar type is a SUM per lane; folding the work-group partials
+        lane by lane in the same fixed order gives the same bits as folding whole atoms, with one work-item per
+        lane instead of per atom (a node's whole histogram as one atom would otherwise be copied through private
+        memory partial by partial)."""
+        op = self.operator
+        if op is None or op.name != "sum" or self.scan_dim or len(set(self.atom.scalars)) != 1:
+            return 0
+        return itemsize(self.atom) // CTYPES[self.atom.scalars[0]].itemsize
 
     @property
     def atomic_64(self) -> bool:
