@@ -230,18 +230,18 @@ def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
 
 
 def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """One node's histogram per work-group in local memory (the description's default where local atomics fit);
-    rows spread over many work-groups per node, whose partials kernel 2 adds."""
+    """One node's histogram per work-group in local memory (the description's default where local atomics fit):
+    work-groups enough to fill the device (4 per compute unit on GPUs), as many per node as its rows keep busy
+    (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
-    cu = max(1, dev.compute_units)
-    cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], 64)
+    total = (4 if gpu else 1) * max(1, dev.compute_units)
+    wi = 256 if gpu else 16
     if cfg.get("PARTIALS_LOCAL"):
-        # H100, 10.5M rows, root pass: 512 groups of 256 0.41 ms, 256 groups 0.43 ms, 32 groups 3.0 ms
-        cfg["NUM_WI_pos"] = 256 if gpu else 16
-        cfg["NUM_WG_pos"] = pow2_at_most(max(1, (4 if gpu else 1) * cu // cfg["NUM_WG_node"]), 512)
-    else:
-        cfg["NUM_WG_pos"] = pow2_at_most(max(1, 2 * cu // cfg["NUM_WG_node"]), 64)
+        cfg["NUM_WI_pos"] = wi
+    per_node = pow2_at_most(max(1, sizes["pos"] // (8 * cfg["NUM_WI_pos"])), pow2_at_most(total, 512))
+    cfg["NUM_WG_pos"] = per_node
+    cfg["NUM_WG_node"] = pow2_at_most(max(1, total // per_node), pow2_at_most(sizes["node"], 512))
     return cfg
 
 
@@ -347,6 +347,16 @@ FEW_NODES = 4
 NODE_CLASSES = ((1, ""), (8, "few"), (LEVEL_NODES, "levels"))
 
 
+def row_classes(rows: int) -> tuple[tuple[int, str], ...]:
+    """Whole-row histograms: builds by rows per node (the work-groups a node gets follow its rows), as node
+    counts that share the rows: every row in one node, an eighth, a 64th, a 512th (above 1024 rows a node)."""
+    out = [(1, "")]
+    for c, role in ((8, "few"), (64, "levels"), (512, "small")):
+        if rows // c >= 1024:
+            out.append((c, role))
+    return tuple(out)
+
+
 class HistogramBuilder:
     """Histograms of listed nodes into the tree's arena, and the arena's bookkeeping (handles, sibling
     subtraction, copies into the split search's input ``hist_work``).
@@ -375,8 +385,9 @@ class HistogramBuilder:
         self.d_sib = hist_siblings(p)
         # one build per class of node counts (NODE_CLASSES): the split of work-groups between nodes and rows is
         # fixed at build time, and a batch of many small nodes wants it otherwise than one node of every row
+        self.classes = row_classes(rows) if self.whole_rows else NODE_CLASSES
         builds = [ws.build(self.spec, self.d_hist, {"node": c, **dims, "pos": max(1, rows // c)}, role=r)
-                  for c, r in NODE_CLASSES]
+                  for c, r in self.classes]
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
         self.nb = ws.node_bytes
         self.ensure(16)
@@ -441,7 +452,12 @@ class HistogramBuilder:
             sizes = {"node": n, "pos": max_count}
         else:
             sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
-        launch = self.k_hist[next((i for i, (c, _) in enumerate(NODE_CLASSES) if n <= c), len(NODE_CLASSES) - 1)]
+        if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
+            rows = max(1, self.ws.n_rows)
+            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if rows // c <= max_count),
+                                      len(self.classes) - 1)]
+        else:  # by node count: the first class that holds them
+            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
         ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows))
         slot = self._alloc(n)
         self._copy("arena", slot, "hist_small", 0, n)

@@ -30,7 +30,7 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import defines, snippet
-from mdhom.components.specs import KernelSpec, elementwise
+from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
 from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
@@ -116,10 +116,12 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
 
 
 def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
+    """A scan gives each work-item a contiguous chunk: on GPUs chunks of a few rows (16 groups per compute unit),
+    so that neighbouring work-items read neighbouring positions."""
     cfg = desc.default_config(dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_pos"] = 256 if gpu else 64
-    cfg["NUM_WG_pos"] = 64 if gpu else 2 * max(1, dev.compute_units)
+    cfg["NUM_WG_pos"] = pow2_at_most(16 * max(1, dev.compute_units), 4096) if gpu else 2 * max(1, dev.compute_units)
     return cfg
 
 

@@ -78,9 +78,7 @@ class Workspace:
         self.exact = (precision == "double") if exact is None else bool(exact)
         # row-index mode: partitioning moves only the row order ``ridx``; bins and (g, h) stay in row order and
         # kernels read them through it (XGBoost's layout); else they move with the rows (position order)
-        self.row_index = bool(row_index)
-        if self.row_index and not self.quantized:
-            raise ValueError("row-index mode needs precision='quantized' (its histogram folds with integer atomics)")
+        self.set_row_index(bool(row_index), feature_major)
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
         self.config_sources: dict[str, str] = {}
@@ -96,6 +94,15 @@ class Workspace:
         self._caps: dict[str, int] = {}
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
+
+    def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
+        """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
+        if row_index and not self.quantized:
+            raise ValueError("row-index mode needs precision='quantized' (its histogram folds with integer atomics)")
+        self.row_index = row_index
+        if feature_major is None:
+            feature_major = self.device.type == "gpu" and not row_index
+        self.feature_major = bool(feature_major)
 
     # ------------------------------------------------------------------------------------------ builds
     def config(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int]) -> tuple[dict[str, int], str]:

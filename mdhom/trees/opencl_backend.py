@@ -26,7 +26,7 @@ import pyopencl.array as cl_array
 
 from mdhom.components.binning import DeviceBinner
 from mdhom.components.gradients import GradientSource
-from mdhom.components.histogram import DeviceHist, HistogramBuilder
+from mdhom.components.histogram import DeviceHist, HistogramBuilder, rows_fit
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
@@ -46,9 +46,10 @@ class OpenCLTreeKernels:
     ``feature_major`` stores bins as features x rows (coalesced reads on GPUs) instead of rows x features (one
     cache line per row on CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named
     kernels. ``exact`` (default: True in double precision) pins the summation order to the reference's.
-    ``row_index`` (quantized only) moves only the row order when partitioning and reads bins (rows x features)
-    and (g, h) through it; ``whole_rows`` (quantized) builds histograms a whole row per point instead of a
-    feature per lane (always so with ``row_index``; ``None``: on CPUs).
+    ``row_index`` (quantized only; ``None``: on GPUs when quantized and a node's histogram fits in local
+    memory) moves only the row order when partitioning and reads bins (rows x features) and (g, h) through it;
+    ``whole_rows`` (quantized) builds histograms a whole row per point instead of a feature per lane (always so
+    with ``row_index``; ``None``: on CPUs).
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
@@ -67,10 +68,9 @@ class OpenCLTreeKernels:
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
-                 exact: bool | None = None, row_index: bool = False, whole_rows: bool | None = None) -> None:
-        if row_index and feature_major is None:
-            feature_major = False  # rows read through the row index: one cache line per row
-        self.ws = Workspace(device, precision, feature_major, configs, exact, row_index)
+                 exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None) -> None:
+        self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index))
+        self._row_index, self._feature_major = row_index, feature_major  # resolved in load (they need the shape)
         # whole-row histograms: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255 leaves:
         # 0.0106 vs 0.0506 s per round), 30x slower on the H100 (10.5M rows, root pass 40 ms vs 1.2 ms: the
         # generator combines work-group partials an atom at a time, and the atom is a node's whole histogram)
@@ -123,8 +123,23 @@ class OpenCLTreeKernels:
             out[self.binner.desc.name] = {"config": dict(self.binner.comp.config), "source": self.binner.config_source}
         return out
 
+    def _resolve_rows(self, n_feat: int, n_bins: int, n_outputs: int, feature_major: bool | None) -> None:
+        """Row-index mode or not, and the bins' layout, once the shape is known."""
+        ws = self.ws
+        row_index = self._row_index
+        if row_index is None:
+            # GPUs, quantized, where a node's histogram fits in local memory. H100, 10.5M Higgs rows, per round
+            # 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
+            # 8): the partition moves 8 bytes a row instead of ~40; with the layout already fixed feature-major
+            # (device bins), rows stay moved
+            row_index = (ws.device.type == "gpu" and ws.quantized and rows_fit(ws.device, n_feat, n_outputs, n_bins)
+                         and not feature_major)
+        ws.set_row_index(bool(row_index), feature_major)
+        self.feature_major = ws.feature_major
+
     def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array]:
         """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly)."""
+        self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
         self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
         return self.binner.transform
 
@@ -136,6 +151,10 @@ class OpenCLTreeKernels:
         buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``. Builds every kernel
         now, so build time is reported apart from fit time."""
         ws = self.ws
+        on_device = isinstance(bins, cl_array.Array)
+        n_feat = bins.shape[0] if on_device and ws.feature_major else bins.shape[1]
+        # device bins come in the layout bin_rows chose: keep it
+        self._resolve_rows(n_feat, n_bins, n_outputs, ws.feature_major if on_device else self._feature_major)
         ws.load(bins, n_bins, n_outputs)
         self.n_rows, self.n_features, self.n_bins, self.n_outputs = ws.n_rows, ws.n_features, ws.n_bins, n_outputs
         self.gradients = GradientSource(ws)
