@@ -4,8 +4,8 @@
  * Kernel 1 (${name}_main): every work-item owns a contiguous chunk of the scanned dimension. It folds its
  * chunk, the work-items of a work-group scan their totals in local memory (Hillis-Steele, double-buffered
  * through private memory), then each work-item rescans its chunk from its offset and writes the output.
- * Where the scanned dimension spans several work-groups: kernel 2 (${name}_partials) scans the work-group
- * totals of every row in place, in order, and kernel 3 (${name}_fixup) combines each element with the total
+ * Where the scanned dimension spans several work-groups: kernel 2 (${name}_partials, a work-group of
+ * NUM_WI_COMBINE per row) scans the work-group totals of every row in place, and kernel 3 (${name}_fixup) combines each element with the total
  * of the work-groups before its own.
  */
 <%namespace name="tile" file="mdh_decompose.cl.mako"/>
@@ -71,13 +71,31 @@ ${tile.decompose()}
 % endfor
 }
 
-__kernel void ${name}_partials(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+__kernel __attribute__((reqd_work_group_size(NUM_WI_COMBINE, 1, 1)))
+void ${name}_partials(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
+    /* one work-group per output row scans its NUM_WG_R work-group totals in place: each work-item a contiguous
+     * chunk, their totals scanned in local memory, then each chunk rescanned from its offset */
+    __local atom_t mdh_lp[NUM_WI_COMBINE];
     const idx_t n_concat = ${concat_count};
-    const idx_t oc = get_global_id(0);
-    if (oc >= n_concat) return;
-    atom_t run = mdh_partial[oc];
-    for (idx_t w = 1; w < NUM_WG_R; ++w) {
+    const idx_t oc = get_group_id(0);
+    const int lid = get_local_id(0);
+    const idx_t chunk = (NUM_WG_R + NUM_WI_COMBINE - 1) / NUM_WI_COMBINE;
+    const idx_t begin = lid * chunk;
+    const idx_t end = min(begin + chunk, (idx_t)NUM_WG_R);
+    atom_t total = mdh_neutral();
+    for (idx_t w = begin; w < end; ++w) total = mdh_combine(total, mdh_partial[w * n_concat + oc]);
+    mdh_lp[lid] = total;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < NUM_WI_COMBINE; off <<= 1) {
+        atom_t v = mdh_lp[lid];
+        if (lid >= off) v = mdh_combine(mdh_lp[lid - off], v);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        mdh_lp[lid] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    atom_t run = (lid == 0) ? mdh_neutral() : mdh_lp[lid - 1];
+    for (idx_t w = begin; w < end; ++w) {
         run = mdh_combine(run, mdh_partial[w * n_concat + oc]);
         mdh_partial[w * n_concat + oc] = run;
     }

@@ -276,7 +276,8 @@ class Computation:
             else:
                 steps = (("combine", n_concat * max(1, self.desc.combine_lanes)),)
             for which, n in steps:
-                events.append(self._launch(which, index64, queue, -(-n // wi) * wi, wi, kargs))
+                size = n * wi if which == "partials" else -(-n // wi) * wi  # partials: a work-group per row
+                events.append(self._launch(which, index64, queue, size, wi, kargs))
         return Launch(out, events)
 
     def _launch(self, which: str, index64: bool, queue: cl.CommandQueue, global_size: int, local_size: int,
@@ -413,6 +414,10 @@ class BoundLaunch:
         if self._steps:
             wi = comp.config["NUM_WI_COMBINE"]
             for which in self._steps:
-                n = n_concat * (int(sizes[self._scan]) if which == "fixup" else max(1, comp.desc.combine_lanes))
-                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which], (-(-n // wi) * wi,), (wi,)))
+                if which == "partials":  # a work-group per row
+                    size = n_concat * wi
+                else:
+                    n = n_concat * (int(sizes[self._scan]) if which == "fixup" else max(1, comp.desc.combine_lanes))
+                    size = -(-n // wi) * wi
+                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which], (size,), (wi,)))
         return events

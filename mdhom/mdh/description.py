@@ -349,13 +349,15 @@ class Description:
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
         privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
+        # a scan's partials kernel scans NUM_WI_COMBINE totals in local memory
+        combine = int(config.get("NUM_WI_COMBINE", 1)) * itemsize(self.atom) if self.scan_dim else 0
         if config.get("PARTIALS_LOCAL"):
             return math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * itemsize(self.atom)
         lanes = math.prod(config[f"NUM_WI_{d}"] for d in self.lane_dims)
         if lanes <= 1:
-            return 0
+            return combine
         wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
-        return wg * itemsize(self.atom)
+        return max(wg * itemsize(self.atom), combine)
 
     def check_config(self, config: dict[str, int], device: Device) -> None:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
