@@ -13,6 +13,9 @@
 #ifndef PARTIALS_LOCAL
 #define PARTIALS_LOCAL 0
 #endif
+#ifndef SCAN_TILED
+#define SCAN_TILED 0
+#endif
 
 #define WG_SIZE (${" * ".join("NUM_WI_" + d for d in dims)})
 /* Work-items along the concatenated dimensions, and those that combine through local memory (along reduced

@@ -4,6 +4,7 @@
  * Kernel 1 (${name}_main): every work-item owns a contiguous chunk of the scanned dimension. It folds its
  * chunk, the work-items of a work-group scan their totals in local memory (Hillis-Steele, double-buffered
  * through private memory), then each work-item rescans its chunk from its offset and writes the output.
+ * With SCAN_TILED=1 the work-group walks its range in rounds of consecutive elements instead (GPUs).
  * Where the scanned dimension spans several work-groups: kernel 2 (${name}_partials, a work-group of
  * NUM_WI_COMBINE per row) scans the work-group totals of every row in place, and kernel 3 (${name}_fixup) combines each element with the total
  * of the work-groups before its own.
@@ -28,6 +29,38 @@ ${tile.decompose()}
     const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
+#if SCAN_TILED && R_LANES > 1
+    /* tiled: the work-group's range in rounds of R_LANES consecutive elements, one per work-item (neighbouring
+     * work-items read neighbouring elements, and each element's scalar function runs once), each round scanned
+     * in local memory and carried into the next */
+    const idx_t g_begin = wg_${scan_dim} * NUM_WI_${scan_dim} * chunk;
+    const idx_t g_end = min(g_begin + NUM_WI_${scan_dim} * chunk, (idx_t)SIZE_${scan_dim});
+    atom_t carry = mdh_neutral();
+    for (idx_t mdh_base = g_begin; mdh_base < g_end; mdh_base += R_LANES) {
+        const idx_t ${scan_dim} = mdh_base + r_lane;
+        atom_t v = mdh_neutral();
+        if (active && ${scan_dim} < g_end) mdh_fold(&v, ${point_args}, MDH_FN_ARGS);
+        mdh_lm[lid] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int off = 1; off < R_LANES; off <<= 1) {
+            atom_t w = mdh_lm[lid];
+            if (r_lane >= off) w = mdh_combine(mdh_lm[lid - off], w);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            mdh_lm[lid] = w;
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+% if inclusive:
+        const atom_t mine = mdh_lm[lid];
+% else:
+        const atom_t mine = (r_lane == 0) ? mdh_neutral() : mdh_lm[lid - 1];
+% endif
+        const atom_t round_total = mdh_lm[lid - r_lane + R_LANES - 1];
+        if (active && ${scan_dim} < g_end) mdh_out[${output_index}] = mdh_combine(carry, mine);
+        carry = mdh_combine(carry, round_total);
+        barrier(CLK_LOCAL_MEM_FENCE);  /* the next round rewrites the slots read above */
+    }
+    const atom_t wg_total = carry;
+#else
     atom_t total = mdh_neutral();
     if (active) {
         for (idx_t ${scan_dim} = begin; ${scan_dim} < end; ++${scan_dim}) mdh_fold(&total, ${point_args}, MDH_FN_ARGS);
@@ -60,6 +93,7 @@ ${tile.decompose()}
 % endif
         }
     }
+#endif
 #if NUM_WG_R > 1
     if (active && r_lane == 0) mdh_partial[wg_${scan_dim} * n_concat + ${concat_index}] = wg_total;
 #endif

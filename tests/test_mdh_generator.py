@@ -185,3 +185,20 @@ def test_sums_of_lanes_combine_lane_by_lane(device):
     for groups in (1, 3, 7):
         cfg = {"NUM_WG_row": groups, "NUM_WI_row": 8, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 16}
         assert_matches(case, case.run(device, cfg), f"{groups} groups")
+
+
+@pytest.mark.parametrize("name", ["scan_inclusive", "scan_exclusive"])
+def test_tiled_scan_equals_chunked_scan(device, name):
+    """SCAN_TILED=1 (rounds of consecutive elements per work-group) gives the chunked scan's result, over one
+    and several work-groups and work-group sizes that do not divide the rows."""
+    case = CASES[name].prepare(np.random.default_rng(13))
+    desc = case.description
+    assert "SCAN_TILED" in desc.parameter_names()
+    lane, other = desc.scan_dim, next(d for d in desc.dim_names if d != desc.scan_dim)
+    for groups, wi in ((1, 8), (3, 16), (5, 4)):
+        cfg = {f"NUM_WG_{lane}": groups, f"NUM_WI_{lane}": wi, f"NUM_WG_{other}": 2, f"NUM_WI_{other}": 1,
+               "NUM_WI_COMBINE": 8}
+        got = {t: case.run(device, {**cfg, "SCAN_TILED": t}) for t in (0, 1)}
+        assert_matches(case, got[1], f"tiled {groups}x{wi}")
+        if got[0].dtype.kind in "iu":
+            assert got[0].tobytes() == got[1].tobytes()

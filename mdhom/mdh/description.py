@@ -326,6 +326,7 @@ class Description:
         size of the second kernel) where partials of several work-groups may need combining."""
         names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
         names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
+        names += ("SCAN_TILED",) if self.scan_dim else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -361,7 +362,8 @@ class Description:
 
     def check_config(self, config: dict[str, int], device: Device) -> None:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
-        missing = [p for p in self.parameter_names() if p not in config]
+        # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
+        missing = [p for p in self.parameter_names() if p not in config and p != "SCAN_TILED"]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -389,8 +391,9 @@ class Description:
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
-        if int(config.get("PARTIALS_LOCAL", 0)) not in (0, 1):
-            raise ConfigError(f"{self.name}: PARTIALS_LOCAL must be 0 or 1")
+        for switch in ("PARTIALS_LOCAL", "SCAN_TILED"):
+            if int(config.get(switch, 0)) not in (0, 1):
+                raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
         if config.get("PARTIALS_LOCAL") and self.atomic_64 and not device.has_int64_atomics:
             raise ConfigError(f"{self.name}: local 64-bit atomics (cl_khr_int64_base_atomics) missing on {device.key}")
 
@@ -409,6 +412,8 @@ class Description:
             space.append(Parameter(f"NUM_WI_{d}", _pow2_upto(wi_cap), default[f"NUM_WI_{d}"]))
         if self.lane_dims:
             space.append(Parameter("NUM_WI_COMBINE", _pow2_upto(min(limit, 1024)), default["NUM_WI_COMBINE"]))
+        if self.scan_dim:
+            space.append(Parameter("SCAN_TILED", (0, 1), default["SCAN_TILED"]))
         if self.accumulate_atomic:
             space.append(Parameter("PARTIALS_LOCAL", (0, 1), default["PARTIALS_LOCAL"]))
         return space
@@ -450,6 +455,8 @@ class Description:
             cfg[f"NUM_WG_{d}"] = max(1, min(want_groups, math.ceil(n / (cfg[f"NUM_WI_{d}"] * 16))))
         if self.lane_dims:
             cfg["NUM_WI_COMBINE"] = min(64, limit)
+        if self.scan_dim:  # GPUs want neighbouring work-items on neighbouring elements
+            cfg["SCAN_TILED"] = int(device.type == "gpu")
         if self.accumulate_atomic:
             usable = device.type == "gpu" and (device.has_int64_atomics or not self.atomic_64)
             cfg["PARTIALS_LOCAL"] = int(usable)
