@@ -226,7 +226,8 @@ def quantized_configs(device, n_feat):
     return out
 
 
-ROW_MODES = {"moved": {}, "whole-rows": {"whole_rows": True}, "row-index": {"row_index": True}}
+ROW_MODES = {"moved": {"row_index": False, "whole_rows": False}, "whole-rows": {"row_index": False, "whole_rows": True},
+             "row-index": {"row_index": True}}
 
 
 @pytest.mark.parametrize("rows", ROW_MODES)
@@ -238,7 +239,7 @@ def test_grow_quantized_side_by_side(device, n_out, rows):
     n_bins = 17
     bins, grad, hess = make_data(21, 2053, 6, n_bins, n_out)
     modes = ROW_MODES[rows]
-    for configs in [None, *(quantized_configs(device, bins.shape[1]) if not modes else [])]:
+    for configs in [None, *(quantized_configs(device, bins.shape[1]) if rows == "moved" else [])]:
         dev = OpenCLTreeKernels(device, precision="quantized", configs=configs, **modes)
         ref = NumpyTreeKernels("quantized")
         assert not dev.exact

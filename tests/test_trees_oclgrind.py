@@ -149,7 +149,8 @@ QUANTIZED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mode", ["{'whole_rows': False}", "{'whole_rows': True}", "{'row_index': True}"],
+@pytest.mark.parametrize("mode", ["{'row_index': False, 'whole_rows': False}",
+                                  "{'row_index': False, 'whole_rows': True}", "{'row_index': True}"],
                          ids=["moved", "whole-rows", "row-index"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
