@@ -293,27 +293,36 @@ HISTOGRAM_Q = KernelSpec(
     tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _ROOT, _hist_q_inputs, _hist_ref,
                   doc="int32 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features"))
 def _rows_inputs(s, rng):
-    a = _hist_q_inputs(s, rng)
-    a["gh"] = a["gh"].reshape(-1)
-    a["bins"] = a["bins"].reshape(-1)
-    return a
+    """What a whole-row histogram call of the learner sees: ``node`` nodes of ``pos`` rows each, the rows of all
+    of them a random permutation of the matrix read through the row index (GPUs' default), int32 (g, h) at the
+    scale a round of that many rows uses, 63 bins + missing, rows x features."""
+    n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
+    n = n_nodes * per
+    a = _hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
+    return {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
+            "slot_begin": np.arange(0, n, per, dtype=np.int32), "slot_count": np.full(n_nodes, per, np.int32),
+            "ridx": rng.permutation(n).astype(np.int32)}
 
 
 def _rows_ref(a, n_bins: int = 64):
     n = a["n_rows"]
     bins = a["bins"].reshape(n, -1)
     gh = a["gh"].reshape(n, -1, 2)
-    h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(n), a["slot_begin"], a["slot_count"], n_bins)
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], a["ridx"], a["slot_begin"], a["slot_count"], n_bins)
     return gh_struct(h).reshape(h.shape[0], -1)
 
 
-# rows in position order (moved by the partition), bins rows x features: the root pass
+# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes): 10^7 rows in one node, in 8, 64
+# and 512 nodes, and a root of 10^6 rows; through the row index, as GPUs run it
+_ROW_CLASSES = {"rows_1e6_nodes_1": {"node": 1, "pos": 10**6, "feat": 28, "n_bins": 64}}
+_ROW_CLASSES.update({f"rows_1e7_nodes_{c}": {"node": c, "pos": 10**7 // c, "feat": 28, "n_bins": 64}
+                     for c in (1, 8, 64, 512)})
 HISTOGRAM_ROWS = KernelSpec(
     "tree_histogram_rows", rows_heuristic,
-    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1),
-                  {k: {"node": 1, "pos": v["pos"], "feat": 28, "n_bins": 64} for k, v in _ROOT.items()},
+    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1, False, True), _ROW_CLASSES,
                   _rows_inputs, _rows_ref,
-                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item), one node's rows"))
+                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item), rows read through the "
+                      "row index, in 1 to 512 nodes"))
 # the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
 # form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit
 SUBTRACT = KernelSpec("tree_hist_subtract", cells_heuristic)

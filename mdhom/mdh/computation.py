@@ -19,8 +19,8 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.codegen import generate
-from mdhom.mdh.description import Description, KernelLimitError
-from mdhom.mdh.types import CTYPES
+from mdhom.mdh.description import ConfigError, Description, KernelLimitError
+from mdhom.mdh.types import CTYPES, itemsize
 
 _INDEX32_LIMIT = 2**31 - 1
 
@@ -228,7 +228,9 @@ class Computation:
 
     def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
         points = math.prod(sizes.values())
-        out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups)
+        # the partials of the work-groups along reduced dimensions, lane by lane where they combine so
+        out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups) * max(
+            1, self.desc.combine_lanes)
         biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
         launched = self.num_groups * self.work_group_size
         return max(biggest, launched) > _INDEX32_LIMIT
@@ -302,6 +304,12 @@ class Computation:
         return BoundLaunch(self, out, [buffers[i.name] for i in self.desc.inputs], queue or self.device.queue)
 
     def _partials(self, queue: cl.CommandQueue, n: int) -> cl_array.Array:
+        """Scratch for ``n`` work-group partials; more than half the device's memory is a ConfigError (a
+        configuration with too many work-groups along a reduced dimension), checked before allocating."""
+        nbytes = n * itemsize(self.desc.atom)
+        if nbytes > self.device.global_mem_size // 2:
+            raise ConfigError(f"{self.desc.name}: {n} work-group partials need {nbytes} bytes, more than half of "
+                              f"{self.device.key}'s {self.device.global_mem_size} bytes")
         if self._scratch is None or self._scratch.size < n * math.prod(self.desc.atom.shape or (1,)):
             self._scratch = cl_array.empty(queue, (n,) + self.desc.atom.shape, self.desc.atom.dtype)
         return self._scratch
@@ -393,7 +401,8 @@ class BoundLaunch:
         n_concat = math.prod(int(sizes[d]) for d in self._concat)
         lanes = max(1, comp.lane_groups)
         wg = comp.work_group_size
-        index64 = max(math.prod(dims) * lanes, math.prod(int(sizes[d]) for d in self._out_dims) * lanes,
+        index64 = max(math.prod(dims) * lanes,
+                      math.prod(int(sizes[d]) for d in self._out_dims) * lanes * max(1, comp.desc.combine_lanes),
                       comp.num_groups * wg) > _INDEX32_LIMIT
         kernels = self._kernel_set(index64)
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
