@@ -246,8 +246,13 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
 
 
 def cells_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Flat cell kernels (subtraction): many work-groups of 256 (GPU) or 64 (CPU) work-items."""
-    return elementwise("cell" if "cell" in desc.dim_names else None)(desc, dev, sizes)
+    """Flat cell kernels (subtraction): work-groups of 256 (GPU) or 64 (CPU) work-items, 4 per compute unit; a
+    batch's histograms are a few hundred thousand cells (H100, 10.5M rows, lossguide: tree_hist_siblings 3.7 ms
+    per round with 16x as many work-groups, 0.6 ms with these)."""
+    cfg = elementwise("cell" if "cell" in desc.dim_names else None)(desc, dev, sizes)
+    dim = "cell" if "cell" in desc.dim_names else desc.dim_names[0]
+    cfg[f"NUM_WG_{dim}"] = 4 * max(1, dev.compute_units)
+    return cfg
 
 
 # ------------------------------------------------------------------------------------------------ tuner inputs
