@@ -1,7 +1,7 @@
 """Objectives: base score, gradients and hessians, the link to predictions, and the metric early stopping watches.
 
 Every loss works on raw scores of shape (n_rows, n_outputs) in float64. These functions are the numpy
-references of the device gradient kernels (``kernels/trees/loss.cl``, :func:`mdhom.trees.kernels.gradients`),
+references of the device gradient kernels (``kernels/trees/loss.cl``, :func:`mdhom.components.gradients.gradients`),
 which a device-resident fit runs instead; so ``gradients`` is written with the kernels' operations in their
 order: :func:`exp_nonpositive` (not ``np.exp``, whose last bit differs between libraries) and sequential sums
 over outputs. Double precision on a device then gives bit-identical gradients. Sample weights multiply g and h.
