@@ -17,6 +17,7 @@ from mdhom.components import predictor as pr
 from mdhom.components import scores as sc
 from mdhom.components import split as sp
 from mdhom.components import tables as tb
+from mdhom.components.quantize import QUANT_BITS
 from mdhom.components.workspace import opaque, view
 from mdhom.mdh import Computation, ConfigError, build_within_limits
 from mdhom.trees.backend import SplitParams
@@ -416,7 +417,7 @@ def test_quantize_and_absmax(device):
         got = run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_max, err_msg=str(cfg))
     scale, inv = ref.quantization_scales(ref.quantization_exponents(want_max, n))
-    bound = 2.0**ref.QUANT_BITS
+    bound = 2.0**QUANT_BITS
     assert np.all(n * want_max * scale <= bound) and np.all(n * want_max * scale * 2 > bound)
     got = run(quant, device, None, {"pos": n, "output": k}, gh=gh, scale=scale)
     np.testing.assert_array_equal(got["g"], ref.quantize(gh[..., 0], scale[:, 0]))

@@ -5,7 +5,7 @@ scale per round (the quantiser).
 Gradients are computed in row order right after the rows were reset (position order = row order then);
 after ``set_gradients`` they are gathered into position order once (``tree_gather_gh``). Quantisation takes
 max |g|, |h| per output on the device (one small read-back), the exponents on the host with the reference's
-function (:func:`mdhom.trees.reference.quantization_exponents`), then rint(x * 2^k) on the device: every
+function (:func:`mdhom.components.quantize.quantization_exponents`), then rint(x * 2^k) on the device: every
 device and numpy produce the same integers.
 
 =====================  ===============================  ======================================================
@@ -27,12 +27,12 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet
+from mdhom.components.quantize import quantization_exponents, quantization_scales
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.learn import losses
 from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce
-from mdhom.trees import reference as ref
 
 
 @lru_cache(maxsize=4)
@@ -66,7 +66,7 @@ def quantize_gh() -> Description:
     """(g, h) as int32 fixed point: ``rint(g * scale)`` with ``scale`` a power of two per (output, g|h).
 
     Multiplying by a power of two is exact and rint is correctly rounded, so every device and numpy
-    (:func:`mdhom.trees.reference.quantize`) produce the same integers."""
+    (:func:`mdhom.components.quantize.quantize`) produce the same integers."""
     return Description(
         "tree_quantize_gh", ["pos", "output"], [Concat(), Concat()], GHQ,
         scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
@@ -262,7 +262,7 @@ class GradientSource:
         ws.record("tree_gh_absmax", self.k_absmax({"pos": n, "output": k}))
         host = ws.read(np.empty(k, gh_type("double").dtype), self.absmax)
         am = np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2)
-        scale, self.inv_scale = ref.quantization_scales(ref.quantization_exponents(am, n))
+        scale, self.inv_scale = quantization_scales(quantization_exponents(am, n))
         ws.put("inv", ws["inv_scale"], self.inv_scale, np.float64)
         ws.put("scale", self.scale, scale, np.float64)
         ws.record("tree_quantize_gh", self.k_quant({"pos": n, "output": k}))

@@ -28,11 +28,11 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
+from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce
-from mdhom.trees import reference as ref
 
 # ------------------------------------------------------------------------------------------------ histogram
 _HIST_BODY = """
@@ -148,6 +148,8 @@ def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ri
     """(node, feat, output, bin, 2): :func:`mdhom.trees.reference.histograms` on ridx ranges (``bins``,
     ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``); float64, or integers for
     quantized gradients."""
+    from mdhom.trees import reference as ref  # the tree learner's numpy reference
+
     row_node = np.full(bins.shape[0], -1, np.int64)
     for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
         row_node[ridx[b:b + c]] = i
@@ -269,8 +271,8 @@ def _hist_q_inputs(s, rng):
     n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
     g, h = rng.standard_normal((n, k)), rng.random((n, k))
     am = np.stack([np.abs(g).max(0), np.abs(h).max(0)], -1)
-    scale, _ = ref.quantization_scales(ref.quantization_exponents(am, n))
-    gh = np.stack([ref.quantize(g, scale[:, 0]), ref.quantize(h, scale[:, 1])], axis=-1).astype(np.int32)
+    scale, _ = quantization_scales(quantization_exponents(am, n))
+    gh = np.stack([quantize(g, scale[:, 0]), quantize(h, scale[:, 1])], axis=-1).astype(np.int32)
     return {"bins": rng.integers(0, b, size=(n, f)).astype(np.uint8), "gh": gh,
             "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32), "n_rows": n}
 

@@ -34,7 +34,6 @@ from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
 from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
-from mdhom.trees import reference as ref
 
 SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
@@ -101,6 +100,8 @@ else { out.pos = first + n_left + (pos - first - left_before); out.node = t->rig
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
                         n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(new ridx, new row_node, left count per split) after a stable partition of every split node's range."""
+    from mdhom.trees import reference as ref  # the tree learner's numpy reference
+
     ridx, row_node = ridx.copy(), row_node.copy()
     counts = np.zeros(len(split_tab), np.int32)
     for s, t in enumerate(split_tab):

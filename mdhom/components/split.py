@@ -42,8 +42,43 @@ from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Struct
-from mdhom.trees import reference as ref
-from mdhom.trees.backend import SplitParams, Splits
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    reg_lambda: float
+    reg_alpha: float
+    min_split_gain: float
+    min_child_weight: float
+
+
+@dataclass
+class Splits:
+    """Best split per node (host arrays, one entry per node asked for): what a split search returns to the
+    driver.
+
+    ``gain`` is -inf where no valid split exists. ``left_sum``/``right_sum`` are (n_nodes, n_outputs, 2)
+    sums of (g, h), so the driver knows child totals and leaf values without another pass.
+    """
+
+    gain: np.ndarray  # float64 (n_nodes,)
+    feature: np.ndarray  # int32 (n_nodes,)
+    bin: np.ndarray  # int32 (n_nodes,)
+    default_left: np.ndarray  # bool (n_nodes,)
+    left_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
+    right_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
+    # (n_nodes, n_outputs, 2): the node's own (g, h) sums, the prefix sum over all bins of feature 0 (in bin
+    # order, as np.cumsum adds): what the root's sums are taken from when the host has no gradients
+    total: np.ndarray | None = None
+
+    @classmethod
+    def none(cls, n_nodes: int, n_outputs: int, total: np.ndarray | None = None) -> Splits:
+        """No valid split for any node yet (gain -inf), to be filled in node by node."""
+        return cls(
+            gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
+            default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
+            right_sum=np.zeros((n_nodes, n_outputs, 2)), total=total,
+        )
 
 
 @dataclass(frozen=True)
@@ -183,8 +218,10 @@ if (idx >= 0 && idx < n_feat * n_cand * 2) {{
 
 
 
-def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams):
-    """:func:`mdhom.trees.reference.best_splits` on the kernels' (node, feat, output, bin, 2) layout."""
+def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    """:func:`mdhom.trees.reference.best_splits` (the tree learner's reference of XGBoost's gain) on the kernels'
+    (node, feat, output, bin, 2) layout."""
+    from mdhom.trees import reference as ref
     return ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), feature_mask, params)
 
 

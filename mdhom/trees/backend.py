@@ -31,46 +31,13 @@ the device can prepare that histogram's row ranges without telling the host the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from mdhom.components.split import SplitParams, Splits
 
-@dataclass(frozen=True)
-class SplitParams:
-    reg_lambda: float
-    reg_alpha: float
-    min_split_gain: float
-    min_child_weight: float
-
-
-@dataclass
-class Splits:
-    """Best split per node (host arrays, one entry per node asked for).
-
-    ``gain`` is -inf where no valid split exists. ``left_sum``/``right_sum`` are (n_nodes, n_outputs, 2)
-    sums of (g, h), so the driver knows child totals and leaf values without another pass.
-    """
-
-    gain: np.ndarray  # float64 (n_nodes,)
-    feature: np.ndarray  # int32 (n_nodes,)
-    bin: np.ndarray  # int32 (n_nodes,)
-    default_left: np.ndarray  # bool (n_nodes,)
-    left_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
-    right_sum: np.ndarray  # float64 (n_nodes, n_outputs, 2)
-    # (n_nodes, n_outputs, 2): the node's own (g, h) sums, the prefix sum over all bins of feature 0 (in bin
-    # order, as np.cumsum adds): what the root's sums are taken from when the host has no gradients
-    total: np.ndarray | None = None
-
-    @classmethod
-    def none(cls, n_nodes: int, n_outputs: int, total: np.ndarray | None = None) -> Splits:
-        """No valid split for any node yet (gain -inf), to be filled in node by node."""
-        return cls(
-            gain=np.full(n_nodes, -np.inf), feature=np.zeros(n_nodes, np.int32), bin=np.zeros(n_nodes, np.int32),
-            default_left=np.zeros(n_nodes, bool), left_sum=np.zeros((n_nodes, n_outputs, 2)),
-            right_sum=np.zeros((n_nodes, n_outputs, 2)), total=total,
-        )
+__all__ = ["SplitParams", "Splits", "TreeKernels"]
 
 
 class TreeKernels(Protocol):
