@@ -344,17 +344,22 @@ def _quantized_gh(rng, n_rows, n_out):
     return ref.quantize(grad, scale[:, 0]).astype(np.int32), ref.quantize(hess, scale[:, 1]).astype(np.int32)
 
 
-@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
-def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
-    """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), any split of
-    rows over work-items and work-groups, gives the reference's sums bit for bit."""
-    rng = np.random.default_rng(41)
-    n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
+def _grouped_quantized_case(seed, n_rows, n_feat, n_bins, n_out):
+    """Bins, int32 (g, h), five nodes' row ranges (one empty, one of a single row) and the reference histograms."""
+    rng = np.random.default_rng(seed)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
     gq, hq = _quantized_gh(rng, n_rows, n_out)
     counts = [257, 0, 129, 1, 513]
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    return bins, gq, hq, counts, ridx, begin, count, hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+
+
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
+    """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), any split of
+    rows over work-items and work-groups, gives the reference's sums bit for bit."""
+    n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
+    bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(41, n_rows, n_feat, n_bins, n_out)
     assert 2**22 < np.abs(want).max() < 2**30  # the scale uses much of the int32 lanes' range
     desc = hg.histogram(n_bins, "quantized", feature_major)
     assert desc.name == "tree_histogram_q" and "PARTIALS_LOCAL" in desc.parameter_names()
@@ -378,13 +383,8 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
 def test_histogram_rows_is_exact_under_every_configuration(device, feature_major, row_index):
     """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
     sums bit for bit, with rows moved into position order or read through the row index."""
-    rng = np.random.default_rng(47)
     n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
-    gq, hq = _quantized_gh(rng, n_rows, n_out)
-    counts = [257, 0, 129, 1, 513]
-    ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
     desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
     sizes = {"node": len(counts), "pos": max(counts)}
     order = np.arange(n_rows) if row_index else ridx  # indexed: bins and (g, h) stay in row order

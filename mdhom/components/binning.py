@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pyopencl.array as cl_array
 
-from mdhom.components.specs import KernelSpec, Tuning
+from mdhom.components.specs import KernelSpec, Tuning, description_default
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import BinMapper
 from mdhom.mdh import Computation, Concat, Description, Input, Param, build_within_limits
@@ -68,7 +68,7 @@ def _bin_ref(a):  # the host mapper with these edges (its NaN bin is a["nan_bin"
 
 # tuned row-major, as CPUs run it: 63 edges per feature
 BIN_FEATURES = KernelSpec(
-    "tree_bin_features", lambda desc, dev, sizes: desc.default_config(dev, sizes),
+    "tree_bin_features", description_default,
     tuning=Tuning(lambda s: bin_features("double", False),
                   {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))},
                   _bin_inputs, _bin_ref,

@@ -247,16 +247,6 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     return cfg
 
 
-def cells_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Flat cell kernels (subtraction): work-groups of 256 (GPU) or 64 (CPU) work-items, 4 per compute unit; a
-    batch's histograms are a few hundred thousand cells (H100, 10.5M rows, lossguide: tree_hist_siblings 3.7 ms
-    per round with 16x as many work-groups, 0.6 ms with these)."""
-    cfg = elementwise("cell" if "cell" in desc.dim_names else None)(desc, dev, sizes)
-    dim = "cell" if "cell" in desc.dim_names else desc.dim_names[0]
-    cfg[f"NUM_WG_{dim}"] = 4 * max(1, dev.compute_units)
-    return cfg
-
-
 # ------------------------------------------------------------------------------------------------ tuner inputs
 def _hist_inputs(s, rng):
     n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
@@ -332,9 +322,11 @@ HISTOGRAM_ROWS = KernelSpec(
                       "row index, in 1 to 512 nodes"))
 # the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
 # form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit
-SUBTRACT = KernelSpec("tree_hist_subtract", cells_heuristic)
-# reads whole lookup buffers (the arena): not tunable until the generator has any-extent inputs
-SIBLINGS = KernelSpec("tree_hist_siblings", cells_heuristic)
+SUBTRACT = KernelSpec("tree_hist_subtract", elementwise(gpu_groups_per_cu=4))
+# reads whole lookup buffers (the arena): not tunable until the generator has any-extent inputs. A batch's
+# histograms are a few hundred thousand cells: 4 work-groups per compute unit (H100, 10.5M rows, lossguide:
+# 3.7 ms per round with 64 per compute unit, 0.6 ms with 4)
+SIBLINGS = KernelSpec("tree_hist_siblings", elementwise("cell", gpu_groups_per_cu=4))
 SPECS = (HISTOGRAM, HISTOGRAM_Q, HISTOGRAM_ROWS, SUBTRACT, SIBLINGS)
 
 
@@ -386,8 +378,9 @@ class HistogramBuilder:
         rows = max(1, ws.n_rows)
         # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
         # memory; always in row-index mode
-        self.whole_rows = ws.row_index or (ws.quantized and whole_rows and rows_fit(ws.device, f, k, b))
-        if ws.row_index and not rows_fit(ws.device, f, k, b):
+        fits = rows_fit(ws.device, f, k, b)
+        self.whole_rows = ws.row_index or (ws.quantized and whole_rows and fits)
+        if ws.row_index and not fits:
             raise ValueError(f"row-index mode needs a node's histogram ({f} features x {k} outputs x {b} bins) in "
                              f"local memory; {ws.device.key} has {ws.device.local_mem_size} bytes")
         if self.whole_rows:

@@ -117,8 +117,8 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
 
 
 def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
-    """A scan gives each work-item a contiguous chunk: on GPUs chunks of a few rows (16 groups per compute unit),
-    so that neighbouring work-items read neighbouring positions."""
+    """16 work-groups per compute unit on GPUs, each scanning a short range (in coalesced rounds: the
+    description's default SCAN_TILED=1 there); 2 per compute unit on CPUs, a contiguous chunk per work-item."""
     cfg = desc.default_config(dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_pos"] = 256 if gpu else 64

@@ -48,15 +48,21 @@ def ones(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, 
     return cfg
 
 
-def elementwise(dim: str | None = None) -> Heuristic:
-    """Element-wise kernels: one dimension (``dim``, default the first) carries the parallelism."""
+def description_default(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The description's own default configuration, for kernels with no heuristic of their own."""
+    return desc.default_config(dev, sizes)
+
+
+def elementwise(dim: str | None = None, gpu_groups_per_cu: int = 64) -> Heuristic:
+    """Element-wise kernels: one dimension (``dim``, default the first) carries the parallelism, in work-groups
+    of 256 (GPUs) or 64 (CPUs) work-items, ``gpu_groups_per_cu`` (GPUs) or 4 (CPUs) per compute unit."""
 
     def heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
         cfg = ones(desc, dev, sizes)
         d = dim or desc.dim_names[0]
         gpu = dev.type == "gpu"
         cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
-        cfg[f"NUM_WG_{d}"] = 4 * max(1, dev.compute_units) * (16 if gpu else 1)
+        cfg[f"NUM_WG_{d}"] = max(1, dev.compute_units) * (gpu_groups_per_cu if gpu else 4)
         return cfg
 
     return heuristic

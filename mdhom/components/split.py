@@ -38,7 +38,7 @@ from mdhom.components.lanes import (
     snippet,
     split_type,
 )
-from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, description_default, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Struct
@@ -279,7 +279,7 @@ SCORE = KernelSpec(
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1))),
                   {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in _NODES},
                   _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node"))
-SUMS = KernelSpec("tree_split_sums", lambda desc, dev, sizes: desc.default_config(dev, sizes))
+SUMS = KernelSpec("tree_split_sums", description_default)
 SPECS = (SCAN, SCORE, SUMS)
 
 

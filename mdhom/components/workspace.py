@@ -72,7 +72,6 @@ class Workspace:
         self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
         self.real = np.dtype(lanes.REALS[precision])
         self.hist_elem = np.dtype(np.int32) if self.quantized else self.real  # one lane of a histogram cell
-        self.feature_major = (self.device.type == "gpu") if feature_major is None else bool(feature_major)
         self.overrides = {k: dict(v) for k, v in (configs or {}).items()}
         # quantized sums are exact in any order: nothing to pin
         self.exact = (precision == "double") if exact is None else bool(exact)
@@ -88,7 +87,6 @@ class Workspace:
         self.version = 0  # bumped whenever a named buffer is reallocated: bound kernels must re-bind
         self._comps: dict[str, Computation] = {}
         self._events: list[tuple[str, list[cl.Event]]] = []
-        self._alive: list[object] = []  # host arrays of uploads in flight
         self._staging = Staging()
         self._named: dict[str, cl.Buffer] = {}
         self._caps: dict[str, int] = {}
@@ -225,9 +223,6 @@ class Workspace:
         """A reused host array to fill and upload without waiting (free again after the next sync)."""
         return self._staging.take(key, n, np.dtype(dtype))
 
-    def keep_alive(self, host: object) -> None:
-        self._alive.append(host)
-
     def record(self, name: str, events: list[cl.Event]) -> None:
         """Count a launch; when profiling, wait for it, so that its device time falls inside the backend call
         that launched it (launches serialised: device time never overlaps the host work it is compared with)."""
@@ -240,7 +235,6 @@ class Workspace:
     def _synced(self) -> None:
         """After a blocking wait: free the upload arrays and add up the profiled kernel times."""
         self.syncs += 1
-        self._alive.clear()
         self._staging.release()
         for name, events in self._events:
             t = sum((e.profile.end - e.profile.start) * 1e-9 for e in events)

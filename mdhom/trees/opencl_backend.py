@@ -37,6 +37,18 @@ from mdhom.learn.binning import BinMapper
 from mdhom.trees.backend import SplitParams, Splits
 
 
+def _workspace_attribute(name: str, writable: bool = False) -> property:
+    """An attribute of the backend that is the workspace's (counters, the layout decided at load)."""
+
+    def get(self: OpenCLTreeKernels) -> object:
+        return getattr(self.ws, name)
+
+    def set_(self: OpenCLTreeKernels, value: object) -> None:
+        setattr(self.ws, name, value)
+
+    return property(get, set_ if writable else None)
+
+
 class OpenCLTreeKernels:
     """The md_hom tree kernels on one OpenCL device (see the module docstring).
 
@@ -71,47 +83,23 @@ class OpenCLTreeKernels:
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None) -> None:
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index))
         self._row_index, self._feature_major = row_index, feature_major  # resolved in load (they need the shape)
-        # whole-row histograms: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255 leaves:
-        # 0.0106 vs 0.0506 s per round), 30x slower on the H100 (10.5M rows, root pass 40 ms vs 1.2 ms: the
-        # generator combines work-group partials an atom at a time, and the atom is a node's whole histogram)
+        # whole-row histograms with rows moved: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255
+        # leaves: 0.0106 vs 0.0506 s per round), not on the H100 (10.5M rows, lossguide: 7.4 vs 6.6 ms per round);
+        # row-index mode (the GPU default) always builds whole rows
         self.whole_rows = (self.ws.device.type == "cpu") if whole_rows is None else bool(whole_rows)
         self.device, self.precision = self.ws.device, precision
-        self.feature_major, self.exact = self.ws.feature_major, self.ws.exact
         self.scores_: ScoreUpdater | None = None
         self.binner: DeviceBinner | None = None
 
     # ------------------------------------------------------------------------------------------ counters
-    @property
-    def build_seconds(self) -> float:
-        return self.ws.build_seconds
-
-    @property
-    def profile(self) -> bool:
-        return self.ws.profile
-
-    @profile.setter
-    def profile(self, value: bool) -> None:
-        self.ws.profile = bool(value)
-
-    @property
-    def kernel_seconds(self) -> dict[str, float]:
-        return self.ws.kernel_seconds
-
-    @kernel_seconds.setter
-    def kernel_seconds(self, value: dict[str, float]) -> None:
-        self.ws.kernel_seconds = value
-
-    @property
-    def syncs(self) -> int:
-        return self.ws.syncs
-
-    @property
-    def launches(self) -> int:
-        return self.ws.launches
-
-    @property
-    def config_sources(self) -> dict[str, str]:
-        return self.ws.config_sources
+    build_seconds = _workspace_attribute("build_seconds")
+    profile = _workspace_attribute("profile", writable=True)  # the bench's recorder turns profiling on
+    kernel_seconds = _workspace_attribute("kernel_seconds", writable=True)  # ... and counts calls in its own dict
+    syncs = _workspace_attribute("syncs")
+    launches = _workspace_attribute("launches")
+    config_sources = _workspace_attribute("config_sources")
+    feature_major = _workspace_attribute("feature_major")  # decided in load (or bin_rows) with the shape
+    exact = _workspace_attribute("exact")
 
     @property
     def inv_scale(self) -> np.ndarray | None:
@@ -135,7 +123,6 @@ class OpenCLTreeKernels:
             row_index = (ws.device.type == "gpu" and ws.quantized and rows_fit(ws.device, n_feat, n_outputs, n_bins)
                          and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
-        self.feature_major = ws.feature_major
 
     def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array]:
         """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly)."""
