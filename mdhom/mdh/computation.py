@@ -273,14 +273,18 @@ class Computation:
         events = [self._launch("main", index64, queue, self.num_groups * wg, wg, kargs)]
         if self.desc.lane_dims and self.lane_groups > 1:
             wi = self.config["NUM_WI_COMBINE"]
-            if self.desc.scan_dim:
-                steps = (("partials", n_concat), ("fixup", n_concat * bound[self.desc.scan_dim]))
-            else:
-                steps = (("combine", n_concat * max(1, self.desc.combine_lanes)),)
-            for which, n in steps:
-                size = n * wi if which == "partials" else -(-n // wi) * wi  # partials: a work-group per row
-                events.append(self._launch(which, index64, queue, size, wi, kargs))
+            for which in ("partials", "fixup") if self.desc.scan_dim else ("combine",):
+                events.append(self._launch(which, index64, queue, self.step_size(which, n_concat, bound), wi, kargs))
         return Launch(out, events)
+
+    def step_size(self, which: str, n_concat: int, sizes: Mapping[str, int]) -> int:
+        """The global size of a second kernel: a work-group per output row for a scan's partials, else a
+        work-item per element (the fixup), or per lane of each output atom (a lane-wise combine)."""
+        wi = self.config["NUM_WI_COMBINE"]
+        if which == "partials":
+            return n_concat * wi
+        n = n_concat * (int(sizes[self.desc.scan_dim]) if which == "fixup" else max(1, self.desc.combine_lanes))
+        return -(-n // wi) * wi
 
     def _launch(self, which: str, index64: bool, queue: cl.CommandQueue, global_size: int, local_size: int,
                 kargs: list[object]) -> cl.Event:
@@ -372,7 +376,6 @@ class BoundLaunch:
         self._dims = desc.dim_names
         self._concat = desc.concat_dims
         self._out_dims = desc.output_dims
-        self._scan = desc.scan_dim
         self._steps: tuple[str, ...] = ()
         if desc.lane_dims and comp.lane_groups > 1:
             self._steps = ("partials", "fixup") if desc.scan_dim else ("combine",)
@@ -437,10 +440,6 @@ class BoundLaunch:
         if self._steps:
             wi = comp.config["NUM_WI_COMBINE"]
             for which in self._steps:
-                if which == "partials":  # a work-group per row
-                    size = n_concat * wi
-                else:
-                    n = n_concat * (int(sizes[self._scan]) if which == "fixup" else max(1, comp.desc.combine_lanes))
-                    size = -(-n // wi) * wi
-                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which], (size,), (wi,)))
+                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which],
+                                                         (comp.step_size(which, n_concat, sizes),), (wi,)))
         return events
