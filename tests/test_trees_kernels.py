@@ -186,8 +186,11 @@ def test_split_score_and_sums(device, params):
 
 
 # ------------------------------------------------------------------------------------------------ partition
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
-def test_partition(device, feature_major):
+def test_partition(device, feature_major, row_index):
+    """The go-left scan and the destinations over the split nodes' rows end to end, against the numpy partition;
+    with bins in position order (rows moved) or in row order read through the row index."""
     rng = np.random.default_rng(9)
     n_rows, n_feat, n_bins = 1031, 5, 9
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
@@ -206,13 +209,16 @@ def test_partition(device, feature_major):
     want_ridx, want_node, want_counts = pt.partition_reference(bins, ridx, row_node, tab, n_bins)
     # the compact index space: the split nodes' positions end to end, in table order
     at = np.concatenate([np.arange(b, b + c) for b, c in zip(tab["begin"], tab["count"], strict=True)])
-    ordered = bins[ridx]
+    ordered = bins if row_index else bins[ridx]
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
     common = dict(split_tab=("o", tab.view(np.int32), None), n_split=len(tab))
-    flags_d, dest_d = pt.partition_flags(n_bins, feature_major), pt.partition_dest(n_bins, feature_major)
+    flags_d = pt.partition_flags(n_bins, feature_major, row_index)
+    dest_d = pt.partition_dest(n_bins, feature_major)
+    through = {"ridx": ridx.astype(np.int32)} if row_index else {}
     sizes = {"pos": at.size}
     for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
-        incl = run(flags_d, device, cf, sizes, bins=("o", stored, None), n_rows=n_rows, n_feat=n_feat, **common)
+        incl = run(flags_d, device, cf, sizes, bins=("o", stored, None), n_rows=n_rows, n_feat=n_feat, **common,
+                   **through)
         goes = np.concatenate([np.isin(ridx[b:b + c], want_ridx[b:b + c][:nl])
                                for b, c, nl in zip(tab["begin"], tab["count"], want_counts, strict=True)])
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
