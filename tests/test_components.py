@@ -95,7 +95,8 @@ def test_tables_are_one_declaration():
         assert struct.dtype.itemsize == 4 * len(struct.dtype.names)
     tab = tables.split_table(3)
     tab["count"] = (5, 0, 7)
-    assert tab.dtype.names[-1] == "first" and tab["count"].tolist() == [5, 0, 7]
+    assert tab.dtype.names[-1] == "cats" and tab["count"].tolist() == [5, 0, 7]
+    assert tab["cats"].tolist() == [-1, -1, -1]  # numeric splits unless a left table is attached
 
 
 @pytest.mark.parametrize("precision", ["double", "quantized"])

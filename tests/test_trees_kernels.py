@@ -204,14 +204,19 @@ def test_partition(device, feature_major, row_index):
     tab = tb.split_table(len(split))
     for j, i in enumerate(split):
         tab[j] = (node_ids[i], rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
-                  begin[i], count[i], -1, 0)
+                  begin[i], count[i], -1, 0, -1)
     tab["first"][1:] = np.cumsum(tab["count"][:-1])
-    want_ridx, want_node, want_counts = pt.partition_reference(bins, ridx, row_node, tab, n_bins)
+    # the first split is categorical: its left bins in a table after the records (the buffer's bytes)
+    cat_row = np.array([0, -1, -1, -1])
+    tables = np.zeros((1, n_bins + 3), np.uint8)  # padded: the kernel sees the buffer as int32
+    tables[0, :n_bins - 1] = rng.random(n_bins - 1) < 0.5
+    raw = tb.with_left_tables(tab, cat_row, tables)
+    want_ridx, want_node, want_counts = pt.partition_reference(bins, ridx, row_node, tab, n_bins, raw)
     # the compact index space: the split nodes' positions end to end, in table order
     at = np.concatenate([np.arange(b, b + c) for b, c in zip(tab["begin"], tab["count"], strict=True)])
     ordered = bins if row_index else bins[ridx]
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
-    common = dict(split_tab=("o", tab.view(np.int32), None), n_split=len(tab))
+    common = dict(split_tab=("o", raw.view(np.int32), None), n_split=len(tab))
     flags_d = pt.partition_flags(n_bins, feature_major, row_index)
     dest_d = pt.partition_dest(n_bins, feature_major)
     through = {"ridx": ridx.astype(np.int32)} if row_index else {}

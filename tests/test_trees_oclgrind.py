@@ -149,6 +149,55 @@ QUANTIZED = textwrap.dedent("""
 """)
 
 
+CATEGORICAL = textwrap.dedent("""
+    import numpy as np
+    from mdhom.trees.backend import SplitParams
+    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+    from mdhom.learn.losses import make_loss
+    from mdhom.trees.reference import ONE_VS_REST, SORTED
+
+    rng = np.random.default_rng(2)
+    n_rows, n_bins = 61, 9
+    bins = rng.integers(0, n_bins, size=(n_rows, 3)).astype(np.uint8)
+    bins[:, 1] = np.minimum(bins[:, 1], n_bins - 3)
+    bins[::7, 1] = n_bins - 1
+    bins[:, 2] = rng.integers(0, 3, n_rows)
+    mode = np.array([0, SORTED, ONE_VS_REST], np.uint8)
+    y = rng.standard_normal((n_rows, 1)) + np.array([2, -1, 0.5, 3, -2, 0, 1, -3, 0])[bins[:, 1]][:, None]
+    loss = make_loss("reg:squarederror", 1)
+    w = rng.random(n_rows) + 0.5
+    one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
+    parallel = {"tree_split_scan_cat": {**one(("node", "feat", "output", "bin", "bin2")), "NUM_WI_bin": 4,
+                                        "NUM_WG_bin": 2, "NUM_WI_bin2": 4, "NUM_WG_bin2": 2, "NUM_WI_COMBINE": 4}}
+    grow = GrowParams(SplitParams(1.0, 0.0, 0.0, 0.5, cat_smooth=1.0), 0.3, 3, 0, False,
+                      categorical=mode > 0)
+    for precision, configs in (("double", None), ("quantized", parallel)):
+        dev, ref = OpenCLTreeKernels("oclgrind", precision=precision, configs=configs), NumpyKernels(precision)
+        trees = []
+        for b in (dev, ref):
+            b.load(bins, n_bins, 1, mode)
+            b.set_objective(loss, y, w, np.zeros(1))
+            b.compute_gradients(None)
+            b.add_eval(bins[:23], np.zeros(1))
+            trees.append(grow_tree(b, None, np.ones(3, bool), grow, lambda f, b: float(b)))
+        assert trees[1].cat_left is not None and (trees[1].cat_left.row >= 0).any(), precision
+        assert np.array_equal(trees[0].value, trees[1].value), precision
+        assert np.array_equal(trees[0].cat_left.table, trees[1].cat_left.table), precision
+        assert np.array_equal(dev.row_nodes(), ref.row_nodes()), precision
+        assert np.array_equal(dev.update_eval(0, trees[0]), ref.update_eval(0, trees[1])), precision
+    print("CATEGORICAL-OK")
+""")
+
+
+def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
+    """Categorical split search (the O(bins^2) scan, sequential and with several work-groups along the summed
+    bins), left tables in the partition's split table and in the predictor's tree table, under the checker."""
+    run = run_under_oclgrind(CATEGORICAL, timeout=900)
+    assert run.clean, run.explain()
+    assert "CATEGORICAL-OK" in run.stdout, run.explain()
+
+
 @pytest.mark.parametrize("mode", ["{'row_index': False, 'whole_rows': False}",
                                   "{'row_index': False, 'whole_rows': True}", "{'row_index': True}"],
                          ids=["moved", "whole-rows", "row-index"])

@@ -30,7 +30,11 @@ inline uchar tree_bin_of(__global const uchar* bins, const long p, const long fe
 #endif
 }
 
-/* The split rule: bin <= split bin, and the missing bin (TREE_BINS - 1) follows the default direction. */
-inline int tree_goes_left(const uchar b, __global const tree_split_t* split) {
-    return (b == TREE_BINS - 1) ? (split->default_left != 0) : ((int)b <= split->bin);
+/* The split rule: bin <= split bin, or for a categorical split (cats >= 0) its left table's byte for the bin,
+ * at byte offset `cats` of the table buffer `base`; the missing bin (TREE_BINS - 1) follows the default
+ * direction. */
+inline int tree_goes_left(const uchar b, __global const tree_split_t* split, __global const uchar* base) {
+    if (b == TREE_BINS - 1) return split->default_left != 0;
+    if (split->cats >= 0) return base[split->cats + b] != 0;
+    return (int)b <= split->bin;
 }

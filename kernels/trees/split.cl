@@ -41,3 +41,27 @@ inline void tree_left_sums(__global const tree_hist_t* scan, __global const tree
     *lg = g;
     *lh = h;
 }
+
+/* Categorical splits (mdhom.trees.reference.category_predicate). A feature's mode: 0 numeric (bin <= candidate
+ * goes left), TREE_ONE_VS_REST (the candidate's bin alone), TREE_SORTED (the bins ordered at or before the
+ * candidate by G / (H + cat_smooth) of output 0, +inf for a bin without hessian, ties by bin). `cell0` indexes
+ * (node, feature, output 0, bin 0) of the histograms. */
+#define TREE_ONE_VS_REST 1
+#define TREE_SORTED 2
+
+inline tree_real_t tree_cat_key(__global const tree_hist_t* hist, const long cell0, const int b,
+                                const tree_real_t smooth TREE_INV_DECL) {
+    const tree_real_t g = TREE_REAL_OF(hist[2 * (cell0 + b)], 0, 0);
+    const tree_real_t h = TREE_REAL_OF(hist[2 * (cell0 + b) + 1], 0, 1);
+    return (h > (tree_real_t)0) ? g / (h + smooth) : (tree_real_t)INFINITY;
+}
+
+/* Whether real bin c2 goes left under candidate c of a feature of mode `mode`. */
+inline int tree_cat_goes_left(__global const tree_hist_t* hist, const long cell0, const int mode, const int c2,
+                              const int c, const tree_real_t smooth TREE_INV_DECL) {
+    if (mode == 0) return c2 <= c;
+    if (mode == TREE_ONE_VS_REST) return c2 == c;
+    const tree_real_t k2 = tree_cat_key(hist, cell0, c2, smooth TREE_INV_ARG);
+    const tree_real_t k = tree_cat_key(hist, cell0, c, smooth TREE_INV_ARG);
+    return (k2 < k) || (k2 == k && c2 <= c);
+}

@@ -31,7 +31,7 @@ import pyopencl as cl
 
 from mdhom.components.lanes import defines, snippet
 from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
-from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS
+from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
 
@@ -68,7 +68,8 @@ def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = 
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
 """ + _SPLIT_AT + """
-out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t);""",
+out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
+                     (__global const uchar*)split_tab);""",
         inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
@@ -98,8 +99,10 @@ else { out.pos = first + n_left + (pos - first - left_before); out.node = t->rig
 
 
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
-                        n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(new ridx, new row_node, left count per split) after a stable partition of every split node's range."""
+                        n_bins: int, table_bytes: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(new ridx, new row_node, left count per split) after a stable partition of every split node's range
+    (``table_bytes``: the split table's buffer as bytes, for categorical splits' left tables)."""
     from mdhom.trees import reference as ref  # the tree learner's numpy reference
 
     ridx, row_node = ridx.copy(), row_node.copy()
@@ -108,7 +111,9 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
         node, f, b, d, lo, hi, begin, count = (int(t[x]) for x in SPLIT_FIELDS[:8])
         rows = ridx[begin:begin + count].copy()
         assert np.all(row_node[rows] == node)
-        go = ref.goes_left(bins[rows, f], b, bool(d), n_bins)
+        cats = int(t["cats"])
+        table = None if cats < 0 else table_bytes[cats:cats + n_bins]
+        go = ref.goes_left(bins[rows, f], b, bool(d), n_bins, table)
         ridx[begin:begin + count] = np.concatenate([rows[go], rows[~go]])
         row_node[rows] = np.where(go, lo, hi)
         counts[s] = int(go.sum())
@@ -262,7 +267,8 @@ class RowPartitioner:
         return maxc
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
-                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
+                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
+                     cat_left: np.ndarray | None = None) -> None:
         """Move each split node's rows to its children (see :meth:`mdhom.trees.backend.TreeKernels.apply_splits`).
         (g, h) must be in position order already: they move with the rows."""
         ws = self.ws
@@ -283,7 +289,12 @@ class RowPartitioner:
             return
         n = int(sum(count))  # the split nodes' rows, end to end: the compact index space of the partition
         self.ensure(ns)
-        ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize)
+        row = None
+        if cat_left is not None and ws.cat_mode is not None:
+            cat = ws.cat_mode[np.asarray(feature, np.int64).reshape(-1)] != 0
+            row = np.where(cat, np.cumsum(cat) - 1, -1)
+            cat_left = np.asarray(cat_left)[cat]
+        ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize + (0 if row is None else cat_left.size))
         tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
         tab["node"], tab["feature"] = nodes, np.asarray(feature).reshape(-1)
         tab["bin"], tab["default_left"] = np.asarray(bin).reshape(-1), np.asarray(default_left, bool).reshape(-1)
@@ -291,7 +302,11 @@ class RowPartitioner:
         tab["next_child"] = -1 if small_left is None else np.where(np.asarray(small_left, bool).reshape(-1), 0, 1)
         tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
         q = ws.queue
-        cl.enqueue_copy(q, ws["split_tab"], tab, is_blocking=False)
+        if row is None:
+            tab["cats"] = -1
+            cl.enqueue_copy(q, ws["split_tab"], tab, is_blocking=False)
+        else:
+            ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         events += self.k_dest({"pos": n}, n_split=ns)
         ws.record("tree_partition", events)

@@ -39,7 +39,8 @@ int node = 0;
 while (nodes[node].left >= 0) {
     __global const tree_node_t* t = nodes + node;
     const uchar b = tree_bin_of(bins, row, t->feature, SIZE_row, n_feat);
-    const int go_left = (b == TREE_BINS - 1) ? (t->default_left != 0) : ((int)b <= t->bin);
+    const int go_left = (b == TREE_BINS - 1) ? (t->default_left != 0)
+        : (t->cats >= 0) ? (((__global const uchar*)tree)[t->cats + b] != 0) : ((int)b <= t->bin);
     node = go_left ? t->left : t->right;
 }
 out = scores[(long)row * SIZE_output + output] + value[(long)node * SIZE_output + output];""",
@@ -108,8 +109,8 @@ class Predictor:
         if ev.n:
             table = tree_table(tree)
             ws.ensure("tree_table", table.nbytes)
-            ws.ensure("tree_value", table.size * ws.n_outputs * ws.real.itemsize)
-            ws.put("tree", ws["tree_table"], table, TREE_NODE.dtype)
+            ws.ensure("tree_value", tree.n_nodes * ws.n_outputs * ws.real.itemsize)
+            ws.put("tree", ws["tree_table"], table, np.uint8)
             ws.put("tree_value", ws["tree_value"], np.asarray(tree.value, np.float64), ws.real)
             ws.record("tree_predict_bins", ev.launch[ev.cur]({"row": ev.n, "output": ws.n_outputs},
                                                             n_feat=ws.n_features))

@@ -50,6 +50,7 @@ class SplitParams:
     reg_alpha: float
     min_split_gain: float
     min_child_weight: float
+    cat_smooth: float = 10.0  # added to H in the sort key of categorical partitions (LightGBM's cat_smooth)
 
 
 @dataclass
@@ -70,6 +71,9 @@ class Splits:
     # (n_nodes, n_outputs, 2): the node's own (g, h) sums, the prefix sum over all bins of feature 0 (in bin
     # order, as np.cumsum adds): what the root's sums are taken from when the host has no gradients
     total: np.ndarray | None = None
+    # (n_nodes, n_bins) bool, where the fit has categorical features: the bins that go left at each node whose
+    # best split is categorical (its ``bin`` is then the candidate's index, not a threshold)
+    cat_left: np.ndarray | None = None
 
     @classmethod
     def none(cls, n_nodes: int, n_outputs: int, total: np.ndarray | None = None) -> Splits:
@@ -117,6 +121,59 @@ def split_scan(n_bins: int, precision: str = "double") -> Description:
         scalar="const long c = (((long)node * SIZE_feat + feat) * SIZE_output + output) * SIZE_bin + bin;\n"
                "out.g = hist[2 * c]; out.h = hist[2 * c + 1];",
         inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True)],
+    )
+
+
+@lru_cache(maxsize=32)
+def split_scan_cat(n_bins: int, precision: str = "double") -> Description:
+    """The split scan of a fit with categorical features: each candidate's left sums as a reduction over the
+    bins that go left under it (``tree_cat_goes_left``: every bin at or below it for numeric features, the
+    candidate alone or the bins sorted before it for categorical ones), and the node total at the missing bin.
+
+    O(bins^2) per (node, feature, output) where the numeric scan is O(bins): only fits with categorical features
+    run it. Exact mode pins the reduction to one lane (each sum added from zero in bin order, as the reference)."""
+    r = hist_ctype(precision)
+    return Description(
+        "tree_split_scan_cat", ["node", "feat", "output", "bin", "bin2"],
+        [Concat(), Concat(), Concat(), Concat(), Reduce(SUM)], hist_gh_type(precision),
+        scalar="""
+const long cell0 = ((long)node * SIZE_feat + feat) * SIZE_output * SIZE_bin;
+const long c2 = cell0 + (long)output * SIZE_bin + bin2;
+const int take = (bin == SIZE_bin - 1)
+    || (bin2 < SIZE_bin - 1 && tree_cat_goes_left(hist, cell0, cat_mode[feat], (int)bin2, (int)bin, cat_smooth
+                                                  TREE_INV_ARG));
+out.g = take ? hist[2 * c2] : 0;
+out.h = take ? hist[2 * c2 + 1] : 0;""",
+        inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True),
+                Input("cat_mode", "uchar", ("feat",), gather=True)] + _inv_input(precision),
+        params=[Param("cat_smooth", real_ctype(precision))],
+        preamble=defines(precision, n_bins) + snippet("split.cl"),
+    )
+
+
+@lru_cache(maxsize=32)
+def split_cat_left(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
+    """The bins that go left at each node's best split where it is categorical (0 elsewhere): the host reads
+    them for the partition and the model only when a search chose a categorical split."""
+    stride, offset, _ = _best_layout(precision)
+    return Description(
+        "tree_split_cat_left", ["node", "bin"], [Concat(), Concat()], "uchar",
+        scalar=f"""
+const int idx = best[node * {stride} + {offset}];
+const int n_cand = TREE_BINS - 2;
+out = 0;
+if (idx >= 0 && idx < n_feat * n_cand * 2 && bin < TREE_BINS - 1) {{
+    const int feat = idx / (2 * n_cand);
+    const int mode = cat_mode[feat];
+    const long cell0 = ((long)node * n_feat + feat) * TREE_OUTPUTS * TREE_BINS;
+    if (mode != 0) out = (uchar)tree_cat_goes_left(hist, cell0, mode, (int)bin, (idx / 2) % n_cand, cat_smooth
+                                                   TREE_INV_ARG);
+}}""",
+        inputs=[Input("hist", hist_ctype(precision), (1,), gather=True), Input("best", "int", ("node", stride),
+                                                                              gather=True),
+                Input("cat_mode", "uchar", (1,), gather=True)] + _inv_input(precision),
+        params=[Param("n_feat", "int"), Param("cat_smooth", real_ctype(precision))],
+        preamble=defines(precision, n_bins, n_outputs) + snippet("split.cl"),
     )
 
 
@@ -235,6 +292,14 @@ def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     return cfg
 
 
+def cat_scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64 if gpu else 16)
+    cfg["NUM_WG_node"] = 64 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    return cfg
+
+
 def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
@@ -280,7 +345,10 @@ SCORE = KernelSpec(
                   {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in _NODES},
                   _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node"))
 SUMS = KernelSpec("tree_split_sums", description_default)
-SPECS = (SCAN, SCORE, SUMS)
+# categorical fits only: not tuned (a fit's categories decide their cost)
+CAT_SCAN = KernelSpec("tree_split_scan_cat", cat_scan_heuristic, exact_pins={"NUM_WI_bin2": 1, "NUM_WG_bin2": 1})
+CAT_LEFT = KernelSpec("tree_split_cat_left", description_default)
+SPECS = (SCAN, SCORE, SUMS, CAT_SCAN, CAT_LEFT)
 
 
 def score_spec(gain: Gain) -> KernelSpec:
@@ -296,25 +364,35 @@ class SplitEvaluator:
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
-        self.d_scan = split_scan(b, p)
         self.d_score = split_score(b, k, p, gain)
         self.d_sums = split_sums(b, k, p)
-        # the split search runs for one split's two children and for whole batches: a build for each regime
-        scan = [ws.build(SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, role=r)
-                for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
         self.res_dtype = result_type(p).dtype
         self.best_dtype = split_type(p).dtype
+        self.categorical = ws.cat_mode is not None
         self.ensure(16)
         ws.ensure("feature_mask", max(1, f))
         ws.ensure("inv_scale", 16 * k)
-        self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"]))) for c in scan]
+        inv = (lambda: {"inv_scale": ws["inv_scale"]}) if ws.quantized else dict
+        # the split search runs for one split's two children and for whole batches: a build for each regime
+        if self.categorical:
+            self.d_scan = split_scan_cat(b, p)
+            ws.ensure("cat_mode", f)
+            ws.put("cat_mode", ws["cat_mode"], ws.cat_mode, np.uint8)
+            scan = [ws.build(CAT_SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b, "bin2": b}, role=r)
+                    for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"], cat_mode=ws["cat_mode"],
+                                                                  **inv()))) for c in scan]
+        else:
+            self.d_scan = split_scan(b, p)
+            scan = [ws.build(SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, role=r)
+                    for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"]))) for c in scan]
         self._mask_key: bytes | None = None
         if b > 2:
             spec = score_spec(gain)
             score = [ws.build(spec, self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, role=r)
                      for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
             sums = ws.build(SUMS, self.d_sums, {"node": 1, "output": k})
-            inv = (lambda: {"inv_scale": ws["inv_scale"]}) if ws.quantized else dict
 
             def score_buffers():  # noqa: ANN202
                 return ws["best"], dict(scan=ws["scan"], hist=ws["hist_work"], feature_mask=ws["feature_mask"],
@@ -323,6 +401,11 @@ class SplitEvaluator:
             self.k_score = [Bound(ws, c, score_buffers) for c in score]
             self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["hist_work"],
                                                                    best=ws["best"], best_value=ws["best"], **inv())))
+            if self.categorical:
+                self.d_cat_left = split_cat_left(b, k, p)
+                left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
+                self.k_cat_left = Bound(ws, left, lambda: (ws["cat_left"], dict(
+                    hist=ws["hist_work"], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
 
     def ensure(self, n: int) -> None:
         """Room for a search over ``n`` nodes."""
@@ -330,6 +413,8 @@ class SplitEvaluator:
         ws.ensure("scan", n * ws.node_bytes)
         ws.ensure("best", n * self.best_dtype.itemsize)
         ws.ensure("res", n * ws.n_outputs * self.res_dtype.itemsize)
+        if self.categorical:
+            ws.ensure("cat_left", n * ws.n_bins)
 
     def _mask(self, feature_mask: np.ndarray) -> None:
         ws = self.ws
@@ -348,7 +433,10 @@ class SplitEvaluator:
         out = Splits.none(n, k, np.zeros((n, k, 2)))
         self.ensure(n)
         few = n <= FEW_NODES
-        ws.record("tree_split_scan", self.k_scan[0 if few else 1]({"node": n, "feat": f, "output": k, "bin": b}))
+        r = ws.real.type
+        smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
+        sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
+        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, **smooth))
         if b <= 2:  # no candidate bins: only the node totals, the last prefix sum of feature 0
             scan = np.empty((n, f, k, b), hist_gh_type(ws.precision).dtype)
             scan = ws.read(scan, ws["scan"])[:, 0, :, b - 1]
@@ -356,11 +444,12 @@ class SplitEvaluator:
             out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
             return out
         self._mask(feature_mask)
-        r = ws.real.type
         values = {p: r(getattr(params, p)) for p in self.gain.params}
         ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
                                                                    **values))
         ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
+        if self.categorical:
+            ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
         host = ws.read(np.empty((n, k), self.res_dtype), ws["res"])
         out.total[:, :, 0], out.total[:, :, 1] = host["tg"], host["th"]
         gain = host["gain"][:, 0].astype(np.float64)
@@ -375,4 +464,8 @@ class SplitEvaluator:
         out.default_left[ok] = idx[ok] % 2 == 0
         for dst, g, h in ((out.left_sum, "lg", "lh"), (out.right_sum, "rg", "rh")):
             dst[ok, :, 0], dst[ok, :, 1] = host[g][ok], host[h][ok]
+        if self.categorical:
+            out.cat_left = np.zeros((n, b), bool)
+            if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won
+                out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out

@@ -7,6 +7,10 @@ visits only the rows of the nodes it splits. ``next_child`` names the child whos
 reads (0 left, 1 right, -1 neither).
 
 ``TREE_NODE``: one row per node of a grown tree, walked by the eval-set prediction (``left`` < 0 at leaves).
+
+In both, ``cats`` is -1 for a numeric split; for a categorical one, the byte offset (from the start of the
+table's buffer) of its left table: one byte per bin, 1 where the bin goes left. The left tables follow the
+records in the same buffer, so a categorical split costs the kernels no extra argument.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import numpy as np
 from mdhom.mdh import Struct
 
 SPLIT_RECORD = Struct("tree_split_t", tuple((name, "int") for name in (
-    "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first")))
-TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right")))
+    "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first", "cats")))
+TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
+                                                                   "cats")))
 # where the row at a compact index goes (a compact index in its split's range) and its new node
 DEST = Struct("dest_t", (("pos", "int"), ("node", "int")))
 
@@ -25,13 +30,28 @@ TABLE_TYPEDEFS = "".join(s.declaration(s.name) + "\n" for s in (SPLIT_RECORD, TR
 
 
 def split_table(n: int) -> np.ndarray:
-    """An empty split table of ``n`` rows (fields by name)."""
-    return np.zeros(n, SPLIT_RECORD.dtype)
+    """An empty split table of ``n`` rows (fields by name; numeric splits: ``cats`` -1)."""
+    out = np.zeros(n, SPLIT_RECORD.dtype)
+    out["cats"] = -1
+    return out
 
 
 def tree_table(tree) -> np.ndarray:  # noqa: ANN001 - a mdhom.trees.model.Tree
-    """The table tree_predict_bins walks: one TREE_NODE record per node."""
+    """The table tree_predict_bins walks, as bytes: one TREE_NODE record per node, then the left tables of
+    its categorical splits."""
     out = np.zeros(tree.n_nodes, TREE_NODE.dtype)
     out["feature"], out["bin"], out["default_left"] = tree.feature, tree.bin, tree.default_left
     out["left"], out["right"] = tree.left, tree.right
-    return out
+    return with_left_tables(out, None if tree.cat_left is None else tree.cat_left.row,
+                            None if tree.cat_left is None else tree.cat_left.table)
+
+
+def with_left_tables(records: np.ndarray, row: np.ndarray | None, tables: np.ndarray | None) -> np.ndarray:
+    """``records`` (with a ``cats`` field) as bytes followed by the left tables; record ``i`` with ``row[i]``
+    >= 0 points at table ``row[i]``, the others get -1."""
+    records["cats"] = -1
+    if row is None or tables is None or not np.any(row >= 0):
+        return records.view(np.uint8)
+    cat = row >= 0
+    records["cats"][cat] = records.nbytes + row[cat].astype(np.int64) * tables.shape[1]
+    return np.concatenate([records.view(np.uint8), np.ascontiguousarray(tables, np.uint8).reshape(-1)])

@@ -92,6 +92,7 @@ class Workspace:
         self._caps: dict[str, int] = {}
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
+        self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -170,10 +171,12 @@ class Workspace:
         return self._caps.get(name, 0)
 
     # ------------------------------------------------------------------------------------------ the fit's rows
-    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
+    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
+             cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix and allocate the row-sized buffers: numpy uint8 (n_rows, n_features),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
-        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``."""
+        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``. ``cat_mode``: the
+        features' split modes where some are categorical."""
         on_device = isinstance(bins, cl_array.Array)
         if bins.dtype != np.uint8 or len(bins.shape) != 2:
             raise TypeError("bins must be a 2-D uint8 array")
@@ -186,6 +189,13 @@ class Workspace:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
+        if cat_mode is not None and np.any(cat_mode):
+            cat_mode = np.asarray(cat_mode, np.uint8).reshape(-1)
+            if cat_mode.size != self.n_features:
+                raise ValueError(f"cat_mode has {cat_mode.size} entries for {self.n_features} features")
+            self.cat_mode = cat_mode
+        else:
+            self.cat_mode = None
         rows = max(1, self.n_rows)
         q = self.queue
         n_cells = max(1, self.n_rows * self.n_features)

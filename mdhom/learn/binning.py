@@ -9,6 +9,12 @@ most ``max_bin`` distinct values gets one bin per value. NaN goes to the global 
 A feature with NaN in the training data gets at most ``max_bin - 1`` real bins: the kernels' candidate
 splits stop at bin ``n_bins - 3``, and the split "every value left, NaN right" needs the last real bin to be
 a candidate.
+
+Categorical features (LightGBM's ``categorical_feature``) hold non-negative integer category codes. Bin ``b``
+of such a feature is its ``b``-th known category in ascending code order (``categories[j]``): the
+``max_bin - 1`` most frequent codes of the training data (ties to the smaller code), so that every category is
+a split candidate. NaN, negative codes and codes outside the known ones share the missing bin: they follow a
+split's default direction, in training and in prediction alike.
 """
 
 from __future__ import annotations
@@ -59,34 +65,81 @@ def sample_rows(n_rows: int, n_sample: int, seed: int | None) -> np.ndarray | No
     return np.sort(rng.choice(n_rows, n_sample, replace=False))
 
 
-class BinMapper:
-    """Per-feature edges learned on the training data; ``transform`` maps raw values to uint8 bins."""
+def check_codes(values: np.ndarray, feature: int | str) -> None:
+    """Category codes must be integers (negative ones and NaN mean missing); a fraction is a mistake worth
+    naming, not something to round."""
+    v = values[np.isfinite(values)]
+    if v.size and np.any(v != np.floor(v)):
+        bad = float(v[v != np.floor(v)][0])
+        raise ValueError(f"categorical feature {feature} holds {bad!r}: categories must be integer codes "
+                         "(negative codes and NaN mean missing), or pass a pandas 'category' column")
+    if v.size and np.abs(v).max() >= 2.0**53:
+        raise ValueError(f"categorical feature {feature} holds codes beyond 2^53, which float64 cannot tell apart")
 
-    def __init__(self, max_bin: int) -> None:
+
+def feature_categories(values: np.ndarray, weights: np.ndarray, max_cats: int) -> np.ndarray:
+    """The known category codes of one categorical feature (ascending int64): its ``max_cats`` most frequent
+    non-negative codes by weight, ties to the smaller code."""
+    keep = np.isfinite(values) & (values >= 0) & (weights > 0)
+    codes, inverse = np.unique(values[keep], return_inverse=True)
+    if codes.size > max_cats:
+        freq = np.bincount(inverse, weights=weights[keep])
+        top = np.lexsort((codes, -freq))[:max_cats]  # by weight descending, then code ascending
+        codes = np.sort(codes[top])
+    return codes.astype(np.int64)
+
+
+class BinMapper:
+    """Per-feature edges (or known categories) learned on the training data; ``transform`` maps raw values
+    to uint8 bins."""
+
+    def __init__(self, max_bin: int, categorical: np.ndarray | None = None) -> None:
         if not 2 <= max_bin <= 255:
             raise ValueError(f"max_bin must lie in [2, 255], got {max_bin}")
         self.max_bin = int(max_bin)
         self.n_bins = self.max_bin + 1  # the kernels' global bin count; the last one is NaN's
         self.edges: list[np.ndarray] = []
+        # per feature: None for a numeric feature, else its known category codes (bin b = categories[j][b])
+        self.categories: list[np.ndarray | None] = []
+        self._categorical = None if categorical is None else np.asarray(categorical, bool)
+
+    @property
+    def categorical(self) -> np.ndarray:
+        """Which features are categorical (bool per feature)."""
+        return np.array([c is not None for c in self.categories], bool)
 
     def fit(self, X: np.ndarray, sample_weight: np.ndarray | None = None, rows: np.ndarray | None = None) -> BinMapper:
         """Learn the edges from ``X`` (from its ``rows`` only, when given: see :func:`sample_rows`)."""
+        cat = np.zeros(X.shape[1], bool) if self._categorical is None else self._categorical
+        if cat.shape != (X.shape[1],):
+            raise ValueError(f"categorical mask has {cat.size} entries, X has {X.shape[1]} features")
+        for j in np.flatnonzero(cat):
+            check_codes(X[:, j], j)
         nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
         if rows is not None:
             X = X[rows]
             sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
         w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        self.edges = []
+        self.edges, self.categories = [], []
         for j in range(X.shape[1]):
             col = X[:, j]
+            if cat[j]:
+                self.categories.append(feature_categories(col, w, self.max_bin - 1))
+                self.edges.append(np.empty(0))
+                continue
             limit = self.max_bin - 1 if nan[j] else self.max_bin
             self.edges.append(feature_edges(col, w, max(limit, 1)))
+            self.categories.append(None)
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         out = np.empty(X.shape, np.uint8)
         for j, e in enumerate(self.edges):
             col = X[:, j]
+            cats = self.categories[j] if self.categories else None
+            if cats is not None:
+                out[:, j] = category_bins(col, cats, self.n_bins - 1)
+                continue
             b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
             b[np.isnan(col)] = self.n_bins - 1
             out[:, j] = b
@@ -96,3 +149,17 @@ class BinMapper:
         """The raw-value threshold of "bin <= split_bin": +inf when no edge lies above the bin."""
         e = self.edges[feature]
         return float(e[split_bin]) if split_bin < e.size else float("inf")
+
+
+def category_bins(values: np.ndarray, categories: np.ndarray, missing_bin: int) -> np.ndarray:
+    """The bin of each category code: its index among ``categories``; NaN, negative and unknown codes get
+    ``missing_bin``."""
+    out = np.full(values.shape, missing_bin, np.int64)
+    if categories.size == 0:
+        return out
+    ok = np.isfinite(values) & (values >= 0)
+    idx = np.searchsorted(categories, values[ok])
+    idx = np.minimum(idx, categories.size - 1)
+    found = categories[idx] == values[ok]
+    out[np.flatnonzero(ok)[found]] = idx[found]
+    return out

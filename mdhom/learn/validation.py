@@ -50,17 +50,59 @@ def feature_names(X: Any) -> np.ndarray | None:
     return None
 
 
-def as_matrix(X: Any) -> np.ndarray:
-    """A float64 C-contiguous 2-D copy-or-view of X with NaN for missing values; infinities are refused."""
+def category_labels(X: Any) -> list[np.ndarray | None] | None:
+    """Per column the labels of a pandas 'category' column (None for the others); None when X is not a data
+    frame or has no such column. A column's category codes are positions among these labels."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns") or not hasattr(X, "to_numpy"):
+        return None
+    out = [np.asarray(list(dt.categories), dtype=object) if getattr(dt, "name", "") == "category" else None
+           for dt in dtypes]
+    return out if any(o is not None for o in out) else None
+
+
+def _frame_matrix(X: Any, labels: list[np.ndarray | None] | None) -> np.ndarray:
+    """A data frame as float64: numeric columns as they are, category columns as codes (NaN where missing),
+    mapped by label onto ``labels`` (the training frame's) when given."""
+    own = category_labels(X)
+    if own is None and labels is None:
+        try:
+            return X.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass  # name the column below
+    out = np.empty(X.shape, np.float64)
+    for j, name in enumerate(X.columns):
+        col = X.iloc[:, j]
+        fitted = None if labels is None or j >= len(labels) else labels[j]
+        if fitted is not None:
+            try:
+                codes = col.astype("category").cat.set_categories(list(fitted)).cat.codes.to_numpy()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"column {name!r} cannot be read as the categories it had in fit: {exc}") from None
+            out[:, j] = np.where(codes < 0, np.nan, codes)
+        elif own is not None and own[j] is not None:
+            if labels is not None:
+                raise ValueError(f"column {name!r} is a 'category' column, but it was not categorical in fit")
+            codes = col.cat.codes.to_numpy()
+            out[:, j] = np.where(codes < 0, np.nan, codes)
+        else:
+            try:
+                out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"column {name!r} is not numeric ({col.dtype}: {exc}); give categories the pandas "
+                                 "'category' dtype") from None
+    return out
+
+
+def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None) -> np.ndarray:
+    """A float64 C-contiguous 2-D copy-or-view of X with NaN for missing values; infinities are refused.
+    Data frames' 'category' columns become codes, by label onto the fitted ``labels`` where given."""
     if X is None:
         raise ValueError("X is None; expected a 2-D array-like")
     if hasattr(X, "toarray") and hasattr(X, "tocsr"):  # scipy.sparse
         X = X.toarray()
     elif hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas
-        try:
-            X = X.to_numpy(dtype=np.float64, na_value=np.nan)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"X has columns that are not numeric: {exc}") from None
+        X = _frame_matrix(X, labels)
     arr = np.asarray(X)
     if arr.dtype.kind == "c":
         raise ValueError("Complex data not supported")
@@ -143,3 +185,24 @@ def check_weights(sample_weight: Any, n: int) -> np.ndarray:
     if w.sum() <= 0:
         raise ValueError("sample_weight sums to zero")
     return w
+
+
+def categorical_mask(spec: Any, labels: list[np.ndarray | None] | None, names: np.ndarray | None,
+                     n_features: int) -> np.ndarray:
+    """Which features are categorical: the data frame's 'category' columns (``labels``), plus the indices or
+    names that ``spec`` lists (``"auto"``: none more)."""
+    mask = np.zeros(n_features, bool)
+    if labels is not None:
+        mask[[j for j, lab in enumerate(labels) if lab is not None]] = True
+    if isinstance(spec, str):
+        return mask
+    for x in spec:
+        if isinstance(x, str):
+            if names is None or x not in list(names):
+                raise ValueError(f"categorical_feature names {x!r}, which is not a column name of X")
+            mask[list(names).index(x)] = True
+        elif not 0 <= x < n_features:
+            raise ValueError(f"categorical_feature lists column {x}, but X has {n_features} features")
+        else:
+            mask[x] = True
+    return mask

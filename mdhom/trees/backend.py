@@ -20,6 +20,10 @@ Conventions shared by every implementation:
   with ``S`` the L1 soft threshold by alpha; a candidate needs ``sum_k H_L >= min_child_weight`` and
   ``sum_k H_R >= min_child_weight``. Ties: the larger gain wins; equal gains go to the lower feature, then
   the lower bin, then default_left=True over False.
+* Categorical features (``cat_mode`` at ``load``, :mod:`mdhom.trees.reference`): candidate ``b`` of such a
+  feature sends left the bin ``b`` alone (one-vs-rest), or every bin ordered at or before ``b`` by
+  G / (H + cat_smooth) of output 0 (+inf without hessian; ties by bin); the left sums are added from zero in
+  bin order. ``Splits.cat_left`` carries the bins that go left; ``apply_splits`` takes them back.
 
 A boosting round can stay on the device (``set_objective`` once, then per round ``compute_gradients``,
 the tree, ``update_scores``): the host then sends a row mask and a tree's leaf values and reads back only
@@ -55,8 +59,9 @@ class TreeKernels(Protocol):
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         """Each kernel's configuration and where it came from (empty for numpy)."""
 
-    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
-        """Take the binned training matrix (kept resident for the whole fit)."""
+    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int, cat_mode: np.ndarray | None = None) -> None:
+        """Take the binned training matrix (kept resident for the whole fit); ``cat_mode``: the split mode of
+        each feature where some are categorical."""
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         """Gradients and hessians of this round, (n_rows, n_outputs) each."""
@@ -114,11 +119,13 @@ class TreeKernels(Protocol):
     def apply_splits(
         self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
         left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
+        cat_left: np.ndarray | None = None,
     ) -> None:
         """Move the rows of each node ``nodes[i]`` to node ``left[i]`` or ``right[i]`` by its split.
 
         ``small_left``, a hint: the next ``histograms`` call asks for ``left[i]`` where it is True, else
-        ``right[i]``, in this order."""
+        ``right[i]``, in this order. ``cat_left`` (n_splits, n_bins): the left bins of each split, read where its
+        feature is categorical."""
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree

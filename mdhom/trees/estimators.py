@@ -27,6 +27,8 @@ from mdhom.learn.model_files import decode_classes, encode_classes
 from mdhom.learn.validation import (
     as_matrix,
     as_target,
+    categorical_mask,
+    category_labels,
     check_feature_names,
     check_weights,
     feature_names,
@@ -43,6 +45,7 @@ from mdhom.trees.model import (
     read_json,
     save_json,
 )
+from mdhom.trees.reference import category_modes
 
 
 def resolve_precision(device: Any, precision: str | None) -> str:
@@ -95,6 +98,9 @@ class _TreeBoost:
         min_child_weight: float = P.DEFAULTS["min_child_weight"],
         subsample: float = P.DEFAULTS["subsample"],
         colsample_bytree: float = P.DEFAULTS["colsample_bytree"],
+        categorical_feature: Any = P.DEFAULTS["categorical_feature"],
+        max_cat_to_onehot: int = P.DEFAULTS["max_cat_to_onehot"],
+        cat_smooth: float = P.DEFAULTS["cat_smooth"],
         objective: str | None = P.DEFAULTS["objective"],
         early_stopping_rounds: int | None = P.DEFAULTS["early_stopping_rounds"],
         random_state: int | None = P.DEFAULTS["random_state"],
@@ -115,6 +121,9 @@ class _TreeBoost:
         self.min_child_weight = min_child_weight
         self.subsample = subsample
         self.colsample_bytree = colsample_bytree
+        self.categorical_feature = categorical_feature
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.cat_smooth = cat_smooth
         self.objective = objective
         self.early_stopping_rounds = early_stopping_rounds
         self.random_state = random_state
@@ -167,6 +176,7 @@ class _TreeBoost:
         """Grow ``n_estimators`` trees (fewer with early stopping on the last ``eval_set``); returns self."""
         p = P.validate(self.get_params())
         name = type(self).__name__
+        labels = category_labels(X)
         Xa = as_matrix(X)
         y_enc, objective = self._encode_target(y, p["objective"], fitting=True)
         if y_enc.shape[0] != Xa.shape[0]:
@@ -180,17 +190,22 @@ class _TreeBoost:
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        categorical = categorical_mask(p["categorical_feature"], labels, names, Xa.shape[1])
+        self._category_labels = labels
         loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
         t0 = time.perf_counter()
-        mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
+        mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
+                                                                              p["random_state"]))
         precision = resolve_precision(p["device"], p["precision"])
         kernels = make_kernels(p["device"], precision)
         to_bins = kernels.bin_rows(mapper)
-        kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs)
+        cat_mode = category_modes(mapper.categories, loss.n_outputs, p["max_cat_to_onehot"])
+        kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs, cat_mode)
         self.bin_seconds_ = time.perf_counter() - t0
-        ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w))
+        ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w),
+                            categories=mapper.categories if cat_mode is not None else None)
         trees, round_times, results, best = self._boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, p,
                                                         mapper.threshold)
         ensemble.trees = trees
@@ -208,7 +223,7 @@ class _TreeBoost:
         for i, pair in enumerate(eval_set or []):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise ValueError("eval_set must be a list of (X, y) pairs")
-            Xe = as_matrix(pair[0])
+            Xe = as_matrix(pair[0], self._fitted_labels())
             if Xe.shape[1] != self.n_features_in_:
                 raise ValueError(f"eval_set[{i}] has {Xe.shape[1]} features, the training data "
                                  f"{self.n_features_in_}")
@@ -223,9 +238,11 @@ class _TreeBoost:
                y: np.ndarray, w: np.ndarray, evals: list, p: dict[str, Any], threshold: Callable) -> tuple:
         n, n_features = X.shape
         grow = GrowParams(
-            split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"]),
+            split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"],
+                              p["cat_smooth"]),
             learning_rate=p["learning_rate"], max_depth=p["max_depth"] or 0, max_leaves=p["max_leaves"],
             lossguide=p["grow_policy"] == "lossguide",
+            categorical=None if ensemble.categories is None else np.array([c is not None for c in ensemble.categories]),
         )
         rng = np.random.default_rng(p["random_state"])
         # the round stays on the backend's side: scores, gradients and eval-set scores are resident there
@@ -249,6 +266,8 @@ class _TreeBoost:
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
             kernels.compute_gradients(keep)
             tree = grow_tree(kernels, None, mask, grow, threshold)
+            if ensemble.categories is not None:
+                tree.set_categories(ensemble.categories)
             kernels.update_scores(tree.value)
             trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
@@ -288,10 +307,16 @@ class _TreeBoost:
 
     # --------------------------------------------------------------------------------------- prediction
 
+    def _fitted_labels(self) -> list[np.ndarray | None]:
+        """Per feature the category labels of fit's data frame: how a frame's 'category' columns map to codes
+        (a column that had none is not categorical)."""
+        labels = getattr(self, "_category_labels", None)
+        return [None] * self.n_features_in_ if labels is None else labels
+
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = as_matrix(X)
+        Xa = as_matrix(X, self._fitted_labels())
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
@@ -320,6 +345,11 @@ class _TreeBoost:
             "bin_edges": [e.tolist() for e in self._bin_edges],
             "trees": [t.to_json() for t in ens.trees],
         }
+        if ens.categories is not None:
+            doc["categories"] = [None if c is None else [int(x) for x in c] for c in ens.categories]
+        labels = getattr(self, "_category_labels", None)
+        if labels is not None:
+            doc["category_labels"] = [None if c is None else encode_classes(c) for c in labels]
         save_json(path, doc)
 
     def _target_info(self) -> dict[str, Any]:
@@ -503,7 +533,13 @@ def load_model(path: str | os.PathLike) -> _TreeBoost:
         n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
         trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
         base = np.asarray(doc["base_score"], np.float64).reshape(n_outputs)
-        ensemble = Ensemble(n_features, n_outputs, base, trees)
+        cats = doc.get("categories")
+        if cats is not None:
+            cats = [None if c is None else np.asarray(c, np.int64).reshape(-1) for c in cats]
+        ensemble = Ensemble(n_features, n_outputs, base, trees, categories=cats)
+        ensemble.check_categories()
+        labels = doc.get("category_labels")
+        est._category_labels = None if labels is None else [None if c is None else decode_classes(c) for c in labels]
         edges = [np.asarray(e, np.float64) for e in doc["bin_edges"]]
         est._restore_target(doc["target"], decode_classes(doc["classes"]))
         est._set_fitted(ensemble, doc["objective"], params, edges)

@@ -18,8 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
-from mdhom.trees.model import Tree
-from mdhom.trees.reference import NumpyTreeKernels, leaf_weight, node_totals, soft_threshold, to_real
+from mdhom.trees.model import CategoryTables, Tree
+from mdhom.trees.reference import (
+    NumpyTreeKernels,
+    category_sums,
+    leaf_weight,
+    node_totals,
+    set_category_left,
+    soft_threshold,
+    to_real,
+)
 
 # A split must gain more than this (XGBoost's kRtEps): gains of a few ulps on pure nodes are rounding noise,
 # and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
@@ -35,7 +43,8 @@ class NumpyKernels(NumpyTreeKernels):
     """
 
     def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-        return fast_best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None)
+        return fast_best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None,
+                                self.cat_mode)
 
 
 def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray:
@@ -45,7 +54,7 @@ def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray
 
 
 def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
-                     inv_scale: np.ndarray | None = None) -> Splits:
+                     inv_scale: np.ndarray | None = None, cat_mode: np.ndarray | None = None) -> Splits:
     """:func:`mdhom.trees.reference.best_splits`, same result, a few times faster (quantized too: integer
     ``hist`` with ``inv_scale``)."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
@@ -62,9 +71,15 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     cum_h = np.cumsum(hist[:, :, :n_cand, :, 1], axis=2)
     # Candidates: bin 0, and every bin b > 0 holding rows of the node. A candidate at an empty bin has exactly
     # the sums (so the gain) of candidate b - 1, which wins the tie as the lower bin: skipping it changes
-    # nothing, and small nodes touch few of the bins.
+    # nothing, and small nodes touch few of the bins. (Not so for categorical features: all their candidates.)
     keep = np.any(hist[:, :, :n_cand] != 0, axis=(3, 4))
     keep[:, :, 0] = True
+    categorical = cat_mode is not None and bool(np.any(cat_mode))
+    if categorical:
+        cf = np.flatnonzero(cat_mode)
+        sums = category_sums(hist[:, cf], np.asarray(cat_mode)[cf], inv_scale, params.cat_smooth)
+        cum_g[:, cf], cum_h[:, cf] = sums[..., 0], sums[..., 1]
+        keep[:, cf] = True
     keep[:, ~fmask, 1:] = False
     pos = np.flatnonzero(keep)  # C order over (node, feature, bin): the reference's candidate order
     nf = pos // n_cand  # flat (node, feature)
@@ -100,6 +115,8 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
         out.feature[i], out.bin[i], out.default_left[i] = nf[c] % n_features, pos[c] % n_cand, d == 0
         out.left_sum[i] = to_real(left, inv_scale)
         out.right_sum[i] = to_real(right, inv_scale)
+    if categorical:
+        set_category_left(out, hist, cat_mode, inv_scale, params.cat_smooth)
     return out
 
 
@@ -110,6 +127,7 @@ class GrowParams:
     max_depth: int  # 0: no limit
     max_leaves: int  # 0: no limit
     lossguide: bool
+    categorical: np.ndarray | None = None  # bool per feature; None: every feature numeric
 
 
 class _Nodes:
@@ -125,6 +143,7 @@ class _Nodes:
         self.bin: list[int] = []
         self.default_left: list[bool] = []
         self.gain: list[float] = []
+        self.cat_left: dict[int, np.ndarray] = {}  # the left bins of each categorical split node
 
     def add(self, sums: np.ndarray, depth: int) -> int:
         self.sums.append(np.asarray(sums, np.float64).reshape(self.n_outputs, 2))
@@ -137,13 +156,15 @@ class _Nodes:
         self.gain.append(0.0)
         return len(self.depth) - 1
 
-    def split(self, node: int, splits: Splits, i: int, min_split_gain: float) -> tuple[int, int]:
+    def split(self, node: int, splits: Splits, i: int, params: GrowParams) -> tuple[int, int]:
         d = self.depth[node] + 1
         lo, hi = self.add(splits.left_sum[i], d), self.add(splits.right_sum[i], d)
         self.left[node], self.right[node] = lo, hi
         self.feature[node], self.bin[node] = int(splits.feature[i]), int(splits.bin[i])
         self.default_left[node] = bool(splits.default_left[i])
-        self.gain[node] = float(splits.gain[i]) + min_split_gain
+        self.gain[node] = float(splits.gain[i]) + params.split.min_split_gain
+        if is_categorical(params, self.feature[node]):
+            self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
 
     def smaller_is_left(self, node: int) -> bool:
@@ -157,11 +178,31 @@ class _Nodes:
         value = params.learning_rate * leaf_weight(sums[:, :, 0], sums[:, :, 1], sp.reg_lambda, sp.reg_alpha)
         feature = np.asarray(self.feature, np.int32)
         thr = np.array([threshold(f, b) if f >= 0 else 0.0 for f, b in zip(self.feature, self.bin, strict=True)])
+        tables = None
+        if self.cat_left:
+            row = np.full(len(self.depth), -1, np.int32)
+            order = sorted(self.cat_left)
+            row[order] = np.arange(len(order))
+            thr[order] = np.inf
+            tables = CategoryTables(row, np.stack([self.cat_left[n] for n in order]))
         return Tree(
             left=np.asarray(self.left, np.int32), right=np.asarray(self.right, np.int32), feature=feature,
             threshold=thr, default_left=np.asarray(self.default_left, bool), value=value,
             gain=np.asarray(self.gain), cover=sums[:, :, 1].sum(axis=1), bin=np.asarray(self.bin, np.int32),
+            cat_left=tables,
         )
+
+
+def is_categorical(params: GrowParams, feature: int) -> bool:
+    return params.categorical is not None and bool(params.categorical[feature])
+
+
+def cat_tables(params: GrowParams, splits: Splits, index: list[int] | np.ndarray,
+               feature: np.ndarray) -> np.ndarray | None:
+    """The left-bin tables of the listed splits for ``apply_splits`` (None when none of them is categorical)."""
+    if splits.cat_left is None or not any(is_categorical(params, int(f)) for f in feature):
+        return None
+    return splits.cat_left[np.asarray(index, np.int64)]
 
 
 def _siblings(kernels: TreeKernels, parent: object, child: object, index: list[int] | None, n: int) -> object:
@@ -215,14 +256,13 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         if not chosen:
             return
         parents = [level[i] for i in chosen]
-        gamma = params.split.min_split_gain
-        children = [nodes.split(n, splits, i, gamma) for n, i in zip(parents, chosen, strict=True)]
+        children = [nodes.split(n, splits, i, params) for n, i in zip(parents, chosen, strict=True)]
         n_leaves += len(chosen)
         left_small = np.array([nodes.smaller_is_left(n) for n in parents], bool)
         kernels.apply_splits(
             np.asarray(parents, np.int32), splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen],
             np.asarray([c[0] for c in children], np.int32), np.asarray([c[1] for c in children], np.int32),
-            small_left=left_small,
+            small_left=left_small, cat_left=cat_tables(params, splits, chosen, splits.feature[chosen]),
         )
         splits = None
         depth = nodes.depth[children[0][0]]
@@ -248,12 +288,13 @@ def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
     while heap and (params.max_leaves == 0 or n_leaves < params.max_leaves):
         _, node = heapq.heappop(heap)
         splits, i = found.pop(node)
-        lo, hi = nodes.split(node, splits, i, params.split.min_split_gain)
+        lo, hi = nodes.split(node, splits, i, params)
         n_leaves += 1
         left_small = nodes.smaller_is_left(node)
         kernels.apply_splits(np.array([node], np.int32), splits.feature[i:i + 1], splits.bin[i:i + 1],
                              splits.default_left[i:i + 1], np.array([lo], np.int32), np.array([hi], np.int32),
-                             small_left=np.array([left_small]))
+                             small_left=np.array([left_small]),
+                             cat_left=cat_tables(params, splits, [i], splits.feature[i:i + 1]))
         parent_hist, at, n_in = hist.pop(node)
         if not _can_split(nodes.depth[lo], params) or (params.max_leaves and n_leaves >= params.max_leaves):
             continue
@@ -298,21 +339,26 @@ class _Candidates:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split."""
         kernels, ns = self.kernels, len(batch)
-        feature, bin_, default_left, left_small = [], [], [], []
+        feature, bin_, default_left, left_small, tables = [], [], [], [], []
         for node in batch:
             sp, i = self.found[node]
             feature.append(sp.feature[i])
             bin_.append(sp.bin[i])
             default_left.append(sp.default_left[i])
+            if sp.cat_left is not None:
+                tables.append(sp.cat_left[i])
             # the child of smaller hessian sum (the proxy for its row count) is built; ties go left
             left_small.append(bool(sp.left_sum[i][:, 1].sum() <= sp.right_sum[i][:, 1].sum()))
         lo = np.arange(self.n_ids, self.n_ids + 2 * ns, 2, dtype=np.int32)
         hi = lo + 1
         self.n_ids += 2 * ns
         grow = [k for k, node in enumerate(batch) if _can_split(self.depth[node] + 1, self.params)]
+        cats = None
+        if any(is_categorical(self.params, int(f)) for f in feature):
+            cats = np.stack(tables)  # every search of a fit with categorical features carries its tables
         kernels.apply_splits(np.asarray(batch, np.int32), np.asarray(feature, np.int32), np.asarray(bin_, np.int32),
                              np.asarray(default_left, bool), lo, hi,
-                             small_left=np.asarray(left_small) if len(grow) == ns else None)
+                             small_left=np.asarray(left_small) if len(grow) == ns else None, cat_left=cats)
         for k, node in enumerate(batch):
             self.children[node] = (int(lo[k]), int(hi[k]))
             self.depth[int(lo[k])] = self.depth[int(hi[k])] = self.depth[node] + 1
@@ -366,7 +412,6 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
         heap.append((-float(splits.gain[0]), 0))
     limit = params.max_leaves or np.inf
     n_leaves = 1
-    gamma = params.split.min_split_gain
     while heap and n_leaves < limit:
         node = heap[0][1]
         at = tree_of[node]
@@ -377,7 +422,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
             continue
         heapq.heappop(heap)
         sp, i = cand.split_of(at)
-        lo, hi = nodes.split(node, sp, i, gamma)
+        lo, hi = nodes.split(node, sp, i, params)
         tree_of[lo], tree_of[hi] = cand.children[at]
         n_leaves += 1
         if not _can_split(nodes.depth[lo], params) or n_leaves >= limit:

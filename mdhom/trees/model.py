@@ -10,7 +10,12 @@ Format ``mdhom.treeboost`` version 1 (one JSON object):
   (child ids, -1 at leaves), ``feature`` (-1 at leaves), ``threshold`` (go left when ``x <= threshold``;
   null means +inf, i.e. every non-missing value goes left), ``default_left`` (where NaN goes), ``value``
   (per node, one leaf value per output, learning rate applied; used at leaves), ``gain`` (of the node's
-  split, 0 at leaves) and ``cover`` (hessian sum of the node's rows, summed over outputs).
+  split, 0 at leaves) and ``cover`` (hessian sum of the node's rows, summed over outputs); where the model has
+  categorical splits, ``categories``: per node null, or the category codes that go left (the node's
+  ``threshold`` is then null and unused).
+* ``categories`` (models with categorical features): per feature null (numeric) or its known category codes;
+  a code outside them, NaN or a negative code is missing and follows the split's default direction.
+  ``category_labels``: per feature null, or the labels of a pandas ``category`` column (code = position).
 
 The raw score of a row is ``base_score + sum over trees of value[leaf]``.
 """
@@ -30,6 +35,15 @@ VERSION = 1
 
 
 @dataclass
+class CategoryTables:
+    """A tree's categorical splits in bins, while training (the devices' binned eval-set traversal):
+    ``row[node]`` is the node's row of ``table`` (the bins that go left), or -1 for a numeric split."""
+
+    row: np.ndarray  # int32 (n_nodes,)
+    table: np.ndarray  # bool (n_categorical_splits, n_bins)
+
+
+@dataclass
 class Tree:
     left: np.ndarray  # int32 (n_nodes,)
     right: np.ndarray  # int32
@@ -41,18 +55,36 @@ class Tree:
     cover: np.ndarray  # float64
     # the split bins (0 at leaves) while training, for the devices' binned eval-set traversal; not saved
     bin: np.ndarray | None = None
+    # per node None, or the category codes that go left at a categorical split (saved)
+    categories: list[np.ndarray | None] | None = None
+    cat_left: CategoryTables | None = None  # the same splits in bins, while training; not saved
 
     @property
     def n_nodes(self) -> int:
         return int(self.left.size)
 
+    def set_categories(self, known: list[np.ndarray | None]) -> None:
+        """Turn the training-time bin tables into the category codes that go left (``known``: per feature the
+        binning's known codes, bin b = known[f][b])."""
+        t = self.cat_left
+        if t is None or not np.any(t.row >= 0):
+            return
+        out: list[np.ndarray | None] = [None] * self.n_nodes
+        for node in np.flatnonzero(t.row >= 0):
+            codes = known[int(self.feature[node])]
+            out[node] = codes[t.table[t.row[node], : codes.size]]
+        self.categories = out
+
     def to_json(self) -> dict[str, Any]:
         thr = [None if np.isinf(t) else float(t) for t in self.threshold]
-        return {
+        out = {
             "left": self.left.tolist(), "right": self.right.tolist(), "feature": self.feature.tolist(),
             "threshold": thr, "default_left": self.default_left.tolist(), "value": self.value.tolist(),
             "gain": self.gain.tolist(), "cover": self.cover.tolist(),
         }
+        if self.categories is not None:
+            out["categories"] = [None if c is None else [int(x) for x in c] for c in self.categories]
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any], n_outputs: int, n_features: int) -> Tree:
@@ -65,6 +97,11 @@ class Tree:
             value=np.asarray(d["value"], np.float64).reshape(n, n_outputs),
             gain=np.asarray(d["gain"], np.float64), cover=np.asarray(d["cover"], np.float64),
         )
+        cats = d.get("categories")
+        if cats is not None:
+            if not isinstance(cats, list) or len(cats) != n:
+                raise ValueError("tree categories must list one entry per node")
+            tree.categories = [None if c is None else np.asarray(c, np.int64).reshape(-1) for c in cats]
         tree.check(n_features)
         return tree
 
@@ -84,6 +121,8 @@ class Tree:
             raise ValueError("split features out of range")
         if np.any(np.isnan(self.threshold)) or np.any(~np.isfinite(self.value)):
             raise ValueError("NaN threshold or non-finite leaf value")
+        if self.categories is not None and any(c is not None and not inner[i] for i, c in enumerate(self.categories)):
+            raise ValueError("a leaf has split categories")
 
 
 @dataclass
@@ -94,6 +133,22 @@ class Ensemble:
     n_outputs: int
     base_score: np.ndarray  # (n_outputs,)
     trees: list[Tree] = field(default_factory=list)
+    # per feature None (numeric) or its known category codes (ascending); None: no categorical feature
+    categories: list[np.ndarray | None] | None = None
+
+    def check_categories(self) -> None:
+        """Every categorical split is on a categorical feature and names only its known codes."""
+        known = self.categories
+        if known is not None and len(known) != self.n_features:
+            raise ValueError(f"categories lists {len(known)} features, the model has {self.n_features}")
+        for t in self.trees:
+            for node, codes in enumerate(t.categories or []):
+                if codes is None:
+                    continue
+                ref = None if known is None else known[int(t.feature[node])]
+                if ref is None or not np.all(np.isin(codes, ref)):
+                    raise ValueError(f"a categorical split on feature {int(t.feature[node])} names categories "
+                                     "the feature does not have")
 
     def leaves(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
         """(n_rows, n_trees) node ids of the leaf each row reaches, all trees walked together."""
@@ -107,6 +162,7 @@ class Ensemble:
         feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
         threshold = np.concatenate([t.threshold for t in trees])
         default_left = np.concatenate([t.default_left for t in trees])
+        X, cat_row, member = self._category_walk(X, trees)
         node = np.broadcast_to(offsets, (X.shape[0], len(trees))).copy()
         active = left[node] >= 0
         while active.any():
@@ -114,9 +170,42 @@ class Ensemble:
             n = node[r, c]
             x = X[r, feature[n]]
             go_left = np.where(np.isnan(x), default_left[n], x <= threshold[n])
+            if cat_row is not None:
+                cat = cat_row[n] >= 0
+                if cat.any():
+                    xc = x[cat]
+                    known = ~np.isnan(xc)
+                    hit = member[cat_row[n][cat], np.where(known, xc, 0).astype(np.int64)]
+                    go_left[cat] = np.where(known, hit, default_left[n][cat])
             node[r, c] = np.where(go_left, left[n], right[n])
             active[r, c] = left[node[r, c]] >= 0
         return node - offsets[None, :]
+
+    def _category_walk(self, X: np.ndarray, trees: list[Tree]) -> tuple:
+        """For categorical features: X with codes turned into the position among the known codes (NaN when
+        missing or unknown), each categorical node's row of a membership table over those positions, the table."""
+        if self.categories is None or not any(t.categories is not None for t in trees):
+            return X, None, None
+        from mdhom.learn.binning import category_bins
+
+        X = X.copy()
+        for f, known in enumerate(self.categories):
+            if known is not None:
+                pos = category_bins(X[:, f], known, -1).astype(np.float64)
+                X[:, f] = np.where(pos < 0, np.nan, pos)
+        width = max(1, max((k.size for k in self.categories if k is not None), default=1))
+        rows, tables = [], []
+        for t in trees:
+            row = np.full(t.n_nodes, -1, np.int64)
+            for node, codes in enumerate(t.categories or []):
+                if codes is not None:
+                    known = self.categories[int(t.feature[node])]
+                    table = np.zeros(width, bool)
+                    table[np.searchsorted(known, codes)] = True
+                    row[node] = len(tables)
+                    tables.append(table)
+            rows.append(row)
+        return X, np.concatenate(rows), np.array(tables, bool).reshape(-1, width)
 
     def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
         """(n_rows, n_outputs) raw scores of float64 ``X``; rows go in blocks to bound the (rows, trees) state."""

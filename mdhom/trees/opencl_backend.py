@@ -124,14 +124,18 @@ class OpenCLTreeKernels:
                          and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
 
-    def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array]:
-        """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly)."""
+    def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array | np.ndarray]:
+        """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly);
+        the mapper's own transform where features are categorical (the device binner knows edges only)."""
+        if mapper.categorical.any():
+            return mapper.transform
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
         self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
         return self.binner.transform
 
     # ------------------------------------------------------------------------------------------ data
-    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
+    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
+             cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix: numpy uint8 (n_rows, n_features), or a device array already in
         this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
         :class:`mdhom.components.binning.DeviceBinner` output), which is used without a trip to the host: its
@@ -142,7 +146,7 @@ class OpenCLTreeKernels:
         n_feat = bins.shape[0] if on_device and ws.feature_major else bins.shape[1]
         # device bins come in the layout bin_rows chose: keep it
         self._resolve_rows(n_feat, n_bins, n_outputs, ws.feature_major if on_device else self._feature_major)
-        ws.load(bins, n_bins, n_outputs)
+        ws.load(bins, n_bins, n_outputs, cat_mode)
         self.n_rows, self.n_features, self.n_bins, self.n_outputs = ws.n_rows, ws.n_features, ws.n_bins, n_outputs
         self.gradients = GradientSource(ws)
         self.rows = RowPartitioner(ws)
@@ -227,9 +231,10 @@ class OpenCLTreeKernels:
         return out
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
-                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
+                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
+                     cat_left: np.ndarray | None = None) -> None:
         self.gradients.ensure()  # (g, h) move with the rows
-        self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left)
+        self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left)
 
     def relabel(self, node_map: np.ndarray) -> None:
         self.rows.relabel(node_map)

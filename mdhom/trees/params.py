@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, real, seed, verbose
 
 
@@ -18,6 +20,26 @@ def _objective(v: Any) -> Any:
     from mdhom.learn.losses import canonical_objective
 
     return canonical_objective(v)
+
+
+def _categorical_feature(v: Any) -> Any:
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("auto", "", "none")):
+        return "auto"  # pandas 'category' columns are categorical whatever else is listed
+    if isinstance(v, str):
+        v = [x.strip() for x in v.split(",") if x.strip()]
+        v = [int(x) if x.lstrip("-").isdigit() else x for x in v]
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        v = [v]
+    try:
+        items = list(v)
+    except TypeError:
+        raise ValueError(f"must be 'auto', None or a list of column indices or names, got {v!r}") from None
+    out = []
+    for x in items:
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, str)):
+            raise ValueError(f"must list column indices or names, got {x!r}")
+        out.append(int(x) if isinstance(x, (int, np.integer)) else x)
+    return out
 
 
 TABLE = OptionTable((
@@ -44,6 +66,17 @@ TABLE = OptionTable((
            real(0.0, 1.0, lo_open=True)),
     Option("colsample_bytree", "float", 1.0, "Fraction of features drawn for each tree.",
            real(0.0, 1.0, lo_open=True)),
+    Option("categorical_feature", "str", "auto", "Which features hold categories (LightGBM's option): 'auto' "
+           "takes the pandas 'category' columns; or a list (or comma-separated string) of column indices or "
+           "names, added to those. Codes are non-negative integers (a pandas column's own codes); NaN, "
+           "negative and unknown codes count as missing. Splits send a set of categories left: one category "
+           "against the rest up to max_cat_to_onehot categories (and always for multi-output trees), else a "
+           "prefix of the categories sorted by G / (H + cat_smooth). The max_bin - 1 most frequent categories "
+           "of a feature are kept; the rest count as missing.", _categorical_feature),
+    Option("max_cat_to_onehot", "int", 4, "Most categories of a feature for one-vs-rest splits (LightGBM's "
+           "meaning); features with more get sorted partition splits.", integer(1)),
+    Option("cat_smooth", "float", 10.0, "Added to a category's hessian sum in the sort key of partition splits "
+           "(LightGBM's cat_smooth): rare categories sort toward the middle.", real(0.0)),
     Option("objective", "str", None, "None infers it from y: 'reg:squarederror' for the regressor; "
            "'binary:logistic', 'multi:softmax' or (for a 2-D 0/1 y) 'multilabel:logistic' for the classifier. "
            "LightGBM's names ('regression', 'binary', 'multiclass') are accepted too.", _objective),

@@ -78,17 +78,93 @@ def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: n
     return out
 
 
+# How a feature's bins split (the per-feature mode of a fit, ``cat_mode``): numeric ("bin <= b" goes left),
+# categorical one-vs-rest ("bin == b"), categorical sorted partition (the bins ordered by G / (H + cat_smooth)
+# up to b's place; LightGBM's and XGBoost's partition of many categories).
+NUMERIC, ONE_VS_REST, SORTED = 0, 1, 2
+
+
+def category_modes(categories: list[np.ndarray | None], n_outputs: int, max_cat_to_onehot: int) -> np.ndarray | None:
+    """The split mode of every feature from the binning's known categories (None: all numeric). Multi-output
+    trees split categories one against the rest: one sort order cannot rank categories for several outputs."""
+    if not any(c is not None for c in categories):
+        return None
+    mode = np.zeros(len(categories), np.uint8)
+    for j, c in enumerate(categories):
+        if c is not None:
+            mode[j] = ONE_VS_REST if n_outputs > 1 or c.size <= max_cat_to_onehot else SORTED
+    return mode
+
+
+def category_keys(hist: np.ndarray, inv_scale: np.ndarray | None, cat_smooth: float) -> np.ndarray:
+    """(..., B) sort keys of a sorted-partition split from (..., B, K, 2) histograms: output 0's
+    G / (H + cat_smooth), and +inf for a bin without hessian (no rows here: never put left ahead of others)."""
+    g, h = hist[..., 0, 0], hist[..., 0, 1]
+    if inv_scale is not None:
+        g, h = g.astype(np.float64) * inv_scale[0, 0], h.astype(np.float64) * inv_scale[0, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = g / (h + cat_smooth)
+    return np.where(h > 0, key, np.inf)
+
+
+def category_predicate(hist: np.ndarray, mode: np.ndarray, inv_scale: np.ndarray | None,
+                       cat_smooth: float) -> np.ndarray:
+    """(N, C, n_cand, B - 1): whether real bin c2 goes left under candidate c, for (N, C, B, K, 2) histograms of
+    C categorical features with modes ``mode`` (C,). One-vs-rest: c2 == c; sorted: c2 is ordered at or before
+    c by (key, bin)."""
+    n_bins = hist.shape[2]
+    c = np.arange(n_bins - 2)[:, None]
+    c2 = np.arange(n_bins - 1)[None, :]
+    key = category_keys(hist, inv_scale, cat_smooth)  # (N, C, B)
+    kc, kc2 = key[:, :, : n_bins - 2, None], key[:, :, None, : n_bins - 1]
+    sorted_ = (kc2 < kc) | ((kc2 == kc) & (c2 <= c))
+    onehot = np.broadcast_to(c2 == c, sorted_.shape)
+    return np.where((np.asarray(mode) == SORTED)[None, :, None, None], sorted_, onehot)
+
+
+def category_sums(hist: np.ndarray, mode: np.ndarray, inv_scale: np.ndarray | None, cat_smooth: float) -> np.ndarray:
+    """(N, C, n_cand, K, 2) left sums of the candidates of C categorical features (``hist`` (N, C, B, K, 2)),
+    added from zero in bin order, as the kernels' reduction over bins does."""
+    n_bins = hist.shape[2]
+    pred = category_predicate(hist, mode, inv_scale, cat_smooth)
+    acc = np.zeros(hist.shape[:2] + (n_bins - 2,) + hist.shape[3:], hist.dtype)
+    for c2 in range(n_bins - 1):
+        acc = acc + np.where(pred[:, :, :, c2, None, None], hist[:, :, None, c2], 0)
+    return acc
+
+
+def category_left(hist: np.ndarray, mode: int, candidate: int, inv_scale: np.ndarray | None,
+                  cat_smooth: float) -> np.ndarray:
+    """(B,) bool: the bins of one node's categorical feature (``hist`` (B, K, 2)) that go left under
+    ``candidate``; the missing bin is never among them (the default direction decides it)."""
+    pred = category_predicate(hist[None, None], np.array([mode]), inv_scale, cat_smooth)[0, 0, candidate]
+    return np.concatenate([pred, [False]])
+
+
+def left_prefix_sums(hist: np.ndarray, cat_mode: np.ndarray | None, inv_scale: np.ndarray | None,
+                     cat_smooth: float) -> np.ndarray:
+    """(N, F, n_cand, K, 2) left sums of every candidate: the in-order prefix sums over bins for numeric
+    features, :func:`category_sums` for categorical ones."""
+    n_cand = max(hist.shape[2] - 2, 0)
+    cum = np.cumsum(hist[:, :, :n_cand], axis=2)
+    if cat_mode is not None and n_cand and np.any(cat_mode):
+        cf = np.flatnonzero(cat_mode)
+        cum[:, cf] = category_sums(hist[:, cf], cat_mode[cf], inv_scale, cat_smooth)
+    return cum
+
+
 def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
-                inv_scale: np.ndarray | None = None) -> Splits:
+                inv_scale: np.ndarray | None = None, cat_mode: np.ndarray | None = None) -> Splits:
     """The best split of each node, following the rule and tie-breaking of :mod:`mdhom.trees.backend`.
 
     Quantized: ``hist`` is int64 and ``inv_scale`` (n_outputs, 2) holds 2^-k; left, right and total sums
-    are formed in integers and converted to float64 just before the gain (the kernels' order)."""
+    are formed in integers and converted to float64 just before the gain (the kernels' order). ``cat_mode``
+    (per feature, :data:`NUMERIC` where None) makes features categorical."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
     n_cand = max(n_bins - 2, 0)
     total = hist.sum(axis=2)  # (N, F, K, 2)
     miss = hist[:, :, n_bins - 1]  # (N, F, K, 2)
-    cum = np.cumsum(hist[:, :, :n_cand], axis=2)  # left sums of the non-missing bins <= b
+    cum = left_prefix_sums(hist, cat_mode, inv_scale, params.cat_smooth)  # left sums of the non-missing bins
     # candidates ordered (feature, bin, default_left True then False): argmax takes the first maximum
     left = np.stack([cum + miss[:, :, None], cum], axis=3)  # (N, F, b, 2 directions, K, 2)
     right = total[:, :, None, None] - left
@@ -114,7 +190,21 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
         out.feature[i], out.bin[i], out.default_left[i] = f, b, d == 0
         out.left_sum[i] = left[i, f, b, d]
         out.right_sum[i] = right[i, f, b, d]
+    set_category_left(out, hist, cat_mode, inv_scale, params.cat_smooth)
     return out
+
+
+def set_category_left(out: Splits, hist: np.ndarray, cat_mode: np.ndarray | None, inv_scale: np.ndarray | None,
+                      cat_smooth: float) -> None:
+    """Fill ``out.cat_left`` for the nodes whose best split is on a categorical feature."""
+    if cat_mode is None or not np.any(cat_mode):
+        return
+    n_nodes, _, n_bins = hist.shape[:3]
+    out.cat_left = np.zeros((n_nodes, n_bins), bool)
+    for i in range(n_nodes):
+        f = int(out.feature[i])
+        if np.isfinite(out.gain[i]) and cat_mode[f]:
+            out.cat_left[i] = category_left(hist[i, f], int(cat_mode[f]), int(out.bin[i]), inv_scale, cat_smooth)
 
 
 def node_totals(hist: np.ndarray, inv_scale: np.ndarray | None = None) -> np.ndarray:
@@ -125,20 +215,33 @@ def node_totals(hist: np.ndarray, inv_scale: np.ndarray | None = None) -> np.nda
     return np.asarray(to_real(np.cumsum(hist[:, 0], axis=1)[:, -1], inv_scale), np.float64)
 
 
-def goes_left(bin_values: np.ndarray, split_bin: np.ndarray, default_left: np.ndarray, n_bins: int) -> np.ndarray:
-    """The split rule: bin <= split bin, and missing values follow the learned default direction."""
+def goes_left(bin_values: np.ndarray, split_bin: np.ndarray, default_left: np.ndarray, n_bins: int,
+              cat_left: np.ndarray | None = None) -> np.ndarray:
+    """The split rule: bin <= split bin (or, for a categorical split, ``cat_left[bin]``: a (B,) table, or
+    (rows, B) with one table per row), and missing values follow the learned default direction."""
     missing = bin_values == n_bins - 1
-    return np.where(missing, default_left, bin_values <= split_bin)
+    if cat_left is None:
+        return np.where(missing, default_left, bin_values <= split_bin)
+    table = np.asarray(cat_left, bool)
+    left = table[bin_values] if table.ndim == 1 else table[np.arange(bin_values.size), bin_values]
+    return np.where(missing, default_left, left)
 
 
 def predict_bins(bins: np.ndarray, tree, n_bins: int) -> np.ndarray:  # noqa: ANN001 - a model Tree
-    """Leaf node id of every binned row in ``tree`` (split bins in ``tree.bin``), by the split rule."""
+    """Leaf node id of every binned row in ``tree`` (split bins in ``tree.bin``, categorical left tables in
+    ``tree.cat_left``), by the split rule."""
     node = np.zeros(bins.shape[0], np.int64)
     active = tree.left[node] >= 0
+    tables = getattr(tree, "cat_left", None)
     while active.any():
         r = np.flatnonzero(active)
         n = node[r]
-        go = goes_left(bins[r, tree.feature[n]], tree.bin[n], tree.default_left[n], n_bins)
+        b = bins[r, tree.feature[n]]
+        go = goes_left(b, tree.bin[n], tree.default_left[n], n_bins)
+        if tables is not None:
+            cat = tables.row[n] >= 0
+            if cat.any():
+                go[cat] = goes_left(b[cat], 0, tree.default_left[n][cat], n_bins, tables.table[tables.row[n][cat]])
         node[r] = np.where(go, tree.left[n], tree.right[n])
         active[r] = tree.left[node[r]] >= 0
     return node
@@ -156,6 +259,7 @@ class NumpyTreeKernels:
     # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
     batch_lossguide = False
     build_seconds = 0.0
+    cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
 
     def __init__(self, precision: str = "double") -> None:
         if precision not in ("double", "single", "quantized"):
@@ -212,12 +316,13 @@ class NumpyTreeKernels:
     def bin_rows(self, mapper) -> Callable[[np.ndarray], np.ndarray]:  # noqa: ANN001 - a BinMapper
         return mapper.transform
 
-    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
+    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int, cat_mode: np.ndarray | None = None) -> None:
         if bins.dtype != np.uint8 or bins.ndim != 2:
             raise TypeError("bins must be a 2-D uint8 array")
         self.bins = np.ascontiguousarray(bins)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
         self.row_node = np.zeros(bins.shape[0], np.int32)
+        self.cat_mode = None if cat_mode is None or not np.any(cat_mode) else np.asarray(cat_mode, np.uint8)
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         n = self.bins.shape[0]
@@ -247,13 +352,16 @@ class NumpyTreeKernels:
         return hist
 
     def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-        return best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None)
+        return best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None,
+                           self.cat_mode)
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
-                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None) -> None:
-        for n, f, b, d, lo, hi in zip(nodes, feature, bin, default_left, left, right, strict=True):
+                     left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
+                     cat_left: np.ndarray | None = None) -> None:
+        for i, (n, f, b, d, lo, hi) in enumerate(zip(nodes, feature, bin, default_left, left, right, strict=True)):
             rows = np.flatnonzero(self.row_node == n)
-            go = goes_left(self.bins[rows, f], b, d, self.n_bins)
+            table = None if cat_left is None or self.cat_mode is None or not self.cat_mode[f] else cat_left[i]
+            go = goes_left(self.bins[rows, f], b, d, self.n_bins, table)
             self.row_node[rows] = np.where(go, lo, hi)
 
     def relabel(self, node_map: np.ndarray) -> None:
