@@ -5,6 +5,7 @@ walking each new tree's table (:data:`mdhom.components.tables.TREE_NODE`) with t
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_predict_bins      row x output                     concat: score + value of the leaf a binned row reaches
+tree_predict_forest    row x output x tree              concat, concat, sum over trees: new rows' raw scores
 =====================  ===============================  ======================================================
 """
 
@@ -21,7 +22,7 @@ from mdhom.components.lanes import defines, real_ctype, snippet
 from mdhom.components.specs import KernelSpec, elementwise
 from mdhom.components.tables import TREE_NODE, tree_table
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import Concat, Description, Input, Param
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct
 
 
 @lru_cache(maxsize=32)
@@ -53,7 +54,6 @@ out = scores[(long)row * SIZE_output + output] + value[(long)node * SIZE_output 
 
 # reads whole lookup buffers (bins, the tree table): not tunable until the generator has any-extent inputs
 PREDICT = KernelSpec("tree_predict_bins", elementwise("row"))
-SPECS = (PREDICT,)
 
 
 @dataclass
@@ -117,3 +117,127 @@ class Predictor:
             ev.cur = 1 - ev.cur
         out = np.empty((max(1, ev.n), ws.n_outputs), ws.real)
         return ws.read(out, ev.buffers[ev.cur])[: ev.n]
+
+
+# ------------------------------------------------------------------------------------------------ raw rows
+# one node of a fitted forest, walked on raw features: go left when x <= threshold, NaN by default_left, and for a
+# categorical split (cats >= 0) by the byte of its left table at offset cats (x is then the position of the code
+# among the feature's known codes); left and right are ids in the whole forest, left < 0 at leaves
+FOREST_NODE = Struct("forest_node_t", (("threshold", "double"), ("feature", "int"), ("default_left", "int"),
+                                       ("left", "int"), ("right", "int"), ("cats", "int")))
+
+
+@lru_cache(maxsize=8)
+def predict_forest() -> Description:
+    """The raw scores' tree part of new rows: per (row, output), the sum over trees of the value of the leaf the
+    row reaches, added from zero in tree order (exact mode pins the tree dimension to one lane: the numpy path's
+    order, so both give the same bits)."""
+    return Description(
+        "tree_predict_forest", ["row", "output", "tree"], [Concat(), Concat(), Reduce(SUM)], "double",
+        scalar="""
+__global const forest_node_t* nodes = (__global const forest_node_t*)forest;
+int node = root[tree];
+while (nodes[node].left >= 0) {
+    __global const forest_node_t* t = nodes + node;
+    const double x = X[(long)row * n_feat + t->feature];
+    int go_left;
+    if (isnan(x)) go_left = t->default_left;
+    else if (t->cats >= 0) go_left = ((__global const uchar*)forest)[t->cats + (int)x] != 0;
+    else go_left = x <= t->threshold;
+    node = go_left ? t->left : t->right;
+}
+out = value[(long)node * SIZE_output + output];""",
+        inputs=[Input("X", "double", (1,), gather=True), Input("forest", "int", (1,), gather=True),
+                Input("root", "int", ("tree",), gather=True), Input("value", "double", (1,), gather=True)],
+        params=[Param("n_feat", "int")],
+        preamble=FOREST_NODE.declaration("forest_node_t") + "\n",
+    )
+
+
+def forest_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
+    cfg = elementwise("row")(desc, dev, sizes)
+    return cfg
+
+
+FOREST = KernelSpec("tree_predict_forest", forest_heuristic, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1})
+SPECS = (PREDICT, FOREST)
+
+
+def forest_table(trees: list, categories: list[np.ndarray | None] | None) -> tuple[np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
+    """(node table as bytes, root of each tree, leaf values (n_nodes, n_outputs)) of fitted model trees: node ids
+    run over the whole forest; categorical splits' left tables follow the records (over the feature's known
+    codes' positions)."""
+    n = sum(t.n_nodes for t in trees)
+    rec = np.zeros(n, FOREST_NODE.dtype)
+    roots = np.zeros(max(1, len(trees)), np.int32)
+    rows, tables = np.full(n, -1, np.int64), []
+    width = 1 + max((c.size for c in categories or [] if c is not None), default=0)
+    at = 0
+    for i, t in enumerate(trees):
+        sl = slice(at, at + t.n_nodes)
+        roots[i] = at
+        rec["threshold"][sl] = t.threshold
+        rec["feature"][sl] = np.maximum(t.feature, 0)
+        rec["default_left"][sl] = t.default_left
+        rec["left"][sl] = np.where(t.left >= 0, t.left + at, -1)
+        rec["right"][sl] = np.where(t.right >= 0, t.right + at, -1)
+        for node, codes in enumerate(t.categories or []):
+            if codes is not None:
+                table = np.zeros(width, np.uint8)
+                table[np.searchsorted(categories[int(t.feature[node])], codes)] = 1
+                rows[at + node] = len(tables)
+                tables.append(table)
+        at += t.n_nodes
+    rec["cats"] = -1
+    raw = rec.view(np.uint8)
+    if tables:
+        cat = rows >= 0
+        rec["cats"][cat] = rec.nbytes + rows[cat] * width
+        raw = np.concatenate([rec.view(np.uint8), np.concatenate(tables)])
+    raw = np.concatenate([raw, np.zeros((-raw.size) % 4, np.uint8)])  # whole ints for the kernel's int view
+    values = np.concatenate([t.value for t in trees]) if trees else np.zeros((1, 1))
+    return raw, roots, np.ascontiguousarray(values, np.float64)
+
+
+class ForestPredictor:
+    """Raw scores of new rows on a device (``predict`` of a fitted model): the forest's tables go up once, the
+    rows in blocks that fit the device's largest allocation."""
+
+    def __init__(self, device: object, trees: list, categories: list[np.ndarray | None] | None,
+                 n_outputs: int) -> None:
+        from mdhom.devices import get_device
+
+        self.device = get_device(device)
+        self.n_trees, self.n_outputs = len(trees), int(n_outputs)
+        raw, roots, values = forest_table(trees, categories)
+        q = self.device.queue
+        self.d_forest = cl_array.to_device(q, raw.view(np.int32))
+        self.d_root = cl_array.to_device(q, roots)
+        self.d_value = cl_array.to_device(q, values.reshape(-1))
+        self.desc = predict_forest()
+        sizes = {"row": 1 << 20, "output": self.n_outputs, "tree": max(1, self.n_trees)}
+        cfg = forest_heuristic(self.desc, self.device, sizes)
+        cfg.update(FOREST.exact_pins)
+        from mdhom.mdh import build_within_limits
+
+        self.comp = build_within_limits(self.desc, self.device, cfg)
+
+    def tree_sums(self, X: np.ndarray) -> np.ndarray:
+        """(n_rows, n_outputs) sums over trees of the leaf values of float64 ``X`` (categorical columns already
+        as positions among their known codes, NaN where missing)."""
+        n, f = X.shape
+        out = np.zeros((n, self.n_outputs))
+        if n == 0 or self.n_trees == 0:
+            return out
+        dev = self.device
+        block = max(1, min(n, int(dev.cl_device.max_mem_alloc_size) // (8 * max(f, self.n_outputs)) // 2))
+        q = dev.queue
+        for lo in range(0, n, block):
+            x = np.ascontiguousarray(X[lo:lo + block], np.float64)
+            d_x = cl_array.to_device(q, x.reshape(-1))
+            d_out = cl_array.empty(q, x.shape[0] * self.n_outputs, np.float64)
+            launch = self.comp.bind(d_out, q, X=d_x, forest=self.d_forest, root=self.d_root, value=self.d_value)
+            launch({"row": x.shape[0], "output": self.n_outputs, "tree": self.n_trees}, n_feat=f)
+            out[lo:lo + x.shape[0]] = d_out.get().reshape(-1, self.n_outputs)
+        return out

@@ -48,6 +48,11 @@ from mdhom.trees.model import (
 from mdhom.trees.reference import category_modes
 
 
+# rows x trees from which predict walks the trees on the fit's OpenCL device (below, the numpy walk is faster
+# than building the kernel)
+DEVICE_PREDICT_MIN = 1 << 22
+
+
 def resolve_precision(device: Any, precision: str | None) -> str:
     """The precision a fit runs in: ``precision`` itself, or for None "quantized" on a GPU (exact and fully
     parallel: what a GPU wants) and "double" elsewhere, the numpy reference included. A device without
@@ -320,7 +325,34 @@ class _TreeBoost:
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
-        return self._ensemble.raw_predict(Xa)
+        ens = self._ensemble
+        predictor = self._device_predictor(Xa.shape[0])
+        if predictor is None:
+            return ens.raw_predict(Xa)
+        return ens.base_score + predictor.tree_sums(ens.category_positions(Xa))
+
+    def _device_predictor(self, n_rows: int) -> Any:
+        """The fit's OpenCL device walks the trees when the walk is large enough to pay for the kernel build
+        (same bits as the numpy walk: the sums over trees run in the same order); None: numpy."""
+        ens = self._ensemble
+        device = self._params.get("device")
+        if device == "numpy" or n_rows * max(1, len(ens.trees)) < DEVICE_PREDICT_MIN or not ens.trees:
+            return None
+        cached = getattr(self, "_forest", None)
+        if cached is not None and cached[0] == (id(ens), repr(device)):
+            return cached[1]
+        try:
+            from mdhom.components.predictor import ForestPredictor
+            from mdhom.devices import get_device
+
+            dev = get_device(device if device is not None else "auto")
+        except (ImportError, ValueError, RuntimeError):
+            return None  # no OpenCL device here (a model trained elsewhere): the numpy walk
+        if not dev.has_fp64:
+            return None
+        predictor = ForestPredictor(dev, ens.trees, ens.categories, ens.n_outputs)
+        self._forest = ((id(ens), repr(device)), predictor)
+        return predictor
 
     # --------------------------------------------------------------------------------------- model files
 

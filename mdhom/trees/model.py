@@ -181,11 +181,11 @@ class Ensemble:
             active[r, c] = left[node[r, c]] >= 0
         return node - offsets[None, :]
 
-    def _category_walk(self, X: np.ndarray, trees: list[Tree]) -> tuple:
-        """For categorical features: X with codes turned into the position among the known codes (NaN when
-        missing or unknown), each categorical node's row of a membership table over those positions, the table."""
-        if self.categories is None or not any(t.categories is not None for t in trees):
-            return X, None, None
+    def category_positions(self, X: np.ndarray) -> np.ndarray:
+        """X with each categorical column's codes turned into their positions among the feature's known codes
+        (NaN where missing or unknown): what the walks test against a split's left table."""
+        if self.categories is None:
+            return X
         from mdhom.learn.binning import category_bins
 
         X = X.copy()
@@ -193,6 +193,14 @@ class Ensemble:
             if known is not None:
                 pos = category_bins(X[:, f], known, -1).astype(np.float64)
                 X[:, f] = np.where(pos < 0, np.nan, pos)
+        return X
+
+    def _category_walk(self, X: np.ndarray, trees: list[Tree]) -> tuple:
+        """For categorical features: X as :meth:`category_positions`, each categorical node's row of a
+        membership table over those positions, the table."""
+        if self.categories is None or not any(t.categories is not None for t in trees):
+            return X, None, None
+        X = self.category_positions(X)
         width = max(1, max((k.size for k in self.categories if k is not None), default=1))
         rows, tables = [], []
         for t in trees:
@@ -207,9 +215,10 @@ class Ensemble:
             rows.append(row)
         return X, np.concatenate(rows), np.array(tables, bool).reshape(-1, width)
 
-    def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
-        """(n_rows, n_outputs) raw scores of float64 ``X``; rows go in blocks to bound the (rows, trees) state."""
-        out = np.tile(self.base_score, (X.shape[0], 1))
+    def tree_sums(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
+        """(n_rows, n_outputs) sums of the leaf values over trees, added from zero in tree order (the device
+        predictor's order); rows go in blocks to bound the (rows, trees) state."""
+        out = np.zeros((X.shape[0], self.n_outputs))
         trees = self.trees[:n_trees]
         step = max(1, (1 << 22) // max(1, len(trees)))
         for lo in range(0, X.shape[0], step):
@@ -217,6 +226,10 @@ class Ensemble:
             for j, tree in enumerate(trees):
                 out[lo:lo + step] += tree.value[leaves[:, j]]
         return out
+
+    def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
+        """(n_rows, n_outputs) raw scores of float64 ``X``: the base score plus :meth:`tree_sums`."""
+        return self.base_score + self.tree_sums(X, n_trees)
 
 
 def save_json(path: str | os.PathLike, document: dict[str, Any]) -> None:

@@ -1,0 +1,74 @@
+"""Prediction of new rows on the device (tree_predict_forest): the same bits as the numpy walk, numeric,
+missing and categorical splits, multi-output leaves, on every device; clean under Oclgrind."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from mdhom import TreeBoostClassifier, TreeBoostRegressor
+from mdhom.testing import run_under_oclgrind
+from mdhom.trees import estimators
+
+
+def _data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 2] = rng.integers(0, 11, n)
+    X[rng.random(n) < 0.05, 2] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + (X[:, 2] % 3 == 0) + 0.3 * rng.standard_normal(n) > 0.5).astype(int)
+    return X, y + (np.nan_to_num(X[:, 1]) > 1)
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "regression"])
+def test_device_predictions_equal_the_numpy_walk(device, monkeypatch, kind):
+    X, y = _data(1500)
+    Xt, _ = _data(700, seed=1)
+    Xt[:20, 2] = 99.0  # an unseen category: missing
+    cls = TreeBoostClassifier if kind == "multiclass" else TreeBoostRegressor
+    est = cls(n_estimators=8, max_depth=5, categorical_feature=[2], device=device).fit(X, y)
+    monkeypatch.setattr(estimators, "DEVICE_PREDICT_MIN", 1 << 62)
+    want = est._raw(Xt)
+    assert est._device_predictor(len(Xt)) is None
+    monkeypatch.setattr(estimators, "DEVICE_PREDICT_MIN", 0)
+    assert est._device_predictor(len(Xt)) is not None
+    got = est._raw(Xt)
+    assert np.array_equal(got, want)
+
+
+def test_numpy_device_never_predicts_on_a_device(monkeypatch):
+    X, y = _data(300)
+    est = TreeBoostRegressor(n_estimators=3, device="numpy").fit(X, y)
+    monkeypatch.setattr(estimators, "DEVICE_PREDICT_MIN", 0)
+    assert est._device_predictor(len(X)) is None
+
+
+CODE = textwrap.dedent("""
+    import numpy as np
+    from mdhom.components.predictor import ForestPredictor
+    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.model import Ensemble
+    from mdhom import TreeBoostClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((97, 4))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:, 1] = rng.integers(0, 7, 97)
+    y = rng.integers(0, 3, 97)
+    est = TreeBoostClassifier(n_estimators=3, max_depth=3, categorical_feature=[1], device="numpy").fit(X, y)
+    ens = est._ensemble
+    assert any(t.categories is not None for t in ens.trees)
+    pred = ForestPredictor("oclgrind", ens.trees, ens.categories, ens.n_outputs)
+    got = pred.tree_sums(ens.category_positions(X))
+    assert np.array_equal(got, ens.tree_sums(X))
+    print("FOREST-OK")
+""")
+
+
+def test_forest_predictor_clean_under_oclgrind(oclgrind_device):
+    run = run_under_oclgrind(CODE, timeout=600)
+    assert run.clean, run.explain()
+    assert "FOREST-OK" in run.stdout, run.explain()
