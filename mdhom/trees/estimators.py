@@ -224,7 +224,7 @@ class _TreeBoost:
         n, n_features = X.shape
         grow = GrowParams(
             split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"]),
-            learning_rate=p["learning_rate"], max_depth=p["max_depth"] or 0, max_leaves=p["max_leaves"],
+            learning_rate=p["learning_rate"], max_depth=max(p["max_depth"] or 0, 0), max_leaves=p["max_leaves"],
             lossguide=p["grow_policy"] == "lossguide",
         )
         rng = np.random.default_rng(p["random_state"])
@@ -291,10 +291,11 @@ class _TreeBoost:
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = as_matrix(X)
+        Xa = as_matrix(X, allow_empty=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
+        # prediction walks the trees on the host, so zero rows give (0, n_outputs) without a device
         return self._ensemble.raw_predict(Xa)
 
     # --------------------------------------------------------------------------------------- model files

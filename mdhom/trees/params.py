@@ -23,9 +23,9 @@ def _objective(v: Any) -> Any:
 TABLE = OptionTable((
     Option("n_estimators", "int", 100, "Boosting rounds (trees; one multi-output tree per round).", integer(1)),
     Option("learning_rate", "float", 0.1, "Shrinkage applied to every leaf value.", real(0.0, lo_open=True)),
-    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0 or None means no limit (then bound the "
-           "tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass 0 for LightGBM's behaviour.",
-           integer(0, none_ok=True)),
+    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0, -1 (LightGBM's spelling) or None means no "
+           "limit (then bound the tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass -1 for "
+           "LightGBM's behaviour.", integer(-1, none_ok=True)),
     Option("max_leaves", "int", 0, "Most leaves per tree; 0 means no limit. With grow_policy='lossguide' this "
            "is LightGBM's num_leaves.", integer(0)),
     Option("grow_policy", "str", "depthwise", "'depthwise' grows level by level (XGBoost's default); "
