@@ -412,7 +412,8 @@ class TreeBoostClassifier(_TreeBoost):
     frames with string columns), ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised
     to sum 1; ``get_score`` gives them unnormalised by name), ``best_iteration_``, ``evals_result_`` (per eval
     set, per metric, one value per round), ``round_times_`` (host seconds per round), ``build_seconds_`` (OpenCL
-    program builds, 0 for numpy), ``precision_`` (the arithmetic mode used).
+    program builds, 0 for numpy), ``precision_`` (the arithmetic mode used), ``compute_units_`` (of the device
+    the fit ran on, ``n_jobs`` applied; None for numpy).
 
     {params}
     """
@@ -520,7 +521,8 @@ class TreeBoostRegressor(_TreeBoost):
 
     Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
     ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised to sum 1), ``best_iteration_``,
-    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``, ``precision_``.
+    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``, ``precision_``,
+    ``compute_units_``.
 
     {params}
     """
