@@ -1,6 +1,7 @@
 """mdhom: auto-tuned md_hom OpenCL kernels and the gradient-boosting learners built on them."""
 
 from mdhom.devices import Device, compute_devices, devices, get_device
+from mdhom.plotting import plot_importance, plot_metric, plot_tree, to_graphviz
 from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor, load_model
 
 __version__ = "0.1.0"
@@ -8,4 +9,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Device", "compute_devices", "devices", "get_device", "__version__",
     "TreeBoostClassifier", "TreeBoostRegressor", "load_model",
+    "plot_importance", "plot_metric", "plot_tree", "to_graphviz",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from mdhom import _icd
@@ -71,6 +71,14 @@ class Device:
     has_fp64: bool
     has_int64_atomics: bool
     cl_device: cl.Device = field(repr=False, compare=False)
+    # set on a sub-device made by :func:`with_threads`: the root device's compute units (0 on a root device);
+    # the key stays the root's (same tuned configurations) but builds are cached per context
+    root_units: int = 0
+
+    @property
+    def build_key(self) -> str:
+        """What keys built programs: a program belongs to one context, and a sub-device has its own."""
+        return f"{self.key}@{self.compute_units}" if self.root_units else self.key
 
     @property
     def runtime(self) -> str:
@@ -194,6 +202,40 @@ def get_device(spec: str | Device | None = None) -> Device:
     if not hits:
         raise ValueError(f"unknown device {spec!r}; devices present: {_listing(every)}")
     raise ValueError(f"device {spec!r} is ambiguous, it matches: {_listing(hits)}")
+
+
+_SUBDEVICES: dict[tuple[str, int], Device] = {}
+
+
+def with_threads(device: Device, n_jobs: int | None) -> Device:
+    """``device`` limited to ``n_jobs`` compute units (threads, on a CPU runtime) by OpenCL device fission:
+    a sub-device made with ``CL_DEVICE_PARTITION_BY_COUNTS``, kept for the process so its builds are reused.
+
+    ``None``, -1, or at least the device's own count give the device itself, as do GPUs (their compute units
+    are not threads) and runtimes without partitioning by counts. PoCL runs a sub-device's work-groups on that
+    many threads; Intel's CPU runtime reports the sub-device's count but was seen running kernels on two
+    threads of a 2-core machine with one compute unit asked for (the waiting host thread may join in).
+    """
+    if n_jobs is None or n_jobs == -1 or device.type != "cpu" or device.root_units:
+        return device
+    if n_jobs < 1:
+        raise ValueError(f"n_jobs must be None, -1 or a positive number of threads, got {n_jobs}")
+    if n_jobs >= device.compute_units:
+        return device
+    key = (device.key, n_jobs)
+    if key in _SUBDEVICES:
+        return _SUBDEVICES[key]
+    by_counts = cl.device_partition_property.BY_COUNTS
+    try:
+        if by_counts not in (device.cl_device.partition_properties or []):
+            return device
+        sub = device.cl_device.create_sub_devices([by_counts, n_jobs, cl.device_partition_property.BY_COUNTS_LIST_END])
+    except cl.Error:
+        return device
+    limited = replace(device, cl_device=sub[0], compute_units=int(sub[0].max_compute_units),
+                      root_units=device.compute_units)
+    _SUBDEVICES[key] = limited
+    return limited
 
 
 def _listing(devs: list[Device]) -> str:

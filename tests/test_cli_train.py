@@ -111,3 +111,19 @@ def test_errors_are_reported_not_raised(table, capsys):
     (tmp / "bad.json").write_text("{")
     assert main(["predict", "--model", str(tmp / "bad.json"), "--data", str(tmp / "train.csv")]) == 2
     assert "corrupt" in capsys.readouterr().err
+
+
+def test_new_options_are_flags(table, capsys):
+    tmp, X, y = table
+    model = tmp / "m.json"
+    _csv(tmp / "valid.csv", X[:100], y[:100])
+    assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--n-estimators", "4",
+                 "--eval-data", str(tmp / "valid.csv"), "--eval-metric", "logloss,auc", "--importance-type", "cover",
+                 "--max-depth", "-1", "--max-leaves", "8", "--n-jobs", "1", "--device", "numpy",
+                 "--model", str(model)]) == 0
+    params = json.loads(model.read_text())["params"]
+    assert params["eval_metric"] == ["logloss", "auc"] and params["importance_type"] == "cover"
+    assert params["max_depth"] == -1 and params["n_jobs"] == 1
+    assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--eval-metric", "rmse",
+                 "--device", "numpy", "--model", str(model)]) == 2
+    assert "'rmse' does not apply to objective 'binary:logistic'" in capsys.readouterr().err

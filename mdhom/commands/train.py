@@ -35,6 +35,8 @@ def _value(kind: str) -> Any:
             return int(text)
         if kind == "float":
             return float(text)
+        if kind == "list" and "," in text:  # --eval-metric logloss,auc
+            return [t.strip() for t in text.split(",")]
         return text
     parse.__name__ = kind
     return parse

@@ -1,4 +1,5 @@
-"""Objectives: base score, gradients and hessians, the link to predictions, and the metric early stopping watches.
+"""Objectives: base score, gradients and hessians, the link to predictions, and the name of the default metric
+(computed in :mod:`mdhom.learn.metrics`).
 
 Every loss works on raw scores of shape (n_rows, n_outputs) in float64. These functions are the numpy
 references of the device gradient kernels (``kernels/trees/loss.cl``, :func:`mdhom.components.gradients.gradients`),
@@ -85,7 +86,7 @@ class Loss:
     """One objective. ``y`` is the encoded target: (n_rows, n_outputs) float64 (class index for softmax)."""
 
     name = ""
-    metric = ""
+    metric = ""  # the default eval metric (a name in mdhom.learn.metrics)
     kind = ""  # which gradient kernel computes this loss on a device: "squared", "logistic", "softmax"
     n_outputs = 1
 
@@ -97,10 +98,6 @@ class Loss:
 
     def transform(self, raw: np.ndarray) -> np.ndarray:
         """Raw scores to predictions (probabilities for the classifiers)."""
-        raise NotImplementedError
-
-    def evaluate(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
-        """The early-stopping metric (smaller is better)."""
         raise NotImplementedError
 
 
@@ -115,9 +112,6 @@ class SquaredError(Loss):
 
     def transform(self, raw):
         return raw
-
-    def evaluate(self, y, raw, w):
-        return float(np.sqrt(np.average((raw[:, 0] - y[:, 0]) ** 2, weights=w)))
 
 
 class Logistic(Loss):
@@ -140,11 +134,6 @@ class Logistic(Loss):
 
     def transform(self, raw):
         return _sigmoid(raw)
-
-    def evaluate(self, y, raw, w):
-        # log(1 + exp(-|x|)) + max(x, 0) - y x: the stable form of the cross-entropy
-        loss = np.logaddexp(0.0, raw) - y * raw
-        return float(np.average(loss.mean(axis=1), weights=w))
 
 
 class Softmax(Loss):
@@ -171,11 +160,6 @@ class Softmax(Loss):
 
     def transform(self, raw):
         return _softmax(raw)
-
-    def evaluate(self, y, raw, w):
-        z = raw - raw.max(axis=1, keepdims=True)
-        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        return float(-np.average(logp[np.arange(len(y)), y[:, 0].astype(np.int64)], weights=w))
 
 
 def make_loss(objective: str, n_outputs: int) -> Loss:

@@ -16,7 +16,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str  # "int", "float", "str", "bool", "any": for the CLI parser and the docstring
+    kind: str  # "int", "float", "str", "list" (comma-separated on the command line), "bool", "any"
     default: Any
     doc: str
     check: Callable[[Any], Any]  # returns the normalised value or raises ValueError
@@ -79,6 +79,16 @@ def device_spec(v: Any) -> Any:
     if v is None or isinstance(v, str) or hasattr(v, "key"):
         return v
     raise ValueError(f"must be None, 'numpy', 'auto', 'cpu', 'gpu', a device key or an mdhom.Device; got {v!r}")
+
+
+def n_jobs(v: Any) -> Any:
+    """None or -1 (every core) or a positive count, as in XGBoost and LightGBM."""
+    if v is None or v == -1:
+        return None if v is None else -1
+    try:
+        return integer(1)(v)
+    except ValueError:
+        raise ValueError(f"must be None, -1 (all cores) or a positive number of threads, got {v!r}") from None
 
 
 def verbose(v: Any) -> Any:

@@ -94,9 +94,11 @@ def _frame_matrix(X: Any, labels: list[np.ndarray | None] | None) -> np.ndarray:
     return out
 
 
-def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None) -> np.ndarray:
+def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None, allow_empty: bool = False) -> np.ndarray:
     """A float64 C-contiguous 2-D copy-or-view of X with NaN for missing values; infinities are refused.
-    Data frames' 'category' columns become codes, by label onto the fitted ``labels`` where given."""
+    Data frames' 'category' columns become codes, by label onto the fitted ``labels`` where given.
+
+    ``allow_empty`` admits zero rows: prediction on no rows has an answer (an empty array), fitting does not."""
     if X is None:
         raise ValueError("X is None; expected a 2-D array-like")
     if hasattr(X, "toarray") and hasattr(X, "tocsr"):  # scipy.sparse
@@ -111,7 +113,7 @@ def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None) -> np.ndarr
     if arr.ndim != 2:
         raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead. Reshape your data with "
                          "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample.")
-    if arr.shape[0] == 0:
+    if arr.shape[0] == 0 and not allow_empty:
         raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if arr.shape[1] == 0:
         raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")

@@ -58,7 +58,7 @@ _PROGRAMS: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
 
 def build_program(device: Device, source: str, options: list[str], name: str = "kernel") -> cl.Program:
     """Build (or fetch from the in-process cache) a program; raise :class:`BuildError` on failure."""
-    key = (device.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
+    key = (device.build_key, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
     prg = _PROGRAMS.get(key)
     if prg is None:
         try:

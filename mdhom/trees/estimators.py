@@ -23,6 +23,7 @@ import numpy as np
 
 from mdhom.learn.binning import BinMapper, sample_rows
 from mdhom.learn.losses import Loss, make_loss
+from mdhom.learn.metrics import Metric, resolve, spec_names
 from mdhom.learn.model_files import decode_classes, encode_classes
 from mdhom.learn.validation import (
     as_matrix,
@@ -46,7 +47,6 @@ from mdhom.trees.model import (
     save_json,
 )
 from mdhom.trees.reference import category_modes
-
 
 # rows x trees from which predict walks the trees on the fit's OpenCL device (below, the numpy walk is faster
 # than building the kernel)
@@ -85,6 +85,17 @@ def make_kernels(device: Any, precision: str | None) -> TreeKernels:
     return OpenCLTreeKernels(device=device if device is not None else "auto", precision=precision)
 
 
+def limit_threads(device: Any, n_jobs: int | None) -> Any:
+    """``device`` as :func:`make_kernels` takes it, on ``n_jobs`` threads where that applies: an OpenCL CPU
+    device becomes its sub-device (:func:`mdhom.devices.with_threads`); "numpy", GPUs and n_jobs None or -1
+    are passed through unchanged."""
+    if device == "numpy" or n_jobs is None or n_jobs == -1:
+        return device
+    from mdhom.devices import get_device, with_threads
+
+    return with_threads(get_device(device if device is not None else "auto"), n_jobs)
+
+
 class _TreeBoost:
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
@@ -108,8 +119,11 @@ class _TreeBoost:
         cat_smooth: float = P.DEFAULTS["cat_smooth"],
         objective: str | None = P.DEFAULTS["objective"],
         early_stopping_rounds: int | None = P.DEFAULTS["early_stopping_rounds"],
+        eval_metric: str | list | Callable | None = P.DEFAULTS["eval_metric"],
+        importance_type: str = P.DEFAULTS["importance_type"],
         random_state: int | None = P.DEFAULTS["random_state"],
         device: Any = P.DEFAULTS["device"],
+        n_jobs: int | None = P.DEFAULTS["n_jobs"],
         precision: str | None = P.DEFAULTS["precision"],
         verbose: int = P.DEFAULTS["verbose"],
     ) -> None:
@@ -131,8 +145,11 @@ class _TreeBoost:
         self.cat_smooth = cat_smooth
         self.objective = objective
         self.early_stopping_rounds = early_stopping_rounds
+        self.eval_metric = eval_metric
+        self.importance_type = importance_type
         self.random_state = random_state
         self.device = device
+        self.n_jobs = n_jobs
         self.precision = precision
         self.verbose = verbose
 
@@ -198,21 +215,23 @@ class _TreeBoost:
         categorical = categorical_mask(p["categorical_feature"], labels, names, Xa.shape[1])
         self._category_labels = labels
         loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
+        metrics = resolve(p["eval_metric"], loss, weighted=eval_sample_weight is not None)
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
         t0 = time.perf_counter()
         mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
                                                                               p["random_state"]))
-        precision = resolve_precision(p["device"], p["precision"])
-        kernels = make_kernels(p["device"], precision)
+        device = limit_threads(p["device"], p["n_jobs"])
+        precision = resolve_precision(device, p["precision"])
+        kernels = make_kernels(device, precision)
         to_bins = kernels.bin_rows(mapper)
         cat_mode = category_modes(mapper.categories, loss.n_outputs, p["max_cat_to_onehot"])
         kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs, cat_mode)
         self.bin_seconds_ = time.perf_counter() - t0
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w),
                             categories=mapper.categories if cat_mode is not None else None)
-        trees, round_times, results, best = self._boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, p,
-                                                        mapper.threshold)
+        trees, round_times, results, best = self._boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals,
+                                                        metrics, p, mapper.threshold)
         ensemble.trees = trees
         self._set_fitted(ensemble, objective, p, mapper.edges)
         self.precision_ = precision
@@ -221,6 +240,9 @@ class _TreeBoost:
         self.round_times_ = np.asarray(round_times)
         self.build_seconds_ = float(kernels.build_seconds)
         self.kernel_configs_ = kernels.kernel_configs()
+        # the compute units (CPU threads) the fit ran on: n_jobs's effect, None for device="numpy"
+        device = getattr(kernels, "device", None)
+        self.compute_units_ = None if device is None else int(device.compute_units)
         return self
 
     def _prepare_evals(self, eval_set: list | None, eval_sample_weight: list | None, name: str) -> list:
@@ -240,12 +262,13 @@ class _TreeBoost:
         return evals
 
     def _boost(self, kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensemble, X: np.ndarray,
-               y: np.ndarray, w: np.ndarray, evals: list, p: dict[str, Any], threshold: Callable) -> tuple:
+               y: np.ndarray, w: np.ndarray, evals: list, metrics: list[Metric], p: dict[str, Any],
+               threshold: Callable) -> tuple:
         n, n_features = X.shape
         grow = GrowParams(
             split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"],
                               p["cat_smooth"]),
-            learning_rate=p["learning_rate"], max_depth=p["max_depth"] or 0, max_leaves=p["max_leaves"],
+            learning_rate=p["learning_rate"], max_depth=max(p["max_depth"] or 0, 0), max_leaves=p["max_leaves"],
             lossguide=p["grow_policy"] == "lossguide",
             categorical=None if ensemble.categories is None else np.array([c is not None for c in ensemble.categories]),
         )
@@ -253,7 +276,12 @@ class _TreeBoost:
         # the round stays on the backend's side: scores, gradients and eval-set scores are resident there
         kernels.set_objective(loss, y, w, ensemble.base_score)
         handles = [kernels.add_eval(to_bins(Xe), ensemble.base_score) for Xe, _, _ in evals]
-        results: dict[str, dict[str, list[float]]] = {f"validation_{i}": {loss.metric: []} for i in range(len(evals))}
+        results: dict[str, dict[str, list[float]]] = {
+            f"validation_{i}": {m.name: [] for m in metrics} for i in range(len(evals))}
+        # early stopping watches the last metric of the last eval set, as XGBoost does; a score to maximise
+        # (auc) is watched negated
+        watch = metrics[-1]
+        sign = -1.0 if watch.maximize else 1.0
         trees: list[Tree] = []
         times: list[float] = []
         best, best_score, patience = -1, np.inf, p["early_stopping_rounds"]
@@ -277,22 +305,21 @@ class _TreeBoost:
             trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
                 raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
-                results[f"validation_{k}"][loss.metric].append(loss.evaluate(ye, raw, we))
+                for m in metrics:
+                    results[f"validation_{k}"][m.name].append(m.score(ye, raw, we))
             kernels.sync()
             times.append(time.perf_counter() - start)
             if evals:
-                current = results[f"validation_{len(evals) - 1}"][loss.metric][-1]
+                current = sign * results[f"validation_{len(evals) - 1}"][watch.name][-1]
                 if current < best_score:
                     best, best_score = it, current
                 if p["verbose"] and (it % p["verbose"] == 0 or it == p["n_estimators"] - 1):
-                    text = "\t".join(f"{k}-{loss.metric}:{v[loss.metric][-1]:.5f}" for k, v in results.items())
+                    text = "\t".join(f"{k}-{name}:{v[name][-1]:.5f}" for k, v in results.items() for name in v)
                     print(f"[{it}]\t{text}", flush=True)
                 if patience and it - best >= patience:
                     break
         if patience:
             trees = trees[: best + 1]
-            for v in results.values():
-                v[loss.metric] = v[loss.metric][: len(times)]
         else:
             best = len(trees) - 1
         return trees, times, results, best
@@ -303,12 +330,20 @@ class _TreeBoost:
         self._params = dict(p)
         self.objective_ = objective
         self.n_features_in_ = ensemble.n_features
-        gain = np.zeros(ensemble.n_features)
-        for t in ensemble.trees:
-            inner = t.feature >= 0
-            np.add.at(gain, t.feature[inner], t.gain[inner])
-        total = gain.sum()
-        self.feature_importances_ = gain / total if total > 0 else gain
+        scores = ensemble.feature_scores(p["importance_type"])
+        total = scores.sum()
+        self.feature_importances_ = scores / total if total > 0 else scores
+
+    def get_score(self, importance_type: str | None = None) -> dict[str, float]:
+        """Unnormalised importance per feature that has a split, keyed by feature name (``f0``, ``f1``, ...
+        without names), as XGBoost's ``Booster.get_score``; ``importance_type`` defaults to the estimator's."""
+        self._check_fitted()
+        kind = P.validate({"importance_type": importance_type or self.importance_type})["importance_type"]
+        scores = self._ensemble.feature_scores(kind)
+        used = self._ensemble.feature_scores("weight") > 0
+        names = getattr(self, "feature_names_in_", None)
+        keys = [str(n) for n in names] if names is not None else [f"f{i}" for i in range(len(scores))]
+        return {keys[i]: float(scores[i]) for i in np.flatnonzero(used)}
 
     # --------------------------------------------------------------------------------------- prediction
 
@@ -321,7 +356,7 @@ class _TreeBoost:
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = as_matrix(X, self._fitted_labels())
+        Xa = as_matrix(X, self._fitted_labels(), allow_empty=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
@@ -339,8 +374,8 @@ class _TreeBoost:
         if device == "numpy" or n_rows * max(1, len(ens.trees)) < DEVICE_PREDICT_MIN or not ens.trees:
             return None
         cached = getattr(self, "_forest", None)
-        if cached is not None and cached[0] == (id(ens), repr(device)):
-            return cached[1]
+        if cached is not None and cached[0] is ens and cached[1] == repr(device):
+            return cached[2]
         try:
             from mdhom.components.predictor import ForestPredictor
             from mdhom.devices import get_device
@@ -351,7 +386,7 @@ class _TreeBoost:
         if not dev.has_fp64:
             return None
         predictor = ForestPredictor(dev, ens.trees, ens.categories, ens.n_outputs)
-        self._forest = ((id(ens), repr(device)), predictor)
+        self._forest = (ens, repr(device), predictor)  # the ensemble itself: a refit makes a new one
         return predictor
 
     # --------------------------------------------------------------------------------------- model files
@@ -363,6 +398,7 @@ class _TreeBoost:
 
         # the parameters the model was fitted with (a random_state generator saved as the seed drawn from it)
         params = {k: getattr(v, "key", v) for k, v in self._params.items()}
+        params["eval_metric"] = spec_names(params["eval_metric"])
         ens = self._ensemble
         doc = {
             "format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
@@ -384,6 +420,47 @@ class _TreeBoost:
             doc["category_labels"] = [None if c is None else encode_classes(c) for c in labels]
         save_json(path, doc)
 
+    def load_model(self, path: str | os.PathLike) -> _TreeBoost:
+        """Restore a file written by ``save_model`` into this estimator (XGBoost's scikit-learn method): the
+        trees, the fitted attributes and the parameters the model was fitted with; returns self. A file of
+        the other estimator kind is refused (``mdhom.load_model`` picks the kind from the file)."""
+        doc = read_json(path)
+        kind = doc.get("estimator")
+        if kind != type(self).__name__:
+            raise ValueError(f"{os.fspath(path)} holds a {kind} model, not a {type(self).__name__}; load it with "
+                             f"{kind}().load_model or mdhom.load_model")
+        return self._restore(doc, os.fspath(path))
+
+    def _restore(self, doc: dict[str, Any], where: str) -> _TreeBoost:
+        try:
+            params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
+            self.set_params(**{**P.DEFAULTS, **params})
+            n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
+            trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
+            base = np.asarray(doc["base_score"], np.float64).reshape(n_outputs)
+            cats = doc.get("categories")
+            if cats is not None:
+                cats = [None if c is None else np.asarray(c, np.int64).reshape(-1) for c in cats]
+            ensemble = Ensemble(n_features, n_outputs, base, trees, categories=cats)
+            ensemble.check_categories()
+            labels = doc.get("category_labels")
+            self._category_labels = None if labels is None else [None if c is None else decode_classes(c)
+                                                                  for c in labels]
+            self.__dict__.pop("_forest", None)
+            edges = [np.asarray(e, np.float64) for e in doc["bin_edges"]]
+            self._restore_target(doc["target"], decode_classes(doc["classes"]))
+            self._set_fitted(ensemble, doc["objective"], {**P.DEFAULTS, **params}, edges)
+            if doc.get("feature_names") is not None:
+                self.feature_names_in_ = np.asarray(doc["feature_names"], dtype=object)
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            self.best_iteration_ = int(doc["best_iteration"])
+            self.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
+            self.evals_result_ = {}
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
+        return self
+
     def _target_info(self) -> dict[str, Any]:
         return {}
 
@@ -400,9 +477,11 @@ class TreeBoostClassifier(_TreeBoost):
     the 0/1 matrix and ``predict_proba`` the per-label probabilities.
 
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``, ``feature_names_in_`` (data
-    frames with string columns), ``objective_``, ``feature_importances_`` (total split gain, normalised to
-    sum 1), ``best_iteration_``, ``evals_result_``, ``round_times_`` (host seconds per round),
-    ``build_seconds_`` (OpenCL program builds, 0 for numpy), ``precision_`` (the arithmetic mode used).
+    frames with string columns), ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised
+    to sum 1; ``get_score`` gives them unnormalised by name), ``best_iteration_``, ``evals_result_`` (per eval
+    set, per metric, one value per round), ``round_times_`` (host seconds per round), ``build_seconds_`` (OpenCL
+    program builds, 0 for numpy), ``precision_`` (the arithmetic mode used), ``compute_units_`` (of the device
+    the fit ran on, ``n_jobs`` applied; None for numpy).
 
     {params}
     """
@@ -509,8 +588,9 @@ class TreeBoostRegressor(_TreeBoost):
     """Gradient-boosted trees for regression (squared error).
 
     Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
-    ``objective_``, ``feature_importances_`` (total split gain, normalised to sum 1), ``best_iteration_``,
-    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``, ``precision_``.
+    ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised to sum 1), ``best_iteration_``,
+    ``evals_result_``, ``round_times_`` (host seconds per round), ``build_seconds_``, ``precision_``,
+    ``compute_units_``.
 
     {params}
     """
@@ -554,32 +634,13 @@ for _cls in (TreeBoostClassifier, TreeBoostRegressor):
     _cls.__doc__ = _cls.__doc__.replace("{params}", P.docstring().replace("\n", "\n    "))
 
 
+_ESTIMATORS = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}
+
+
 def load_model(path: str | os.PathLike) -> _TreeBoost:
-    """A fitted TreeBoostClassifier or TreeBoostRegressor from a file written by ``save_model``."""
+    """A fitted TreeBoostClassifier or TreeBoostRegressor (whichever the file holds) from ``save_model``."""
     doc = read_json(path)
-    where = os.fspath(path)
-    try:
-        cls = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}[doc["estimator"]]
-        params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
-        est = cls(**params)
-        n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
-        trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
-        base = np.asarray(doc["base_score"], np.float64).reshape(n_outputs)
-        cats = doc.get("categories")
-        if cats is not None:
-            cats = [None if c is None else np.asarray(c, np.int64).reshape(-1) for c in cats]
-        ensemble = Ensemble(n_features, n_outputs, base, trees, categories=cats)
-        ensemble.check_categories()
-        labels = doc.get("category_labels")
-        est._category_labels = None if labels is None else [None if c is None else decode_classes(c) for c in labels]
-        edges = [np.asarray(e, np.float64) for e in doc["bin_edges"]]
-        est._restore_target(doc["target"], decode_classes(doc["classes"]))
-        est._set_fitted(ensemble, doc["objective"], params, edges)
-        if doc.get("feature_names") is not None:
-            est.feature_names_in_ = np.asarray(doc["feature_names"], dtype=object)
-        est.best_iteration_ = int(doc["best_iteration"])
-        est.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
-        est.evals_result_ = {}
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
-    return est
+    cls = _ESTIMATORS.get(doc.get("estimator"))
+    if cls is None:
+        raise ValueError(f"{os.fspath(path)}: damaged mdhom model file (unknown estimator {doc.get('estimator')!r})")
+    return cls()._restore(doc, os.fspath(path))

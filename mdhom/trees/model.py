@@ -181,6 +181,25 @@ class Ensemble:
             active[r, c] = left[node[r, c]] >= 0
         return node - offsets[None, :]
 
+    def feature_scores(self, importance_type: str) -> np.ndarray:
+        """(n_features,) importance of each feature, unnormalised, in XGBoost's meanings: "weight" ("split")
+        counts splits, "total_gain"/"total_cover" sum the split nodes' gain/cover, "gain"/"cover" average
+        them per split (0 for a feature never split on)."""
+        count = np.zeros(self.n_features)
+        gain = np.zeros(self.n_features)
+        cover = np.zeros(self.n_features)
+        for t in self.trees:
+            inner = t.feature >= 0
+            np.add.at(count, t.feature[inner], 1.0)
+            np.add.at(gain, t.feature[inner], t.gain[inner])
+            np.add.at(cover, t.feature[inner], t.cover[inner])
+        per_split = np.maximum(count, 1.0)
+        scores = {"weight": count, "split": count, "total_gain": gain, "total_cover": cover,
+                  "gain": gain / per_split, "cover": cover / per_split}
+        if importance_type not in scores:
+            raise ValueError(f"importance_type must be one of {', '.join(map(repr, scores))}; got {importance_type!r}")
+        return scores[importance_type]
+
     def category_positions(self, X: np.ndarray) -> np.ndarray:
         """X with each categorical column's codes turned into their positions among the feature's known codes
         (NaN where missing or unknown): what the walks test against a split's left table."""

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, real, seed, verbose
+from mdhom.learn.metrics import check_spec as _eval_metric
+from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, n_jobs, real, seed, verbose
 
 
 def _objective(v: Any) -> Any:
@@ -45,9 +46,9 @@ def _categorical_feature(v: Any) -> Any:
 TABLE = OptionTable((
     Option("n_estimators", "int", 100, "Boosting rounds (trees; one multi-output tree per round).", integer(1)),
     Option("learning_rate", "float", 0.1, "Shrinkage applied to every leaf value.", real(0.0, lo_open=True)),
-    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0 or None means no limit (then bound the "
-           "tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass 0 for LightGBM's behaviour.",
-           integer(0, none_ok=True)),
+    Option("max_depth", "int", 6, "Deepest level a tree may reach; 0, -1 (LightGBM's spelling) or None means no "
+           "limit (then bound the tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass -1 for "
+           "LightGBM's behaviour.", integer(-1, none_ok=True)),
     Option("max_leaves", "int", 0, "Most leaves per tree; 0 means no limit. With grow_policy='lossguide' this "
            "is LightGBM's num_leaves.", integer(0)),
     Option("grow_policy", "str", "depthwise", "'depthwise' grows level by level (XGBoost's default); "
@@ -82,9 +83,24 @@ TABLE = OptionTable((
            "LightGBM's names ('regression', 'binary', 'multiclass') are accepted too.", _objective),
     Option("early_stopping_rounds", "int", None, "Stop when the metric on the last eval_set has not improved "
            "for this many rounds; the model keeps the best round's trees.", integer(1, none_ok=True)),
+    Option("eval_metric", "list", None, "Metrics computed on every eval_set each round, into evals_result_ "
+           "(XGBoost's scikit-learn option): a name or list of names among 'rmse', 'mae' (regression), "
+           "'logloss', 'error', 'auc' (binary and multi-label), 'mlogloss', 'merror' (multiclass), or a callable "
+           "f(y_true, y_score[, sample_weight]) named by its __name__ that receives the labels and the "
+           "probabilities (values for regression) and is minimised. Early stopping watches the last metric of "
+           "the last eval set (maximising auc). None: rmse, logloss or mlogloss by objective. A callable is not "
+           "saved in the model file.", _eval_metric),
+    Option("importance_type", "str", "gain", "What feature_importances_ measures, normalised to sum 1, in "
+           "XGBoost's meanings: 'gain' (average gain of the feature's splits), 'total_gain', 'weight' (number "
+           "of splits; LightGBM's 'split' is the same), 'cover' (average hessian sum of the split nodes), "
+           "'total_cover'. LightGBM's 'gain' is XGBoost's 'total_gain'.",
+           choice("gain", "total_gain", "weight", "split", "cover", "total_cover")),
     Option("random_state", "int", None, "Seed of the row and column sampling (numpy Generator).", seed),
     Option("device", "str", None, "'numpy' (the reference backend), or an OpenCL device: None/'auto', 'cpu', "
            "'gpu', a device key or an mdhom.Device.", device_spec),
+    Option("n_jobs", "int", None, "Threads of a CPU OpenCL device: the fit runs on a sub-device of this many "
+           "compute units (OpenCL device fission; PoCL honours it, Intel's CPU runtime accepts it); None or -1: "
+           "all. Ignored on GPUs and by device='numpy'.", n_jobs),
     Option("precision", "str", None, "'double': float64 throughout, rows summed in the reference's order "
            "(bit-identical to device='numpy'). 'quantized': float64 gradients, histograms in int32 fixed point "
            "(a power-of-two scale per round keeps every sum within 2^30; exact and deterministic in any summation "
