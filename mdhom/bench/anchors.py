@@ -24,6 +24,8 @@ import numpy as np
 __all__ = ["ANCHORS", "GROW_POLICIES", "System", "select", "gpu_visible", "gpu_names", "tree_shape"]
 
 GROW_POLICIES = ("lossguide", "depthwise")
+# rows of the numpy walk timed beside the device walk of mdhom's prediction (its seconds per row are compared)
+NUMPY_PREDICT_ROWS = 1_000_000
 
 
 def gpu_names() -> list[str]:
@@ -197,11 +199,37 @@ class Mdhom(System):
             scores = np.asarray(model.predict_proba(Xt))[:, 1]
         out["predict_seconds"] = time.perf_counter() - t0
         out["test_auc"] = _auc(yt, scores.reshape(len(yt), -1)[:, -1])
+        if hasattr(model, "_device_predictor") and model._device_predictor(len(Xt)) is not None:
+            out.update(self._predict_paths(model, Xt, out["predict_seconds"]))
         del model
         gc.collect()  # the timed fit's device buffers go before the profiled fit allocates its own
         if getattr(cfg, "profile_rounds", 0):
             out["profile"] = self._profile(X, y, cfg, params)
         return out
+
+    @staticmethod
+    def _predict_paths(model: Any, Xt: np.ndarray, first: float) -> dict[str, Any]:
+        """The device walk of the test rows (built already, timed again) against the numpy walk on the first
+        NUMPY_PREDICT_ROWS of them (all of them would take minutes at 10M rows): seconds per row of each, and
+        whether they agree bit for bit."""
+        from mdhom.trees import estimators
+
+        t0 = time.perf_counter()
+        device_raw = model._raw(Xt)
+        warm = time.perf_counter() - t0
+        n = min(len(Xt), NUMPY_PREDICT_ROWS)
+        saved = estimators.DEVICE_PREDICT_MIN
+        estimators.DEVICE_PREDICT_MIN = 1 << 62
+        try:
+            t0 = time.perf_counter()
+            numpy_raw = model._raw(Xt[:n])
+            numpy_s = time.perf_counter() - t0
+        finally:
+            estimators.DEVICE_PREDICT_MIN = saved
+        return {"predict_first_seconds": first, "predict_seconds": warm, "predict_rows": len(Xt),
+                "predict_numpy_rows": n, "predict_numpy_seconds": numpy_s,
+                "predict_device_speedup": (numpy_s / n) / (warm / len(Xt)) if warm > 0 else None,
+                "predict_identical": bool(np.array_equal(device_raw[:n], numpy_raw))}
 
     def _profile(self, X: np.ndarray, y: np.ndarray, cfg: Any, params: dict[str, Any]) -> dict[str, Any]:
         """A second, shorter fit with OpenCL profiling on: where a round's time goes (mdhom/bench/profile.py)."""
@@ -414,9 +442,7 @@ class XGBoost(System):
         booster = xgb.train(params, data, num_boost_round=cfg.rounds, callbacks=[Timer()])
         train = time.perf_counter() - t1
         t2 = time.perf_counter()
-        if self.device == "cuda":
-            booster.set_param({"device": "cpu"})  # host data: predict on the host instead of a copy per call
-        scores = booster.inplace_predict(Xt)
+        scores = booster.inplace_predict(Xt)  # on the booster's device (CUDA: the host rows are copied over)
         predict = time.perf_counter() - t2
         out = {
             "library": "xgboost",

@@ -420,6 +420,18 @@ def format_table(report: dict[str, Any]) -> str:
         for warning in r.get("warnings", []):
             notes.append(f"  {name}: {warning}")
     lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
+    predict = [r for r in report["results"] if r["status"] == "ok" and r.get("predict_seconds") is not None]
+    if predict:
+        lines.append("prediction of the test rows (s): " + ", ".join(
+            f"{r.get('label', r['system'])} {r['predict_seconds']:.4g}" for r in predict))
+    for r in predict:
+        if r.get("predict_numpy_seconds") is not None:
+            lines.append(
+                f"  {r.get('label', r['system'])}: device walk {r['predict_seconds']:.4g} s for {r['predict_rows']} "
+                f"rows (first call with its build {r['predict_first_seconds']:.4g} s); numpy walk "
+                f"{r['predict_numpy_seconds']:.4g} s for {r['predict_numpy_rows']} rows: "
+                f"{_fmt(r.get('predict_device_speedup'), '.3g').strip()}x per row, "
+                f"identical: {r['predict_identical']}")
     if merged:
         for i, src in enumerate(report.get("sources", []), 1):
             sp = src.get("parameters") or {}
