@@ -69,6 +69,7 @@ def tune_device(
     progress_bar: bool = True,
     write: bool = True,
     confirm: bool = True,
+    end_to_end: Any = None,
 ) -> tuple[list[StudyResult], Path | None]:
     """Tune every planned (kernel, size class) on ``device``; return the results and the file written.
 
@@ -76,7 +77,9 @@ def tune_device(
     tests pass a replay runner. ``minutes`` is the budget for the whole tune, shared out evenly over the
     studies still to run. With ``confirm`` (and a runner that can ``retime``), the best configuration and
     the default are timed again side by side and those times are reported and stored; should the default
-    then be the faster one, the default is stored.
+    then be the faster one, the default is stored. ``end_to_end`` (a :class:`mdhom.tuning.endtoend.Workload`)
+    trains with the new configurations and without, and stores tuned configurations only for the kernels whose
+    configurations pay (:mod:`mdhom.tuning.endtoend`); the others are stored with their heuristic's.
     """
     if device.checker:
         raise ValueError(f"{device.key} is a checker (simulator): its timings mean nothing, tune a real device")
@@ -120,6 +123,15 @@ def tune_device(
             (r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
             for r in results if r.config is not None
         ]
+        if entries and end_to_end is not None:
+            from mdhom.tuning.endtoend import check, choose
+
+            echo("end-to-end check: training rounds with the new configurations against the heuristics")
+            res = check(device, entries, end_to_end, echo)
+            entries = choose(entries, res.kept)
+            echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
+                 f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
+                 f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
         if entries:
             path = configs.store_results(device, entries, directory)
     return results, path

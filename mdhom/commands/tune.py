@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "else <user data dir>/tuned_configs)")
     where.add_argument("--into-package", action="store_true",
                        help="write into the package's own tuned_configs/ (to ship the configurations with mdhom)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the end-to-end check (training rounds with the new configurations against the "
+                   "heuristics, keeping only the kernels whose configurations pay)")
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
     p.add_argument("--update-defaults", action="store_true",
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 1:
         raise ValueError("--trials must be at least 1")
     from mdhom.tuning.driver import tune_device
+    from mdhom.tuning.endtoend import Workload
     from mdhom.tuning.study import default_storage
 
     device = mdhom.get_device(args.device)
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             device, args.kernels, trials=args.trials, minutes=args.minutes, quick=args.quick, storage=storage,
             directory=directory, seed=args.seed, sampler=args.sampler,
             echo=lambda line: print(line, flush=True),
+            end_to_end=None if args.no_check else Workload.for_tune(args.quick, device.type == "gpu"),
         )
     except KeyboardInterrupt:
         print("\ninterrupted: the tuned-config file was not changed; the studies keep their trials, run the "

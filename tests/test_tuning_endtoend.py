@@ -1,0 +1,91 @@
+"""The end-to-end check that closes every tune: only kernels whose configurations make training faster are kept.
+
+The timer is a model of a machine (seconds per round from the configurations in force), so the decisions are
+checked exactly; the real timer trains a few rounds (``round_seconds``) and is exercised once at toy size."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import mdhom
+from mdhom import configs
+from mdhom.tuning import endtoend
+from mdhom.tuning.endtoend import Workload, check
+
+
+def _entry(cfg: dict[str, int], heuristic: dict[str, int] | None = None) -> dict:
+    return {"sizes": {"i": 64}, "config": cfg, "median_s": 1e-3, "default_config": heuristic or {"NUM_WI_i": 1},
+            "default_s": 2e-3, "trials": 3, "failed_trials": 0, "date": "2026-11-23T00:00:00Z",
+            "versions": {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}}
+
+
+def _machine(effects: dict[str, float]):
+    """Seconds per round: 1.0 with the heuristics, times each kernel's effect when its tuned configuration (not
+    the heuristic's) is stored."""
+    def timer(device, work, data):
+        if os.environ.get(configs.TUNED_ENV) == "0":
+            return 1.0
+        path = Path(os.environ[configs.TUNED_DIR_ENV]) / configs.device_file_name(device.key)
+        stored = json.loads(path.read_text())["kernels"]
+        t = 1.0
+        for k, e in effects.items():
+            if stored[k]["classes"]["c"]["config"] != stored[k]["classes"]["c"]["default_config"]:
+                t *= e
+        return t
+    return timer
+
+
+@pytest.fixture
+def cpu_device():
+    devs = [d for d in mdhom.compute_devices() if d.type == "cpu"]
+    if not devs:
+        pytest.skip("no OpenCL CPU device")
+    return devs[0]
+
+
+def test_keeps_what_pays_and_drops_the_rest(cpu_device, tmp_path, monkeypatch):
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))  # no stored file leaks in
+    entries = [(k, "c", _entry({"NUM_WI_i": 2}), "sha256:0") for k in ("fast", "slow", "same")]
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None,
+                timer=_machine({"fast": 0.6, "slow": 1.2, "same": 1.0}))
+    assert res.kept == ["fast"] and sorted(res.dropped) == ["same", "slow"]
+    assert res.heuristic_seconds == 1.0 and res.tuned_seconds == pytest.approx(0.6)
+    assert res.speedup == pytest.approx(1 / 0.6)
+    stored = {k: e["config"] for k, _, e, _ in endtoend.choose(entries, res.kept)}
+    assert stored == {"fast": {"NUM_WI_i": 2}, "slow": {"NUM_WI_i": 1}, "same": {"NUM_WI_i": 1}}
+
+
+def test_nothing_kept_when_the_sum_does_not_beat_the_heuristics(cpu_device, tmp_path, monkeypatch):
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    entries = [("slow", "c", _entry({"NUM_WI_i": 2}), "sha256:0")]
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None,
+                timer=_machine({"slow": 1.5}))
+    assert res.kept == [] and res.dropped == ["slow"] and res.tuned_seconds == 1.0
+
+
+def test_a_tune_stores_the_heuristic_where_tuning_did_not_pay(cpu_device, tmp_path, monkeypatch):
+    """tune_device with the check: the device file holds the tuned configuration of the kernel that paid and
+    the heuristic's of the one that did not (no vendor default can take its place)."""
+    from mdhom.tuning import driver
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("slow", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
+    monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None)
+    path = configs.store_results(cpu_device, endtoend.choose(entries, res.kept), tmp_path / "out")
+    doc = json.loads(path.read_text())["kernels"]
+    assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
+    assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
+    assert driver.tune_device.__kwdefaults__["end_to_end"] is None  # the CLI asks for it; library calls opt in
+
+
+def test_round_seconds_trains_for_real(cpu_device):
+    from mdhom.bench.trees import make_higgs_like
+
+    work = Workload(rows=2000, rounds=3, leaves=7)
+    t = endtoend.round_seconds(cpu_device, work, make_higgs_like(2000, 28, 0, 0.0, 0))
+    assert 0 < t < 10

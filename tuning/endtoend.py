@@ -1,0 +1,162 @@
+"""The end of every tune: kernel-level wins only count where they make training faster.
+
+Each study times one kernel at one size class in isolation; whether the configurations make a boosting round
+faster is another question (the learner builds kernels at its own sizes, launches them thousands of times per
+round between host work, and one kernel's speed moves another's caches). So after the studies, the tuner trains
+a few rounds of a real fit (a Higgs-shaped workload, loss-guided trees, the learner's default precision) with
+the candidate device file and with no stored configuration at all (``MDHOM_TUNED=0``, the heuristics), and
+keeps a kernel's tuned configurations only where the round with them is faster: one kernel at a time, in the
+order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor default
+takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
+end-to-end speedup over the heuristics.
+
+Measurements alternate between the variants compared and keep the fastest of several medians, so a burst of
+other work on the machine does not decide a comparison.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mdhom import configs
+
+# a candidate must beat what it replaces by this much to stay: timing noise is not a win
+MARGIN = 0.02
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The fit the check times: sized so that a round takes tens of milliseconds on a CPU device."""
+
+    rows: int
+    rounds: int
+    leaves: int
+    bins: int = 63
+    repeats: int = 3
+
+    @classmethod
+    def for_tune(cls, quick: bool, gpu: bool = False) -> Workload:
+        if quick:
+            return cls(rows=20_000, rounds=6, leaves=31, repeats=2)
+        return cls(rows=2_000_000 if gpu else 200_000, rounds=12, leaves=255)
+
+
+@dataclass
+class CheckResult:
+    heuristic_seconds: float  # median seconds per round with MDHOM_TUNED=0
+    tuned_seconds: float  # with the kept configurations
+    kept: list[str]  # kernels whose tuned configurations stay
+    dropped: list[str]  # kernels stored with their heuristic configurations: the tuned ones did not pay
+    trace: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        return self.heuristic_seconds / self.tuned_seconds if self.tuned_seconds > 0 else float("nan")
+
+
+@contextlib.contextmanager
+def _env(**values: str | None) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
+    """Median seconds per round (rounds 2..n) of one fit of ``work`` on ``device``."""
+    import warnings
+
+    from mdhom import TreeBoostClassifier
+    from mdhom.configs import TunedConfigWarning
+
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TunedConfigWarning)
+        est = TreeBoostClassifier(n_estimators=work.rounds, grow_policy="lossguide", max_leaves=work.leaves,
+                                  max_depth=0, max_bin=work.bins, device=device).fit(X, y)
+    times = list(est.round_times_[1:]) or list(est.round_times_)
+    return float(statistics.median(times))
+
+
+def as_heuristic(entry: dict[str, Any]) -> dict[str, Any]:
+    """The study's entry with its baseline (the heuristic's configuration) as the configuration to use."""
+    return {**entry, "config": dict(entry["default_config"]), "median_s": entry["default_s"]}
+
+
+def choose(entries: list[tuple[str, str, dict[str, Any], str | None]],
+           keep: list[str]) -> list[tuple[str, str, dict[str, Any], str | None]]:
+    """The entries to store: tuned configurations for the kernels in ``keep``, the heuristic's for the others."""
+    return [(k, c, e if k in keep else as_heuristic(e), h) for k, c, e, h in entries]
+
+
+def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
+          echo: Callable[[str], None] = print,
+          timer: Callable[[Any, Workload, tuple[Any, Any]], float] | None = None) -> CheckResult:
+    """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit under the
+    environment in force (tests pass a model of the machine)."""
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+
+    timer = timer or round_seconds
+    data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+    kernels = list(dict.fromkeys(k for k, _, _, _ in entries))
+    with tempfile.TemporaryDirectory(prefix="mdhom-e2e-") as tmp:
+        def with_kernels(keep: list[str]) -> Path:
+            d = Path(tmp, f"v{len(list(Path(tmp).iterdir()))}")
+            d.mkdir()
+            configs.store_results(device, choose(entries, keep), d)
+            return d
+
+        def timed(directory: Path | None) -> float:
+            env = {configs.TUNED_ENV: "0"} if directory is None else {configs.TUNED_ENV: None,
+                                                                      configs.TUNED_DIR_ENV: str(directory)}
+            with _env(**env):
+                return timer(device, work, data)
+
+        def compare(a: Path | None, b: Path | None) -> tuple[float, float]:
+            """Fastest median of each, the two measured in turn."""
+            ta, tb = [], []
+            for _ in range(work.repeats):
+                ta.append(timed(a))
+                tb.append(timed(b))
+            return min(ta), min(tb)
+
+        timed(None)  # builds and first-touch costs out of the way
+        keep = list(kernels)
+        current = with_kernels(keep)
+        trace = []
+        base, best = compare(None, current)
+        trace.append(f"heuristic {base * 1e3:.2f} ms/round, all new configurations {best * 1e3:.2f} ms/round")
+        for k in kernels:
+            trial_keep = [x for x in keep if x != k]
+            trial = with_kernels(trial_keep)
+            with_k, without_k = compare(current, trial)
+            if without_k <= with_k * (1.0 + MARGIN):  # no win worth its noise: the heuristic stays
+                keep, current, best = trial_keep, trial, without_k
+                trace.append(f"  {k}: heuristic kept ({with_k * 1e3:.2f} ms tuned, {without_k * 1e3:.2f} without)")
+            else:
+                best = with_k
+                trace.append(f"  {k}: tuned kept ({with_k * 1e3:.2f} ms tuned, {without_k * 1e3:.2f} without)")
+        base, best = compare(None, current)
+        if keep and best > base * (1.0 - MARGIN):  # what is kept still does not beat the heuristics together
+            trace.append(f"  together {best * 1e3:.2f} ms vs heuristic {base * 1e3:.2f} ms: heuristics kept")
+            keep = []
+    for line in trace:
+        echo(line)
+    return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace)
