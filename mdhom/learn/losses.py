@@ -11,6 +11,8 @@ depend on the CPU it was trained on either. Sample weights multiply g and h.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mdhom.learn.portable import exp_nonpositive, log1p_nonnegative, log_positive, sum_in_order
@@ -24,6 +26,7 @@ ALIASES = {
 }
 _LOOKUP = {alias: name for name, aliases in ALIASES.items() for alias in (name, *aliases)}
 _EPS = 1e-16
+SQUARED_ERROR_LIMIT = 1e300  # the most sum(w (y - mean)^2) may reach: see SquaredError.check_target
 
 
 def sigmoid_exact(x: np.ndarray) -> np.ndarray:
@@ -56,6 +59,9 @@ class Loss:
     def base_score(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def check_target(self, y: np.ndarray, w: np.ndarray, what: str = "y") -> None:
+        """Refuse a target (``what`` names it) whose training statistics would overflow; most losses have none."""
+
     def gradients(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
@@ -73,6 +79,23 @@ class SquaredError(Loss):
 
     def base_score(self, y, w):
         return np.array([np.average(y[:, 0], weights=w)])
+
+    def check_target(self, y, w, what="y"):
+        # A leaf's score G^2 / (H + lambda) is at most its rows' sum of w (y - raw)^2 (Cauchy-Schwarz), and so
+        # is the rmse's sum: below this limit neither overflows float64 (1.8e308). Beyond it every gain was
+        # inf, no split was ever taken and the model came out constant, silently.
+        with np.errstate(over="ignore", invalid="ignore"):
+            base = float(np.average(y[:, 0], weights=w))
+            spread = float(np.sum(w * (y[:, 0] - base) ** 2))
+        if np.isfinite(spread) and spread <= SQUARED_ERROR_LIMIT:
+            return
+        reach = f"reaches {spread:.3g}" if np.isfinite(spread) else "overflows float64"
+        limit = math.sqrt(SQUARED_ERROR_LIMIT / float(np.sum(w)))
+        raise ValueError(
+            f"{what} is too large for squared-error training: sum(weight * (y - mean(y))^2) {reach}, and the split "
+            f"gains and the rmse need it below {SQUARED_ERROR_LIMIT:.0e}; here (total weight {np.sum(w):.3g}) "
+            f"that means |y - mean(y)| below about {limit:.2g}. Divide y by a power of ten and multiply the "
+            "predictions back.")
 
     def gradients(self, y, raw, w):
         return (raw - y) * w[:, None], np.repeat(w[:, None], raw.shape[1], axis=1).astype(np.float64)

@@ -40,6 +40,7 @@ from mdhom.trees.model import (
     VERSION,
     Ensemble,
     Tree,
+    check_document,
     read_json,
     save_json,
 )
@@ -181,7 +182,10 @@ class _TreeBoost:
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
+        loss.check_target(y_enc, w)
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
+        for i, (_, ye, we) in enumerate(evals):
+            loss.check_target(ye, we, f"eval_set[{i}] y")
 
         t0 = time.perf_counter()
         mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
@@ -497,6 +501,7 @@ def load_model(path: str | os.PathLike) -> _TreeBoost:
     doc = read_json(path)
     where = os.fspath(path)
     try:
+        check_document(doc)
         cls = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}[doc["estimator"]]
         params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
         est = cls(**params)
@@ -512,6 +517,6 @@ def load_model(path: str | os.PathLike) -> _TreeBoost:
         est.best_iteration_ = int(doc["best_iteration"])
         est.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
         est.evals_result_ = {}
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
     return est

@@ -191,7 +191,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
         root_sums = splits.total[0]
     nodes = _Nodes(np.asarray(root_sums).shape[0])
     nodes.add(root_sums, 0)
-    if _can_split(0, params) and params.max_leaves != 1:
+    if _can_split(0, params):
         if not params.lossguide:
             _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits)
         elif kernels.batch_lossguide:
