@@ -114,20 +114,17 @@ def check_feature_names(fitted: np.ndarray | None, X: Any, name: str) -> None:
 def _check_label_types(y: np.ndarray) -> None:
     """Labels are all strings or all numbers. numpy turns a list mixing both into strings ([1, "a"] gives
     "1"), and an object array of both cannot be sorted (np.unique raised a bare TypeError)."""
-    kinds = {}
-    for v in y.flat:
-        t = type(v)
-        if t not in kinds:
-            kinds[t] = "string" if isinstance(v, (str, bytes)) else (
-                "number" if isinstance(v, (numbers.Number, np.bool_)) else "other")
-        if kinds[t] == "number" and v != v:
-            raise ValueError("Input y contains NaN or infinity")
+    kinds = {t: "string" if issubclass(t, (str, bytes)) else "number" if issubclass(t, (numbers.Number, np.bool_))
+             else "other" for t in set(map(type, y.flat))}
     names = ", ".join(sorted(t.__name__ for t in kinds))
     if "other" in kinds.values():
         raise ValueError(f"y holds values of type(s) {names}; labels must be all strings or all numbers")
     if len(set(kinds.values())) > 1:
         raise ValueError(f"y mixes strings and numbers ({names}); labels must be all strings or all numbers "
                          "(convert them all to str, for instance)")
+    if any(issubclass(t, numbers.Real) and not issubclass(t, numbers.Integral) for t in kinds) and any(
+            v != v for v in y.flat):
+        raise ValueError("Input y contains NaN or infinity")
 
 
 def as_target(y: Any, name: str) -> np.ndarray:
