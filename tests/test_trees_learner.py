@@ -337,6 +337,28 @@ def test_default_device_grows_the_numpy_trees(tmp_path, kw):
         assert docs[0] == docs[1]
 
 
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL tree backend or no OpenCL device")
+@pytest.mark.parametrize("precision", ["double", "quantized"])
+def test_many_output_model_files_are_identical_everywhere(tmp_path, device, precision):
+    """Ten classes and nine labels: gains, hessian sums and covers add outputs in index order in the numpy
+    reference as in the kernels (np.sum adds eight or more terms pairwise: the gains differed in the last bits)."""
+    X, _ = _data(n=500, nan=0.03, seed=13)
+    full, _ = _data(n=500, seed=13)  # the same values without the missing ones
+    s = full[:, 0] + 0.5 * full[:, 2]
+    y10 = np.digitize(s, np.quantile(s, np.linspace(0.1, 0.9, 9)))
+    Y9 = (full[:, :3] @ np.random.default_rng(0).normal(size=(3, 9)) > 0).astype(int)
+    for target in (y10, Y9):
+        docs = []
+        for dev in ("numpy", device):
+            est = TreeBoostClassifier(n_estimators=3, max_depth=3, device=dev, precision=precision).fit(X, target)
+            est.save_model(tmp_path / "m.json")
+            doc = json.loads((tmp_path / "m.json").read_text())
+            doc["params"].pop("device")
+            docs.append(doc)
+        assert docs[0]["n_outputs"] == (10 if target is y10 else 9)
+        assert docs[0] == docs[1]
+
+
 def test_no_regularisation_at_all_still_gives_finite_trees():
     X, y = _data(n=300, seed=12)
     w = np.where(np.arange(300) % 7 == 0, 0.0, 1.0)  # zero-weight rows: children with h = 0 exist

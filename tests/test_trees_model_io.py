@@ -82,16 +82,98 @@ def _saved(tmp_path):
     return json.loads((tmp_path / "m.json").read_text())
 
 
-def test_newer_version_and_damaged_files_are_value_errors(tmp_path):
+def _tree0(**fields):
+    """A mutation that replaces fields of the first tree (a function of the old value, or the new value)."""
+    def mutate(d):
+        t = d["trees"][0]
+        t.update({k: f(t[k]) if callable(f) else f for k, f in fields.items()})
+    return mutate
+
+
+def _set(**fields):
+    return lambda d: d.update({k: f(d[k]) if callable(f) else f for k, f in fields.items()})
+
+
+# hand edits that loaded and then predicted NaN, failed later, or predicted something else than was trained
+DAMAGE = {
+    "base-score-nan": _set(base_score=[float("nan")]),
+    "base-score-inf": _set(base_score=[float("inf")]),
+    "base-score-count": _set(base_score=[0.0, 1.0]),
+    "base-score-string": _set(base_score=["0.5"]),
+    "no-trees": lambda d: d.pop("trees"),
+    "trees-not-a-list": _set(trees={}),
+    "tree-not-an-object": _set(trees=[[1, 2]]),
+    "right-shorter": _tree0(right=lambda r: r[:-1]),
+    "value-longer": _tree0(value=lambda v: v + [[0.0]]),
+    "child-out-of-range": _tree0(left=lambda a: [len(a) + 3] + a[1:]),
+    "child-huge": _tree0(left=lambda a: [2**40] + a[1:]),
+    "cycle-to-root": _tree0(left=lambda a: [0] + a[1:]),
+    "shared-child": lambda d: d["trees"][0].update(right=d["trees"][0]["left"][:1] + d["trees"][0]["right"][1:]),
+    "child-float": _tree0(left=lambda a: [a[0] + 0.5] + a[1:]),
+    "leaf-child-below-minus-one": _tree0(left=lambda a: a[:-1] + [-7], right=lambda a: a[:-1] + [-7]),
+    "one-child": _tree0(right=lambda r: [-1] + r[1:]),
+    "feature-99": _tree0(feature=lambda f: [99] + f[1:]),
+    "feature-n-features": _tree0(feature=lambda f: [4] + f[1:]),
+    "feature-on-leaf": _tree0(feature=lambda f: f[:-1] + [0]),
+    "threshold-nan": _tree0(threshold=lambda t: [float("nan")] + t[1:]),
+    "threshold-minus-inf": _tree0(threshold=lambda t: [float("-inf")] + t[1:]),
+    "threshold-string": _tree0(threshold=lambda t: ["0.1"] + t[1:]),
+    "value-nan": _tree0(value=lambda v: v[:-1] + [[float("nan")]]),
+    "value-null": _tree0(value=lambda v: v[:-1] + [[None]]),
+    "value-inf": _tree0(value=lambda v: v[:-1] + [[float("inf")]]),
+    "gain-inf": _tree0(gain=lambda g: [float("inf")] + g[1:]),
+    "cover-nan": _tree0(cover=lambda c: [float("nan")] + c[1:]),
+    "default-left-strings": _tree0(default_left=lambda b: ["no" for _ in b]),
+    "bin-edges-one-short": _set(bin_edges=lambda e: e[:-1]),
+    "bin-edges-nan": _set(bin_edges=lambda e: [[float("nan")] + e[0]] + e[1:]),
+    "bin-edges-descending": _set(bin_edges=lambda e: [e[0][::-1]] + e[1:]),
+    "n-features-zero": _set(n_features=0),
+    "n-features-string": _set(n_features="4"),
+    "n-outputs-two": _set(n_outputs=2, base_score=[0.0, 0.0]),
+    "three-classes-binary": _set(classes=lambda c: {**c, "values": c["values"] + [True]}),
+    "no-classes": _set(classes=None),
+    "duplicate-classes": _set(classes=lambda c: {**c, "values": [c["values"][0]] * 2}),
+    "softmax-one-output": _set(objective="multi:softmax"),
+    "regression-objective": _set(objective="reg:squarederror"),
+    "unknown-estimator": _set(estimator="XGBClassifier"),
+    "feature-names-count": _set(feature_names=["a", "b"]),
+    "params-a-list": _set(params=[1, 2]),
+    "params-bad-value": _set(params=lambda p: {**p, "max_depth": -3}),
+    "best-iteration-beyond": _set(best_iteration=99),
+    "precision-unknown": _set(precision="half"),
+    "target-multilabel": _set(target={"kind": "multilabel", "label_dtype": "|i1"}),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_damaged_files_are_refused(tmp_path, damage):
+    doc = _saved(tmp_path)
+    mdhom.load_model(tmp_path / "m.json")  # the file as saved loads
+    DAMAGE[damage](doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))  # json writes NaN and Infinity, and Python's json reads them back
+    with pytest.raises(ValueError, match="damaged mdhom model file"):
+        mdhom.load_model(bad)
+
+
+def test_a_regressor_file_with_two_outputs_is_refused(tmp_path):
+    X = _X(100)
+    TreeBoostRegressor(n_estimators=2, device="numpy").fit(X, np.arange(100.0)).save_model(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc.update(n_outputs=2, base_score=[0.0, 0.0])
+    for t in doc["trees"]:
+        t["value"] = [[v[0], v[0]] for v in t["value"]]
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="regressor has one output"):
+        mdhom.load_model(tmp_path / "m.json")
+
+
+def test_newer_version_and_corrupt_files_are_value_errors(tmp_path):
     doc = _saved(tmp_path)
     bad = tmp_path / "bad.json"
     for mutate, match in [
         (lambda d: d.update(version=VERSION + 1), "newer"),
         (lambda d: d.update(format="xgboost"), "not an mdhom tree model"),
-        (lambda d: d.pop("trees"), "damaged"),
-        (lambda d: d["trees"][0].update(left=[5] + d["trees"][0]["left"][1:]), "damaged"),
-        (lambda d: d["trees"][0].update(feature=[99] + d["trees"][0]["feature"][1:]), "damaged"),
-        (lambda d: d.update(base_score=[0.0, 1.0]), "damaged"),
     ]:
         d = json.loads(json.dumps(doc))
         mutate(d)

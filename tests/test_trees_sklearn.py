@@ -96,10 +96,50 @@ def test_pandas_sparse_and_string_labels():
     ((np.zeros((4, 2)), np.array([1, 1, 1, 1])), "one class"),
     ((np.zeros((4, 2)), np.array([0, 1, 0])), "rows"),
     ((np.array([[1.0, np.inf]] * 4), np.array([0, 1, 0, 1])), "infinity"),
+    # numpy turned the list into strings ("1"); the object array made np.unique raise a bare TypeError
+    ((np.zeros((4, 2)), ["a", 1, "b", 2]), r"y mixes strings and numbers \(int, str\)"),
+    ((np.zeros((4, 2)), np.array(["a", 1, "b", 2], dtype=object)), "mixes strings and numbers"),
+    ((np.zeros((4, 2)), [None, 1, 0, 1]), "all strings or all numbers"),
+    ((np.zeros((4, 2)), np.array([0, 1, np.nan, 1], dtype=object)), "NaN"),
 ])
 def test_bad_input_is_a_clear_value_error(fit_args, match):
     with pytest.raises(ValueError, match=match):
         TreeBoostClassifier(device="numpy").fit(*fit_args)
+
+
+def test_mixed_labels_in_an_eval_set_and_pandas():
+    import pandas as pd
+
+    X, y = _blobs(40)
+    with pytest.raises(ValueError, match="mixes strings and numbers"):
+        TreeBoostClassifier(device="numpy").fit(X, pd.Series(["a" if v else 1 for v in y]))
+    with pytest.raises(ValueError, match="mixes strings and numbers"):
+        TreeBoostClassifier(device="numpy", n_estimators=2).fit(X, y, eval_set=[(X, ["a"] + list(y[1:]))])
+
+
+def test_one_leaf_trees_are_refused():
+    """max_leaves=1 trained trees without a split (a constant model); 0 means no limit, 2 is the least."""
+    X, y = _blobs(40)
+    with pytest.raises(ValueError, match=r"max_leaves must be 0 \(no limit\) or at least 2, got 1"):
+        TreeBoostClassifier(max_leaves=1, device="numpy").fit(X, y)
+    for leaves in (0, 2):
+        est = TreeBoostClassifier(max_leaves=leaves, n_estimators=2, device="numpy").fit(X, y)
+        assert est._ensemble.trees[0].n_nodes > 1
+
+
+def test_regression_target_that_overflows_is_refused():
+    """y ~ 1e160: the squared gradient sums overflowed, every gain was inf and the model came out constant."""
+    rng = np.random.default_rng(0)
+    X = rng.random((100, 3))
+    with pytest.raises(ValueError, match=r"too large for squared-error training.*below about 1e\+149"):
+        TreeBoostRegressor(device="numpy").fit(X, X[:, 0] * 1e160)
+    with pytest.raises(ValueError, match=r"eval_set\[0\] y is too large"):
+        TreeBoostRegressor(device="numpy").fit(X, X[:, 0], eval_set=[(X, X[:, 0] * 1e160)])
+    with pytest.raises(ValueError, match="too large"):  # large weights count too
+        TreeBoostRegressor(device="numpy").fit(X, X[:, 0] * 1e145, sample_weight=np.full(100, 1e12))
+    y = X[:, 0] * 1e140  # inside the range: trains, and not to a constant
+    est = TreeBoostRegressor(n_estimators=5, device="numpy").fit(X, y)
+    assert np.ptp(est.predict(X)) > 0 and est.score(X, y) > 0.3
 
 
 def test_bad_weights_and_feature_count():

@@ -231,9 +231,7 @@ class FlakyRunner(HashedRunner):
 
 def _tune(cpu, tmp_path, monkeypatch, *extra):
     from mdhom.cli import main
-    from mdhom.tuning import driver
-
-    from mdhom.tuning import endtoend
+    from mdhom.tuning import driver, endtoend
 
     monkeypatch.setattr(driver, "LiveRunner", lambda *a, **k: FlakyRunner())
     monkeypatch.setattr(endtoend, "round_seconds", lambda device, work, data: 1.0)  # the check, without training

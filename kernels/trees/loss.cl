@@ -1,5 +1,6 @@
 /* Gradients and hessians of the boosting losses at one (row, output), and the exp they need.
- * The numpy references are mdhom.trees.losses (exp_nonpositive, sigmoid_exact, softmax_exact, Loss.gradients):
+ * The numpy references are mdhom.learn.portable.exp_nonpositive and mdhom.learn.losses (sigmoid_exact,
+ * softmax_exact, Loss.gradients):
  * same operations in the same order, no contraction into FMA, so double precision agrees to the bit.
  * Expects tree_real_t, TREE_LOSS (0 squared error, 1 logistic, 2 softmax), TREE_EXP_EXACT (1: the portable
  * exp below with constants TREE_INV_LN2, TREE_LN2_HI, TREE_LN2_LO, TREE_EXP_MIN, TREE_EXP_C0..C13 given as

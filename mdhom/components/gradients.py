@@ -31,7 +31,7 @@ from mdhom.components.quantize import quantization_exponents, quantization_scale
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
-from mdhom.learn import losses
+from mdhom.learn import losses, portable
 from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce
 
 
@@ -90,9 +90,9 @@ def _loss_defines(kind: str, precision: str) -> str:
     lines = [f"#define TREE_LOSS {LOSS_KINDS[kind]}", f"#define TREE_EXP_EXACT {int(exact)}",
              f"#define TREE_EPS {_hex(losses._EPS)}"]
     if exact:
-        lines += [f"#define TREE_INV_LN2 {_hex(losses.INV_LN2)}", f"#define TREE_LN2_HI {_hex(losses.LN2_HI)}",
-                  f"#define TREE_LN2_LO {_hex(losses.LN2_LO)}", f"#define TREE_EXP_MIN {_hex(losses.EXP_MIN)}"]
-        lines += [f"#define TREE_EXP_C{i} {_hex(c)}" for i, c in enumerate(losses.EXP_COEFFS)]
+        lines += [f"#define TREE_INV_LN2 {_hex(portable.INV_LN2)}", f"#define TREE_LN2_HI {_hex(portable.LN2_HI)}",
+                  f"#define TREE_LN2_LO {_hex(portable.LN2_LO)}", f"#define TREE_EXP_MIN {_hex(portable.EXP_MIN)}"]
+        lines += [f"#define TREE_EXP_C{i} {_hex(c)}" for i, c in enumerate(portable.EXP_COEFFS)]
     return "\n".join(lines) + "\n"
 
 

@@ -4,8 +4,10 @@
 Every loss works on raw scores of shape (n_rows, n_outputs) in float64. These functions are the numpy
 references of the device gradient kernels (``kernels/trees/loss.cl``, :func:`mdhom.components.gradients.gradients`),
 which a device-resident fit runs instead; so ``gradients`` is written with the kernels' operations in their
-order: :func:`exp_nonpositive` (not ``np.exp``, whose last bit differs between libraries) and sequential sums
-over outputs. Double precision on a device then gives bit-identical gradients. Sample weights multiply g and h.
+order: :func:`~mdhom.learn.portable.exp_nonpositive` (not ``np.exp``, whose last bit differs between CPUs) and
+sums over outputs in index order. Double precision on a device then gives bit-identical gradients. Base scores,
+links and metrics use the same portable functions (:mod:`mdhom.learn.portable`), so a model file does not
+depend on the CPU it was trained on either. Sample weights multiply g and h.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from mdhom.learn.portable import exp_nonpositive, log_positive, sum_in_order
 
 # canonical name -> accepted aliases (XGBoost and LightGBM spellings)
 ALIASES = {
@@ -23,30 +27,11 @@ ALIASES = {
 }
 _LOOKUP = {alias: name for name, aliases in ALIASES.items() for alias in (name, *aliases)}
 _EPS = 1e-16
-
-# exp(x) = 2^k exp(r), x = k ln2 + r, |r| <= ln2 / 2 (fdlibm's two-part ln2: k * LN2_HI is exact), and exp(r) as
-# its Taylor polynomial of degree 13 (error below 1e-17 on that interval) by Horner's rule. Only +, -, *,
-# rint and ldexp: IEEE correctly rounded operations, so numpy and OpenCL (FP_CONTRACT OFF) agree to the bit.
-INV_LN2 = 1.4426950408889634
-LN2_HI = 6.93147180369123816490e-01
-LN2_LO = 1.90821492927058770002e-10
-EXP_COEFFS = tuple(1.0 / math.factorial(n) for n in range(13, -1, -1))  # highest degree first
-EXP_MIN = -746.0  # exp(-746) rounds to 0 in double
-
-
-def exp_nonpositive(x: np.ndarray) -> np.ndarray:
-    """exp(x) for x <= 0 (the only arguments the losses need), bit-reproducible on OpenCL devices."""
-    x = np.maximum(np.asarray(x, np.float64), EXP_MIN)
-    k = np.rint(x * INV_LN2)
-    r = (x - k * LN2_HI) - k * LN2_LO
-    p = np.full_like(r, EXP_COEFFS[0])
-    for c in EXP_COEFFS[1:]:
-        p = p * r + c
-    return np.ldexp(p, k.astype(np.int32))
+SQUARED_ERROR_LIMIT = 1e300  # the most sum(w (y - mean)^2) may reach: see SquaredError.check_target
 
 
 def sigmoid_exact(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + e^-x) with :func:`exp_nonpositive`: the gradient kernels' sigmoid."""
+    """1 / (1 + e^-x) with :func:`exp_nonpositive` (neither branch overflows): the gradient kernels' sigmoid."""
     e = exp_nonpositive(-np.abs(x))
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
@@ -54,10 +39,7 @@ def sigmoid_exact(x: np.ndarray) -> np.ndarray:
 def softmax_exact(x: np.ndarray) -> np.ndarray:
     """Row-wise softmax with :func:`exp_nonpositive` and sums over outputs in index order (the kernels')."""
     z = exp_nonpositive(x - x.max(axis=1, keepdims=True))
-    total = z[:, 0].copy()
-    for k in range(1, z.shape[1]):
-        total = total + z[:, k]
-    return z / total[:, None]
+    return z / sum_in_order(z, axis=1)[:, None]
 
 
 def canonical_objective(name: object) -> str:
@@ -65,21 +47,6 @@ def canonical_objective(name: object) -> str:
         raise ValueError(f"unknown objective {name!r}; known: {', '.join(ALIASES)} (or aliases "
                          f"{', '.join(a for v in ALIASES.values() for a in v)})")
     return _LOOKUP[name]
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # written so that neither branch overflows
-    out = np.empty_like(x)
-    pos = x >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
-    e = np.exp(x[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = np.exp(x - x.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
 
 
 class Loss:
@@ -92,6 +59,9 @@ class Loss:
 
     def base_score(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def check_target(self, y: np.ndarray, w: np.ndarray, what: str = "y") -> None:
+        """Refuse a target (``what`` names it) whose training statistics would overflow; most losses have none."""
 
     def gradients(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -106,6 +76,23 @@ class SquaredError(Loss):
 
     def base_score(self, y, w):
         return np.array([np.average(y[:, 0], weights=w)])
+
+    def check_target(self, y, w, what="y"):
+        # A leaf's score G^2 / (H + lambda) is at most its rows' sum of w (y - raw)^2 (Cauchy-Schwarz), and so
+        # is the rmse's sum: below this limit neither overflows float64 (1.8e308). Beyond it every gain was
+        # inf, no split was ever taken and the model came out constant, silently.
+        with np.errstate(over="ignore", invalid="ignore"):
+            base = float(np.average(y[:, 0], weights=w))
+            spread = float(np.sum(w * (y[:, 0] - base) ** 2))
+        if np.isfinite(spread) and spread <= SQUARED_ERROR_LIMIT:
+            return
+        reach = f"reaches {spread:.3g}" if np.isfinite(spread) else "overflows float64"
+        limit = math.sqrt(SQUARED_ERROR_LIMIT / float(np.sum(w)))
+        raise ValueError(
+            f"{what} is too large for squared-error training: sum(weight * (y - mean(y))^2) {reach}, and the split "
+            f"gains and the rmse need it below {SQUARED_ERROR_LIMIT:.0e}; here (total weight {np.sum(w):.3g}) "
+            f"that means |y - mean(y)| below about {limit:.2g}. Divide y by a power of ten and multiply the "
+            "predictions back.")
 
     def gradients(self, y, raw, w):
         return (raw - y) * w[:, None], np.repeat(w[:, None], raw.shape[1], axis=1).astype(np.float64)
@@ -126,14 +113,14 @@ class Logistic(Loss):
     def base_score(self, y, w):
         p = np.average(y, axis=0, weights=w)
         p = np.clip(p, 1e-7, 1 - 1e-7)
-        return np.log(p / (1 - p))
+        return log_positive(p / (1 - p))
 
     def gradients(self, y, raw, w):
         p = sigmoid_exact(raw)
         return (p - y) * w[:, None], np.maximum(p * (1 - p), _EPS) * w[:, None]
 
     def transform(self, raw):
-        return _sigmoid(raw)
+        return sigmoid_exact(raw)
 
 
 class Softmax(Loss):
@@ -149,7 +136,7 @@ class Softmax(Loss):
 
     def base_score(self, y, w):
         prior = np.bincount(y[:, 0].astype(np.int64), weights=w, minlength=self.n_outputs) / w.sum()
-        return np.log(np.clip(prior, 1e-7, None))
+        return log_positive(np.clip(prior, 1e-7, None))
 
     def gradients(self, y, raw, w):
         p = softmax_exact(raw)
@@ -159,7 +146,7 @@ class Softmax(Loss):
         return (p - self._onehot(y)) * w[:, None], np.maximum(factor * p * (1 - p), _EPS) * w[:, None]
 
     def transform(self, raw):
-        return _softmax(raw)
+        return softmax_exact(raw)
 
 
 def make_loss(objective: str, n_outputs: int) -> Loss:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn.losses import Loss
+from mdhom.learn.portable import exp_nonpositive, log1p_nonnegative, log_positive, sum_in_order
 
 # loss kinds (Loss.kind; "logistic" covers binary and multi-label) each built-in metric applies to
 _REGRESSION, _LOGISTIC, _SOFTMAX = "squared", "logistic", "softmax"
@@ -50,8 +51,8 @@ def mae(y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
 
 def logloss(y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
     """Cross-entropy of logistic outputs, averaged over outputs then rows: log(1 + e^x) - y x, stable."""
-    loss = np.logaddexp(0.0, raw) - y * raw
-    return float(np.average(loss.mean(axis=1), weights=w))
+    loss = (np.maximum(raw, 0.0) + log1p_nonnegative(exp_nonpositive(-np.abs(raw)))) - y * raw
+    return float(np.average(sum_in_order(loss, axis=1) / loss.shape[1], weights=w))
 
 
 def error(y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
@@ -61,7 +62,7 @@ def error(y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
 
 def mlogloss(y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
     z = raw - raw.max(axis=1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    logp = z - log_positive(sum_in_order(exp_nonpositive(z), axis=1))[:, None]
     return float(-np.average(logp[np.arange(len(y)), y[:, 0].astype(np.int64)], weights=w))
 
 

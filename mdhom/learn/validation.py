@@ -7,6 +7,7 @@ scikit-learn's wording where its estimator checks match on them.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any
 
@@ -154,6 +155,22 @@ def check_feature_names(fitted: np.ndarray | None, X: Any, name: str) -> None:
     raise ValueError(message)
 
 
+def _check_label_types(y: np.ndarray) -> None:
+    """Labels are all strings or all numbers. numpy turns a list mixing both into strings ([1, "a"] gives
+    "1"), and an object array of both cannot be sorted (np.unique raised a bare TypeError)."""
+    kinds = {t: "string" if issubclass(t, (str, bytes)) else "number" if issubclass(t, (numbers.Number, np.bool_))
+             else "other" for t in set(map(type, y.flat))}
+    names = ", ".join(sorted(t.__name__ for t in kinds))
+    if "other" in kinds.values():
+        raise ValueError(f"y holds values of type(s) {names}; labels must be all strings or all numbers")
+    if len(set(kinds.values())) > 1:
+        raise ValueError(f"y mixes strings and numbers ({names}); labels must be all strings or all numbers "
+                         "(convert them all to str, for instance)")
+    if any(issubclass(t, numbers.Real) and not issubclass(t, numbers.Integral) for t in kinds) and any(
+            v != v for v in y.flat):
+        raise ValueError("Input y contains NaN or infinity")
+
+
 def as_target(y: Any, name: str) -> np.ndarray:
     if y is None:
         raise ValueError(f"{name} requires y to be passed, but the target y is None")
@@ -161,7 +178,16 @@ def as_target(y: Any, name: str) -> np.ndarray:
         y = y.toarray()
     elif hasattr(y, "to_numpy"):
         y = y.to_numpy()
+    if isinstance(y, (list, tuple)):  # check before numpy would turn numbers into strings
+        try:
+            raw = np.asarray(y, dtype=object)
+        except ValueError:
+            raw = None  # ragged: np.asarray below says so
+        if raw is not None and raw.dtype == object and raw.ndim in (1, 2):
+            _check_label_types(raw)
     y = np.asarray(y)
+    if y.dtype == object:
+        _check_label_types(y)
     if y.ndim == 0 or y.ndim > 2:
         raise ValueError(f"y must be 1-D (or 2-D for multi-label), got shape {y.shape}")
     if y.ndim == 2 and y.shape[1] == 1:

@@ -43,6 +43,7 @@ from mdhom.trees.model import (
     VERSION,
     Ensemble,
     Tree,
+    check_document,
     read_json,
     save_json,
 )
@@ -216,7 +217,10 @@ class _TreeBoost:
         self._category_labels = labels
         loss = make_loss(objective, self.n_classes_ if objective == "multi:softmax" else y_enc.shape[1])
         metrics = resolve(p["eval_metric"], loss, weighted=eval_sample_weight is not None)
+        loss.check_target(y_enc, w)
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
+        for i, (_, ye, we) in enumerate(evals):
+            loss.check_target(ye, we, f"eval_set[{i}] y")
 
         t0 = time.perf_counter()
         mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
@@ -433,6 +437,7 @@ class _TreeBoost:
 
     def _restore(self, doc: dict[str, Any], where: str) -> _TreeBoost:
         try:
+            check_document(doc)
             params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
             self.set_params(**{**P.DEFAULTS, **params})
             n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
@@ -457,7 +462,7 @@ class _TreeBoost:
             self.best_iteration_ = int(doc["best_iteration"])
             self.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
             self.evals_result_ = {}
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
             raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
         return self
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdhom.learn.portable import sum_in_order
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import CategoryTables, Tree
 from mdhom.trees.reference import (
@@ -50,7 +51,7 @@ class NumpyKernels(NumpyTreeKernels):
 def _score(g: np.ndarray, h: np.ndarray, lam: float, alpha: float) -> np.ndarray:
     s = g if alpha == 0 else soft_threshold(g, alpha)  # sign(g) * max(|g| - 0, 0) == g exactly
     t = s * s / (h + lam)
-    return t[..., 0] if t.shape[-1] == 1 else np.sum(t, axis=-1)
+    return t[..., 0] if t.shape[-1] == 1 else sum_in_order(t, axis=-1)
 
 
 def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
@@ -65,7 +66,7 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
     ig, ih = (None, None) if inv_scale is None else (inv_scale[:, 0], inv_scale[:, 1])
     lam, alpha, msg, mcw = params.reg_lambda, params.reg_alpha, params.min_split_gain, params.min_child_weight
     fmask = np.asarray(feature_mask, bool)
-    total = hist.sum(axis=2)  # (N, F, K, 2): the reference's sums
+    total = sum_in_order(hist, axis=2)  # (N, F, K, 2): the reference's sums
     miss = hist[:, :, n_bins - 1]
     cum_g = np.cumsum(hist[:, :, :n_cand, :, 0], axis=2)  # (N, F, b, K): the reference's cumsum, g and h apart
     cum_h = np.cumsum(hist[:, :, :n_cand, :, 1], axis=2)
@@ -94,7 +95,7 @@ def fast_best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPa
             # quantized: sums in int64, then to reals (the kernels' order); reals: to_real is the identity
             lg, lh, rg, rh = to_real(lq, ig), to_real(lhq, ih), to_real(tg - lq, ig), to_real(th - lhq, ih)
             gain = 0.5 * (_score(lg, lh, lam, alpha) + _score(rg, rh, lam, alpha) - parent) - msg
-            sl, sr = (lh[:, 0], rh[:, 0]) if n_outputs == 1 else (lh.sum(-1), rh.sum(-1))
+            sl, sr = (lh[:, 0], rh[:, 0]) if n_outputs == 1 else (sum_in_order(lh), sum_in_order(rh))
             ok = (sl >= mcw) & (sr >= mcw) & ok_f & np.isfinite(gain)  # 0/0 (lambda 0, empty side): never
             gains.append(np.where(ok, gain, -np.inf))
     gain = np.stack(gains, axis=1).reshape(-1)  # (candidate, direction)
@@ -170,7 +171,7 @@ class _Nodes:
     def smaller_is_left(self, node: int) -> bool:
         """Build the child of smaller hessian sum (the proxy for its row count); ties go left."""
         lo, hi = self.left[node], self.right[node]
-        return bool(self.sums[lo][:, 1].sum() <= self.sums[hi][:, 1].sum())
+        return bool(sum_in_order(self.sums[lo][:, 1]) <= sum_in_order(self.sums[hi][:, 1]))
 
     def to_tree(self, params: GrowParams, threshold: Callable[[int, int], float]) -> Tree:
         sums = np.stack(self.sums)
@@ -188,7 +189,7 @@ class _Nodes:
         return Tree(
             left=np.asarray(self.left, np.int32), right=np.asarray(self.right, np.int32), feature=feature,
             threshold=thr, default_left=np.asarray(self.default_left, bool), value=value,
-            gain=np.asarray(self.gain), cover=sums[:, :, 1].sum(axis=1), bin=np.asarray(self.bin, np.int32),
+            gain=np.asarray(self.gain), cover=sum_in_order(sums[:, :, 1], axis=1), bin=np.asarray(self.bin, np.int32),
             cat_left=tables,
         )
 
@@ -231,7 +232,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
         root_sums = splits.total[0]
     nodes = _Nodes(np.asarray(root_sums).shape[0])
     nodes.add(root_sums, 0)
-    if _can_split(0, params) and params.max_leaves != 1:
+    if _can_split(0, params):
         if not params.lossguide:
             _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits)
         elif kernels.batch_lossguide:
@@ -348,7 +349,7 @@ class _Candidates:
             if sp.cat_left is not None:
                 tables.append(sp.cat_left[i])
             # the child of smaller hessian sum (the proxy for its row count) is built; ties go left
-            left_small.append(bool(sp.left_sum[i][:, 1].sum() <= sp.right_sum[i][:, 1].sum()))
+            left_small.append(bool(sum_in_order(sp.left_sum[i][:, 1]) <= sum_in_order(sp.right_sum[i][:, 1])))
         lo = np.arange(self.n_ids, self.n_ids + 2 * ns, 2, dtype=np.int32)
         hi = lo + 1
         self.n_ids += 2 * ns

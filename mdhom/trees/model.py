@@ -88,14 +88,16 @@ class Tree:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], n_outputs: int, n_features: int) -> Tree:
+        """A tree read back from a model file, refused (ValueError) unless it predicts what training saved."""
+        if not isinstance(d, dict):
+            raise ValueError("a tree is not a JSON object")
         n = len(d["left"])
         tree = cls(
-            left=np.asarray(d["left"], np.int32), right=np.asarray(d["right"], np.int32),
-            feature=np.asarray(d["feature"], np.int32),
-            threshold=np.asarray([np.inf if t is None else t for t in d["threshold"]], np.float64),
-            default_left=np.asarray(d["default_left"], bool),
-            value=np.asarray(d["value"], np.float64).reshape(n, n_outputs),
-            gain=np.asarray(d["gain"], np.float64), cover=np.asarray(d["cover"], np.float64),
+            left=_ints(d["left"], "left"), right=_ints(d["right"], "right"), feature=_ints(d["feature"], "feature"),
+            threshold=_reals([np.inf if t is None else t for t in d["threshold"]], "threshold"),
+            default_left=_bools(d["default_left"], "default_left"),
+            value=_reals(d["value"], "value").reshape(n, n_outputs),
+            gain=_reals(d["gain"], "gain"), cover=_reals(d["cover"], "cover"),
         )
         cats = d.get("categories")
         if cats is not None:
@@ -106,23 +108,112 @@ class Tree:
         return tree
 
     def check(self, n_features: int) -> None:
-        """Structural sanity: children point forward inside the tree, leaves have no feature."""
+        """Structural sanity: one root, every other node the child of exactly one node with a smaller id (so no
+        cycle, nothing shared or unreachable), leaves without a feature, finite numbers where they are used."""
         n = self.n_nodes
         if n == 0 or any(a.shape[0] != n for a in (self.right, self.feature, self.threshold, self.default_left,
                                                     self.value, self.gain, self.cover)):
             raise ValueError("tree arrays have inconsistent lengths")
         inner = self.left >= 0
-        if not np.array_equal(inner, self.right >= 0):
-            raise ValueError("a node has exactly one child")
+        if not np.array_equal(inner, self.right >= 0) or np.any(~inner & ((self.left != -1) | (self.right != -1))):
+            raise ValueError("a node has exactly one child (or a child id below -1)")
         ids = np.arange(n)
         if np.any(inner & ((self.left <= ids) | (self.right <= ids) | (self.left >= n) | (self.right >= n))):
             raise ValueError("child ids must point forward inside the tree")
+        if not np.array_equal(np.sort(np.concatenate([self.left[inner], self.right[inner]])), ids[1:]):
+            raise ValueError("a node is the child of two nodes, or of none")
         if np.any(inner & ((self.feature < 0) | (self.feature >= n_features))) or np.any(~inner & (self.feature != -1)):
-            raise ValueError("split features out of range")
-        if np.any(np.isnan(self.threshold)) or np.any(~np.isfinite(self.value)):
-            raise ValueError("NaN threshold or non-finite leaf value")
+            raise ValueError(f"split features out of range (the model has {n_features} features)")
+        if np.any(np.isnan(self.threshold) | (self.threshold == -np.inf)):
+            raise ValueError("a threshold is NaN or -inf")
+        if not (np.isfinite(self.value).all() and np.isfinite(self.gain).all() and np.isfinite(self.cover).all()):
+            raise ValueError("a leaf value, gain or cover is not finite")
         if self.categories is not None and any(c is not None and not inner[i] for i, c in enumerate(self.categories)):
             raise ValueError("a leaf has split categories")
+
+
+def _ints(values: Any, name: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise ValueError(f"{name} must be a list of integers")
+    if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
+        raise ValueError(f"{name} holds an integer out of range")
+    return a.astype(np.int32)
+
+
+def _reals(values: Any, name: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.size and a.dtype.kind not in "iuf":  # strings, booleans, nested lists of unequal lengths, null
+        raise ValueError(f"{name} must hold numbers")
+    return a.astype(np.float64)
+
+
+def _bools(values: Any, name: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.ndim != 1 or (a.size and a.dtype.kind != "b"):
+        raise ValueError(f"{name} must be a list of true/false")
+    return a.astype(bool)
+
+
+def _count(v: Any, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return v
+
+
+OBJECTIVES = {"TreeBoostClassifier": ("binary:logistic", "multi:softmax", "multilabel:logistic"),
+              "TreeBoostRegressor": ("reg:squarederror",)}
+
+
+def check_document(doc: dict[str, Any]) -> None:
+    """Refuse (ValueError) what a hand edit can break outside the trees: a model that would load and then
+    predict NaN, fail later, or predict other classes than it was trained on. ``Tree.from_json`` checks trees."""
+    estimator = doc["estimator"]
+    if estimator not in OBJECTIVES:
+        raise ValueError(f"unknown estimator {estimator!r}")
+    objective = doc["objective"]
+    if objective not in OBJECTIVES[estimator]:
+        raise ValueError(f"objective {objective!r} is not one of {estimator}'s")
+    if not isinstance(doc["params"], dict):
+        raise ValueError("params is not a JSON object")
+    n_features, n_outputs = _count(doc["n_features"], "n_features"), _count(doc["n_outputs"], "n_outputs")
+    base = _reals(doc["base_score"], "base_score")
+    if base.shape != (n_outputs,) or not np.isfinite(base).all():
+        raise ValueError(f"base_score must be {n_outputs} finite number(s), got {doc['base_score']!r}")
+    classes = doc["classes"]
+    if estimator == "TreeBoostClassifier":
+        if not isinstance(classes, dict) or not isinstance(classes.get("values"), list):
+            raise ValueError("a classifier model lacks its classes")
+        values = classes["values"]
+        binary = objective == "binary:logistic"
+        if len(values) < 2 or (binary and len(values) != 2) or n_outputs != (1 if binary else len(values)):
+            raise ValueError(f"{len(values)} classes do not fit objective {objective} with {n_outputs} output(s)")
+        if len({repr(v) for v in values}) != len(values):
+            raise ValueError("the classes are not distinct")
+        if not isinstance(doc["target"], dict) or (doc["target"].get("kind") == "multilabel") != (
+                objective == "multilabel:logistic"):
+            raise ValueError("target kind does not fit the objective")
+    elif n_outputs != 1:
+        raise ValueError(f"a regressor has one output, not {n_outputs}")
+    names = doc.get("feature_names")
+    if names is not None and (not isinstance(names, list) or len(names) != n_features
+                              or not all(isinstance(x, str) for x in names)):
+        raise ValueError(f"feature_names must be {n_features} strings")
+    edges = doc["bin_edges"]
+    if not isinstance(edges, list) or len(edges) != n_features:
+        raise ValueError(f"bin_edges must hold one list per feature ({n_features})")
+    for e in edges:
+        e = _reals(e, "bin_edges")
+        if e.ndim != 1 or not np.isfinite(e).all() or np.any(np.diff(e) <= 0):
+            raise ValueError("bin edges must be finite and ascending")
+    trees = doc["trees"]
+    if not isinstance(trees, list):
+        raise ValueError("trees is not a list")
+    best = doc["best_iteration"]
+    if isinstance(best, bool) or not isinstance(best, int) or not -1 <= best < max(1, len(trees)):
+        raise ValueError(f"best_iteration {best!r} does not index the {len(trees)} trees")
+    if doc.get("precision") not in (None, "double", "single", "quantized"):
+        raise ValueError(f"unknown precision {doc.get('precision')!r}")
 
 
 @dataclass

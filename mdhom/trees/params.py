@@ -15,6 +15,13 @@ from mdhom.learn.metrics import check_spec as _eval_metric
 from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, n_jobs, real, seed, verbose
 
 
+def _max_leaves(v: Any) -> Any:
+    v = integer(0)(v)
+    if v == 1:  # a one-leaf tree has no split: every round would add a constant (XGBoost and LightGBM need 2 too)
+        raise ValueError("must be 0 (no limit) or at least 2, got 1")
+    return v
+
+
 def _objective(v: Any) -> Any:
     if v is None:
         return None
@@ -49,8 +56,8 @@ TABLE = OptionTable((
     Option("max_depth", "int", 6, "Deepest level a tree may reach; 0, -1 (LightGBM's spelling) or None means no "
            "limit (then bound the tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass -1 for "
            "LightGBM's behaviour.", integer(-1, none_ok=True)),
-    Option("max_leaves", "int", 0, "Most leaves per tree; 0 means no limit. With grow_policy='lossguide' this "
-           "is LightGBM's num_leaves.", integer(0)),
+    Option("max_leaves", "int", 0, "Most leaves per tree (at least 2); 0 means no limit. With "
+           "grow_policy='lossguide' this is LightGBM's num_leaves.", _max_leaves),
     Option("grow_policy", "str", "depthwise", "'depthwise' grows level by level (XGBoost's default); "
            "'lossguide' splits the leaf of largest gain first (LightGBM's leaf-wise growth).",
            choice("depthwise", "lossguide")),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize, to_real
+from mdhom.learn.portable import sum_in_order
 from mdhom.trees.backend import SplitParams, Splits
 
 
@@ -49,9 +50,9 @@ def leaf_weight(g: np.ndarray, h: np.ndarray, reg_lambda: float, reg_alpha: floa
 
 
 def score(g: np.ndarray, h: np.ndarray, reg_lambda: float, reg_alpha: float) -> np.ndarray:
-    """S(G)^2 / (H + lambda) summed over the last (output) axis: the structure score of a leaf."""
+    """S(G)^2 / (H + lambda) summed over the last (output) axis in index order: the structure score of a leaf."""
     s = soft_threshold(g, reg_alpha)
-    return np.sum(s * s / (h + reg_lambda), axis=-1)
+    return sum_in_order(s * s / (h + reg_lambda), axis=-1)
 
 
 def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: np.ndarray,
@@ -162,7 +163,7 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
     (per feature, :data:`NUMERIC` where None) makes features categorical."""
     n_nodes, n_features, n_bins, n_outputs, _ = hist.shape
     n_cand = max(n_bins - 2, 0)
-    total = hist.sum(axis=2)  # (N, F, K, 2)
+    total = sum_in_order(hist, axis=2)  # (N, F, K, 2), the kernels' in-order prefix sum
     miss = hist[:, :, n_bins - 1]  # (N, F, K, 2)
     cum = left_prefix_sums(hist, cat_mode, inv_scale, params.cat_smooth)  # left sums of the non-missing bins
     # candidates ordered (feature, bin, default_left True then False): argmax takes the first maximum
@@ -173,7 +174,8 @@ def best_splits(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
     parent = score(total[..., 0], total[..., 1], lam, alpha)[:, :, None, None]
     gain = 0.5 * (score(left[..., 0], left[..., 1], lam, alpha)
                   + score(right[..., 0], right[..., 1], lam, alpha) - parent) - params.min_split_gain
-    ok = (left[..., 1].sum(-1) >= params.min_child_weight) & (right[..., 1].sum(-1) >= params.min_child_weight)
+    mcw = params.min_child_weight
+    ok = (sum_in_order(left[..., 1]) >= mcw) & (sum_in_order(right[..., 1]) >= mcw)
     ok &= np.asarray(feature_mask, bool)[None, :, None, None]
     ok &= np.isfinite(gain)  # an empty side with lambda = 0 gives 0/0: never a split
     gain = np.where(ok, gain, -np.inf).reshape(n_nodes, -1)
