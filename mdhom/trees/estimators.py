@@ -384,7 +384,7 @@ class _TreeBoost:
             from mdhom.components.predictor import ForestPredictor
             from mdhom.devices import get_device
 
-            dev = get_device(device if device is not None else "auto")
+            dev = get_device(limit_threads(device, self._params.get("n_jobs")))
         except (ImportError, ValueError, RuntimeError):
             return None  # no OpenCL device here (a model trained elsewhere): the numpy walk
         if not dev.has_fp64:
