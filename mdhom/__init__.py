@@ -2,12 +2,13 @@
 
 from mdhom.devices import Device, compute_devices, devices, get_device
 from mdhom.plotting import plot_importance, plot_metric, plot_tree, to_graphviz
+from mdhom.rules import RuleBoostClassifier
 from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor, load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Device", "compute_devices", "devices", "get_device", "__version__",
-    "TreeBoostClassifier", "TreeBoostRegressor", "load_model",
+    "TreeBoostClassifier", "TreeBoostRegressor", "RuleBoostClassifier", "load_model",
     "plot_importance", "plot_metric", "plot_tree", "to_graphviz",
 ]

@@ -1,0 +1,108 @@
+"""Rule heads: the scores a rule predicts and their quality, from the statistics summed over covered examples.
+
+A head works on *atoms*: per example, the statistics of the labels it may predict, laid out as ``gather``
+returns them (gradients, then Hessians: one per label for decomposable statistics and single-label heads, the
+packed lower triangle for complete heads over the example-wise loss). The refinement only sums atoms over
+examples; the head turns a sum into scores and a quality. Quality is the loss change of the second-order
+approximation, regularisation included (lower is better, as in mlrl-boomer):
+
+    q(s) = g.s + 1/2 s'Hs + l1 |s|_1 + l2/2 |s|^2,   at the minimiser s = -(H + l2 I)^-1 soft(g, l1).
+
+L1 enters as soft thresholding of the gradient (the exact minimiser for a diagonal Hessian); mlrl-boomer adds
+its L1 term with other signs in places, which only matters for ``l1_regularization_weight > 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mdhom.rules.losses import packed_index
+
+
+def soft_threshold(g: np.ndarray, l1: float) -> np.ndarray:
+    return np.sign(g) * np.maximum(np.abs(g) - l1, 0.0) if l1 > 0 else g
+
+
+def label_scores(g: np.ndarray, h: np.ndarray, l1: float, l2: float) -> np.ndarray:
+    """Each label's optimal score; zero where the regularised Hessian is zero (mlrl-boomer's divideOrZero)."""
+    den = h + l2
+    safe = np.where(den == 0.0, 1.0, den)
+    return np.where(den == 0.0, 0.0, -soft_threshold(g, l1) / safe)
+
+
+def label_qualities(s: np.ndarray, g: np.ndarray, h: np.ndarray, l1: float, l2: float) -> np.ndarray:
+    return g * s + 0.5 * h * s * s + l1 * np.abs(s) + 0.5 * l2 * s * s
+
+
+class Head:
+    """The head of one kind over ``labels`` (ascending label indices) for a loss with or without a full
+    label Hessian."""
+
+    def __init__(self, kind: str, full_hessian: bool, labels: np.ndarray, n_labels: int, l1: float,
+                 l2: float) -> None:
+        self.kind = kind
+        self.full_hessian, self.n_labels = full_hessian, n_labels
+        self.labels = np.asarray(labels, np.intp)
+        self.k = self.labels.size
+        self.l1, self.l2 = float(l1), float(l2)
+        # complete heads over the example-wise loss need the coupled Hessian; single-label heads its diagonal
+        self.coupled = full_hessian and kind == "complete" and self.k > 1
+        rows, cols = packed_index(n_labels)
+        where = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(rows, cols, strict=True))}
+        if full_hessian:
+            if self.coupled:
+                sub_r, sub_c = packed_index(self.k)
+                self._h_cols = np.asarray([where[(int(self.labels[r]), int(self.labels[c]))]
+                                           for r, c in zip(sub_r, sub_c, strict=True)], np.intp)
+            else:
+                self._h_cols = np.asarray([where[(int(j), int(j))] for j in self.labels], np.intp)
+        else:
+            self._h_cols = self.labels
+
+    @property
+    def width(self) -> int:
+        """Atom width: statistics per example."""
+        return self.k + self._h_cols.size
+
+    def gather(self, G: np.ndarray, H: np.ndarray) -> np.ndarray:
+        """Per-example atoms (n, width): the gradients of the head's labels, then their Hessians."""
+        return np.concatenate([G[:, self.labels], H[:, self._h_cols]], axis=1)
+
+    def _coupled_scores(self, g: np.ndarray, hp: np.ndarray) -> np.ndarray:
+        rows, cols = packed_index(self.k)
+        m = np.zeros(g.shape[:-1] + (self.k, self.k))
+        m[..., rows, cols] = hp
+        m[..., cols, rows] = hp
+        reg = m + self.l2 * np.eye(self.k)
+        rhs = -soft_threshold(g, self.l1)
+        return np.linalg.solve(reg, rhs[..., None])[..., 0], m
+
+    def evaluate(self, sums: np.ndarray) -> np.ndarray:
+        """Quality (lower is better) of the head for each row of summed atoms (C, width)."""
+        g, h = sums[:, : self.k], sums[:, self.k :]
+        if self.coupled:
+            s, m = self._coupled_scores(g, h)
+            quad = np.einsum("ci,cij,cj->c", s, m, s)
+            reg = self.l1 * np.abs(s).sum(axis=1) + 0.5 * self.l2 * (s * s).sum(axis=1)
+            return (g * s).sum(axis=1) + 0.5 * quad + reg
+        q = label_qualities(label_scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
+        if self.kind == "single":
+            return q.min(axis=1)
+        return q.sum(axis=1)
+
+    def predict(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for its
+        best label (ties to the lower index)."""
+        g, h = total[None, : self.k], total[None, self.k :]
+        if self.coupled:
+            s, _ = self._coupled_scores(g, h)
+            return self.labels.copy(), s[0]
+        s = label_scores(g, h, self.l1, self.l2)
+        if self.kind == "single":
+            best = int(np.argmin(label_qualities(s, g, h, self.l1, self.l2)[0]))
+            return self.labels[best : best + 1].copy(), s[0, best : best + 1]
+        return self.labels.copy(), s[0]
+
+    def restricted(self, labels: np.ndarray) -> Head:
+        """The same kind of head over fewer labels (mlrl-boomer fixes a rule's labels after its first condition)."""
+        return Head(self.kind, self.full_hessian, labels, self.n_labels, self.l1, self.l2)

@@ -1,0 +1,160 @@
+"""The boosting loop of the rule learner, as mlrl-boomer runs it: a default rule, then one rule per round.
+
+Each round draws its labels and instances, grows a body greedily (each step draws features, adds the condition
+of best head quality, and stops when no condition improves the rule, at ``max_conditions``, or once the rule
+covers ``min_coverage`` examples or fewer; after the first condition a rule keeps the labels its head chose,
+mlrl-boomer's ``max_head_refinements=1``), recomputes the head on every covered example when instances were
+sampled, shrinks it, adds it to the covered examples' scores and updates their gradient statistics. Training
+stops early when no condition is left to add.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mdhom.learn.binning import feature_edges
+from mdhom.rules.heads import Head
+from mdhom.rules.losses import RuleLoss
+from mdhom.rules.model import Condition, Rule, RuleList
+from mdhom.rules.refinement import SearchSpace, best_refinement, covered_by
+
+
+def equal_width_edges(values: np.ndarray, bins: int) -> np.ndarray:
+    """Edges of ``bins`` equal-width bins over the finite values, only where a bin boundary separates values."""
+    v = values[~np.isnan(values)]
+    if v.size == 0 or v.min() == v.max():
+        return np.empty(0)
+    edges = v.min() + (v.max() - v.min()) * np.arange(1, bins) / bins
+    occupied = np.unique(np.searchsorted(edges, v, side="left"))
+    # an edge between two occupied bins is kept once: the one right below the upper bin
+    return edges[occupied[1:] - 1]
+
+
+def bin_edges(X: np.ndarray, binning: tuple[str, int] | None) -> list[np.ndarray] | None:
+    """Per feature the thresholds a binned search may use, or None for exact thresholds."""
+    if binning is None:
+        return None
+    method, bins = binning
+    ones = np.ones(X.shape[0])
+    if method == "equal-width":
+        return [equal_width_edges(X[:, f], bins) for f in range(X.shape[1])]
+    return [feature_edges(X[:, f], ones, bins) for f in range(X.shape[1])]
+
+
+def sample_size(n: int, spec: Any) -> int:
+    """How many of ``n`` items a sampling option draws (all for None)."""
+    if spec is None:
+        return n
+    if spec == "without-replacement":  # mlrl-boomer's default feature sample size
+        return n if n <= 2 else min(n, int(math.floor(math.log2(n - 1) + 1)))
+    return max(1, min(n, int(math.floor(spec * n))))
+
+
+def draw(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """Ascending indices of ``size`` of ``n`` items drawn without replacement (all, without a draw, when equal)."""
+    if size >= n:
+        return np.arange(n)
+    return np.sort(rng.choice(n, size, replace=False))
+
+
+@dataclass(frozen=True)
+class InductionParams:
+    max_rules: int
+    shrinkage: float
+    l1: float
+    l2: float
+    head_type: str  # "single" or "complete"
+    feature_sampling: Any
+    instance_sampling: float | None
+    label_sampling: float | None
+    max_conditions: int
+    min_coverage: int
+    seed: int
+
+
+class Learner:
+    """Training state: scores and gradient statistics of every example, and the rules so far."""
+
+    def __init__(self, X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
+                 edges: list[np.ndarray] | None) -> None:
+        self.X, self.Y, self.loss, self.p = X, Y, loss, p
+        self.space = SearchSpace(X, edges)
+        self.S = np.zeros(Y.shape)
+        self.G, self.H = loss.statistics(Y, self.S)
+        self.rng = np.random.default_rng(p.seed)
+
+    def head(self, kind: str, labels: np.ndarray) -> Head:
+        return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
+
+    def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
+        """Add a head to the scores of ``rows`` and update their statistics."""
+        self.S[np.ix_(rows, labels)] += scores
+        g, h = self.loss.statistics(self.Y[rows], self.S[rows])
+        self.G[rows], self.H[rows] = g, h
+
+    def default_rule(self) -> np.ndarray:
+        """The default rule's head: complete, over every example, not shrunk (as in mlrl-boomer)."""
+        head = self.head("complete", np.arange(self.Y.shape[1]))
+        labels, scores = head.predict(head.gather(self.G, self.H).sum(axis=0))
+        self.apply(np.arange(self.X.shape[0]), labels, scores)
+        return scores
+
+    def grow(self) -> Rule | None:
+        """One rule, added to the scores; None when no condition can be found."""
+        p, n = self.p, self.X.shape[0]
+        n_labels, n_features = self.Y.shape[1], self.X.shape[1]
+        labels = draw(self.rng, n_labels, sample_size(n_labels, p.label_sampling))
+        weights = np.ones(n)
+        if p.instance_sampling is not None:
+            weights = np.zeros(n)
+            weights[draw(self.rng, n, sample_size(n, p.instance_sampling))] = 1.0
+        head = self.head(p.head_type, labels)
+        atoms = head.gather(self.G, self.H)
+        covered = np.ones(n, bool)
+        conditions: list[Condition] = []
+        best = None
+        used = head
+        while p.max_conditions == 0 or len(conditions) < p.max_conditions:
+            features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
+            found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
+            # a condition must improve the rule: the first one on quality 0 (no rule; mlrl-boomer's minQuality)
+            if found is None or not found.quality < (0.0 if best is None else best.quality):
+                break
+            best, used = found, head
+            conditions.append(Condition(found.feature, found.op, found.threshold))
+            covered &= covered_by(self.X, found.feature, found.op, found.threshold)
+            if len(conditions) == 1:
+                chosen, _ = head.predict(found.total)
+                if chosen.size < head.k:
+                    head = head.restricted(chosen)
+                    atoms = head.gather(self.G, self.H)
+            if found.n_covered <= p.min_coverage:
+                break
+        if best is None:
+            return None
+        total = best.total
+        if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
+            chosen, _ = used.predict(total)
+            used = used.restricted(chosen)
+            total = used.gather(self.G[covered], self.H[covered]).sum(axis=0)
+        out_labels, scores = used.predict(total)
+        scores = scores * p.shrinkage
+        self.apply(np.flatnonzero(covered), out_labels, scores)
+        return Rule(tuple(conditions), out_labels, scores)
+
+
+def induce(X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
+           edges: list[np.ndarray] | None) -> RuleList:
+    """The rule list of a fit (``max_rules`` counts the default rule, as in mlrl-boomer)."""
+    learner = Learner(X, Y, loss, p, edges)
+    model = RuleList(learner.default_rule())
+    for _ in range(p.max_rules - 1):
+        rule = learner.grow()
+        if rule is None:
+            break
+        model.rules.append(rule)
+    return model

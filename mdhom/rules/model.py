@@ -1,0 +1,137 @@
+"""Rules, the rule list a fit learns, prediction on raw features, and the versioned JSON model file.
+
+Format ``mdhom.ruleboost`` version 1 (one JSON object):
+
+* ``format``, ``version``, ``mdhom_version``, ``estimator`` ("RuleBoostClassifier");
+* ``params`` (every option of :mod:`mdhom.rules.options`), ``loss``, ``head_type`` (as resolved), ``n_features``,
+  ``n_labels``, ``feature_names`` and ``label_names`` (lists of strings or null);
+* ``default_scores``: the default rule's head, one raw score per label;
+* ``rules``: one object per rule in learning order: ``conditions`` (a list of ``[feature, "<=" | ">",
+  threshold]``; NaN satisfies neither operator), ``labels`` (ascending label indices) and ``scores`` (one per
+  label, shrinkage applied).
+
+The raw score of an example is the default scores plus the scores of every rule whose conditions it meets.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mdhom.learn import model_files
+
+FORMAT = "mdhom.ruleboost"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Condition:
+    feature: int
+    op: str  # "<=" or ">"
+    threshold: float
+
+    def holds(self, X: np.ndarray) -> np.ndarray:
+        col = X[:, self.feature]
+        return col <= self.threshold if self.op == "<=" else col > self.threshold
+
+
+@dataclass
+class Rule:
+    conditions: tuple[Condition, ...]
+    labels: np.ndarray  # intp, ascending
+    scores: np.ndarray  # float64, one per label
+
+    def covers(self, X: np.ndarray) -> np.ndarray:
+        out = np.ones(X.shape[0], bool)
+        for c in self.conditions:
+            out &= c.holds(X)
+        return out
+
+
+@dataclass
+class RuleList:
+    """The default rule's scores and the rules after it; printing it gives the rules as text."""
+
+    default_scores: np.ndarray
+    rules: list[Rule] = field(default_factory=list)
+    feature_names: list[str] | None = None
+    label_names: list[str] | None = None
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.default_scores.size)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Raw scores (n, labels): the default scores plus the heads of the covering rules, in rule order."""
+        S = np.tile(self.default_scores, (X.shape[0], 1))
+        for rule in self.rules:
+            rows = np.flatnonzero(rule.covers(X))
+            if rows.size:
+                S[np.ix_(rows, rule.labels)] += rule.scores
+        return S
+
+    def _feature(self, j: int) -> str:
+        return self.feature_names[j] if self.feature_names is not None else f"x{j}"
+
+    def _label(self, j: int) -> str:
+        return self.label_names[j] if self.label_names is not None else f"y{j}"
+
+    def _head(self, labels: np.ndarray, scores: np.ndarray) -> str:
+        return ", ".join(f"{self._label(int(j))} = {s:+.4g}" for j, s in zip(labels, scores, strict=True))
+
+    def __str__(self) -> str:
+        lines = [f"{{}} => ({self._head(np.arange(self.n_labels), self.default_scores)})"]
+        for rule in self.rules:
+            body = " & ".join(f"{self._feature(c.feature)} {c.op} {c.threshold:.6g}" for c in rule.conditions)
+            lines.append(f"{{{body}}} => ({self._head(rule.labels, rule.scores)})")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------------------------ JSON
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "default_scores": self.default_scores.tolist(),
+            "rules": [{"conditions": [[c.feature, c.op, c.threshold] for c in r.conditions],
+                       "labels": r.labels.tolist(), "scores": r.scores.tolist()} for r in self.rules],
+            "feature_names": self.feature_names,
+            "label_names": self.label_names,
+        }
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any], n_features: int, where: str) -> RuleList:
+        """The rule list of a model document; any inconsistency is a ValueError naming ``where``."""
+        try:
+            default = np.asarray(doc["default_scores"], np.float64)
+            n_labels = default.size
+            rules = []
+            for i, r in enumerate(doc["rules"]):
+                conds = []
+                for f, op, t in r["conditions"]:
+                    if not (isinstance(f, int) and 0 <= f < n_features and op in ("<=", ">")):
+                        raise ValueError(f"rule {i} has a bad condition {[f, op, t]!r}")
+                    conds.append(Condition(f, op, float(t)))
+                labels = np.asarray(r["labels"], np.intp)
+                scores = np.asarray(r["scores"], np.float64)
+                if labels.ndim != 1 or labels.shape != scores.shape or labels.size == 0 or \
+                        labels.min() < 0 or labels.max() >= n_labels:
+                    raise ValueError(f"rule {i} has a bad head")
+                rules.append(Rule(tuple(conds), labels, scores))
+            return cls(default, rules, doc.get("feature_names"), doc.get("label_names"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: damaged mdhom rule model ({exc})") from None
+
+
+def save_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
+    """Write a rule model file (see :func:`mdhom.learn.model_files.save_json`)."""
+    model_files.save_json(path, document)
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
+    """A rule model document, its format and version checked."""
+    return model_files.read_json(path, FORMAT, VERSION, "an mdhom rule model")

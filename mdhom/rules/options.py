@@ -1,0 +1,100 @@
+"""The one table of rule-boosting options: name, type, default, documentation and validation.
+
+Names and defaults follow mlrl-boomer's ``BoomerClassifier`` so that its users can move a configuration over;
+where mlrl-boomer takes a string spelling of a number (``"equal-width{bin_ratio=0.33}"``), we take the number.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, real, seed
+
+LOSSES = ("logistic_labelwise", "logistic_examplewise", "squared_error")
+HEAD_TYPES = ("auto", "single", "complete")
+BINNINGS = ("equal-width", "equal-frequency")
+
+
+def _fraction(v: Any) -> Any:
+    """None (no sampling) or the fraction of items drawn, in (0, 1]."""
+    if v is None:
+        return None
+    return real(0.0, 1.0, lo_open=True)(v)
+
+
+def _feature_fraction(v: Any) -> Any:
+    if v == "without-replacement":
+        return v
+    try:
+        return _fraction(v)
+    except ValueError:
+        raise ValueError(f"must be None, 'without-replacement' or a fraction in (0, 1], got {v!r}") from None
+
+
+def _binning(v: Any) -> Any:
+    """None (exact thresholds) or (method, bin count); a bare count means equal-frequency bins."""
+    if v is None:
+        return None
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        v = ("equal-frequency", v)
+    if isinstance(v, str):
+        raise ValueError(f"must be None or a (method, bins) pair such as ('equal-width', 32), got {v!r}")
+    try:
+        method, bins = v
+    except (TypeError, ValueError):
+        raise ValueError(f"must be None, a bin count or a (method, bins) pair, got {v!r}") from None
+    method = choice(*BINNINGS)(method)
+    return (method, integer(2, 1 << 20)(bins))
+
+
+TABLE = OptionTable((
+    Option("max_rules", "int", 1000, "Most rules, the default rule included (mlrl-boomer's meaning).", integer(1)),
+    Option("shrinkage", "float", 0.3, "Factor every rule's head is multiplied by (the learning rate); the default "
+           "rule is not shrunk.", real(0.0, 1.0, lo_open=True)),
+    Option("l1_regularization_weight", "float", 0.0, "L1 regularisation of the scores a head predicts.", real(0.0)),
+    Option("l2_regularization_weight", "float", 1.0, "L2 regularisation of the scores a head predicts.", real(0.0)),
+    Option("loss", "str", "logistic_labelwise", "'logistic_labelwise' (decomposable: one logistic loss per "
+           "label), 'logistic_examplewise' (non-decomposable: log(1 + sum_l exp(-y_l s_l)) over an example's "
+           "labels, with the full label Hessian) or 'squared_error' (decomposable, labels as -1/+1).",
+           choice(*LOSSES)),
+    Option("head_type", "str", "auto", "'single' (the best single label), 'complete' (every label) or 'auto', "
+           "which is 'complete' for every loss here, as in mlrl-boomer (it picks single-label heads only for "
+           "sparse decomposable losses, which mdhom does not have).", choice(*HEAD_TYPES)),
+    Option("feature_binning", "any", None, "None: exact thresholds halfway between neighbouring distinct values "
+           "of the covered examples; or ('equal-width' | 'equal-frequency', bins): thresholds only at the bin "
+           "edges learned once before training (a bare count means equal-frequency).", _binning),
+    Option("feature_sampling", "any", "without-replacement", "Features drawn without replacement for each "
+           "refinement step: 'without-replacement' draws mlrl-boomer's default floor(log2(F - 1) + 1) of the F "
+           "features, a number in (0, 1] that fraction of them; None uses every feature.", _feature_fraction),
+    Option("instance_sampling", "float", None, "None, or the fraction of training examples drawn without "
+           "replacement for each rule; the head is then recomputed on every covered example (mlrl-boomer's "
+           "recalculate_predictions).", _fraction),
+    Option("label_sampling", "float", None, "None, or the fraction of labels drawn without replacement for each "
+           "rule; heads predict only for those labels.", _fraction),
+    Option("max_conditions", "int", 0, "Most conditions in a rule's body; 0 means no limit.", integer(0)),
+    Option("min_coverage", "int", 1, "Fewest training examples a rule must cover (mlrl-boomer's min_coverage); "
+           "refinement stops once a rule covers this many or fewer.", integer(1)),
+    Option("random_state", "int", None, "Seed of the sampling draws (None draws from seed 0: fits are "
+           "reproducible).", seed),
+    Option("device", "any", "numpy", "Where the refinement runs: 'numpy' (the reference, the only backend of this "
+           "release).", device_spec),
+    Option("precision", "str", "double", "'double' (float64 statistics; the only mode of this release).",
+           choice("double")),
+))
+
+DEFAULTS = TABLE.defaults
+
+
+def validate(params: dict[str, Any]) -> dict[str, Any]:
+    """Checked, normalised parameters; also the checks that tie options together."""
+    p = TABLE.validate(params)
+    if p["device"] != "numpy":
+        raise ValueError(f"device {p['device']!r}: RuleBoostClassifier runs on the numpy reference only in this "
+                         "release; pass device='numpy'")
+    return p
+
+
+def resolved_head(loss: str, head_type: str) -> str:
+    """What 'auto' means: complete heads (mlrl-boomer's choice for dense statistics, whatever the loss)."""
+    return "complete" if head_type == "auto" else head_type
