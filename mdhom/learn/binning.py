@@ -9,11 +9,25 @@ most ``max_bin`` distinct values gets one bin per value. NaN goes to the global 
 A feature with NaN in the training data gets at most ``max_bin - 1`` real bins: the kernels' candidate
 splits stop at bin ``n_bins - 3``, and the split "every value left, NaN right" needs the last real bin to be
 a candidate.
+
+``n_bins``, the kernels' global bin count, is what the data needs, not ``max_bin + 1``: the most real bins of
+any feature, one more where that feature has NaN (its last real bin must stay a candidate), plus the NaN bin.
+Histograms, split scans and the local-memory fit of a node's histogram all scale with it: 5000 sparse features
+of ~20 values each need 22 bins, not 256. The candidates it drops are empty bins above every feature's last
+real bin, which never win (an empty bin repeats the sums of the bin below it, and ties go to the lower bin).
+
+Sparse input (scipy.sparse) is binned from its stored entries: an absent entry is missing (XGBoost's meaning),
+so a feature's edges come from its stored values and the bin matrix starts as the NaN bin everywhere, with the
+stored entries' bins scattered into it. Memory beyond the bin matrix is proportional to the stored entries.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from mdhom.learn.memory import check_host
 
 
 def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.ndarray:
@@ -60,36 +74,85 @@ def sample_rows(n_rows: int, n_sample: int, seed: int | None) -> np.ndarray | No
 
 
 class BinMapper:
-    """Per-feature edges learned on the training data; ``transform`` maps raw values to uint8 bins."""
+    """Per-feature edges learned on the training data; ``transform`` maps raw values (dense, or scipy.sparse with
+    absent entries missing) to uint8 bins."""
 
     def __init__(self, max_bin: int) -> None:
         if not 2 <= max_bin <= 255:
             raise ValueError(f"max_bin must lie in [2, 255], got {max_bin}")
         self.max_bin = int(max_bin)
-        self.n_bins = self.max_bin + 1  # the kernels' global bin count; the last one is NaN's
+        self.n_bins = self.max_bin + 1  # the kernels' global bin count (the last one is NaN's); fit sets the need
         self.edges: list[np.ndarray] = []
 
-    def fit(self, X: np.ndarray, sample_weight: np.ndarray | None = None, rows: np.ndarray | None = None) -> BinMapper:
-        """Learn the edges from ``X`` (from its ``rows`` only, when given: see :func:`sample_rows`)."""
-        nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
-        if rows is not None:
-            X = X[rows]
-            sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
-        w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+    def fit(self, X: Any, sample_weight: np.ndarray | None = None, rows: np.ndarray | None = None) -> BinMapper:
+        """Learn the edges from ``X`` (from its ``rows`` only, when given: see :func:`sample_rows`); a sparse
+        ``X`` (CSR with sorted indices, :func:`mdhom.learn.validation.as_matrix`) from its stored entries."""
+        if hasattr(X, "tocsc"):
+            nan, columns = self._sparse_columns(X, sample_weight, rows)
+        else:
+            nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
+            if rows is not None:
+                X = X[rows]
+                sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
+            w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+            columns = ((X[:, j], w) for j in range(X.shape[1]))
         self.edges = []
-        for j in range(X.shape[1]):
-            col = X[:, j]
+        for j, (col, w) in enumerate(columns):
             limit = self.max_bin - 1 if nan[j] else self.max_bin
             self.edges.append(feature_edges(col, w, max(limit, 1)))
+        need = max((e.size + 1 + int(m) for e, m in zip(self.edges, nan, strict=True)), default=1)
+        self.n_bins = max(2, need + 1)
         return self
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        out = np.empty(X.shape, np.uint8)
+    @staticmethod
+    def _sparse_columns(X: Any, sample_weight: np.ndarray | None, rows: np.ndarray | None) -> tuple:
+        """(has NaN per feature, per feature its stored values in row order with their weights): exactly the
+        dense column with NaN where X has no entry, less the NaN that :func:`feature_edges` drops anyway."""
+        n = X.shape[0]
+        csc = X.tocsc()
+        csc.sort_indices()
+        stored = np.diff(csc.indptr)
+        nan = stored < n
+        stored_nan = np.flatnonzero(np.isnan(csc.data))
+        nan[np.searchsorted(csc.indptr, stored_nan, side="right") - 1] = True  # the columns of stored NaN
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+        if rows is not None:
+            csc = X[rows].tocsc()
+            csc.sort_indices()
+            w = w[rows]
+        ptr, data, idx = csc.indptr, csc.data, csc.indices
+        return nan, ((data[ptr[j]:ptr[j + 1]], w[idx[ptr[j]:ptr[j + 1]]]) for j in range(X.shape[1]))
+
+    def transform(self, X: Any, feature_major: bool = False) -> np.ndarray:
+        """uint8 bins (n_rows, n_features), or (n_features, n_rows) when ``feature_major`` (the GPU layout,
+        made directly: no transposed copy). A sparse ``X`` never becomes a float64 dense matrix."""
+        n, f = X.shape
+        check_host(n * f, f"the bin matrix of X ({n} x {f} bytes)", f)
+        if hasattr(X, "tocsc"):
+            out = np.full((f, n) if feature_major else (n, f), self.n_bins - 1, np.uint8)
+            csc = X.tocsc()
+            ptr = csc.indptr
+            for j, e in enumerate(self.edges):
+                lo, hi = ptr[j], ptr[j + 1]
+                if lo == hi:
+                    continue
+                col = csc.data[lo:hi]
+                b = np.searchsorted(e, col, side="left")
+                b[np.isnan(col)] = self.n_bins - 1
+                if feature_major:
+                    out[j, csc.indices[lo:hi]] = b
+                else:
+                    out[csc.indices[lo:hi], j] = b
+            return out
+        out = np.empty((f, n) if feature_major else (n, f), np.uint8)
         for j, e in enumerate(self.edges):
             col = X[:, j]
             b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
             b[np.isnan(col)] = self.n_bins - 1
-            out[:, j] = b
+            if feature_major:
+                out[j] = b
+            else:
+                out[:, j] = b
         return out
 
     def threshold(self, feature: int, split_bin: int) -> float:

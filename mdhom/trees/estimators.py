@@ -184,9 +184,12 @@ class _TreeBoost:
         evals = self._prepare_evals(eval_set, eval_sample_weight, name)
 
         t0 = time.perf_counter()
-        mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
         precision = resolve_precision(p["device"], p["precision"])
         kernels = make_kernels(p["device"], precision)
+        # before the edges are learned (a loop over features), with the fewest bins any data needs; then exactly
+        kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs)
+        mapper = BinMapper(p["max_bin"]).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"], p["random_state"]))
+        kernels.check_size(Xa.shape[0], Xa.shape[1], mapper.n_bins, loss.n_outputs)
         to_bins = kernels.bin_rows(mapper)
         kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs)
         self.bin_seconds_ = time.perf_counter() - t0
@@ -337,6 +340,10 @@ class TreeBoostClassifier(_TreeBoost):
     trains the multi-label logistic objective, one output per label in the leaves; ``predict`` then returns
     the 0/1 matrix and ``predict_proba`` the per-label probabilities.
 
+    ``X`` may be a numpy array, a data frame or a scipy.sparse matrix; NaN is missing, and so is an entry a
+    sparse matrix does not store (XGBoost's meaning: it takes the learned default direction), while a stored 0
+    is the value 0. Sparse input is binned from its stored entries and never densified as float64.
+
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``, ``feature_names_in_`` (data
     frames with string columns), ``objective_``, ``feature_importances_`` (total split gain, normalised to
     sum 1), ``best_iteration_``, ``evals_result_``, ``round_times_`` (host seconds per round),
@@ -445,6 +452,9 @@ class TreeBoostClassifier(_TreeBoost):
 
 class TreeBoostRegressor(_TreeBoost):
     """Gradient-boosted trees for regression (squared error).
+
+    ``X`` as for :class:`TreeBoostClassifier`: NaN and entries a scipy.sparse matrix does not store are missing
+    (XGBoost's meaning); a stored 0 is the value 0.
 
     Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
     ``objective_``, ``feature_importances_`` (total split gain, normalised to sum 1), ``best_iteration_``,

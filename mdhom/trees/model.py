@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn import model_files
+from mdhom.learn.validation import is_sparse, sparse_chunks
 
 FORMAT = "mdhom.treeboost"
 VERSION = 1
@@ -118,8 +119,15 @@ class Ensemble:
             active[r, c] = left[node[r, c]] >= 0
         return node - offsets[None, :]
 
-    def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
-        """(n_rows, n_outputs) raw scores of float64 ``X``; rows go in blocks to bound the (rows, trees) state."""
+    def raw_predict(self, X: Any, n_trees: int | None = None) -> np.ndarray:
+        """(n_rows, n_outputs) raw scores of float64 ``X``, or of a CSR matrix whose absent entries are missing
+        (densified a bounded block of rows at a time, NaN where nothing is stored: the meaning training gave
+        them); rows go in blocks to bound the (rows, trees) state."""
+        if is_sparse(X):
+            out = np.empty((X.shape[0], self.n_outputs))
+            for lo, hi, dense in sparse_chunks(X):
+                out[lo:hi] = self.raw_predict(dense, n_trees)
+            return out
         out = np.tile(self.base_score, (X.shape[0], 1))
         trees = self.trees[:n_trees]
         step = max(1, (1 << 22) // max(1, len(trees)))

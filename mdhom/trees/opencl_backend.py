@@ -34,6 +34,8 @@ from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.learn.binning import BinMapper
+from mdhom.learn.memory import size_text
+from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
 
 
@@ -124,11 +126,45 @@ class OpenCLTreeKernels:
                          and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
 
-    def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array]:
-        """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly)."""
+    def bin_rows(self, mapper: BinMapper) -> Callable[[object], cl_array.Array | np.ndarray]:
+        """How rows become bins in this backend's layout, straight into ``load`` (the mapper's bins exactly):
+        dense rows are binned on the device; sparse rows on the host from their stored entries (a device pass
+        would need them dense), the bins made in the layout the device reads and uploaded by ``load``."""
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
-        self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
-        return self.binner.transform
+        self.binner = None  # built at the first dense matrix
+
+        def to_bins(X: object) -> cl_array.Array | np.ndarray:
+            if is_sparse(X):
+                bins = mapper.transform(X, feature_major=self.feature_major)
+                return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
+            if self.binner is None:
+                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
+            return self.binner.transform(X)
+
+        return to_bins
+
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+        self._resolve_rows(n_features, n_bins, n_outputs, self._feature_major)
+        dev, ws = self.device, self.ws
+        cells = n_rows * n_features
+        node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
+        shape = f"{n_features} features x {n_bins} bins x {n_outputs} output(s)"
+        max_alloc = int(dev.cl_device.max_mem_alloc_size)
+        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} bytes)", cells, n_features),
+                                      (f"one node's histograms ({shape})", node, None)):
+            if nbytes > max_alloc:
+                fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
+                raise MemoryError(f"{what} needs {size_text(nbytes)} in one buffer, but {dev.key} allocates at "
+                                  f"most {size_text(max_alloc)} at once{fits}")
+        # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
+        # starts at 64 nodes, the split search's buffers hold 3 x 16
+        copies = 1 if ws.row_index else 3
+        need = copies * cells + (64 + 48) * node
+        if need > dev.global_mem_size:
+            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features)
+            raise MemoryError(f"a fit of {n_rows} x {n_features} features ({copies} device copies of the uint8 bin "
+                              f"matrix, histograms of {size_text(node)} a node: {shape}) needs {size_text(need)}, "
+                              f"but {dev.key} has {size_text(dev.global_mem_size)}; about {rows} rows would fit")
 
     # ------------------------------------------------------------------------------------------ data
     def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
