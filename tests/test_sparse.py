@@ -89,13 +89,16 @@ def test_sparse_fit_equals_dense_with_nan_on_numpy(tmp_path, cls, fmt):
     assert any(t.default_left[t.feature >= 0].any() for t in a._ensemble.trees)  # missing went somewhere learned
 
 
-@pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=4),
-                                dict(grow_policy="lossguide", max_depth=0, max_leaves=12, colsample_bytree=0.8,
-                                     random_state=4)], ids=["depthwise", "lossguide"])
-def test_sparse_fit_on_device_is_the_reference_model(tmp_path, device, kw):
+@pytest.mark.parametrize("kw, f", [(dict(grow_policy="depthwise", max_depth=4), 9),
+                                   (dict(grow_policy="lossguide", max_depth=0, max_leaves=12, colsample_bytree=0.8,
+                                         random_state=4), 9),
+                                   (dict(grow_policy="depthwise", max_depth=3), 70)],
+                         ids=["depthwise", "lossguide", "wide"])
+def test_sparse_fit_on_device_is_the_reference_model(tmp_path, device, kw, f):
     """A device trains the same model file from sparse input as the numpy reference does from the dense
-    matrix with NaN, in exact precision; sparse eval sets and predictions agree too."""
-    S, D, y = _pair(seed=2)
+    matrix with NaN, in exact precision; sparse eval sets and predictions agree too. Wide rows (70 features)
+    are read through the row index on CPUs."""
+    S, D, y = _pair(n=301, f=f, seed=2)
     kw = dict(n_estimators=5, precision="double", **kw)
     a = TreeBoostClassifier(device=device, **kw).fit(S, y, eval_set=[(S[::3], y[::3])])
     b = TreeBoostClassifier(device="numpy", **kw).fit(D, y, eval_set=[(D[::3], y[::3])])

@@ -36,7 +36,8 @@ CODE = textwrap.dedent("""
         "tree_partition_dest": {"NUM_WI_pos": 8, "NUM_WG_pos": 2},
     }
     for exact, configs in ((True, None), (False, parallel)):
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs), NumpyTreeKernels()
+        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX)
+        ref = NumpyTreeKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, n_out)
             b.set_gradients(grad, hess)
@@ -74,7 +75,7 @@ CODE = textwrap.dedent("""
         w = rng.random(n_rows) + 0.5
         base = loss.base_score(y, w)
         keep = rng.random(n_rows) < 0.8
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=True), NumpyKernels()
+        dev, ref = OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX), NumpyKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, k)
             b.set_objective(loss, y, w, base)
@@ -161,8 +162,10 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode):
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 
 
-def test_tree_kernels_clean_under_oclgrind(oclgrind_device):
-    run = run_under_oclgrind(CODE, timeout=900)
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "row-index"])
+def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index):
+    """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs)."""
+    run = run_under_oclgrind(CODE.replace("ROW_INDEX", str(row_index)), timeout=900)
     assert run.clean, run.explain()
     assert "TREES-OK" in run.stdout, run.explain()
 

@@ -95,8 +95,6 @@ class Workspace:
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
-        if row_index and not self.quantized:
-            raise ValueError("row-index mode needs precision='quantized' (its histogram folds with integer atomics)")
         self.row_index = row_index
         if feature_major is None:
             feature_major = self.device.type == "gpu" and not row_index
@@ -197,8 +195,11 @@ class Workspace:
                 cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
-            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                                       hostbuf=host) if host.size else self.buf(1)
+            # a CPU device reads the host array in place (PoCL and Intel's runtime run in this process: a copy
+            # would hold the matrix twice); the buffer keeps the array alive and nothing writes the row order
+            mf = cl.mem_flags
+            flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
+            self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
         self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype

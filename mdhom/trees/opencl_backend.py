@@ -38,6 +38,8 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
 
+WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
+
 
 def _workspace_attribute(name: str, writable: bool = False) -> property:
     """An attribute of the backend that is the workspace's (counters, the layout decided at load)."""
@@ -60,10 +62,11 @@ class OpenCLTreeKernels:
     ``feature_major`` stores bins as features x rows (coalesced reads on GPUs) instead of rows x features (one
     cache line per row on CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named
     kernels. ``exact`` (default: True in double precision) pins the summation order to the reference's.
-    ``row_index`` (quantized only; ``None``: on GPUs when quantized and a node's histogram fits in local
-    memory) moves only the row order when partitioning and reads bins (rows x features) and (g, h) through it;
-    ``whole_rows`` (quantized) builds histograms a whole row per point instead of a feature per lane (always so
-    with ``row_index``; ``None``: on CPUs).
+    ``row_index`` (``None``: on GPUs when quantized and a node's histogram fits in local memory, on CPUs for
+    rows of ``WIDE_ROWS`` features or more) moves only the row order when partitioning and reads bins
+    (rows x features) and (g, h) through it;
+    ``whole_rows`` (quantized, where a node's histogram fits in local memory) builds histograms a whole row per
+    point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
@@ -124,6 +127,11 @@ class OpenCLTreeKernels:
             # (device bins), rows stay moved
             row_index = (ws.device.type == "gpu" and ws.quantized and rows_fit(ws.device, n_feat, n_outputs, n_bins)
                          and not feature_major)
+            # CPUs, wide rows (rows x features): a byte per feature is a cache line per (row, feature) read in either
+            # mode once a row spans one (64 features), while moving rows costs the position-order and scratch
+            # copies of the bin matrix (20000 x 5000 sparse: 100 MB instead of 300 MB) and a byte per feature per
+            # row and split
+            row_index = row_index or (ws.device.type == "cpu" and n_feat >= WIDE_ROWS and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
 
     def bin_rows(self, mapper: BinMapper) -> Callable[[object], cl_array.Array | np.ndarray]:
