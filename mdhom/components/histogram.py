@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
+from mdhom.components.lanes import bin_ctype, defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
@@ -44,7 +44,7 @@ if (pos < mdh_cnt) {{
 #else
     const long mdh_r = mdh_p;
 #endif
-    const uchar mdh_b = tree_bin_of(bins, mdh_r, feat, n_rows, SIZE_feat);
+    const tree_bin_t mdh_b = tree_bin_of(bins, mdh_r, feat, n_rows, SIZE_feat);
     const long mdh_gi = 2 * (mdh_r * SIZE_output + output);
 {body}
 }}
@@ -89,7 +89,7 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
         # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
         inputs=[
-            Input("bins", "uchar", ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
+            Input("bins", bin_ctype(n_bins), ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
             Input("gh", hc, ("pos", "output", 2), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
@@ -137,7 +137,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`."""
     f, k, b = int(n_features), int(n_outputs), int(n_bins)
     inputs = [
-        Input("bins", "uchar", ("*",), gather=True),
+        Input("bins", bin_ctype(b), ("*",), gather=True),
         Input("gh", "int", ("*",), gather=True),
         Input("slot_begin", "int", ("node",), gather=True),
         Input("slot_count", "int", ("node",), gather=True),

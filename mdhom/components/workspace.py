@@ -24,6 +24,7 @@ import pyopencl.array as cl_array
 from mdhom.components import lanes
 from mdhom.components.specs import KernelSpec
 from mdhom.devices import Device, get_device
+from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import Computation, Description, build_within_limits
 
 
@@ -92,6 +93,7 @@ class Workspace:
         self._caps: dict[str, int] = {}
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
+        self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -169,24 +171,27 @@ class Workspace:
 
     # ------------------------------------------------------------------------------------------ the fit's rows
     def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
-        """Take the binned training matrix and allocate the row-sized buffers: numpy uint8 (n_rows, n_features),
+        """Take the binned training matrix and allocate the row-sized buffers: numpy (n_rows, n_features) of
+        :func:`mdhom.learn.binning.bin_dtype` (uint8 up to 256 bins, else uint16),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
         buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``."""
         on_device = isinstance(bins, cl_array.Array)
-        if bins.dtype != np.uint8 or len(bins.shape) != 2:
-            raise TypeError("bins must be a 2-D uint8 array")
+        if not 2 <= n_bins <= 65536:
+            raise ValueError(f"n_bins must be within 2..65536, got {n_bins}")
+        if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
+            raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256 bins)")
         n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
         if n_rows >= 2**31 - 1 or n_rows * n_feat >= 2**62:
             raise ValueError("more than 2^31 - 2 rows are not supported")
-        if not 2 <= n_bins <= 256:
-            raise ValueError(f"n_bins must be within 2..256, got {n_bins}")
         if not on_device and bins.size and int(bins.max()) >= n_bins:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
+        self.bin_dtype = bin_dtype(n_bins)
+        self.bin_bytes = self.bin_dtype.itemsize
         rows = max(1, self.n_rows)
         q = self.queue
-        n_cells = max(1, self.n_rows * self.n_features)
+        n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
         if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
         elif on_device:

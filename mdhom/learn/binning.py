@@ -1,4 +1,5 @@
-"""Quantile binning of features into the uint8 bins the kernels read.
+"""Quantile binning of features into the bins the kernels read: uint8 up to 256 bins, uint16 beyond
+(``max_bin`` up to 65535; :func:`bin_dtype`), so the common case keeps a byte per cell.
 
 Bin ``b`` of a feature holds the values ``edges[b-1] < x <= edges[b]`` (bin 0 everything up to ``edges[0]``,
 the last real bin everything above the last edge), so the split "bin <= b" is the raw-value test
@@ -28,6 +29,16 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn.memory import check_host
+
+MAX_BIN = 65535  # real bins per feature: with NaN's bin, a global count up to 65536 still fits uint16
+
+
+def bin_dtype(n_bins: int) -> np.dtype:
+    """The bins' storage for a global bin count: uint8 up to 256, uint16 up to 65536 (the kernels' ``tree_bin_t``,
+    :func:`mdhom.components.lanes.bin_ctype`)."""
+    if not 2 <= n_bins <= MAX_BIN + 1:
+        raise ValueError(f"n_bins must lie in [2, {MAX_BIN + 1}], got {n_bins}")
+    return np.dtype(np.uint8 if n_bins <= 256 else np.uint16)
 
 
 def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.ndarray:
@@ -75,11 +86,11 @@ def sample_rows(n_rows: int, n_sample: int, seed: int | None) -> np.ndarray | No
 
 class BinMapper:
     """Per-feature edges learned on the training data; ``transform`` maps raw values (dense, or scipy.sparse with
-    absent entries missing) to uint8 bins."""
+    absent entries missing) to bins of :func:`bin_dtype` (uint8 unless more than 256 bins are needed)."""
 
     def __init__(self, max_bin: int) -> None:
-        if not 2 <= max_bin <= 255:
-            raise ValueError(f"max_bin must lie in [2, 255], got {max_bin}")
+        if not 2 <= max_bin <= MAX_BIN:
+            raise ValueError(f"max_bin must lie in [2, {MAX_BIN}], got {max_bin}")
         self.max_bin = int(max_bin)
         self.n_bins = self.max_bin + 1  # the kernels' global bin count (the last one is NaN's); fit sets the need
         self.edges: list[np.ndarray] = []
@@ -124,12 +135,13 @@ class BinMapper:
         return nan, ((data[ptr[j]:ptr[j + 1]], w[idx[ptr[j]:ptr[j + 1]]]) for j in range(X.shape[1]))
 
     def transform(self, X: Any, feature_major: bool = False) -> np.ndarray:
-        """uint8 bins (n_rows, n_features), or (n_features, n_rows) when ``feature_major`` (the GPU layout,
-        made directly: no transposed copy). A sparse ``X`` never becomes a float64 dense matrix."""
+        """Bins (n_rows, n_features), or (n_features, n_rows) when ``feature_major`` (the GPU layout, made
+        directly: no transposed copy). A sparse ``X`` never becomes a float64 dense matrix."""
         n, f = X.shape
-        check_host(n * f, f"the bin matrix of X ({n} x {f} bytes)", f)
+        dtype = bin_dtype(self.n_bins)
+        check_host(n * f * dtype.itemsize, f"the bin matrix of X ({n} x {f} {dtype})", f * dtype.itemsize)
         if hasattr(X, "tocsc"):
-            out = np.full((f, n) if feature_major else (n, f), self.n_bins - 1, np.uint8)
+            out = np.full((f, n) if feature_major else (n, f), self.n_bins - 1, dtype)
             csc = X.tocsc()
             ptr = csc.indptr
             for j, e in enumerate(self.edges):
@@ -144,7 +156,7 @@ class BinMapper:
                 else:
                     out[csc.indices[lo:hi], j] = b
             return out
-        out = np.empty((f, n) if feature_major else (n, f), np.uint8)
+        out = np.empty((f, n) if feature_major else (n, f), dtype)
         for j, e in enumerate(self.edges):
             col = X[:, j]
             b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]

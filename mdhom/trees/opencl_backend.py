@@ -33,7 +33,7 @@ from mdhom.components.scores import ScoreUpdater
 from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
-from mdhom.learn.binning import BinMapper
+from mdhom.learn.binning import BinMapper, bin_dtype
 from mdhom.learn.memory import size_text
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
@@ -70,7 +70,7 @@ class OpenCLTreeKernels:
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
-    Usage (``bins`` uint8 (n_rows, n_features), ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
+    Usage (``bins`` uint8 (n_rows, n_features), uint16 past 256 bins, ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
 
         kern = OpenCLTreeKernels("cpu")
         kern.load(bins, n_bins=64, n_outputs=1)
@@ -154,11 +154,13 @@ class OpenCLTreeKernels:
     def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
         self._resolve_rows(n_features, n_bins, n_outputs, self._feature_major)
         dev, ws = self.device, self.ws
-        cells = n_rows * n_features
+        width = bin_dtype(n_bins).itemsize
+        cells = n_rows * n_features * width
         node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
         shape = f"{n_features} features x {n_bins} bins x {n_outputs} output(s)"
         max_alloc = int(dev.cl_device.max_mem_alloc_size)
-        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} bytes)", cells, n_features),
+        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} x {width} bytes)", cells,
+                                       n_features * width),
                                       (f"one node's histograms ({shape})", node, None)):
             if nbytes > max_alloc:
                 fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
@@ -169,15 +171,15 @@ class OpenCLTreeKernels:
         copies = 1 if ws.row_index else 3
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
-            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features)
-            raise MemoryError(f"a fit of {n_rows} x {n_features} features ({copies} device copies of the uint8 bin "
+            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
+            raise MemoryError(f"a fit of {n_rows} x {n_features} features ({copies} device copies of the bin "
                               f"matrix, histograms of {size_text(node)} a node: {shape}) needs {size_text(need)}, "
                               f"but {dev.key} has {size_text(dev.global_mem_size)}; about {rows} rows would fit")
 
     # ------------------------------------------------------------------------------------------ data
     def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int) -> None:
-        """Take the binned training matrix: numpy uint8 (n_rows, n_features), or a device array already in
-        this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
+        """Take the binned training matrix: numpy (n_rows, n_features) of ``bin_dtype(n_bins)``, or a device array
+        already in this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
         :class:`mdhom.components.binning.DeviceBinner` output), which is used without a trip to the host: its
         buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``. Builds every kernel
         now, so build time is reported apart from fit time."""

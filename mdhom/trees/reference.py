@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize, to_real
+from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
 from mdhom.trees.backend import SplitParams, Splits
 
@@ -225,13 +226,13 @@ class NumpyTreeKernels:
     def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
         # the bins, a few node histograms (a level and its parents) and a block of histogram indices
         node = n_features * n_bins * n_outputs * 2 * 8
-        check_host(n_rows * n_features + 4 * node + 16 * _HIST_BLOCK,
+        check_host(n_rows * n_features * bin_dtype(n_bins).itemsize + 4 * node + 16 * _HIST_BLOCK,
                    f"a fit of {n_rows} x {n_features} features (the bin matrix, {n_bins} bins per feature and "
                    f"{n_outputs} output(s) in each node's histograms: {size_text(node)} a node)", n_features)
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int) -> None:
-        if bins.dtype != np.uint8 or bins.ndim != 2:
-            raise TypeError("bins must be a 2-D uint8 array")
+        if bins.dtype != bin_dtype(n_bins) or bins.ndim != 2:
+            raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256)")
         self.bins = np.ascontiguousarray(bins)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
         self.row_node = np.zeros(bins.shape[0], np.int32)
