@@ -41,6 +41,15 @@ def bin_dtype(n_bins: int) -> np.dtype:
     return np.dtype(np.uint8 if n_bins <= 256 else np.uint16)
 
 
+def _page_aligned(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """An empty array starting on a page boundary: CPU OpenCL runtimes use such host memory in place
+    (``USE_HOST_PTR``; Intel's copies an array numpy's allocator placed 16 bytes past a boundary)."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(nbytes + 4096, np.uint8)
+    start = -raw.ctypes.data % 4096
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.ndarray:
     """Bin edges (ascending float64, at most ``max_bin - 1``) of one feature's non-NaN training values.
 
@@ -140,8 +149,9 @@ class BinMapper:
         n, f = X.shape
         dtype = bin_dtype(self.n_bins)
         check_host(n * f * dtype.itemsize, f"the bin matrix of X ({n} x {f} {dtype})", f * dtype.itemsize)
+        out = _page_aligned((f, n) if feature_major else (n, f), dtype)
         if hasattr(X, "tocsc"):
-            out = np.full((f, n) if feature_major else (n, f), self.n_bins - 1, dtype)
+            out.fill(self.n_bins - 1)
             csc = X.tocsc()
             ptr = csc.indptr
             for j, e in enumerate(self.edges):
@@ -156,7 +166,6 @@ class BinMapper:
                 else:
                     out[csc.indices[lo:hi], j] = b
             return out
-        out = np.empty((f, n) if feature_major else (n, f), dtype)
         for j, e in enumerate(self.edges):
             col = X[:, j]
             b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
