@@ -67,7 +67,7 @@ def test_zero_weight_rows_do_not_move_edges():
     assert np.array_equal(e, [1.5, 2.5])
 
 
-@pytest.mark.parametrize("max_bin", [1, 256])
+@pytest.mark.parametrize("max_bin", [1, 65536])
 def test_max_bin_out_of_range(max_bin):
     with pytest.raises(ValueError, match="max_bin"):
         TreeBoostRegressor(max_bin=max_bin, device="numpy").fit(np.zeros((4, 1)), np.arange(4.0))

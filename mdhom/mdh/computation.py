@@ -358,14 +358,16 @@ def build_within_limits(
 
 def within_local_memory(desc: Description, device: Device, config: Mapping[str, int]) -> dict[str, int]:
     """``config`` with ``PARTIALS_LOCAL`` off, then its widest ``NUM_WI_<dim>`` (then ``NUM_WI_COMBINE``) halved,
-    until its local memory fits ``device``; unchanged when it fits already or names no work-items."""
+    until its local memory fits ``device``; unchanged when it fits already, lacks work-item counts or exceeds the
+    device's work-group size (an error of its own, which :meth:`Description.check_config` reports)."""
     cfg = dict(config)
     names = desc.parameter_names()
     if any(p not in cfg for p in names if p.startswith("NUM_WI_")):
         return cfg  # incomplete: check_config names what is missing
     limit = device.local_mem_size
-    if desc.local_mem_bytes(cfg) <= limit:
-        return cfg
+    wg = math.prod(int(cfg[f"NUM_WI_{d}"]) for d in desc.dim_names)
+    if desc.local_mem_bytes(cfg) <= limit or wg > min(device.max_work_group_size, device.max_work_item_sizes[0]):
+        return cfg  # fits, or breaks the work-group limit first (check_config names that)
     if cfg.get("PARTIALS_LOCAL"):
         cfg["PARTIALS_LOCAL"] = 0
     while desc.local_mem_bytes(cfg) > limit:
