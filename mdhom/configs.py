@@ -325,6 +325,13 @@ def _pick(
             # (``kernel_configs_``), not warned, since one kernel name covers variants the tuner did not run
             # (a learner's precision, the number of bins) and every fit would warn.
             cls = f"{cls} [tuned for another version of the kernel: re-run `mdhom tune --kernels {kernel}`]"
+        from mdhom.mdh.computation import within_local_memory
+
+        # atoms grow with the problem (a histogram's bins): a stored configuration drops local partials and
+        # work-items where this variant's would overflow local memory, rather than being thrown away
+        fitted = within_local_memory(description, device, config)
+        if fitted != config:
+            config, cls = fitted, f"{cls} (fitted to local memory)"
         try:
             description.check_config(config, device)
         except ConfigError as exc:

@@ -91,15 +91,19 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     return grown
 
 
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "row-index"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
-def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact):
+def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index):
     """Exact mode on arbitrary gradients; the parallel-fold mode on gradients whose sums are exact in any
-    order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend)."""
+    order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend). With
+    rows moved by the partition, and read through the row index (wide rows on CPUs): a node's rows in ascending
+    order either way, so the exact fold is the reference's."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}
-    dev, ref = OpenCLTreeKernels(device, exact=exact, configs=configs), NumpyTreeKernels()
+    dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index)
+    ref = NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, n_out)
         b.set_gradients(grad, hess)
@@ -113,6 +117,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact):
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4
+    assert dev.ws.row_index == row_index and dev.hist.d_hist.name == "tree_histogram"
     # a second tree from fresh gradients reuses every build
     grad2 = -grad
     for b in (dev, ref):

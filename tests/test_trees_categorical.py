@@ -35,7 +35,7 @@ def test_categories_bin_by_code_and_unknown_codes_are_missing():
     m = BinMapper(8, categorical=np.array([True])).fit(X)
     assert m.categories[0].tolist() == [5, 7, 9]
     bins = m.transform(np.array([[5.0], [7.0], [9.0], [np.nan], [-3.0], [6.0], [1e6]]))[:, 0]
-    assert bins.tolist() == [0, 1, 2, 8, 8, 8, 8]  # NaN, negative and unknown codes: the missing bin
+    assert bins.tolist() == [0, 1, 2] + [m.n_bins - 1] * 4  # NaN, negative and unknown codes: the missing bin
 
 
 def test_most_frequent_categories_are_kept():
@@ -285,3 +285,23 @@ def test_a_model_file_naming_unknown_categories_is_refused(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="damaged mdhom model file.*categories"):
         load_model(tmp_path / "bad.json")
+
+
+def test_sparse_categorical_input_means_the_same_as_dense_with_nan(tmp_path, device):
+    """A CSR matrix (absent entries missing, stored zeros the code 0) trains the model the dense matrix with NaN
+    for the absent entries trains, categorical splits included, on the numpy reference and the device."""
+    sparse = pytest.importorskip("scipy.sparse")
+    X, y = _data(n=500)
+    r, c = np.nonzero(~np.isnan(X))
+    Xs = sparse.csr_matrix((X[r, c], (r, c)), shape=X.shape)  # explicit zeros stay stored
+    assert Xs.nnz == np.count_nonzero(~np.isnan(X))
+    texts = []
+    for d, data in (("numpy", X), ("numpy", Xs), (device, Xs)):
+        est = TreeBoostClassifier(n_estimators=3, max_depth=4, categorical_feature=[1, 3], device=d,
+                                  precision="double").fit(data, y)
+        est.save_model(tmp_path / "m.json")
+        doc = json.loads((tmp_path / "m.json").read_text())
+        doc["params"].pop("device")
+        texts.append(json.dumps(doc, sort_keys=True))
+        assert np.array_equal(est.predict_proba(Xs), est.predict_proba(X))
+    assert texts[0] == texts[1] == texts[2]

@@ -15,13 +15,14 @@ from mdhom.testing import run_under_oclgrind
 
 CODE = textwrap.dedent("""
     import numpy as np
+    from mdhom.learn.binning import bin_dtype
     from mdhom.trees.backend import SplitParams
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
     from mdhom.trees.reference import NumpyTreeKernels
 
     rng = np.random.default_rng(0)
-    n_rows, n_feat, n_bins, n_out = 67, 3, 9, 2
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    n_rows, n_feat, n_bins, n_out = 67, 3, N_BINS, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out)) + 0.1
     params = SplitParams(1.0, 0.1, 0.0, 0.5)
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
@@ -36,7 +37,8 @@ CODE = textwrap.dedent("""
         "tree_partition_dest": {"NUM_WI_pos": 8, "NUM_WG_pos": 2},
     }
     for exact, configs in ((True, None), (False, parallel)):
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs), NumpyTreeKernels()
+        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX)
+        ref = NumpyTreeKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, n_out)
             b.set_gradients(grad, hess)
@@ -74,7 +76,7 @@ CODE = textwrap.dedent("""
         w = rng.random(n_rows) + 0.5
         base = loss.base_score(y, w)
         keep = rng.random(n_rows) < 0.8
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=True), NumpyKernels()
+        dev, ref = OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX), NumpyKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, k)
             b.set_objective(loss, y, w, base)
@@ -92,14 +94,15 @@ CODE = textwrap.dedent("""
 
 QUANTIZED = textwrap.dedent("""
     import numpy as np
+    from mdhom.learn.binning import bin_dtype
     from mdhom.trees.backend import SplitParams
     from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
     from mdhom.learn.losses import make_loss
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
     rng = np.random.default_rng(1)
-    n_rows, n_feat, n_bins, k = 71, 3, 9, 2
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    n_rows, n_feat, n_bins, k = 71, 3, N_BINS, 2
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
     configs = {
         # local-memory partials with 32-bit atomics, several work-groups along rows (so the combine kernel runs),
@@ -198,20 +201,27 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
     assert "CATEGORICAL-OK" in run.stdout, run.explain()
 
 
-@pytest.mark.parametrize("mode", ["{'row_index': False, 'whole_rows': False}",
-                                  "{'row_index': False, 'whole_rows': True}", "{'row_index': True}"],
-                         ids=["moved", "whole-rows", "row-index"])
-def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode):
+@pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False}", 9),
+                                          ("{'row_index': False, 'whole_rows': True}", 9),
+                                          ("{'row_index': True}", 9), ("{'row_index': True}", 300)],
+                         ids=["moved", "whole-rows", "row-index", "row-index-16-bit-bins"])
+def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, integer scans and subtraction) under the checker, equal to the numpy reference; with rows
-    moved and a feature per lane, whole rows per point, and rows read through the row index."""
-    run = run_under_oclgrind(QUANTIZED.replace("MODE", mode), timeout=900)
+    moved and a feature per lane, whole rows per point, and rows read through the row index; 300 bins: 16-bit
+    bins and a 14 KB local histogram."""
+    run = run_under_oclgrind(QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)), timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 
 
-def test_tree_kernels_clean_under_oclgrind(oclgrind_device):
-    run = run_under_oclgrind(CODE, timeout=900)
+@pytest.mark.parametrize("row_index, n_bins", [(False, 9), (True, 9), (False, 300)],
+                         ids=["moved", "row-index", "16-bit-bins"])
+def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins):
+    """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs),
+    and with 16-bit bins (300 bins: the scatter moves two bytes a cell)."""
+    code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins))
+    run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "TREES-OK" in run.stdout, run.explain()
 

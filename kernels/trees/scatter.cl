@@ -12,8 +12,8 @@
  * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
  * With TREE_MOVE_ROWS=0 (row-index mode) only the row order moves: bins and (g, h) stay in row order and are read
  * through ridx.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1; built after the table
- * typedefs and partition.cl. */
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1
+ * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. */
 #ifndef TREE_MOVE_ROWS
 #define TREE_MOVE_ROWS 1
 #endif
@@ -33,9 +33,9 @@ typedef uint tree_gh_word_t;
 #endif
 
 __kernel void tree_scatter_rows(__global const int* restrict ridx, __global const int* restrict dest,
-                                __global const uchar* restrict bins, __global const tree_gh_word_t* restrict gh,
+                                __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict row_node, __global int* restrict tmp_ridx,
-                                __global uchar* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
+                                __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
                                 const int n, const int n_rows, const int n_feat, const int n_out,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
@@ -65,9 +65,9 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
 #endif
 }
 
-__kernel void tree_copy_back(__global int* restrict ridx, __global uchar* restrict bins,
+__kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* restrict bins,
                              __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
-                             __global const uchar* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
+                             __global const tree_bin_t* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
                              const int n, const int n_rows, const int n_feat, const int n_out,
                              __global const tree_split_t* restrict split_tab, const int n_split)
 {

@@ -1,4 +1,4 @@
-"""Quantile binning on the device: raw features to the uint8 bins the tree kernels read.
+"""Quantile binning on the device: raw features to the bins the tree kernels read (uint8, or uint16 past 256 bins).
 
 The edges are learned on the host (:class:`mdhom.learn.binning.BinMapper`, from a sample); mapping every row
 is the part that scales with the data (10.5M x 28 values for the Higgs workload), so it runs as an md_hom
@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pyopencl.array as cl_array
 
+from mdhom.components.lanes import bin_ctype
 from mdhom.components.specs import KernelSpec, Tuning, description_default
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import BinMapper
@@ -22,7 +23,7 @@ from mdhom.mdh import Computation, Concat, Description, Input, Param, build_with
 _SEARCH = """
 const double v = (double)x;
 if (isnan(v)) {
-    out = (uchar)nan_bin;
+    out = (BIN_T)nan_bin;
 } else {
     int lo = first[feat], hi = first[feat] + count[feat];
     const int base = lo;
@@ -30,17 +31,18 @@ if (isnan(v)) {
         const int mid = lo + (hi - lo) / 2;
         if (edges[mid] < v) lo = mid + 1; else hi = mid;
     }
-    out = (uchar)(lo - base);
+    out = (BIN_T)(lo - base);
 }
 """
 
 
 @lru_cache(maxsize=8)
-def bin_features(x_ctype: str = "double", feature_major: bool = False) -> Description:
-    """Bins of a (rows, features) matrix; ``feature_major`` writes (features, rows), the GPU layout."""
+def bin_features(x_ctype: str = "double", feature_major: bool = False, bin_ctype: str = "uchar") -> Description:
+    """Bins of a (rows, features) matrix; ``feature_major`` writes (features, rows), the GPU layout; ``bin_ctype``
+    the bins' type (:func:`mdhom.components.lanes.bin_ctype`)."""
     dims = ["feat", "row"] if feature_major else ["row", "feat"]
     return Description(
-        "tree_bin_features", dims, [Concat(), Concat()], "uchar", _SEARCH,
+        "tree_bin_features", dims, [Concat(), Concat()], bin_ctype, _SEARCH.replace("BIN_T", bin_ctype),
         inputs=[
             Input("x", x_ctype, ("row", "feat"), index="row * SIZE_feat + feat"),
             Input("edges", "double", ("*",), gather=True),
@@ -94,7 +96,7 @@ class DeviceBinner:
         self.device = get_device(device)
         self.feature_major = feature_major
         x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(x_dtype)]
-        self.desc = bin_features(x_ctype, feature_major)
+        self.desc = bin_features(x_ctype, feature_major, bin_ctype(mapper.n_bins))
         n_feat = len(mapper.edges)
         sizes = {"row": 1 << 20, "feat": n_feat}
         self.config_source = "override"

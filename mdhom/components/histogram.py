@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
+from mdhom.components.lanes import bin_ctype, defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
@@ -39,8 +39,13 @@ _HIST_BODY = """
 const int mdh_cnt = slot_count[node];
 if (pos < mdh_cnt) {{
     const long mdh_p = slot_begin[node] + pos;
-    const uchar mdh_b = tree_bin_of(bins, mdh_p, feat, n_rows, SIZE_feat);
-    const long mdh_gi = 2 * (mdh_p * SIZE_output + output);
+#if TREE_ROW_INDEX
+    const long mdh_r = ridx[mdh_p];
+#else
+    const long mdh_r = mdh_p;
+#endif
+    const tree_bin_t mdh_b = tree_bin_of(bins, mdh_r, feat, n_rows, SIZE_feat);
+    const long mdh_gi = 2 * (mdh_r * SIZE_output + output);
 {body}
 }}
 """
@@ -57,12 +62,17 @@ def histogram_name(precision: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def histogram(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
+def histogram(n_bins: int, precision: str = "double", feature_major: bool = False,
+              row_index: bool = False) -> Description:
     """Sum of (g, h) per (node, feature, output, bin) over the rows of each listed node.
 
     ``bins`` and ``gh`` are in *position* order (row ``ridx[p]`` at position ``p``), so a node's rows are
     one contiguous range ``slot_begin .. slot_begin + slot_count`` and the pass streams through memory.
-    Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e. (node, feat, output, bin, 2).
+    ``row_index``: they stay in row order and are read through ``ridx`` (one copy of the bin matrix instead of
+    three: wide data, where moving a row costs a byte per feature; :meth:`OpenCLTreeKernels._resolve_rows`).
+    A node's positions hold its rows in ascending order either way (the partition is stable), so a pinned fold
+    adds them in the reference's order. Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e.
+    (node, feat, output, bin, 2).
 
     Quantized (``precision="quantized"``): (g, h) are int32 fixed point and so are the sums, which are then
     exact and independent of the order of addition; the fold may also run as integer atomics into one
@@ -79,13 +89,14 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
         # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
         inputs=[
-            Input("bins", "uchar", ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
+            Input("bins", bin_ctype(n_bins), ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
             Input("gh", hc, ("pos", "output", 2), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
-        ],
+        ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_rows", "int")],
-        preamble=defines(precision, n_bins, feature_major=feature_major) + snippet("partition.cl"),
+        preamble=defines(precision, n_bins, feature_major=feature_major) + f"#define TREE_ROW_INDEX {int(row_index)}\n"
+        + snippet("partition.cl"),
     )
 
 
@@ -126,7 +137,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`."""
     f, k, b = int(n_features), int(n_outputs), int(n_bins)
     inputs = [
-        Input("bins", "uchar", ("*",), gather=True),
+        Input("bins", bin_ctype(b), ("*",), gather=True),
         Input("gh", "int", ("*",), gather=True),
         Input("slot_begin", "int", ("node",), gather=True),
         Input("slot_count", "int", ("node",), gather=True),
@@ -378,18 +389,15 @@ class HistogramBuilder:
         rows = max(1, ws.n_rows)
         # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
         # memory; always in row-index mode
-        fits = rows_fit(ws.device, f, k, b)
-        self.whole_rows = ws.row_index or (ws.quantized and whole_rows and fits)
-        if ws.row_index and not fits:
-            raise ValueError(f"row-index mode needs a node's histogram ({f} features x {k} outputs x {b} bins) in "
-                             f"local memory; {ws.device.key} has {ws.device.local_mem_size} bytes")
+        # row-index mode builds whole rows where it can (quantized, fits), else a feature per lane through ridx
+        self.whole_rows = ws.quantized and rows_fit(ws.device, f, k, b) and (ws.row_index or whole_rows)
         if self.whole_rows:
             self.spec = HISTOGRAM_ROWS
             self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index)
             dims = {}
         else:
             self.spec = histogram_spec(p)
-            self.d_hist = histogram(b, p, ws.feature_major)
+            self.d_hist = histogram(b, p, ws.feature_major, ws.row_index)
             dims = {"feat": f, "output": k}
         self.d_sib = hist_siblings(p)
         # one build per class of node counts (NODE_CLASSES): the split of work-groups between nodes and rows is

@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from mdhom.components.tables import TABLE_TYPEDEFS
+from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import Struct
 
 PRECISIONS = ("double", "single", "quantized")
@@ -50,6 +51,12 @@ def hist_gh_type(precision: str) -> Struct:
     return GHQ if is_quantized(precision) else gh_type(precision)
 
 
+def bin_ctype(n_bins: int) -> str:
+    """The kernels' bin type for a global bin count: ``uchar`` up to 256 bins (the fast path: a byte per cell),
+    ``ushort`` up to 65536 (``max_bin`` above 255). :func:`mdhom.learn.binning.bin_dtype` is the host's."""
+    return "uchar" if bin_dtype(n_bins) == np.uint8 else "ushort"
+
+
 def split_type(precision: str) -> Struct:
     return Struct("split_t", (("value", real_ctype(precision)), ("index", "int")))
 
@@ -63,7 +70,8 @@ def defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: bool
     return (
         f"typedef {r} tree_real_t;\ntypedef {hist_ctype(precision)} tree_hist_t;\n"
         f"#define TREE_QUANTIZED {int(is_quantized(precision))}\n"
-        f"#define TREE_BINS {int(n_bins)}\n#define TREE_OUTPUTS {int(n_outputs)}\n"
+        f"#define TREE_BINS {int(n_bins)}\n#define TREE_BIN_WIDE {int(bin_ctype(n_bins) != 'uchar')}\n"
+        f"#define TREE_OUTPUTS {int(n_outputs)}\n"
         f"#define TREE_FEATURE_MAJOR {int(bool(feature_major))}\n{TABLE_TYPEDEFS}"
     )
 

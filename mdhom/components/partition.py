@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import defines, snippet
+from mdhom.components.lanes import bin_ctype, defines, snippet
 from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
 from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
@@ -70,7 +70,7 @@ def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = 
 """ + _SPLIT_AT + """
 out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
                      (__global const uchar*)split_tab);""",
-        inputs=[Input("bins", "uchar", (1,), gather=True), _PART_TAB]
+        inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True), _PART_TAB]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
@@ -155,7 +155,7 @@ class RowPartitioner:
         rel = ws.build(RELABEL, self.d_relabel, {"row": rows})
         moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
         self.tmp_ridx = ws.buf(4 * rows)
-        self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features) if moved else 1)
+        self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features * ws.bin_bytes) if moved else 1)
         self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize if moved else 1)
         self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
         self.dest = ws.buf(DEST.dtype.itemsize * rows)
@@ -167,7 +167,8 @@ class RowPartitioner:
         self.k_relabel = Bound(ws, rel, lambda: (self.tmp_ridx, dict(row_node=ws.row_node, node_map=ws["split_tab"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}"]
+                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
+                f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}"]
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
@@ -222,7 +223,8 @@ class RowPartitioner:
         events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows)),
                   cl.enqueue_fill_buffer(q, ws.row_node, np.zeros(1, np.int32), 0, 4 * max(1, ws.n_rows))]
         if ws.n_rows and ws.n_features and not ws.row_index:
-            events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=ws.n_rows * ws.n_features))
+            nbytes = ws.n_rows * ws.n_features * ws.bin_bytes
+            events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=nbytes))
         ws.record("tree_reset_rows", events)
         self.dirty = False
         return True

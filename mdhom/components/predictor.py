@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components.lanes import defines, real_ctype, snippet
+from mdhom.components.lanes import bin_ctype, defines, real_ctype, snippet
 from mdhom.components.specs import KernelSpec, elementwise
 from mdhom.components.tables import TREE_NODE, tree_table
 from mdhom.components.workspace import Bound, Workspace
@@ -39,13 +39,13 @@ __global const tree_node_t* nodes = (__global const tree_node_t*)tree;
 int node = 0;
 while (nodes[node].left >= 0) {
     __global const tree_node_t* t = nodes + node;
-    const uchar b = tree_bin_of(bins, row, t->feature, SIZE_row, n_feat);
+    const tree_bin_t b = tree_bin_of(bins, row, t->feature, SIZE_row, n_feat);
     const int go_left = (b == TREE_BINS - 1) ? (t->default_left != 0)
         : (t->cats >= 0) ? (((__global const uchar*)tree)[t->cats + b] != 0) : ((int)b <= t->bin);
     node = go_left ? t->left : t->right;
 }
 out = scores[(long)row * SIZE_output + output] + value[(long)node * SIZE_output + output];""",
-        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("bins", "uchar", (1,), gather=True),
+        inputs=[Input("scores", r, ("row", "output"), gather=True), Input("bins", bin_ctype(n_bins), (1,), gather=True),
                 Input("tree", "int", (1,), gather=True), Input("value", r, (1,), gather=True)],
         params=[Param("n_feat", "int")],
         preamble=defines(precision, n_bins, feature_major=feature_major) + snippet("partition.cl"),
@@ -74,13 +74,13 @@ class Predictor:
         self.sets: list[_EvalSet] = []
 
     def add(self, bins: np.ndarray | cl_array.Array, base_score: np.ndarray) -> int:
-        """Keep an evaluation matrix: numpy uint8 (n_rows, n_features), or a device array in the training
-        layout; its raw scores start at ``base_score``. Returns its handle."""
+        """Keep an evaluation matrix: numpy bins (n_rows, n_features) of the training bins' dtype, or a device
+        array in the training layout; its raw scores start at ``base_score``. Returns its handle."""
         ws = self.ws
         on_device = isinstance(bins, cl_array.Array)
         shape = bins.shape[::-1] if on_device and ws.feature_major else bins.shape
-        if bins.dtype != np.uint8 or len(shape) != 2 or shape[1] != ws.n_features:
-            raise ValueError("eval bins must be uint8 (n_rows, n_features) like the training bins")
+        if bins.dtype != ws.bin_dtype or len(shape) != 2 or shape[1] != ws.n_features:
+            raise ValueError(f"eval bins must be {ws.bin_dtype} (n_rows, n_features) like the training bins")
         n, k = int(shape[0]), ws.n_outputs
         base = np.tile(np.asarray(base_score, np.float64).reshape(1, k), (max(1, n), 1)).astype(ws.real)
         comp = ws.build(PREDICT, self.d_predict, {"row": max(1, n), "output": k})
@@ -91,7 +91,7 @@ class Predictor:
                 cl.enqueue_copy(q, d_bins, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if ws.feature_major else bins)
-            d_bins = cl_array.to_device(q, host if host.size else np.zeros(1, np.uint8)).base_data
+            d_bins = cl_array.to_device(q, host if host.size else np.zeros(1, ws.bin_dtype)).base_data
         mf = cl.mem_flags
         bufs = (cl.Buffer(ws.device.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=base), ws.buf(base.nbytes))
         ws.ensure("tree_table", 64 * TREE_NODE.dtype.itemsize)

@@ -24,6 +24,7 @@ import pyopencl.array as cl_array
 from mdhom.components import lanes
 from mdhom.components.specs import KernelSpec
 from mdhom.devices import Device, get_device
+from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import Computation, Description, build_within_limits
 
 
@@ -93,11 +94,10 @@ class Workspace:
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
+        self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
-        if row_index and not self.quantized:
-            raise ValueError("row-index mode needs precision='quantized' (its histogram folds with integer atomics)")
         self.row_index = row_index
         if feature_major is None:
             feature_major = self.device.type == "gpu" and not row_index
@@ -173,18 +173,19 @@ class Workspace:
     # ------------------------------------------------------------------------------------------ the fit's rows
     def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
              cat_mode: np.ndarray | None = None) -> None:
-        """Take the binned training matrix and allocate the row-sized buffers: numpy uint8 (n_rows, n_features),
+        """Take the binned training matrix and allocate the row-sized buffers: numpy (n_rows, n_features) of
+        :func:`mdhom.learn.binning.bin_dtype` (uint8 up to 256 bins, else uint16),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
         buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``. ``cat_mode``: the
         features' split modes where some are categorical."""
         on_device = isinstance(bins, cl_array.Array)
-        if bins.dtype != np.uint8 or len(bins.shape) != 2:
-            raise TypeError("bins must be a 2-D uint8 array")
+        if not 2 <= n_bins <= 65536:
+            raise ValueError(f"n_bins must be within 2..65536, got {n_bins}")
+        if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
+            raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256 bins)")
         n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
         if n_rows >= 2**31 - 1 or n_rows * n_feat >= 2**62:
             raise ValueError("more than 2^31 - 2 rows are not supported")
-        if not 2 <= n_bins <= 256:
-            raise ValueError(f"n_bins must be within 2..256, got {n_bins}")
         if not on_device and bins.size and int(bins.max()) >= n_bins:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
@@ -196,9 +197,11 @@ class Workspace:
             self.cat_mode = cat_mode
         else:
             self.cat_mode = None
+        self.bin_dtype = bin_dtype(n_bins)
+        self.bin_bytes = self.bin_dtype.itemsize
         rows = max(1, self.n_rows)
         q = self.queue
-        n_cells = max(1, self.n_rows * self.n_features)
+        n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
         if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
         elif on_device:
@@ -207,8 +210,11 @@ class Workspace:
                 cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
-            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                                       hostbuf=host) if host.size else self.buf(1)
+            # a CPU device reads the host array in place (PoCL and Intel's runtime run in this process: a copy
+            # would hold the matrix twice); the buffer keeps the array alive and nothing writes the row order
+            mf = cl.mem_flags
+            flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
+            self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
         self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype

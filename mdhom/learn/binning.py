@@ -1,4 +1,5 @@
-"""Quantile binning of features into the uint8 bins the kernels read.
+"""Quantile binning of features into the bins the kernels read: uint8 up to 256 bins, uint16 beyond
+(``max_bin`` up to 65535; :func:`bin_dtype`), so the common case keeps a byte per cell.
 
 Bin ``b`` of a feature holds the values ``edges[b-1] < x <= edges[b]`` (bin 0 everything up to ``edges[0]``,
 the last real bin everything above the last edge), so the split "bin <= b" is the raw-value test
@@ -15,11 +16,44 @@ of such a feature is its ``b``-th known category in ascending code order (``cate
 ``max_bin - 1`` most frequent codes of the training data (ties to the smaller code), so that every category is
 a split candidate. NaN, negative codes and codes outside the known ones share the missing bin: they follow a
 split's default direction, in training and in prediction alike.
+
+``n_bins``, the kernels' global bin count, is what the data needs, not ``max_bin + 1``: the most real bins of
+any feature, one more where that feature has NaN (its last real bin must stay a candidate), plus the NaN bin.
+Histograms, split scans and the local-memory fit of a node's histogram all scale with it: 5000 sparse features
+of ~20 values each need 22 bins, not 256. The candidates it drops are empty bins above every feature's last
+real bin, which never win (an empty bin repeats the sums of the bin below it, and ties go to the lower bin).
+
+Sparse input (scipy.sparse) is binned from its stored entries: an absent entry is missing (XGBoost's meaning),
+so a feature's edges come from its stored values and the bin matrix starts as the NaN bin everywhere, with the
+stored entries' bins scattered into it. Memory beyond the bin matrix is proportional to the stored entries.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from mdhom.learn.memory import check_host
+
+MAX_BIN = 65535  # real bins per feature: with NaN's bin, a global count up to 65536 still fits uint16
+
+
+def bin_dtype(n_bins: int) -> np.dtype:
+    """The bins' storage for a global bin count: uint8 up to 256, uint16 up to 65536 (the kernels' ``tree_bin_t``,
+    :func:`mdhom.components.lanes.bin_ctype`)."""
+    if not 2 <= n_bins <= MAX_BIN + 1:
+        raise ValueError(f"n_bins must lie in [2, {MAX_BIN + 1}], got {n_bins}")
+    return np.dtype(np.uint8 if n_bins <= 256 else np.uint16)
+
+
+def _page_aligned(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """An empty array starting on a page boundary: CPU OpenCL runtimes use such host memory in place
+    (``USE_HOST_PTR``; Intel's copies an array numpy's allocator placed 16 bytes past a boundary)."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(nbytes + 4096, np.uint8)
+    start = -raw.ctypes.data % 4096
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.ndarray:
@@ -90,14 +124,15 @@ def feature_categories(values: np.ndarray, weights: np.ndarray, max_cats: int) -
 
 
 class BinMapper:
-    """Per-feature edges (or known categories) learned on the training data; ``transform`` maps raw values
-    to uint8 bins."""
+    """Per-feature edges (or known categories) learned on the training data; ``transform`` maps raw values (dense,
+    or scipy.sparse with absent entries missing) to bins of :func:`bin_dtype` (uint8 unless more than 256 bins are
+    needed)."""
 
     def __init__(self, max_bin: int, categorical: np.ndarray | None = None) -> None:
-        if not 2 <= max_bin <= 255:
-            raise ValueError(f"max_bin must lie in [2, 255], got {max_bin}")
+        if not 2 <= max_bin <= MAX_BIN:
+            raise ValueError(f"max_bin must lie in [2, {MAX_BIN}], got {max_bin}")
         self.max_bin = int(max_bin)
-        self.n_bins = self.max_bin + 1  # the kernels' global bin count; the last one is NaN's
+        self.n_bins = self.max_bin + 1  # the kernels' global bin count (the last one is NaN's); fit sets the need
         self.edges: list[np.ndarray] = []
         # per feature: None for a numeric feature, else its known category codes (bin b = categories[j][b])
         self.categories: list[np.ndarray | None] = []
@@ -108,41 +143,104 @@ class BinMapper:
         """Which features are categorical (bool per feature)."""
         return np.array([c is not None for c in self.categories], bool)
 
-    def fit(self, X: np.ndarray, sample_weight: np.ndarray | None = None, rows: np.ndarray | None = None) -> BinMapper:
-        """Learn the edges from ``X`` (from its ``rows`` only, when given: see :func:`sample_rows`)."""
+    def fit(self, X: Any, sample_weight: np.ndarray | None = None, rows: np.ndarray | None = None) -> BinMapper:
+        """Learn the edges (known categories, for categorical features) from ``X`` (from its ``rows`` only, when
+        given: see :func:`sample_rows`); a sparse ``X`` (CSR with sorted indices,
+        :func:`mdhom.learn.validation.as_matrix`) from its stored entries."""
         cat = np.zeros(X.shape[1], bool) if self._categorical is None else self._categorical
         if cat.shape != (X.shape[1],):
             raise ValueError(f"categorical mask has {cat.size} entries, X has {X.shape[1]} features")
-        for j in np.flatnonzero(cat):
-            check_codes(X[:, j], j)
-        nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
-        if rows is not None:
-            X = X[rows]
-            sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
-        w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        if cat.any() and self.max_bin > 255:
+            raise ValueError(f"categorical features need max_bin <= 255 (got {self.max_bin}): their split search "
+                             "compares every pair of bins")
+        if hasattr(X, "tocsc"):
+            nan, columns = self._sparse_columns(X, sample_weight, rows)
+            stored = X.data
+            for j in np.flatnonzero(cat):
+                check_codes(stored[X.indices == j], j)
+        else:
+            for j in np.flatnonzero(cat):
+                check_codes(X[:, j], j)
+            nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
+            if rows is not None:
+                X = X[rows]
+                sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
+            w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+            columns = ((X[:, j], w) for j in range(X.shape[1]))
         self.edges, self.categories = [], []
-        for j in range(X.shape[1]):
-            col = X[:, j]
+        need = 1
+        for j, (col, w) in enumerate(columns):
             if cat[j]:
+                # every category a candidate: the last real bin (never one) stays empty
                 self.categories.append(feature_categories(col, w, self.max_bin - 1))
                 self.edges.append(np.empty(0))
+                need = max(need, self.categories[-1].size + 1)
                 continue
             limit = self.max_bin - 1 if nan[j] else self.max_bin
             self.edges.append(feature_edges(col, w, max(limit, 1)))
             self.categories.append(None)
+            need = max(need, self.edges[-1].size + 1 + int(nan[j]))
+        self.n_bins = max(2, need + 1)
         return self
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        out = np.empty(X.shape, np.uint8)
+    @staticmethod
+    def _sparse_columns(X: Any, sample_weight: np.ndarray | None, rows: np.ndarray | None) -> tuple:
+        """(has NaN per feature, per feature its stored values in row order with their weights): exactly the
+        dense column with NaN where X has no entry, less the NaN that :func:`feature_edges` drops anyway."""
+        n = X.shape[0]
+        csc = X.tocsc()
+        csc.sort_indices()
+        stored = np.diff(csc.indptr)
+        nan = stored < n
+        stored_nan = np.flatnonzero(np.isnan(csc.data))
+        nan[np.searchsorted(csc.indptr, stored_nan, side="right") - 1] = True  # the columns of stored NaN
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+        if rows is not None:
+            csc = X[rows].tocsc()
+            csc.sort_indices()
+            w = w[rows]
+        ptr, data, idx = csc.indptr, csc.data, csc.indices
+        return nan, ((data[ptr[j]:ptr[j + 1]], w[idx[ptr[j]:ptr[j + 1]]]) for j in range(X.shape[1]))
+
+    def transform(self, X: Any, feature_major: bool = False) -> np.ndarray:
+        """Bins (n_rows, n_features), or (n_features, n_rows) when ``feature_major`` (the GPU layout, made
+        directly: no transposed copy). A sparse ``X`` never becomes a float64 dense matrix."""
+        n, f = X.shape
+        dtype = bin_dtype(self.n_bins)
+        check_host(n * f * dtype.itemsize, f"the bin matrix of X ({n} x {f} {dtype})", f * dtype.itemsize)
+        out = _page_aligned((f, n) if feature_major else (n, f), dtype)
+        if hasattr(X, "tocsc"):
+            out.fill(self.n_bins - 1)
+            csc = X.tocsc()
+            ptr = csc.indptr
+            for j, e in enumerate(self.edges):
+                lo, hi = ptr[j], ptr[j + 1]
+                if lo == hi:
+                    continue
+                col = csc.data[lo:hi]
+                cats = self.categories[j] if self.categories else None
+                if cats is not None:
+                    b = category_bins(col, cats, self.n_bins - 1)
+                else:
+                    b = np.searchsorted(e, col, side="left")
+                    b[np.isnan(col)] = self.n_bins - 1
+                if feature_major:
+                    out[j, csc.indices[lo:hi]] = b
+                else:
+                    out[csc.indices[lo:hi], j] = b
+            return out
         for j, e in enumerate(self.edges):
             col = X[:, j]
             cats = self.categories[j] if self.categories else None
             if cats is not None:
-                out[:, j] = category_bins(col, cats, self.n_bins - 1)
-                continue
-            b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
-            b[np.isnan(col)] = self.n_bins - 1
-            out[:, j] = b
+                b = category_bins(col, cats, self.n_bins - 1)
+            else:
+                b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
+                b[np.isnan(col)] = self.n_bins - 1
+            if feature_major:
+                out[j] = b
+            else:
+                out[:, j] = b
         return out
 
     def threshold(self, feature: int, split_bin: int) -> float:

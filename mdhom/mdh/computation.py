@@ -332,13 +332,17 @@ def build_within_limits(
     config: Mapping[str, int] | None,
     sizes: Mapping[str, int] | None = None,
 ) -> Computation:
-    """Build ``config``; where a compiled kernel refuses its work-group size, shrink it until it fits.
+    """Build ``config``; where a compiled kernel refuses its work-group size, or the configuration needs more
+    local memory than the device has, shrink it until it fits.
 
     The widest ``NUM_WI_<dim>`` is halved (or ``NUM_WI_COMBINE`` lowered) step by step, so a configuration
-    chosen by a heuristic or tuned on a sibling device still runs. Other configuration errors propagate.
+    chosen by a heuristic or tuned on a sibling device still runs; local memory first drops ``PARTIALS_LOCAL``
+    (atoms grow with the problem: a histogram of 5000 bins is 40 KB, more than many devices' local memory).
+    Other configuration errors propagate.
     """
     device = get_device(device)
     cfg = {**desc.default_config(device, dict(sizes) if sizes else None), **(config or {})}
+    cfg = within_local_memory(desc, device, cfg)
     for _ in range(64):
         try:
             return Computation(desc, device, cfg, sizes)
@@ -350,6 +354,32 @@ def build_within_limits(
             widest = max(wi, key=lambda k: wi[k])
             cfg[widest] = max(1, wi[widest] // 2)
     raise AssertionError("unreachable: work-group sizes cannot shrink below 1")
+
+
+def within_local_memory(desc: Description, device: Device, config: Mapping[str, int]) -> dict[str, int]:
+    """``config`` with ``PARTIALS_LOCAL`` off, then its widest ``NUM_WI_<dim>`` (then ``NUM_WI_COMBINE``) halved,
+    until its local memory fits ``device``; unchanged when it fits already, lacks work-item counts or exceeds the
+    device's work-group size (an error of its own, which :meth:`Description.check_config` reports)."""
+    cfg = dict(config)
+    names = desc.parameter_names()
+    if any(p not in cfg for p in names if p.startswith("NUM_WI_")):
+        return cfg  # incomplete: check_config names what is missing
+    limit = device.local_mem_size
+    wg = math.prod(int(cfg[f"NUM_WI_{d}"]) for d in desc.dim_names)
+    if desc.local_mem_bytes(cfg) <= limit or wg > min(device.max_work_group_size, device.max_work_item_sizes[0]):
+        return cfg  # fits, or breaks the work-group limit first (check_config names that)
+    if cfg.get("PARTIALS_LOCAL"):
+        cfg["PARTIALS_LOCAL"] = 0
+    while desc.local_mem_bytes(cfg) > limit:
+        wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
+        if wi:
+            widest = max(wi, key=lambda k: wi[k])
+            cfg[widest] = wi[widest] // 2
+        elif int(cfg.get("NUM_WI_COMBINE", 1)) > 1:
+            cfg["NUM_WI_COMBINE"] = int(cfg["NUM_WI_COMBINE"]) // 2
+        else:
+            break  # nothing left to shrink: check_config names the need
+    return cfg
 
 
 def _buffer(x: cl_array.Array | cl.Buffer) -> cl.Buffer:

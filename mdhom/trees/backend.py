@@ -7,8 +7,9 @@ driver takes is a function of what these methods return.
 
 Conventions shared by every implementation:
 
-* ``bins``: uint8 array (n_rows, n_features); bin ``n_bins - 1`` of every feature is the missing-value
-  (NaN) bin; real values use bins ``0 .. n_bins - 2`` (a feature may use fewer).
+* ``bins``: uint8 array (n_rows, n_features), uint16 when ``n_bins`` exceeds 256; bin ``n_bins - 1`` of every
+  feature is the missing-value (NaN; an absent entry of sparse input) bin; real values use bins
+  ``0 .. n_bins - 2`` (a feature may use fewer).
 * Gradients and hessians: (n_rows, n_outputs) in the working precision; rows left out by subsampling have
   g = h = 0 (as in XGBoost's uniform sampling).
 * Histograms: shape (n_nodes, n_features, n_bins, n_outputs, 2), the last axis (sum g, sum h), for the
@@ -58,6 +59,11 @@ class TreeKernels(Protocol):
 
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         """Each kernel's configuration and where it came from (empty for numpy)."""
+
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+        """Refuse, with a MemoryError that says what would fit, a fit whose bin matrix or node histograms exceed
+        this backend's memory (host, or the device's global memory and largest allocation), before any of it
+        is allocated."""
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int, cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix (kept resident for the whole fit); ``cat_mode``: the split mode of

@@ -33,7 +33,9 @@ from mdhom.learn.validation import (
     check_feature_names,
     check_weights,
     feature_names,
+    is_sparse,
     not_fitted_error,
+    sparse_chunks,
 )
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams, TreeKernels
@@ -223,11 +225,14 @@ class _TreeBoost:
             loss.check_target(ye, we, f"eval_set[{i}] y")
 
         t0 = time.perf_counter()
-        mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
-                                                                              p["random_state"]))
         device = limit_threads(p["device"], p["n_jobs"])
         precision = resolve_precision(device, p["precision"])
         kernels = make_kernels(device, precision)
+        # before the edges are learned (a loop over features), with the fewest bins any data needs; then exactly
+        kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs)
+        mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
+                                                                              p["random_state"]))
+        kernels.check_size(Xa.shape[0], Xa.shape[1], mapper.n_bins, loss.n_outputs)
         to_bins = kernels.bin_rows(mapper)
         cat_mode = category_modes(mapper.categories, loss.n_outputs, p["max_cat_to_onehot"])
         kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs, cat_mode)
@@ -368,7 +373,12 @@ class _TreeBoost:
         predictor = self._device_predictor(Xa.shape[0])
         if predictor is None:
             return ens.raw_predict(Xa)
-        return ens.base_score + predictor.tree_sums(ens.category_positions(Xa))
+        if not is_sparse(Xa):
+            return ens.base_score + predictor.tree_sums(ens.category_positions(Xa))
+        out = np.empty((Xa.shape[0], ens.n_outputs))
+        for lo, hi, dense in sparse_chunks(Xa, 1 << 24):  # absent entries missing, a bounded block at a time
+            out[lo:hi] = ens.base_score + predictor.tree_sums(ens.category_positions(dense))
+        return out
 
     def _device_predictor(self, n_rows: int) -> Any:
         """The fit's OpenCL device walks the trees when the walk is large enough to pay for the kernel build
@@ -481,6 +491,10 @@ class TreeBoostClassifier(_TreeBoost):
     trains the multi-label logistic objective, one output per label in the leaves; ``predict`` then returns
     the 0/1 matrix and ``predict_proba`` the per-label probabilities.
 
+    ``X`` may be a numpy array, a data frame or a scipy.sparse matrix; NaN is missing, and so is an entry a
+    sparse matrix does not store (XGBoost's meaning: it takes the learned default direction), while a stored 0
+    is the value 0. Sparse input is binned from its stored entries and never densified as float64.
+
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``, ``feature_names_in_`` (data
     frames with string columns), ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised
     to sum 1; ``get_score`` gives them unnormalised by name), ``best_iteration_``, ``evals_result_`` (per eval
@@ -591,6 +605,9 @@ class TreeBoostClassifier(_TreeBoost):
 
 class TreeBoostRegressor(_TreeBoost):
     """Gradient-boosted trees for regression (squared error).
+
+    ``X`` as for :class:`TreeBoostClassifier`: NaN and entries a scipy.sparse matrix does not store are missing
+    (XGBoost's meaning); a stored 0 is the value 0.
 
     Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (data frames with string columns),
     ``objective_``, ``feature_importances_`` (by ``importance_type``, normalised to sum 1), ``best_iteration_``,

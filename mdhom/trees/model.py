@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn import model_files
+from mdhom.learn.validation import is_sparse, sparse_chunks
 
 FORMAT = "mdhom.treeboost"
 VERSION = 1
@@ -325,9 +326,16 @@ class Ensemble:
             rows.append(row)
         return X, np.concatenate(rows), np.array(tables, bool).reshape(-1, width)
 
-    def tree_sums(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
+    def tree_sums(self, X: Any, n_trees: int | None = None) -> np.ndarray:
         """(n_rows, n_outputs) sums of the leaf values over trees, added from zero in tree order (the device
-        predictor's order); rows go in blocks to bound the (rows, trees) state."""
+        predictor's order), of float64 ``X`` or of a CSR matrix whose absent entries are missing (densified a
+        bounded block of rows at a time, NaN where nothing is stored: the meaning training gave them); rows go in
+        blocks to bound the (rows, trees) state."""
+        if is_sparse(X):
+            out = np.empty((X.shape[0], self.n_outputs))
+            for lo, hi, dense in sparse_chunks(X):
+                out[lo:hi] = self.tree_sums(dense, n_trees)
+            return out
         out = np.zeros((X.shape[0], self.n_outputs))
         trees = self.trees[:n_trees]
         step = max(1, (1 << 22) // max(1, len(trees)))
@@ -337,8 +345,9 @@ class Ensemble:
                 out[lo:lo + step] += tree.value[leaves[:, j]]
         return out
 
-    def raw_predict(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
-        """(n_rows, n_outputs) raw scores of float64 ``X``: the base score plus :meth:`tree_sums`."""
+    def raw_predict(self, X: Any, n_trees: int | None = None) -> np.ndarray:
+        """(n_rows, n_outputs) raw scores of ``X`` (as :meth:`tree_sums` takes it): the base score plus the
+        tree sums."""
         return self.base_score + self.tree_sums(X, n_trees)
 
 

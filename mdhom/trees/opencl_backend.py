@@ -33,8 +33,12 @@ from mdhom.components.scores import ScoreUpdater
 from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
-from mdhom.learn.binning import BinMapper
+from mdhom.learn.binning import BinMapper, bin_dtype
+from mdhom.learn.memory import size_text
+from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
+
+WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
 
 
 def _workspace_attribute(name: str, writable: bool = False) -> property:
@@ -58,14 +62,15 @@ class OpenCLTreeKernels:
     ``feature_major`` stores bins as features x rows (coalesced reads on GPUs) instead of rows x features (one
     cache line per row on CPUs); ``None`` picks by device type. ``configs`` overrides the configuration of named
     kernels. ``exact`` (default: True in double precision) pins the summation order to the reference's.
-    ``row_index`` (quantized only; ``None``: on GPUs when quantized and a node's histogram fits in local
-    memory) moves only the row order when partitioning and reads bins (rows x features) and (g, h) through it;
-    ``whole_rows`` (quantized) builds histograms a whole row per point instead of a feature per lane (always so
-    with ``row_index``; ``None``: on CPUs).
+    ``row_index`` (``None``: on GPUs when quantized and a node's histogram fits in local memory, on CPUs for
+    rows of ``WIDE_ROWS`` features or more) moves only the row order when partitioning and reads bins
+    (rows x features) and (g, h) through it;
+    ``whole_rows`` (quantized, where a node's histogram fits in local memory) builds histograms a whole row per
+    point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
-    Usage (``bins`` uint8 (n_rows, n_features), ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
+    Usage (``bins`` uint8 (n_rows, n_features), uint16 past 256 bins, ``g``/``h`` (n_rows,), ``params`` a SplitParams)::
 
         kern = OpenCLTreeKernels("cpu")
         kern.load(bins, n_bins=64, n_outputs=1)
@@ -122,22 +127,60 @@ class OpenCLTreeKernels:
             # (device bins), rows stay moved
             row_index = (ws.device.type == "gpu" and ws.quantized and rows_fit(ws.device, n_feat, n_outputs, n_bins)
                          and not feature_major)
+            # CPUs, wide rows (rows x features): a byte per feature is a cache line per (row, feature) read in either
+            # mode once a row spans one (64 features), while moving rows costs the position-order and scratch
+            # copies of the bin matrix (20000 x 5000 sparse: 100 MB instead of 300 MB) and a byte per feature per
+            # row and split
+            row_index = row_index or (ws.device.type == "cpu" and n_feat >= WIDE_ROWS and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
 
-    def bin_rows(self, mapper: BinMapper) -> Callable[[np.ndarray], cl_array.Array | np.ndarray]:
-        """Bins made on the device, in this backend's layout, straight into ``load`` (the mapper's bins exactly);
-        the mapper's own transform where features are categorical (the device binner knows edges only)."""
-        if mapper.categorical.any():
-            return mapper.transform
+    def bin_rows(self, mapper: BinMapper) -> Callable[[object], cl_array.Array | np.ndarray]:
+        """How rows become bins in this backend's layout, straight into ``load`` (the mapper's bins exactly):
+        dense rows are binned on the device; sparse rows, and rows with categorical features (the device binner
+        knows edges only), on the host, in the layout the device reads, and uploaded by ``load``."""
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
-        self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
-        return self.binner.transform
+        self.binner = None  # built at the first dense matrix
+
+        def to_bins(X: object) -> cl_array.Array | np.ndarray:
+            if is_sparse(X) or mapper.categorical.any():
+                bins = mapper.transform(X, feature_major=self.feature_major)
+                return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
+            if self.binner is None:
+                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
+            return self.binner.transform(X)
+
+        return to_bins
+
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+        self._resolve_rows(n_features, n_bins, n_outputs, self._feature_major)
+        dev, ws = self.device, self.ws
+        width = bin_dtype(n_bins).itemsize
+        cells = n_rows * n_features * width
+        node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
+        shape = f"{n_features} features x {n_bins} bins x {n_outputs} output(s)"
+        max_alloc = int(dev.cl_device.max_mem_alloc_size)
+        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} x {width} bytes)", cells,
+                                       n_features * width),
+                                      (f"one node's histograms ({shape})", node, None)):
+            if nbytes > max_alloc:
+                fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
+                raise MemoryError(f"{what} needs {size_text(nbytes)} in one buffer, but {dev.key} allocates at "
+                                  f"most {size_text(max_alloc)} at once{fits}")
+        # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
+        # starts at 64 nodes, the split search's buffers hold 3 x 16
+        copies = 1 if ws.row_index else 3
+        need = copies * cells + (64 + 48) * node
+        if need > dev.global_mem_size:
+            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
+            raise MemoryError(f"a fit of {n_rows} x {n_features} features ({copies} device copies of the bin "
+                              f"matrix, histograms of {size_text(node)} a node: {shape}) needs {size_text(need)}, "
+                              f"but {dev.key} has {size_text(dev.global_mem_size)}; about {rows} rows would fit")
 
     # ------------------------------------------------------------------------------------------ data
     def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
              cat_mode: np.ndarray | None = None) -> None:
-        """Take the binned training matrix: numpy uint8 (n_rows, n_features), or a device array already in
-        this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
+        """Take the binned training matrix: numpy (n_rows, n_features) of ``bin_dtype(n_bins)``, or a device array
+        already in this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
         :class:`mdhom.components.binning.DeviceBinner` output), which is used without a trip to the host: its
         buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``. Builds every kernel
         now, so build time is reported apart from fit time."""

@@ -61,8 +61,9 @@ TABLE = OptionTable((
     Option("grow_policy", "str", "depthwise", "'depthwise' grows level by level (XGBoost's default); "
            "'lossguide' splits the leaf of largest gain first (LightGBM's leaf-wise growth).",
            choice("depthwise", "lossguide")),
-    Option("max_bin", "int", 255, "Most histogram bins per feature (2..255); NaN gets one extra bin of its own.",
-           integer(2, 255)),
+    Option("max_bin", "int", 255, "Most histogram bins per feature (2..65535); NaN gets one extra bin of its own. Up "
+           "to 255 bins are stored in a byte per value, more in two (twice the bin matrix, and histograms grow with "
+           "the bins).", integer(2, 65535)),
     Option("bin_sample", "int", 200_000, "Rows from which the bin edges are learned (LightGBM's "
            "bin_construct_sample_cnt): drawn without replacement, seeded by random_state (a fixed seed when it "
            "is None, so binning is reproducible); all rows when there are fewer, or when 0.", integer(0)),
