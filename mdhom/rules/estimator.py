@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mdhom.learn.validation import as_matrix, check_feature_names, feature_names, not_fitted_error
+from mdhom.learn.validation import as_matrix, check_feature_names, feature_names, is_sparse, not_fitted_error
 from mdhom.rules import options as O
 from mdhom.rules.induction import InductionParams, bin_edges, induce
 from mdhom.rules.losses import make_loss
@@ -40,6 +40,13 @@ def as_label_matrix(y: Any) -> tuple[np.ndarray, list[str] | None]:
     if Y.dtype.kind not in "biuf" or not np.isin(Y, (0, 1)).all():
         raise ValueError("y must hold only 0 and 1 (a label indicator matrix)")
     return Y.astype(np.float64), names
+
+
+def dense_features(X: Any, allow_empty: bool = False) -> np.ndarray:
+    """X as a dense float64 matrix. scipy.sparse input is densified with 0 for an absent entry (mlrl-boomer's
+    meaning, unlike the trees' "missing"): the rule search works on dense columns in this release."""
+    Xa = as_matrix(X, allow_empty=allow_empty)
+    return Xa.toarray() if is_sparse(Xa) else Xa
 
 
 class RuleBoostClassifier:
@@ -115,7 +122,7 @@ class RuleBoostClassifier:
     def fit(self, X: Any, y: Any) -> RuleBoostClassifier:
         """Learn the default rule and up to ``max_rules - 1`` rules; returns self."""
         p = O.validate(self.get_params())
-        Xa = as_matrix(X)
+        Xa = dense_features(X)
         Y, label_names = as_label_matrix(y)
         if Y.shape[0] != Xa.shape[0]:
             raise ValueError(f"X has {Xa.shape[0]} rows but y has {Y.shape[0]}")
@@ -151,7 +158,7 @@ class RuleBoostClassifier:
         """Raw scores (examples x labels): the default rule's plus those of every covering rule."""
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = as_matrix(X, allow_empty=True)
+        Xa = dense_features(X, allow_empty=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
