@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
 import numpy as np
 
+from mdhom.learn.params import OptionParams
 from mdhom.learn.validation import as_matrix, check_feature_names, feature_names, is_sparse, not_fitted_error
 from mdhom.rules import options as O
 from mdhom.rules.induction import InductionParams, bin_edges, induce
@@ -49,9 +49,10 @@ def dense_features(X: Any, allow_empty: bool = False) -> np.ndarray:
     return Xa.toarray() if is_sparse(Xa) else Xa
 
 
-class RuleBoostClassifier:
+class RuleBoostClassifier(OptionParams):
     __doc__ = ("Gradient-boosted multi-label classification rules in the BOOMER style (mlrl-boomer's algorithm "
                "and defaults): a default rule, then one greedily grown rule per round.\n\n" + O.TABLE.docstring())
+    _options = O.TABLE
 
     def __init__(
         self,
@@ -86,29 +87,6 @@ class RuleBoostClassifier:
         self.random_state = random_state
         self.device = device
         self.precision = precision
-
-    # ------------------------------------------------------------------ scikit-learn's parameter protocol
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._get_param_names()}
-
-    def set_params(self, **params: Any) -> RuleBoostClassifier:
-        valid = self._get_param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(f"Invalid parameter {name!r} for estimator {type(self).__name__}. "
-                                 f"Valid parameters are: {valid!r}.")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if not (v is O.DEFAULTS[k] or (
-            type(v) is type(O.DEFAULTS[k]) and v == O.DEFAULTS[k]))]
-        return f"{type(self).__name__}({', '.join(changed)})"
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "rules_")

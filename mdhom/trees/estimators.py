@@ -13,7 +13,6 @@ shared, so the two backends grow the same trees in double precision.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from mdhom.learn.binning import BinMapper, sample_rows
 from mdhom.learn.losses import Loss, make_loss
 from mdhom.learn.metrics import Metric, resolve, spec_names
 from mdhom.learn.model_files import decode_classes, encode_classes
+from mdhom.learn.params import OptionParams
 from mdhom.learn.validation import (
     as_matrix,
     as_target,
@@ -99,8 +99,10 @@ def limit_threads(device: Any, n_jobs: int | None) -> Any:
     return with_threads(get_device(device if device is not None else "auto"), n_jobs)
 
 
-class _TreeBoost:
+class _TreeBoost(OptionParams):
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
+
+    _options = P.TABLE
 
     def __init__(
         self,
@@ -155,33 +157,6 @@ class _TreeBoost:
         self.n_jobs = n_jobs
         self.precision = precision
         self.verbose = verbose
-
-    # ------------------------------------------------------------------ scikit-learn's parameter protocol
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._get_param_names()}
-
-    def set_params(self, **params: Any) -> _TreeBoost:
-        valid = self._get_param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(f"Invalid parameter {name!r} for estimator {type(self).__name__}. "
-                                 f"Valid parameters are: {valid!r}.")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        changed = []
-        for name, value in self.get_params().items():
-            default = P.DEFAULTS[name]
-            if value is default or (type(value) is type(default) and value == default):
-                continue
-            changed.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(changed)})"
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "_ensemble")
