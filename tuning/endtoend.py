@@ -61,22 +61,23 @@ class CheckResult:
         return self.heuristic_seconds / self.tuned_seconds if self.tuned_seconds > 0 else float("nan")
 
 
+def _set_env(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @contextlib.contextmanager
 def _env(**values: str | None) -> Iterator[None]:
+    """The environment with ``values`` set (None: unset) for the block, as it was afterwards."""
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
 
 
 def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:

@@ -20,8 +20,9 @@ import pyopencl.array as cl_array
 
 from mdhom.components.lanes import bin_ctype, defines, real_ctype, snippet
 from mdhom.components.specs import KernelSpec, elementwise
-from mdhom.components.tables import TREE_NODE, tree_table
+from mdhom.components.tables import TREE_NODE, tree_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
+from mdhom.learn.binning import category_tables
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct
 
 
@@ -171,8 +172,6 @@ def forest_table(trees: list, categories: list[np.ndarray | None] | None) -> tup
     n = sum(t.n_nodes for t in trees)
     rec = np.zeros(n, FOREST_NODE.dtype)
     roots = np.zeros(max(1, len(trees)), np.int32)
-    rows, tables = np.full(n, -1, np.int64), []
-    width = 1 + max((c.size for c in categories or [] if c is not None), default=0)
     at = 0
     for i, t in enumerate(trees):
         sl = slice(at, at + t.n_nodes)
@@ -182,19 +181,9 @@ def forest_table(trees: list, categories: list[np.ndarray | None] | None) -> tup
         rec["default_left"][sl] = t.default_left
         rec["left"][sl] = np.where(t.left >= 0, t.left + at, -1)
         rec["right"][sl] = np.where(t.right >= 0, t.right + at, -1)
-        for node, codes in enumerate(t.categories or []):
-            if codes is not None:
-                table = np.zeros(width, np.uint8)
-                table[np.searchsorted(categories[int(t.feature[node])], codes)] = 1
-                rows[at + node] = len(tables)
-                tables.append(table)
         at += t.n_nodes
-    rec["cats"] = -1
-    raw = rec.view(np.uint8)
-    if tables:
-        cat = rows >= 0
-        rec["cats"][cat] = rec.nbytes + rows[cat] * width
-        raw = np.concatenate([rec.view(np.uint8), np.concatenate(tables)])
+    row, table = category_tables(trees, categories) if categories is not None else (None, None)
+    raw = with_left_tables(rec, row, table)
     raw = np.concatenate([raw, np.zeros((-raw.size) % 4, np.uint8)])  # whole ints for the kernel's int view
     values = np.concatenate([t.value for t in trees]) if trees else np.zeros((1, 1))
     return raw, roots, np.ascontiguousarray(values, np.float64)

@@ -261,3 +261,22 @@ def category_bins(values: np.ndarray, categories: np.ndarray, missing_bin: int) 
     found = categories[idx] == values[ok]
     out[np.flatnonzero(ok)[found]] = idx[found]
     return out
+
+
+def category_tables(trees: list, categories: list[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The categorical splits of ``trees`` (model trees: ``n_nodes``, ``feature``, ``categories``) as membership
+    tables over their features' known codes' positions: (per node of the trees laid end to end, its table's row
+    or -1; bool tables (n_splits, width)), width one more than the most known codes of any feature. The numpy
+    walk and the device predictor both read them."""
+    width = 1 + max((c.size for c in categories if c is not None), default=0)
+    rows, tables = [], []
+    for t in trees:
+        row = np.full(t.n_nodes, -1, np.int64)
+        for node, codes in enumerate(t.categories or []):
+            if codes is not None:
+                table = np.zeros(width, bool)
+                table[np.searchsorted(categories[int(t.feature[node])], codes)] = True
+                row[node] = len(tables)
+                tables.append(table)
+        rows.append(row)
+    return (np.concatenate(rows) if rows else np.zeros(0, np.int64)), np.array(tables, bool).reshape(-1, width)

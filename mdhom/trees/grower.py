@@ -198,10 +198,15 @@ def is_categorical(params: GrowParams, feature: int) -> bool:
     return params.categorical is not None and bool(params.categorical[feature])
 
 
+def any_categorical(params: GrowParams, features: np.ndarray | list[int]) -> bool:
+    """Whether any of the listed split features is categorical (nothing to look up in an all-numeric fit)."""
+    return params.categorical is not None and bool(np.any(params.categorical[np.asarray(features, np.int64)]))
+
+
 def cat_tables(params: GrowParams, splits: Splits, index: list[int] | np.ndarray,
                feature: np.ndarray) -> np.ndarray | None:
     """The left-bin tables of the listed splits for ``apply_splits`` (None when none of them is categorical)."""
-    if splits.cat_left is None or not any(is_categorical(params, int(f)) for f in feature):
+    if splits.cat_left is None or not any_categorical(params, feature):
         return None
     return splits.cat_left[np.asarray(index, np.int64)]
 
@@ -355,7 +360,7 @@ class _Candidates:
         self.n_ids += 2 * ns
         grow = [k for k, node in enumerate(batch) if _can_split(self.depth[node] + 1, self.params)]
         cats = None
-        if any(is_categorical(self.params, int(f)) for f in feature):
+        if any_categorical(self.params, feature):
             cats = np.stack(tables)  # every search of a fit with categorical features carries its tables
         kernels.apply_splits(np.asarray(batch, np.int32), np.asarray(feature, np.int32), np.asarray(bin_, np.int32),
                              np.asarray(default_left, bool), lo, hi,

@@ -311,20 +311,10 @@ class Ensemble:
         membership table over those positions, the table."""
         if self.categories is None or not any(t.categories is not None for t in trees):
             return X, None, None
-        X = self.category_positions(X)
-        width = max(1, max((k.size for k in self.categories if k is not None), default=1))
-        rows, tables = [], []
-        for t in trees:
-            row = np.full(t.n_nodes, -1, np.int64)
-            for node, codes in enumerate(t.categories or []):
-                if codes is not None:
-                    known = self.categories[int(t.feature[node])]
-                    table = np.zeros(width, bool)
-                    table[np.searchsorted(known, codes)] = True
-                    row[node] = len(tables)
-                    tables.append(table)
-            rows.append(row)
-        return X, np.concatenate(rows), np.array(tables, bool).reshape(-1, width)
+        from mdhom.learn.binning import category_tables
+
+        row, table = category_tables(trees, self.categories)
+        return self.category_positions(X), row, table
 
     def tree_sums(self, X: Any, n_trees: int | None = None) -> np.ndarray:
         """(n_rows, n_outputs) sums of the leaf values over trees, added from zero in tree order (the device
