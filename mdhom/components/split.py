@@ -427,7 +427,8 @@ class SplitEvaluator:
     def search(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None) -> Splits:
         """The best split of each of the ``n`` nodes in ``hist_work``; ``params`` holds the gain's parameters
         as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale`` is the
-        round's 2^-k per (output, g|h) when quantized. One blocking read."""
+        round's 2^-k per (output, g|h) when quantized. One blocking read; a second one, of the left tables, only
+        when the fit has categorical features and a categorical split won."""
         ws = self.ws
         f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
         out = Splits.none(n, k, np.zeros((n, k, 2)))
