@@ -91,6 +91,9 @@ class Workspace:
         self._staging = Staging()
         self._named: dict[str, cl.Buffer] = {}
         self._caps: dict[str, int] = {}
+        # bytes of the buffers allocated through this workspace that are alive, and the most at once (what a GPU
+        # holds; CPU runtimes make only the pages touched resident)
+        self.live_bytes = self.peak_bytes = 0
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
@@ -148,7 +151,14 @@ class Workspace:
 
     # ------------------------------------------------------------------------------------------ memory
     def buf(self, nbytes: int) -> cl.Buffer:
-        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(16, int(nbytes)))
+        nbytes = max(16, int(nbytes))
+        self.count(nbytes)
+        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+
+    def count(self, nbytes: int) -> None:
+        """Account ``nbytes`` allocated (negative: freed) in :attr:`live_bytes` and :attr:`peak_bytes`."""
+        self.live_bytes += int(nbytes)
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
     def ensure(self, name: str, nbytes: int, keep: int = 0) -> cl.Buffer:
         """The named buffer, at least ``nbytes`` long: reallocated at double its size when too small (the first
@@ -160,6 +170,8 @@ class Workspace:
             old = self._named.get(name)
             if old is not None and keep:
                 cl.enqueue_copy(self.queue, buf, old, byte_count=min(keep, cap))
+            if old is not None:
+                self.count(-cap)  # the old buffer goes once the queue is done with it
             self._named[name], self._caps[name] = buf, new_cap
             self.version += 1
         return self._named[name]
@@ -204,6 +216,7 @@ class Workspace:
         n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
         if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
+            self.count(bins.nbytes)
         elif on_device:
             self.bins_orig = self.buf(n_cells)
             if bins.nbytes:
@@ -215,11 +228,13 @@ class Workspace:
             mf = cl.mem_flags
             flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
             self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
+            self.count(host.nbytes)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
         self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
         self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
+        self.count(4 * rows)
         self.ridx = self.buf(4 * rows)
         self.row_node = self.buf(4 * rows)
         self.node_bytes = self.n_features * self.n_outputs * self.n_bins * self.gh_dtype.itemsize
