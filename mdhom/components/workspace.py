@@ -25,6 +25,7 @@ from mdhom.components import lanes
 from mdhom.components.specs import KernelSpec
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import bin_dtype
+from mdhom.learn.sparse_bins import SparseBins
 from mdhom.mdh import Computation, Description, build_within_limits
 
 
@@ -98,6 +99,7 @@ class Workspace:
         self.n_bins = 2
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
+        self.sparse = False  # bins as compressed rows (SparseBins; row-index mode), set by load
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -183,14 +185,19 @@ class Workspace:
         return self._caps.get(name, 0)
 
     # ------------------------------------------------------------------------------------------ the fit's rows
-    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
+    def load(self, bins: np.ndarray | cl_array.Array | SparseBins, n_bins: int, n_outputs: int,
              cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix and allocate the row-sized buffers: numpy (n_rows, n_features) of
         :func:`mdhom.learn.binning.bin_dtype` (uint8 up to 256 bins, else uint16),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
-        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``. ``cat_mode``: the
-        features' split modes where some are categorical."""
+        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``, or the bins of
+        sparse input kept sparse (:class:`mdhom.learn.sparse_bins.SparseBins`: compressed rows, read in row order,
+        so the workspace switches to row-index mode). ``cat_mode``: the features' split modes where some are
+        categorical."""
         on_device = isinstance(bins, cl_array.Array)
+        self.sparse = isinstance(bins, SparseBins)
+        if self.sparse:
+            self.set_row_index(True, False)
         if not 2 <= n_bins <= 65536:
             raise ValueError(f"n_bins must be within 2..65536, got {n_bins}")
         if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
@@ -214,7 +221,12 @@ class Workspace:
         rows = max(1, self.n_rows)
         q = self.queue
         n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
-        if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
+        if self.sparse:  # a few bytes per stored entry: copied, never moved
+            packed = bins.packed()
+            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                       hostbuf=packed)
+            self.count(packed.nbytes)
+        elif on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
             self.count(bins.nbytes)
         elif on_device:
