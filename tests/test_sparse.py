@@ -153,9 +153,75 @@ def test_oversized_input_is_refused_before_allocating(dev, request):
     wide = sparse.csr_matrix((np.ones(2), ([0, 3], [5, 2**31 - 1])), shape=(4, 2**31))  # 2 entries, 8 GiB of bins
     with pytest.raises(MemoryError, match="histograms|bin matrix"):
         est.fit(wide, np.array([0, 1, 0, 1]))
-    huge = sparse.csr_matrix((np.ones(2), ([0, 1], [0, 1])), shape=(2**20, 2**20))  # 1 TiB of bins
+    # 2 entries, 4 TiB of dense bins: 2^32 features are past the compressed rows' int32 indices, so the bins
+    # would be dense (a 2^20 x 2^20 matrix with 2 entries now keeps 8 MB of compressed rows)
+    huge = sparse.csr_matrix((np.ones(2), ([0, 1], [0, 1])), shape=(2**10, 2**32))
     with pytest.raises(MemoryError, match=r"bin matrix.*would fit"):
-        est.fit(huge, np.arange(2**20) % 2)
+        est.fit(huge, np.arange(2**10) % 2)
     view = np.broadcast_to(np.arange(5.0), (2**31, 5))  # zero strides: its copy would be 80 GiB
     with pytest.raises(MemoryError, match=r"float64 copy of X \(2147483648, 5\).*rows of this width would fit"):
         est.fit(view, np.zeros(2))  # X is checked first
+
+
+def _wide(n=600, f=300, nnz=1500, seed=7):
+    """A sparse matrix whose bins pay to stay compressed (0.8 % stored), its dense twin with NaN, and y."""
+    from mdhom.bench.memory import make_sparse
+
+    S, y = make_sparse(n, f, nnz, seed)
+    D = np.full(S.shape, np.nan)
+    c = S.tocoo()
+    D[c.row, c.col] = c.data
+    return S, D, y
+
+
+def test_compressed_row_bins_read_as_the_dense_bins():
+    from mdhom.learn.sparse_bins import SparseBins, sparse_pays
+
+    S, D, _ = _pair()
+    m = BinMapper(31).fit(S)
+    dense = m.transform(D)
+    sb = m.transform_sparse(S)
+    np.testing.assert_array_equal(sb.toarray(), dense)
+    assert sb.nnz == int((dense != m.n_bins - 1).sum())  # a stored NaN is not kept: it reads as missing anyway
+    np.testing.assert_array_equal(SparseBins.from_dense(dense, m.n_bins).toarray(), dense)
+    rows = np.array([5, 0, 3, 399, 20, 20])
+    np.testing.assert_array_equal(sb[rows, 2:7], dense[rows, 2:7])
+    np.testing.assert_array_equal(sb[rows, 3], dense[rows, 3])
+    feats = np.array([0, 8, 3, 4, 2, 3])
+    np.testing.assert_array_equal(sb[rows, feats], dense[rows, feats])
+    np.testing.assert_array_equal(sb[:, :], dense)
+    packed = sb.packed()
+    assert packed.nbytes == 4 * (S.shape[0] + 1) + 5 * sb.nnz
+    assert not sparse_pays(400, 9, S.nnz, 1) and sparse_pays(600, 300, 1500, 1)
+
+
+def test_wide_sparse_bins_stay_compressed_on_numpy():
+    from mdhom.learn.sparse_bins import SparseBins
+    from mdhom.trees.reference import NumpyTreeKernels
+
+    S, D, y = _wide()
+    m = BinMapper(255).fit(S)
+    bins = NumpyTreeKernels().bin_rows(m)(S)
+    assert isinstance(bins, SparseBins) and bins.nbytes < 0.1 * S.shape[0] * S.shape[1]
+    np.testing.assert_array_equal(bins.toarray(), m.transform(D))
+
+
+@pytest.mark.parametrize("precision", ["double", "quantized"])
+def test_wide_sparse_fit_reads_compressed_rows_on_device(tmp_path, device, precision):
+    """Bins of wide sparse input stay compressed rows on the device (a few bytes per stored entry instead of a
+    byte per cell): the same model file as the numpy reference trains from the dense matrix with NaN, and the same
+    eval scores, sparse or dense eval sets alike."""
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    S, D, y = _wide()
+    m = BinMapper(255).fit(S)
+    kern = OpenCLTreeKernels(device, precision=precision)
+    kern.load(kern.bin_rows(m)(S), m.n_bins, 1)
+    assert kern.ws.sparse and kern.ws.row_index
+    assert kern.ws.bins_orig.size < 0.1 * S.shape[0] * S.shape[1]  # dense: a byte per cell
+    for kw in (dict(max_depth=4), dict(grow_policy="lossguide", max_leaves=9, max_depth=-1)):
+        kw = dict(n_estimators=4, precision=precision, **kw)
+        a = TreeBoostClassifier(device=device, **kw).fit(S, y, eval_set=[(S[::2], y[::2]), (D[1::2], y[1::2])])
+        b = TreeBoostClassifier(device="numpy", **kw).fit(D, y, eval_set=[(D[::2], y[::2]), (D[1::2], y[1::2])])
+        assert _doc(a, tmp_path / "a.json") == _doc(b, tmp_path / "b.json")
+        assert a.evals_result_ == b.evals_result_

@@ -89,6 +89,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves, 5 profiled rounds, in-process"
     )
     t.set_defaults(func=run_trees)
+    mem = kinds.add_parser(
+        "memory",
+        help="extra memory of a fit on a wide sparse CSR matrix, per device (a fresh process each)",
+        description="Fits TreeBoostClassifier on a seeded scipy.sparse CSR matrix (default 20000 x 5000, 100k "
+        "stored entries, issue 11's shape) once per device and precision, each in a fresh process, and reports the "
+        "peak resident memory during fit less the baseline after imports, data and device context (MiB), and "
+        "for OpenCL devices the most bytes of device buffers allocated at once.",
+    )
+    mem.add_argument("--rows", type=int, default=None, help="rows (default 20000; --quick: 2000)")
+    mem.add_argument("--features", type=int, default=None, help="features (default 5000; --quick: 500)")
+    mem.add_argument("--nnz", type=int, default=None, help="stored entries (default 100000; --quick: 10000)")
+    mem.add_argument("--rounds", type=int, default=None, help="trees (default 10; --quick: 3)")
+    mem.add_argument("--seed", type=int, default=None, help="data and model seed (default 0)")
+    mem.add_argument("--devices", default=None,
+                     help="comma list of devices (numpy, cpu, intel, a key...); default: numpy and every OpenCL one")
+    mem.add_argument("--precisions", default=None,
+                     help="comma list of precisions for OpenCL devices (default double,quantized; numpy: double)")
+    mem.add_argument("--grow-policy", choices=("depthwise", "lossguide"), default=None,
+                     help="depthwise (default, max_depth 6) or lossguide (no depth limit, --max-leaves)")
+    mem.add_argument("--max-leaves", type=int, default=None, help="most leaves per tree (default 0: no limit)")
+    mem.add_argument("--out", default=None, help="JSON report path (default: print only)")
+    mem.add_argument("--quick", action="store_true", help="CI size: 2000 x 500, 10000 stored entries, 3 trees")
+    mem.set_defaults(func=run_memory)
     m = kinds.add_parser(
         "merge",
         help="join 'bench trees' reports of separate runs into one table with ratios",
@@ -151,6 +174,35 @@ def run_trees(args: argparse.Namespace) -> int:
         print(f"report written to {args.out}")
     failed = [r["system"] for r in report["results"] if r["status"] == "failed"]
     return 1 if failed else 0
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    import json
+
+    from mdhom.bench.memory import MemoryConfig, format_table, run_memory
+
+    overrides = {name: getattr(args, name) for name in ("rows", "features", "nnz", "rounds", "seed", "grow_policy",
+                                                        "max_leaves")}
+    if args.devices is not None:
+        overrides["devices"] = [d.strip() for d in args.devices.split(",") if d.strip()]
+    if args.precisions is not None:
+        overrides["precisions"] = tuple(p.strip() for p in args.precisions.split(",") if p.strip())
+    if args.quick:
+        config = MemoryConfig.quick_config(**overrides)
+    else:
+        config = MemoryConfig(**{k: v for k, v in overrides.items() if v is not None})
+    for name in ("rows", "features", "rounds"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name} must be positive, got {getattr(config, name)}")
+    if not 0 <= config.nnz <= config.rows * config.features:
+        raise ValueError(f"--nnz must lie in [0, rows x features], got {config.nnz}")
+    report = run_memory(config, log=lambda _: None)
+    print(format_table(report))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+        print(f"report written to {args.out}")
+    return 1 if any(r["status"] != "ok" for r in report["results"]) else 0
 
 
 def merge(args: argparse.Namespace) -> int:

@@ -27,7 +27,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import bin_ctype, defines, gh_struct, hist_ctype, hist_gh_type, is_quantized, snippet
+from mdhom.components.lanes import (
+    bin_ctype,
+    bins_reader,
+    defines,
+    gh_struct,
+    hist_ctype,
+    hist_gh_type,
+    is_quantized,
+)
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
@@ -63,7 +71,7 @@ def histogram_name(precision: str) -> str:
 
 @lru_cache(maxsize=32)
 def histogram(n_bins: int, precision: str = "double", feature_major: bool = False,
-              row_index: bool = False) -> Description:
+              row_index: bool = False, sparse: bool = False) -> Description:
     """Sum of (g, h) per (node, feature, output, bin) over the rows of each listed node.
 
     ``bins`` and ``gh`` are in *position* order (row ``ridx[p]`` at position ``p``), so a node's rows are
@@ -73,6 +81,9 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
     A node's positions hold its rows in ascending order either way (the partition is stable), so a pinned fold
     adds them in the reference's order. Output: (node, feat, output) atoms of ``n_bins`` (g, h) pairs, i.e.
     (node, feat, output, bin, 2).
+
+    ``sparse``: ``bins`` are compressed rows in row order (:class:`mdhom.learn.sparse_bins.SparseBins`, with
+    ``row_index``): the same cells, so the same sums.
 
     Quantized (``precision="quantized"``): (g, h) are int32 fixed point and so are the sums, which are then
     exact and independent of the order of addition; the fold may also run as integer atomics into one
@@ -96,7 +107,7 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_rows", "int")],
         preamble=defines(precision, n_bins, feature_major=feature_major) + f"#define TREE_ROW_INDEX {int(row_index)}\n"
-        + snippet("partition.cl"),
+        + bins_reader(sparse),
     )
 
 
@@ -128,7 +139,7 @@ _ROWS_ATOMIC = ("            if (mdh_g != 0) atomic_add(&acc->v[mdh_c].g, mdh_g)
 
 @lru_cache(maxsize=32)
 def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_major: bool = False,
-                   row_index: bool = False) -> Description:
+                   row_index: bool = False, sparse: bool = False) -> Description:
     """The quantized histogram with a whole row per point: (node, pos), each work-item reading a row's (g, h)
     once and adding it to every feature's bin (the per-feature kernel re-reads (g, h) once per feature); one
     atom holds a node's whole histogram (feat, output, bin), so with PARTIALS_LOCAL a work-group scatters into
@@ -150,7 +161,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
         accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC),
         inputs=inputs, params=[Param("n_rows", "int")],
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
-        f"#define TREE_ROW_INDEX {int(row_index)}\n" + snippet("partition.cl"),
+        f"#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
     )
 
 
@@ -393,11 +404,11 @@ class HistogramBuilder:
         self.whole_rows = ws.quantized and rows_fit(ws.device, f, k, b) and (ws.row_index or whole_rows)
         if self.whole_rows:
             self.spec = HISTOGRAM_ROWS
-            self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index)
+            self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index, ws.sparse)
             dims = {}
         else:
             self.spec = histogram_spec(p)
-            self.d_hist = histogram(b, p, ws.feature_major, ws.row_index)
+            self.d_hist = histogram(b, p, ws.feature_major, ws.row_index, ws.sparse)
             dims = {"feat": f, "output": k}
         self.d_sib = hist_siblings(p)
         # one build per class of node counts (NODE_CLASSES): the split of work-groups between nodes and rows is

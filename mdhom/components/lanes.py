@@ -65,6 +65,12 @@ def snippet(name: str) -> str:
     return resources.files("mdhom.kernels").joinpath("trees", name).read_text()
 
 
+def bins_reader(sparse: bool = False) -> str:
+    """partition.cl (the bin type, ``tree_bin_of`` and the split rule), and where the bins are compressed rows
+    (sparse input, :class:`mdhom.learn.sparse_bins.SparseBins`) the reader that takes over ``tree_bin_of``."""
+    return snippet("partition.cl") + ("\n" + snippet("sparse_bins.cl") if sparse else "")
+
+
 def defines(precision: str, n_bins: int, n_outputs: int = 1, feature_major: bool = False) -> str:
     r = real_ctype(precision)
     return (

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import bin_ctype, defines, snippet
+from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
 from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
@@ -58,7 +58,8 @@ _SPLIT_AT = ("__global const tree_split_t* t = (__global const tree_split_t*)spl
 
 
 @lru_cache(maxsize=32)
-def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
+def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = False,
+                    sparse: bool = False) -> Description:
     """Inclusive prefix count of the rows that go to a left child, over the split nodes' rows laid end to end
     (index ``pos`` of split ``s`` is position ``begin + pos - first``; ``bins`` in position order, as for the
     histogram, or in row order read through ``ridx`` with ``row_index``). Only the rows of split nodes are
@@ -73,7 +74,7 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
         inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True), _PART_TAB]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse),
     )
 
 
@@ -147,7 +148,7 @@ class RowPartitioner:
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
-        self.d_flags = partition_flags(b, ws.feature_major, ws.row_index)
+        self.d_flags = partition_flags(b, ws.feature_major, ws.row_index, ws.sparse)
         self.d_dest = partition_dest(b, ws.feature_major)
         self.d_relabel = relabel()
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})

@@ -18,16 +18,18 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components.lanes import bin_ctype, defines, real_ctype, snippet
+from mdhom.components.lanes import bin_ctype, bins_reader, defines, real_ctype
 from mdhom.components.specs import KernelSpec, elementwise
 from mdhom.components.tables import TREE_NODE, tree_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.learn.binning import category_tables
+from mdhom.learn.sparse_bins import SparseBins
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct
 
 
 @lru_cache(maxsize=32)
-def predict_bins(n_bins: int, precision: str = "double", feature_major: bool = False) -> Description:
+def predict_bins(n_bins: int, precision: str = "double", feature_major: bool = False,
+                 sparse: bool = False) -> Description:
     """scores + value of the leaf each binned row reaches in one tree (the eval sets' scores, per round).
 
     Walks the tree table (TREE_NODE records, :mod:`mdhom.components.tables`) with the training split rule on
@@ -49,7 +51,7 @@ out = scores[(long)row * SIZE_output + output] + value[(long)node * SIZE_output 
         inputs=[Input("scores", r, ("row", "output"), gather=True), Input("bins", bin_ctype(n_bins), (1,), gather=True),
                 Input("tree", "int", (1,), gather=True), Input("value", r, (1,), gather=True)],
         params=[Param("n_feat", "int")],
-        preamble=defines(precision, n_bins, feature_major=feature_major) + snippet("partition.cl"),
+        preamble=defines(precision, n_bins, feature_major=feature_major) + bins_reader(sparse),
     )
 
 
@@ -71,13 +73,21 @@ class Predictor:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.d_predict = predict_bins(ws.n_bins, ws.rp, ws.feature_major)
+        self.d_predict = predict_bins(ws.n_bins, ws.rp, ws.feature_major, ws.sparse)
         self.sets: list[_EvalSet] = []
 
-    def add(self, bins: np.ndarray | cl_array.Array, base_score: np.ndarray) -> int:
-        """Keep an evaluation matrix: numpy bins (n_rows, n_features) of the training bins' dtype, or a device
-        array in the training layout; its raw scores start at ``base_score``. Returns its handle."""
+    def add(self, bins: np.ndarray | cl_array.Array | SparseBins, base_score: np.ndarray) -> int:
+        """Keep an evaluation matrix: numpy bins (n_rows, n_features) of the training bins' dtype, a device
+        array in the training layout, or :class:`mdhom.learn.sparse_bins.SparseBins`; its raw scores start at
+        ``base_score``. Returns its handle. Sets are kept in the training bins' layout (compressed rows where the
+        training bins are)."""
         ws = self.ws
+        if isinstance(bins, SparseBins) and not ws.sparse:
+            bins = bins.toarray()
+        elif ws.sparse and not isinstance(bins, SparseBins):
+            # a dense set (the device binner's output is rows x features: sparse fits read rows x features)
+            bins = SparseBins.from_dense(bins.get() if isinstance(bins, cl_array.Array) else np.asarray(bins),
+                                         ws.n_bins)
         on_device = isinstance(bins, cl_array.Array)
         shape = bins.shape[::-1] if on_device and ws.feature_major else bins.shape
         if bins.dtype != ws.bin_dtype or len(shape) != 2 or shape[1] != ws.n_features:
@@ -86,7 +96,9 @@ class Predictor:
         base = np.tile(np.asarray(base_score, np.float64).reshape(1, k), (max(1, n), 1)).astype(ws.real)
         comp = ws.build(PREDICT, self.d_predict, {"row": max(1, n), "output": k})
         q = ws.queue
-        if on_device:
+        if isinstance(bins, SparseBins):
+            d_bins = cl_array.to_device(q, bins.packed()).base_data
+        elif on_device:
             d_bins = ws.buf(bins.nbytes)
             if bins.nbytes:
                 cl.enqueue_copy(q, d_bins, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)

@@ -25,6 +25,7 @@ from mdhom.components import lanes
 from mdhom.components.specs import KernelSpec
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import bin_dtype
+from mdhom.learn.sparse_bins import SparseBins
 from mdhom.mdh import Computation, Description, build_within_limits
 
 
@@ -91,10 +92,14 @@ class Workspace:
         self._staging = Staging()
         self._named: dict[str, cl.Buffer] = {}
         self._caps: dict[str, int] = {}
+        # bytes of the buffers allocated through this workspace that are alive, and the most at once (what a GPU
+        # holds; CPU runtimes make only the pages touched resident)
+        self.live_bytes = self.peak_bytes = 0
         self.n_rows = self.n_features = self.n_outputs = 0
         self.n_bins = 2
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
+        self.sparse = False  # bins as compressed rows (SparseBins; row-index mode), set by load
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -148,7 +153,14 @@ class Workspace:
 
     # ------------------------------------------------------------------------------------------ memory
     def buf(self, nbytes: int) -> cl.Buffer:
-        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(16, int(nbytes)))
+        nbytes = max(16, int(nbytes))
+        self.count(nbytes)
+        return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+
+    def count(self, nbytes: int) -> None:
+        """Account ``nbytes`` allocated (negative: freed) in :attr:`live_bytes` and :attr:`peak_bytes`."""
+        self.live_bytes += int(nbytes)
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
     def ensure(self, name: str, nbytes: int, keep: int = 0) -> cl.Buffer:
         """The named buffer, at least ``nbytes`` long: reallocated at double its size when too small (the first
@@ -160,6 +172,8 @@ class Workspace:
             old = self._named.get(name)
             if old is not None and keep:
                 cl.enqueue_copy(self.queue, buf, old, byte_count=min(keep, cap))
+            if old is not None:
+                self.count(-cap)  # the old buffer goes once the queue is done with it
             self._named[name], self._caps[name] = buf, new_cap
             self.version += 1
         return self._named[name]
@@ -171,14 +185,19 @@ class Workspace:
         return self._caps.get(name, 0)
 
     # ------------------------------------------------------------------------------------------ the fit's rows
-    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
+    def load(self, bins: np.ndarray | cl_array.Array | SparseBins, n_bins: int, n_outputs: int,
              cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix and allocate the row-sized buffers: numpy (n_rows, n_features) of
         :func:`mdhom.learn.binning.bin_dtype` (uint8 up to 256 bins, else uint16),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
-        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``. ``cat_mode``: the
-        features' split modes where some are categorical."""
+        buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``, or the bins of
+        sparse input kept sparse (:class:`mdhom.learn.sparse_bins.SparseBins`: compressed rows, read in row order,
+        so the workspace switches to row-index mode). ``cat_mode``: the features' split modes where some are
+        categorical."""
         on_device = isinstance(bins, cl_array.Array)
+        self.sparse = isinstance(bins, SparseBins)
+        if self.sparse:
+            self.set_row_index(True, False)
         if not 2 <= n_bins <= 65536:
             raise ValueError(f"n_bins must be within 2..65536, got {n_bins}")
         if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
@@ -202,8 +221,14 @@ class Workspace:
         rows = max(1, self.n_rows)
         q = self.queue
         n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
-        if on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
+        if self.sparse:  # a few bytes per stored entry: copied, never moved
+            packed = bins.packed()
+            self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                       hostbuf=packed)
+            self.count(packed.nbytes)
+        elif on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
+            self.count(bins.nbytes)
         elif on_device:
             self.bins_orig = self.buf(n_cells)
             if bins.nbytes:
@@ -215,11 +240,13 @@ class Workspace:
             mf = cl.mem_flags
             flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
             self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
+            self.count(host.nbytes)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
         self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
         self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
+        self.count(4 * rows)
         self.ridx = self.buf(4 * rows)
         self.row_node = self.buf(4 * rows)
         self.node_bytes = self.n_features * self.n_outputs * self.n_bins * self.gh_dtype.itemsize

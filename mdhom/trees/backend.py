@@ -60,14 +60,17 @@ class TreeKernels(Protocol):
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         """Each kernel's configuration and where it came from (empty for numpy)."""
 
-    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int,
+                   n_stored: int | None = None) -> None:
         """Refuse, with a MemoryError that says what would fit, a fit whose bin matrix or node histograms exceed
         this backend's memory (host, or the device's global memory and largest allocation), before any of it
-        is allocated."""
+        is allocated. ``n_stored``: the stored entries of sparse input (its bins stay sparse where that pays,
+        :func:`mdhom.learn.sparse_bins.sparse_pays`)."""
 
     def load(self, bins: np.ndarray, n_bins: int, n_outputs: int, cat_mode: np.ndarray | None = None) -> None:
-        """Take the binned training matrix (kept resident for the whole fit); ``cat_mode``: the split mode of
-        each feature where some are categorical."""
+        """Take the binned training matrix (kept resident for the whole fit): dense, or a
+        :class:`mdhom.learn.sparse_bins.SparseBins` (the same cells); ``cat_mode``: the split mode of each feature
+        where some are categorical."""
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         """Gradients and hessians of this round, (n_rows, n_outputs) each."""

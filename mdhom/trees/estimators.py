@@ -204,10 +204,11 @@ class _TreeBoost(OptionParams):
         precision = resolve_precision(device, p["precision"])
         kernels = make_kernels(device, precision)
         # before the edges are learned (a loop over features), with the fewest bins any data needs; then exactly
-        kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs)
+        stored = int(Xa.nnz) if is_sparse(Xa) else None
+        kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs, stored)
         mapper = BinMapper(p["max_bin"], categorical).fit(Xa, w, sample_rows(Xa.shape[0], p["bin_sample"],
                                                                               p["random_state"]))
-        kernels.check_size(Xa.shape[0], Xa.shape[1], mapper.n_bins, loss.n_outputs)
+        kernels.check_size(Xa.shape[0], Xa.shape[1], mapper.n_bins, loss.n_outputs, stored)
         to_bins = kernels.bin_rows(mapper)
         cat_mode = category_modes(mapper.categories, loss.n_outputs, p["max_cat_to_onehot"])
         kernels.load(to_bins(Xa), mapper.n_bins, loss.n_outputs, cat_mode)

@@ -35,6 +35,7 @@ from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.learn.binning import BinMapper, bin_dtype
 from mdhom.learn.memory import size_text
+from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
 
@@ -141,7 +142,9 @@ class OpenCLTreeKernels:
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
         self.binner = None  # built at the first dense matrix
 
-        def to_bins(X: object) -> cl_array.Array | np.ndarray:
+        def to_bins(X: object) -> cl_array.Array | np.ndarray | SparseBins:
+            if is_sparse(X) and sparse_pays(*X.shape, X.nnz, bin_dtype(mapper.n_bins).itemsize):
+                return mapper.transform_sparse(X)  # compressed rows: load and add_eval take them as they are
             if is_sparse(X) or mapper.categorical.any():
                 bins = mapper.transform(X, feature_major=self.feature_major)
                 return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
@@ -151,11 +154,15 @@ class OpenCLTreeKernels:
 
         return to_bins
 
-    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int,
+                   n_stored: int | None = None) -> None:
         self._resolve_rows(n_features, n_bins, n_outputs, self._feature_major)
         dev, ws = self.device, self.ws
         width = bin_dtype(n_bins).itemsize
         cells = n_rows * n_features * width
+        sparse = n_stored is not None and sparse_pays(n_rows, n_features, n_stored, width)
+        if sparse:  # compressed rows, read through the row index: one copy
+            cells = sparse_bytes(n_rows, n_stored, width)
         node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
         shape = f"{n_features} features x {n_bins} bins x {n_outputs} output(s)"
         max_alloc = int(dev.cl_device.max_mem_alloc_size)
@@ -168,7 +175,7 @@ class OpenCLTreeKernels:
                                   f"most {size_text(max_alloc)} at once{fits}")
         # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
         # starts at 64 nodes, the split search's buffers hold 3 x 16
-        copies = 1 if ws.row_index else 3
+        copies = 1 if ws.row_index or sparse else 3
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
             rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
@@ -177,13 +184,14 @@ class OpenCLTreeKernels:
                               f"but {dev.key} has {size_text(dev.global_mem_size)}; about {rows} rows would fit")
 
     # ------------------------------------------------------------------------------------------ data
-    def load(self, bins: np.ndarray | cl_array.Array, n_bins: int, n_outputs: int,
+    def load(self, bins: np.ndarray | cl_array.Array | SparseBins, n_bins: int, n_outputs: int,
              cat_mode: np.ndarray | None = None) -> None:
         """Take the binned training matrix: numpy (n_rows, n_features) of ``bin_dtype(n_bins)``, or a device array
         already in this backend's layout (``feature_major``: (n_features, n_rows), else (n_rows, n_features); e.g.
         :class:`mdhom.components.binning.DeviceBinner` output), which is used without a trip to the host: its
-        buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``. Builds every kernel
-        now, so build time is reported apart from fit time."""
+        buffer is taken over (not copied) and its values are trusted to lie below ``n_bins``; or sparse input's
+        bins as compressed rows (:class:`mdhom.learn.sparse_bins.SparseBins`, read through the row index). Builds
+        every kernel now, so build time is reported apart from fit time."""
         ws = self.ws
         on_device = isinstance(bins, cl_array.Array)
         n_feat = bins.shape[0] if on_device and ws.feature_major else bins.shape[1]

@@ -21,6 +21,8 @@ from mdhom.components.quantize import quantization_exponents, quantization_scale
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
 from mdhom.learn.portable import sum_in_order
+from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
+from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
 
 
@@ -298,8 +300,9 @@ class NumpyTreeKernels:
     def scores(self) -> np.ndarray:
         return self.raw.copy()
 
-    def add_eval(self, bins: np.ndarray, base_score: np.ndarray) -> int:
-        self.evals.append([np.ascontiguousarray(bins), np.tile(np.asarray(base_score, np.float64), (bins.shape[0], 1))])
+    def add_eval(self, bins: np.ndarray | SparseBins, base_score: np.ndarray) -> int:
+        bins = bins if isinstance(bins, SparseBins) else np.ascontiguousarray(bins)
+        self.evals.append([bins, np.tile(np.asarray(base_score, np.float64), (bins.shape[0], 1))])
         return len(self.evals) - 1
 
     def update_eval(self, handle: int, tree) -> np.ndarray:  # noqa: ANN001
@@ -326,20 +329,35 @@ class NumpyTreeKernels:
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         return {}
 
-    def bin_rows(self, mapper) -> Callable[[np.ndarray], np.ndarray]:  # noqa: ANN001 - a BinMapper
-        return mapper.transform
+    def bin_rows(self, mapper) -> Callable[[np.ndarray], np.ndarray | SparseBins]:  # noqa: ANN001 - a BinMapper
+        """Dense bins, or for sparse input where it pays (:func:`mdhom.learn.sparse_bins.sparse_pays`) bins kept
+        sparse: the same cells, read through :class:`mdhom.learn.sparse_bins.SparseBins`."""
 
-    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int) -> None:
+        def to_bins(X: object) -> np.ndarray | SparseBins:
+            n, f = X.shape
+            if is_sparse(X) and sparse_pays(n, f, X.nnz, bin_dtype(mapper.n_bins).itemsize):
+                return mapper.transform_sparse(X)
+            return mapper.transform(X)
+
+        return to_bins
+
+    def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int,
+                   n_stored: int | None = None) -> None:
         # the bins, a few node histograms (a level and its parents) and a block of histogram indices
         node = n_features * n_bins * n_outputs * 2 * 8
-        check_host(n_rows * n_features * bin_dtype(n_bins).itemsize + 4 * node + 16 * _HIST_BLOCK,
+        width = bin_dtype(n_bins).itemsize
+        cells = n_rows * n_features * width
+        if n_stored is not None and sparse_pays(n_rows, n_features, n_stored, width):
+            cells = sparse_bytes(n_rows, n_stored, width) + 8 * n_stored  # and the lookup keys
+        check_host(cells + 4 * node + 16 * _HIST_BLOCK,
                    f"a fit of {n_rows} x {n_features} features (the bin matrix, {n_bins} bins per feature and "
                    f"{n_outputs} output(s) in each node's histograms: {size_text(node)} a node)", n_features)
 
-    def load(self, bins: np.ndarray, n_bins: int, n_outputs: int, cat_mode: np.ndarray | None = None) -> None:
+    def load(self, bins: np.ndarray | SparseBins, n_bins: int, n_outputs: int,
+             cat_mode: np.ndarray | None = None) -> None:
         if bins.dtype != bin_dtype(n_bins) or bins.ndim != 2:
             raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256)")
-        self.bins = np.ascontiguousarray(bins)
+        self.bins = bins if isinstance(bins, SparseBins) else np.ascontiguousarray(bins)
         self.n_bins, self.n_outputs = int(n_bins), int(n_outputs)
         self.row_node = np.zeros(bins.shape[0], np.int32)
         self.cat_mode = None if cat_mode is None or not np.any(cat_mode) else np.asarray(cat_mode, np.uint8)
