@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdhom.learn.portable import sum_in_order
 from mdhom.rules.losses import packed_index
 
 
@@ -88,7 +89,7 @@ class Head:
         q = label_qualities(label_scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
         if self.kind == "single":
             return q.min(axis=1)
-        return q.sum(axis=1)
+        return sum_in_order(q, axis=1)  # in label order, as the device kernels add (never pairwise)
 
     def predict(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for its
