@@ -98,4 +98,4 @@ def best_binned(bins: np.ndarray, n_bins: int, edges: list[np.ndarray], covered:
     width = atoms.shape[1]
     side = cum[fi, b] if op == 0 else cum[fi, n_bins - 2] - cum[fi, b]
     return Refinement(quality, f, "<=" if op == 0 else ">", float(edges[f][b]), side[:width].copy(),
-                      int(side[width + 1]))
+                      int(side[width + 1]), int(b))

@@ -61,6 +61,11 @@ class Head:
             self._h_cols = self.labels
 
     @property
+    def h_columns(self) -> np.ndarray:
+        """The Hessian columns the atoms take (the labels' own, the diagonal's or the coupled block's)."""
+        return self._h_cols
+
+    @property
     def width(self) -> int:
         """Atom width: statistics per example."""
         return self.k + self._h_cols.size

@@ -31,6 +31,7 @@ class Refinement:
     threshold: float
     total: np.ndarray  # the summed atoms of the examples the refined rule covers
     n_covered: int  # covered examples of non-zero weight
+    bin: int = -1  # binned features: the condition is "bin <= b" or "bin > b" (threshold edges[feature][bin])
 
 
 class SearchSpace:
