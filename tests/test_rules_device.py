@@ -3,9 +3,12 @@ against mdhom.rules.binned (bit for bit), model files identical to device='numpy
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from mdhom import RuleBoostClassifier
 from mdhom.components import specs
 from mdhom.mdh import Computation
 from mdhom.rules import device as rd
@@ -82,6 +85,33 @@ def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, l
     assert search.ws.syncs == search.steps  # one read-back per step, nothing else
 
 
+def _fit_doc(tmp_path, device, X, Y, **kw):
+    est = RuleBoostClassifier(device=device, **kw).fit(X, Y)
+    est.save_model(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["params"].pop("device")
+    return json.dumps(doc, sort_keys=True), est
+
+
+@pytest.mark.parametrize("kw", [
+    dict(head_type="single"),
+    dict(head_type="complete", feature_binning=("equal-width", 12), l1_regularization_weight=0.1),
+    dict(head_type="single", loss="squared_error", instance_sampling=0.7, label_sampling=0.8, min_coverage=3),
+    dict(head_type="single", loss="logistic_examplewise", max_conditions=2),
+], ids=["single", "complete-l1", "sampling", "examplewise-single"])
+def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(257, 9))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    Y = np.stack([X[:, 0] > 0, X[:, 1] + X[:, 2] > 0.3, X[:, 3] < -0.2, rng.random(257) < 0.3], 1).astype(int)
+    kw = {"max_rules": 25, "feature_binning": ("equal-frequency", 16), "random_state": 4, **kw}
+    want, ref = _fit_doc(tmp_path, "numpy", X, Y, **kw)
+    got, est = _fit_doc(tmp_path, device, X, Y, **kw)
+    assert len(ref.rules_) > 5 and ref.device_key_ is None and est.device_key_ == device.key
+    assert "tree_histogram" in est.kernel_configs_
+    assert got == want
+
+
 OCLGRIND = r"""
 import warnings
 import numpy as np
@@ -131,3 +161,9 @@ def test_refinement_is_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
     assert run.stdout.count("ok ") == 2, run.explain()
+
+
+def test_devices_need_binned_decomposable_statistics():
+    X, Y = np.zeros((10, 2)), np.eye(10, 2, dtype=int)
+    with pytest.raises(ValueError, match="set feature_binning"):
+        RuleBoostClassifier(device="cpu").fit(X, Y)
