@@ -130,7 +130,8 @@ def test_damaged_model_files_are_clear_errors(tmp_path):
     ({"feature_binning": ("equal-depth", 8)}, "feature_binning"),
     ({"feature_sampling": 1.5}, "feature_sampling"),
     ({"max_rules": 0}, "max_rules"),
-    ({"device": "gpu"}, "numpy reference only"),
+    ({"device": "cpu"}, "set feature_binning"),
+    ({"device": "cpu", "feature_binning": 8, "loss": "logistic_examplewise"}, "coupled label Hessian"),
     ({"precision": "single"}, "precision"),
 ])
 def test_bad_parameters_are_named(params, message):

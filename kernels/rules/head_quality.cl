@@ -1,48 +1,53 @@
-/* A rule head's quality as the split evaluator's scalar function (mdhom.rules.device_gain): the candidate
- * "bin <= b" (dir 1: the missing bin excluded) or "bin > b" (dir 0: the total minus the left sums that hold the
- * missing bin), so NaN satisfies neither operator, as in mdhom.rules.refinement. Per label the optimal score
- * s = -S(g, l1) / (h + l2) and its quality g s + h s^2 / 2 + l1 |s| + l2 s^2 / 2 (mdhom.rules.heads); a
- * single-label head takes the best label (lower index on ties), a complete head the sum in label order. The gain
- * is minus the quality (the evaluator maximises); a side whose hessian sum is below min_child_weight, or zero,
- * is not a candidate. RULE_SINGLE selects the head. Built after split.cl (tree_left_sums, TREE_REAL_OF). */
+/* A rule head's quality as the split evaluator's scalar function (mdhom.rules.device_gain), for the refinement
+ * search over binned features (mdhom.rules.binned is the numpy reference, to the bit).
+ *
+ * The statistics (node, feat, slot, bin) hold the head's labels in slots 0 .. TREE_OUTPUTS - 2 as (g, h) sums and
+ * the count slot last: (covered examples, covered examples of non-zero weight). `scan` is their inclusive prefix
+ * sum over bins; the last bin (TREE_BINS - 1) holds NaN and satisfies no condition. The candidate (feat, bin, dir)
+ * is the condition "bin <= b" (dir 0) or "bin > b" (dir 1): the prefix at b, or the prefix at the last real bin
+ * minus it. It needs covered examples with a real value on both sides and min_coverage of non-zero weight on its
+ * own side; else -INFINITY.
+ *
+ * Per label the optimal score s = -S(g, l1) / (h + l2) (0 where h + l2 is 0) and its quality
+ * g s + 1/2 h s^2 + l1 |s| + 1/2 l2 s^2, evaluated as mdhom.rules.heads writes it (same operations, same order,
+ * FP_CONTRACT OFF); a single-label head takes the least label quality, a complete head their sum in label order.
+ * The gain is minus the quality (the evaluator maximises; ARGMAX keeps the lower index on ties, as the reference's
+ * arg-min keeps the first). RULE_SINGLE selects the head. Built after split.cl (tree_real_t, TREE_INV_DECL). */
 #pragma OPENCL FP_CONTRACT OFF
 
-inline tree_real_t rule_soft_threshold(const tree_real_t g, const tree_real_t l1) {
-    tree_real_t t = fabs(g) - l1;
-    t = (t > (tree_real_t)0) ? t : (tree_real_t)0;
-    return (g > (tree_real_t)0) ? t : ((g < (tree_real_t)0) ? -t : (tree_real_t)0);
-}
-
-inline tree_real_t rule_label_quality(const tree_real_t g, const tree_real_t h, const tree_real_t l2,
-                                      const tree_real_t l1) {
-    const tree_real_t den = h + l2;
-    if (den == (tree_real_t)0) return (tree_real_t)0;
-    const tree_real_t s = -rule_soft_threshold(g, l1) / den;
-    return g * s + (tree_real_t)0.5 * h * s * s + l1 * fabs(s) + (tree_real_t)0.5 * l2 * (s * s);
+inline double rule_label_quality(const double g, const double h, const double l2, const double l1) {
+    const double den = h + l2;
+    double t = g;
+    if (l1 > 0.0) {
+        const double m = fmax(fabs(g) - l1, 0.0);
+        t = (g > 0.0) ? m : ((g < 0.0) ? -m : 0.0 * m);
+    }
+    const double s = (den == 0.0) ? 0.0 : -t / den;
+    return g * s + 0.5 * h * s * s + l1 * fabs(s) + 0.5 * l2 * s * s;
 }
 
 inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tree_hist_t* hist, const long node,
-                             const long n_feat, const long feat, const int bin, const int dir,
-                             const tree_real_t l2, const tree_real_t l1,
-                             const tree_real_t min_child_weight TREE_INV_DECL) {
-    tree_real_t q = 0, hs = 0;
-    for (int k = 0; k < TREE_OUTPUTS; ++k) {
-        const long cell = ((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS;
-        const tree_hist_t tgq = scan[2 * (cell + TREE_BINS - 1)];
-        const tree_hist_t thq = scan[2 * (cell + TREE_BINS - 1) + 1];
-        tree_hist_t lgq, lhq;
-        tree_left_sums(scan, hist, cell, bin, dir, &lgq, &lhq);
-        const tree_hist_t sgq = (dir == 1) ? lgq : (tree_hist_t)(tgq - lgq);
-        const tree_hist_t shq = (dir == 1) ? lhq : (tree_hist_t)(thq - lhq);
-        const tree_real_t g = TREE_REAL_OF(sgq, k, 0), h = TREE_REAL_OF(shq, k, 1);
-        const tree_real_t qk = rule_label_quality(g, h, l2, l1);
+                             const long n_feat, const long feat, const int bin, const int dir, const tree_real_t l2,
+                             const tree_real_t l1, const tree_real_t min_coverage TREE_INV_DECL) {
+    const long base = (node * n_feat + feat) * TREE_OUTPUTS;
+    const long cnt = (base + TREE_OUTPUTS - 1) * TREE_BINS;
+    const double le_cov = scan[2 * (cnt + bin)], le_w = scan[2 * (cnt + bin) + 1];
+    const double all_cov = scan[2 * (cnt + TREE_BINS - 2)], all_w = scan[2 * (cnt + TREE_BINS - 2) + 1];
+    if (!(le_cov >= 1.0) || !(all_cov - le_cov >= 1.0)) return -INFINITY;
+    const double side_w = (dir == 0) ? le_w : all_w - le_w;
+    if (!(side_w >= min_coverage)) return -INFINITY;
+    double q = 0.0;
+    for (int k = 0; k < TREE_OUTPUTS - 1; ++k) {
+        const long cell = (base + k) * TREE_BINS;
+        const double lg = scan[2 * (cell + bin)], lh = scan[2 * (cell + bin) + 1];
+        const double g = (dir == 0) ? lg : scan[2 * (cell + TREE_BINS - 2)] - lg;
+        const double h = (dir == 0) ? lh : scan[2 * (cell + TREE_BINS - 2) + 1] - lh;
+        const double qk = rule_label_quality(g, h, l2, l1);
 #if RULE_SINGLE
         q = (k == 0 || qk < q) ? qk : q;
 #else
         q = (k == 0) ? qk : q + qk;
 #endif
-        hs = (k == 0) ? h : hs + h;
     }
-    if (!(hs >= min_child_weight) || hs == (tree_real_t)0) return -INFINITY;
     return -q;
 }

@@ -27,6 +27,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.scores",
     "mdhom.components.predictor",
     "mdhom.components.binning",
+    "mdhom.rules.device",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
 )
 
 Heuristic = Callable[[Description, Device, Mapping[str, int]], dict[str, int]]

@@ -1,11 +1,12 @@
-"""Rule head quality as a :class:`mdhom.components.split.Gain`: what the device refinement plugs into the split
-evaluator (prefix scan over bins, argmax over (feature, bin, operator), one read-back).
+"""Rule head quality as a :class:`mdhom.components.split.Gain`: what the device refinement
+(:mod:`mdhom.rules.device`) plugs into the split evaluator's score description (argmax over (feature, bin,
+operator) of the gain of every candidate, from prefix sums over bins).
 
-The evaluator's candidate "(feature, bin, dir)" is read as a condition: dir 1 is "bin <= b" and dir 0 is
-"bin > b", NaN (the last bin) on neither side. Its parameters come from the evaluator's
-:class:`~mdhom.components.split.SplitParams`: ``reg_lambda`` carries the L2 weight, ``reg_alpha`` the L1 weight
-and ``min_child_weight`` the least hessian sum of the covered side. Label-wise (decomposable) statistics only:
-the labels are the evaluator's output dimension.
+The evaluator's candidate "(feature, bin, dir)" is read as a condition: dir 0 is "bin <= b", dir 1 "bin > b",
+NaN (the last bin) on neither side; the statistics' last output slot holds the counts (``kernels/rules/
+head_quality.cl`` says how). Parameters: the L2 and L1 weights and ``min_coverage``. Decomposable head
+statistics only (single-label heads, or complete heads of a label-wise loss): the labels are the evaluator's
+output dimension.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from importlib import resources
 from mdhom.components.split import Gain
 
 _CODE = resources.files("mdhom.kernels").joinpath("rules", "head_quality.cl").read_text()
+_PARAMS = ("l2", "l1", "min_coverage")
 
-SINGLE_HEAD_GAIN = Gain("rule_single", "#define RULE_SINGLE 1\n" + _CODE, ("reg_lambda", "reg_alpha",
-                                                                           "min_child_weight"))
-COMPLETE_HEAD_GAIN = Gain("rule_complete", "#define RULE_SINGLE 0\n" + _CODE, ("reg_lambda", "reg_alpha",
-                                                                              "min_child_weight"))
+SINGLE_HEAD_GAIN = Gain("rule_single", "#define RULE_SINGLE 1\n" + _CODE, _PARAMS)
+COMPLETE_HEAD_GAIN = Gain("rule_complete", "#define RULE_SINGLE 0\n" + _CODE, _PARAMS)
+
+
+def head_gain(kind: str) -> Gain:
+    """The gain of a head kind ("single" or "complete")."""
+    return SINGLE_HEAD_GAIN if kind == "single" else COMPLETE_HEAD_GAIN

@@ -113,10 +113,22 @@ class RuleBoostClassifier(OptionParams):
             instance_sampling=p["instance_sampling"], label_sampling=p["label_sampling"],
             max_conditions=p["max_conditions"], min_coverage=p["min_coverage"],
             seed=0 if p["random_state"] is None else p["random_state"])
-        rules = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]))
+        device = None
+        if p["device"] != "numpy":
+            from mdhom.devices import get_device
+
+            device = get_device(p["device"])
+        rules, learner = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]), device)
         rules.feature_names = None if names is None else [str(s) for s in names]
         rules.label_names = label_names
         self._set_fitted(rules, p, head, Xa.shape[1])
+        # where the fit ran: each rule's host-clock seconds; on a device the kernels' configurations, the
+        # seconds spent building them, and the device's key (None for device='numpy')
+        self.rule_times_ = np.asarray(learner.rule_seconds)
+        search = learner.search
+        self.device_key_ = None if search is None else search.ws.device.key
+        self.build_seconds_ = 0.0 if search is None else float(search.ws.build_seconds)
+        self.kernel_configs_ = {} if search is None else search.ws.kernel_configs()
         return self
 
     def _set_fitted(self, rules: RuleList, p: dict[str, Any], head: str, n_features: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdhom.learn.portable import sum_in_order
 from mdhom.rules.losses import packed_index
 
 
@@ -60,6 +61,11 @@ class Head:
             self._h_cols = self.labels
 
     @property
+    def h_columns(self) -> np.ndarray:
+        """The Hessian columns the atoms take (the labels' own, the diagonal's or the coupled block's)."""
+        return self._h_cols
+
+    @property
     def width(self) -> int:
         """Atom width: statistics per example."""
         return self.k + self._h_cols.size
@@ -88,7 +94,7 @@ class Head:
         q = label_qualities(label_scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
         if self.kind == "single":
             return q.min(axis=1)
-        return q.sum(axis=1)
+        return sum_in_order(q, axis=1)  # in label order, as the device kernels add (never pairwise)
 
     def predict(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for its

@@ -11,6 +11,7 @@ stops early when no condition is left to add.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,16 +77,34 @@ class InductionParams:
     seed: int
 
 
+def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
+    """The rows of ``X`` that satisfy every condition."""
+    covered = np.ones(X.shape[0], bool)
+    for c in conditions:
+        covered &= covered_by(X, c.feature, c.op, c.threshold)
+    return covered
+
+
 class Learner:
-    """Training state: scores and gradient statistics of every example, and the rules so far."""
+    """Training state: scores and gradient statistics of every example, and the rules so far. ``device``: run the
+    refinement search on that OpenCL device (binned features and decomposable head statistics only; see
+    :mod:`mdhom.rules.device`), else in numpy."""
 
     def __init__(self, X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
-                 edges: list[np.ndarray] | None) -> None:
+                 edges: list[np.ndarray] | None, device: Any = None) -> None:
         self.X, self.Y, self.loss, self.p = X, Y, loss, p
         self.space = SearchSpace(X, edges)
         self.S = np.zeros(Y.shape)
         self.G, self.H = loss.statistics(Y, self.S)
         self.rng = np.random.default_rng(p.seed)
+        self.search = None
+        if device is not None:
+            from mdhom.rules.device import DeviceRefinement
+
+            if edges is None:
+                raise ValueError("the device refinement searches binned features: set feature_binning")
+            self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
+                                           self.H.shape[1], p.l1, p.l2, p.min_coverage)
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
         return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
@@ -113,29 +132,44 @@ class Learner:
             weights = np.zeros(n)
             weights[draw(self.rng, n, sample_size(n, p.instance_sampling))] = 1.0
         head = self.head(p.head_type, labels)
-        atoms = head.gather(self.G, self.H)
-        covered = np.ones(n, bool)
+        device = self.search
+        if device is None:
+            atoms = head.gather(self.G, self.H)
+            covered = np.ones(n, bool)
+        else:
+            device.start(self.G, self.H, weights, head)
         conditions: list[Condition] = []
         best = None
         used = head
         while p.max_conditions == 0 or len(conditions) < p.max_conditions:
             features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
-            found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
+            if device is None:
+                found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
+            else:
+                found = device.best(features)
             # a condition must improve the rule: the first one on quality 0 (no rule; mlrl-boomer's minQuality)
             if found is None or not found.quality < (0.0 if best is None else best.quality):
                 break
             best, used = found, head
             conditions.append(Condition(found.feature, found.op, found.threshold))
-            covered &= covered_by(self.X, found.feature, found.op, found.threshold)
+            if device is None:
+                covered &= covered_by(self.X, found.feature, found.op, found.threshold)
+            else:
+                device.add(found)
             if len(conditions) == 1:
                 chosen, _ = head.predict(found.total)
                 if chosen.size < head.k:
                     head = head.restricted(chosen)
-                    atoms = head.gather(self.G, self.H)
+                    if device is None:
+                        atoms = head.gather(self.G, self.H)
+                    else:
+                        device.restrict(head)
             if found.n_covered <= p.min_coverage:
                 break
         if best is None:
             return None
+        if device is not None:  # the device holds the mask; the host needs the rows once, for the scores
+            covered = rule_covered(self.X, conditions)
         total = best.total
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
@@ -148,13 +182,18 @@ class Learner:
 
 
 def induce(X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
-           edges: list[np.ndarray] | None) -> RuleList:
-    """The rule list of a fit (``max_rules`` counts the default rule, as in mlrl-boomer)."""
-    learner = Learner(X, Y, loss, p, edges)
+           edges: list[np.ndarray] | None, device: Any = None) -> tuple[RuleList, Learner]:
+    """The rule list of a fit (``max_rules`` counts the default rule, as in mlrl-boomer) and the learner that grew
+    it (its device search, if any, holds the fit's kernels and counters); ``device``: the OpenCL device of the
+    refinement search (None: numpy). ``learner.rule_seconds`` holds each rule's host-clock time."""
+    learner = Learner(X, Y, loss, p, edges, device)
     model = RuleList(learner.default_rule())
+    learner.rule_seconds = []
     for _ in range(p.max_rules - 1):
+        t0 = time.perf_counter()
         rule = learner.grow()
+        learner.rule_seconds.append(time.perf_counter() - t0)
         if rule is None:
             break
         model.rules.append(rule)
-    return model
+    return model, learner

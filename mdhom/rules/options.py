@@ -77,8 +77,10 @@ TABLE = OptionTable((
            "refinement stops once a rule covers this many or fewer.", integer(1)),
     Option("random_state", "int", None, "Seed of the sampling draws (None draws from seed 0: fits are "
            "reproducible).", seed),
-    Option("device", "any", "numpy", "Where the refinement runs: 'numpy' (the reference, the only backend of this "
-           "release).", device_spec),
+    Option("device", "any", "numpy", "Where the refinement search runs: 'numpy' (the reference), or an OpenCL "
+           "device: 'auto' (a GPU, else a CPU runtime), 'cpu', 'gpu', a device key or an mdhom.Device. A device "
+           "needs binned features (feature_binning) and decomposable head statistics (the label-wise or squared "
+           "error loss, or single-label heads); it writes the same model as 'numpy', bit for bit.", device_spec),
     Option("precision", "str", "double", "'double' (float64 statistics; the only mode of this release).",
            choice("double")),
 ))
@@ -90,8 +92,13 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
     """Checked, normalised parameters; also the checks that tie options together."""
     p = TABLE.validate(params)
     if p["device"] != "numpy":
-        raise ValueError(f"device {p['device']!r}: RuleBoostClassifier runs on the numpy reference only in this "
-                         "release; pass device='numpy'")
+        where = f"device={getattr(p['device'], 'key', p['device'])!r}"
+        if p["feature_binning"] is None:
+            raise ValueError(f"{where}: the device refinement searches binned features; set feature_binning (for "
+                             "example ('equal-frequency', 32)), or pass device='numpy' for exact thresholds")
+        if p["loss"] == "logistic_examplewise" and resolved_head(p["loss"], p["head_type"]) == "complete":
+            raise ValueError(f"{where}: complete heads of the example-wise loss (a coupled label Hessian) run on "
+                             "device='numpy' only in this release; pass head_type='single' or device='numpy'")
     return p
 
 

@@ -1,5 +1,6 @@
 """The search for a rule's best refinement: for the covered examples, the sum of atoms on either side of every
-candidate threshold of every sampled feature, each scored by the head; the best condition wins.
+candidate threshold of every sampled feature, each scored by the head; the best condition wins. Exact thresholds
+here; binned features go to :mod:`mdhom.rules.binned` (the device kernels' order of summation).
 
 This is the md_hom computation of the rule learner written in numpy (the reference the device kernels are held
 to): per feature, the covered examples in ascending value order; a prefix sum of their atoms (weighted by the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
 
 # elements of the (features x examples x atom) prefix-sum block one chunk of features may take (32 MiB)
@@ -29,34 +31,29 @@ class Refinement:
     threshold: float
     total: np.ndarray  # the summed atoms of the examples the refined rule covers
     n_covered: int  # covered examples of non-zero weight
+    bin: int = -1  # binned features: the condition is "bin <= b" or "bin > b" (threshold edges[feature][bin])
 
 
 class SearchSpace:
-    """What the search reads for every refinement: the training matrix, each feature's examples in ascending
-    order (NaN last), and how a boundary between two values becomes a raw threshold.
+    """What the search reads for every refinement: the training matrix and, for exact thresholds, each feature's
+    examples in ascending order (NaN last) and how a boundary between two values becomes a raw threshold.
 
-    ``values`` is what the search orders and compares: the raw features for exact thresholds, or each
-    example's bin index with ``edges`` for binned features (a boundary between bins b and b' > b is the
-    threshold ``edges[f][b]``)."""
+    With ``edges`` (binned features) the search runs over ``bins``, each example's bin index per feature
+    (:func:`mdhom.rules.binned.bin_matrix`: NaN in the last of ``n_bins``), as :mod:`mdhom.rules.binned` and the
+    device kernels do; a condition "bin <= b" is the raw threshold ``edges[f][b]``."""
 
     def __init__(self, X: np.ndarray, edges: list[np.ndarray] | None = None) -> None:
         self.X = X
         self.edges = edges
         if edges is None:
             self.values = X
+            self.order = np.argsort(self.values, axis=0, kind="stable").T.copy()  # (features, examples)
         else:
-            self.values = np.empty(X.shape)
-            for f, e in enumerate(edges):
-                b = np.searchsorted(e, X[:, f], side="left").astype(np.float64)
-                b[np.isnan(X[:, f])] = np.nan
-                self.values[:, f] = b
-        self.order = np.argsort(self.values, axis=0, kind="stable").T.copy()  # (features, examples)
+            self.bins, self.n_bins = bin_matrix(X, edges)
 
     def threshold(self, feature: int, lo: float, hi: float) -> float:
-        """The raw threshold between neighbouring search values ``lo < hi`` of ``feature``: halfway for exact
-        values (``lo`` itself where halfway rounds onto ``hi``), the bin edge for binned ones."""
-        if self.edges is not None:
-            return float(self.edges[feature][int(lo)])
+        """The raw threshold between neighbouring values ``lo < hi`` of ``feature``: halfway (``lo`` itself
+        where halfway rounds onto ``hi``)."""
         t = lo + (hi - lo) / 2.0
         return float(lo if t >= hi else t)
 
@@ -72,6 +69,9 @@ def best_refinement(space: SearchSpace, covered: np.ndarray, weights: np.ndarray
                     evaluate: Callable[[np.ndarray], np.ndarray] | None = None) -> Refinement | None:
     """The best condition to add to a rule that covers ``covered``, or None when no candidate covers at least
     ``min_coverage`` examples of non-zero weight on its side. ``features`` ascending."""
+    if space.edges is not None:
+        return best_binned(space.bins, space.n_bins, space.edges, covered, weights, atoms, head, features,
+                           min_coverage)
     evaluate = head.evaluate if evaluate is None else evaluate
     m = int(covered.sum())
     if m < 2:

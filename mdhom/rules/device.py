@@ -1,0 +1,376 @@
+"""The rule refinement on an OpenCL device: a thin driver over the trees' histogram and split-scan descriptions
+and the split evaluator's score description with the rule head's quality plugged in, plus three small kernels
+of its own. :mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
+
+One refinement step, all on the device, then one read-back of a few dozen bytes (the chosen condition, its
+quality and the sums of its side):
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+rule_atoms             row x slot                       concat: a row's (g, h) per head label where it is
+                                                        covered (else 0), and the count slot
+tree_histogram         node x feat x output x pos       sums per (feature, slot, bin) over the rows (one node,
+                                                        the head's slots as outputs; exact order pinned)
+tree_split_scan        node x feat x output x bin       inclusive prefix sums over bins (exact order pinned)
+tree_split_score_rule_ node x feat x bin x dir          argmax over (feature, bin, operator) of minus the
+  single / _complete                                    head's quality (kernels/rules/head_quality.cl)
+rule_refine_result     slot                             concat: the winner's side sums per slot, its value
+                                                        and index (what the host reads)
+rule_cover             row                              concat: the coverage mask after adding a condition
+=====================  ===============================  ======================================================
+
+The coverage mask, the statistics (G, H of every example and label) and the bins stay on the device; G and H go
+up once per rule (the host updates them after the rule's head is added, for the covered rows), the head's label
+columns when they change, the sampled features' mask per step. Exact mode: the histogram adds rows in ascending
+order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
+(``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device
+chooses the conditions the numpy reference chooses and the model files are byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components import histogram as hg
+from mdhom.components import split as sp
+from mdhom.components.lanes import bin_ctype, gh_type, split_type
+from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
+from mdhom.mdh import Concat, Description, Input, Param, Struct
+from mdhom.rules import binned
+from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
+from mdhom.rules.heads import Head
+
+# what the host reads back per step: per slot the chosen side's sums, and the winner's value and index
+SIDE = Struct("rule_side_t", (("g", "double"), ("h", "double"), ("value", "double"), ("index", "int")))
+_BEST = split_type("double").dtype
+_BEST_INDEX = _BEST.fields["index"][1] // 4  # int offset of the argmax index in a split_t
+
+
+# ------------------------------------------------------------------------------------------------ descriptions
+@lru_cache(maxsize=1)
+def atoms() -> Description:
+    """Per (row, slot): slot < k the (g, h) of head label ``gcol[slot]`` / Hessian column ``hcol[slot]`` times the
+    row's weight where the row is covered with non-zero weight, else 0.0; slot k the counts (covered; covered
+    with non-zero weight) as 1.0 / 0.0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`."""
+    return Description(
+        "rule_atoms", ["row", "slot"], [Concat(), Concat()], gh_type("double"),
+        scalar="""
+const int mdh_c = covered != 0;
+const int mdh_s = mdh_c && weight != 0.0;
+if (slot < k) {
+    out.g = mdh_s ? G[(long)row * g_stride + gcol[slot]] * weight : 0.0;
+    out.h = mdh_s ? H[(long)row * h_stride + hcol[slot]] * weight : 0.0;
+} else {
+    out.g = mdh_c ? 1.0 : 0.0;
+    out.h = mdh_s ? 1.0 : 0.0;
+}""",
+        inputs=[Input("G", "double", ("*",), gather=True), Input("H", "double", ("*",), gather=True),
+                Input("weight", "double", ("row",)), Input("covered", "uchar", ("row",)),
+                Input("gcol", "int", ("*",), gather=True), Input("hcol", "int", ("*",), gather=True)],
+        params=[Param("g_stride", "int"), Param("h_stride", "int"), Param("k", "int")],
+    )
+
+
+@lru_cache(maxsize=2)
+def cover(bin_type: str = "uchar") -> Description:
+    """The coverage mask after adding "bin <= b" (op 0) or "bin > b" (op 1) on ``feat``; the missing bin
+    satisfies neither. ``bins`` rows x features."""
+    return Description(
+        "rule_cover", ["row"], [Concat()], "uchar",
+        scalar="""
+const int mdh_b = bins[(long)row * n_feat + feat];
+out = (covered != 0 && mdh_b != missing && (op == 0 ? mdh_b <= bin : mdh_b > bin)) ? 1 : 0;""",
+        inputs=[Input("covered", "uchar", ("row",)), Input("bins", bin_type, ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("feat", "int"), Param("bin", "int"), Param("op", "int"),
+                Param("missing", "int")],
+    )
+
+
+@lru_cache(maxsize=1)
+def result() -> Description:
+    """Per slot the sums of the winning candidate's side (the prefix at its bin, or the last real bin's minus it),
+    and the winner's value and index; all zero sums where no candidate is allowed (value -inf)."""
+    return Description(
+        "rule_refine_result", ["slot"], [Concat()], SIDE,
+        scalar=f"""
+const int idx = best[{_BEST_INDEX}];
+const int n_cand = n_bins - 2;
+out.value = best_value[0];
+out.index = idx;
+out.g = 0.0; out.h = 0.0;
+if (out.value > -INFINITY && idx >= 0 && idx < n_feat * n_cand * 2) {{
+    const long cell = ((long)(idx / (2 * n_cand)) * SIZE_slot + slot) * n_bins;
+    const long at = cell + (idx / 2) % n_cand, last = cell + n_bins - 2;
+    const double lg = scan[2 * at], lh = scan[2 * at + 1];
+    out.g = (idx % 2 == 0) ? lg : scan[2 * last] - lg;
+    out.h = (idx % 2 == 0) ? lh : scan[2 * last + 1] - lh;
+}}""",
+        inputs=[Input("scan", "double", ("*",), gather=True), Input("best", "int", ("*",), gather=True),
+                Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int")],
+    )
+
+
+def score(n_bins: int, k: int, kind: str) -> Description:
+    """The split evaluator's score description over ``k`` head labels and the count slot, with the head's
+    quality as its gain."""
+    return sp.split_score(n_bins, k + 1, "double", head_gain(kind))
+
+
+# ------------------------------------------------------------------------------------------------ layouts
+def to_slots(stats: np.ndarray, k: int) -> np.ndarray:
+    """(F, n_bins, 2k + 2) lanes of :mod:`binned` (gradients, Hessians, counts) as the kernels' (1, F, k + 1,
+    n_bins, 2) (g, h) slots."""
+    g = np.concatenate([stats[..., :k], stats[..., 2 * k: 2 * k + 1]], axis=-1)
+    h = np.concatenate([stats[..., k: 2 * k], stats[..., 2 * k + 1:]], axis=-1)
+    return np.ascontiguousarray(np.stack([g, h], axis=-1).transpose(0, 2, 1, 3))[None]
+
+
+def from_slots(slots: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_slots`: (1, F, k + 1, n_bins, 2) as (F, n_bins, 2k + 2) lanes."""
+    g, h = slots[0, ..., 0].transpose(0, 2, 1), slots[0, ..., 1].transpose(0, 2, 1)
+    return np.concatenate([g[..., :-1], h[..., :-1], g[..., -1:], h[..., -1:]], axis=-1)
+
+
+def best_reference(cum: np.ndarray, head: Head, min_coverage: int, feature_mask: np.ndarray) -> np.ndarray:
+    """The score kernel's result (a split_t: minus the least quality, its flat index) from prefix sums (F, n_bins,
+    lanes); value -inf (index 0) where nothing is allowed."""
+    q = binned.qualities(cum, head, min_coverage)
+    q[~np.asarray(feature_mask, bool)] = np.inf
+    out = np.zeros(1, _BEST)
+    flat = int(np.argmin(q))
+    out["value"], out["index"] = -q.flat[flat], flat
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ heuristics
+def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One node: work-groups over features (a few per compute unit), lanes over bins and both operators."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64 if gpu else 16)
+    cfg["NUM_WI_dir"] = 2
+    cfg["NUM_WG_feat"] = pow2_at_most(sizes["feat"], max(1, dev.compute_units) * (4 if gpu else 1))
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ tuner inputs
+def _problem(s: Mapping[str, int], rng: np.random.Generator, kind: str = "complete"):  # noqa: ANN202
+    """A refinement step's statistics: ``feat`` features of ``bin`` + 2 bins (NaN last), ``n_labels`` labels."""
+    n, f, k, nb = int(s.get("rows", 2000)), int(s["feat"]), int(s["n_labels"]), int(s["bin"]) + 2
+    bins = rng.integers(0, nb, (n, f)).astype(np.uint8)
+    G, H = rng.normal(size=(n, k)), rng.random((n, k)) * 0.25
+    head = Head(kind, False, np.arange(k), k, 0.0, 1.0)
+    covered = rng.random(n) < 0.7
+    vals = binned.slot_values(head.gather(G, H), covered, np.ones(n))
+    return head, np.cumsum(binned.statistics(bins, nb, vals), axis=1)
+
+
+def _score_inputs(kind: str):  # noqa: ANN202
+    def make(s, rng):  # noqa: ANN001, ANN202
+        head, cum = _problem(s, rng, kind)
+        scan = to_slots(cum, head.k)
+        return {"scan": scan, "hist": scan, "feature_mask": np.ones(int(s["feat"]), np.uint8), "l2": 1.0,
+                "l1": 0.0, "min_coverage": 1.0}
+    return make
+
+
+def _score_ref(kind: str):  # noqa: ANN202
+    def ref(a):  # noqa: ANN001, ANN202
+        cum = from_slots(a["scan"])
+        k = a["scan"].shape[2] - 1
+        head = Head(kind, False, np.arange(k), k, float(a["l1"]), float(a["l2"]))
+        return best_reference(cum, head, int(a["min_coverage"]), a["feature_mask"])
+    return ref
+
+
+def _atoms_inputs(s, rng):  # noqa: ANN001, ANN202
+    n, k = int(s["row"]), int(s["slot"]) - 1
+    L = k + 3
+    return {"G": rng.normal(size=n * L), "H": rng.random(n * L), "weight": (rng.random(n) < 0.8).astype(float),
+            "covered": (rng.random(n) < 0.7).astype(np.uint8),
+            "gcol": np.arange(1, k + 1, dtype=np.int32), "hcol": np.arange(k, dtype=np.int32),
+            "g_stride": L, "h_stride": L, "k": k}
+
+
+def _atoms_ref(a):  # noqa: ANN001, ANN202
+    n, L = a["weight"].size, a["g_stride"]
+    G, H = a["G"].reshape(n, L)[:, a["gcol"]], a["H"].reshape(n, L)[:, a["hcol"]]
+    vals = binned.slot_values(np.concatenate([G, H], axis=1), a["covered"] != 0, a["weight"])
+    k = a["k"]
+    out = np.zeros((n, k + 1), gh_type("double").dtype)
+    out["g"] = np.concatenate([vals[:, :k], vals[:, 2 * k: 2 * k + 1]], axis=1)
+    out["h"] = np.concatenate([vals[:, k: 2 * k], vals[:, 2 * k + 1:]], axis=1)
+    return out
+
+
+def _cover_inputs(s, rng):  # noqa: ANN001, ANN202
+    n, f = int(s["row"]), 72
+    return {"covered": (rng.random(n) < 0.8).astype(np.uint8), "bins": rng.integers(0, 34, n * f).astype(np.uint8),
+            "n_feat": f, "feat": 5, "bin": 12, "op": 1, "missing": 33}
+
+
+def _cover_ref(a):  # noqa: ANN001, ANN202
+    b = a["bins"].reshape(a["covered"].size, a["n_feat"])[:, a["feat"]].astype(int)
+    keep = (b != a["missing"]) & ((b <= a["bin"]) if a["op"] == 0 else (b > a["bin"]))
+    return ((a["covered"] != 0) & keep).astype(np.uint8)
+
+
+_SCORE_CLASSES = {
+    "emotions": {"node": 1, "feat": 72, "bin": 32, "dir": 2, "n_labels": 6},
+    "mediamill": {"node": 1, "feat": 120, "bin": 32, "dir": 2, "n_labels": 101},
+}
+_ROW_CLASSES = {"rows_1e3": 10**3, "rows_1e4": 10**4, "rows_1e5": 10**5}
+
+
+def _score_spec(kind: str) -> KernelSpec:
+    gain = head_gain(kind)
+    return KernelSpec(gain.kernel_name, score_heuristic, tuning=Tuning(
+        lambda s: score(int(s["bin"]) + 2, int(s["n_labels"]), kind), _SCORE_CLASSES, _score_inputs(kind),
+        _score_ref(kind), doc=f"rule refinement: {kind} head quality of every (feature, bin, operator), arg-max"))
+
+
+SCORE_SINGLE = _score_spec("single")
+SCORE_COMPLETE = _score_spec("complete")
+ATOMS = KernelSpec("rule_atoms", elementwise("row"), tuning=Tuning(
+    lambda s: atoms(), {c: {"row": n, "slot": 7} for c, n in _ROW_CLASSES.items()}, _atoms_inputs, _atoms_ref,
+    doc="rule refinement: the covered rows' (g, h) per head label and the count slot"))
+COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
+    lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
+    doc="rule refinement: the coverage mask after a condition"))
+RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, COVER, RESULT)
+assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+class DeviceRefinement:
+    """The refinement search of one fit on one device (:mod:`mdhom.rules.binned`'s semantics).
+
+    ``bins`` (n, F) from :func:`binned.bin_matrix`; ``h_width`` the Hessian columns per example (L, or L(L+1)/2
+    for the example-wise loss, whose single-label heads read the diagonal). Per rule :meth:`start`, then per step
+    :meth:`best` and, for a condition the rule keeps, :meth:`add`; :meth:`restrict` when the head's labels
+    change."""
+
+    def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
+                 n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
+                 configs: Mapping[str, Mapping[str, int]] | None = None) -> None:
+        self.ws = ws = Workspace(device, "double", configs=configs)
+        self.n, self.n_feat = bins.shape
+        self.n_bins, self.edges = int(n_bins), edges
+        self.n_labels, self.h_width = int(n_labels), int(h_width)
+        self.l1, self.l2, self.min_coverage = float(l1), float(l2), float(min_coverage)
+        n, f, nb, slots = self.n, self.n_feat, self.n_bins, self.n_labels + 1
+        q = ws.queue
+        bins = np.ascontiguousarray(bins)
+        ws.ensure("bins", bins.nbytes)
+        cl.enqueue_copy(q, ws["bins"], bins)
+        for name, nbytes in (("G", 8 * n * self.n_labels), ("H", 8 * n * self.h_width), ("weight", 8 * n),
+                             ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels), ("hcol", 4 * self.n_labels),
+                             ("gh", 16 * n * slots), ("hist", 16 * f * slots * nb), ("scan", 16 * f * slots * nb),
+                             ("best", _BEST.itemsize), ("res", SIDE.dtype.itemsize * slots), ("mask", f),
+                             ("slot_begin", 4), ("slot_count", 4)):
+            ws.ensure(name, nbytes)
+        # the histogram's one node owns rows 0 .. n
+        cl.enqueue_copy(q, ws["slot_begin"], np.zeros(1, np.int32))
+        cl.enqueue_copy(q, ws["slot_count"], np.array([n], np.int32))
+        self.cur = 0  # the coverage mask is cov0 or cov1 (ping-pong: the cover kernel reads one, writes the other)
+        k_at = ws.build(ATOMS, atoms(), {"row": n, "slot": slots})
+        self.k_atoms = [Bound(ws, k_at, lambda c=c: (ws["gh"], dict(
+            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], gcol=ws["gcol"], hcol=ws["hcol"])))
+            for c in (0, 1)]
+        k_cov = ws.build(COVER, cover(bin_ctype(nb)), {"row": n})
+        self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
+                                                                                bins=ws["bins"]))) for c in (0, 1)]
+        self.d_hist = hg.histogram(nb, "double")
+        k_hist = ws.build(hg.HISTOGRAM, self.d_hist, {"node": 1, "feat": f, "output": slots, "pos": n})
+        self.k_hist = Bound(ws, k_hist, lambda: (ws["hist"], dict(bins=ws["bins"], gh=ws["gh"],
+                                                                  slot_begin=ws["slot_begin"],
+                                                                  slot_count=ws["slot_count"])))
+        self.d_scan = sp.split_scan(nb, "double")
+        k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
+        self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
+        k_res = ws.build(RESULT, result(), {"slot": slots})
+        self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
+                                                                  best_value=ws["best"])))
+        self._scores: dict[tuple[str, int], Bound] = {}
+        self._mask_key: bytes | None = None
+        self.head: Head | None = None
+        self.steps = 0
+
+    def _score(self, kind: str, k: int) -> Bound:
+        key = (kind, k)
+        if key not in self._scores:
+            ws = self.ws
+            spec = SCORE_SINGLE if kind == "single" else SCORE_COMPLETE
+            comp = ws.build(spec, score(self.n_bins, k, kind), {"node": 1, "feat": self.n_feat,
+                                                                "bin": self.n_bins - 2, "dir": 2}, role=str(k))
+            self._scores[key] = Bound(ws, comp, lambda: (ws["best"], dict(scan=ws["scan"], hist=ws["hist"],
+                                                                          feature_mask=ws["mask"])))
+        return self._scores[key]
+
+    def start(self, G: np.ndarray, H: np.ndarray, weights: np.ndarray, head: Head) -> None:
+        """A new rule: the current statistics and weights go up, every row is covered."""
+        ws = self.ws
+        ws.put("G", ws["G"], G, np.float64)
+        ws.put("H", ws["H"], H, np.float64)
+        ws.put("weight", ws["weight"], weights, np.float64)
+        self.cur = 0
+        ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
+        self.restrict(head)
+
+    def restrict(self, head: Head) -> None:
+        """The head whose labels the next steps score (its gradient and Hessian columns go up)."""
+        if head.coupled:
+            raise ValueError("the device refinement needs decomposable head statistics (no coupled Hessian)")
+        ws = self.ws
+        ws.put("gcol", ws["gcol"], head.labels, np.int32)
+        ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
+        self.head = head
+
+    def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
+        """The best condition over the sampled ``features`` (ascending) for the rows covered now; one read."""
+        from mdhom.rules.refinement import Refinement
+
+        ws, head = self.ws, self.head
+        n, f, nb, k = self.n, self.n_feat, self.n_bins, head.k
+        if nb <= 2 or len(features) == 0:
+            return None
+        mask = np.zeros(f, np.uint8)
+        mask[np.asarray(features)] = 1
+        key = mask.tobytes()
+        if key != self._mask_key:
+            ws.put("mask", ws["mask"], mask, np.uint8)
+            self._mask_key = key
+        ws.record("rule_atoms", self.k_atoms[self.cur]({"row": n, "slot": k + 1}, g_stride=self.n_labels,
+                                                          h_stride=self.h_width, k=k))
+        ws.record("tree_histogram", self.k_hist({"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
+        ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
+        ws.record(head_gain(head.kind).kernel_name, self._score(head.kind, k)(
+            {"node": 1, "feat": f, "bin": nb - 2, "dir": 2}, l2=self.l2, l1=self.l1, min_coverage=self.min_coverage))
+        ws.record("rule_refine_result", self.k_result({"slot": k + 1}, n_feat=f, n_bins=nb))
+        host = ws.read(np.empty(k + 1, SIDE.dtype), ws["res"])
+        self.steps += 1
+        value = float(host["value"][0])
+        if not value > -np.inf:
+            return None
+        idx = int(host["index"][0])
+        feat, rest = divmod(idx, 2 * (nb - 2))
+        b, op = divmod(rest, 2)
+        total = np.concatenate([host["g"][:k], host["h"][:k]])
+        return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), total,
+                          int(host["h"][k]), b)
+
+    def add(self, found) -> None:  # noqa: ANN001 - a Refinement from best()
+        """Narrow the coverage mask by the condition (no sync)."""
+        self.ws.record("rule_cover", self.k_cover[self.cur]({"row": self.n}, n_feat=self.n_feat, feat=found.feature,
+                                                              bin=found.bin, op=0 if found.op == "<=" else 1,
+                                                              missing=self.n_bins - 1))
+        self.cur = 1 - self.cur
