@@ -77,9 +77,9 @@ def test_64bit_index_launches(device, monkeypatch):
     want = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
     monkeypatch.setattr(computation, "_INDEX32_LIMIT", 1000)
     calls = []
-    original = computation.BoundLaunch._kernel_set
-    monkeypatch.setattr(computation.BoundLaunch, "_kernel_set",
-                        lambda self, index64: calls.append(index64) or original(self, index64))
+    original = computation.Computation.kernel
+    monkeypatch.setattr(computation.Computation, "kernel",
+                        lambda self, which, index64=False: calls.append(index64) or original(self, which, index64))
     got = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
     assert sum(calls) >= 10
     _same(got, want)

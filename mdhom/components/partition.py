@@ -173,9 +173,12 @@ class RowPartitioner:
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
+        # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
+        i32 = np.int32
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
+        self._scatter.set_scalar_arg_dtypes([None] * 8 + [i32] * 4 + [None, None, i32, None, None, None])
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
-        self._scatter_version = -1
+        self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
         self._pending: tuple | None = None
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
@@ -188,27 +191,6 @@ class RowPartitioner:
         for name in ("n_left", "slot_begin", "slot_count"):
             self.ws.ensure(name, 8 * n)
 
-    def _bind_scatter(self) -> None:
-        ws = self.ws
-        if self._scatter_version == ws.version:
-            return
-        i32 = np.int32
-        sc = self._scatter
-        for i, a in enumerate((ws.ridx, self.dest, ws.bins, ws.gh, ws.row_node, self.tmp_ridx, self.tmp_bins,
-                               self.tmp_gh)):
-            sc.set_arg(i, a)
-        for i, v in ((9, ws.n_rows), (10, ws.n_features), (11, ws.n_outputs)):
-            sc.set_arg(i, i32(v))
-        for i, a in ((12, ws["split_tab"]), (13, self.incl), (15, ws["n_left"]), (16, ws["slot_begin"]),
-                     (17, ws["slot_count"])):
-            sc.set_arg(i, a)
-        cb = self._copy_back
-        for i, a in enumerate((ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh)):
-            cb.set_arg(i, a)
-        for i, v in ((7, ws.n_rows), (8, ws.n_features), (9, ws.n_outputs)):
-            cb.set_arg(i, i32(v))
-        cb.set_arg(10, ws["split_tab"])
-        self._scatter_version = ws.version
 
     # ------------------------------------------------------------------------------------------ a tree
     def reset(self) -> bool:
@@ -313,19 +295,15 @@ class RowPartitioner:
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         events += self.k_dest({"pos": n}, n_split=ns)
         ws.record("tree_partition", events)
-        self._bind_scatter()
         wi = 64
-        i32 = np.int32
-        sc = self._scatter
-        sc.set_arg(8, i32(n))
-        sc.set_arg(14, i32(ns))
-        events = [cl.enqueue_nd_range_kernel(q, sc, (math.ceil(max(n, ns) / wi) * wi,), (wi,))]
+        sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
+        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, self.dest, ws.bins, ws.gh,
+                                ws.row_node, self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
+                                self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])]
         # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
         # on the host than three buffer copies when row-major)
-        cb = self._copy_back
-        cb.set_arg(6, i32(n))
-        cb.set_arg(11, i32(ns))
-        events.append(cl.enqueue_nd_range_kernel(q, cb, (math.ceil(n / wi) * wi,), (wi,)))
+        events.append(self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
+                                      self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns))
         ws.record("tree_scatter_rows", events)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync

@@ -160,8 +160,17 @@ class Computation:
                     f"{self.device.key} (registers or private memory), the configuration asks for {wanted}",
                     which, limit, wanted,
                 )
+            knl.set_scalar_arg_dtypes(self._arg_dtypes(index64))
             self._kernels[key] = knl
         return self._kernels[key]
+
+    def _arg_dtypes(self, index64: bool) -> list[np.dtype | None]:
+        """Every generated kernel's arguments: output, partials and inputs (buffers), the dimension sizes and
+        the scalar parameters. Declared once, so that a launch passes all of them through pyopencl's
+        generated invoker: one call sets them (a few microseconds), where ``set_arg`` costs ~10-20 us each."""
+        idx = np.dtype(np.int64 if index64 else np.int32)
+        return ([None] * (2 + len(self.desc.inputs)) + [idx] * len(self.desc.dim_names)
+                + [CTYPES[p.ctype] for p in self.desc.params])
 
     # ---------------------------------------------------------------- geometry
     def output_shape(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -288,10 +297,7 @@ class Computation:
 
     def _launch(self, which: str, index64: bool, queue: cl.CommandQueue, global_size: int, local_size: int,
                 kargs: list[object]) -> cl.Event:
-        # set_args + enqueue_nd_range_kernel costs a few microseconds; pyopencl's generated invoker ~30 us.
-        knl = self.kernel(which, index64)
-        knl.set_args(*kargs)
-        return cl.enqueue_nd_range_kernel(queue, knl, (global_size,), (local_size,))
+        return self.kernel(which, index64)(queue, (global_size,), (local_size,), *kargs)
 
     def bind(self, out: cl_array.Array | cl.Buffer, queue: cl.CommandQueue | None = None,
              **buffers: cl_array.Array | cl.Buffer) -> BoundLaunch:
@@ -394,10 +400,8 @@ class BoundLaunch:
     """A :class:`Computation` with its buffers bound (see :meth:`Computation.bind`). Calling it with the sizes
     of every dimension and the scalar parameters enqueues the kernels and returns their events.
 
-    It owns its kernel objects, so buffer arguments are set once and each call sets only the scalar arguments
-    that changed: pyopencl's ``set_args`` costs tens of microseconds, an ``enqueue`` about two. Sizes past the
-    32-bit index range switch to the program built with 64-bit indices (built on first need, its kernels bound
-    to the same buffers), so a large launch costs no more host time than a small one.
+    Sizes past the 32-bit index range switch to the program built with 64-bit indices (built on first need),
+    so a large launch costs no more host time than a small one.
     """
 
     def __init__(self, comp: Computation, out: cl_array.Array | cl.Buffer, inputs: list, queue: cl.CommandQueue):
@@ -411,27 +415,7 @@ class BoundLaunch:
             self._steps = ("partials", "fixup") if desc.scan_dim else ("combine",)
         self._partial_n = 1
         self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
-        self._first_scalar = len(self._buffers)
-        self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
-        self._scalars: dict[bool, list[object]] = {}
-        # the scalars each kernel reads: the main kernel all; the second kernels only sizes (the combine and the
-        # partials scan the concatenated dimensions', the fixup the output dimensions'). A changed scalar is
-        # set on the kernels that read it: one set_arg costs ~16 us of host time on the H100 machine's driver
-        reads = {"combine": set(self._concat), "partials": set(self._concat), "fixup": set(self._out_dims)}
-        self._reads = {w: [i for i, d in enumerate(self._dims) if d in reads[w]] for w in self._steps}
-        self._kernel_set(False)
-
-    def _kernel_set(self, index64: bool) -> dict[str, cl.Kernel]:
-        kernels = self._kernels.get(index64)
-        if kernels is None:
-            prg = self.comp.program(index64)
-            kernels = {w: cl.Kernel(prg, f"{self.comp.desc.name}_{w}") for w in ("main",) + self._steps}
-            for knl in kernels.values():
-                for i, b in enumerate(self._buffers):
-                    knl.set_arg(i, b)
-            self._kernels[index64] = kernels
-            self._scalars[index64] = [None] * (len(self._dims) + len(self.comp._param_types))
-        return kernels
+        self._params = [name for name, _ in comp._param_types]
 
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
@@ -442,34 +426,14 @@ class BoundLaunch:
         index64 = max(math.prod(dims) * lanes,
                       math.prod(int(sizes[d]) for d in self._out_dims) * lanes * max(1, comp.desc.combine_lanes),
                       comp.num_groups * wg) > _INDEX32_LIMIT
-        kernels = self._kernel_set(index64)
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
-            for kset in self._kernels.values():
-                for knl in kset.values():
-                    knl.set_arg(1, self._buffers[1])
-        idx = np.int64 if index64 else np.int32
-        values = [idx(n) for n in dims] + [cast(params[name]) for name, cast in comp._param_types]
-        scalars = self._scalars[index64]
-        first = self._first_scalar
-        if scalars[0] is None:  # every argument of every kernel set once
-            for i, v in enumerate(values):
-                scalars[i] = v
-                for knl in kernels.values():
-                    knl.set_arg(first + i, v)
-        else:
-            for i, v in enumerate(values):
-                if scalars[i] != v:
-                    scalars[i] = v
-                    kernels["main"].set_arg(first + i, v)
-                    for which in self._steps:
-                        if i in self._reads[which]:
-                            kernels[which].set_arg(first + i, v)
-        events = [cl.enqueue_nd_range_kernel(self.queue, kernels["main"], (comp.num_groups * wg,), (wg,))]
+        args = self._buffers + dims + [params[name] for name in self._params]
+        events = [comp.kernel("main", index64)(self.queue, (comp.num_groups * wg,), (wg,), *args)]
         if self._steps:
             wi = comp.config["NUM_WI_COMBINE"]
             for which in self._steps:
-                events.append(cl.enqueue_nd_range_kernel(self.queue, kernels[which],
-                                                         (comp.step_size(which, n_concat, sizes),), (wi,)))
+                events.append(comp.kernel(which, index64)(self.queue, (comp.step_size(which, n_concat, sizes),),
+                                                          (wi,), *args))
         return events
