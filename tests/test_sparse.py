@@ -147,7 +147,12 @@ def test_sparse_fit_never_makes_a_float64_dense_copy():
 
 
 @pytest.mark.parametrize("dev", ["numpy", "device"])
-def test_oversized_input_is_refused_before_allocating(dev, request):
+def test_oversized_input_is_refused_before_allocating(dev, request, monkeypatch):
+    from mdhom.learn import memory
+
+    # the same refusals on every machine: as if 4 GiB of host memory were available (the GPU machine's 128 GiB
+    # would hold the 80 GiB copy below)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 4 * memory.GiB)
     device = "numpy" if dev == "numpy" else request.getfixturevalue("cpu")
     est = TreeBoostClassifier(n_estimators=1, device=device)
     wide = sparse.csr_matrix((np.ones(2), ([0, 3], [5, 2**31 - 1])), shape=(4, 2**31))  # 2 entries, 8 GiB of bins
