@@ -214,35 +214,33 @@ class BinMapper:
             out.fill(self.n_bins - 1)
             csc = X.tocsc()
             ptr = csc.indptr
-            for j, e in enumerate(self.edges):
+            for j in range(len(self.edges)):
                 lo, hi = ptr[j], ptr[j + 1]
                 if lo == hi:
                     continue
-                col = csc.data[lo:hi]
-                cats = self.categories[j] if self.categories else None
-                if cats is not None:
-                    b = category_bins(col, cats, self.n_bins - 1)
-                else:
-                    b = np.searchsorted(e, col, side="left")
-                    b[np.isnan(col)] = self.n_bins - 1
+                b = self._column_bins(j, csc.data[lo:hi])
                 if feature_major:
                     out[j, csc.indices[lo:hi]] = b
                 else:
                     out[csc.indices[lo:hi], j] = b
             return out
-        for j, e in enumerate(self.edges):
-            col = X[:, j]
-            cats = self.categories[j] if self.categories else None
-            if cats is not None:
-                b = category_bins(col, cats, self.n_bins - 1)
-            else:
-                b = np.searchsorted(e, col, side="left")  # the number of edges below x: x <= edges[b]
-                b[np.isnan(col)] = self.n_bins - 1
+        for j in range(len(self.edges)):
+            b = self._column_bins(j, X[:, j])
             if feature_major:
                 out[j] = b
             else:
                 out[:, j] = b
         return out
+
+    def _column_bins(self, j: int, col: np.ndarray) -> np.ndarray:
+        """The bins of values ``col`` of feature ``j``: its category bins, or the number of edges below each value
+        (x <= edges[b]); NaN in the missing bin. One rule for dense columns and stored sparse entries alike."""
+        cats = self.categories[j] if self.categories else None
+        if cats is not None:
+            return category_bins(col, cats, self.n_bins - 1)
+        b = np.searchsorted(self.edges[j], col, side="left")
+        b[np.isnan(col)] = self.n_bins - 1
+        return b
 
     def transform_sparse(self, X: Any) -> SparseBins:
         """The bins of a scipy.sparse ``X`` kept sparse (:class:`mdhom.learn.sparse_bins.SparseBins`): the bin of
@@ -257,19 +255,12 @@ class BinMapper:
         by_feature = np.argsort(indices, kind="stable")  # each feature's entries, in row order
         starts = np.searchsorted(indices[by_feature], np.arange(f + 1))
         out = np.empty(indices.size, dtype)
-        for j, e in enumerate(self.edges):
+        for j in range(len(self.edges)):
             lo, hi = starts[j], starts[j + 1]
             if lo == hi:
                 continue
             at = by_feature[lo:hi]
-            col = data[at]
-            cats = self.categories[j] if self.categories else None
-            if cats is not None:
-                b = category_bins(col, cats, self.n_bins - 1)
-            else:
-                b = np.searchsorted(e, col, side="left")
-                b[np.isnan(col)] = self.n_bins - 1
-            out[at] = b
+            out[at] = self._column_bins(j, data[at])
         keep = out != self.n_bins - 1
         rows = np.repeat(np.arange(n), np.diff(indptr))
         kept = np.zeros(n + 1, np.int64)
