@@ -89,6 +89,8 @@ def template_context(desc: Description) -> dict:
         "wg_lane_index": _row_major_groups(desc.lane_dims),
         "combine_lanes": desc.combine_lanes,
         "lane_ctype": desc.atom.scalars[0],
+        # the bound of each dimension's loop: its size, or its ragged extent at the current point
+        "bounds": {d: f"EXTENT_{d}" if d in dict(desc.extents) else f"SIZE_{d}" for d in desc.dim_names},
     }
 
 

@@ -1,0 +1,116 @@
+"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels`.
+
+Rows, weights, the position order and every row's slot stay on the device for the whole fit; per batch of
+slots the host uploads the slot tables and reads back the node totals and best splits (a few bytes per node),
+per level it uploads the split table. Builds and configurations go through the components'
+:class:`~mdhom.components.workspace.Workspace` (tuned configurations, else each kernel spec's heuristic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components.workspace import Workspace
+from mdhom.devices import Device
+from mdhom.forests import kernels as K
+from mdhom.forests.grower import GrowSpec, Slots
+
+
+class OpenCLForest:
+    """:class:`mdhom.forests.grower.ForestBackend` on one device."""
+
+    def __init__(self, device: str | Device | None = "auto") -> None:
+        self.ws = Workspace(device, precision="double", exact=False)
+        self.device = self.ws.device
+
+    # ------------------------------------------------------------------------------------------ buffers
+    def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
+        values = np.ascontiguousarray(values)
+        buf = self.ws.ensure(name, max(16, values.nbytes))
+        if values.nbytes:
+            cl.enqueue_copy(self.ws.queue, buf, values, is_blocking=True)
+        return buf
+
+    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None:
+        ws = self.ws
+        self.n, self.n_feat = bins.shape
+        self.n_trees = weight.shape[0]
+        self.n_bins = n_bins
+        self.lane = "int" if stat.dtype == np.int32 else "long"
+        self.lanes = stat.shape[1] + 2
+        self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
+        self._upload("bins", bins)
+        self._upload("stat", stat.astype(self.lane_dtype))
+        self._upload("weight", weight.astype(np.int32))
+        self._upload("order", order.astype(np.int32))
+        self._upload("order_next", order.astype(np.int32))
+        self._upload("row_slot", row_slot.astype(np.int32))
+        self._upload("new_slot", row_slot.astype(np.int32))
+        ws.ensure("scan", 4 * max(1, order.size))
+        self._upload("xlogx", xlogx.astype(np.float64))
+        sizes = {"slot": self.n_trees, "feat": self.n_feat, "pos": self.n}
+        out = spec.outputs
+        self.d_hist = K.histogram(n_bins, self.lane, out)
+        self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
+        self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
+                                                                       "bin": n_bins})
+        self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
+                             {"slot": self.n_trees, "feat": self.n_feat})
+        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat),
+                             {"slot": self.n_trees})
+        rows = {"tree": self.n_trees, "row": self.n}
+        self.c_route = ws.build(K.ROUTE, K.route(n_bins), rows)
+        self.c_scan = ws.build(K.LEFT_SCAN, K.left_scan(), {"tree": self.n_trees, "pos": self.n})
+        self.c_part = ws.build(K.PARTITION, K.partition(), {"tree": self.n_trees, "pos": self.n})
+
+    def _launch(self, name: str, comp, out: cl.Buffer, sizes: dict, params: dict, **buffers: cl.Buffer) -> None:  # noqa: ANN001
+        self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
+
+    # ------------------------------------------------------------------------------------------ steps
+    def level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
+        ws = self.ws
+        s = len(slots)
+        for name, values in (("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree),
+                             ("slot_node", slots.node)):
+            self._upload(name, values.astype(np.int32))
+        self._upload("slot_seed", slots.seed.astype(np.uint32))
+        hist = ws.ensure("hist", s * self.n_feat * self.n_bins * self.lanes * self.lane_dtype.itemsize)
+        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        self._launch("forest_histogram", self.c_hist, hist,
+                     {"slot": s, "feat": self.n_feat, "pos": max(1, int(slots.count.max()))},
+                     {"n_rows": np.int32(self.n)}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_tree=ws["slot_tree"])
+        self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
+                     {"n_feat": np.int32(self.n_feat)}, hist=hist)
+        self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": self.n_feat},
+                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf)},
+                     hist=hist, xlogx=ws["xlogx"])
+        self._launch("forest_node_split", self.c_ns, nsplit, {"slot": s}, {"max_features": np.int32(spec.max_features)},
+                     fsplit=fsplit, totals=totals, slot_seed=ws["slot_seed"], slot_node=ws["slot_node"],
+                     xlogx=ws["xlogx"])
+        tot = np.empty((s, self.lanes), self.lane_dtype)
+        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
+        ws.read(ns, nsplit)
+        return tot.astype(np.int64), ns
+
+    def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
+        ws = self.ws
+        rows = {"tree": self.n_trees, "row": self.n}
+        pos = {"tree": self.n_trees, "pos": self.n}
+        self._upload("split_tab", split_tab.astype(np.int32))
+        self._upload("split_left", split_left.astype(np.int32))
+        self._upload("level_begin", slots.begin.astype(np.int32))
+        self._launch("forest_route", self.c_route, ws["new_slot"], rows, {"n_feat": np.int32(self.n_feat)},
+                     row_slot=ws["row_slot"], split_tab=ws["split_tab"], bins=ws["bins"])
+        self._launch("forest_left_scan", self.c_scan, ws["scan"], pos, {}, order=ws["order"], new_slot=ws["new_slot"])
+        self._launch("forest_partition", self.c_part, ws["order_next"], pos, {}, order=ws["order"],
+                     row_slot=ws["row_slot"], new_slot=ws["new_slot"], scan=ws["scan"], split_tab=ws["split_tab"],
+                     slot_begin=ws["level_begin"], split_left=ws["split_left"])
+        ws.swap("order", "order_next")
+        ws.swap("row_slot", "new_slot")
