@@ -110,25 +110,43 @@ def histogram(n_bins: int, lane: str, outputs: tuple[int, ...]) -> Description:
     )
 
 
+def exact_bincount(keys: np.ndarray, values: np.ndarray, minlength: int) -> np.ndarray:
+    """Integer sums of ``values`` (int64) per key, exact: np.bincount adds in float64, so values go in 31-bit halves
+    (each half's sums stay below 2^53 for up to 2^22 values)."""
+    values = values.astype(np.int64)
+    if values.size < 1 << 22 and np.abs(values).max(initial=0) < 1 << 31:
+        return np.rint(np.bincount(keys, values.astype(np.float64), minlength)).astype(np.int64)
+    out = np.zeros(minlength, np.int64)
+    for lo in range(0, values.size, 1 << 21):
+        k, v = keys[lo:lo + (1 << 21)], values[lo:lo + (1 << 21)]
+        low, high = v & ((1 << 31) - 1), v >> 31
+        out += np.rint(np.bincount(k, low.astype(np.float64), minlength)).astype(np.int64)
+        out += np.rint(np.bincount(k, high.astype(np.float64), minlength)).astype(np.int64) << 31
+    return out
+
+
 def histogram_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
                         slot_begin: np.ndarray, slot_count: np.ndarray, slot_tree: np.ndarray,
                         n_bins: int) -> np.ndarray:
-    """(slot, feat, bin, lanes) int64: exact integer sums (``np.add.at``), the kernel's result in any order."""
+    """(slot, feat, bin, lanes) int64: exact integer sums, the kernel's result in any order of addition."""
     n, f = bins.shape
     lanes = stat.shape[1] + 2
-    out = np.zeros((len(slot_begin), f, n_bins, lanes), np.int64)
-    if not len(slot_begin):
-        return out
-    slot_of = np.repeat(np.arange(len(slot_begin)), slot_count)
-    pos = np.concatenate([np.arange(b, b + c) for b, c in zip(slot_begin, slot_count, strict=True)]).astype(np.int64)
+    n_slots = len(slot_begin)
+    if not n_slots or not int(np.sum(slot_count)):
+        return np.zeros((n_slots, f, n_bins, lanes), np.int64)
+    slot_of = np.repeat(np.arange(n_slots), slot_count)
+    start = np.repeat(np.asarray(slot_begin, np.int64) - np.concatenate([[0], np.cumsum(slot_count)[:-1]]),
+                      slot_count)
+    pos = start + np.arange(slot_of.size)
     rows = order.reshape(-1)[pos]
     w = weight.reshape(-1)[slot_tree[slot_of].astype(np.int64) * n + rows].astype(np.int64)
-    contrib = np.concatenate([w[:, None] * stat[rows].astype(np.int64), w[:, None], np.ones((rows.size, 1), np.int64)],
-                             axis=1)
-    flat = out.reshape(-1, lanes)
-    for j in range(f):
-        np.add.at(flat, (slot_of * f + j) * n_bins + bins[rows, j], contrib)
-    return out
+    keys = ((slot_of[:, None] * f + np.arange(f)[None, :]) * n_bins + bins[rows]).reshape(-1)
+    size = n_slots * f * n_bins
+    out = np.empty((size, lanes), np.int64)
+    for j in range(lanes):
+        v = w * stat[rows, j].astype(np.int64) if j < lanes - 2 else (w if j == lanes - 2 else np.ones_like(w))
+        out[:, j] = exact_bincount(keys, np.repeat(v, f), size)
+    return out.reshape(n_slots, f, n_bins, lanes)
 
 
 # ------------------------------------------------------------------------------------------------ node totals
@@ -449,12 +467,16 @@ def partition_reference(order: np.ndarray, new_slot: np.ndarray, split_tab: np.n
     """The new position order (trees x n): each split slot's range stably partitioned by left / right child."""
     n_trees, n = order.shape
     out = order.copy().reshape(-1)
-    tab = split_tab.reshape(-1, 3)
-    for s in np.flatnonzero(tab[:, 2] >= 0):
-        b, e = int(slot_begin[s]), int(slot_begin[s]) + int(slot_count[s])
-        rows = out[b:e].copy()
-        left = new_slot[b // n, rows] % 2 == 0
-        out[b:e] = np.concatenate([rows[left], rows[~left]])
+    split = np.flatnonzero(split_tab.reshape(-1, 3)[:, 2] >= 0)
+    counts = np.asarray(slot_count, np.int64)[split]
+    if not counts.sum():
+        return out.reshape(n_trees, n)
+    seg = np.repeat(np.arange(split.size), counts)
+    pos = np.repeat(np.asarray(slot_begin, np.int64)[split] - np.concatenate([[0], np.cumsum(counts)[:-1]]),
+                    counts) + np.arange(seg.size)
+    rows = out[pos]
+    right = new_slot.reshape(-1)[(pos // n) * n + rows] % 2
+    out[pos] = rows[np.argsort(2 * seg + right, kind="stable")]
     return out.reshape(n_trees, n)
 
 
