@@ -74,6 +74,24 @@ def test_regressor_file_is_the_references(device, case, tmp_path):
     assert np.array_equal(dev.predict(X), ref.predict(X))
 
 
+def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
+    """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
+    from mdhom.forests import estimators as E
+
+    X, y = _cancer()
+    X = X.copy()
+    X[::11, 2] = np.nan
+    for est in (RandomForestClassifier(n_estimators=7, random_state=0, device=device).fit(X, y),
+                RandomForestRegressor(n_estimators=5, random_state=0, device=device).fit(X, X[:, 0] * 3 + y)):
+        want = est._forest.predict_sum(X)
+        monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1)
+        assert est._device_predictor(len(X)) is not None
+        got = est.predict_proba(X) if isinstance(est, RandomForestClassifier) else est.predict(X)
+        assert np.array_equal(np.asarray(got).reshape(want.shape), want)
+        monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1 << 40)
+        assert est._device_predictor(len(X)) is None
+
+
 def test_multi_output_on_device(device, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(250, 5))

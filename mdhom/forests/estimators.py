@@ -35,6 +35,9 @@ from mdhom.learn.validation import (
     not_fitted_error,
 )
 
+# rows x trees from which prediction walks the trees on the fit's OpenCL device (the boosting trees' threshold:
+# below it the numpy walk is faster than building the kernel)
+DEVICE_PREDICT_MIN = 1 << 22
 BIN_SAMPLE = 200_000  # rows the bin edges are learned from (the boosting trees' default bin_sample)
 _INT32 = 2**31 - 1
 
@@ -200,7 +203,31 @@ class _Forest(OptionParams):
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
-        return self._forest.predict_sum(Xa)
+        predictor = self._device_predictor(Xa.shape[0])
+        if predictor is None:
+            return self._forest.predict_sum(Xa)
+        # the md_hom walk (rows x trees, summed over trees in tree order), then the mean: the numpy walk's bits
+        return predictor.tree_sums(Xa) / self._forest.n_trees
+
+    def _device_predictor(self, n_rows: int) -> Any:
+        """The predictor on the fit's OpenCL device where rows x trees pay for it (None: the numpy walk)."""
+        device = getattr(self, "_fit_params", {}).get("device")
+        if device == "numpy" or n_rows * self._forest.n_trees < DEVICE_PREDICT_MIN:
+            return None
+        cached = self.__dict__.get("_predictor")
+        if cached is not None and cached[0] is self._forest:
+            return cached[1]
+        from mdhom.components.predictor import ForestPredictor
+        from mdhom.devices import get_device
+        from mdhom.trees.estimators import limit_threads
+
+        try:
+            dev = get_device(limit_threads(device if device is not None else "auto", self._fit_params.get("n_jobs")))
+        except (RuntimeError, ValueError):
+            return None  # no OpenCL device here (a model trained elsewhere): the numpy walk
+        predictor = ForestPredictor(dev, self._forest.as_trees(), None, self._forest.value.shape[1])
+        self._predictor = (self._forest, predictor)
+        return predictor
 
     # ------------------------------------------------------------------------------------------ model files
     def save_model(self, path: str | os.PathLike) -> None:

@@ -9,6 +9,7 @@ on every machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,19 @@ class Forest:
             for t in range(self.n_trees):  # tree order: the same sum everywhere
                 acc += self.value[idx[:, t]]
             out[lo:lo + step] = acc / self.n_trees
+        return out
+
+    def as_trees(self) -> list[SimpleNamespace]:
+        """The trees as the device predictor reads them (:class:`mdhom.components.predictor.ForestPredictor`:
+        per tree its nodes' feature, threshold, children, default direction and values): the boosting trees'
+        rows x trees md_hom walk serves the forest unchanged, NaN going right."""
+        out = []
+        for t in range(self.n_trees):
+            sl = slice(int(self.offsets[t]), int(self.offsets[t + 1]))
+            left, n = self.left[sl], sl.stop - sl.start
+            out.append(SimpleNamespace(n_nodes=n, feature=self.feature[sl], threshold=self.threshold[sl],
+                                       default_left=np.zeros(n, np.int32), left=left,
+                                       right=np.where(left >= 0, left + 1, -1), value=self.value[sl]))
         return out
 
     def to_json(self) -> dict[str, Any]:
