@@ -49,7 +49,7 @@ def test_histogram_matches_reference(device, lane, config):
     outputs = (3,) if lane == "int" else (1,)
     desc = K.histogram(B, lane, outputs)
     cfg = config or K.histogram_heuristic(desc, device, {"slot": len(sb), "feat": F, "pos": int(sc.max())})
-    out = _comp(desc, device, cfg)(sizes={"feat": F, "pos": int(sc.max())}, bins=bins.reshape(-1),
+    out = _comp(desc, device, cfg)(sizes={"feat": F, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
                                    stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1),
                                    slot_begin=sb, slot_count=sc, slot_tree=st, n_rows=np.int32(N))
     ref = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
@@ -99,7 +99,7 @@ def test_routing_and_partition_match_reference(device):
     child = np.array([0, -1, 2, 4, -1, 6, -1, -1, -1], np.int32)
     tab = np.stack([rng.integers(0, F, 9), rng.integers(0, B, 9), child], 1).astype(np.int32)
     new = _comp(K.route(B), device)(sizes={"tree": T, "row": N}, row_slot=row_slot.reshape(-1),
-                                    split_tab=tab.reshape(-1), bins=bins.reshape(-1), n_feat=np.int32(F))
+                                    split_tab=tab.reshape(-1), bins=bins.T.reshape(-1))
     new_ref = K.route_reference(row_slot, tab, bins)
     assert np.array_equal(new.reshape(T, N), new_ref)
     scan = _comp(K.left_scan(), device, {"NUM_WG_pos": 3, "NUM_WI_pos": 7})(

@@ -65,7 +65,7 @@ _HIST = """
 const long mdh_p = (long)slot_begin[slot] + pos;
 const int mdh_r = order[mdh_p];
 const lane_t mdh_w = (lane_t)weight[(long)slot_tree[slot] * n_rows + mdh_r];
-const int mdh_c = (int)bins[(long)mdh_r * SIZE_feat + feat] * FOREST_LANES;
+const int mdh_c = (int)bins[(long)feat * n_rows + mdh_r] * FOREST_LANES;
 for (int j = 0; j < FOREST_STATS; ++j) {{
     const lane_t mdh_v = mdh_w * stat[(long)mdh_r * FOREST_STATS + j];
     {add_v}
@@ -90,6 +90,8 @@ def _hist_atomic(lane: str) -> str:
 @lru_cache(maxsize=32)
 def histogram(n_bins: int, lane: str, outputs: tuple[int, ...]) -> Description:
     """Lane sums per (slot, feature, bin) over each slot's rows: (slot, feat) atoms of n_bins x lanes integers.
+    ``bins`` are feature-major (feat, row): a work-item folding one feature of a node's ascending rows reads
+    ascending addresses.
 
     The row fold of a slot is ragged (its own count of positions), so a level of thousands of slots of unequal
     size is one launch; integer lanes make every order of addition (and the local-memory atomics of
@@ -385,7 +387,7 @@ def node_split_reference(fsplit: np.ndarray, totals: np.ndarray, slot_seed: np.n
 def route(n_bins: int) -> Description:
     """Each (tree, row)'s slot at the next level: its node's left child slot (even) or the right one (odd) by
     the node's split, -1 for rows of leaves and out-of-bag rows. ``split_tab``: (feat, bin, left child slot)
-    per slot of this level, child -1 for a leaf."""
+    per slot of this level, child -1 for a leaf; ``bins`` feature-major (feat, row)."""
     return Description(
         "forest_route", ["tree", "row"], [Concat(), Concat()], "int",
         scalar="""
@@ -393,11 +395,10 @@ const int s = row_slot[(long)tree * SIZE_row + row];
 out = -1;
 if (s >= 0) {
     const int c = split_tab[3 * s + 2];
-    if (c >= 0) out = c + ((int)bins[(long)row * n_feat + split_tab[3 * s]] > split_tab[3 * s + 1]);
+    if (c >= 0) out = c + ((int)bins[(long)split_tab[3 * s] * SIZE_row + row] > split_tab[3 * s + 1]);
 }""",
         inputs=[Input("row_slot", "int", ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
                 Input("bins", bin_ctype(n_bins), ("*",), gather=True)],
-        params=[Param("n_feat", "int")],
     )
 
 
@@ -535,7 +536,7 @@ def _hist_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
     cnt = (weight > 0).sum(1)
     begin = np.concatenate([k * n + (np.arange(per) * cnt[k]) // per for k in range(t)]).astype(np.int32)
     count = np.concatenate([np.diff(np.append((np.arange(per) * cnt[k]) // per, cnt[k])) for k in range(t)])
-    return {"bins": rng.integers(0, b, (n, f)).astype(np.uint8).reshape(-1),
+    return {"bins": rng.integers(0, b, (f, n)).astype(np.uint8).reshape(-1),
             "stat": np.eye(2, dtype=np.int32)[rng.integers(0, 2, n)].reshape(-1), "weight": weight.reshape(-1),
             "order": order.reshape(-1), "slot_begin": begin, "slot_count": count.astype(np.int32),
             "slot_tree": np.repeat(np.arange(t), per).astype(np.int32), "n_rows": np.int32(n)}
@@ -543,7 +544,7 @@ def _hist_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
 
 def _hist_ref(a: Mapping[str, np.ndarray], n_bins: int = 64) -> np.ndarray:
     n = int(a["n_rows"])
-    bins = a["bins"].reshape(n, -1)
+    bins = a["bins"].reshape(-1, n).T
     h = histogram_reference(bins, a["stat"].reshape(n, -1), a["weight"].reshape(-1, n), a["order"].reshape(-1, n),
                             a["slot_begin"], a["slot_count"], a["slot_tree"], n_bins)
     return h.reshape(h.shape[0], h.shape[1], -1).astype(np.int32)

@@ -41,7 +41,7 @@ class OpenCLForest:
         self.lane = "int" if stat.dtype == np.int32 else "long"
         self.lanes = stat.shape[1] + 2
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
-        self._upload("bins", bins)
+        self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
         self._upload("stat", stat.astype(self.lane_dtype))
         self._upload("weight", weight.astype(np.int32))
         self._upload("order", order.astype(np.int32))
@@ -106,7 +106,7 @@ class OpenCLForest:
         self._upload("split_tab", split_tab.astype(np.int32))
         self._upload("split_left", split_left.astype(np.int32))
         self._upload("level_begin", slots.begin.astype(np.int32))
-        self._launch("forest_route", self.c_route, ws["new_slot"], rows, {"n_feat": np.int32(self.n_feat)},
+        self._launch("forest_route", self.c_route, ws["new_slot"], rows, {},
                      row_slot=ws["row_slot"], split_tab=ws["split_tab"], bins=ws["bins"])
         self._launch("forest_left_scan", self.c_scan, ws["scan"], pos, {}, order=ws["order"], new_slot=ws["new_slot"])
         self._launch("forest_partition", self.c_part, ws["order_next"], pos, {}, order=ws["order"],
