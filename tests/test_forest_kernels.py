@@ -57,6 +57,19 @@ def test_histogram_matches_reference(device, lane, config):
     assert ref[5].sum() == 0 and ref[4].sum() > 0  # the empty slot stays empty; the others are not
 
 
+def test_sibling_subtraction_matches_reference(device):
+    rng = np.random.default_rng(9)
+    prev = rng.integers(0, 1000, (5, 7, 3)).astype(np.int64)
+    small = rng.integers(0, 100, (4, 7, 3)).astype(np.int64)
+    pair = np.array([[3, 0], [0, 1], [4, 1], [1, 0]], np.int32)
+    got = _comp(K.hist_siblings("long"), device, {"NUM_WI_cell": 5, "NUM_WG_cell": 3})(
+        sizes={"slot": 8, "cell": 21}, small=small.reshape(-1), prev=prev.reshape(-1), pair=pair.reshape(-1))
+    ref = K.hist_siblings_reference(small, prev, pair)
+    assert np.array_equal(got.reshape(ref.shape), ref)
+    assert np.array_equal(ref[0], small[0]) and np.array_equal(ref[1], prev[3] - small[0])
+    assert np.array_equal(ref[3], small[1]) and np.array_equal(ref[2], prev[0] - small[1])
+
+
 @pytest.mark.parametrize("criterion", ["gini", "entropy", "squared_error"])
 def test_split_kernels_match_reference(device, criterion):
     rng = np.random.default_rng(5)

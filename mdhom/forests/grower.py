@@ -47,9 +47,11 @@ class Slots:
     tree: np.ndarray
     node: np.ndarray
     seed: np.ndarray
+    parent: np.ndarray  # the parent's slot in the previous level (-1 at the roots); siblings are 2k, 2k + 1
 
     def take(self, lo: int, hi: int) -> Slots:
-        return Slots(self.begin[lo:hi], self.count[lo:hi], self.tree[lo:hi], self.node[lo:hi], self.seed[lo:hi])
+        return Slots(self.begin[lo:hi], self.count[lo:hi], self.tree[lo:hi], self.node[lo:hi], self.seed[lo:hi],
+                     self.parent[lo:hi])
 
     def __len__(self) -> int:
         return int(self.begin.size)
@@ -59,8 +61,8 @@ class ForestBackend(Protocol):
     def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
               row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None: ...
 
-    def level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
-        """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch."""
+    def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch (``whole``: the batch is the level)."""
         ...
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
@@ -75,7 +77,7 @@ class NumpyForest:
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
         self.order, self.row_slot, self.xlogx = order.copy(), row_slot.copy(), xlogx
 
-    def level(self, slots, spec):  # noqa: ANN001, ANN201
+    def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
         hist = K.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
                                      slots.tree, self.n_bins)
         totals = K.node_totals_reference(hist)
@@ -129,14 +131,15 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx)
     trees = np.arange(n_trees, dtype=np.int32)
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
-                  seeds.astype(np.uint32))
+                  seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))
     n_nodes = np.ones(n_trees, np.int64)
     per_slot = max(1, bins.shape[1] * n_bins * lanes * 8)
     batch = max(1, HIST_BUDGET // per_slot)
     levels: list[tuple] = []
     depth = 0
     while len(slots):
-        parts = [backend.level(slots.take(lo, lo + batch), spec) for lo in range(0, len(slots), batch)]
+        whole = batch >= len(slots)
+        parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
         totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
         ns = np.concatenate([p[1] for p in parts])
         split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
@@ -166,7 +169,7 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
         slots = Slots(np.stack([b, b + nl], 1).reshape(-1).astype(np.int32),
                       np.stack([nl, c - nl], 1).reshape(-1).astype(np.int32),
                       np.repeat(tk, 2).astype(np.int32), np.stack([child_id, child_id + 1], 1).reshape(-1),
-                      np.repeat(slots.seed[k], 2))
+                      np.repeat(slots.seed[k], 2), np.repeat(k, 2).astype(np.int32))
         depth += 1
     return _assemble(levels, n_nodes, lanes)
 

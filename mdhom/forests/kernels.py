@@ -14,6 +14,7 @@ integers, so histograms are exact in any summation order and every device writes
 kernel                 index space          combine operators
 =====================  ===================  ==============================================================
 forest_histogram       slot x feat x pos    concat, concat, sum over the slot's rows (ragged)
+forest_hist_siblings   slot x cell          concat: the built smaller child, or parent - it (subtraction)
 forest_node_totals     slot x lane x bin    concat, concat, sum over bins (feature 0's histogram)
 forest_feature_split   slot x feat          concat, concat: the best "bin <= b" of a feature (a scan in f)
 forest_node_split      slot                 concat: the best candidate among the node's sampled features
@@ -149,6 +150,34 @@ def histogram_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, 
         v = w * stat[rows, j].astype(np.int64) if j < lanes - 2 else (w if j == lanes - 2 else np.ones_like(w))
         out[:, j] = exact_bincount(keys, np.repeat(v, f), size)
     return out.reshape(n_slots, f, n_bins, lanes)
+
+
+# ------------------------------------------------------------------------------------------------ subtraction
+@lru_cache(maxsize=4)
+def hist_siblings(lane: str) -> Description:
+    """A level's histograms from the smaller child of each split (built) and the parents' (histogram subtraction,
+    exact in integers): slot ``2k + side`` is the built ``small[k]`` where ``side`` is the built one
+    (``pair[2k + 1]``), else ``prev[pair[2k]] - small[k]``. Halves the histogram's work on every level below the
+    root."""
+    return Description(
+        "forest_hist_siblings", ["slot", "cell"], [Concat(), Concat()], lane,
+        scalar="""
+const long k = slot >> 1;
+const atom_t c = small[k * SIZE_cell + cell];
+out = ((slot & 1) == pair[2 * k + 1]) ? c : prev[(long)pair[2 * k] * SIZE_cell + cell] - c;""",
+        inputs=[Input("small", lane, ("*",), gather=True), Input("prev", lane, ("*",), gather=True),
+                Input("pair", "int", ("*",), gather=True)],
+    )
+
+
+def hist_siblings_reference(small: np.ndarray, prev: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    pair = pair.reshape(-1, 2)
+    out = np.empty((2 * len(pair),) + small.shape[1:], small.dtype)
+    side = pair[:, 1].astype(bool)
+    other = prev[pair[:, 0]] - small
+    out[0::2] = np.where(side.reshape((-1,) + (1,) * (small.ndim - 1)), other, small)
+    out[1::2] = np.where(side.reshape((-1,) + (1,) * (small.ndim - 1)), small, other)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ node totals
@@ -555,6 +584,16 @@ _HIST_CLASSES = {
     "roots_64x1e5": {"slot": 64, "feat": 28, "pos": 64500, "rows": 10**5, "trees": 64, "n_bins": 64},
     "level_4096x1e5": {"slot": 4096, "feat": 28, "pos": 1100, "rows": 10**5, "trees": 64, "n_bins": 64},
 }
+def _cells(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_cell"] = 256 if gpu else 64
+    cfg["NUM_WG_cell"] = max(1, dev.compute_units) * (4 if gpu else 1)
+    cfg["NUM_WG_slot"] = pow2_at_most(int(sizes.get("slot", 1)), 64 if gpu else 4)
+    return cfg
+
+
+SIBLINGS = KernelSpec("forest_hist_siblings", _cells)
 HISTOGRAM = KernelSpec("forest_histogram", histogram_heuristic, tuning=Tuning(
     lambda s: histogram(int(s.get("n_bins", 64)), "int", (2,)), _HIST_CLASSES, _hist_inputs, _hist_ref,
     doc="bootstrap-weighted class-count histograms of every node of a forest level (ragged rows per node)"))
@@ -564,4 +603,4 @@ NODE_SPLIT_SPEC = KernelSpec("forest_node_split", _per_slot)
 ROUTE = KernelSpec("forest_route", _rows)
 LEFT_SCAN = KernelSpec("forest_left_scan", _scan)
 PARTITION = KernelSpec("forest_partition", _rows)
-SPECS = (HISTOGRAM, NODE_TOTALS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, LEFT_SCAN, PARTITION)
+SPECS = (HISTOGRAM, SIBLINGS, NODE_TOTALS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, LEFT_SCAN, PARTITION)

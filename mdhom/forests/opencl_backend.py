@@ -61,7 +61,11 @@ class OpenCLForest:
         self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat),
                              {"slot": self.n_trees})
         rows = {"tree": self.n_trees, "row": self.n}
+        self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
+                              {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
         self.c_route = ws.build(K.ROUTE, K.route(n_bins), rows)
+        self._hist = ["hist_a", "hist_b"]  # this level's histograms and the previous level's (for subtraction)
+        self._prev_whole = False
         self.c_scan = ws.build(K.LEFT_SCAN, K.left_scan(), {"tree": self.n_trees, "pos": self.n})
         self.c_part = ws.build(K.PARTITION, K.partition(), {"tree": self.n_trees, "pos": self.n})
 
@@ -69,22 +73,40 @@ class OpenCLForest:
         self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
 
     # ------------------------------------------------------------------------------------------ steps
-    def level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
+    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray) -> None:
+        """Histograms of the listed nodes into ``out``."""
         ws = self.ws
-        s = len(slots)
-        for name, values in (("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree),
-                             ("slot_node", slots.node)):
+        for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
             self._upload(name, values.astype(np.int32))
-        self._upload("slot_seed", slots.seed.astype(np.uint32))
-        hist = ws.ensure("hist", s * self.n_feat * self.n_bins * self.lanes * self.lane_dtype.itemsize)
-        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
-        fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
-        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
-        self._launch("forest_histogram", self.c_hist, hist,
-                     {"slot": s, "feat": self.n_feat, "pos": max(1, int(slots.count.max()))},
+        self._launch("forest_histogram", self.c_hist, out,
+                     {"slot": len(begin), "feat": self.n_feat, "pos": max(1, int(count.max()))},
                      {"n_rows": np.int32(self.n)}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_tree=ws["slot_tree"])
+
+    def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        ws = self.ws
+        s = len(slots)
+        cells = self.n_feat * self.n_bins * self.lanes
+        node_bytes = cells * self.lane_dtype.itemsize
+        hist = ws.ensure(self._hist[0], s * node_bytes)
+        if whole and self._prev_whole and slots.parent[0] >= 0:
+            # siblings come in pairs (2k, 2k + 1): build the smaller one, subtract it from the parent for the other
+            count = slots.count.reshape(-1, 2)
+            side = (count[:, 1] < count[:, 0]).astype(np.int32)
+            built = 2 * np.arange(count.shape[0]) + side
+            small = ws.ensure("hist_small", count.shape[0] * node_bytes)
+            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
+            self._upload("pair", np.stack([slots.parent[0::2], side], axis=1).astype(np.int32))
+            self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
+                         prev=ws[self._hist[1]], pair=ws["pair"])
+        else:
+            self._build(hist, slots.begin, slots.count, slots.tree)
+        self._upload("slot_node", slots.node.astype(np.int32))
+        self._upload("slot_seed", slots.seed.astype(np.uint32))
+        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
         self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
                      {"n_feat": np.int32(self.n_feat)}, hist=hist)
         self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": self.n_feat},
@@ -97,6 +119,9 @@ class OpenCLForest:
         ns = np.empty(s, K.NODE_SPLIT.dtype)
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
         ws.read(ns, nsplit)
+        if whole:  # this level's histograms are the next level's parents
+            self._hist.reverse()
+        self._prev_whole = whole
         return tot.astype(np.int64), ns
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
