@@ -329,7 +329,9 @@ class RandomForestClassifier(_Forest):
 
     def _leaf_values(self, totals, outputs):  # noqa: ANN001, ANN202
         w = totals[:, -2].astype(np.float64)[:, None]
-        return totals[:, :sum(outputs)].astype(np.float64) / w
+        # a tree whose bootstrap drew only rows of weight 0 has an empty root: it predicts 0
+        return np.divide(totals[:, :sum(outputs)].astype(np.float64), w, out=np.zeros((len(w), sum(outputs))),
+                         where=w > 0)
 
     def _target_info(self) -> dict[str, Any]:
         classes = self.classes_ if self._multi else [self.classes_]
@@ -415,7 +417,9 @@ class RandomForestRegressor(_Forest):
 
     def _leaf_values(self, totals, outputs):  # noqa: ANN001, ANN202
         w = totals[:, -2].astype(np.float64)[:, None]
-        return self._center[None, :] + np.ldexp(totals[:, :len(outputs)].astype(np.float64) / w, -self._shift)
+        mean = np.divide(totals[:, :len(outputs)].astype(np.float64), w, out=np.zeros((len(w), len(outputs))),
+                         where=w > 0)
+        return self._center[None, :] + np.ldexp(mean, -self._shift)
 
     def _target_info(self) -> dict[str, Any]:
         return {"kind": "regression", "multi_output": self._multi, "n_outputs": int(self.n_outputs_)}
