@@ -68,15 +68,18 @@ class Forest:
         step = max(1, chunk_cells // max(1, self.n_trees))
         for lo in range(0, n, step):
             x = X[lo:lo + step]
-            idx = np.broadcast_to(roots, (x.shape[0], self.n_trees)).copy()
-            while True:
-                f = self.feature[idx]
-                r, c = np.nonzero(f >= 0)
-                if not r.size:
-                    break
-                node = idx[r, c]
-                right = ~(x[r, f[r, c]] <= self.threshold[node])  # NaN compares false: right
-                idx[r, c] = absolute_left[node] + right
+            m = x.shape[0]
+            node = np.tile(roots, m)  # (row, tree) flat: rows still walking shrink the active set each level
+            row = np.repeat(np.arange(m), self.n_trees)
+            active = np.arange(node.size)
+            while active.size:
+                nd = node[active]
+                f = self.feature[nd]
+                inner = f >= 0
+                active, nd, f = active[inner], nd[inner], f[inner]
+                right = ~(x[row[active], f] <= self.threshold[nd])  # NaN compares false: right
+                node[active] = absolute_left[nd] + right
+            idx = node.reshape(m, self.n_trees)
             acc = np.zeros((x.shape[0], self.value.shape[1]))
             for t in range(self.n_trees):  # tree order: the same sum everywhere
                 acc += self.value[idx[:, t]]
