@@ -274,3 +274,13 @@ def test_check_estimator(cls):
     failures = [r for r in results if r["status"] == "failed"]
     assert not failures, [(r["check_name"], repr(r["exception"])[:300]) for r in failures]
     assert len(results) > 50
+
+
+def test_n_jobs_runs_on_a_sub_device(tmp_path):
+    """n_jobs as the boosting trees take it: a CPU device's sub-device of that many threads, the same model."""
+    if not any(d.type == "cpu" for d in mdhom.compute_devices()):
+        pytest.skip("no OpenCL CPU device")
+    X, y = _cancer(200)
+    ref = RandomForestClassifier(n_estimators=3, random_state=0, device="numpy").fit(X, y)
+    one = RandomForestClassifier(n_estimators=3, random_state=0, device="cpu", n_jobs=1).fit(X, y)
+    assert _file(one, tmp_path, "one.json") == _file(ref, tmp_path, "ref.json")
