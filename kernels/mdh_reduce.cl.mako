@@ -87,7 +87,7 @@ ${tile.decompose()}
     }
 #endif
 % else:
-    if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
+    if (active) mdh_out[${out_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
 % endif
 % for d in concat_dims:
     }

@@ -229,8 +229,10 @@ def test_partition(device, feature_major, row_index):
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
         dest = run(dest_d, device, cd, sizes, incl=incl, **common)
         new_ridx, new_node = ridx.copy(), row_node.copy()
-        new_ridx[at[dest["pos"]]] = ridx[at]
-        new_node[ridx[at]] = dest["node"]
+        new_ridx[at[dest]] = ridx[at]
+        for t, nl in zip(tab, want_counts, strict=True):  # left rows first: the nodes follow from the positions
+            b, c = int(t["begin"]), int(t["count"])
+            new_node[new_ridx[b:b + nl]], new_node[new_ridx[b + nl:b + c]] = t["left"], t["right"]
         np.testing.assert_array_equal(new_ridx, want_ridx, err_msg=str(cd))
         np.testing.assert_array_equal(new_node, want_node, err_msg=str(cd))
 
@@ -322,13 +324,19 @@ def test_score_update_and_predict_bins(device, feature_major):
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
 
-def test_relabel(device):
-    """Rows renamed to the tree's leaf ids after a batched loss-guided tree."""
+def test_leaf_rows(device):
+    """Every row's node from the nodes' position ranges, written through the output view ridx[pos]."""
     rng = np.random.default_rng(41)
-    row_node = rng.integers(0, 50, 3001).astype(np.int32)
-    node_map = rng.permutation(50).astype(np.int32)
-    got = run(pt.relabel(), device, None, {"row": 3001}, row_node=row_node, node_map=("o", node_map, None))
-    np.testing.assert_array_equal(got, node_map[row_node])
+    n = 3001
+    ridx = rng.permutation(n).astype(np.int32)
+    begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
+    node = rng.permutation(200)[:50].astype(np.int32)
+    tab = np.stack([begin, node], axis=1).reshape(-1)
+    got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50)
+    want = pt.leaf_rows_reference(ridx, tab)
+    ends = np.append(begin[1:], n)
+    assert all(np.all(want[ridx[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
+    np.testing.assert_array_equal(got, want)
 
 
 def test_hist_siblings(device):

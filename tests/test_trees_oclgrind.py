@@ -122,7 +122,7 @@ QUANTIZED = textwrap.dedent("""
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
     base = loss.base_score(y, w)
-    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back by tree_relabel)
+    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back; rows learn their leaves from tree_leaf_rows)
     policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False),
                 GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 0, 9, True)]
     dev = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs, **mode)

@@ -1,6 +1,7 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
- * index i moves to index dest[2 i] (in the same split's range) and into node dest[2 i + 1]; its bins and (g, h)
+ * index i moves to index dest[i] (in the same split's range; its node is written once per tree, by tree_leaf_rows,
+ * from the ranges, not here: a scattered write per row and step); its bins and (g, h)
  * pairs move with it, so they stay in position order (contiguous per node). Destinations are a permutation of
  * [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into n-sized scratch
  * buffers in compact order, tree_copy_back copies them home.
@@ -34,7 +35,7 @@ typedef uint tree_gh_word_t;
 
 __kernel void tree_scatter_rows(__global const int* restrict ridx, __global const int* restrict dest,
                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
-                                __global int* restrict row_node, __global int* restrict tmp_ridx,
+                                __global int* restrict tmp_ridx,
                                 __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
                                 const int n, const int n_rows, const int n_feat, const int n_out,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
@@ -55,10 +56,8 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
     const int p = t->begin + (i - t->first);
-    const int d = dest[2 * i];
-    const int row = ridx[p];
-    tmp_ridx[d] = row;
-    row_node[row] = dest[2 * i + 1];
+    const int d = dest[i];
+    tmp_ridx[d] = ridx[p];
 #if TREE_MOVE_ROWS
     for (int f = 0; f < n_feat; ++f) tmp_bins[TREE_BIN_AT(d, f, n)] = bins[TREE_BIN_AT(p, f, n_rows)];
     for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];

@@ -85,6 +85,7 @@ def template_context(desc: Description) -> dict:
         "point_args": ", ".join(desc.dim_names),
         "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),
         "concat_index": _row_major(concat),
+        "out_index": desc.out_index or _row_major(concat),  # where a concatenation writes: its output view
         "output_index": _row_major(desc.output_dims),
         "wg_lane_index": _row_major_groups(desc.lane_dims),
         "combine_lanes": desc.combine_lanes,

@@ -156,6 +156,12 @@ class Description:
     ``PARTIALS_LOCAL``: 1 keeps one partial per work-group in local memory instead of one per work-item in
     private memory (what GPUs want for histograms). Integer sums do not depend on the order of the atomics,
     so the result stays exact and deterministic.
+
+    ``out_index``, optional, is an output view for descriptions of concatenated dimensions only: an OpenCL C
+    expression (over dimension indices, ``SIZE_<dim>``, parameters and gathered inputs) for the flat output
+    position a point's atom is written to, instead of the point's row-major position. It must permute the
+    output positions (a row scatter through a row order: ``ridx[pos]``); the output keeps the index space's
+    shape, and distinct points never write the same place, so there are no races.
     """
 
     name: str
@@ -168,6 +174,7 @@ class Description:
     accumulate: str | None = None
     accumulate_atomic: str | None = None
     preamble: str = ""
+    out_index: str | None = None
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -182,6 +189,7 @@ class Description:
         accumulate: str | None = None,
         preamble: str = "",
         accumulate_atomic: str | None = None,
+        out_index: str | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -194,6 +202,7 @@ class Description:
         set_(self, "accumulate", accumulate)
         set_(self, "accumulate_atomic", accumulate_atomic)
         set_(self, "preamble", preamble)
+        set_(self, "out_index", out_index)
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         set_(self, "double_fp", "double" in uses)
         self._validate()
@@ -272,6 +281,16 @@ class Description:
             elif not inp.gather and not all(isinstance(s, str) for s in inp.shape):
                 raise DescriptionError(
                     f"{self.name}: input {inp.name} has integer extents, so it needs an `index` expression"
+                )
+        if self.out_index is not None:
+            if scans or reduces:
+                raise DescriptionError(f"{self.name}: an output view (`out_index`) needs concatenated dimensions only")
+            gathered = {i.name for i in self.inputs if i.gather}
+            unknown = sorted(set(_IDENT.findall(_strip_numbers(self.out_index))) - known - gathered)
+            if unknown:
+                raise DescriptionError(
+                    f"{self.name}: the output view ({self.out_index}) uses unknown name(s) {', '.join(unknown)}; "
+                    f"dimensions are {', '.join(names)}, gathered inputs {', '.join(sorted(gathered)) or 'none'}"
                 )
 
     # ----------------------------------------------------------------- structure

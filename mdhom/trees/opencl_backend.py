@@ -223,6 +223,7 @@ class OpenCLTreeKernels:
         self.gradients.compute(keep, self.scores_.cur)
 
     def update_scores(self, value: np.ndarray) -> None:
+        self.rows.settle()  # every row's leaf, from the tree's final ranges
         self.scores_.update(value)
 
     def scores(self) -> np.ndarray:
