@@ -134,8 +134,21 @@ def test_select_explicit_and_aliases():
     chosen = anchors.select(["lightgbm", "xgboost-cpu", "xgboost", "none"])
     assert [s.name for s in chosen] == ["mdhom", "lightgbm-cpu", "xgboost-cpu"]
     assert [s.name for s in anchors.select(["none"], include_mdhom=False)] == []
-    with pytest.raises(ValueError, match="unknown anchor 'catboost'"):
-        anchors.select(["catboost"])
+    assert [s.name for s in anchors.select(["catboost"], include_mdhom=False)] == ["catboost-gpu"]
+    with pytest.raises(ValueError, match="unknown anchor 'catboost-cpu'"):
+        anchors.select(["catboost-cpu"])
+
+
+def test_catboost_settings_follow_the_grow_policy():
+    cfg = TreesConfig.quick_config()
+    cfg.grow_policy, cfg.max_depth = "lossguide", None
+    params = anchors.CatBoostGPU.params(anchors.CatBoostGPU.__new__(anchors.CatBoostGPU), cfg)
+    assert params["grow_policy"] == "Lossguide" and params["max_leaves"] == cfg.leaves and params["depth"] == 16
+    assert params["border_count"] == cfg.bins and params["bootstrap_type"] == "No"
+    cfg.grow_policy = "depthwise"
+    params = anchors.CatBoostGPU.params(anchors.CatBoostGPU.__new__(anchors.CatBoostGPU), cfg)
+    assert params["grow_policy"] == "Depthwise" and "max_leaves" not in params
+    assert params["depth"] == anchors.tree_shape(cfg)[1]
 
 
 def test_select_default_lists_cpu_anchors_and_gpu_ones_only_with_a_gpu():
