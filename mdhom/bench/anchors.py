@@ -474,8 +474,8 @@ class CatBoostGPU(System):
     """CatBoost on CUDA with the settings closest to the others': XGBoost's leaf-wise or level-wise trees
     (``Lossguide`` / ``Depthwise``, CatBoost's default is symmetric trees), one Newton step per leaf, L2 = 1,
     no bootstrap and no random score perturbation, ``border_count`` = bins. CatBoost's GPU trainer takes no
-    per-iteration callbacks, so a round is timed as (fit of R rounds - fit of 1 round) / (R - 1): a mean over
-    the rounds after the first, with setup and the first round in the 1-round fit."""
+    per-iteration callbacks, so a round is timed as (fit of R rounds - fit of 1 round) / (R - 1), after a first
+    1-round fit that pays CUDA's start-up: a mean over the rounds after the first."""
 
     name = "catboost-gpu"
     gpu = True
@@ -516,6 +516,9 @@ class CatBoostGPU(System):
         cb = self.cb
         params = self.params(cfg)
         t0 = time.perf_counter()
+        cb.CatBoostClassifier(**{**params, "iterations": 1}).fit(X, y)  # CUDA's start-up, once per process
+        warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
         cb.CatBoostClassifier(**{**params, "iterations": 1}).fit(X, y)
         one = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -531,7 +534,7 @@ class CatBoostGPU(System):
             "version": cb.__version__,
             "params": params,
             "device": "cuda",
-            "build_seconds": max(0.0, one - per),
+            "build_seconds": max(0.0, warm - per),
             "fit_seconds": fit,
             "round_seconds": [one] + [per] * max(0, rounds - 1),
             "timing_source": "(fit of R rounds - fit of 1 round) / (R - 1), host clock: a mean, not a median "
