@@ -226,7 +226,7 @@ def test_bench_trees_quick_end_to_end(tmp_path, capsys):
 
 
 def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):
-    assert main(["bench", "trees", "--quick", "--anchors", "catboost", "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["bench", "trees", "--quick", "--anchors", "catboost-cpu", "--out", str(tmp_path / "x.json")]) == 2
     assert "unknown anchor" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
@@ -285,6 +285,10 @@ def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
     assert mean["wall_seconds"] == pytest.approx(float(np.mean([r["wall_seconds"] for r in steady])))
     assert sum(k["seconds"] for k in mean["kernels"].values()) == pytest.approx(mean["kernel_total_seconds"])
     assert "mdhom profile" in printed and f"kernel {hist}" in printed and "launch + transfer" in printed
+    # bandwidth: the bytes the histogram must read (every row of the root once, each round) and a copy's rate
+    n_rows, n_feat = report["workload"]["train_rows"], report["workload"]["features"]
+    assert mean["kernels"][hist]["bytes"] >= n_rows * (n_feat + 8)
+    assert profile["copy_bytes_per_second"] > 0 and "of a copy" in printed
     # the timed run ran without profiling: its rounds are not the profiled ones
     assert len(mdhom["round_seconds"]) == 5
 

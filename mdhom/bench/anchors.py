@@ -242,7 +242,11 @@ class Mdhom(System):
             if recorder.backend is None:
                 reason = recorder.unsupported or "the estimator built no backend through make_kernels"
                 return {"status": "unavailable", "reason": reason}
-            return {"status": "ok", **summarize(list(model.round_times_), recorder.rounds())}
+            from mdhom.bench.profile import copy_bandwidth
+
+            copy = copy_bandwidth(recorder.backend.device)
+            return {"status": "ok", **summarize(list(model.round_times_), recorder.rounds()),
+                    "copy_bytes_per_second": copy}
         except Exception as exc:  # the timed run stands without its profile
             return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
 

@@ -270,6 +270,21 @@ class RowPartitioner:
             ws.put("slot_count", ws["slot_count"], count, np.int32)
         return maxc
 
+    def rows_of(self, nodes: np.ndarray) -> int:
+        """The rows the listed nodes hold (after the last partition's counts are in)."""
+        self.resolve()
+        return int(sum(self.count.get(int(x), 0) for x in np.asarray(nodes).reshape(-1)))
+
+    def row_bytes(self) -> tuple[int, int]:
+        """Bytes per row that the partition (flags, destinations) and the scatter (with its copy back) must move
+        by design: the partition reads the split feature's bin (and the row index) and writes and reads the flag
+        counts and destinations; the scatter reads a destination and the row order, writes it to scratch and
+        copies it back, with the row's bins and (g, h) when rows move."""
+        ws = self.ws
+        through = 4 if ws.row_index else 0
+        moved = 0 if ws.row_index else ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize
+        return through + ws.bin_bytes + 4 + 4 + 4, 4 + 4 + 4 + 8 + 4 * moved
+
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
                      cat_left: np.ndarray | None = None) -> None:
@@ -314,7 +329,8 @@ class RowPartitioner:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         events += self.k_dest({"pos": n}, n_split=ns)
-        ws.record("tree_partition", events)
+        part_bytes, scatter_bytes = self.row_bytes()
+        ws.record("tree_partition", events, n * part_bytes)
         wi = 64
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
         events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, self.dest, ws.bins, ws.gh,
@@ -324,7 +340,7 @@ class RowPartitioner:
         # on the host than three buffer copies when row-major)
         events.append(self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
                                       self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns))
-        ws.record("tree_scatter_rows", events)
+        ws.record("tree_scatter_rows", events, n * scatter_bytes)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
         self._pending = (read, host, rows)
