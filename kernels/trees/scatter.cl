@@ -13,13 +13,17 @@
  * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
  * With TREE_MOVE_ROWS=0 (row-index mode) only the row order moves: bins and (g, h) stay in row order and are read
  * through ridx.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1,
+ * -D TREE_ROW_WORDS=w (rows x features: a row's bins are w 4-byte words, moved as words; 0: byte by byte)
  * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. */
 #ifndef TREE_MOVE_ROWS
 #define TREE_MOVE_ROWS 1
 #endif
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
+#endif
+#ifndef TREE_ROW_WORDS
+#define TREE_ROW_WORDS 0
 #endif
 #if TREE_GH_WIDE
 typedef ulong tree_gh_word_t;
@@ -59,7 +63,15 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     const int d = dest[i];
     tmp_ridx[d] = ridx[p];
 #if TREE_MOVE_ROWS
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    {   /* a row's bins are contiguous: move them as 4-byte words */
+        __global const uint* src = (__global const uint*)bins + (long)p * TREE_ROW_WORDS;
+        __global uint* dst = (__global uint*)tmp_bins + (long)d * TREE_ROW_WORDS;
+        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
+    }
+#else
     for (int f = 0; f < n_feat; ++f) tmp_bins[TREE_BIN_AT(d, f, n)] = bins[TREE_BIN_AT(p, f, n_rows)];
+#endif
     for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
 #endif
 }
@@ -76,7 +88,15 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
 #if TREE_MOVE_ROWS
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    {
+        __global const uint* src = (__global const uint*)tmp_bins + (long)i * TREE_ROW_WORDS;
+        __global uint* dst = (__global uint*)bins + (long)p * TREE_ROW_WORDS;
+        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
+    }
+#else
     for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
+#endif
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
 #endif
 }

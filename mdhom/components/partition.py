@@ -188,6 +188,9 @@ class RowPartitioner:
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}"]
+        row_bytes = ws.n_features * ws.bin_bytes
+        if moved and not ws.feature_major and row_bytes % 4 == 0:
+            opts.append(f"-DTREE_ROW_WORDS={row_bytes // 4}")
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
