@@ -189,8 +189,9 @@ def test_split_score_and_sums(device, params):
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_partition(device, feature_major, row_index):
-    """The go-left scan and the destinations over the split nodes' rows end to end, against the numpy partition;
-    with bins in position order (rows moved) or in row order read through the row index."""
+    """The go-left scan over the split nodes' rows end to end, against the numpy partition; with bins in position
+    order (rows moved) or in row order read through the row index. (The scatter that moves each row to the
+    position these counts give is the backend's, checked by the byte-identical trees of test_trees_backend.)"""
     rng = np.random.default_rng(9)
     n_rows, n_feat, n_bins = 1031, 5, 9
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
@@ -218,23 +219,14 @@ def test_partition(device, feature_major, row_index):
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered)
     common = dict(split_tab=("o", raw.view(np.int32), None), n_split=len(tab))
     flags_d = pt.partition_flags(n_bins, feature_major, row_index)
-    dest_d = pt.partition_dest(n_bins, feature_major)
     through = {"ridx": ridx.astype(np.int32)} if row_index else {}
     sizes = {"pos": at.size}
-    for cf, cd in zip(configs(flags_d, device, sizes, seed=10), configs(dest_d, device, sizes, seed=11), strict=True):
+    for cf in configs(flags_d, device, sizes, seed=10):
         incl = run(flags_d, device, cf, sizes, bins=("o", stored, None), n_rows=n_rows, n_feat=n_feat, **common,
                    **through)
         goes = np.concatenate([np.isin(ridx[b:b + c], want_ridx[b:b + c][:nl])
                                for b, c, nl in zip(tab["begin"], tab["count"], want_counts, strict=True)])
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
-        dest = run(dest_d, device, cd, sizes, incl=incl, **common)
-        new_ridx, new_node = ridx.copy(), row_node.copy()
-        new_ridx[at[dest]] = ridx[at]
-        for t, nl in zip(tab, want_counts, strict=True):  # left rows first: the nodes follow from the positions
-            b, c = int(t["begin"]), int(t["count"])
-            new_node[new_ridx[b:b + nl]], new_node[new_ridx[b + nl:b + c]] = t["left"], t["right"]
-        np.testing.assert_array_equal(new_ridx, want_ridx, err_msg=str(cd))
-        np.testing.assert_array_equal(new_node, want_node, err_msg=str(cd))
 
 
 def test_views_share_the_buffer(device):

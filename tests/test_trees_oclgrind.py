@@ -34,7 +34,6 @@ CODE = textwrap.dedent("""
         "tree_split_score": {**one(("node", "feat", "bin", "dir")), "NUM_WI_bin": 4, "NUM_WI_dir": 2,
                              "NUM_WG_feat": 2, "NUM_WI_COMBINE": 4},
         "tree_partition_flags": {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 8},
-        "tree_partition_dest": {"NUM_WI_pos": 8, "NUM_WG_pos": 2},
     }
     for exact, configs in ((True, None), (False, parallel)):
         dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX)

@@ -1,10 +1,14 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
- * index i moves to index dest[i] (in the same split's range; its node is written once per tree, by tree_leaf_rows,
- * from the ranges, not here: a scattered write per row and step); its bins and (g, h)
- * pairs move with it, so they stay in position order (contiguous per node). Destinations are a permutation of
- * [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into n-sized scratch
- * buffers in compact order, tree_copy_back copies them home.
+ * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
+ * order), computed here from the inclusive go-left counts `incl` (tree_partition_flags); its node is written
+ * once per tree, by tree_leaf_rows, from the ranges, not here (a scattered write per row and step). Its bins
+ * and (g, h) pairs move with it, so they stay in position order (contiguous per node). Destinations are a
+ * permutation of [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into
+ * n-sized scratch buffers in compact order, tree_copy_back copies them home.
+ * Why not generated: one launch writes the row order, the moved bins and (g, h), the left counts and the next
+ * histogram's slot tables; md_hom descriptions have one output each, and a launch per output is host time
+ * per split step on GPUs (~20-30 us each on the H100), where a loss-guided round is mostly host time.
  * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
  * the next split search) and, for the child each split names in `next_child` (see
  * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
@@ -37,7 +41,7 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
-__kernel void tree_scatter_rows(__global const int* restrict ridx, __global const int* restrict dest,
+__kernel void tree_scatter_rows(__global const int* restrict ridx,
                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict tmp_ridx,
                                 __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
@@ -59,8 +63,13 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     }
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
-    const int p = t->begin + (i - t->first);
-    const int d = dest[i];
+    const int first = t->first, p = t->begin + (i - first);
+    /* the stable partition's destination: left rows first, each side in its old order */
+    const int base = (first > 0) ? incl[first - 1] : 0;
+    const int nl = incl[first + t->count - 1] - base;
+    const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
+    const int left_before = incl[i] - f - base;
+    const int d = f ? first + left_before : first + nl + (i - first - left_before);
     tmp_ridx[d] = ridx[p];
 #if TREE_MOVE_ROWS
 #if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS

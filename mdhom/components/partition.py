@@ -14,9 +14,9 @@ know the new counts before it launches the histogram.
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
-tree_partition_dest    pos                              concat: new position and node of the row at pos
 tree_leaf_rows         pos                              concat, output view ridx[pos]: the node of each row
-tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): the move to computed positions, and back
+tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
+                       the move there and back
 =====================  ===============================  ======================================================
 """
 
@@ -96,26 +96,6 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
     )
 
 
-@lru_cache(maxsize=32)
-def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
-    """Where the row at compact index pos goes, as a compact index (the same split's range): a
-    stable partition of each split node's rows (left rows first, in their old order), from the inclusive flag
-    counts ``incl``."""
-    return Description(
-        "tree_partition_dest", ["pos"], [Concat()], "int",
-        scalar="""
-""" + _SPLIT_AT + """
-const int first = t->first, count = t->count;
-const int base = (first > 0) ? incl[first - 1] : 0;
-const int n_left = incl[first + count - 1] - base;
-const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
-const int left_before = incl[pos] - f - base;
-out = f ? first + left_before : first + n_left + (pos - first - left_before);""",
-        inputs=[_PART_TAB, Input("incl", "int", ("pos",), gather=True)], params=[Param("n_split", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
-    )
-
-
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
                         n_bins: int, table_bytes: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,9 +131,8 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
 
 # reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
-DESTINATIONS = KernelSpec("tree_partition_dest", elementwise())
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
-SPECS = (FLAGS, DESTINATIONS, LEAF_ROWS)
+SPECS = (FLAGS, LEAF_ROWS)
 
 
 class RowPartitioner:
@@ -166,23 +145,19 @@ class RowPartitioner:
         rows = max(1, ws.n_rows)
         b = ws.n_bins
         self.d_flags = partition_flags(b, ws.feature_major, ws.row_index, ws.sparse)
-        self.d_dest = partition_dest(b, ws.feature_major)
         self.d_leaf_rows = leaf_rows()
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
-        dest = ws.build(DESTINATIONS, self.d_dest, {"pos": rows})
         leaves = ws.build(LEAF_ROWS, self.d_leaf_rows, {"pos": rows})
         moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
         self.tmp_ridx = ws.buf(4 * rows)
         self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features * ws.bin_bytes) if moved else 1)
         self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize if moved else 1)
         self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
-        self.dest = ws.buf(4 * rows)
         self.ensure(16)
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
         ws.ensure("leaf_tab", 8 * 64)
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"], **ridx)))
-        self.k_dest = Bound(ws, dest, lambda: (self.dest, dict(incl=self.incl, split_tab=ws["split_tab"])))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
@@ -197,7 +172,7 @@ class RowPartitioner:
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
         i32 = np.int32
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
-        self._scatter.set_scalar_arg_dtypes([None] * 7 + [i32] * 4 + [None, None, i32, None, None, None])
+        self._scatter.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, None, None, None])
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
         self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
         self._pending: tuple | None = None
@@ -279,14 +254,14 @@ class RowPartitioner:
         return int(sum(self.count.get(int(x), 0) for x in np.asarray(nodes).reshape(-1)))
 
     def row_bytes(self) -> tuple[int, int]:
-        """Bytes per row that the partition (flags, destinations) and the scatter (with its copy back) must move
-        by design: the partition reads the split feature's bin (and the row index) and writes and reads the flag
-        counts and destinations; the scatter reads a destination and the row order, writes it to scratch and
-        copies it back, with the row's bins and (g, h) when rows move."""
+        """Bytes per row that the partition (the go-left counts) and the scatter (with its copy back) must move
+        by design: the partition reads the split feature's bin (and the row index) and writes the counts; the
+        scatter reads the counts and the row order, writes it to scratch and copies it back, with the row's bins
+        and (g, h) when rows move."""
         ws = self.ws
         through = 4 if ws.row_index else 0
         moved = 0 if ws.row_index else ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize
-        return through + ws.bin_bytes + 4 + 4 + 4, 4 + 4 + 4 + 8 + 4 * moved
+        return through + ws.bin_bytes + 4, 4 + 4 + 4 + 8 + 4 * moved
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
@@ -331,12 +306,11 @@ class RowPartitioner:
         else:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
-        events += self.k_dest({"pos": n}, n_split=ns)
         part_bytes, scatter_bytes = self.row_bytes()
         ws.record("tree_partition", events, n * part_bytes)
         wi = 64
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
-        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, self.dest, ws.bins, ws.gh,
+        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
                                 self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
                                 self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])]
         # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
