@@ -32,15 +32,25 @@ ${operator_source}
 #define MDH_FN_PARAMS ${fn_params}
 #define MDH_FN_ARGS ${fn_args}
 
-/* The scalar function f: one point of the index space to one atom. */
+/* The scalar function f: one point of the index space to one atom${" and, scattering, where it lands" if desc.scatter else ""}. */
+% if desc.scatter:
+inline atom_t mdh_scalar(idx_t* mdh_at, ${point_params}, MDH_FN_PARAMS) {
+% else:
 inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
+% endif
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
     atom_t out = atom_zero();
+% if desc.scatter:
+#define out_at (*mdh_at)
+% endif
     {
 ${desc.scalar}
     }
+% if desc.scatter:
+#undef out_at
+% endif
     return out;
 }
 

@@ -28,6 +28,10 @@ ${tile.decompose()}
     const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
+% for d, e in desc.extents:
+    /* ragged: this point's extent along ${d} */
+    const idx_t EXTENT_${d} = active ? min(SIZE_${d}, (idx_t)(${e})) : 0;
+% endfor
 % if lane_dims:
 #if PARTIALS_LOCAL
     {   /* zero this group's accumulators, word by word (atoms of integer lanes) */
@@ -37,7 +41,7 @@ ${tile.decompose()}
     barrier(CLK_LOCAL_MEM_FENCE);
     if (active) {
 % for d in lane_dims:
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < SIZE_${d}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
+        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
 % endfor
             mdh_fold_atomic(&mdh_lacc[c_lane], ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:
@@ -60,7 +64,7 @@ ${tile.decompose()}
     atom_t acc = mdh_neutral();
     if (active) {
 % for d in lane_dims:
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < SIZE_${d}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
+        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
 % endfor
             mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:
@@ -86,8 +90,14 @@ ${tile.decompose()}
 #endif
     }
 #endif
+% elif desc.scatter:
+    if (active) {
+        idx_t mdh_at = ${concat_index};
+        const atom_t mdh_v = mdh_scalar(&mdh_at, ${point_args}, MDH_FN_ARGS);
+        if (mdh_at >= 0) mdh_out[mdh_at] = mdh_v;
+    }
 % else:
-    if (active) mdh_out[${out_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
+    if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
 % endif
 % for d in concat_dims:
     }

@@ -1,6 +1,7 @@
 """mdhom: auto-tuned md_hom OpenCL kernels and the gradient-boosting learners built on them."""
 
 from mdhom.devices import Device, compute_devices, devices, get_device
+from mdhom.forests import RandomForestClassifier, RandomForestRegressor
 from mdhom.plotting import plot_importance, plot_metric, plot_tree, to_graphviz
 from mdhom.rules import RuleBoostClassifier
 from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor, load_model
@@ -9,6 +10,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Device", "compute_devices", "devices", "get_device", "__version__",
-    "TreeBoostClassifier", "TreeBoostRegressor", "RuleBoostClassifier", "load_model",
+    "TreeBoostClassifier", "TreeBoostRegressor", "RuleBoostClassifier", "RandomForestClassifier",
+    "RandomForestRegressor", "load_model",
     "plot_importance", "plot_metric", "plot_tree", "to_graphviz",
 ]

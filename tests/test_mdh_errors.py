@@ -43,13 +43,6 @@ def test_unsupported_operator_mix_and_counts():
         mdh.Operator.named("no_such_op")
 
 
-def test_output_view_only_for_concatenations_and_known_names():
-    with pytest.raises(mdh.DescriptionError, match="concatenated dimensions only"):
-        mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float", "out = 1;", out_index="i")
-    with pytest.raises(mdh.DescriptionError, match=r"output view .* unknown name\(s\) perm"):
-        mdh.Description("s", ["i"], [mdh.Concat()], "float", "out = 1;", out_index="perm[i]")
-
-
 def test_input_dtype_mismatch(device):
     comp = mdh.Computation(_sum(), device)
     with pytest.raises(TypeError, match=r"input 'x' must have dtype float32 \(float\), got float64"):

@@ -138,13 +138,13 @@ def test_gather_input_and_index_expression(device):
     np.testing.assert_allclose(got, table[code.T] * x, rtol=1e-6)
 
 
-def test_output_view_permutes_positions(device):
-    """An output view (``out_index``) writes each point's atom where a permutation sends it (a row scatter):
-    the same result under every configuration, awkward tile sizes included."""
+def test_scatter_permutes_positions(device):
+    """A scattering description writes each point's atom where its scalar function sends it (``out_at``, a
+    permutation: a row scatter): the same result under every configuration, awkward tile sizes included."""
     desc = mdh.Description(
-        "scatter_rows", ["r", "c"], [mdh.Concat(), mdh.Concat()], "float", "out = x * 2;",
+        "scatter_rows", ["r", "c"], [mdh.Concat(), mdh.Concat()], "float", "out = x * 2;\nout_at = perm[r] * SIZE_c + c;",
         inputs=[mdh.Input("x", "float", ("r", "c")), mdh.Input("perm", "int", ("r",), gather=True)],
-        out_index="perm[r] * SIZE_c + c",
+        scatter=True,
     )
     rng = np.random.default_rng(5)
     n, m = 301, 7

@@ -89,6 +89,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves, 5 profiled rounds, in-process"
     )
     t.set_defaults(func=run_trees)
+    fr = kinds.add_parser(
+        "forests",
+        help="random forests on Higgs-shaped data: mdhom against scikit-learn (all cores) and XGBoost's RF mode",
+        description="Fits mdhom's RandomForestClassifier and each anchor on the same data in one process; reports "
+        "fit seconds (mdhom's program builds apart, from a two-tree fit first), prediction seconds on the test rows, "
+        "test AUC and ratios to mdhom.",
+    )
+    fr.add_argument("--rows", type=int, default=None, help="training rows (default 1000000; --quick: 20000)")
+    fr.add_argument("--test-rows", type=int, default=None, help="test rows (default 100000; --quick: 5000)")
+    fr.add_argument("--features", type=int, default=None, help="dense features (default 28)")
+    fr.add_argument("--trees", type=int, default=None, help="trees per forest (default 500; --quick: 20)")
+    fr.add_argument("--max-depth", type=int, default=None, help="deepest level (default 10; --quick: 8; 0: none)")
+    fr.add_argument("--bins", type=int, default=None, help="mdhom's (and XGBoost's) max_bin (default 255)")
+    fr.add_argument("--device", default=None, help="mdhom device spec: auto, cpu, gpu, numpy, a key or substring")
+    fr.add_argument("--threads", type=int, default=None, help="threads of every system (default: all usable)")
+    fr.add_argument("--seed", type=int, default=None, help="data and model seed (default 0)")
+    fr.add_argument("--anchors", default=None,
+                    help="comma list of sklearn, xgboost-cpu, xgboost-cuda (or none); default sklearn")
+    fr.add_argument("--out", default=None, help="JSON report path (default: print only)")
+    fr.add_argument("--quick", action="store_true", help="CI size: 20000 rows, 20 trees of depth 8")
+    fr.set_defaults(func=run_forests)
     mem = kinds.add_parser(
         "memory",
         help="extra memory of a fit on a wide sparse CSR matrix, per device (a fresh process each)",
@@ -174,6 +195,31 @@ def run_trees(args: argparse.Namespace) -> int:
         print(f"report written to {args.out}")
     failed = [r["system"] for r in report["results"] if r["status"] == "failed"]
     return 1 if failed else 0
+
+
+def run_forests(args: argparse.Namespace) -> int:
+    import json
+
+    from mdhom.bench.forests import ForestsConfig, format_table, run_forests
+
+    overrides = {name: getattr(args, name) for name in ("rows", "test_rows", "features", "trees", "max_depth", "bins",
+                                                        "device", "threads", "seed")}
+    if args.anchors is not None:
+        overrides["anchors"] = tuple(a.strip() for a in args.anchors.split(",") if a.strip() and a.strip() != "none")
+    if args.quick:
+        config = ForestsConfig.quick_config(**overrides)
+    else:
+        config = ForestsConfig(**{k: v for k, v in overrides.items() if v is not None})
+    for name in ("rows", "test_rows", "features", "trees", "bins"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+    report = run_forests(config, log=lambda _: None)
+    print(format_table(report))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+        print(f"report written to {args.out}")
+    return 1 if any(r["status"] == "failed" for r in report["results"]) else 0
 
 
 def run_memory(args: argparse.Namespace) -> int:

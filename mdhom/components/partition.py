@@ -14,7 +14,7 @@ know the new counts before it launches the histogram.
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
-tree_leaf_rows         pos                              concat, output view ridx[pos]: the node of each row
+tree_leaf_rows         pos                              concat, scattered to ridx[pos]: the node of each row
 tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
                        the move there and back
 =====================  ===============================  ======================================================
@@ -44,7 +44,8 @@ def leaf_rows() -> Description:
     ``pos`` (``leaf_tab``: ``n_leaves`` pairs (begin, node) in ascending ``begin``, ranges covering every
     position). The partition keeps only the row order per step; a row's node is written once per tree, when
     something reads it (the score update, the host), instead of a scattered 4-byte write per row and split
-    step. The output view ``ridx[pos]`` permutes positions into rows, so no two points write one place."""
+    step. It scatters (``out_at = ridx[pos]``): a permutation of positions into rows, so no two points write one
+    place."""
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
@@ -53,10 +54,11 @@ while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
     if (leaf_tab[2 * mid] <= pos) lo = mid; else hi = mid - 1;
 }
-out = leaf_tab[2 * lo + 1];""",
+out = leaf_tab[2 * lo + 1];
+out_at = ridx[pos];""",
         inputs=[Input("ridx", "int", ("pos",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
         params=[Param("n_leaves", "int")],
-        out_index="ridx[pos]",
+        scatter=True,
     )
 
 

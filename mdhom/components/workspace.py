@@ -180,6 +180,13 @@ class Workspace:
             self.version += 1
         return self._named[name]
 
+    def swap(self, a: str, b: str) -> None:
+        """Exchange two named buffers of one size (double buffering: a kernel's output becomes the next input)."""
+        if self._caps.get(a) != self._caps.get(b):
+            raise ValueError(f"swap: buffers {a!r} and {b!r} differ in size")
+        self._named[a], self._named[b] = self._named[b], self._named[a]
+        self.version += 1
+
     def __getitem__(self, name: str) -> cl.Buffer:
         return self._named[name]
 

@@ -35,6 +35,17 @@ def read_json(path: str | os.PathLike, fmt: str, reads: int, what: str) -> dict[
     return doc
 
 
+def format_of(path: str | os.PathLike) -> str | None:
+    """The ``format`` a model file declares, or None where it is no readable JSON object (the reader of that
+    format then names the damage)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
+
+
 def encode_classes(classes: np.ndarray | None) -> dict[str, Any] | None:
     if classes is None:
         return None

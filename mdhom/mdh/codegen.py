@@ -85,11 +85,12 @@ def template_context(desc: Description) -> dict:
         "point_args": ", ".join(desc.dim_names),
         "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),
         "concat_index": _row_major(concat),
-        "out_index": desc.out_index or _row_major(concat),  # where a concatenation writes: its output view
         "output_index": _row_major(desc.output_dims),
         "wg_lane_index": _row_major_groups(desc.lane_dims),
         "combine_lanes": desc.combine_lanes,
         "lane_ctype": desc.atom.scalars[0],
+        # the bound of each dimension's loop: its size, or its ragged extent at the current point
+        "bounds": {d: f"EXTENT_{d}" if d in dict(desc.extents) else f"SIZE_{d}" for d in desc.dim_names},
     }
 
 

@@ -157,11 +157,15 @@ class Description:
     private memory (what GPUs want for histograms). Integer sums do not depend on the order of the atomics,
     so the result stays exact and deterministic.
 
-    ``out_index``, optional, is an output view for descriptions of concatenated dimensions only: an OpenCL C
-    expression (over dimension indices, ``SIZE_<dim>``, parameters and gathered inputs) for the flat output
-    position a point's atom is written to, instead of the point's row-major position. It must permute the
-    output positions (a row scatter through a row order: ``ridx[pos]``); the output keeps the index space's
-    shape, and distinct points never write the same place, so there are no races.
+    ``extents``, optional, makes reduced dimensions *ragged*: ``{"pos": "count[slot]"}`` bounds the fold along
+    ``pos`` at each point of the concatenated dimensions by an OpenCL expression over them, ``SIZE_<dim>``,
+    parameters and gathered inputs (and by ``SIZE_pos``). This is the tree dimension's shape: the nodes of many
+    trees are one concatenated dimension of slots, each folding only its own rows, so a launch over thousands of
+    nodes of unequal size does the work of their rows and not of slots x the largest node.
+
+    ``scatter=True`` (concatenation-only descriptions) lets the scalar function choose where its atom lands:
+    it may set ``out_at`` (an ``idx_t``, preset to the point's own output position; -1 writes nothing). The
+    positions a launch writes must be distinct (a permutation, such as a stable partition of rows by node).
     """
 
     name: str
@@ -174,7 +178,8 @@ class Description:
     accumulate: str | None = None
     accumulate_atomic: str | None = None
     preamble: str = ""
-    out_index: str | None = None
+    extents: tuple[tuple[str, str], ...] = ()
+    scatter: bool = False
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -189,7 +194,8 @@ class Description:
         accumulate: str | None = None,
         preamble: str = "",
         accumulate_atomic: str | None = None,
-        out_index: str | None = None,
+        extents: dict[str, str] | None = None,
+        scatter: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -202,7 +208,8 @@ class Description:
         set_(self, "accumulate", accumulate)
         set_(self, "accumulate_atomic", accumulate_atomic)
         set_(self, "preamble", preamble)
-        set_(self, "out_index", out_index)
+        set_(self, "extents", tuple((extents or {}).items()))
+        set_(self, "scatter", bool(scatter))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         set_(self, "double_fp", "double" in uses)
         self._validate()
@@ -245,6 +252,9 @@ class Description:
                     f"{self.name}: `accumulate_atomic` needs an atom of integer lanes ({', '.join(ATOMIC_LANES)}); "
                     f"this one has {', '.join(bad)}"
                 )
+        self._validate_extents(reduces, scans)
+        if self.scatter and (reduces or scans):
+            raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
         seen = set(names)
         for p in self.params:
             if not _NAME.match(p.name) or p.name in seen:
@@ -282,16 +292,24 @@ class Description:
                 raise DescriptionError(
                     f"{self.name}: input {inp.name} has integer extents, so it needs an `index` expression"
                 )
-        if self.out_index is not None:
-            if scans or reduces:
-                raise DescriptionError(f"{self.name}: an output view (`out_index`) needs concatenated dimensions only")
-            gathered = {i.name for i in self.inputs if i.gather}
-            unknown = sorted(set(_IDENT.findall(_strip_numbers(self.out_index))) - known - gathered)
+    def _validate_extents(self, reduces: list, scans: list) -> None:
+        if not self.extents:
+            return
+        names = [d.name for d in self.dims]
+        concat = {d for d, op in zip(names, self.combine, strict=True) if isinstance(op, Concat)}
+        reduced = {d for d, op in zip(names, self.combine, strict=True) if isinstance(op, Reduce)}
+        known = (concat | {f"SIZE_{n}" for n in names} | {p.name for p in self.params}
+                 | {i.name for i in self.inputs if i.gather} | _INDEX_BUILTINS)
+        for dim, expr in self.extents:
+            if dim not in reduced:
+                raise DescriptionError(
+                    f"{self.name}: extents names {dim!r}, which is not a reduced dimension "
+                    f"({', '.join(sorted(reduced)) or 'none'})")
+            unknown = sorted(set(_IDENT.findall(_strip_numbers(expr))) - known)
             if unknown:
                 raise DescriptionError(
-                    f"{self.name}: the output view ({self.out_index}) uses unknown name(s) {', '.join(unknown)}; "
-                    f"dimensions are {', '.join(names)}, gathered inputs {', '.join(sorted(gathered)) or 'none'}"
-                )
+                    f"{self.name}: extent of {dim!r} ({expr}) uses unknown name(s) {', '.join(unknown)}; it may use "
+                    "the concatenated dimensions, sizes, parameters and gathered inputs")
 
     # ----------------------------------------------------------------- structure
     # Structural facts are read on every launch, so each is computed once (the description is immutable).

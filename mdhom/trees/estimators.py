@@ -635,8 +635,16 @@ for _cls in (TreeBoostClassifier, TreeBoostRegressor):
 _ESTIMATORS = {"TreeBoostClassifier": TreeBoostClassifier, "TreeBoostRegressor": TreeBoostRegressor}
 
 
-def load_model(path: str | os.PathLike) -> _TreeBoost:
-    """A fitted TreeBoostClassifier or TreeBoostRegressor (whichever the file holds) from ``save_model``."""
+def load_model(path: str | os.PathLike) -> Any:
+    """A fitted TreeBoostClassifier or TreeBoostRegressor (whichever the file holds) from ``save_model``; a random
+    forest's file gives its RandomForestClassifier or RandomForestRegressor."""
+    from mdhom.forests.model import FORMAT as FOREST_FORMAT
+    from mdhom.learn.model_files import format_of
+
+    if format_of(path) == FOREST_FORMAT:
+        from mdhom.forests.estimators import load_forest
+
+        return load_forest(path)
     doc = read_json(path)
     cls = _ESTIMATORS.get(doc.get("estimator"))
     if cls is None:

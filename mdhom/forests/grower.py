@@ -1,0 +1,190 @@
+"""Growing a whole forest level by level: every tree's nodes of a level are one batch of slots.
+
+The algorithm lives here, once; a backend only runs the two steps the md_hom kernels do
+(:mod:`mdhom.forests.kernels`): ``level`` (histograms, node totals and best splits of a batch of slots) and
+``route`` (each row to its child slot, and the stable partition of the split nodes' rows). The numpy backend
+runs the kernels' references, the OpenCL backend the kernels, and since every sum is an integer and every score
+the same double arithmetic in the same order, both grow the same trees bit for bit.
+
+A level is cut into batches only where its histograms would not fit ``HIST_BUDGET`` bytes; otherwise one
+launch of each kernel serves every node of every tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from mdhom.forests import kernels as K
+
+HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
+
+
+@dataclass(frozen=True)
+class GrowSpec:
+    """What the grower needs to know besides the data: the fit's resolved parameters."""
+
+    outputs: tuple[int, ...]  # classes per output (classification) or 1 per output (regression)
+    criterion: str
+    max_depth: int | None
+    min_samples_split: int
+    min_samples_leaf: int
+    max_features: int
+
+    @property
+    def classification(self) -> bool:
+        return self.criterion != "squared_error"
+
+
+@dataclass
+class Slots:
+    """A batch of nodes: one entry per (tree, node). ``begin`` is absolute in the trees x rows position order."""
+
+    begin: np.ndarray
+    count: np.ndarray
+    tree: np.ndarray
+    node: np.ndarray
+    seed: np.ndarray
+    parent: np.ndarray  # the parent's slot in the previous level (-1 at the roots); siblings are 2k, 2k + 1
+
+    def take(self, lo: int, hi: int) -> Slots:
+        return Slots(self.begin[lo:hi], self.count[lo:hi], self.tree[lo:hi], self.node[lo:hi], self.seed[lo:hi],
+                     self.parent[lo:hi])
+
+    def __len__(self) -> int:
+        return int(self.begin.size)
+
+
+class ForestBackend(Protocol):
+    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None: ...
+
+    def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch (``whole``: the batch is the level)."""
+        ...
+
+    def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
+        """Rows of split slots to their children (left 2k, right 2k+1 for the k-th split slot), partitioned."""
+        ...
+
+
+class NumpyForest:
+    """The reference backend: the kernels' numpy references, one call per kernel."""
+
+    def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx):  # noqa: ANN001, ANN201
+        self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
+        self.order, self.row_slot, self.xlogx = order.copy(), row_slot.copy(), xlogx
+
+    def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
+        hist = K.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
+                                     slots.tree, self.n_bins)
+        totals = K.node_totals_reference(hist)
+        fs = K.feature_split_reference(hist, spec.outputs, spec.criterion, spec.min_samples_leaf, self.xlogx)
+        ns = K.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
+                                    spec.criterion, self.xlogx)
+        return totals, ns
+
+    def route(self, split_tab, split_left, slots):  # noqa: ANN001, ANN201
+        new = K.route_reference(self.row_slot, split_tab, self.bins)
+        self.order = K.partition_reference(self.order, new, split_tab, slots.begin, slots.count)
+        self.row_slot = new
+
+
+@dataclass
+class GrownForest:
+    """Every node of every tree, trees in order, each tree's nodes in level order (root 0)."""
+
+    offsets: np.ndarray  # (T + 1,) first node of each tree
+    feature: np.ndarray  # -1 for a leaf
+    split_bin: np.ndarray
+    left: np.ndarray  # local child ids (-1 for a leaf); right = left + 1
+    totals: np.ndarray  # (N, lanes) int64: the node's lane sums
+    gain: np.ndarray  # the split's score gain (0 for leaves)
+    depth: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+
+
+def _pure(totals: np.ndarray, spec: GrowSpec) -> np.ndarray:
+    """Classification nodes whose every output has one class holding all the weight (scikit-learn's leaves of
+    zero impurity). Regression nodes are never called pure here; a split must gain (below) instead."""
+    if not spec.classification:
+        return np.zeros(len(totals), bool)
+    w = totals[:, -2]
+    offs = np.concatenate([[0], np.cumsum(spec.outputs)])
+    pure = np.ones(len(totals), bool)
+    for o in range(len(spec.outputs)):
+        pure &= totals[:, offs[o]:offs[o + 1]].max(axis=1) == w
+    return pure
+
+
+def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray,
+         seeds: np.ndarray, spec: GrowSpec) -> GrownForest:
+    """Grow ``len(weight)`` trees on the binned rows together (``weight``: trees x rows bootstrap counts)."""
+    n_trees, n = weight.shape
+    lanes = stat.shape[1] + 2
+    inbag = weight > 0
+    order = np.argsort(~inbag, axis=1, kind="stable").astype(np.int32)  # in-bag rows first, ascending
+    row_slot = np.where(inbag, np.arange(n_trees, dtype=np.int32)[:, None], -1).astype(np.int32)
+    counts = inbag.sum(axis=1)
+    xlogx = K.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
+    backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx)
+    trees = np.arange(n_trees, dtype=np.int32)
+    slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
+                  seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))
+    n_nodes = np.ones(n_trees, np.int64)
+    per_slot = max(1, bins.shape[1] * n_bins * lanes * 8)
+    batch = max(1, HIST_BUDGET // per_slot)
+    levels: list[tuple] = []
+    depth = 0
+    while len(slots):
+        whole = batch >= len(slots)
+        parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
+        totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        ns = np.concatenate([p[1] for p in parts])
+        split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
+        if spec.max_depth is not None and depth >= spec.max_depth:
+            split[:] = False
+        if not spec.classification:  # a regression split must gain beyond the rounding of its score
+            parent = K.side_reference(totals, spec.outputs, spec.criterion, np.zeros(1))
+            split &= ns["gain"] > 1e-12 * np.abs(parent)
+        k = np.flatnonzero(split)
+        child_slot = np.full(len(slots), -1, np.int32)
+        child_slot[k] = 2 * np.arange(k.size, dtype=np.int32)
+        # children's node ids: the next free ids of their tree, in slot order (slots are grouped by tree)
+        tk = slots.tree[k]
+        first = np.searchsorted(tk, tk, side="left")
+        child_id = (n_nodes[tk] + 2 * (np.arange(k.size) - first)).astype(np.int32)
+        np.add.at(n_nodes, tk, 2)
+        left_node = np.full(len(slots), -1, np.int32)
+        left_node[k] = child_id
+        levels.append((slots.tree.copy(), slots.node.copy(), np.where(split, ns["feat"], -1), ns["bin"], left_node,
+                       totals, np.where(split, ns["gain"], 0.0), depth))
+        if not k.size:
+            break
+        split_tab = np.stack([np.maximum(ns["feat"], 0), ns["bin"], child_slot], axis=1).astype(np.int32)
+        split_left = np.where(split, ns["left"], 0).astype(np.int32)
+        backend.route(split_tab, split_left, slots)
+        b, c, nl = slots.begin[k], slots.count[k], split_left[k]
+        slots = Slots(np.stack([b, b + nl], 1).reshape(-1).astype(np.int32),
+                      np.stack([nl, c - nl], 1).reshape(-1).astype(np.int32),
+                      np.repeat(tk, 2).astype(np.int32), np.stack([child_id, child_id + 1], 1).reshape(-1),
+                      np.repeat(slots.seed[k], 2), np.repeat(k, 2).astype(np.int32))
+        depth += 1
+    return _assemble(levels, n_nodes, lanes)
+
+
+def _assemble(levels: list[tuple], n_nodes: np.ndarray, lanes: int) -> GrownForest:
+    offsets = np.concatenate([[0], np.cumsum(n_nodes)]).astype(np.int64)
+    total = int(offsets[-1])
+    feature = np.full(total, -1, np.int32)
+    split_bin = np.full(total, -1, np.int32)
+    left = np.full(total, -1, np.int32)
+    totals = np.zeros((total, lanes), np.int64)
+    gain = np.zeros(total)
+    depth = np.zeros(total, np.int32)
+    for tree, node, feat, sbin, lnode, tot, g, d in levels:
+        at = offsets[tree] + node
+        feature[at], split_bin[at], left[at], totals[at], gain[at], depth[at] = feat, sbin, lnode, tot, g, d
+    split_bin[feature < 0] = -1
+    return GrownForest(offsets, feature, split_bin, left, totals, gain, depth)

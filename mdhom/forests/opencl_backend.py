@@ -1,0 +1,141 @@
+"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels`.
+
+Rows, weights, the position order and every row's slot stay on the device for the whole fit; per batch of
+slots the host uploads the slot tables and reads back the node totals and best splits (a few bytes per node),
+per level it uploads the split table. Builds and configurations go through the components'
+:class:`~mdhom.components.workspace.Workspace` (tuned configurations, else each kernel spec's heuristic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components.workspace import Workspace
+from mdhom.devices import Device
+from mdhom.forests import kernels as K
+from mdhom.forests.grower import GrowSpec, Slots
+
+
+class OpenCLForest:
+    """:class:`mdhom.forests.grower.ForestBackend` on one device."""
+
+    def __init__(self, device: str | Device | None = "auto") -> None:
+        self.ws = Workspace(device, precision="double", exact=False)
+        self.device = self.ws.device
+
+    # ------------------------------------------------------------------------------------------ buffers
+    def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
+        values = np.ascontiguousarray(values)
+        buf = self.ws.ensure(name, max(16, values.nbytes))
+        if values.nbytes:
+            cl.enqueue_copy(self.ws.queue, buf, values, is_blocking=True)
+        return buf
+
+    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None:
+        ws = self.ws
+        self.n, self.n_feat = bins.shape
+        self.n_trees = weight.shape[0]
+        self.n_bins = n_bins
+        self.lane = "int" if stat.dtype == np.int32 else "long"
+        self.lanes = stat.shape[1] + 2
+        self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
+        self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
+        self._upload("stat", stat.astype(self.lane_dtype))
+        self._upload("weight", weight.astype(np.int32))
+        self._upload("order", order.astype(np.int32))
+        self._upload("order_next", order.astype(np.int32))
+        self._upload("row_slot", row_slot.astype(np.int32))
+        self._upload("new_slot", row_slot.astype(np.int32))
+        ws.ensure("scan", 4 * max(1, order.size))
+        self._upload("xlogx", xlogx.astype(np.float64))
+        sizes = {"slot": self.n_trees, "feat": self.n_feat, "pos": self.n}
+        out = spec.outputs
+        self.d_hist = K.histogram(n_bins, self.lane, out)
+        self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
+        self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
+                                                                       "bin": n_bins})
+        self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
+                             {"slot": self.n_trees, "feat": self.n_feat})
+        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat),
+                             {"slot": self.n_trees})
+        rows = {"tree": self.n_trees, "row": self.n}
+        self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
+                              {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
+        self.c_route = ws.build(K.ROUTE, K.route(n_bins), rows)
+        self._hist = ["hist_a", "hist_b"]  # this level's histograms and the previous level's (for subtraction)
+        self._prev_whole = False
+        self.c_scan = ws.build(K.LEFT_SCAN, K.left_scan(), {"tree": self.n_trees, "pos": self.n})
+        self.c_part = ws.build(K.PARTITION, K.partition(), {"tree": self.n_trees, "pos": self.n})
+
+    def _launch(self, name: str, comp, out: cl.Buffer, sizes: dict, params: dict, **buffers: cl.Buffer) -> None:  # noqa: ANN001
+        self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
+
+    # ------------------------------------------------------------------------------------------ steps
+    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray) -> None:
+        """Histograms of the listed nodes into ``out``."""
+        ws = self.ws
+        for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
+            self._upload(name, values.astype(np.int32))
+        self._launch("forest_histogram", self.c_hist, out,
+                     {"slot": len(begin), "feat": self.n_feat, "pos": max(1, int(count.max()))},
+                     {"n_rows": np.int32(self.n)}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_tree=ws["slot_tree"])
+
+    def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        ws = self.ws
+        s = len(slots)
+        cells = self.n_feat * self.n_bins * self.lanes
+        node_bytes = cells * self.lane_dtype.itemsize
+        hist = ws.ensure(self._hist[0], s * node_bytes)
+        if whole and self._prev_whole and slots.parent[0] >= 0:
+            # siblings come in pairs (2k, 2k + 1): build the smaller one, subtract it from the parent for the other
+            count = slots.count.reshape(-1, 2)
+            side = (count[:, 1] < count[:, 0]).astype(np.int32)
+            built = 2 * np.arange(count.shape[0]) + side
+            small = ws.ensure("hist_small", count.shape[0] * node_bytes)
+            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
+            self._upload("pair", np.stack([slots.parent[0::2], side], axis=1).astype(np.int32))
+            self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
+                         prev=ws[self._hist[1]], pair=ws["pair"])
+        else:
+            self._build(hist, slots.begin, slots.count, slots.tree)
+        self._upload("slot_node", slots.node.astype(np.int32))
+        self._upload("slot_seed", slots.seed.astype(np.uint32))
+        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
+                     {"n_feat": np.int32(self.n_feat)}, hist=hist)
+        self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": self.n_feat},
+                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf)},
+                     hist=hist, xlogx=ws["xlogx"])
+        self._launch("forest_node_split", self.c_ns, nsplit, {"slot": s}, {"max_features": np.int32(spec.max_features)},
+                     fsplit=fsplit, totals=totals, slot_seed=ws["slot_seed"], slot_node=ws["slot_node"],
+                     xlogx=ws["xlogx"])
+        tot = np.empty((s, self.lanes), self.lane_dtype)
+        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
+        ws.read(ns, nsplit)
+        if whole:  # this level's histograms are the next level's parents
+            self._hist.reverse()
+        self._prev_whole = whole
+        return tot.astype(np.int64), ns
+
+    def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
+        ws = self.ws
+        rows = {"tree": self.n_trees, "row": self.n}
+        pos = {"tree": self.n_trees, "pos": self.n}
+        self._upload("split_tab", split_tab.astype(np.int32))
+        self._upload("split_left", split_left.astype(np.int32))
+        self._upload("level_begin", slots.begin.astype(np.int32))
+        self._launch("forest_route", self.c_route, ws["new_slot"], rows, {},
+                     row_slot=ws["row_slot"], split_tab=ws["split_tab"], bins=ws["bins"])
+        self._launch("forest_left_scan", self.c_scan, ws["scan"], pos, {}, order=ws["order"], new_slot=ws["new_slot"])
+        self._launch("forest_partition", self.c_part, ws["order_next"], pos, {}, order=ws["order"],
+                     row_slot=ws["row_slot"], new_slot=ws["new_slot"], scan=ws["scan"], split_tab=ws["split_tab"],
+                     slot_begin=ws["level_begin"], split_left=ws["split_left"])
+        ws.swap("order", "order_next")
+        ws.swap("row_slot", "new_slot")

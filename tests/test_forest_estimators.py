@@ -1,0 +1,256 @@
+"""RandomForestClassifier / RandomForestRegressor: the same model file on every device as the numpy reference,
+quality against scikit-learn, scikit-learn's estimator conventions, model files and error handling."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+
+import mdhom
+from mdhom import RandomForestClassifier, RandomForestRegressor
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not tuned.*")
+        yield
+
+
+def _cancer(n: int = 300):
+    X, y = load_breast_cancer(return_X_y=True)
+    return X[:n], y[:n]
+
+
+def _file(est, tmp_path, name: str) -> bytes:
+    path = tmp_path / name
+    est.save_model(path)
+    return path.read_bytes()
+
+
+CLASSIFIER_CASES = {
+    "bootstrap_sqrt": dict(n_estimators=6),
+    "no_bootstrap_3_features": dict(n_estimators=5, bootstrap=False, max_features=3, min_samples_leaf=2),
+    "entropy_half_samples_depth": dict(n_estimators=5, criterion="entropy", max_samples=0.5, max_depth=5,
+                                       max_features=0.5),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLASSIFIER_CASES))
+def test_classifier_file_is_the_references(device, case, tmp_path):
+    X, y = _cancer()
+    X = X.copy()
+    X[::17, 3] = np.nan  # missing values go right
+    kw = dict(CLASSIFIER_CASES[case], random_state=7, max_bin=31)
+    ref = RandomForestClassifier(device="numpy", **kw).fit(X, y)
+    dev = RandomForestClassifier(device=device, **kw).fit(X, y)
+    assert dev.device_ == device.key
+    assert _file(dev, tmp_path, "d.json") == _file(ref, tmp_path, "r.json")
+    assert np.array_equal(dev.predict_proba(X), ref.predict_proba(X))
+    other = RandomForestClassifier(device="numpy", **{**kw, "random_state": 8}).fit(X, y)
+    assert _file(other, tmp_path, "o.json") != _file(ref, tmp_path, "r.json")  # the seed matters
+
+
+REGRESSOR_CASES = {
+    "bootstrap_all_features": dict(n_estimators=5),
+    "no_bootstrap_sqrt_quantized": dict(n_estimators=4, bootstrap=False, max_features="sqrt", precision="quantized"),
+    "max_samples_int_leaf": dict(n_estimators=4, max_samples=150, min_samples_leaf=3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGRESSOR_CASES))
+def test_regressor_file_is_the_references(device, case, tmp_path):
+    X, y = load_diabetes(return_X_y=True)
+    X, y = X[:300], y[:300]
+    kw = dict(REGRESSOR_CASES[case], random_state=3)
+    ref = RandomForestRegressor(device="numpy", **kw).fit(X, y)
+    dev = RandomForestRegressor(device=device, **kw).fit(X, y)
+    assert _file(dev, tmp_path, "d.json") == _file(ref, tmp_path, "r.json")
+    assert np.array_equal(dev.predict(X), ref.predict(X))
+
+
+def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
+    """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
+    from mdhom.forests import estimators as E
+
+    X, y = _cancer()
+    X = X.copy()
+    X[::11, 2] = np.nan
+    for est in (RandomForestClassifier(n_estimators=7, random_state=0, device=device).fit(X, y),
+                RandomForestRegressor(n_estimators=5, random_state=0, device=device).fit(X, X[:, 0] * 3 + y)):
+        want = est._forest.predict_sum(X)
+        monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1)
+        assert est._device_predictor(len(X)) is not None
+        got = est.predict_proba(X) if isinstance(est, RandomForestClassifier) else est.predict(X)
+        assert np.array_equal(np.asarray(got).reshape(want.shape), want)
+        monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1 << 40)
+        assert est._device_predictor(len(X)) is None
+
+
+def test_multi_output_on_device(device, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(250, 5))
+    Y = np.stack([X[:, 0] > 0, (X[:, 1] + X[:, 2] > 0.5).astype(int) + (X[:, 3] > 1)], axis=1).astype(int)
+    ref = RandomForestClassifier(n_estimators=4, random_state=1, device="numpy").fit(X, Y)
+    dev = RandomForestClassifier(n_estimators=4, random_state=1, device=device).fit(X, Y)
+    assert _file(dev, tmp_path, "d.json") == _file(ref, tmp_path, "r.json")
+    proba = dev.predict_proba(X)
+    assert isinstance(proba, list) and [p.shape for p in proba] == [(250, 2), (250, 3)]
+    assert dev.predict(X).shape == (250, 2) and dev.score(X, Y) > 0.8
+    Yr = np.stack([X[:, 0] * 2, X[:, 1] - X[:, 2]], axis=1)
+    r_ref = RandomForestRegressor(n_estimators=3, random_state=1, device="numpy").fit(X, Yr)
+    r_dev = RandomForestRegressor(n_estimators=3, random_state=1, device=device).fit(X, Yr)
+    assert _file(r_dev, tmp_path, "rd.json") == _file(r_ref, tmp_path, "rr.json")
+    assert r_dev.predict(X).shape == (250, 2) and r_dev.score(X, Yr) > 0.8
+
+
+def _cv(make_ours, make_sklearn, X, y, metric, folds: int = 3) -> tuple[float, float]:
+    from sklearn.model_selection import KFold
+
+    ours, theirs = [], []
+    for i, (a, b) in enumerate(KFold(folds, shuffle=True, random_state=0).split(X)):
+        ours.append(metric(y[b], make_ours(i).fit(X[a], y[a]), X[b]))
+        theirs.append(metric(y[b], make_sklearn(i).fit(X[a], y[a]), X[b]))
+    return float(np.mean(ours)), float(np.mean(theirs))
+
+
+@pytest.mark.parametrize("data", ["breast_cancer", "digits", "diabetes"])
+def test_quality_close_to_scikit_learn(data):
+    """3-fold CV, 40 trees, unlimited depth, on the default CPU device (scripts: 5-fold and 100 trees)."""
+    from sklearn import ensemble
+    from sklearn.metrics import accuracy_score, r2_score, roc_auc_score
+
+    if data == "diabetes":
+        X, y = load_diabetes(return_X_y=True)
+        ours, theirs = _cv(lambda i: RandomForestRegressor(n_estimators=40, random_state=i, device="cpu"),
+                           lambda i: ensemble.RandomForestRegressor(n_estimators=40, random_state=i),
+                           X, y, lambda t, m, x: r2_score(t, m.predict(x)))
+        assert abs(ours - theirs) < 0.03 and ours > 0.35
+        return
+    X, y = (load_breast_cancer if data == "breast_cancer" else load_digits)(return_X_y=True)
+    if data == "breast_cancer":
+        metric, bound = (lambda t, m, x: roc_auc_score(t, m.predict_proba(x)[:, 1])), 0.01
+    else:
+        metric, bound = (lambda t, m, x: accuracy_score(t, m.predict(x))), 0.015
+    ours, theirs = _cv(lambda i: RandomForestClassifier(n_estimators=40, random_state=i, device="cpu"),
+                       lambda i: ensemble.RandomForestClassifier(n_estimators=40, random_state=i), X, y, metric)
+    assert abs(ours - theirs) < bound and ours > 0.95
+
+
+def test_scikit_learn_conventions():
+    from sklearn.base import clone
+
+    est = RandomForestClassifier(n_estimators=3, max_depth=4, device="numpy")
+    assert est.get_params()["max_depth"] == 4 and est.get_params()["max_features"] == "default"
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and twin is not est
+    est.set_params(n_estimators=2)
+    assert est.n_estimators == 2
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        est.set_params(learning_rate=0.1)
+    with pytest.raises(Exception, match="not fitted"):
+        est.predict(np.zeros((2, 3)))
+    assert "max_depth=4" in repr(est)
+    import pandas as pd
+
+    X, y = _cancer(200)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    est.fit(frame, y)
+    assert list(est.feature_names_in_) == list(frame.columns) and est.n_features_in_ == 30
+    imp = est.feature_importances_
+    assert imp.shape == (30,) and abs(imp.sum() - 1) < 1e-12 and imp.max() > imp.min()
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(frame.rename(columns={"f0": "g0"}))
+    assert est.predict(frame.iloc[:0]).shape == (0,)
+    assert set(est.predict(frame)) <= set(est.classes_)
+    strings = np.where(y == 1, "yes", "no")
+    s = RandomForestClassifier(n_estimators=2, device="numpy", random_state=0).fit(X, strings)
+    assert list(s.classes_) == ["no", "yes"] and s.predict(X).dtype.kind == "U"
+
+
+def test_errors_are_clear():
+    X, y = _cancer(100)
+    fit = lambda **kw: RandomForestClassifier(**{"device": "numpy", "n_estimators": 2, **kw}).fit(X, y)  # noqa: E731
+    for kw, match in ((dict(n_estimators=0), "n_estimators"), (dict(max_features="half"), "max_features"),
+                      (dict(criterion="squared_error"), "criterion"), (dict(bootstrap=False, max_samples=0.5),
+                                                                        "max_samples"),
+                      (dict(max_samples=1000), "exceeds"), (dict(min_samples_leaf=1.0), "min_samples_leaf"),
+                      (dict(max_features=31), "exceeds"), (dict(precision="single"), "precision")):
+        with pytest.raises(ValueError, match=match):
+            fit(**kw)
+    with pytest.raises(ValueError, match="criterion"):
+        RandomForestRegressor(criterion="gini", device="numpy").fit(X, y)
+    est = RandomForestClassifier(device="numpy", n_estimators=2)
+    with pytest.raises(ValueError, match="continuous"):
+        est.fit(X, y + 0.5)
+    with pytest.raises(ValueError, match="rows"):
+        est.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="whole numbers"):
+        est.fit(X, y, sample_weight=np.full(100, 0.5))
+    bad = X.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est.fit(bad, y)
+    import scipy.sparse as sp
+
+    with pytest.raises(ValueError, match="sparse"):
+        est.fit(sp.csr_matrix(X), y)
+    est.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :5])
+    with pytest.raises(ValueError, match="numeric"):
+        RandomForestRegressor(device="numpy").fit(X, np.array(["a"] * 100))
+
+
+def test_sample_weight_counts_are_row_copies(tmp_path):
+    """Integer weights are row multiplicities: without bootstrap, weight 2 equals the row given twice."""
+    X, y = _cancer(120)
+    w = np.where(np.arange(120) % 3 == 0, 2, 1)
+    kw = dict(n_estimators=3, bootstrap=False, max_features=None, device="numpy", random_state=0)
+    a = RandomForestClassifier(**kw).fit(X, y, sample_weight=w)
+    rows = np.repeat(np.arange(120), w)
+    b = RandomForestClassifier(**kw).fit(X[rows], y[rows])
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_model_files(tmp_path):
+    X, y = load_digits(return_X_y=True)
+    est = RandomForestClassifier(n_estimators=3, random_state=2, device="numpy").fit(X[:400], y[:400])
+    path = tmp_path / "forest.json"
+    old = os.umask(0o027)
+    try:
+        est.save_model(path)
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == 0o640  # the user's umask, as a plain open() would give
+    loaded = mdhom.load_model(path)
+    assert isinstance(loaded, RandomForestClassifier)
+    assert np.array_equal(loaded.predict_proba(X), est.predict_proba(X))
+    assert np.array_equal(loaded.feature_importances_, est.feature_importances_)
+    again = tmp_path / "again.json"
+    loaded.save_model(again)
+    assert again.read_bytes() == path.read_bytes()
+    with pytest.raises(ValueError, match="RandomForestClassifier model, not a RandomForestRegressor"):
+        RandomForestRegressor().load_model(path)
+    doc = json.loads(path.read_text())
+    for damage, match in ((lambda d: d["forest"].__setitem__("left", d["forest"]["left"][:-1]), "damaged"),
+                          (lambda d: d["forest"]["feature"].__setitem__(0, 99), "damaged"),
+                          (lambda d: d.__setitem__("version", 99), "newer"),
+                          (lambda d: d.__setitem__("format", "other"), "not an mdhom forest")):
+        broken = json.loads(json.dumps(doc))
+        damage(broken)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=match):
+            RandomForestClassifier().load_model(bad)
+    bad.write_text(path.read_text()[:100])
+    with pytest.raises(ValueError, match="corrupt"):
+        mdhom.load_model(bad)
+    reg = RandomForestRegressor(n_estimators=2, random_state=0, device="numpy").fit(X[:200], y[:200] * 0.5)
+    reg.save_model(tmp_path / "reg.json")
+    assert np.array_equal(mdhom.load_model(tmp_path / "reg.json").predict(X), reg.predict(X))

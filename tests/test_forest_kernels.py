@@ -1,0 +1,207 @@
+"""The forest's md_hom kernels against their numpy references on every device, the generator's ragged and
+scatter capabilities they rest on, and a whole forest grown under Oclgrind."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from mdhom import mdh
+from mdhom.forests import grower as G
+from mdhom.forests import kernels as K
+from mdhom.testing import run_under_oclgrind
+
+# awkward sizes: not multiples of any work-group size
+N, F, T, B = 301, 5, 3, 13
+
+
+def _data(rng: np.random.Generator, lane: str = "int"):
+    bins = rng.integers(0, B, (N, F)).astype(np.uint8)
+    if lane == "int":
+        stat = np.eye(3, dtype=np.int32)[rng.integers(0, 3, N)]
+    else:
+        stat = rng.integers(-2**40, 2**40, (N, 1)).astype(np.int64)
+    weight = rng.integers(0, 3, (T, N)).astype(np.int32)
+    order = np.argsort(weight == 0, axis=1, kind="stable").astype(np.int32)
+    cnt = (weight > 0).sum(1)
+    begin, count, tree = [], [], []
+    for t in range(T):  # three slots per tree of unequal sizes (one empty)
+        a, b = cnt[t] // 5, cnt[t] // 5 + cnt[t] // 2
+        begin += [t * N, t * N + a, t * N + b]
+        count += [a, b - a, 0 if t == 1 else cnt[t] - b]
+        tree += [t] * 3
+    slots = tuple(np.array(v, np.int32) for v in (begin, count, tree))
+    return bins, stat, weight, order, slots
+
+
+def _comp(desc, device, config=None):
+    return mdh.build_within_limits(desc, device, config)
+
+
+@pytest.mark.parametrize("lane", ["int", "long"])
+@pytest.mark.parametrize("config", [None, {"NUM_WG_slot": 3, "NUM_WG_feat": 2, "NUM_WI_pos": 5, "NUM_WG_pos": 3,
+                                           "NUM_WI_COMBINE": 7}])
+def test_histogram_matches_reference(device, lane, config):
+    rng = np.random.default_rng(3)
+    bins, stat, weight, order, (sb, sc, st) = _data(rng, lane)
+    outputs = (3,) if lane == "int" else (1,)
+    desc = K.histogram(B, lane, outputs)
+    cfg = config or K.histogram_heuristic(desc, device, {"slot": len(sb), "feat": F, "pos": int(sc.max())})
+    out = _comp(desc, device, cfg)(sizes={"feat": F, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
+                                   stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1),
+                                   slot_begin=sb, slot_count=sc, slot_tree=st, n_rows=np.int32(N))
+    ref = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
+    assert np.array_equal(out.reshape(ref.shape), ref)
+    assert ref[5].sum() == 0 and ref[4].sum() > 0  # the empty slot stays empty; the others are not
+
+
+def test_sibling_subtraction_matches_reference(device):
+    rng = np.random.default_rng(9)
+    prev = rng.integers(0, 1000, (5, 7, 3)).astype(np.int64)
+    small = rng.integers(0, 100, (4, 7, 3)).astype(np.int64)
+    pair = np.array([[3, 0], [0, 1], [4, 1], [1, 0]], np.int32)
+    got = _comp(K.hist_siblings("long"), device, {"NUM_WI_cell": 5, "NUM_WG_cell": 3})(
+        sizes={"slot": 8, "cell": 21}, small=small.reshape(-1), prev=prev.reshape(-1), pair=pair.reshape(-1))
+    ref = K.hist_siblings_reference(small, prev, pair)
+    assert np.array_equal(got.reshape(ref.shape), ref)
+    assert np.array_equal(ref[0], small[0]) and np.array_equal(ref[1], prev[3] - small[0])
+    assert np.array_equal(ref[3], small[1]) and np.array_equal(ref[2], prev[0] - small[1])
+
+
+@pytest.mark.parametrize("criterion", ["gini", "entropy", "squared_error"])
+def test_split_kernels_match_reference(device, criterion):
+    rng = np.random.default_rng(5)
+    lane = "long" if criterion == "squared_error" else "int"
+    outputs = (1,) if lane == "long" else (3,)
+    bins, stat, weight, order, (sb, sc, st) = _data(rng, lane)
+    hist = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
+    lanes = hist.shape[-1]
+    xlogx = K.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
+    dtype = np.int32 if lane == "int" else np.int64
+    flat = hist.astype(dtype).reshape(-1)
+    tot = _comp(K.node_totals(lane), device)(sizes={"slot": len(sb), "lane": lanes, "bin": B}, hist=flat,
+                                              n_feat=np.int32(F))
+    totals = K.node_totals_reference(hist)
+    assert np.array_equal(tot, totals)
+    fs = _comp(K.feature_split(lane, outputs, criterion), device)(
+        sizes={"slot": len(sb), "feat": F}, hist=flat, xlogx=xlogx, n_bins=np.int32(B), min_leaf=np.int32(2))
+    fs_ref = K.feature_split_reference(hist, outputs, criterion, 2, xlogx)
+    assert fs.tobytes() == fs_ref.tobytes()  # the same bits, scores included
+    seed = rng.integers(0, 2**32, len(sb), dtype=np.uint32)
+    node = np.arange(len(sb), dtype=np.int32)
+    for max_features in (1, 2, F):
+        ns = _comp(K.node_split(lane, outputs, criterion, F), device)(
+            sizes={"slot": len(sb)}, fsplit=fs.view(np.int32).reshape(-1), totals=totals.astype(dtype).reshape(-1),
+            slot_seed=seed, slot_node=node, xlogx=xlogx, max_features=np.int32(max_features))
+        ref = K.node_split_reference(fs_ref, totals, seed, node, max_features, outputs, criterion, xlogx)
+        assert ns.tobytes() == ref.tobytes()
+        assert (ref["feat"] >= 0).sum() >= 2
+
+
+def test_routing_and_partition_match_reference(device):
+    rng = np.random.default_rng(7)
+    bins, _, weight, order, (sb, sc, st) = _data(rng)
+    # this level's slot of every (tree, row): the slot whose range holds it
+    row_slot = np.full((T, N), -1, np.int32)
+    flat = order.reshape(-1)
+    for s, (b, c) in enumerate(zip(sb, sc, strict=True)):
+        row_slot[b // N, flat[b:b + c]] = s
+    # slots 0, 2, 3, 5 split (children 0..7), the others are leaves
+    child = np.array([0, -1, 2, 4, -1, 6, -1, -1, -1], np.int32)
+    tab = np.stack([rng.integers(0, F, 9), rng.integers(0, B, 9), child], 1).astype(np.int32)
+    new = _comp(K.route(B), device)(sizes={"tree": T, "row": N}, row_slot=row_slot.reshape(-1),
+                                    split_tab=tab.reshape(-1), bins=bins.T.reshape(-1))
+    new_ref = K.route_reference(row_slot, tab, bins)
+    assert np.array_equal(new.reshape(T, N), new_ref)
+    scan = _comp(K.left_scan(), device, {"NUM_WG_pos": 3, "NUM_WI_pos": 7})(
+        sizes={"tree": T, "pos": N}, order=order.reshape(-1), new_slot=new_ref.reshape(-1))
+    scan_ref = K.left_scan_reference(order, new_ref)
+    assert np.array_equal(scan.reshape(T, N), scan_ref)
+    left = np.zeros(9, np.int32)
+    for s in np.flatnonzero(child >= 0):
+        left[s] = int((new_ref[sb[s] // N, flat[sb[s]:sb[s] + sc[s]]] % 2 == 0).sum())
+    part = _comp(K.partition(), device)(sizes={"tree": T, "pos": N}, order=order.reshape(-1),
+                                        row_slot=row_slot.reshape(-1), new_slot=new_ref.reshape(-1),
+                                        scan=scan_ref.reshape(-1), split_tab=tab.reshape(-1), slot_begin=sb,
+                                        split_left=left)
+    part_ref = K.partition_reference(order, new_ref, tab, sb, sc)
+    assert np.array_equal(part.reshape(T, N), part_ref)
+    assert not np.array_equal(part_ref, order)  # rows did move
+    assert all(sorted(p) == sorted(o) for p, o in zip(part_ref, order, strict=True))
+
+
+def test_forest_grows_identically_on_device(device):
+    from mdhom.forests.opencl_backend import OpenCLForest
+
+    rng = np.random.default_rng(11)
+    n = 400
+    X = rng.normal(size=(n, 4))
+    bins = np.clip((X * 3 + 8).astype(int), 0, 14).astype(np.uint8)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    stat = np.eye(2, dtype=np.int32)[y]
+    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(5)]).astype(np.int32)
+    seeds = rng.integers(0, 2**32, 5, dtype=np.uint32)
+    spec = G.GrowSpec((2,), "gini", None, 2, 1, 2)
+    a = G.grow(G.NumpyForest(), bins, 16, stat, w, seeds, spec)
+    b = G.grow(OpenCLForest(device), bins, 16, stat, w, seeds, spec)
+    assert a.depth.max() >= 5
+    for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+
+
+def test_ragged_extent_and_scatter_in_the_generator(device):
+    """A ragged sum (each row of a matrix summed up to its own length) and a scatter (a reversal)."""
+    ragged = mdh.Description("ragged_sums", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "long",
+                             "out = x[i * SIZE_j + j];", inputs=[mdh.Input("x", "long", ("*",), gather=True),
+                                                                mdh.Input("n", "int", ("i",), gather=True)],
+                             extents={"j": "n[i]"})
+    rng = np.random.default_rng(2)
+    x = rng.integers(-100, 100, (37, 129)).astype(np.int64)
+    n = rng.integers(0, 130, 37).astype(np.int32)
+    for cfg in (None, {"NUM_WG_j": 3, "NUM_WI_j": 5, "NUM_WI_i": 2}):
+        out = mdh.Computation(ragged, device, cfg)(sizes={"j": 129}, x=x.reshape(-1), n=n)
+        assert np.array_equal(out, [x[i, :n[i]].sum() for i in range(37)])
+    rev = mdh.Description("reverse", ["i"], [mdh.Concat()], "int", "out = x[i]; out_at = SIZE_i - 1 - i;",
+                          inputs=[mdh.Input("x", "int", ("*",), gather=True)], scatter=True)
+    v = rng.integers(0, 1000, 1001).astype(np.int32)
+    assert np.array_equal(mdh.Computation(rev, device, {"NUM_WI_i": 7, "NUM_WG_i": 3})(sizes={"i": 1001}, x=v),
+                          v[::-1])
+
+
+def test_ragged_and_scatter_are_validated():
+    with pytest.raises(mdh.DescriptionError, match="not a reduced dimension"):
+        mdh.Description("bad", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "int", "out = 1;",
+                        extents={"i": "4"})
+    with pytest.raises(mdh.DescriptionError, match="unknown name"):
+        mdh.Description("bad", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "int", "out = 1;",
+                        extents={"j": "count[i]"})
+    with pytest.raises(mdh.DescriptionError, match="concatenated dimensions only"):
+        mdh.Description("bad", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "int", "out = 1;", scatter=True)
+
+
+def test_forest_kernels_clean_under_oclgrind():
+    code = textwrap.dedent("""
+        import numpy as np
+        from mdhom.forests import grower as G
+        from mdhom.forests.opencl_backend import OpenCLForest
+        rng = np.random.default_rng(4)
+        n = 67
+        for crit, stat, outs in (("entropy", np.eye(3, dtype=np.int32)[rng.integers(0, 3, n)], (3,)),
+                                 ("squared_error", rng.integers(-2**40, 2**40, (n, 1)), (1,))):
+            bins = rng.integers(0, 7, (n, 3)).astype(np.uint8)
+            w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(3)]).astype(np.int32)
+            seeds = rng.integers(0, 2**32, 3, dtype=np.uint32)
+            spec = G.GrowSpec(outs, crit, 4, 2, 1, 2)
+            a = G.grow(G.NumpyForest(), bins, 8, stat, w, seeds, spec)
+            b = G.grow(OpenCLForest("oclgrind"), bins, 8, stat, w, seeds, spec)
+            assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("feature", "split_bin", "totals", "gain"))
+            assert (a.feature >= 0).sum() >= 3
+        print("ok")
+    """)
+    run = run_under_oclgrind(code, timeout=900)
+    if "Oclgrind" in run.stderr and "not found" in run.stderr:
+        pytest.skip("Oclgrind not found")
+    assert run.clean, run.explain()
+    assert "ok" in run.stdout
