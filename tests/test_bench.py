@@ -134,8 +134,21 @@ def test_select_explicit_and_aliases():
     chosen = anchors.select(["lightgbm", "xgboost-cpu", "xgboost", "none"])
     assert [s.name for s in chosen] == ["mdhom", "lightgbm-cpu", "xgboost-cpu"]
     assert [s.name for s in anchors.select(["none"], include_mdhom=False)] == []
-    with pytest.raises(ValueError, match="unknown anchor 'catboost'"):
-        anchors.select(["catboost"])
+    assert [s.name for s in anchors.select(["catboost"], include_mdhom=False)] == ["catboost-gpu"]
+    with pytest.raises(ValueError, match="unknown anchor 'catboost-cpu'"):
+        anchors.select(["catboost-cpu"])
+
+
+def test_catboost_settings_follow_the_grow_policy():
+    cfg = TreesConfig.quick_config()
+    cfg.grow_policy, cfg.max_depth = "lossguide", None
+    params = anchors.CatBoostGPU.params(anchors.CatBoostGPU.__new__(anchors.CatBoostGPU), cfg)
+    assert params["grow_policy"] == "Lossguide" and params["max_leaves"] == cfg.leaves and params["depth"] == 16
+    assert params["border_count"] == cfg.bins and params["bootstrap_type"] == "No"
+    cfg.grow_policy = "depthwise"
+    params = anchors.CatBoostGPU.params(anchors.CatBoostGPU.__new__(anchors.CatBoostGPU), cfg)
+    assert params["grow_policy"] == "Depthwise" and "max_leaves" not in params
+    assert params["depth"] == anchors.tree_shape(cfg)[1]
 
 
 def test_select_default_lists_cpu_anchors_and_gpu_ones_only_with_a_gpu():
@@ -213,7 +226,7 @@ def test_bench_trees_quick_end_to_end(tmp_path, capsys):
 
 
 def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):
-    assert main(["bench", "trees", "--quick", "--anchors", "catboost", "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["bench", "trees", "--quick", "--anchors", "catboost-cpu", "--out", str(tmp_path / "x.json")]) == 2
     assert "unknown anchor" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
@@ -272,6 +285,10 @@ def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
     assert mean["wall_seconds"] == pytest.approx(float(np.mean([r["wall_seconds"] for r in steady])))
     assert sum(k["seconds"] for k in mean["kernels"].values()) == pytest.approx(mean["kernel_total_seconds"])
     assert "mdhom profile" in printed and f"kernel {hist}" in printed and "launch + transfer" in printed
+    # bandwidth: the bytes the histogram must read (every row of the root once, each round) and a copy's rate
+    n_rows, n_feat = report["workload"]["train_rows"], report["workload"]["features"]
+    assert mean["kernels"][hist]["bytes"] >= n_rows * (n_feat + 8)
+    assert profile["copy_bytes_per_second"] > 0 and "of a copy" in printed
     # the timed run ran without profiling: its rounds are not the profiled ones
     assert len(mdhom["round_seconds"]) == 5
 

@@ -37,6 +37,10 @@ def _data(rng: np.random.Generator, lane: str = "int"):
 
 
 def _comp(desc, device, config=None):
+    """A build; a partial ``config`` leaves the other dimensions one work-item wide (the device default may
+    already fill a work-group: H100, 256 x 5 work-items is past its 1024)."""
+    if config is not None:
+        config = {**{f"NUM_WI_{d}": 1 for d in desc.dim_names}, **config}
     return mdh.build_within_limits(desc, device, config)
 
 

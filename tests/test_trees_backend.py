@@ -112,8 +112,8 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index):
     # every md_hom kernel built in load(), none later (the loss and eval kernels: set_objective, add_eval)
     assert built > 0 and set(comps) == {
         "tree_histogram", "tree_histogram (few)", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_siblings",
-        "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags", "tree_partition_dest",
-        "tree_score_update", "tree_relabel"}
+        "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags",
+        "tree_score_update", "tree_leaf_rows"}
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4

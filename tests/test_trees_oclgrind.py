@@ -34,7 +34,6 @@ CODE = textwrap.dedent("""
         "tree_split_score": {**one(("node", "feat", "bin", "dir")), "NUM_WI_bin": 4, "NUM_WI_dir": 2,
                              "NUM_WG_feat": 2, "NUM_WI_COMBINE": 4},
         "tree_partition_flags": {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 8},
-        "tree_partition_dest": {"NUM_WI_pos": 8, "NUM_WG_pos": 2},
     }
     for exact, configs in ((True, None), (False, parallel)):
         dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX)
@@ -122,7 +121,7 @@ QUANTIZED = textwrap.dedent("""
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
     base = loss.base_score(y, w)
-    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back by tree_relabel)
+    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back; rows learn their leaves from tree_leaf_rows)
     policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False),
                 GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 0, 9, True)]
     dev = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs, **mode)

@@ -147,7 +147,10 @@ class SearchSpace:
             if not _is_pow2_range(p):
                 out[p.name] = int(config[p.name])
                 continue
-            out[f"log2_{p.name}"] = _log2(int(config[p.name]))
+            # a heuristic may launch more work-groups than the size class's range holds (the objective runs the
+            # heuristic itself for its trial): clamped, Optuna records it without an out-of-range warning
+            e = _log2(int(config[p.name]))
+            out[f"log2_{p.name}"] = min(max(e, _log2(p.values[0])), _log2(p.values[-1]))
         return out
 
     # ------------------------------------------------------------------ enumeration

@@ -1,9 +1,14 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
- * index i moves to index dest[2 i] (in the same split's range) and into node dest[2 i + 1]; its bins and (g, h)
- * pairs move with it, so they stay in position order (contiguous per node). Destinations are a permutation of
- * [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into n-sized scratch
- * buffers in compact order, tree_copy_back copies them home.
+ * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
+ * order), computed here from the inclusive go-left counts `incl` (tree_partition_flags); its node is written
+ * once per tree, by tree_leaf_rows, from the ranges, not here (a scattered write per row and step). Its bins
+ * and (g, h) pairs move with it, so they stay in position order (contiguous per node). Destinations are a
+ * permutation of [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into
+ * n-sized scratch buffers in compact order, tree_copy_back copies them home.
+ * Why not generated: one launch writes the row order, the moved bins and (g, h), the left counts and the next
+ * histogram's slot tables; md_hom descriptions have one output each, and a launch per output is host time
+ * per split step on GPUs (~20-30 us each on the H100), where a loss-guided round is mostly host time.
  * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
  * the next split search) and, for the child each split names in `next_child` (see
  * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
@@ -12,13 +17,17 @@
  * point when quantized) with TREE_GH_WIDE=1, 4-byte words (float) with 0.
  * With TREE_MOVE_ROWS=0 (row-index mode) only the row order moves: bins and (g, h) stay in row order and are read
  * through ridx.
- * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1
+ * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1,
+ * -D TREE_ROW_WORDS=w (rows x features: a row's bins are w 4-byte words, moved as words; 0: byte by byte)
  * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. */
 #ifndef TREE_MOVE_ROWS
 #define TREE_MOVE_ROWS 1
 #endif
 #ifndef TREE_FEATURE_MAJOR
 #define TREE_FEATURE_MAJOR 0
+#endif
+#ifndef TREE_ROW_WORDS
+#define TREE_ROW_WORDS 0
 #endif
 #if TREE_GH_WIDE
 typedef ulong tree_gh_word_t;
@@ -32,9 +41,9 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
-__kernel void tree_scatter_rows(__global const int* restrict ridx, __global const int* restrict dest,
+__kernel void tree_scatter_rows(__global const int* restrict ridx,
                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
-                                __global int* restrict row_node, __global int* restrict tmp_ridx,
+                                __global int* restrict tmp_ridx,
                                 __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
                                 const int n, const int n_rows, const int n_feat, const int n_out,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
@@ -54,13 +63,24 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx, __global cons
     }
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
-    const int p = t->begin + (i - t->first);
-    const int d = dest[2 * i];
-    const int row = ridx[p];
-    tmp_ridx[d] = row;
-    row_node[row] = dest[2 * i + 1];
+    const int first = t->first, p = t->begin + (i - first);
+    /* the stable partition's destination: left rows first, each side in its old order */
+    const int base = (first > 0) ? incl[first - 1] : 0;
+    const int nl = incl[first + t->count - 1] - base;
+    const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
+    const int left_before = incl[i] - f - base;
+    const int d = f ? first + left_before : first + nl + (i - first - left_before);
+    tmp_ridx[d] = ridx[p];
 #if TREE_MOVE_ROWS
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    {   /* a row's bins are contiguous: move them as 4-byte words */
+        __global const uint* src = (__global const uint*)bins + (long)p * TREE_ROW_WORDS;
+        __global uint* dst = (__global uint*)tmp_bins + (long)d * TREE_ROW_WORDS;
+        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
+    }
+#else
     for (int f = 0; f < n_feat; ++f) tmp_bins[TREE_BIN_AT(d, f, n)] = bins[TREE_BIN_AT(p, f, n_rows)];
+#endif
     for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
 #endif
 }
@@ -77,7 +97,15 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
 #if TREE_MOVE_ROWS
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    {
+        __global const uint* src = (__global const uint*)tmp_bins + (long)i * TREE_ROW_WORDS;
+        __global uint* dst = (__global uint*)bins + (long)p * TREE_ROW_WORDS;
+        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
+    }
+#else
     for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
+#endif
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
 #endif
 }

@@ -123,6 +123,7 @@ class KernelRecorder:
         self.marks.append(
             {
                 "kernel_seconds": Counter(dict(ks)),
+                "kernel_bytes": Counter(dict(getattr(self.backend, "kernel_bytes", {}))),
                 "kernel_calls": Counter(getattr(ks, "calls", {})),
                 "call_seconds": Counter(self.call_seconds),
                 "call_counts": Counter(self.call_counts),
@@ -179,6 +180,7 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
                 "wall_seconds": float(wall[i]),
                 "kernel_seconds": kernels,
                 "kernel_calls": {k: int(v) for k, v in sorted(r.get("kernel_calls", {}).items())},
+                "kernel_bytes": dict(sorted(r.get("kernel_bytes", {}).items())),
                 "kernel_total_seconds": kernel_total,
                 "backend_call_seconds": dict(sorted(r.get("call_seconds", {}).items())),
                 "backend_calls": {k: int(v) for k, v in sorted(r.get("call_counts", {}).items())},
@@ -195,7 +197,7 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
 
     names = sorted({k for r in steady for k in r["kernel_seconds"]})
     kernels = {
-        k: {"seconds": mean("kernel_seconds", k), "calls": mean("kernel_calls", k)}
+        k: {"seconds": mean("kernel_seconds", k), "calls": mean("kernel_calls", k), "bytes": mean("kernel_bytes", k)}
         for k in sorted(names, key=lambda k: -mean("kernel_seconds", k))
     }
     calls = sorted({k for r in steady for k in r["backend_call_seconds"]})
@@ -219,6 +221,25 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
     }
 
 
+def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> float:
+    """Bytes per second (read + written) of a device-to-device buffer copy on ``device``: the median of
+    ``repeats`` copies of ``nbytes`` (at most a quarter of the largest allocation), by profiling events. The
+    reference the kernels' bandwidth is reported against, measured in the same run."""
+    import pyopencl as cl
+
+    nbytes = int(min(nbytes, device.cl_device.max_mem_alloc_size // 4))
+    queue = cl.CommandQueue(device.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    src = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, nbytes)
+    dst = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, nbytes)
+    cl.enqueue_fill_buffer(queue, src, np.zeros(1, np.uint8), 0, nbytes).wait()
+    times = []
+    for _ in range(repeats + 1):  # the first copy maps the pages in
+        event = cl.enqueue_copy(queue, dst, src, byte_count=nbytes)
+        event.wait()
+        times.append((event.profile.end - event.profile.start) * 1e-9)
+    return 2 * nbytes / float(np.median(times[1:]))
+
+
 def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None, title: str = "mdhom") -> str:
     """The mean-per-round breakdown as a table: one line per kernel, then the remainder and its two parts."""
     if profile.get("status") != "ok":
@@ -233,8 +254,13 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
         f"{'part':<40}{'s/round':>11}{'calls':>8}{'share':>8}",
     ]
     lines.append("-" * len(lines[-1]))
+    copy = profile.get("copy_bytes_per_second")
     for name, k in m["kernels"].items():
-        lines.append(f"  kernel {name:<31}{k['seconds']:>11.4g}{k['calls']:>8.1f}{k['seconds'] / wall:>8.1%}")
+        line = f"  kernel {name:<31}{k['seconds']:>11.4g}{k['calls']:>8.1f}{k['seconds'] / wall:>8.1%}"
+        if k.get("bytes") and k["seconds"] > 0:
+            rate = k["bytes"] / k["seconds"]
+            line += f"  {rate / 1e9:8.1f} GB/s" + (f" = {rate / copy:5.1%} of a copy" if copy else "")
+        lines.append(line)
     for label, key in (
         ("kernels (device time, events)", "kernel_total_seconds"),
         ("launch + transfer (backend, no event)", "launch_transfer_seconds"),
@@ -250,4 +276,7 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
         for name, c in m["backend_calls"].items():
             lines.append(f"  {name:<38}{c['seconds']:>11.4g}{c['calls']:>8.1f}{c['seconds'] / wall:>8.1%}")
     lines.append("calls: enqueue calls per round (an md_hom call may launch a second, combining kernel)")
+    if copy:
+        lines.append(f"GB/s: bytes each kernel must move by design (its row-sized reads and writes) / its device time; "
+                     f"a buffer copy on the same device in the same run: {copy / 1e9:.1f} GB/s (read + write)")
     return "\n".join(lines)

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--anchors",
         default=None,
-        help="comma list of lightgbm-cpu, lightgbm-opencl, xgboost-cpu, xgboost-cuda (or none); "
+        help="comma list of lightgbm-cpu, lightgbm-opencl, xgboost-cpu, xgboost-cuda, catboost-gpu (or none); "
         "default: every installed one, GPU ones only when a GPU is visible",
     )
     t.add_argument("--nan-fraction", type=float, default=None, help="share of cells set to NaN (default 0)")

@@ -469,8 +469,9 @@ class HistogramBuilder:
         self.ws.fill("tree_fill", self.ws["arena"], slot * self.nb, n * self.nb)
         return DeviceHist(slot, n, np.asarray(nodes, np.int32), self.gen)
 
-    def build(self, nodes: np.ndarray, max_count: int) -> DeviceHist:
-        """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest)."""
+    def build(self, nodes: np.ndarray, max_count: int, rows: int = 0) -> DeviceHist:
+        """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest; ``rows``, their
+        rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are read once)."""
         nodes = np.asarray(nodes, np.int32).reshape(-1)
         n = int(nodes.size)
         if n == 0 or max_count == 0:
@@ -486,7 +487,8 @@ class HistogramBuilder:
                                       len(self.classes) - 1)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
-        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows))
+        row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + (4 if ws.row_index else 0)
+        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows), rows * row_bytes)
         slot = self._alloc(n)
         self._copy("arena", slot, "hist_small", 0, n)
         self._small_holds = (self.gen, slot, n)

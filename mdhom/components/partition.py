@@ -14,9 +14,9 @@ know the new counts before it launches the histogram.
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
-tree_partition_dest    pos                              concat: new position and node of the row at pos
-tree_relabel           row                              concat: node_map[row_node[row]]
-tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): the move to computed positions, and back
+tree_leaf_rows         pos                              concat, scattered to ridx[pos]: the node of each row
+tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
+                       the move there and back
 =====================  ===============================  ======================================================
 """
 
@@ -31,7 +31,7 @@ import pyopencl as cl
 
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
-from mdhom.components.tables import DEST, SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
+from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
 
@@ -39,15 +39,35 @@ SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
 
 @lru_cache(maxsize=1)
-def relabel() -> Description:
-    """node_map[row_node[row]]: every row's node renamed in one pass. Loss-guided growth searches the splits
-    of several leaves per launch, some of them speculatively, and numbers nodes as it goes; at the end of a tree
-    the rows move to the final tree's leaf ids (``mdhom.trees.grower``)."""
+def leaf_rows() -> Description:
+    """Every row's node from the nodes' position ranges: ``row_node[ridx[pos]]`` = the node whose range holds
+    ``pos`` (``leaf_tab``: ``n_leaves`` pairs (begin, node) in ascending ``begin``, ranges covering every
+    position). The partition keeps only the row order per step; a row's node is written once per tree, when
+    something reads it (the score update, the host), instead of a scattered 4-byte write per row and split
+    step. It scatters (``out_at = ridx[pos]``): a permutation of positions into rows, so no two points write one
+    place."""
     return Description(
-        "tree_relabel", ["row"], [Concat()], "int",
-        scalar="out = node_map[row_node[row]];",
-        inputs=[Input("row_node", "int", ("row",), gather=True), Input("node_map", "int", (1,), gather=True)],
+        "tree_leaf_rows", ["pos"], [Concat()], "int",
+        scalar="""
+int lo = 0, hi = n_leaves - 1;
+while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (leaf_tab[2 * mid] <= pos) lo = mid; else hi = mid - 1;
+}
+out = leaf_tab[2 * lo + 1];
+out_at = ridx[pos];""",
+        inputs=[Input("ridx", "int", ("pos",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
+        params=[Param("n_leaves", "int")],
+        scatter=True,
     )
+
+
+def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray) -> np.ndarray:
+    """``tree_leaf_rows`` in numpy: the node of each row."""
+    begin, node = leaf_tab.reshape(-1, 2).T
+    out = np.empty(ridx.size, np.int32)
+    out[ridx] = node[np.searchsorted(begin, np.arange(ridx.size), side="right") - 1]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ partition
@@ -75,27 +95,6 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse),
-    )
-
-
-@lru_cache(maxsize=32)
-def partition_dest(n_bins: int, feature_major: bool = False) -> Description:
-    """Where the row at compact index pos goes, as a compact index (the same split's range), and its new node: a
-    stable partition of each split node's rows (left rows first, in their old order), from the inclusive flag
-    counts ``incl``."""
-    return Description(
-        "tree_partition_dest", ["pos"], [Concat()], DEST,
-        scalar="""
-""" + _SPLIT_AT + """
-const int first = t->first, count = t->count;
-const int base = (first > 0) ? incl[first - 1] : 0;
-const int n_left = incl[first + count - 1] - base;
-const int f = incl[pos] - ((pos > 0) ? incl[pos - 1] : 0);
-const int left_before = incl[pos] - f - base;
-if (f) { out.pos = first + left_before; out.node = t->left; }
-else { out.pos = first + n_left + (pos - first - left_before); out.node = t->right; }""",
-        inputs=[_PART_TAB, Input("incl", "int", ("pos",), gather=True)], params=[Param("n_split", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + snippet("partition.cl"),
     )
 
 
@@ -134,9 +133,8 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
 
 # reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
-DESTINATIONS = KernelSpec("tree_partition_dest", elementwise())
-RELABEL = KernelSpec("tree_relabel", elementwise())
-SPECS = (FLAGS, DESTINATIONS, RELABEL)
+LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
+SPECS = (FLAGS, LEAF_ROWS)
 
 
 class RowPartitioner:
@@ -149,37 +147,38 @@ class RowPartitioner:
         rows = max(1, ws.n_rows)
         b = ws.n_bins
         self.d_flags = partition_flags(b, ws.feature_major, ws.row_index, ws.sparse)
-        self.d_dest = partition_dest(b, ws.feature_major)
-        self.d_relabel = relabel()
+        self.d_leaf_rows = leaf_rows()
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
-        dest = ws.build(DESTINATIONS, self.d_dest, {"pos": rows})
-        rel = ws.build(RELABEL, self.d_relabel, {"row": rows})
+        leaves = ws.build(LEAF_ROWS, self.d_leaf_rows, {"pos": rows})
         moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
         self.tmp_ridx = ws.buf(4 * rows)
         self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features * ws.bin_bytes) if moved else 1)
         self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize if moved else 1)
         self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
-        self.dest = ws.buf(DEST.dtype.itemsize * rows)
         self.ensure(16)
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
+        ws.ensure("leaf_tab", 8 * 64)
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"], **ridx)))
-        self.k_dest = Bound(ws, dest, lambda: (self.dest, dict(incl=self.incl, split_tab=ws["split_tab"])))
-        self.k_relabel = Bound(ws, rel, lambda: (self.tmp_ridx, dict(row_node=ws.row_node, node_map=ws["split_tab"])))
+        self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}"]
+        row_bytes = ws.n_features * ws.bin_bytes
+        if moved and not ws.feature_major and row_bytes % 4 == 0:
+            opts.append(f"-DTREE_ROW_WORDS={row_bytes // 4}")
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
         i32 = np.int32
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
-        self._scatter.set_scalar_arg_dtypes([None] * 8 + [i32] * 4 + [None, None, i32, None, None, None])
+        self._scatter.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, None, None, None])
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
         self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
         self._pending: tuple | None = None
+        self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         self.dirty = True
@@ -200,11 +199,11 @@ class RowPartitioner:
         self._prepared = None
         ws = self.ws
         self.begin, self.count = {0: 0}, {0: ws.n_rows}
+        self.nodes_written = False  # row_node may hold the last tree's leaves: settle() writes the root's 0s
         if not self.dirty:
             return False
         q = ws.queue
-        events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows)),
-                  cl.enqueue_fill_buffer(q, ws.row_node, np.zeros(1, np.int32), 0, 4 * max(1, ws.n_rows))]
+        events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows))]
         if ws.n_rows and ws.n_features and not ws.row_index:
             nbytes = ws.n_rows * ws.n_features * ws.bin_bytes
             events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=nbytes))
@@ -251,6 +250,21 @@ class RowPartitioner:
             ws.put("slot_count", ws["slot_count"], count, np.int32)
         return maxc
 
+    def rows_of(self, nodes: np.ndarray) -> int:
+        """The rows the listed nodes hold (after the last partition's counts are in)."""
+        self.resolve()
+        return int(sum(self.count.get(int(x), 0) for x in np.asarray(nodes).reshape(-1)))
+
+    def row_bytes(self) -> tuple[int, int]:
+        """Bytes per row that the partition (the go-left counts) and the scatter (with its copy back) must move
+        by design: the partition reads the split feature's bin (and the row index) and writes the counts; the
+        scatter reads the counts and the row order, writes it to scratch and copies it back, with the row's bins
+        and (g, h) when rows move."""
+        ws = self.ws
+        through = 4 if ws.row_index else 0
+        moved = 0 if ws.row_index else ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize
+        return through + ws.bin_bytes + 4, 4 + 4 + 4 + 8 + 4 * moved
+
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
                      cat_left: np.ndarray | None = None) -> None:
@@ -263,6 +277,7 @@ class RowPartitioner:
             return
         self.resolve()
         self.dirty = True
+        self.nodes_written = False
         ns = int(nodes.size)
         left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
         begin = [self.begin.get(int(x), 0) for x in nodes]
@@ -293,18 +308,18 @@ class RowPartitioner:
         else:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
-        events += self.k_dest({"pos": n}, n_split=ns)
-        ws.record("tree_partition", events)
+        part_bytes, scatter_bytes = self.row_bytes()
+        ws.record("tree_partition", events, n * part_bytes)
         wi = 64
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
-        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, self.dest, ws.bins, ws.gh,
-                                ws.row_node, self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
+        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
+                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
                                 self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])]
         # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
         # on the host than three buffer copies when row-major)
         events.append(self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
                                       self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns))
-        ws.record("tree_scatter_rows", events)
+        ws.record("tree_scatter_rows", events, n * scatter_bytes)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
         self._pending = (read, host, rows)
@@ -314,12 +329,12 @@ class RowPartitioner:
             self._prepared = (built, max(count))
 
     def relabel(self, node_map: np.ndarray) -> None:
-        """Rename every row's node: ``node_map[node]``."""
+        """Rename every row's node: ``node_map[node]`` (the host's ranges; rows learn it at :meth:`settle`)."""
         ws = self.ws
         node_map = np.asarray(node_map, np.int32).reshape(-1)
         self.resolve()
         self._prepared = None
-        # the host's row ranges: a renamed node's range spans the ranges of all the nodes renamed to it
+        # a renamed node's range spans the ranges of all the nodes renamed to it
         begin, count = {}, {}
         for old, c in self.count.items():
             if c and old < node_map.size:
@@ -327,16 +342,26 @@ class RowPartitioner:
                 begin[new] = min(begin.get(new, ws.n_rows), self.begin[old])
                 count[new] = count.get(new, 0) + c
         self.begin, self.count = begin, count
-        if not ws.n_rows or node_map.size == 0:
+        self.nodes_written = False
+
+    def settle(self) -> None:
+        """Write every row's node into ``row_node`` from the host's ranges (one ``tree_leaf_rows`` pass), where a
+        split or a renaming since the last one left it stale."""
+        if self.nodes_written:
             return
-        ws.ensure("split_tab", 4 * node_map.size)
-        ws.put("node_map", ws["split_tab"], node_map, np.int32)
-        events = self.k_relabel({"row": ws.n_rows})
-        events.append(cl.enqueue_copy(ws.queue, ws.row_node, self.tmp_ridx, byte_count=4 * ws.n_rows))
-        ws.record("tree_relabel", events)
+        self.resolve()
+        ws = self.ws
+        live = sorted((self.begin[node], node) for node, c in self.count.items() if c > 0)
+        if ws.n_rows and live:
+            tab = np.asarray(live, np.int32).reshape(-1)
+            ws.ensure("leaf_tab", tab.nbytes)
+            ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
+            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=len(live)))
+        self.nodes_written = True
 
     def row_nodes(self) -> np.ndarray:
         ws = self.ws
+        self.settle()
         out = np.empty(max(1, ws.n_rows), np.int32)
         return ws.read(out, ws.row_node)[: ws.n_rows].copy()
 

@@ -23,9 +23,6 @@ SPLIT_RECORD = Struct("tree_split_t", tuple((name, "int") for name in (
     "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first", "cats")))
 TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
                                                                    "cats")))
-# where the row at a compact index goes (a compact index in its split's range) and its new node
-DEST = Struct("dest_t", (("pos", "int"), ("node", "int")))
-
 TABLE_TYPEDEFS = "".join(s.declaration(s.name) + "\n" for s in (SPLIT_RECORD, TREE_NODE))
 
 

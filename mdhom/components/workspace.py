@@ -82,6 +82,8 @@ class Workspace:
         self.set_row_index(bool(row_index), feature_major)
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
+        # bytes each kernel must move by design (its reads and writes of row-sized data), counted when profiling
+        self.kernel_bytes: dict[str, float] = {}
         self.config_sources: dict[str, str] = {}
         self.profile = False
         self.syncs = 0  # blocking waits for the device (reads back included): what a GPU pays most for
@@ -273,14 +275,17 @@ class Workspace:
         """A reused host array to fill and upload without waiting (free again after the next sync)."""
         return self._staging.take(key, n, np.dtype(dtype))
 
-    def record(self, name: str, events: list[cl.Event]) -> None:
+    def record(self, name: str, events: list[cl.Event], nbytes: int = 0) -> None:
         """Count a launch; when profiling, wait for it, so that its device time falls inside the backend call
-        that launched it (launches serialised: device time never overlaps the host work it is compared with)."""
+        that launched it (launches serialised: device time never overlaps the host work it is compared with),
+        and add ``nbytes``, what the launch must move by design, to :attr:`kernel_bytes`."""
         self.launches += len(events)
         if self.profile:
             if events:
                 cl.wait_for_events(events)
             self._events.append((name, events))
+            if nbytes:
+                self.kernel_bytes[name] = self.kernel_bytes.get(name, 0.0) + float(nbytes)
 
     def _synced(self) -> None:
         """After a blocking wait: free the upload arrays and add up the profiled kernel times."""

@@ -292,7 +292,6 @@ class Description:
                 raise DescriptionError(
                     f"{self.name}: input {inp.name} has integer extents, so it needs an `index` expression"
                 )
-
     def _validate_extents(self, reduces: list, scans: list) -> None:
         if not self.extents:
             return

@@ -101,6 +101,7 @@ class OpenCLTreeKernels:
     build_seconds = _workspace_attribute("build_seconds")
     profile = _workspace_attribute("profile", writable=True)  # the bench's recorder turns profiling on
     kernel_seconds = _workspace_attribute("kernel_seconds", writable=True)  # ... and counts calls in its own dict
+    kernel_bytes = _workspace_attribute("kernel_bytes")  # bytes moved by design, per kernel (when profiling)
     syncs = _workspace_attribute("syncs")
     launches = _workspace_attribute("launches")
     config_sources = _workspace_attribute("config_sources")
@@ -223,6 +224,7 @@ class OpenCLTreeKernels:
         self.gradients.compute(keep, self.scores_.cur)
 
     def update_scores(self, value: np.ndarray) -> None:
+        self.rows.settle()  # every row's leaf, from the tree's final ranges
         self.scores_.update(value)
 
     def scores(self) -> np.ndarray:
@@ -251,7 +253,8 @@ class OpenCLTreeKernels:
         max_count = self.rows.slots(nodes) if nodes.size else 0
         if max_count:
             self.gradients.ensure()
-        return self.hist.build(nodes, max_count)
+        rows = self.rows.rows_of(nodes) if self.ws.profile and max_count else 0  # a wait: profiling only
+        return self.hist.build(nodes, max_count, rows)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         return self.hist.siblings(parent, child, index)
