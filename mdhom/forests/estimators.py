@@ -138,16 +138,16 @@ class _Forest(OptionParams):
         rng = np.random.default_rng(p["random_state"])
         n_draw = self._n_draw(p, n)
         t = p["n_estimators"]
-        if p["bootstrap"]:
-            weight = np.empty((t, n), np.int64)
-            for k in range(t):
-                weight[k] = np.bincount(rng.integers(0, n, n_draw), minlength=n)
-            weight *= sw[None, :]
-        else:
-            weight = np.broadcast_to(sw, (t, n)).copy()
-        tree_weight = int(weight.sum(axis=1).max())
-        if tree_weight > _INT32:
-            raise ValueError("the bootstrap weights of a tree sum beyond 2^31: use fewer rows or smaller weights")
+        # trees x rows int32 (the kernels' weights): counts of the bootstrap times the sample weights
+        if int(sw.max()) * max(1, n_draw) > _INT32:
+            raise ValueError("the bootstrap weights of a tree could sum beyond 2^31: use fewer rows or smaller "
+                             "sample weights")
+        weight = np.empty((t, n), np.int32)
+        for k in range(t):
+            weight[k] = np.bincount(rng.integers(0, n, n_draw), minlength=n) if p["bootstrap"] else 1
+        if np.any(sw != 1):
+            weight *= sw.astype(np.int32)[None, :]
+        tree_weight = int(weight.sum(axis=1, dtype=np.int64).max())
         stat = self._statistics(target, tree_weight, p["precision"])
         seeds = rng.integers(0, 2**32, t, dtype=np.uint32)
         leaf = P.resolve_count(p["min_samples_leaf"], n)
@@ -155,7 +155,7 @@ class _Forest(OptionParams):
                           max(P.resolve_count(p["min_samples_split"], n), 2 * leaf), leaf,
                           P.resolve_max_features(p["max_features"], n_feat))
         backend = make_backend(p["device"], p["n_jobs"])
-        grown = G.grow(backend, bins, mapper.n_bins, stat, weight.astype(np.int32), seeds, spec)
+        grown = G.grow(backend, bins, mapper.n_bins, stat, weight, seeds, spec)
         thresholds = np.zeros(grown.feature.size)  # leaves: 0, never read
         for i in np.flatnonzero(grown.feature >= 0):
             thresholds[i] = mapper.threshold(int(grown.feature[i]), int(grown.split_bin[i]))

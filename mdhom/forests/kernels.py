@@ -327,25 +327,32 @@ lane_t t[FOREST_LANES];
 for (int j = 0; j < FOREST_LANES; ++j) t[j] = totals[(long)slot * FOREST_LANES + j];
 uint key[FOREST_FEATURES];
 for (int f = 0; f < FOREST_FEATURES; ++f) key[f] = forest_key(slot_seed[slot], slot_node[slot], f);
-/* is some non-constant feature among the first max_features of the order? */
-int any_first = 0, first_f = -1, first_rank = FOREST_FEATURES;
+/* f before g in the node's order: keys ascending, ties to the lower feature */
+#define FOREST_BEFORE(f, g) (key[f] < key[g] || (key[f] == key[g] && (f) < (g)))
+/* each feature's rank in that order, needed only when fewer than all features are drawn (O(F^2)) */
+const int every = max_features >= FOREST_FEATURES;
+int rank[FOREST_FEATURES];
+for (int f = 0; f < FOREST_FEATURES; ++f) {
+    rank[f] = 0;
+    if (!every && fs[f].nonconst)
+        for (int g = 0; g < FOREST_FEATURES; ++g) rank[f] += FOREST_BEFORE(g, f);
+}
+/* is some non-constant feature among the first max_features of the order? else the first non-constant one */
+int any_first = 0, first_f = -1;
 for (int f = 0; f < FOREST_FEATURES; ++f) {
     if (!fs[f].nonconst) continue;
-    int rank = 0;
-    for (int g = 0; g < FOREST_FEATURES; ++g) rank += key[g] < key[f] || (key[g] == key[f] && g < f);
-    if (rank < max_features) any_first = 1;
-    if (rank < first_rank) { first_rank = rank; first_f = f; }
+    if (rank[f] < max_features) any_first = 1;
+    if (first_f < 0 || FOREST_BEFORE(f, first_f)) first_f = f;
 }
 double best = -INFINITY;
-int bf = -1, best_rank = FOREST_FEATURES;
+int bf = -1;
 for (int f = 0; f < FOREST_FEATURES; ++f) {
     if (!fs[f].nonconst || fs[f].bin < 0) continue;
-    int rank = 0;
-    for (int g = 0; g < FOREST_FEATURES; ++g) rank += key[g] < key[f] || (key[g] == key[f] && g < f);
-    if (any_first ? rank >= max_features : f != first_f) continue;
+    if (any_first ? rank[f] >= max_features : f != first_f) continue;
     const double s = fs[f].score;
-    if (s > best || (s == best && rank < best_rank)) { best = s; bf = f; best_rank = rank; }
+    if (bf < 0 || s > best || (s == best && FOREST_BEFORE(f, bf))) { best = s; bf = f; }
 }
+#undef FOREST_BEFORE
 out.feat = bf;
 out.bin = bf >= 0 ? fs[bf].bin : -1;
 out.left = bf >= 0 ? fs[bf].left : 0;
