@@ -305,6 +305,23 @@ class DeviceRefinement:
         self.head: Head | None = None
         self.steps = 0
 
+    # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
+    @property
+    def profile(self) -> bool:
+        return self.ws.profile
+
+    @profile.setter
+    def profile(self, on: bool) -> None:
+        self.ws.profile = on
+
+    @property
+    def kernel_seconds(self) -> dict[str, float]:
+        return self.ws.kernel_seconds
+
+    @kernel_seconds.setter
+    def kernel_seconds(self, table: dict[str, float]) -> None:
+        self.ws.kernel_seconds = table
+
     def _score(self, kind: str, k: int) -> Bound:
         key = (kind, k)
         if key not in self._scores:
