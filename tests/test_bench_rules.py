@@ -92,6 +92,13 @@ def test_bench_rules_quick_end_to_end(tmp_path, capsys, monkeypatch, installed):
         assert "mlrl-boomer not installed" in text
 
 
+def test_a_setting_the_device_refuses_runs_on_numpy():
+    config = rules.RulesConfig.quick_config(settings=["examplewise-complete"], device="cpu", anchors=False)
+    (r,) = rules.run_rules(config, log=lambda _: None)["results"]
+    assert r["status"] == "ok" and r["device"] == "numpy" and r["params"]["device"] == "numpy"
+    assert "complete heads of the example-wise loss" in r["warnings"][0]
+
+
 def test_bench_rules_refuses_bad_sizes(capsys):
     assert main(["bench", "rules", "--quick", "--rules", "1"]) == 2
     assert "--rules must be at least 2" in capsys.readouterr().err
