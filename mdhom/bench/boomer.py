@@ -7,7 +7,8 @@ None. Both learners take the same names for the same things, so a comparison sta
 mdhom's terms, and :func:`boomer_params` spells them for mlrl-boomer:
 
 * ``same_as_mdhom``: every choice mdhom makes is pinned on mlrl-boomer's side: 64-bit statistics (mdhom's are
-  double), no holdout set, no pruning or post-optimisation, a default rule, no label binning (mdhom has none);
+  double), no holdout set or pruning (no post-optimisation is the default), a default rule, no label binning
+  (mdhom has none); the names are those mlrl-boomer 0.12 to 0.15 take;
 * otherwise mlrl-boomer keeps its own defaults (``auto`` binning, label binning, holdout and statistics) for
   everything but the loss, head, rule count and the options named.
 """
@@ -78,7 +79,7 @@ def boomer_params(p: dict[str, Any], same_as_mdhom: bool = True, threads: int | 
     if same_as_mdhom:
         out.update(instance_sampling=_sampling(p["instance_sampling"]), output_sampling=_sampling(p["label_sampling"]),
                    label_binning="none", holdout="none", global_pruning="none", rule_pruning="none",
-                   sequential_post_optimization="false", default_rule="true", statistic_type="64-bit")
+                   default_rule="true", statistic_type="64-bit")
     if threads is not None:
         out.update(parallel_rule_refinement=_options("true", num_preferred_threads=threads),
                    parallel_statistic_update=_options("true", num_preferred_threads=threads))
