@@ -2,9 +2,10 @@
 
 from mdhom.devices import Device, compute_devices, devices, get_device
 from mdhom.forests import RandomForestClassifier, RandomForestRegressor
+from mdhom.models import load_model
 from mdhom.plotting import plot_importance, plot_metric, plot_tree, to_graphviz
 from mdhom.rules import RuleBoostClassifier
-from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor, load_model
+from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor
 
 __version__ = "0.1.0"
 

@@ -127,3 +127,90 @@ def test_new_options_are_flags(table, capsys):
     assert main(["train", "--data", str(tmp / "train.csv"), "--target", "label", "--eval-metric", "rmse",
                  "--device", "numpy", "--model", str(model)]) == 2
     assert "'rmse' does not apply to objective 'binary:logistic'" in capsys.readouterr().err
+
+
+def _emotions():
+    return (os.path.join(DATA, "emotions-predefined_training.arff"), os.path.join(DATA, "emotions-predefined_test.arff"),
+            os.path.join(DATA, "emotions.xml"))
+
+
+def test_rules_on_multilabel_arff(tmp_path, capsys):
+    """Several labels and no tree option: --learner auto fits RuleBoostClassifier; predict reads its model."""
+    train, test, xml = _emotions()
+    model = tmp_path / "r.json"
+    assert main(["train", "--data", train, "--labels", xml, "--max-rules", "15", "--model", str(model)]) == 0
+    assert "trained RuleBoostClassifier" in capsys.readouterr().out
+    est = mdhom.load_model(model)
+    assert isinstance(est, mdhom.RuleBoostClassifier) and len(est.rules_) == 14
+    out = tmp_path / "p.txt"
+    assert main(["predict", "--model", str(model), "--data", test, "--labels", xml, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "hamming" in err and "micro-f1" in err
+    from mdhom.datasets import load_arff
+
+    Xt, Yt, _, _ = load_arff(test, labels=xml)
+    P = np.array([[int(v) for v in line.split(",")] for line in out.read_text().split()])
+    np.testing.assert_array_equal(P, est.predict(Xt))
+    assert float(err.split()[1]) == pytest.approx((P != Yt).mean(), abs=1e-6)
+    assert main(["predict", "--model", str(model), "--data", test, "--labels", xml, "--proba"]) == 0
+    proba = np.array([[float(v) for v in line.split(",")] for line in capsys.readouterr().out.split()])
+    np.testing.assert_allclose(proba, est.predict_proba(Xt))
+
+
+def test_every_rule_option_is_a_flag(tmp_path):
+    train, _, xml = _emotions()
+    model = tmp_path / "r.json"
+    assert main(["train", "--data", train, "--labels", xml, "--learner", "rules", "--max-rules", "12",
+                 "--shrinkage", "0.5", "--l1-regularization-weight", "0.1", "--l2_regularization_weight", "0.5",
+                 "--loss", "logistic_examplewise", "--head-type", "single", "--binary-predictor", "output-wise",
+                 "--feature-binning", "equal-width:8", "--feature-sampling", "none", "--instance-sampling", "0.8",
+                 "--label-sampling", "0.5", "--max-conditions", "2", "--min-coverage", "3", "--random-state", "4",
+                 "--device", "numpy", "--precision", "double", "--model", str(model)]) == 0
+    params = json.loads(model.read_text())["params"]
+    from mdhom.rules.options import TABLE
+
+    assert set(params) == set(TABLE.by_name)
+    assert params == {"max_rules": 12, "shrinkage": 0.5, "l1_regularization_weight": 0.1,
+                      "l2_regularization_weight": 0.5, "loss": "logistic_examplewise", "head_type": "single",
+                      "binary_predictor": "output-wise", "feature_binning": ["equal-width", 8],
+                      "feature_sampling": None, "instance_sampling": 0.8, "label_sampling": 0.5, "max_conditions": 2,
+                      "min_coverage": 3, "random_state": 4, "device": "numpy", "precision": "double"}
+    est = mdhom.load_model(model)
+    assert all(len(r.conditions) <= 2 and r.labels.size == 1 for r in est.rules_.rules)
+
+
+def test_rules_on_sparse_enron_arff(tmp_path, capsys):
+    from shared_data import ENRON
+
+    model = tmp_path / "e.json"
+    assert main(["train", "--data", str(ENRON), "--labels", os.path.join(DATA, "enron.xml"), "--max-rules", "6",
+                 "--head-type", "single", "--model", str(model)]) == 0
+    assert "1001 features, 53 labels" in capsys.readouterr().out
+    assert mdhom.load_model(model).n_outputs_ == 53
+
+
+def test_rule_errors_are_reported(table, tmp_path, capsys):
+    tmp, _, _ = table
+    train, test, xml = _emotions()
+    cases = [
+        (["--data", train, "--labels", xml, "--max-rules", "5", "--n-estimators", "5"], "options of both learners"),
+        (["--data", train, "--labels", xml, "--learner", "trees", "--max-rules", "5"], "does not take the rule options"),
+        (["--data", train, "--labels", xml, "--learner", "rules", "--max-depth", "3"], "does not take the tree options"),
+        (["--data", train, "--labels", xml, "--feature-binning", "equal-depth:8"], "feature_binning"),
+        (["--data", train, "--labels", xml, "--max-rules", "0"], "max_rules"),
+        (["--data", train, "--labels", xml, "--max-rules", "5", "--eval-data", test], "no early stopping"),
+    ]
+    for flags, message in cases:
+        assert main(["train", *flags, "--model", str(tmp / "m.json")]) == 2, flags
+        assert message in capsys.readouterr().err, flags
+    rng = np.random.default_rng(2)
+    _csv(tmp / "reg.csv", rng.normal(size=(30, 3)), rng.normal(size=30))
+    assert main(["train", "--data", str(tmp / "reg.csv"), "--target", "label", "--learner", "rules",
+                 "--model", str(tmp / "m.json")]) == 2
+    assert "only 0 and 1" in capsys.readouterr().err
+    assert main(["train", "--data", train, "--labels", xml, "--max-rules", "4", "--model", str(tmp / "r.json")]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp / "r.json"), "--data", test]) == 2
+    assert "pass --labels (the model predicts 6 labels)" in capsys.readouterr().err
+    assert main(["predict", "--model", str(tmp / "r.json"), "--data", test, "--labels", "5"]) == 2
+    assert "has 73 features, the model expects 72" in capsys.readouterr().err

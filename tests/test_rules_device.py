@@ -33,7 +33,7 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_cover", "tree_split_score_rule_single",
+@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_cover", "rule_feature_bins", "tree_split_score_rule_single",
                                     "tree_split_score_rule_complete"])
 def test_kernels_agree_with_their_numpy_references(device, kernel):
     """Each new kernel through its spec's tuner inputs and reference, at the spec's smallest size class and at
@@ -138,15 +138,20 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                                "NUM_WG_bin": 2, "NUM_WI_bin": 2, "NUM_WG_dir": 1, "NUM_WI_dir": 2,
                                                "NUM_WI_COMBINE": 2},
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
-            "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8}}
+            "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
+            "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2}}
 for configs in (None, parallel):
     head = Head("complete", False, np.arange(L), L, 0.0, 1.0)
     search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs)
     search.start(G, H, w, head)
     covered = np.ones(n, bool)
-    for step in range(2):
-        want = best_binned(bins, nb, edges, covered, w, head.gather(G, H), head, np.arange(F), 1)
-        got = search.best(np.arange(F))
+    for step in range(3):  # every feature, then samples (the sampled features' bins copied side by side)
+        feats = np.arange(F) if step == 0 else np.array([0, 2])
+        want = best_binned(bins, nb, edges, covered, w, head.gather(G, H), head, feats, 1)
+        got = search.best(feats)
+        assert (want is None) == (got is None)
+        if want is None:
+            break
         assert (got.feature, got.op, got.bin) == (want.feature, want.op, want.bin), (got, want)
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)

@@ -10,6 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from mdhom import RuleBoostClassifier
+from mdhom.rules.losses import make_loss
+from mdhom.rules.predictors import LabelVectors
 
 
 def _data(n=120, F=6, L=3, seed=0):
@@ -93,11 +95,13 @@ def test_save_load_round_trip_and_rule_text(tmp_path):
     path = tmp_path / "rules.json"
     est.save_model(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "mdhom.ruleboost" and doc["version"] == 1 and doc["head_type"] == "complete"
+    assert doc["format"] == "mdhom.ruleboost" and doc["version"] == 2 and doc["head_type"] == "complete"
+    assert len(doc["label_vectors"]) == len(doc["label_vector_counts"]) == len(np.unique(Y, axis=0))
     back = RuleBoostClassifier().load_model(path)
     assert back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.decision_function(frame), est.decision_function(frame))
     np.testing.assert_array_equal(back.predict_proba(frame), est.predict_proba(frame))
+    np.testing.assert_array_equal(back.predict(frame), est.predict(frame))
     assert str(back.rules_) == text
     back.save_model(tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
@@ -116,10 +120,53 @@ def test_damaged_model_files_are_clear_errors(tmp_path):
                             ({"rules": [{"conditions": [[99, "<=", 0.0]], "labels": [0], "scores": [1.0]}]},
                              "bad condition"),
                             ({"rules": [{"conditions": [], "labels": [7], "scores": [1.0]}]}, "bad head"),
-                            ({"estimator": "TreeBoostClassifier"}, "not a RuleBoostClassifier")]:
+                            ({"estimator": "TreeBoostClassifier"}, "not a RuleBoostClassifier"),
+                            ({"label_vectors": [[0]], "label_vector_counts": [1]}, "only it has them"),
+                            ({"params": {**good["params"], "binary_predictor": "example-wise"},
+                              "label_vectors": [[0, 9]], "label_vector_counts": [1]}, "label beyond 3")]:
         path.write_text(json.dumps({**good, **change}))
         with pytest.raises(ValueError, match=message):
             RuleBoostClassifier().load_model(path)
+
+
+def test_example_wise_predictor_picks_the_closest_training_label_vector():
+    X, Y = _data(n=150)
+    Y[:, 2] = 1 - (Y[:, 0] | Y[:, 1])  # every example has a label: never (0, 0, 0)
+    est = RuleBoostClassifier(max_rules=10, loss="logistic_examplewise", random_state=2).fit(X, Y)
+    assert est.get_params()["binary_predictor"] == "auto"
+    Xt = np.random.default_rng(9).normal(size=(80, X.shape[1])) * 2
+    P, S = est.predict(Xt), est.decision_function(Xt)
+    seen = np.unique(Y, axis=0)
+    assert {tuple(r) for r in P} <= {tuple(r) for r in seen}
+    loss = make_loss("logistic_examplewise")
+    dist = np.stack([loss.value(np.broadcast_to(v, S.shape), S) for v in seen], axis=1)
+    np.testing.assert_array_equal(P, seen[np.argmin(dist, axis=1)])
+    wise = RuleBoostClassifier(max_rules=10, loss="logistic_examplewise", random_state=2,
+                               binary_predictor="output-wise").fit(X, Y)
+    np.testing.assert_array_equal(wise.predict(Xt), (S > 0).astype(np.int8))
+    assert (wise.predict(Xt) != P).any()  # the two predictors differ on these rows
+
+
+def test_example_wise_ties_go_to_the_more_frequent_vector():
+    vectors = LabelVectors.of(np.array([[0, 1], [1, 0], [1, 0], [0, 1], [1, 0]]))
+    assert vectors.vectors.tolist() == [[0, 1], [1, 0]] and vectors.counts.tolist() == [2, 3]
+    # scores (0, 0): both vectors have the same loss; [1, 0] occurred more often
+    assert vectors.closest(np.zeros((1, 2)), make_loss("logistic_labelwise")).tolist() == [[1, 0]]
+
+
+def test_version_1_files_read_as_output_wise_models(tmp_path):
+    X, Y = _data()
+    est = RuleBoostClassifier(max_rules=6, loss="logistic_examplewise").fit(X, Y)
+    path = tmp_path / "v1.json"
+    est.save_model(path)
+    doc = json.loads(path.read_text())
+    for key in ("label_vectors", "label_vector_counts"):
+        del doc[key]
+    del doc["params"]["binary_predictor"]
+    path.write_text(json.dumps({**doc, "version": 1}))
+    back = RuleBoostClassifier().load_model(path)
+    assert back.binary_predictor == "output-wise"
+    np.testing.assert_array_equal(back.predict(X), (est.decision_function(X) > 0).astype(np.int8))
 
 
 @pytest.mark.parametrize("params, message", [
@@ -133,6 +180,7 @@ def test_damaged_model_files_are_clear_errors(tmp_path):
     ({"device": "cpu"}, "set feature_binning"),
     ({"device": "cpu", "feature_binning": 8, "loss": "logistic_examplewise"}, "coupled label Hessian"),
     ({"precision": "single"}, "precision"),
+    ({"binary_predictor": "gfm"}, "binary_predictor"),
 ])
 def test_bad_parameters_are_named(params, message):
     X, Y = _data()

@@ -61,11 +61,22 @@ def test_heads_minimise_the_second_order_loss():
         np.testing.assert_allclose(got_scores, s_ref, rtol=1e-10)
         np.testing.assert_allclose(complete.evaluate(total[None])[0], q_ref, rtol=1e-10)
         single = Head("single", full, labels, L, 0.0, l2)
-        per_label = [_brute_quality(g[[c]], hm[np.ix_([c], [c])], l2)[0] for c in range(L)]
-        best = int(np.argmin(per_label))
+        per_label = [_brute_quality(g[[c]], hm[np.ix_([c], [c])], l2) for c in range(L)]
+        best = int(np.argmax([abs(s[0]) for _, s in per_label]))  # mlrl-boomer: the largest |score|
+        per_label = [q for q, _ in per_label]
         stotal = single.gather(G, H).sum(axis=0)
         np.testing.assert_allclose(single.evaluate(stotal[None])[0], per_label[best], rtol=1e-10)
         assert single.predict(stotal)[0].tolist() == [best]
+
+
+def test_single_label_head_takes_the_largest_score_not_the_best_quality():
+    """mlrl-boomer's choice: label 0 scores -1 (quality -0.5), label 1 scores -0.5 (quality -1.0)."""
+    head = Head("single", False, np.arange(2), 2, 0.0, 1.0)
+    total = np.array([1.0, 4.0, 0.0, 7.0])  # gradients, then Hessians
+    labels, scores = head.predict(total)
+    assert labels.tolist() == [0]
+    np.testing.assert_allclose(scores, [-1.0])
+    np.testing.assert_allclose(head.evaluate(total[None]), [-0.5])
 
 
 def test_l1_shrinks_scores_towards_zero():

@@ -1,10 +1,11 @@
-"""Quality on real multi-label data against figures recorded from mlrl-boomer.
+"""Quality on real multi-label data against figures recorded from mlrl-boomer (issue 10's bars).
 
-Recorded with mlrl-boomer 0.12.3 (64-bit statistics) on emotions' predefined split, with the settings below on
-both sides (label-wise logistic loss, single-label heads, shrinkage 0.3, L2 1.0, exact thresholds, no feature,
-instance or label sampling, no holdout, pruning or post-optimisation), 200 rules: Hamming loss 0.2104,
-micro-F1 0.6453. mdhom gave 0.2162 and 0.6381 when this test was written; mlrl-boomer itself moves by 0.008
-Hamming between its 32- and 64-bit statistics on these settings, hence the tolerance of 0.01."""
+Recorded with mlrl-boomer 0.12.3 (the newest release for Python 3.11) on emotions' predefined split, with the
+settings `mdhom bench rules-quality` gives both sides (mlrl-boomer's defaults, feature sampling included, with
+64-bit statistics, no holdout, pruning or label binning), label-wise logistic loss, single-label heads, 1000 rules,
+random_state=1: Hamming loss 0.2104, micro-F1 0.6502. mdhom gave 0.2096 and 0.6462 when this test was written.
+Both libraries draw their feature samples from their own generators, so one seed's figures differ by sampling noise
+of about the bars' size; the bench averages over seeds, this test holds one seed to the issue's bars."""
 
 from __future__ import annotations
 
@@ -12,26 +13,19 @@ import numpy as np
 from shared_data import DATA
 
 from mdhom import RuleBoostClassifier
+from mdhom.bench.boomer import multilabel_scores
 from mdhom.datasets import load_arff
 
-BOOMER_HAMMING, BOOMER_MICRO_F1 = 0.2104, 0.6453
-
-
-def _micro_f1(P, Y):
-    tp = int((P & Y).sum())
-    return 2 * tp / (2 * tp + int((P & (1 - Y)).sum()) + int(((1 - P) & Y).sum()))
+BOOMER_HAMMING, BOOMER_MICRO_F1 = 0.2104, 0.6502
 
 
 def test_emotions_matches_mlrl_boomer():
     xml = DATA / "emotions.xml"
     X, Y, _, _ = load_arff(DATA / "emotions-predefined_training.arff", labels=xml)
     Xt, Yt, _, _ = load_arff(DATA / "emotions-predefined_test.arff", labels=xml)
-    est = RuleBoostClassifier(max_rules=200, loss="logistic_labelwise", head_type="single", feature_sampling=None,
-                              random_state=1).fit(X, Y)
-    P = est.predict(Xt).astype(int)
-    Yt = Yt.astype(int)
-    hamming = float((P != Yt).mean())
-    assert abs(hamming - BOOMER_HAMMING) <= 0.01, hamming
-    assert abs(_micro_f1(P, Yt) - BOOMER_MICRO_F1) <= 0.01, _micro_f1(P, Yt)
-    default_only = (np.tile(est.rules_.default_scores, (len(Xt), 1)) > 0).astype(int)
-    assert hamming < float((default_only != Yt).mean()) - 0.05
+    est = RuleBoostClassifier(max_rules=1000, loss="logistic_labelwise", head_type="single", random_state=1).fit(X, Y)
+    got = multilabel_scores(est.predict(Xt), Yt)
+    assert abs(got["hamming"] - BOOMER_HAMMING) <= 0.005, got
+    assert abs(got["micro_f1"] - BOOMER_MICRO_F1) <= 0.01, got
+    default_only = np.tile(est.rules_.default_scores, (len(Xt), 1)) > 0
+    assert got["hamming"] < multilabel_scores(default_only, Yt)["hamming"] - 0.05

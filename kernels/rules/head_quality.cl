@@ -10,19 +10,23 @@
  *
  * Per label the optimal score s = -S(g, l1) / (h + l2) (0 where h + l2 is 0) and its quality
  * g s + 1/2 h s^2 + l1 |s| + 1/2 l2 s^2, evaluated as mdhom.rules.heads writes it (same operations, same order,
- * FP_CONTRACT OFF); a single-label head takes the least label quality, a complete head their sum in label order.
+ * FP_CONTRACT OFF); a single-label head takes the quality of the label of the largest |s| (the first of equal
+ * ones: mlrl-boomer's choice), a complete head the sum of the label qualities in label order.
  * The gain is minus the quality (the evaluator maximises; ARGMAX keeps the lower index on ties, as the reference's
  * arg-min keeps the first). RULE_SINGLE selects the head. Built after split.cl (tree_real_t, TREE_INV_DECL). */
 #pragma OPENCL FP_CONTRACT OFF
 
-inline double rule_label_quality(const double g, const double h, const double l2, const double l1) {
+inline double rule_label_score(const double g, const double h, const double l2, const double l1) {
     const double den = h + l2;
     double t = g;
     if (l1 > 0.0) {
         const double m = fmax(fabs(g) - l1, 0.0);
         t = (g > 0.0) ? m : ((g < 0.0) ? -m : 0.0 * m);
     }
-    const double s = (den == 0.0) ? 0.0 : -t / den;
+    return (den == 0.0) ? 0.0 : -t / den;
+}
+
+inline double rule_label_quality(const double s, const double g, const double h, const double l2, const double l1) {
     return g * s + 0.5 * h * s * s + l1 * fabs(s) + 0.5 * l2 * s * s;
 }
 
@@ -37,15 +41,22 @@ inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tr
     const double side_w = (dir == 0) ? le_w : all_w - le_w;
     if (!(side_w >= min_coverage)) return -INFINITY;
     double q = 0.0;
+#if RULE_SINGLE
+    double top = 0.0;
+#endif
     for (int k = 0; k < TREE_OUTPUTS - 1; ++k) {
         const long cell = (base + k) * TREE_BINS;
         const double lg = scan[2 * (cell + bin)], lh = scan[2 * (cell + bin) + 1];
         const double g = (dir == 0) ? lg : scan[2 * (cell + TREE_BINS - 2)] - lg;
         const double h = (dir == 0) ? lh : scan[2 * (cell + TREE_BINS - 2) + 1] - lh;
-        const double qk = rule_label_quality(g, h, l2, l1);
+        const double s = rule_label_score(g, h, l2, l1);
 #if RULE_SINGLE
-        q = (k == 0 || qk < q) ? qk : q;
+        if (k == 0 || fabs(s) > top) {
+            top = fabs(s);
+            q = rule_label_quality(s, g, h, l2, l1);
+        }
 #else
+        const double qk = rule_label_quality(s, g, h, l2, l1);
         q = (k == 0) ? qk : q + qk;
 #endif
     }

@@ -75,7 +75,8 @@ class KernelRecorder:
     share is the difference of snapshots i and i+1.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, calls: tuple[str, ...] = BACKEND_CALLS, starts: tuple[str, ...] = ROUND_STARTS) -> None:
+        self.calls, self.starts = calls, starts  # the calls timed, and those that open a round (trees: gradients)
         self.backend: Any = None
         self.unsupported: str | None = None
         self.marks: list[dict[str, Counter]] = []
@@ -93,7 +94,7 @@ class KernelRecorder:
         kernels.profile = True
         kernels.kernel_seconds = _CountingSeconds()
         self.backend = kernels
-        for name in BACKEND_CALLS:
+        for name in self.calls:
             method = getattr(kernels, name, None)
             if callable(method):
                 setattr(kernels, name, self._timed(name, method))
@@ -104,7 +105,7 @@ class KernelRecorder:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._depth:  # a backend call made by another one: its time is already counted
                 return method(*args, **kwargs)
-            if name in ROUND_STARTS and self._last_call not in ROUND_STARTS:
+            if name in self.starts and self._last_call not in self.starts:
                 self.mark()
             self._last_call = name
             self._depth += 1
@@ -240,18 +241,20 @@ def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> floa
     return 2 * nbytes / float(np.median(times[1:]))
 
 
-def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None, title: str = "mdhom") -> str:
-    """The mean-per-round breakdown as a table: one line per kernel, then the remainder and its two parts."""
+def format_profile(profile: dict[str, Any], unprofiled_median: float | None = None, title: str = "mdhom",
+                   unit: str = "round") -> str:
+    """The mean-per-round breakdown as a table: one line per kernel, then the remainder and its two parts (``unit``:
+    what a round is called, "rule" for the rule learner)."""
     if profile.get("status") != "ok":
         return f"{title} profile: {profile.get('status', 'unavailable')}: {profile.get('reason')}"
     m = profile["mean_per_round"]
     wall = m["wall_seconds"] or float("nan")
     lines = [
-        f"{title} profile: {profile['rounds_profiled']}-round fit with OpenCL profiling (launches serialised), "
-        f"mean per round over rounds 2..{profile['rounds_profiled']}"
+        f"{title} profile: {profile['rounds_profiled']}-{unit} fit with OpenCL profiling (launches serialised), "
+        f"mean per {unit} over {unit}s 2..{profile['rounds_profiled']}"
         if profile["rounds_in_mean"] < profile["rounds_profiled"]
-        else f"{title} profile: {profile['rounds_profiled']}-round fit with OpenCL profiling, mean per round",
-        f"{'part':<40}{'s/round':>11}{'calls':>8}{'share':>8}",
+        else f"{title} profile: {profile['rounds_profiled']}-{unit} fit with OpenCL profiling, mean per {unit}",
+        f"{'part':<40}{'s/' + unit:>11}{'calls':>8}{'share':>8}",
     ]
     lines.append("-" * len(lines[-1]))
     copy = profile.get("copy_bytes_per_second")
@@ -275,7 +278,7 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
         lines.append("backend calls (host time, their kernels included):")
         for name, c in m["backend_calls"].items():
             lines.append(f"  {name:<38}{c['seconds']:>11.4g}{c['calls']:>8.1f}{c['seconds'] / wall:>8.1%}")
-    lines.append("calls: enqueue calls per round (an md_hom call may launch a second, combining kernel)")
+    lines.append(f"calls: enqueue calls per {unit} (an md_hom call may launch a second, combining kernel)")
     if copy:
         lines.append(f"GB/s: bytes each kernel must move by design (its row-sized reads and writes) / its device time; "
                      f"a buffer copy on the same device in the same run: {copy / 1e9:.1f} GB/s (read + write)")

@@ -1,7 +1,11 @@
-"""``mdhom train``: fit a TreeBoostClassifier/Regressor on a data file and save the model as JSON.
+"""``mdhom train``: fit a TreeBoostClassifier/Regressor, or a RuleBoostClassifier on multi-label data, on a data
+file and save the model as JSON.
 
-Every option of :mod:`mdhom.trees.params` is a ``--name value`` flag (``none`` for None), so the command
-line and the Python API cannot drift apart. Data readers come from :mod:`mdhom.datasets`.
+Every option of :mod:`mdhom.trees.params` and of :mod:`mdhom.rules.options` is a ``--name value`` flag (``none``
+for None), so the command line and the Python API cannot drift apart; only the flags given reach the estimator.
+``--learner auto`` (the default) fits rules when the target has several labels (an ARFF file with ``--labels``) and
+no tree-only option is given, or when a rule-only option is given; trees otherwise. Data readers come from
+:mod:`mdhom.datasets`.
 """
 
 from __future__ import annotations
@@ -42,19 +46,60 @@ def _value(kind: str) -> Any:
     return parse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def _any(text: str) -> Any:
+    """A rule option of several types: none, an integer, a (method, count) pair written ``method:count``
+    (``--feature-binning equal-width:32``), a number, or the text itself."""
+    low = text.lower()
+    if low == "none":
+        return None
+    method, sep, count = text.partition(":")
+    if sep and count.isdigit():
+        return (method, int(count))
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _option_names() -> tuple[set[str], set[str]]:
+    """(tree options, rule options) by name."""
+    from mdhom.rules.options import TABLE
     from mdhom.trees.params import OPTIONS
 
-    p = sub.add_parser("train", help="fit gradient-boosted trees on a data file and save the model (JSON)")
+    return {o.name for o in OPTIONS}, set(TABLE.by_name)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mdhom.rules.options import TABLE
+    from mdhom.trees.params import OPTIONS
+
+    p = sub.add_parser("train", help="fit gradient-boosted trees, or multi-label rules, on a data file and save the "
+                                     "model (JSON)")
     add_data_arguments(p)
     p.add_argument("--model", required=True, help="where to write the model (JSON)")
-    p.add_argument("--eval-data", default=None, help="a validation file (same format) for early stopping")
-    group = p.add_argument_group("learner options (as in the Python API; 'none' for None)")
+    p.add_argument("--eval-data", default=None, help="a validation file (same format) for early stopping (trees)")
+    p.add_argument("--learner", choices=("auto", "trees", "rules"), default="auto",
+                   help="trees (TreeBoostClassifier/Regressor), rules (RuleBoostClassifier, multi-label 0/1 targets) "
+                        "or auto (default): rules for a target of several labels unless a tree-only option is given, "
+                        "or when a rule-only option is given; trees otherwise")
+    trees = p.add_argument_group("tree options (as in the Python API; 'none' for None)")
     for o in OPTIONS:
-        flags = dict.fromkeys([f"--{o.name.replace('_', '-')}", f"--{o.name}"])  # --max-bin and --max_bin
-        group.add_argument(*flags, dest=o.name, type=_value(o.kind), default=o.default,
-                           help=f"{o.doc} (default: {o.default})")
+        _add_option(trees, o.name, _value(o.kind), o.doc, o.default)
+    rules = p.add_argument_group("rule options (RuleBoostClassifier's; 'none' for None; --device, --precision and "
+                                 "--random-state above serve both)")
+    for o in TABLE.options:
+        if o.name not in {t.name for t in OPTIONS}:
+            _add_option(rules, o.name, _any if o.kind == "any" else _value(o.kind), o.doc, o.default)
     p.set_defaults(func=run)
+
+
+def _add_option(group: argparse._ArgumentGroup, name: str, parse: Any, doc: str, default: Any) -> None:
+    """``--max-bin`` and ``--max_bin``; absent unless given (the estimator's default applies)."""
+    flags = dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name}"])
+    group.add_argument(*flags, dest=name, type=parse, default=argparse.SUPPRESS,
+                       help=f"{doc} (default: {default})".replace("%", "%%"))
 
 
 def data_format(path: str, given: str | None) -> str:
@@ -136,13 +181,37 @@ def _integral_labels(y: Any) -> Any:
     return y
 
 
+def choose_learner(args: argparse.Namespace, y: Any) -> str:
+    """'trees' or 'rules' for ``--learner`` and the flags given (see the module docstring)."""
+    tree_names, rule_names = _option_names()
+    tree_only = sorted(n for n in tree_names - rule_names if hasattr(args, n))
+    rule_only = sorted(n for n in rule_names - tree_names if hasattr(args, n))
+    flags = lambda names: ", ".join(f"--{n.replace('_', '-')}" for n in names)  # noqa: E731
+    if args.learner == "trees" and rule_only:
+        raise ValueError(f"--learner trees does not take the rule options {flags(rule_only)}")
+    if args.learner == "rules" and tree_only:
+        raise ValueError(f"--learner rules does not take the tree options {flags(tree_only)}")
+    if args.learner != "auto":
+        return args.learner
+    if tree_only and rule_only:
+        raise ValueError(f"options of both learners given (trees: {flags(tree_only)}; rules: {flags(rule_only)}); "
+                         "pass --learner trees or --learner rules")
+    several = y is not None and getattr(y, "ndim", 1) == 2 and y.shape[1] > 1
+    return "rules" if rule_only or (several and not tree_only) else "trees"
+
+
 def run(args: argparse.Namespace) -> int:
+    X, y = read_data(args)
+    if y is None:
+        raise ValueError(f"{args.data} has no target column")
+    if choose_learner(args, y) == "rules":
+        return run_rules(args, X, y)
     from mdhom.trees import TreeBoostClassifier, TreeBoostRegressor
     from mdhom.trees.params import OPTIONS
 
-    params = {o.name: getattr(args, o.name) for o in OPTIONS}
-    X, y = read_data(args)
-    regression = params["objective"] in ("reg:squarederror", "regression", "squared_error", "l2", "mse")
+    params = {o.name: getattr(args, o.name) for o in OPTIONS if hasattr(args, o.name)}
+    objective = params.get("objective", next(o.default for o in OPTIONS if o.name == "objective"))
+    regression = objective in ("reg:squarederror", "regression", "squared_error", "l2", "mse")
     est = (TreeBoostRegressor if regression else TreeBoostClassifier)(**params)
     y = _integral_labels(y) if not regression else y
     fit_args: dict[str, Any] = {}
@@ -159,5 +228,27 @@ def run(args: argparse.Namespace) -> int:
     est.save_model(args.model)
     print(f"trained {type(est).__name__} ({est.objective_}) on {X.shape[0]} rows x {X.shape[1]} features: "
           f"{len(est.round_times_)} rounds in {seconds:.2f} s; best iteration {est.best_iteration_}; "
+          f"model written to {args.model}")
+    return 0
+
+
+def run_rules(args: argparse.Namespace, X: Any, y: Any) -> int:
+    """Fit a RuleBoostClassifier on 0/1 labels (a single target column is one label) and save it."""
+    import numpy as np
+
+    from mdhom.rules import RuleBoostClassifier
+
+    _, rule_names = _option_names()
+    if args.eval_data:
+        raise ValueError("--eval-data: RuleBoostClassifier has no early stopping on a holdout yet")
+    Y = np.asarray(y)
+    Y = Y[:, None] if Y.ndim == 1 else Y
+    est = RuleBoostClassifier(**{n: getattr(args, n) for n in rule_names if hasattr(args, n)})
+    start = time.perf_counter()
+    est.fit(X, Y)
+    seconds = time.perf_counter() - start
+    est.save_model(args.model)
+    print(f"trained RuleBoostClassifier ({est.loss}, {est.head_type_} heads) on {X.shape[0]} rows x {X.shape[1]} "
+          f"features, {Y.shape[1]} labels: {len(est.rules_)} rules after the default rule in {seconds:.2f} s; "
           f"model written to {args.model}")
     return 0

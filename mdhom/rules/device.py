@@ -10,6 +10,8 @@ kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 rule_atoms             row x slot                       concat: a row's (g, h) per head label where it is
                                                         covered (else 0), and the count slot
+rule_feature_bins      row x feat                       concat: the sampled features' bins side by side (skipped
+                                                        when every feature is searched)
 tree_histogram         node x feat x output x pos       sums per (feature, slot, bin) over the rows (one node,
                                                         the head's slots as outputs; exact order pinned)
 tree_split_scan        node x feat x output x bin       inclusive prefix sums over bins (exact order pinned)
@@ -20,7 +22,10 @@ rule_refine_result     slot                             concat: the winner's sid
 rule_cover             row                              concat: the coverage mask after adding a condition
 =====================  ===============================  ======================================================
 
-The coverage mask, the statistics (G, H of every example and label) and the bins stay on the device; G and H go
+The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples
+floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
+index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
+and label) and the bins stay on the device; G and H go
 up once per rule (the host updates them after the rule's head is added, for the covered rows), the head's label
 columns when they change, the sampled features' mask per step. Exact mode: the histogram adds rows in ascending
 order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
@@ -90,6 +95,18 @@ out = (covered != 0 && mdh_b != missing && (op == 0 ? mdh_b <= bin : mdh_b > bin
         inputs=[Input("covered", "uchar", ("row",)), Input("bins", bin_type, ("*",), gather=True)],
         params=[Param("n_feat", "int"), Param("feat", "int"), Param("bin", "int"), Param("op", "int"),
                 Param("missing", "int")],
+    )
+
+
+@lru_cache(maxsize=2)
+def feature_bins(bin_type: str = "uchar") -> Description:
+    """The bins of the sampled features ``fidx`` (ascending) as a rows x sample matrix: what the histogram reads
+    instead of every feature's bins when a step searches a sample."""
+    return Description(
+        "rule_feature_bins", ["row", "feat"], [Concat(), Concat()], bin_type,
+        scalar="out = bins[(long)row * n_feat + fidx[feat]];",
+        inputs=[Input("bins", bin_type, ("*",), gather=True), Input("fidx", "int", ("*",), gather=True)],
+        params=[Param("n_feat", "int")],
     )
 
 
@@ -217,6 +234,16 @@ def _cover_inputs(s, rng):  # noqa: ANN001, ANN202
             "n_feat": f, "feat": 5, "bin": 12, "op": 1, "missing": 33}
 
 
+def _feature_bins_inputs(s, rng):  # noqa: ANN001, ANN202
+    n, f = int(s["row"]), 120
+    return {"bins": rng.integers(0, 34, n * f).astype(np.uint8),
+            "fidx": np.sort(rng.choice(f, int(s["feat"]), replace=False)).astype(np.int32), "n_feat": f}
+
+
+def _feature_bins_ref(a):  # noqa: ANN001, ANN202
+    return a["bins"].reshape(-1, a["n_feat"])[:, a["fidx"]]
+
+
 def _cover_ref(a):  # noqa: ANN001, ANN202
     b = a["bins"].reshape(a["covered"].size, a["n_feat"])[:, a["feat"]].astype(int)
     keep = (b != a["missing"]) & ((b <= a["bin"]) if a["op"] == 0 else (b > a["bin"]))
@@ -245,8 +272,11 @@ ATOMS = KernelSpec("rule_atoms", elementwise("row"), tuning=Tuning(
 COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
     lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
     doc="rule refinement: the coverage mask after a condition"))
+FEATURE_BINS = KernelSpec("rule_feature_bins", elementwise("row"), tuning=Tuning(
+    lambda s: feature_bins(), {c: {"row": n, "feat": 7} for c, n in _ROW_CLASSES.items()}, _feature_bins_inputs,
+    _feature_bins_ref, doc="rule refinement: the sampled features' bins side by side"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, COVER, RESULT)
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, COVER, FEATURE_BINS, RESULT)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
 
 
@@ -276,6 +306,7 @@ class DeviceRefinement:
                              ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels), ("hcol", 4 * self.n_labels),
                              ("gh", 16 * n * slots), ("hist", 16 * f * slots * nb), ("scan", 16 * f * slots * nb),
                              ("best", _BEST.itemsize), ("res", SIDE.dtype.itemsize * slots), ("mask", f),
+                             ("fidx", 4 * f), ("sbins", bins.nbytes),
                              ("slot_begin", 4), ("slot_count", 4)):
             ws.ensure(name, nbytes)
         # the histogram's one node owns rows 0 .. n
@@ -289,11 +320,14 @@ class DeviceRefinement:
         k_cov = ws.build(COVER, cover(bin_ctype(nb)), {"row": n})
         self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
                                                                                 bins=ws["bins"]))) for c in (0, 1)]
+        k_fb = ws.build(FEATURE_BINS, feature_bins(bin_ctype(nb)), {"row": n, "feat": f})
+        self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
         self.d_hist = hg.histogram(nb, "double")
         k_hist = ws.build(hg.HISTOGRAM, self.d_hist, {"node": 1, "feat": f, "output": slots, "pos": n})
-        self.k_hist = Bound(ws, k_hist, lambda: (ws["hist"], dict(bins=ws["bins"], gh=ws["gh"],
-                                                                  slot_begin=ws["slot_begin"],
-                                                                  slot_count=ws["slot_count"])))
+        # the histogram over every feature's bins, or over the sampled features' copy
+        self.k_hist = {src: Bound(ws, k_hist, lambda src=src: (ws["hist"], dict(
+            bins=ws[src], gh=ws["gh"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
+            for src in ("bins", "sbins")}
         self.d_scan = sp.split_scan(nb, "double")
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
@@ -301,9 +335,26 @@ class DeviceRefinement:
         self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
                                                                   best_value=ws["best"])))
         self._scores: dict[tuple[str, int], Bound] = {}
-        self._mask_key: bytes | None = None
+        self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
         self.steps = 0
+
+    # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
+    @property
+    def profile(self) -> bool:
+        return self.ws.profile
+
+    @profile.setter
+    def profile(self, on: bool) -> None:
+        self.ws.profile = on
+
+    @property
+    def kernel_seconds(self) -> dict[str, float]:
+        return self.ws.kernel_seconds
+
+    @kernel_seconds.setter
+    def kernel_seconds(self, table: dict[str, float]) -> None:
+        self.ws.kernel_seconds = table
 
     def _score(self, kind: str, k: int) -> Bound:
         key = (kind, k)
@@ -340,18 +391,21 @@ class DeviceRefinement:
         from mdhom.rules.refinement import Refinement
 
         ws, head = self.ws, self.head
-        n, f, nb, k = self.n, self.n_feat, self.n_bins, head.k
-        if nb <= 2 or len(features) == 0:
+        n, nb, k = self.n, self.n_bins, head.k
+        features = np.asarray(features)
+        f = len(features)  # the searched features: a sample's index maps back through ``features``
+        if nb <= 2 or f == 0:
             return None
-        mask = np.zeros(f, np.uint8)
-        mask[np.asarray(features)] = 1
-        key = mask.tobytes()
-        if key != self._mask_key:
-            ws.put("mask", ws["mask"], mask, np.uint8)
-            self._mask_key = key
+        if f < self.n_feat:
+            ws.put("fidx", ws["fidx"], features, np.int32)
+            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat))
+        if f != self._mask_key:
+            ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
+            self._mask_key = f
         ws.record("rule_atoms", self.k_atoms[self.cur]({"row": n, "slot": k + 1}, g_stride=self.n_labels,
                                                           h_stride=self.h_width, k=k))
-        ws.record("tree_histogram", self.k_hist({"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
+        ws.record("tree_histogram", self.k_hist["sbins" if f < self.n_feat else "bins"](
+            {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
         ws.record(head_gain(head.kind).kernel_name, self._score(head.kind, k)(
             {"node": 1, "feat": f, "bin": nb - 2, "dir": 2}, l2=self.l2, l1=self.l1, min_coverage=self.min_coverage))
@@ -362,7 +416,8 @@ class DeviceRefinement:
         if not value > -np.inf:
             return None
         idx = int(host["index"][0])
-        feat, rest = divmod(idx, 2 * (nb - 2))
+        at, rest = divmod(idx, 2 * (nb - 2))
+        feat = int(features[at])
         b, op = divmod(rest, 2)
         total = np.concatenate([host["g"][:k], host["h"][:k]])
         return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), total,

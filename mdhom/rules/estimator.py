@@ -19,6 +19,7 @@ from mdhom.rules import options as O
 from mdhom.rules.induction import InductionParams, bin_edges, induce
 from mdhom.rules.losses import make_loss
 from mdhom.rules.model import FORMAT, VERSION, RuleList, read_json, save_json
+from mdhom.rules.predictors import LabelVectors, resolved_predictor
 
 
 def as_label_matrix(y: Any) -> tuple[np.ndarray, list[str] | None]:
@@ -62,6 +63,7 @@ class RuleBoostClassifier(OptionParams):
         l2_regularization_weight: float = O.DEFAULTS["l2_regularization_weight"],
         loss: str = O.DEFAULTS["loss"],
         head_type: str = O.DEFAULTS["head_type"],
+        binary_predictor: str = O.DEFAULTS["binary_predictor"],
         feature_binning: Any = O.DEFAULTS["feature_binning"],
         feature_sampling: Any = O.DEFAULTS["feature_sampling"],
         instance_sampling: float | None = O.DEFAULTS["instance_sampling"],
@@ -78,6 +80,7 @@ class RuleBoostClassifier(OptionParams):
         self.l2_regularization_weight = l2_regularization_weight
         self.loss = loss
         self.head_type = head_type
+        self.binary_predictor = binary_predictor
         self.feature_binning = feature_binning
         self.feature_sampling = feature_sampling
         self.instance_sampling = instance_sampling
@@ -121,6 +124,8 @@ class RuleBoostClassifier(OptionParams):
         rules, learner = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]), device)
         rules.feature_names = None if names is None else [str(s) for s in names]
         rules.label_names = label_names
+        if resolved_predictor(p["binary_predictor"], loss) == "example-wise":
+            rules.label_vectors = LabelVectors.of(Y)
         self._set_fitted(rules, p, head, Xa.shape[1])
         # where the fit ran: each rule's host-clock seconds; on a device the kernels' configurations, the
         # seconds spent building them, and the device's key (None for device='numpy')
@@ -155,9 +160,12 @@ class RuleBoostClassifier(OptionParams):
         return self.rules_.decision_function(Xa)
 
     def predict(self, X: Any) -> np.ndarray:
-        """0/1 labels (int8): a label is predicted where its score is positive (mlrl-boomer's output-wise
-        predictor: probability above 0.5 for the logistic losses, the midpoint of -1 and +1 for squared error)."""
-        return (self.decision_function(X) > 0.0).astype(np.int8)
+        """0/1 labels (int8) by ``binary_predictor`` (:mod:`mdhom.rules.predictors`): output-wise, a label where its
+        score is positive; example-wise, the closest training label vector."""
+        S = self.decision_function(X)
+        if self.rules_.label_vectors is not None:
+            return self.rules_.label_vectors.closest(S, make_loss(self._params["loss"]))
+        return (S > 0.0).astype(np.int8)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Label-wise probabilities, the logistic function of the scores (the logistic losses only)."""
@@ -189,7 +197,10 @@ class RuleBoostClassifier(OptionParams):
         if doc.get("estimator") != type(self).__name__:
             raise ValueError(f"{where}: holds a {doc.get('estimator')!r} model, not a {type(self).__name__}")
         try:
-            params = O.TABLE.validate({k: v for k, v in doc["params"].items() if k in O.TABLE.by_name})
+            given = {k: v for k, v in doc["params"].items() if k in O.TABLE.by_name}
+            if doc["version"] == 1:  # before the example-wise predictor every model predicted output-wise
+                given["binary_predictor"] = "output-wise"
+            params = O.TABLE.validate(given)
             n_features, n_labels = int(doc["n_features"]), int(doc["n_labels"])
             head = O.resolved_head(params.get("loss", O.DEFAULTS["loss"]), doc["head_type"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -198,6 +209,11 @@ class RuleBoostClassifier(OptionParams):
         if rules.n_labels != n_labels:
             raise ValueError(f"{where}: damaged mdhom rule model (default rule has {rules.n_labels} scores, "
                              f"n_labels is {n_labels})")
+        example_wise = resolved_predictor(params.get("binary_predictor", "auto"),
+                                          make_loss(params.get("loss", O.DEFAULTS["loss"]))) == "example-wise"
+        if example_wise != (rules.label_vectors is not None):
+            raise ValueError(f"{where}: damaged mdhom rule model (the example-wise predictor needs label_vectors, "
+                             "and only it has them)")
         self.set_params(**{**O.DEFAULTS, **params})
         self._set_fitted(rules, {**O.DEFAULTS, **params}, head, n_features)
         return self

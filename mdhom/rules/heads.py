@@ -10,6 +10,12 @@ approximation, regularisation included (lower is better, as in mlrl-boomer):
 
 L1 enters as soft thresholding of the gradient (the exact minimiser for a diagonal Hessian); mlrl-boomer adds
 its L1 term with other signs in places, which only matters for ``l1_regularization_weight > 0``.
+
+A single-label head predicts for the label of the largest absolute score (ties to the lower label), and its
+quality is that label's: mlrl-boomer's choice (``DecomposableSingleOutputRuleEvaluation``). It is not the label
+of the least quality: with L2 the quality is -g^2 / 2(h + l2) and the score -g / (h + l2), so a label with a
+large Hessian can have the better quality and the smaller score. Taking the least quality instead moved the
+Hamming loss on enron by 0.006 against mlrl-boomer, beyond the bounds the project holds itself to.
 """
 
 from __future__ import annotations
@@ -91,21 +97,22 @@ class Head:
             quad = np.einsum("ci,cij,cj->c", s, m, s)
             reg = self.l1 * np.abs(s).sum(axis=1) + 0.5 * self.l2 * (s * s).sum(axis=1)
             return (g * s).sum(axis=1) + 0.5 * quad + reg
-        q = label_qualities(label_scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
+        s = label_scores(g, h, self.l1, self.l2)
+        q = label_qualities(s, g, h, self.l1, self.l2)
         if self.kind == "single":
-            return q.min(axis=1)
+            return np.take_along_axis(q, np.argmax(np.abs(s), axis=1)[:, None], axis=1)[:, 0]
         return sum_in_order(q, axis=1)  # in label order, as the device kernels add (never pairwise)
 
     def predict(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for its
-        best label (ties to the lower index)."""
+        """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for the
+        label of the largest absolute score (ties to the lower index)."""
         g, h = total[None, : self.k], total[None, self.k :]
         if self.coupled:
             s, _ = self._coupled_scores(g, h)
             return self.labels.copy(), s[0]
         s = label_scores(g, h, self.l1, self.l2)
         if self.kind == "single":
-            best = int(np.argmin(label_qualities(s, g, h, self.l1, self.l2)[0]))
+            best = int(np.argmax(np.abs(s[0])))
             return self.labels[best : best + 1].copy(), s[0, best : best + 1]
         return self.labels.copy(), s[0]
 

@@ -8,6 +8,8 @@ entry (c, r) with r <= c at c(c+1)/2 + r).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from mdhom.learn.losses import sigmoid_exact
@@ -55,14 +57,14 @@ class SquaredError(RuleLoss):
         return 0.5 * ((2.0 * Y - 1.0 - S) ** 2).sum(axis=1)
 
 
+@lru_cache(maxsize=8)
 def packed_index(n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols) of the packed lower triangle's entries, in storage order."""
-    rows, cols = [], []
-    for c in range(n_labels):
-        for r in range(c + 1):
-            rows.append(c)
-            cols.append(r)
-    return np.asarray(rows, np.intp), np.asarray(cols, np.intp)
+    """(rows, cols) of the packed lower triangle's entries, in storage order (read-only; cached: every Hessian
+    update and head asks)."""
+    rows, cols = np.tril_indices(n_labels)
+    rows, cols = rows.astype(np.intp), cols.astype(np.intp)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 def unpack(packed: np.ndarray, n_labels: int) -> np.ndarray:

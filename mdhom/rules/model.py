@@ -1,6 +1,7 @@
 """Rules, the rule list a fit learns, prediction on raw features, and the versioned JSON model file.
 
-Format ``mdhom.ruleboost`` version 1 (one JSON object):
+Format ``mdhom.ruleboost`` version 2 (one JSON object; version 1 files, which predate the example-wise predictor,
+are read as output-wise models):
 
 * ``format``, ``version``, ``mdhom_version``, ``estimator`` ("RuleBoostClassifier");
 * ``params`` (every option of :mod:`mdhom.rules.options`), ``loss``, ``head_type`` (as resolved), ``n_features``,
@@ -8,7 +9,9 @@ Format ``mdhom.ruleboost`` version 1 (one JSON object):
 * ``default_scores``: the default rule's head, one raw score per label;
 * ``rules``: one object per rule in learning order: ``conditions`` (a list of ``[feature, "<=" | ">",
   threshold]``; NaN satisfies neither operator), ``labels`` (ascending label indices) and ``scores`` (one per
-  label, shrinkage applied).
+  label, shrinkage applied);
+* with the example-wise predictor, ``label_vectors`` (the distinct training label vectors in order of first
+  occurrence, each as its list of label indices) and ``label_vector_counts`` (how often each occurred).
 
 The raw score of an example is the default scores plus the scores of every rule whose conditions it meets.
 """
@@ -22,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn import model_files
+from mdhom.rules.predictors import LabelVectors
 
 FORMAT = "mdhom.ruleboost"
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class RuleList:
     rules: list[Rule] = field(default_factory=list)
     feature_names: list[str] | None = None
     label_names: list[str] | None = None
+    label_vectors: LabelVectors | None = None  # the example-wise predictor's candidates
 
     @property
     def n_labels(self) -> int:
@@ -95,12 +100,14 @@ class RuleList:
     # ------------------------------------------------------------------------------------------ JSON
 
     def to_document(self) -> dict[str, Any]:
+        vectors = {} if self.label_vectors is None else self.label_vectors.to_document()
         return {
             "default_scores": self.default_scores.tolist(),
             "rules": [{"conditions": [[c.feature, c.op, c.threshold] for c in r.conditions],
                        "labels": r.labels.tolist(), "scores": r.scores.tolist()} for r in self.rules],
             "feature_names": self.feature_names,
             "label_names": self.label_names,
+            **vectors,
         }
 
     @classmethod
@@ -122,7 +129,8 @@ class RuleList:
                         labels.min() < 0 or labels.max() >= n_labels:
                     raise ValueError(f"rule {i} has a bad head")
                 rules.append(Rule(tuple(conds), labels, scores))
-            return cls(default, rules, doc.get("feature_names"), doc.get("label_names"))
+            vectors = LabelVectors.from_document(doc, n_labels) if "label_vectors" in doc else None
+            return cls(default, rules, doc.get("feature_names"), doc.get("label_names"), vectors)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{where}: damaged mdhom rule model ({exc})") from None
 

@@ -61,6 +61,10 @@ TABLE = OptionTable((
     Option("head_type", "str", "auto", "'single' (the best single label), 'complete' (every label) or 'auto', "
            "which is 'complete' for every loss here, as in mlrl-boomer (it picks single-label heads only for "
            "sparse decomposable losses, which mdhom does not have).", choice(*HEAD_TYPES)),
+    Option("binary_predictor", "str", "auto", "How scores become 0/1 labels (mlrl-boomer's binary_predictor): "
+           "'output-wise' (a label where its score is positive), 'example-wise' (the training label vector of least "
+           "loss at the example's scores; the model keeps the training label vectors) or 'auto': example-wise for "
+           "the example-wise loss, else output-wise.", choice("auto", "output-wise", "example-wise")),
     Option("feature_binning", "any", None, "None: exact thresholds halfway between neighbouring distinct values "
            "of the covered examples; or ('equal-width' | 'equal-frequency', bins): thresholds only at the bin "
            "edges learned once before training (a bare count means equal-frequency).", _binning),

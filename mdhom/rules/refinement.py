@@ -2,11 +2,10 @@
 candidate threshold of every sampled feature, each scored by the head; the best condition wins. Exact thresholds
 here; binned features go to :mod:`mdhom.rules.binned` (the device kernels' order of summation).
 
-This is the md_hom computation of the rule learner written in numpy (the reference the device kernels are held
-to): per feature, the covered examples in ascending value order; a prefix sum of their atoms (weighted by the
-instance weights) gives the statistics of "x <= t" at every boundary between distinct values, the total minus
-it those of "x > t"; the head's quality of both is the scalar function; an arg-min over (feature, boundary,
-operator) in that order picks the condition, ties to the first. NaN satisfies no condition.
+Per feature, the covered examples' atoms (weighted by the instance weights) summed per distinct value; their
+prefix sum over the values in ascending order gives the statistics of "x <= t" at every boundary between distinct
+values, the total minus it those of "x > t"; the head's quality of both is the scalar function; an arg-min over
+(feature, boundary, operator) in that order picks the condition, ties to the first. NaN satisfies no condition.
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ import numpy as np
 
 from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
-
-# elements of the (features x examples x atom) prefix-sum block one chunk of features may take (32 MiB)
-CHUNK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -47,7 +43,6 @@ class SearchSpace:
         self.edges = edges
         if edges is None:
             self.values = X
-            self.order = np.argsort(self.values, axis=0, kind="stable").T.copy()  # (features, examples)
         else:
             self.bins, self.n_bins = bin_matrix(X, edges)
 
@@ -64,6 +59,31 @@ def covered_by(X: np.ndarray, feature: int, op: str, threshold: float) -> np.nda
     return col <= threshold if op == "<=" else col > threshold
 
 
+def _value_segments(space: SearchSpace, f: int, rows: np.ndarray, A: np.ndarray, ones: np.ndarray,
+                    total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(distinct values ascending, summed atoms per value (d, k), examples of non-zero weight per value) of feature
+    ``f`` over the covered ``rows`` (``A``: their weighted atoms, ``total`` its column sums; ``ones``: 1.0 where
+    their weight is non-zero), or None when fewer than two distinct values remain. The most frequent value's sum is
+    the total less the others', so a sparse feature (mostly one value, as enron's words) costs only its other rows."""
+    x = space.values[rows, f]
+    valid = ~np.isnan(x)
+    values, inv = np.unique(x[valid], return_inverse=True)
+    d = values.size
+    if d < 2:
+        return None
+    where = np.flatnonzero(valid)
+    per_value = np.bincount(inv, minlength=d)
+    big = int(np.argmax(per_value))
+    others = np.delete(np.arange(d), big)
+    pos = where[inv != big][np.argsort(inv[inv != big], kind="stable")]  # rows of the other values, value by value
+    starts = np.concatenate([[0], np.cumsum(per_value[others])[:-1]]).astype(np.intp)
+    sums = np.zeros((d, A.shape[1]))
+    sums[others] = np.add.reduceat(A[pos], starts, axis=0)
+    valid_total = total if valid.all() else total - A[~valid].sum(axis=0)
+    sums[big] = valid_total - sums[others].sum(axis=0)
+    return values, sums, np.bincount(inv, weights=ones[where], minlength=d)
+
+
 def best_refinement(space: SearchSpace, covered: np.ndarray, weights: np.ndarray, atoms: np.ndarray, head: Head,
                     features: np.ndarray, min_coverage: int,
                     evaluate: Callable[[np.ndarray], np.ndarray] | None = None) -> Refinement | None:
@@ -73,39 +93,36 @@ def best_refinement(space: SearchSpace, covered: np.ndarray, weights: np.ndarray
         return best_binned(space.bins, space.n_bins, space.edges, covered, weights, atoms, head, features,
                            min_coverage)
     evaluate = head.evaluate if evaluate is None else evaluate
-    m = int(covered.sum())
-    if m < 2:
+    rows = np.flatnonzero(covered)
+    if rows.size < 2:
         return None
-    k = atoms.shape[1]
-    chunk = max(1, CHUNK_ELEMENTS // (m * k))
-    best: Refinement | None = None
-    for start in range(0, len(features), chunk):
-        feats = features[start : start + chunk]
-        idx = space.order[feats]
-        idx = idx[covered[idx]].reshape(len(feats), m)  # each row: the covered examples in ascending order
-        v = space.values[idx, feats[:, None]]
-        valid = ~np.isnan(v)
-        w = weights[idx] * valid
-        pre = np.cumsum(atoms[idx] * w[..., None], axis=1)
-        cnt = np.cumsum((w > 0).astype(np.int64), axis=1)
-        boundary = valid[:, :-1] & valid[:, 1:] & (v[:, :-1] < v[:, 1:])
-        fi, j = np.nonzero(boundary)
-        if fi.size == 0:
-            continue
-        le = pre[fi, j]
-        gt = pre[fi, -1] - le
-        le_n = cnt[fi, j]
-        gt_n = cnt[fi, -1] - le_n
-        q = np.stack([evaluate(le), evaluate(gt)], axis=1)
-        q[:, 0][le_n < min_coverage] = np.inf
-        q[:, 1][gt_n < min_coverage] = np.inf
-        flat = int(np.argmin(q))
-        c, side = divmod(flat, 2)
-        quality = float(q[c, side])
-        if not np.isfinite(quality) or (best is not None and not quality < best.quality):
-            continue
-        f = int(feats[fi[c]])
-        t = space.threshold(f, float(v[fi[c], j[c]]), float(v[fi[c], j[c] + 1]))
-        best = Refinement(quality, f, "<=" if side == 0 else ">", t, (le if side == 0 else gt)[c].copy(),
-                          int(le_n[c] if side == 0 else gt_n[c]))
-    return best
+    A = atoms[rows] * weights[rows, None]
+    ones = (weights[rows] > 0).astype(np.float64)
+    total = A.sum(axis=0)
+    cand: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for f in features:  # per feature the prefix sums over its distinct values: "x <= t" at each boundary
+        seg = _value_segments(space, int(f), rows, A, ones, total)
+        if seg is not None:
+            values, sums, counts = seg
+            cum, cum_n = np.cumsum(sums, axis=0), np.cumsum(counts)
+            cand.append((int(f), values, cum[:-1], cum[-1] - cum[:-1],
+                         np.stack([cum_n[:-1], cum_n[-1] - cum_n[:-1]], axis=1)))
+    if not cand:
+        return None
+    le = np.concatenate([c[2] for c in cand])
+    gt = np.concatenate([c[3] for c in cand])
+    n = np.concatenate([c[4] for c in cand])
+    q = np.stack([evaluate(le), evaluate(gt)], axis=1)
+    q[n < min_coverage] = np.inf
+    flat = int(np.argmin(q))
+    quality = float(q.flat[flat])
+    if not np.isfinite(quality):
+        return None
+    c, side = divmod(flat, 2)
+    bounds = np.cumsum([len(x[2]) for x in cand])
+    which = int(np.searchsorted(bounds, c, side="right"))
+    f, values = cand[which][0], cand[which][1]
+    j = c - (int(bounds[which - 1]) if which else 0)
+    t = space.threshold(f, float(values[j]), float(values[j + 1]))
+    return Refinement(quality, f, "<=" if side == 0 else ">", t, (le if side == 0 else gt)[flat // 2].copy(),
+                      int(n[flat // 2, side]))

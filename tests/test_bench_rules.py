@@ -1,0 +1,104 @@
+"""``mdhom bench rules`` and ``rules-quality``'s parts: the synthetic multi-label workload, the mlrl-boomer
+parameter spelling, the profiled rule fit on every device, and ``--quick`` end to end (mlrl-boomer not needed)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mdhom.bench import boomer, rules
+from mdhom.cli import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::mdhom.configs.TunedConfigWarning")
+
+
+def test_workload_is_seeded_and_shaped_like_mediamill():
+    X, Y, Xt, Yt = rules.make_multilabel(3000, 40, 25, seed=3, test_rows=700)
+    assert X.shape == (3000, 40) and Y.shape == (3000, 25) and Xt.shape == (700, 40) and Yt.shape == (700, 25)
+    assert X.dtype == np.float32 and Y.dtype == np.uint8
+    again = rules.make_multilabel(3000, 40, 25, seed=3, test_rows=700)
+    assert all(np.array_equal(a, b) for a, b in zip((X, Y, Xt, Yt), again, strict=True))
+    freq = Y.mean(axis=0)
+    assert freq[0] > 0.5 and freq[-1] < 0.05 and freq[0] > freq[5] > freq[-1]  # power-law label frequencies
+    assert not np.array_equal(rules.make_multilabel(3000, 40, 25, seed=4)[1], Y)
+    with pytest.raises(ValueError, match="rows"):
+        rules.make_multilabel(0, 4, 2)
+
+
+def test_boomer_parameters_spell_mdhoms_settings():
+    p = boomer.boomer_params({"loss": "logistic_examplewise", "head_type": "complete", "max_rules": 20,
+                              "feature_sampling": None, "feature_binning": ("equal-width", 16), "max_conditions": 3,
+                              "random_state": 0}, threads=0)
+    assert p["loss"] == "logistic-non-decomposable" and p["head_type"] == "complete" and p["max_rules"] == 20
+    assert p["feature_sampling"] == "none" and p["feature_binning"] == "equal-width{min_bins=16,max_bins=16}"
+    assert p["rule_induction"] == "top-down-greedy{max_conditions=3}" and p["random_state"] == 1
+    assert p["label_binning"] == "none" and p["statistic_type"] == "64-bit" and p["holdout"] == "none"
+    assert p["parallel_rule_refinement"] == "true{num_preferred_threads=0}"
+    own = boomer.boomer_params({"max_rules": 5}, same_as_mdhom=False)
+    assert own["feature_sampling"] == "without-replacement" and "feature_binning" not in own
+    assert "label_binning" not in own and "statistic_type" not in own
+    assert boomer.boomer_params({"feature_sampling": 0.25})["feature_sampling"] == \
+        "without-replacement{sample_size=0.25}"
+
+
+def test_multilabel_scores():
+    Y = np.array([[1, 0, 1], [0, 0, 1]])
+    P = np.array([[1, 1, 0], [0, 0, 1]])
+    got = boomer.multilabel_scores(P, Y)
+    assert got["hamming"] == pytest.approx(2 / 6) and got["micro_f1"] == pytest.approx(4 / 6)
+    assert got["subset_accuracy"] == 0.5
+
+
+def test_profiled_rule_fit_splits_a_rules_time(device):
+    from mdhom import RuleBoostClassifier
+    from mdhom.bench.profile import format_profile, summarize
+
+    X, Y, _, _ = rules.make_multilabel(600, 8, 4, seed=1)
+    with rules.record_rules() as recorder:
+        est = RuleBoostClassifier(max_rules=5, head_type="single", feature_binning=("equal-width", 8),
+                                  device=device).fit(X, Y)
+    profile = {"status": "ok", **summarize(list(est.rule_times_), recorder.rounds())}
+    m = profile["mean_per_round"]
+    assert profile["rounds_profiled"] == len(est.rules_)
+    assert "rule_atoms" in m["kernels"] and "best" in m["backend_calls"]
+    assert 0 < m["kernel_total_seconds"] < m["wall_seconds"]
+    assert "s/rule" in format_profile(profile, None, "mdhom", "rule")
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_bench_rules_quick_end_to_end(tmp_path, capsys, monkeypatch, installed):
+    if not installed:  # as on a machine without mlrl-boomer
+        monkeypatch.setattr(rules, "boomer_version", lambda: None)
+    elif boomer.boomer_version() is None:
+        pytest.skip("mlrl-boomer is not installed (pip install mlrl-boomer; 0.12.3 on Python 3.11)")
+    out = tmp_path / "rules.json"
+    assert main(["bench", "rules", "--quick", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    text = capsys.readouterr().out
+    assert report["benchmark"] == "rules" and report["parameters"]["quick"] is True
+    systems = {(r["setting"], r["system"]): r for r in report["results"]}
+    for setting in ("labelwise-single", "examplewise-complete"):
+        r = systems[(setting, "mdhom")]
+        assert r["status"] == "ok" and r["seconds_per_rule"] > 0 and 0 <= r["hamming"] < 0.5
+        assert 1 < r["rules"] <= report["parameters"]["rules"]
+    if installed:
+        assert report["anchors"].startswith("mlrl-boomer 0.")
+        assert systems[("labelwise-single", "mlrl-boomer (its defaults)")]["status"] == "ok"
+        assert "ratio_to_mdhom" in systems[("examplewise-complete", "mlrl-boomer (mdhom's settings)")]
+    else:
+        assert report["anchors"] == "mlrl-boomer not installed" and len(report["results"]) == 2
+        assert "mlrl-boomer not installed" in text
+
+
+def test_a_setting_the_device_refuses_runs_on_numpy():
+    config = rules.RulesConfig.quick_config(settings=["examplewise-complete"], device="cpu", anchors=False)
+    (r,) = rules.run_rules(config, log=lambda _: None)["results"]
+    assert r["status"] == "ok" and r["device"] == "numpy" and r["params"]["device"] == "numpy"
+    assert "complete heads of the example-wise loss" in r["warnings"][0]
+
+
+def test_bench_rules_refuses_bad_sizes(capsys):
+    assert main(["bench", "rules", "--quick", "--rules", "1"]) == 2
+    assert "--rules must be at least 2" in capsys.readouterr().err
