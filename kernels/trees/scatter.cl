@@ -41,6 +41,19 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
+/* A row's bins from index s of `src` (a buffer of src_rows rows) to index d of `dst`: 4-byte words where a row is
+ * contiguous and a whole number of words (TREE_ROW_WORDS), else bin by bin. */
+inline void tree_move_bins(__global tree_bin_t* dst, const long d, const long dst_rows, __global const tree_bin_t* src,
+                           const long s, const long src_rows, const int n_feat) {
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    __global uint* dw = (__global uint*)dst + d * TREE_ROW_WORDS;
+    __global const uint* sw = (__global const uint*)src + s * TREE_ROW_WORDS;
+    for (int w = 0; w < TREE_ROW_WORDS; ++w) dw[w] = sw[w];
+#else
+    for (int f = 0; f < n_feat; ++f) dst[TREE_BIN_AT(d, f, dst_rows)] = src[TREE_BIN_AT(s, f, src_rows)];
+#endif
+}
+
 __kernel void tree_scatter_rows(__global const int* restrict ridx,
                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict tmp_ridx,
@@ -72,15 +85,7 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx,
     const int d = f ? first + left_before : first + nl + (i - first - left_before);
     tmp_ridx[d] = ridx[p];
 #if TREE_MOVE_ROWS
-#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
-    {   /* a row's bins are contiguous: move them as 4-byte words */
-        __global const uint* src = (__global const uint*)bins + (long)p * TREE_ROW_WORDS;
-        __global uint* dst = (__global uint*)tmp_bins + (long)d * TREE_ROW_WORDS;
-        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
-    }
-#else
-    for (int f = 0; f < n_feat; ++f) tmp_bins[TREE_BIN_AT(d, f, n)] = bins[TREE_BIN_AT(p, f, n_rows)];
-#endif
+    tree_move_bins(tmp_bins, d, n, bins, p, n_rows, n_feat);
     for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
 #endif
 }
@@ -97,15 +102,7 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
 #if TREE_MOVE_ROWS
-#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
-    {
-        __global const uint* src = (__global const uint*)tmp_bins + (long)i * TREE_ROW_WORDS;
-        __global uint* dst = (__global uint*)bins + (long)p * TREE_ROW_WORDS;
-        for (int w = 0; w < TREE_ROW_WORDS; ++w) dst[w] = src[w];
-    }
-#else
-    for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(p, f, n_rows)] = tmp_bins[TREE_BIN_AT(i, f, n)];
-#endif
+    tree_move_bins(bins, p, n_rows, tmp_bins, i, n, n_feat);
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
 #endif
 }

@@ -418,6 +418,8 @@ class HistogramBuilder:
                   for c, r in self.classes]
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
         self.nb = ws.node_bytes
+        # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
+        self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
@@ -487,8 +489,7 @@ class HistogramBuilder:
                                       len(self.classes) - 1)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
-        row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + (4 if ws.row_index else 0)
-        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows), rows * row_bytes)
+        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows), rows * self.row_bytes)
         slot = self._alloc(n)
         self._copy("arena", slot, "hist_small", 0, n)
         self._small_holds = (self.gen, slot, n)

@@ -165,9 +165,9 @@ class RowPartitioner:
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}"]
-        row_bytes = ws.n_features * ws.bin_bytes
-        if moved and not ws.feature_major and row_bytes % 4 == 0:
-            opts.append(f"-DTREE_ROW_WORDS={row_bytes // 4}")
+        row_bins = ws.n_features * ws.bin_bytes
+        if moved and not ws.feature_major and row_bins % 4 == 0:
+            opts.append(f"-DTREE_ROW_WORDS={row_bins // 4}")
         prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
@@ -179,6 +179,13 @@ class RowPartitioner:
         self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
         self._pending: tuple | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
+        # bytes per row the partition (the go-left counts) and the scatter with its copy back must move by design
+        # (profiles): the partition reads the split feature's bin (and the row index) and writes the counts; the
+        # scatter reads the counts and the row order, writes it to scratch and copies it back, with the row's bins
+        # and (g, h) when rows move
+        row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
+        self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
+        self.scatter_bytes = 4 + 4 + 4 + 8 + 4 * (row if moved else 0)
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         self.dirty = True
@@ -255,16 +262,6 @@ class RowPartitioner:
         self.resolve()
         return int(sum(self.count.get(int(x), 0) for x in np.asarray(nodes).reshape(-1)))
 
-    def row_bytes(self) -> tuple[int, int]:
-        """Bytes per row that the partition (the go-left counts) and the scatter (with its copy back) must move
-        by design: the partition reads the split feature's bin (and the row index) and writes the counts; the
-        scatter reads the counts and the row order, writes it to scratch and copies it back, with the row's bins
-        and (g, h) when rows move."""
-        ws = self.ws
-        through = 4 if ws.row_index else 0
-        moved = 0 if ws.row_index else ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize
-        return through + ws.bin_bytes + 4, 4 + 4 + 4 + 8 + 4 * moved
-
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
                      cat_left: np.ndarray | None = None) -> None:
@@ -308,8 +305,7 @@ class RowPartitioner:
         else:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
-        part_bytes, scatter_bytes = self.row_bytes()
-        ws.record("tree_partition", events, n * part_bytes)
+        ws.record("tree_partition", events, n * self.part_bytes)
         wi = 64
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
         events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
@@ -319,7 +315,7 @@ class RowPartitioner:
         # on the host than three buffer copies when row-major)
         events.append(self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
                                       self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns))
-        ws.record("tree_scatter_rows", events, n * scatter_bytes)
+        ws.record("tree_scatter_rows", events, n * self.scatter_bytes)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
         self._pending = (read, host, rows)
