@@ -15,6 +15,7 @@ from mdhom.rules import device as rd
 from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import make_loss
+from mdhom.rules.quantized import RuleQuantization
 from mdhom.rules.refinement import covered_by
 from mdhom.testing import run_under_oclgrind
 
@@ -33,7 +34,7 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_cover", "rule_feature_bins", "tree_split_score_rule_single",
+@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_feature_bins", "tree_split_score_rule_single",
                                     "tree_split_score_rule_complete"])
 def test_kernels_agree_with_their_numpy_references(device, kernel):
     """Each new kernel through its spec's tuner inputs and reference, at the spec's smallest size class and at
@@ -55,23 +56,31 @@ def test_kernels_agree_with_their_numpy_references(device, kernel):
             assert g.tobytes() == w.tobytes(), (kernel, field, cfg)
 
 
-@pytest.mark.parametrize("kind, loss, l1", [("single", "logistic_labelwise", 0.0), ("complete", "logistic_labelwise",
-                                                                                    0.0),
-                                            ("complete", "squared_error", 0.3), ("single", "logistic_examplewise",
-                                                                                 0.0)])
-def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1):
+@pytest.mark.parametrize("kind, loss, l1, precision", [
+    ("single", "logistic_labelwise", 0.0, "double"), ("complete", "logistic_labelwise", 0.0, "double"),
+    ("complete", "squared_error", 0.3, "double"), ("single", "logistic_examplewise", 0.0, "double"),
+    ("single", "logistic_labelwise", 0.0, "quantized"), ("complete", "squared_error", 0.3, "quantized"),
+    ("single", "logistic_examplewise", 0.0, "quantized")])
+def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1, precision):
+    """Quantized: the reference sums the fixed-point statistics' reals in doubles, the device their integers."""
     rng, X, edges, G, H = _problem(loss=loss)
     n, L = G.shape
     bins, nb = bin_matrix(X, edges)
     head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0)
     w = (rng.random(n) < 0.8).astype(float)
-    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2)
+    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, precision=precision)
     for _rule in range(2):
-        search.start(G, H, w, head)
+        quant = None
+        Gs, Hs = G, H
+        if precision == "quantized":
+            quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
+            Gs, Hs = quant.reals()
+            assert not np.array_equal(Gs[:, head.labels], G[:, head.labels])  # rounded, so a real test
+        search.start(Gs, Hs, w, head, quant)
         covered = np.ones(n, bool)
         for _step in range(4):
             feats = np.sort(rng.choice(X.shape[1], 5, replace=False))
-            want = best_binned(bins, nb, edges, covered, w, head.gather(G, H), head, feats, 2)
+            want = best_binned(bins, nb, edges, covered, w, head.gather(Gs, Hs), head, feats, 2)
             got = search.best(feats)
             assert (want is None) == (got is None)
             if want is None:
@@ -98,7 +107,9 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="complete", feature_binning=("equal-width", 12), l1_regularization_weight=0.1),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, label_sampling=0.8, min_coverage=3),
     dict(head_type="single", loss="logistic_examplewise", max_conditions=2),
-], ids=["single", "complete-l1", "sampling", "examplewise-single"])
+    dict(head_type="single", precision="quantized"),
+    dict(head_type="single", loss="squared_error", instance_sampling=0.7, min_coverage=3, precision="quantized"),
+], ids=["single", "complete-l1", "sampling", "examplewise-single", "single-quantized", "sampling-quantized"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))
@@ -108,7 +119,9 @@ def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     want, ref = _fit_doc(tmp_path, "numpy", X, Y, **kw)
     got, est = _fit_doc(tmp_path, device, X, Y, **kw)
     assert len(ref.rules_) > 5 and ref.device_key_ is None and est.device_key_ == device.key
-    assert "tree_histogram" in est.kernel_configs_
+    quantized = kw.get("precision") == "quantized"
+    assert ref.precision_ == est.precision_ == ("quantized" if quantized else "double")
+    assert ("tree_histogram_q" if quantized else "tree_histogram") in est.kernel_configs_
     assert got == want
 
 
@@ -120,6 +133,7 @@ from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.device import DeviceRefinement
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import make_loss
+from mdhom.rules.quantized import RuleQuantization
 from mdhom.rules.refinement import covered_by
 warnings.simplefilter("ignore")
 dev = get_device()
@@ -140,14 +154,20 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2}}
-for configs in (None, parallel):
+parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PARTIALS_LOCAL=1),
+                  rule_atoms_q=parallel["rule_atoms"])
+for precision, configs in (("double", None), ("double", parallel), ("quantized", parallel_q)):
     head = Head("complete", False, np.arange(L), L, 0.0, 1.0)
-    search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs)
-    search.start(G, H, w, head)
+    search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs, precision=precision)
+    quant, Gs, Hs = None, G, H
+    if precision == "quantized":
+        quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
+        Gs, Hs = quant.reals()
+    search.start(Gs, Hs, w, head, quant)
     covered = np.ones(n, bool)
     for step in range(3):  # every feature, then samples (the sampled features' bins copied side by side)
         feats = np.arange(F) if step == 0 else np.array([0, 2])
-        want = best_binned(bins, nb, edges, covered, w, head.gather(G, H), head, feats, 1)
+        want = best_binned(bins, nb, edges, covered, w, head.gather(Gs, Hs), head, feats, 1)
         got = search.best(feats)
         assert (want is None) == (got is None)
         if want is None:
@@ -156,16 +176,17 @@ for configs in (None, parallel):
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)
         search.add(got)
-    print("ok", configs is not None, flush=True)
+    print("ok", precision, configs is not None, flush=True)
 """
 
 
 def test_refinement_is_clean_under_oclgrind(oclgrind_device):
-    """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration
-    and one with several work-groups and lanes along every reduced dimension."""
+    """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration,
+    one with several work-groups and lanes along every reduced dimension, and the quantized kernels with the
+    histogram's local-memory atomics."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 2, run.explain()
+    assert run.stdout.count("ok ") == 3, run.explain()
 
 
 def test_devices_need_binned_decomposable_statistics():

@@ -13,7 +13,8 @@
  * FP_CONTRACT OFF); a single-label head takes the quality of the label of the largest |s| (the first of equal
  * ones: mlrl-boomer's choice), a complete head the sum of the label qualities in label order.
  * The gain is minus the quality (the evaluator maximises; ARGMAX keeps the lower index on ties, as the reference's
- * arg-min keeps the first). RULE_SINGLE selects the head. Built after split.cl (tree_real_t, TREE_INV_DECL). */
+ * arg-min keeps the first). RULE_SINGLE selects the head. Built after split.cl (tree_real_t, TREE_INV_DECL,
+ * TREE_REAL_OF: quantized sums are int32 and become reals times their slot's 2^-k, the count slot's 2^0). */
 #pragma OPENCL FP_CONTRACT OFF
 
 inline double rule_label_score(const double g, const double h, const double l2, const double l1) {
@@ -35,8 +36,11 @@ inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tr
                              const tree_real_t l1, const tree_real_t min_coverage TREE_INV_DECL) {
     const long base = (node * n_feat + feat) * TREE_OUTPUTS;
     const long cnt = (base + TREE_OUTPUTS - 1) * TREE_BINS;
-    const double le_cov = scan[2 * (cnt + bin)], le_w = scan[2 * (cnt + bin) + 1];
-    const double all_cov = scan[2 * (cnt + TREE_BINS - 2)], all_w = scan[2 * (cnt + TREE_BINS - 2) + 1];
+    const int kc = TREE_OUTPUTS - 1;
+    const double le_cov = TREE_REAL_OF(scan[2 * (cnt + bin)], kc, 0);
+    const double le_w = TREE_REAL_OF(scan[2 * (cnt + bin) + 1], kc, 1);
+    const double all_cov = TREE_REAL_OF(scan[2 * (cnt + TREE_BINS - 2)], kc, 0);
+    const double all_w = TREE_REAL_OF(scan[2 * (cnt + TREE_BINS - 2) + 1], kc, 1);
     if (!(le_cov >= 1.0) || !(all_cov - le_cov >= 1.0)) return -INFINITY;
     const double side_w = (dir == 0) ? le_w : all_w - le_w;
     if (!(side_w >= min_coverage)) return -INFINITY;
@@ -46,9 +50,10 @@ inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tr
 #endif
     for (int k = 0; k < TREE_OUTPUTS - 1; ++k) {
         const long cell = (base + k) * TREE_BINS;
-        const double lg = scan[2 * (cell + bin)], lh = scan[2 * (cell + bin) + 1];
-        const double g = (dir == 0) ? lg : scan[2 * (cell + TREE_BINS - 2)] - lg;
-        const double h = (dir == 0) ? lh : scan[2 * (cell + TREE_BINS - 2) + 1] - lh;
+        const double lg = TREE_REAL_OF(scan[2 * (cell + bin)], k, 0);
+        const double lh = TREE_REAL_OF(scan[2 * (cell + bin) + 1], k, 1);
+        const double g = (dir == 0) ? lg : TREE_REAL_OF(scan[2 * (cell + TREE_BINS - 2)], k, 0) - lg;
+        const double h = (dir == 0) ? lh : TREE_REAL_OF(scan[2 * (cell + TREE_BINS - 2) + 1], k, 1) - lh;
         const double s = rule_label_score(g, h, l2, l1);
 #if RULE_SINGLE
         if (k == 0 || fabs(s) > top) {

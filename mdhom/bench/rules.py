@@ -79,6 +79,7 @@ class RulesConfig:
     settings: list[str] = field(default_factory=lambda: list(SETTINGS))
     bins: int = 32  # mdhom's equal-width bins per feature (and mlrl-boomer's in the like-for-like line)
     device: str = "auto"  # mdhom's device
+    precision: str | None = None  # mdhom's precision (None: as the estimator resolves it for the device)
     threads: int = 0  # mlrl-boomer's threads (0: every core)
     seed: int = 0
     profile_rules: int = 10  # rules of the extra, profiled mdhom fit (0: none; OpenCL devices only)
@@ -106,7 +107,7 @@ def _result(system: str, setting: str, fit: Callable[[], dict[str, Any]]) -> dic
 
 def _mdhom_params(config: RulesConfig, setting: str, rules: int | None = None) -> dict[str, Any]:
     return {**SETTINGS[setting], "max_rules": rules or config.rules, "random_state": config.seed,
-            "feature_binning": ("equal-width", config.bins), "device": config.device}
+            "feature_binning": ("equal-width", config.bins), "device": config.device, "precision": config.precision}
 
 
 def _fit_mdhom(config: RulesConfig, setting: str, data: tuple) -> dict[str, Any]:
@@ -130,7 +131,7 @@ def _fit_mdhom(config: RulesConfig, setting: str, data: tuple) -> dict[str, Any]
     times = est.rule_times_[1:] if len(est.rule_times_) > 1 else est.rule_times_
     return {"params": {**params, "feature_binning": list(params["feature_binning"])}, "fit_seconds": fit,
             "rules": rules, "seconds_per_rule": fit / rules, "rule_median_seconds": float(np.median(times)),
-            "build_seconds": est.build_seconds_, "device": est.device_key_ or "numpy",
+            "build_seconds": est.build_seconds_, "device": est.device_key_ or "numpy", "precision": est.precision_,
             "warnings": [note] if note else [], **multilabel_scores(est.predict(Xt), Yt)}
 
 
@@ -233,7 +234,8 @@ def format_rules(report: dict[str, Any]) -> str:
             continue
         median = r.get("rule_median_seconds")
         notes += [f"  {r['setting']} {r['system']}: {w}" for w in r.get("warnings", [])]
-        lines.append(f"{r['setting']:<22}{r['system']:<32}{r['seconds_per_rule']:>10.4g}"
+        system = r["system"] + (f" ({r['precision']})" if r.get("precision") else "")
+        lines.append(f"{r['setting']:<22}{system:<32}{r['seconds_per_rule']:>10.4g}"
                      f"{(f'{median:.4g}' if median is not None else '-'):>10}{r.get('ratio_to_mdhom', 1.0):>10.3g}"
                      f"{r['hamming']:>9.4f}{r['micro_f1']:>9.4f}")
     lines.append("s/rule: fit seconds / rules (binning, builds included); median: mdhom's median rule (rules 2..n)")

@@ -151,6 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--device", default=None, help="mdhom's device (default auto; --quick: numpy)")
     r.add_argument("--threads", type=int, default=None, help="mlrl-boomer's threads (default 0: every core)")
     r.add_argument("--seed", type=int, default=None, help="data and learner seed (default 0)")
+    r.add_argument("--precision", choices=["double", "quantized"], default=None,
+                   help="mdhom's statistics (default: quantized on a GPU, double elsewhere, as RuleBoostClassifier)")
     r.add_argument("--profile-rules", type=int, default=None,
                    help="rules of an extra, profiled mdhom fit on an OpenCL device (default 10; --quick: 0)")
     r.add_argument("--anchors", choices=("mlrl-boomer", "none"), default=None,
@@ -277,7 +279,7 @@ def run_rules(args: argparse.Namespace) -> int:
     from mdhom.bench.trees import write_json
 
     given = {name: getattr(args, name) for name in ("rows", "test_rows", "features", "labels", "rules", "bins",
-                                                     "device", "threads", "seed", "profile_rules")}
+                                                     "device", "precision", "threads", "seed", "profile_rules")}
     given["settings"] = _list(args.settings)
     given["anchors"] = None if args.anchors is None else args.anchors != "none"
     config = RulesConfig.quick_config(**given) if args.quick else \

@@ -43,7 +43,7 @@ import pyopencl as cl
 
 from mdhom.components import histogram as hg
 from mdhom.components import split as sp
-from mdhom.components.lanes import bin_ctype, gh_type, split_type
+from mdhom.components.lanes import bin_ctype, hist_ctype, hist_gh_type, is_quantized, split_type
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
@@ -51,6 +51,7 @@ from mdhom.mdh import Concat, Description, Input, Param, Struct
 from mdhom.rules import binned
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
+from mdhom.rules.quantized import RuleQuantization
 
 # what the host reads back per step: per slot the chosen side's sums, and the winner's value and index
 SIDE = Struct("rule_side_t", (("g", "double"), ("h", "double"), ("value", "double"), ("index", "int")))
@@ -59,24 +60,29 @@ _BEST_INDEX = _BEST.fields["index"][1] // 4  # int offset of the argmax index in
 
 
 # ------------------------------------------------------------------------------------------------ descriptions
-@lru_cache(maxsize=1)
-def atoms() -> Description:
+@lru_cache(maxsize=2)
+def atoms(precision: str = "double") -> Description:
     """Per (row, slot): slot < k the (g, h) of head label ``gcol[slot]`` / Hessian column ``hcol[slot]`` times the
-    row's weight where the row is covered with non-zero weight, else 0.0; slot k the counts (covered; covered
-    with non-zero weight) as 1.0 / 0.0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`."""
+    row's weight where the row is covered with non-zero weight, else 0; slot k the counts (covered; covered
+    with non-zero weight) as 1 / 0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`.
+    Quantized, G and H hold int32 fixed point and the weights are 0 or 1 (instance sampling draws without
+    replacement), so a selected row adds its integers as they are."""
+    q = is_quantized(precision)
+    stat = hist_ctype(precision)
+    one, zero, w = ("1", "0", "") if q else ("1.0", "0.0", " * weight")
     return Description(
-        "rule_atoms", ["row", "slot"], [Concat(), Concat()], gh_type("double"),
-        scalar="""
+        "rule_atoms_q" if q else "rule_atoms", ["row", "slot"], [Concat(), Concat()], hist_gh_type(precision),
+        scalar=f"""
 const int mdh_c = covered != 0;
 const int mdh_s = mdh_c && weight != 0.0;
-if (slot < k) {
-    out.g = mdh_s ? G[(long)row * g_stride + gcol[slot]] * weight : 0.0;
-    out.h = mdh_s ? H[(long)row * h_stride + hcol[slot]] * weight : 0.0;
-} else {
-    out.g = mdh_c ? 1.0 : 0.0;
-    out.h = mdh_s ? 1.0 : 0.0;
-}""",
-        inputs=[Input("G", "double", ("*",), gather=True), Input("H", "double", ("*",), gather=True),
+if (slot < k) {{
+    out.g = mdh_s ? G[(long)row * g_stride + gcol[slot]]{w} : {zero};
+    out.h = mdh_s ? H[(long)row * h_stride + hcol[slot]]{w} : {zero};
+}} else {{
+    out.g = mdh_c ? {one} : {zero};
+    out.h = mdh_s ? {one} : {zero};
+}}""",
+        inputs=[Input("G", stat, ("*",), gather=True), Input("H", stat, ("*",), gather=True),
                 Input("weight", "double", ("row",)), Input("covered", "uchar", ("row",)),
                 Input("gcol", "int", ("*",), gather=True), Input("hcol", "int", ("*",), gather=True)],
         params=[Param("g_stride", "int"), Param("h_stride", "int"), Param("k", "int")],
@@ -110,10 +116,14 @@ def feature_bins(bin_type: str = "uchar") -> Description:
     )
 
 
-@lru_cache(maxsize=1)
-def result() -> Description:
+@lru_cache(maxsize=2)
+def result(precision: str = "double") -> Description:
     """Per slot the sums of the winning candidate's side (the prefix at its bin, or the last real bin's minus it),
-    and the winner's value and index; all zero sums where no candidate is allowed (value -inf)."""
+    and the winner's value and index; all zero sums where no candidate is allowed (value -inf). Quantized, the
+    integer prefixes become reals as the score kernel reads them (times the slot's 2^-k, exact)."""
+    q = is_quantized(precision)
+    g_of, h_of = ("(double)scan[{i}] * inv_scale[2 * slot]", "(double)scan[{i}] * inv_scale[2 * slot + 1]") if q \
+        else ("scan[{i}]", "scan[{i}]")
     return Description(
         "rule_refine_result", ["slot"], [Concat()], SIDE,
         scalar=f"""
@@ -125,20 +135,21 @@ out.g = 0.0; out.h = 0.0;
 if (out.value > -INFINITY && idx >= 0 && idx < n_feat * n_cand * 2) {{
     const long cell = ((long)(idx / (2 * n_cand)) * SIZE_slot + slot) * n_bins;
     const long at = cell + (idx / 2) % n_cand, last = cell + n_bins - 2;
-    const double lg = scan[2 * at], lh = scan[2 * at + 1];
-    out.g = (idx % 2 == 0) ? lg : scan[2 * last] - lg;
-    out.h = (idx % 2 == 0) ? lh : scan[2 * last + 1] - lh;
+    const double lg = {g_of.format(i="2 * at")}, lh = {h_of.format(i="2 * at + 1")};
+    out.g = (idx % 2 == 0) ? lg : {g_of.format(i="2 * last")} - lg;
+    out.h = (idx % 2 == 0) ? lh : {h_of.format(i="2 * last + 1")} - lh;
 }}""",
-        inputs=[Input("scan", "double", ("*",), gather=True), Input("best", "int", ("*",), gather=True),
-                Input("best_value", "double", ("*",), gather=True)],
+        inputs=[Input("scan", hist_ctype(precision), ("*",), gather=True), Input("best", "int", ("*",), gather=True),
+                Input("best_value", "double", ("*",), gather=True)]
+        + ([Input("inv_scale", "double", ("*",), gather=True)] if q else []),
         params=[Param("n_feat", "int"), Param("n_bins", "int")],
     )
 
 
-def score(n_bins: int, k: int, kind: str) -> Description:
+def score(n_bins: int, k: int, kind: str, precision: str = "double") -> Description:
     """The split evaluator's score description over ``k`` head labels and the count slot, with the head's
-    quality as its gain."""
-    return sp.split_score(n_bins, k + 1, "double", head_gain(kind))
+    quality as its gain (quantized: int32 sums, each turned into a real by its slot's 2^-k)."""
+    return sp.split_score(n_bins, k + 1, precision, head_gain(kind))
 
 
 # ------------------------------------------------------------------------------------------------ layouts
@@ -217,12 +228,19 @@ def _atoms_inputs(s, rng):  # noqa: ANN001, ANN202
             "g_stride": L, "h_stride": L, "k": k}
 
 
+def _atoms_q_inputs(s, rng):  # noqa: ANN001, ANN202
+    a = _atoms_inputs(s, rng)
+    a["G"], a["H"] = (rng.integers(-2**20, 2**20, a["G"].size).astype(np.int32),
+                      rng.integers(0, 2**20, a["H"].size).astype(np.int32))
+    return a
+
+
 def _atoms_ref(a):  # noqa: ANN001, ANN202
     n, L = a["weight"].size, a["g_stride"]
     G, H = a["G"].reshape(n, L)[:, a["gcol"]], a["H"].reshape(n, L)[:, a["hcol"]]
     vals = binned.slot_values(np.concatenate([G, H], axis=1), a["covered"] != 0, a["weight"])
     k = a["k"]
-    out = np.zeros((n, k + 1), gh_type("double").dtype)
+    out = np.zeros((n, k + 1), hist_gh_type("quantized" if a["G"].dtype.kind == "i" else "double").dtype)
     out["g"] = np.concatenate([vals[:, :k], vals[:, 2 * k: 2 * k + 1]], axis=1)
     out["h"] = np.concatenate([vals[:, k: 2 * k], vals[:, 2 * k + 1:]], axis=1)
     return out
@@ -269,6 +287,9 @@ SCORE_COMPLETE = _score_spec("complete")
 ATOMS = KernelSpec("rule_atoms", elementwise("row"), tuning=Tuning(
     lambda s: atoms(), {c: {"row": n, "slot": 7} for c, n in _ROW_CLASSES.items()}, _atoms_inputs, _atoms_ref,
     doc="rule refinement: the covered rows' (g, h) per head label and the count slot"))
+ATOMS_Q = KernelSpec("rule_atoms_q", elementwise("row"), tuning=Tuning(
+    lambda s: atoms("quantized"), {c: {"row": n, "slot": 7} for c, n in _ROW_CLASSES.items()}, _atoms_q_inputs,
+    _atoms_ref, doc="rule refinement (quantized): the covered rows' int32 (g, h) per head label and the count slot"))
 COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
     lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
     doc="rule refinement: the coverage mask after a condition"))
@@ -276,7 +297,7 @@ FEATURE_BINS = KernelSpec("rule_feature_bins", elementwise("row"), tuning=Tuning
     lambda s: feature_bins(), {c: {"row": n, "feat": 7} for c, n in _ROW_CLASSES.items()}, _feature_bins_inputs,
     _feature_bins_ref, doc="rule refinement: the sampled features' bins side by side"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, COVER, FEATURE_BINS, RESULT)
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, FEATURE_BINS, RESULT)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
 
 
@@ -291,29 +312,36 @@ class DeviceRefinement:
 
     def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
                  n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
-                 configs: Mapping[str, Mapping[str, int]] | None = None) -> None:
-        self.ws = ws = Workspace(device, "double", configs=configs)
+                 configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double") -> None:
+        if precision not in ("double", "quantized"):
+            raise ValueError(f"the rule refinement runs in 'double' or 'quantized' precision, not {precision!r}")
+        self.ws = ws = Workspace(device, precision, configs=configs)
+        self.precision = precision
+        q = ws.quantized
+        stat = np.dtype(np.int32 if q else np.float64)  # one statistic of G / H as the device holds it
+        cell = hist_gh_type(precision).dtype.itemsize  # one (g, h) pair of the atoms and histograms
         self.n, self.n_feat = bins.shape
         self.n_bins, self.edges = int(n_bins), edges
         self.n_labels, self.h_width = int(n_labels), int(h_width)
         self.l1, self.l2, self.min_coverage = float(l1), float(l2), float(min_coverage)
         n, f, nb, slots = self.n, self.n_feat, self.n_bins, self.n_labels + 1
-        q = ws.queue
+        self.stat_dtype = stat
+        queue = ws.queue
         bins = np.ascontiguousarray(bins)
         ws.ensure("bins", bins.nbytes)
-        cl.enqueue_copy(q, ws["bins"], bins)
-        for name, nbytes in (("G", 8 * n * self.n_labels), ("H", 8 * n * self.h_width), ("weight", 8 * n),
-                             ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels), ("hcol", 4 * self.n_labels),
-                             ("gh", 16 * n * slots), ("hist", 16 * f * slots * nb), ("scan", 16 * f * slots * nb),
-                             ("best", _BEST.itemsize), ("res", SIDE.dtype.itemsize * slots), ("mask", f),
-                             ("fidx", 4 * f), ("sbins", bins.nbytes),
-                             ("slot_begin", 4), ("slot_count", 4)):
+        cl.enqueue_copy(queue, ws["bins"], bins)
+        for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("H", stat.itemsize * n * self.h_width),
+                             ("weight", 8 * n), ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels),
+                             ("hcol", 4 * self.n_labels), ("gh", cell * n * slots), ("hist", cell * f * slots * nb),
+                             ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
+                             ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f),
+                             ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
             ws.ensure(name, nbytes)
         # the histogram's one node owns rows 0 .. n
-        cl.enqueue_copy(q, ws["slot_begin"], np.zeros(1, np.int32))
-        cl.enqueue_copy(q, ws["slot_count"], np.array([n], np.int32))
+        cl.enqueue_copy(queue, ws["slot_begin"], np.zeros(1, np.int32))
+        cl.enqueue_copy(queue, ws["slot_count"], np.array([n], np.int32))
         self.cur = 0  # the coverage mask is cov0 or cov1 (ping-pong: the cover kernel reads one, writes the other)
-        k_at = ws.build(ATOMS, atoms(), {"row": n, "slot": slots})
+        k_at = ws.build(ATOMS_Q if q else ATOMS, atoms(precision), {"row": n, "slot": slots})
         self.k_atoms = [Bound(ws, k_at, lambda c=c: (ws["gh"], dict(
             G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], gcol=ws["gcol"], hcol=ws["hcol"])))
             for c in (0, 1)]
@@ -322,21 +350,24 @@ class DeviceRefinement:
                                                                                 bins=ws["bins"]))) for c in (0, 1)]
         k_fb = ws.build(FEATURE_BINS, feature_bins(bin_ctype(nb)), {"row": n, "feat": f})
         self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
-        self.d_hist = hg.histogram(nb, "double")
-        k_hist = ws.build(hg.HISTOGRAM, self.d_hist, {"node": 1, "feat": f, "output": slots, "pos": n})
+        self.d_hist = hg.histogram(nb, precision)
+        k_hist = ws.build(hg.histogram_spec(precision), self.d_hist, {"node": 1, "feat": f, "output": slots, "pos": n})
         # the histogram over every feature's bins, or over the sampled features' copy
         self.k_hist = {src: Bound(ws, k_hist, lambda src=src: (ws["hist"], dict(
             bins=ws[src], gh=ws["gh"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
             for src in ("bins", "sbins")}
-        self.d_scan = sp.split_scan(nb, "double")
+        self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
-        k_res = ws.build(RESULT, result(), {"slot": slots})
+        inv = (lambda: {"inv_scale": ws["inv_scale"]}) if q else dict
+        k_res = ws.build(RESULT, result(precision), {"slot": slots})
         self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
-                                                                  best_value=ws["best"])))
+                                                                  best_value=ws["best"], **inv())))
+        self._inv = inv
         self._scores: dict[tuple[str, int], Bound] = {}
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
+        self.quant: RuleQuantization | None = None
         self.steps = 0
 
     # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
@@ -361,17 +392,26 @@ class DeviceRefinement:
         if key not in self._scores:
             ws = self.ws
             spec = SCORE_SINGLE if kind == "single" else SCORE_COMPLETE
-            comp = ws.build(spec, score(self.n_bins, k, kind), {"node": 1, "feat": self.n_feat,
-                                                                "bin": self.n_bins - 2, "dir": 2}, role=str(k))
-            self._scores[key] = Bound(ws, comp, lambda: (ws["best"], dict(scan=ws["scan"], hist=ws["hist"],
-                                                                          feature_mask=ws["mask"])))
+            comp = ws.build(spec, score(self.n_bins, k, kind, self.precision),
+                            {"node": 1, "feat": self.n_feat, "bin": self.n_bins - 2, "dir": 2}, role=str(k))
+            self._scores[key] = Bound(ws, comp, lambda: (ws["best"], dict(
+                scan=ws["scan"], hist=ws["hist"], feature_mask=ws["mask"], **self._inv())))
         return self._scores[key]
 
-    def start(self, G: np.ndarray, H: np.ndarray, weights: np.ndarray, head: Head) -> None:
-        """A new rule: the current statistics and weights go up, every row is covered."""
+    def start(self, G: np.ndarray, H: np.ndarray, weights: np.ndarray, head: Head,
+              quant: RuleQuantization | None = None) -> None:
+        """A new rule: the current statistics and weights go up, every row is covered. Quantized, ``quant``
+        holds the rule's fixed-point statistics (``G`` and ``H`` are their reals, not read)."""
         ws = self.ws
-        ws.put("G", ws["G"], G, np.float64)
-        ws.put("H", ws["H"], H, np.float64)
+        if ws.quantized:
+            if quant is None:
+                raise ValueError("a quantized refinement needs the rule's fixed-point statistics")
+            if not np.isin(weights, (0.0, 1.0)).all():
+                raise ValueError("a quantized refinement takes example weights of 0 or 1")
+            G, H = quant.Gq, quant.Hq
+        self.quant = quant
+        ws.put("G", ws["G"], G, self.stat_dtype)
+        ws.put("H", ws["H"], H, self.stat_dtype)
         ws.put("weight", ws["weight"], weights, np.float64)
         self.cur = 0
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
@@ -384,6 +424,10 @@ class DeviceRefinement:
         ws = self.ws
         ws.put("gcol", ws["gcol"], head.labels, np.int32)
         ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
+        if ws.quantized:
+            if not self.quant.covers(head.labels, head.h_columns):
+                raise ValueError("the head reads statistics columns the rule did not quantize")
+            ws.put("inv_scale", ws["inv_scale"], self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         self.head = head
 
     def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
@@ -402,9 +446,9 @@ class DeviceRefinement:
         if f != self._mask_key:
             ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
-        ws.record("rule_atoms", self.k_atoms[self.cur]({"row": n, "slot": k + 1}, g_stride=self.n_labels,
-                                                          h_stride=self.h_width, k=k))
-        ws.record("tree_histogram", self.k_hist["sbins" if f < self.n_feat else "bins"](
+        ws.record(ATOMS_Q.name if ws.quantized else ATOMS.name, self.k_atoms[self.cur](
+            {"row": n, "slot": k + 1}, g_stride=self.n_labels, h_stride=self.h_width, k=k))
+        ws.record(self.d_hist.name, self.k_hist["sbins" if f < self.n_feat else "bins"](
             {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
         ws.record(head_gain(head.kind).kernel_name, self._score(head.kind, k)(

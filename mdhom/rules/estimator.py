@@ -110,23 +110,25 @@ class RuleBoostClassifier(OptionParams):
         names = feature_names(X)
         loss = make_loss(p["loss"])
         head = O.resolved_head(p["loss"], p["head_type"])
-        ip = InductionParams(
-            max_rules=p["max_rules"], shrinkage=p["shrinkage"], l1=p["l1_regularization_weight"],
-            l2=p["l2_regularization_weight"], head_type=head, feature_sampling=p["feature_sampling"],
-            instance_sampling=p["instance_sampling"], label_sampling=p["label_sampling"],
-            max_conditions=p["max_conditions"], min_coverage=p["min_coverage"],
-            seed=0 if p["random_state"] is None else p["random_state"])
         device = None
         if p["device"] != "numpy":
             from mdhom.devices import get_device
 
             device = get_device(p["device"])
+        precision = O.resolved_precision(p["precision"], device)
+        ip = InductionParams(
+            max_rules=p["max_rules"], shrinkage=p["shrinkage"], l1=p["l1_regularization_weight"],
+            l2=p["l2_regularization_weight"], head_type=head, feature_sampling=p["feature_sampling"],
+            instance_sampling=p["instance_sampling"], label_sampling=p["label_sampling"],
+            max_conditions=p["max_conditions"], min_coverage=p["min_coverage"],
+            seed=0 if p["random_state"] is None else p["random_state"], quantized=precision == "quantized")
         rules, learner = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]), device)
         rules.feature_names = None if names is None else [str(s) for s in names]
         rules.label_names = label_names
         if resolved_predictor(p["binary_predictor"], loss) == "example-wise":
             rules.label_vectors = LabelVectors.of(Y)
         self._set_fitted(rules, p, head, Xa.shape[1])
+        self.precision_ = precision
         # where the fit ran: each rule's host-clock seconds; on a device the kernels' configurations, the
         # seconds spent building them, and the device's key (None for device='numpy')
         self.rule_times_ = np.asarray(learner.rule_seconds)

@@ -21,6 +21,7 @@ from mdhom.learn.binning import feature_edges
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import RuleLoss
 from mdhom.rules.model import Condition, Rule, RuleList
+from mdhom.rules.quantized import RuleQuantization
 from mdhom.rules.refinement import SearchSpace, best_refinement, covered_by
 
 
@@ -75,6 +76,7 @@ class InductionParams:
     max_conditions: int
     min_coverage: int
     seed: int
+    quantized: bool = False  # fixed-point statistics per rule (mdhom.rules.quantized)
 
 
 def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
@@ -104,7 +106,8 @@ class Learner:
             if edges is None:
                 raise ValueError("the device refinement searches binned features: set feature_binning")
             self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
-                                           self.H.shape[1], p.l1, p.l2, p.min_coverage)
+                                           self.H.shape[1], p.l1, p.l2, p.min_coverage,
+                                           precision="quantized" if p.quantized else "double")
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
         return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
@@ -133,11 +136,15 @@ class Learner:
             weights[draw(self.rng, n, sample_size(n, p.instance_sampling))] = 1.0
         head = self.head(p.head_type, labels)
         device = self.search
+        G, H, quant = self.G, self.H, None
+        if p.quantized:  # the statistics this rule's search sums: fixed point, the same on every device
+            quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
+            G, H = quant.reals()
         if device is None:
-            atoms = head.gather(self.G, self.H)
+            atoms = head.gather(G, H)
             covered = np.ones(n, bool)
         else:
-            device.start(self.G, self.H, weights, head)
+            device.start(G, H, weights, head, quant)
         conditions: list[Condition] = []
         best = None
         used = head
@@ -161,7 +168,7 @@ class Learner:
                 if chosen.size < head.k:
                     head = head.restricted(chosen)
                     if device is None:
-                        atoms = head.gather(self.G, self.H)
+                        atoms = head.gather(G, H)
                     else:
                         device.restrict(head)
             if found.n_covered <= p.min_coverage:
@@ -174,7 +181,7 @@ class Learner:
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
             used = used.restricted(chosen)
-            total = used.gather(self.G[covered], self.H[covered]).sum(axis=0)
+            total = used.gather(G[covered], H[covered]).sum(axis=0)
         out_labels, scores = used.predict(total)
         scores = scores * p.shrinkage
         self.apply(np.flatnonzero(covered), out_labels, scores)

@@ -85,8 +85,12 @@ TABLE = OptionTable((
            "device: 'auto' (a GPU, else a CPU runtime), 'cpu', 'gpu', a device key or an mdhom.Device. A device "
            "needs binned features (feature_binning) and decomposable head statistics (the label-wise or squared "
            "error loss, or single-label heads); it writes the same model as 'numpy', bit for bit.", device_spec),
-    Option("precision", "str", "double", "'double' (float64 statistics; the only mode of this release).",
-           choice("double")),
+    Option("precision", "str", None, "'double': the refinement sums float64 statistics in the numpy reference's "
+           "order (one lane per sum on a device). 'quantized': each rule's statistics in fixed point (int32, a "
+           "power-of-two scale per label column that keeps every sum within 2^30), summed exactly in any order, "
+           "so in parallel on a device; the same model as device='numpy' with this mode, bit for bit. None: "
+           "'quantized' on a GPU, 'double' elsewhere (device='numpy' included); the mode used is the fitted "
+           "attribute precision_.", choice(None, "double", "quantized")),
 ))
 
 DEFAULTS = TABLE.defaults
@@ -104,6 +108,13 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{where}: complete heads of the example-wise loss (a coupled label Hessian) run on "
                              "device='numpy' only in this release; pass head_type='single' or device='numpy'")
     return p
+
+
+def resolved_precision(precision: str | None, device: Any) -> str:
+    """What None means: 'quantized' on a GPU (``device`` an mdhom.Device, or None for device='numpy')."""
+    if precision is not None:
+        return precision
+    return "quantized" if device is not None and device.type == "gpu" else "double"
 
 
 def resolved_head(loss: str, head_type: str) -> str:
