@@ -15,7 +15,7 @@ from mdhom.rules import device as rd
 from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import make_loss
-from mdhom.rules.quantized import RuleQuantization
+from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import covered_by
 from mdhom.testing import run_under_oclgrind
 
@@ -69,18 +69,19 @@ def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, l
     head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0)
     w = (rng.random(n) < 0.8).astype(float)
     search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, precision=precision)
+    quant = QuantizedStatistics(n, L, H.shape[1]) if precision == "quantized" else None
     for _rule in range(2):
-        quant = None
-        Gs, Hs = G, H
-        if precision == "quantized":
-            quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
-            Gs, Hs = quant.reals()
-            assert not np.array_equal(Gs[:, head.labels], G[:, head.labels])  # rounded, so a real test
-        search.start(Gs, Hs, w, head, quant)
+        atoms, changed = head.gather(G, H), None
+        if quant is not None:
+            quant.stale()
+            changed = quant.refresh(G, H, head.labels, head.h_columns)
+            atoms = quant.atoms(head.labels, head.h_columns)
+            assert not np.array_equal(atoms, head.gather(G, H))  # rounded, so a real test
+        search.start(G, H, w, head, quant, changed)
         covered = np.ones(n, bool)
         for _step in range(4):
             feats = np.sort(rng.choice(X.shape[1], 5, replace=False))
-            want = best_binned(bins, nb, edges, covered, w, head.gather(Gs, Hs), head, feats, 2)
+            want = best_binned(bins, nb, edges, covered, w, atoms, head, feats, 2)
             got = search.best(feats)
             assert (want is None) == (got is None)
             if want is None:
@@ -115,7 +116,8 @@ def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     X = rng.normal(size=(257, 9))
     X[rng.random(X.shape) < 0.05] = np.nan
     Y = np.stack([X[:, 0] > 0, X[:, 1] + X[:, 2] > 0.3, X[:, 3] < -0.2, rng.random(257) < 0.3], 1).astype(int)
-    kw = {"max_rules": 25, "feature_binning": ("equal-frequency", 16), "random_state": 4, **kw}
+    kw = {"max_rules": 25, "feature_binning": ("equal-frequency", 16), "random_state": 4, "precision": "double",
+          **kw}  # a mode given: precision=None would pick 'quantized' on a GPU and 'double' on numpy
     want, ref = _fit_doc(tmp_path, "numpy", X, Y, **kw)
     got, est = _fit_doc(tmp_path, device, X, Y, **kw)
     assert len(ref.rules_) > 5 and ref.device_key_ is None and est.device_key_ == device.key
@@ -133,7 +135,7 @@ from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.device import DeviceRefinement
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import make_loss
-from mdhom.rules.quantized import RuleQuantization
+from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import covered_by
 warnings.simplefilter("ignore")
 dev = get_device()
@@ -159,15 +161,16 @@ parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PA
 for precision, configs in (("double", None), ("double", parallel), ("quantized", parallel_q)):
     head = Head("complete", False, np.arange(L), L, 0.0, 1.0)
     search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs, precision=precision)
-    quant, Gs, Hs = None, G, H
+    quant, changed, atoms = None, None, head.gather(G, H)
     if precision == "quantized":
-        quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
-        Gs, Hs = quant.reals()
-    search.start(Gs, Hs, w, head, quant)
+        quant = QuantizedStatistics(n, L, L)
+        changed = quant.refresh(G, H, head.labels, head.h_columns)
+        atoms = quant.atoms(head.labels, head.h_columns)
+    search.start(G, H, w, head, quant, changed)
     covered = np.ones(n, bool)
     for step in range(3):  # every feature, then samples (the sampled features' bins copied side by side)
         feats = np.arange(F) if step == 0 else np.array([0, 2])
-        want = best_binned(bins, nb, edges, covered, w, head.gather(Gs, Hs), head, feats, 1)
+        want = best_binned(bins, nb, edges, covered, w, atoms, head, feats, 1)
         got = search.best(feats)
         assert (want is None) == (got is None)
         if want is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -20,6 +21,7 @@ MAX_EXPONENT = 1000
 QUANT_BITS = 30
 
 
+@lru_cache(maxsize=4096)
 def quantization_exponent(absmax: float, n_rows: int) -> int:
     """The largest integer k with ``n_rows * absmax * 2^k <= 2^QUANT_BITS`` (clamped to +-MAX_EXPONENT; 0 when
     ``absmax`` is 0). Computed exactly (rationals), so host and reference agree for every input."""
@@ -46,7 +48,9 @@ def quantization_exponent(absmax: float, n_rows: int) -> int:
 def quantization_exponents(absmax: np.ndarray, n_rows: int) -> np.ndarray:
     """(n_outputs, 2) int exponents from (n_outputs, 2) max |g|, max |h|."""
     absmax = np.asarray(absmax, np.float64)
-    return np.array([quantization_exponent(m, n_rows) for m in absmax.reshape(-1)], np.int64).reshape(absmax.shape)
+    n = int(n_rows)
+    return np.array([quantization_exponent(m, n) for m in absmax.reshape(-1).tolist()],
+                    np.int64).reshape(absmax.shape)
 
 
 def quantization_scales(exponents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

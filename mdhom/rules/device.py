@@ -51,7 +51,7 @@ from mdhom.mdh import Concat, Description, Input, Param, Struct
 from mdhom.rules import binned
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
-from mdhom.rules.quantized import RuleQuantization
+from mdhom.rules.quantized import QuantizedStatistics
 
 # what the host reads back per step: per slot the chosen side's sums, and the winner's value and index
 SIDE = Struct("rule_side_t", (("g", "double"), ("h", "double"), ("value", "double"), ("index", "int")))
@@ -65,19 +65,23 @@ def atoms(precision: str = "double") -> Description:
     """Per (row, slot): slot < k the (g, h) of head label ``gcol[slot]`` / Hessian column ``hcol[slot]`` times the
     row's weight where the row is covered with non-zero weight, else 0; slot k the counts (covered; covered
     with non-zero weight) as 1 / 0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`.
-    Quantized, G and H hold int32 fixed point and the weights are 0 or 1 (instance sampling draws without
-    replacement), so a selected row adds its integers as they are."""
+    Quantized, G and H hold int32 fixed point, label-major, and the weights are 0 or 1 (instance sampling draws
+    without replacement), so a selected row adds its integers as they are."""
     q = is_quantized(precision)
     stat = hist_ctype(precision)
     one, zero, w = ("1", "0", "") if q else ("1.0", "0.0", " * weight")
+    # double: example-major (row * stride + column); quantized: label-major (column * stride + row), so a column's
+    # rows are contiguous (coalesced reads; a changed column goes up as one copy)
+    g_at, h_at = (("(long)gcol[slot] * g_stride + row", "(long)hcol[slot] * h_stride + row") if q else
+                  ("(long)row * g_stride + gcol[slot]", "(long)row * h_stride + hcol[slot]"))
     return Description(
         "rule_atoms_q" if q else "rule_atoms", ["row", "slot"], [Concat(), Concat()], hist_gh_type(precision),
         scalar=f"""
 const int mdh_c = covered != 0;
 const int mdh_s = mdh_c && weight != 0.0;
 if (slot < k) {{
-    out.g = mdh_s ? G[(long)row * g_stride + gcol[slot]]{w} : {zero};
-    out.h = mdh_s ? H[(long)row * h_stride + hcol[slot]]{w} : {zero};
+    out.g = mdh_s ? G[{g_at}]{w} : {zero};
+    out.h = mdh_s ? H[{h_at}]{w} : {zero};
 }} else {{
     out.g = mdh_c ? {one} : {zero};
     out.h = mdh_s ? {one} : {zero};
@@ -232,12 +236,17 @@ def _atoms_q_inputs(s, rng):  # noqa: ANN001, ANN202
     a = _atoms_inputs(s, rng)
     a["G"], a["H"] = (rng.integers(-2**20, 2**20, a["G"].size).astype(np.int32),
                       rng.integers(0, 2**20, a["H"].size).astype(np.int32))
+    a["g_stride"] = a["h_stride"] = a["weight"].size  # label-major
     return a
 
 
 def _atoms_ref(a):  # noqa: ANN001, ANN202
-    n, L = a["weight"].size, a["g_stride"]
-    G, H = a["G"].reshape(n, L)[:, a["gcol"]], a["H"].reshape(n, L)[:, a["hcol"]]
+    n = a["weight"].size
+    if a["G"].dtype.kind == "i":  # quantized: label-major
+        G, H = a["G"].reshape(-1, n).T[:, a["gcol"]], a["H"].reshape(-1, n).T[:, a["hcol"]]
+    else:
+        L = a["g_stride"]
+        G, H = a["G"].reshape(n, L)[:, a["gcol"]], a["H"].reshape(n, L)[:, a["hcol"]]
     vals = binned.slot_values(np.concatenate([G, H], axis=1), a["covered"] != 0, a["weight"])
     k = a["k"]
     out = np.zeros((n, k + 1), hist_gh_type("quantized" if a["G"].dtype.kind == "i" else "double").dtype)
@@ -367,7 +376,7 @@ class DeviceRefinement:
         self._scores: dict[tuple[str, int], Bound] = {}
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
-        self.quant: RuleQuantization | None = None
+        self.quant: QuantizedStatistics | None = None
         self.steps = 0
 
     # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
@@ -399,23 +408,38 @@ class DeviceRefinement:
         return self._scores[key]
 
     def start(self, G: np.ndarray, H: np.ndarray, weights: np.ndarray, head: Head,
-              quant: RuleQuantization | None = None) -> None:
+              quant: QuantizedStatistics | None = None,
+              changed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A new rule: the current statistics and weights go up, every row is covered. Quantized, ``quant``
-        holds the rule's fixed-point statistics (``G`` and ``H`` are their reals, not read)."""
+        holds the fixed-point statistics (``G`` and ``H`` are not read) and ``changed`` the (gradient, Hessian)
+        columns it quantized since the last call: only those go up."""
         ws = self.ws
         if ws.quantized:
-            if quant is None:
-                raise ValueError("a quantized refinement needs the rule's fixed-point statistics")
+            if quant is None or changed is None:
+                raise ValueError("a quantized refinement needs the fixed-point statistics and their changed columns")
             if not np.isin(weights, (0.0, 1.0)).all():
                 raise ValueError("a quantized refinement takes example weights of 0 or 1")
-            G, H = quant.Gq, quant.Hq
+            for name, q, cols in (("G", quant.Gq, changed[0]), ("H", quant.Hq, changed[1])):
+                self._put_columns(name, q, cols)
+        else:
+            ws.put("G", ws["G"], G, self.stat_dtype)
+            ws.put("H", ws["H"], H, self.stat_dtype)
         self.quant = quant
-        ws.put("G", ws["G"], G, self.stat_dtype)
-        ws.put("H", ws["H"], H, self.stat_dtype)
         ws.put("weight", ws["weight"], weights, np.float64)
         self.cur = 0
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
         self.restrict(head)
+
+    def _put_columns(self, name: str, q: np.ndarray, cols: np.ndarray) -> None:
+        """Label-major int32 columns ``cols`` of ``q`` (C, n) to the device, one copy per run of adjacent columns."""
+        ws, n = self.ws, self.n
+        cols = np.asarray(cols, np.intp)
+        if cols.size == 0:
+            return
+        breaks = np.flatnonzero(np.diff(cols) != 1) + 1
+        for run in np.split(cols, breaks):
+            a, b = int(run[0]), int(run[-1]) + 1
+            ws.put(name, ws[name], q[a:b], np.int32, offset=4 * n * a)
 
     def restrict(self, head: Head) -> None:
         """The head whose labels the next steps score (its gradient and Hessian columns go up)."""
@@ -425,8 +449,6 @@ class DeviceRefinement:
         ws.put("gcol", ws["gcol"], head.labels, np.int32)
         ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
         if ws.quantized:
-            if not self.quant.covers(head.labels, head.h_columns):
-                raise ValueError("the head reads statistics columns the rule did not quantize")
             ws.put("inv_scale", ws["inv_scale"], self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         self.head = head
 
@@ -446,8 +468,9 @@ class DeviceRefinement:
         if f != self._mask_key:
             ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
+        g_stride, h_stride = (n, n) if ws.quantized else (self.n_labels, self.h_width)
         ws.record(ATOMS_Q.name if ws.quantized else ATOMS.name, self.k_atoms[self.cur](
-            {"row": n, "slot": k + 1}, g_stride=self.n_labels, h_stride=self.h_width, k=k))
+            {"row": n, "slot": k + 1}, g_stride=g_stride, h_stride=h_stride, k=k))
         ws.record(self.d_hist.name, self.k_hist["sbins" if f < self.n_feat else "bins"](
             {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))

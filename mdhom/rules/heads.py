@@ -54,15 +54,13 @@ class Head:
         self.l1, self.l2 = float(l1), float(l2)
         # complete heads over the example-wise loss need the coupled Hessian; single-label heads its diagonal
         self.coupled = full_hessian and kind == "complete" and self.k > 1
-        rows, cols = packed_index(n_labels)
-        where = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(rows, cols, strict=True))}
-        if full_hessian:
+        if full_hessian:  # packed entry (r, c), c <= r, sits at r(r+1)/2 + c (losses.packed_index's order)
             if self.coupled:
                 sub_r, sub_c = packed_index(self.k)
-                self._h_cols = np.asarray([where[(int(self.labels[r]), int(self.labels[c]))]
-                                           for r, c in zip(sub_r, sub_c, strict=True)], np.intp)
+                r, c = self.labels[sub_r], self.labels[sub_c]  # labels ascend, so r >= c
             else:
-                self._h_cols = np.asarray([where[(int(j), int(j))] for j in self.labels], np.intp)
+                r = c = self.labels
+            self._h_cols = (r * (r + 1) // 2 + c).astype(np.intp)
         else:
             self._h_cols = self.labels
 

@@ -21,7 +21,7 @@ from mdhom.learn.binning import feature_edges
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import RuleLoss
 from mdhom.rules.model import Condition, Rule, RuleList
-from mdhom.rules.quantized import RuleQuantization
+from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import SearchSpace, best_refinement, covered_by
 
 
@@ -99,6 +99,7 @@ class Learner:
         self.S = np.zeros(Y.shape)
         self.G, self.H = loss.statistics(Y, self.S)
         self.rng = np.random.default_rng(p.seed)
+        self.quant = QuantizedStatistics(X.shape[0], self.G.shape[1], self.H.shape[1]) if p.quantized else None
         self.search = None
         if device is not None:
             from mdhom.rules.device import DeviceRefinement
@@ -113,10 +114,25 @@ class Learner:
         return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
 
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
-        """Add a head to the scores of ``rows`` and update their statistics."""
-        self.S[np.ix_(rows, labels)] += scores
+        """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the
+        loss is decomposable (element by element, so the same numbers as recomputing every label)."""
+        at = np.ix_(rows, labels)
+        self.S[at] += scores
+        if self.loss.decomposable:
+            self.G[at], self.H[at] = self.loss.statistics(self.Y[at], self.S[at])
+            if self.quant is not None:
+                self.quant.stale(labels, labels)
+            return
         g, h = self.loss.statistics(self.Y[rows], self.S[rows])
         self.G[rows], self.H[rows] = g, h
+        if self.quant is not None:
+            self.quant.stale()
+
+    def atoms(self, head: Head, rows: np.ndarray | None = None) -> np.ndarray:
+        """The head's atoms of every example (or of ``rows``): the statistics a search sums, in the fit's mode."""
+        if self.quant is not None:
+            return self.quant.atoms(head.labels, head.h_columns, rows)
+        return head.gather(self.G, self.H) if rows is None else head.gather(self.G[rows], self.H[rows])
 
     def default_rule(self) -> np.ndarray:
         """The default rule's head: complete, over every example, not shrunk (as in mlrl-boomer)."""
@@ -136,15 +152,14 @@ class Learner:
             weights[draw(self.rng, n, sample_size(n, p.instance_sampling))] = 1.0
         head = self.head(p.head_type, labels)
         device = self.search
-        G, H, quant = self.G, self.H, None
-        if p.quantized:  # the statistics this rule's search sums: fixed point, the same on every device
-            quant = RuleQuantization.of(G, H, head.labels, head.h_columns)
-            G, H = quant.reals()
+        changed = None
+        if self.quant is not None:  # fixed point, the same on every device: the columns this rule reads
+            changed = self.quant.refresh(self.G, self.H, head.labels, head.h_columns)
         if device is None:
-            atoms = head.gather(G, H)
+            atoms = self.atoms(head)
             covered = np.ones(n, bool)
         else:
-            device.start(G, H, weights, head, quant)
+            device.start(self.G, self.H, weights, head, self.quant, changed)
         conditions: list[Condition] = []
         best = None
         used = head
@@ -168,7 +183,7 @@ class Learner:
                 if chosen.size < head.k:
                     head = head.restricted(chosen)
                     if device is None:
-                        atoms = head.gather(G, H)
+                        atoms = self.atoms(head)
                     else:
                         device.restrict(head)
             if found.n_covered <= p.min_coverage:
@@ -181,7 +196,7 @@ class Learner:
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
             used = used.restricted(chosen)
-            total = used.gather(G[covered], H[covered]).sum(axis=0)
+            total = self.atoms(used, np.flatnonzero(covered)).sum(axis=0)
         out_labels, scores = used.predict(total)
         scores = scores * p.shrinkage
         self.apply(np.flatnonzero(covered), out_labels, scores)
