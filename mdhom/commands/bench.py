@@ -179,6 +179,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--device", default=None, help="mdhom's device (default numpy: exact thresholds)")
     q.add_argument("--feature-binning", default=None,
                    help="both sides: METHOD:BINS such as equal-width:32 (default none: exact thresholds)")
+    q.add_argument("--precision", choices=["double", "quantized"], default=None,
+                   help="mdhom's statistics (default: as RuleBoostClassifier resolves it for the device)")
     q.add_argument("--out", default=None, help="JSON report path (default: print only)")
     q.set_defaults(func=run_rules_quality)
     m = kinds.add_parser(
@@ -304,9 +306,13 @@ def run_rules_quality(args: argparse.Namespace) -> int:
                    "folder": args.datasets_dir, "device": args.device}
     if args.seeds is not None:
         given["seeds"] = [int(s) for s in _list(args.seeds)]
+    extra: dict = {}
     if args.feature_binning is not None:
         method, _, bins = args.feature_binning.partition(":")
-        given["extra"] = {"feature_binning": (method, int(bins or 32))}
+        extra["feature_binning"] = (method, int(bins or 32))
+    if args.precision is not None:
+        extra["precision"] = args.precision
+    given["extra"] = extra or None
     report = run_quality(QualityConfig(**{k: v for k, v in given.items() if v is not None}))
     print(format_quality(report))
     if args.out:
