@@ -285,12 +285,16 @@ lane_t tot[FOREST_LANES], left[FOREST_LANES], right[FOREST_LANES];
 for (int j = 0; j < FOREST_LANES; ++j) { tot[j] = 0; left[j] = 0; }
 int filled = 0;
 for (int b = 0; b < n_bins; ++b) {
+    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
     for (int j = 0; j < FOREST_LANES; ++j) tot[j] += h[b * FOREST_LANES + j];
-    filled += h[b * FOREST_LANES + FOREST_D] > 0;
+    filled += 1;
 }
 double best = -INFINITY;
 int best_bin = -1, best_left = 0;
 for (int b = 0; b + 1 < n_bins; ++b) {
+    /* an empty bin leaves the cut as the one before it: the same score, which cannot win (ties go to the lower
+       bin), or the same min_leaf failure; skipping it keeps the result and the work proportional to the node */
+    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
     for (int j = 0; j < FOREST_LANES; ++j) { left[j] += h[b * FOREST_LANES + j]; right[j] = tot[j] - left[j]; }
     if (left[FOREST_D] < min_leaf || right[FOREST_D] < min_leaf) continue;
     const double s = forest_side(left, xlogx) + forest_side(right, xlogx);
@@ -394,13 +398,14 @@ for (int f = 0; f < FOREST_FEATURES; ++f) {
     n_allowed += FOREST_ALLOWED(f);
     live[f] = FOREST_ALLOWED(f) && fs[f].nonconst;
 }
-/* each feature's rank in that order, needed only when fewer than all features are drawn (O(F^2)) */
+/* each feature's rank in that order (capped at max_features), needed only when fewer than all features are drawn */
 const int every = max_features >= n_allowed;
 int rank[FOREST_FEATURES];
 for (int f = 0; f < FOREST_FEATURES; ++f) {
     rank[f] = 0;
-    if (!every && live[f])
-        for (int g = 0; g < FOREST_FEATURES; ++g) rank[f] += FOREST_ALLOWED(g) && FOREST_BEFORE(g, f);
+    if (!every && live[f])  /* only rank < max_features is asked: count up to it */
+        for (int g = 0; g < FOREST_FEATURES && rank[f] < max_features; ++g)
+            rank[f] += FOREST_ALLOWED(g) && FOREST_BEFORE(g, f);
 }
 /* is some non-constant feature among the first max_features of the order? else the first non-constant one */
 int any_first = 0, first_f = -1;
