@@ -103,7 +103,8 @@ class ChainForests:
     def to_json(self) -> dict[str, Any]:
         fo = self.forest
         return {"n_features": self.n_features, "n_estimators": self.n_estimators, "orders": self.orders.tolist(),
-                "offsets": fo.offsets.tolist(), "feature": fo.feature.tolist(), "threshold": np.where(np.isinf(fo.threshold), _BIG, fo.threshold).tolist(),
+                "offsets": fo.offsets.tolist(), "feature": fo.feature.tolist(),
+                "threshold": np.where(np.isinf(fo.threshold), _BIG, fo.threshold).tolist(),
                 "left": fo.left.tolist(), "value": fo.value[:, 0].tolist()}
 
     @classmethod
