@@ -31,7 +31,7 @@ from mdhom.forests import grower as G
 from mdhom.forests import kernels as K
 from mdhom.forests import params as FP
 from mdhom.forests.chain_model import FORMAT, VERSION, ChainForests
-from mdhom.forests.estimators import BIN_SAMPLE, DEVICE_PREDICT_MIN, make_backend
+from mdhom.forests.estimators import BIN_SAMPLE, make_backend
 from mdhom.forests.model import Forest
 from mdhom.learn import model_files
 from mdhom.learn.binning import BinMapper, sample_rows
@@ -39,6 +39,10 @@ from mdhom.learn.params import OptionParams
 from mdhom.learn.validation import as_matrix, check_feature_names, feature_names, is_sparse, not_fitted_error
 
 BATCH_BYTES = 1 << 30  # device bytes of per-(tree, row) state (weights, orders, slots) per batch of chains
+# rows x trees from which prediction runs on the fit's OpenCL device: a chain position is one launch over every
+# chain's forest, where numpy walks position by position in Python (measured on PoCL, emotions-sized: the device
+# from about 200 rows x 3000 trees)
+DEVICE_PREDICT_MIN = 1 << 18
 BOOTSTRAP_CHUNK = 256  # trees whose bootstrap samples are drawn in one call (fixed: the model must not depend on it)
 
 
