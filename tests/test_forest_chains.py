@@ -200,3 +200,24 @@ def test_chain_kernels_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "ok" in run.stdout
+
+
+def test_walk_kernel_matches_its_tuning_reference(device):
+    """The tuner's inputs and reference of ecc_walk (random trees over X and label features) against the kernel
+    at an awkward size, with the heuristic configuration and the exact pins."""
+    import pyopencl.array as cl_array
+
+    from mdhom.forests import chain_kernels as CK
+    from mdhom.mdh import build_within_limits
+
+    sizes = {"row": 257, "chain": 3, "tree": 5, "depth": 4, "n_x": 7, "labels": 4}
+    a = CK._walk_inputs(sizes, np.random.default_rng(3))
+    dims = {k: sizes[k] for k in ("row", "chain", "tree")}
+    cfg = CK.walk_heuristic(CK.walk(), device, dims)
+    cfg.update(CK.WALK.exact_pins)
+    comp = build_within_limits(CK.walk(), device, cfg)
+    q = device.queue
+    bufs = {k: cl_array.to_device(q, v) for k, v in a.items() if isinstance(v, np.ndarray) and v.ndim == 1}
+    out = cl_array.empty(q, 257 * 3, np.float64)
+    comp.bind(out, q, **bufs)(dims, first_tree=a["first_tree"], n_x=a["n_x"], n_labels=a["n_labels"])
+    assert np.array_equal(out.get().reshape(257, 3), CK._walk_ref(a))
