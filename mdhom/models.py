@@ -1,4 +1,5 @@
-"""``mdhom.load_model``: a fitted estimator of whichever learner a model file holds (trees, forests or rules)."""
+"""``mdhom.load_model``: a fitted estimator of whichever learner a model file holds (trees, forests, classifier
+chains or rules)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 
 
 def load_model(path: str | os.PathLike) -> Any:
-    """A fitted TreeBoostClassifier, TreeBoostRegressor, RandomForestClassifier, RandomForestRegressor or
-    RuleBoostClassifier, whichever ``path`` (written by ``save_model``) holds; a damaged or foreign file is a
-    ValueError naming it."""
+    """A fitted TreeBoostClassifier, TreeBoostRegressor, RandomForestClassifier, RandomForestRegressor,
+    ClassifierChainEnsemble or RuleBoostClassifier, whichever ``path`` (written by ``save_model``) holds; a damaged
+    or foreign file is a ValueError naming it."""
+    from mdhom.forests.chain_model import FORMAT as CHAINS
     from mdhom.rules import RuleBoostClassifier
     from mdhom.rules.model import FORMAT as RULES
     from mdhom.trees import load_model as load_trees
@@ -22,4 +24,8 @@ def load_model(path: str | os.PathLike) -> Any:
         fmt = None  # the tree reader names the damage
     if fmt == RULES:
         return RuleBoostClassifier().load_model(path)
+    if fmt == CHAINS:
+        from mdhom.forests.chains import ClassifierChainEnsemble
+
+        return ClassifierChainEnsemble().load_model(path)
     return load_trees(path)

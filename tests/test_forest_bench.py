@@ -29,3 +29,21 @@ def test_bench_forests_refuses_unknown_anchor():
     with pytest.raises(ValueError, match="unknown anchor"):
         run_forests(ForestsConfig.quick_config(rows=500, test_rows=100, trees=1, device="numpy",
                                                anchors=("lightgbm",)), log=lambda _: None)
+
+
+def test_bench_ecc_reports_mdhom_and_sklearn():
+    from mdhom.bench.chains import ChainsConfig, run_chains
+    from mdhom.bench.chains import format_table as chains_table
+
+    cfg = ChainsConfig.for_shape("mediamill", quick=True, rows=150, test_rows=60, features=10, labels=3, chains=2,
+                                 trees=2, device="cpu", threads=2)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not tuned.*")
+        report = run_chains(cfg, log=lambda _: None)
+    rows = {r["system"]: r for r in report["results"]}
+    assert rows["mdhom"]["status"] == "ok" and rows["sklearn"]["status"] == "ok", report["results"]
+    assert 0 <= rows["mdhom"]["hamming_loss"] < 0.5 and rows["sklearn"]["fit_vs_mdhom"] > 0
+    assert "mediamill-shaped" in chains_table(report) and "2 chains x 2 trees" in chains_table(report)
+    json.dumps(report)
+    with pytest.raises(ValueError, match="unknown --ecc shape"):
+        ChainsConfig.for_shape("yeast")

@@ -29,6 +29,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.binning",
     "mdhom.rules.device",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
     "mdhom.forests.kernels",  # the random forests' level kernels (the tree dimension)
+    "mdhom.forests.chain_kernels",  # the classifier chains' prediction (rows x chains x trees)
 )
 
 Heuristic = Callable[[Description, Device, Mapping[str, int]], dict[str, int]]

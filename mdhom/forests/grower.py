@@ -59,7 +59,9 @@ class Slots:
 
 class ForestBackend(Protocol):
     def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
-              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None: ...
+              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+        """Take a batch of trees' data (``per_tree``: their own target columns and features)."""
+        ...
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
         """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch (``whole``: the batch is the level)."""
@@ -73,17 +75,19 @@ class ForestBackend(Protocol):
 class NumpyForest:
     """The reference backend: the kernels' numpy references, one call per kernel."""
 
-    def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx):  # noqa: ANN001, ANN201
+    def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
         self.order, self.row_slot, self.xlogx = order.copy(), row_slot.copy(), xlogx
+        self.per_tree = per_tree
 
     def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
         hist = K.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
-                                     slots.tree, self.n_bins)
+                                     slots.tree, self.n_bins, self.per_tree)
         totals = K.node_totals_reference(hist)
         fs = K.feature_split_reference(hist, spec.outputs, spec.criterion, spec.min_samples_leaf, self.xlogx)
+        allowed = None if self.per_tree is None else self.per_tree.mask[slots.tree] != 0
         ns = K.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
-                                    spec.criterion, self.xlogx)
+                                    spec.criterion, self.xlogx, allowed)
         return totals, ns
 
     def route(self, split_tab, split_left, slots):  # noqa: ANN001, ANN201
@@ -119,16 +123,18 @@ def _pure(totals: np.ndarray, spec: GrowSpec) -> np.ndarray:
 
 
 def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray,
-         seeds: np.ndarray, spec: GrowSpec) -> GrownForest:
-    """Grow ``len(weight)`` trees on the binned rows together (``weight``: trees x rows bootstrap counts)."""
+         seeds: np.ndarray, spec: GrowSpec, per_tree: K.PerTree | None = None) -> GrownForest:
+    """Grow ``len(weight)`` trees on the binned rows together (``weight``: trees x rows bootstrap counts;
+    ``per_tree``: each tree's own target columns of ``stat`` and allowed features, the forests of many
+    classifier chains in one batch)."""
     n_trees, n = weight.shape
-    lanes = stat.shape[1] + 2
+    lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
     inbag = weight > 0
     order = np.argsort(~inbag, axis=1, kind="stable").astype(np.int32)  # in-bag rows first, ascending
     row_slot = np.where(inbag, np.arange(n_trees, dtype=np.int32)[:, None], -1).astype(np.int32)
     counts = inbag.sum(axis=1)
     xlogx = K.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
-    backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx)
+    backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree)
     trees = np.arange(n_trees, dtype=np.int32)
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
                   seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))

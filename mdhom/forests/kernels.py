@@ -27,6 +27,7 @@ forest_partition       tree x pos           concat at a computed position (scatt
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -68,7 +69,7 @@ const int mdh_r = order[mdh_p];
 const lane_t mdh_w = (lane_t)weight[(long)slot_tree[slot] * n_rows + mdh_r];
 const int mdh_c = (int)bins[(long)feat * n_rows + mdh_r] * FOREST_LANES;
 for (int j = 0; j < FOREST_STATS; ++j) {{
-    const lane_t mdh_v = mdh_w * stat[(long)mdh_r * FOREST_STATS + j];
+    const lane_t mdh_v = mdh_w * stat[{stat_at} + j];
     {add_v}
 }}
 {add_w}
@@ -76,40 +77,54 @@ for (int j = 0; j < FOREST_STATS; ++j) {{
 """
 
 
-def _hist_body(target: str, op: str) -> str:
+# where a row's statistics start: its own FOREST_STATS lanes, or (per-tree targets) the tree's column of a wider row
+_STAT_AT = {False: "(long)mdh_r * FOREST_STATS", True: "(long)mdh_r * stat_stride + tree_col[slot_tree[slot]]"}
+
+
+def _hist_body(target: str, op: str, per_tree: bool = False) -> str:
     return _HIST.format(add_v=f"{target}.v[mdh_c + j] {op} mdh_v;", add_w=f"{target}.v[mdh_c + FOREST_W] {op} mdh_w;",
-                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;")
+                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;", stat_at=_STAT_AT[per_tree])
 
 
-def _hist_atomic(lane: str) -> str:
+def _hist_atomic(lane: str, per_tree: bool = False) -> str:
     add = "atom_add" if lane == "long" else "atomic_add"
     return _HIST.format(add_v=f"if (mdh_v != 0) {add}(&acc->v[mdh_c + j], mdh_v);",
                         add_w=f"{add}(&acc->v[mdh_c + FOREST_W], mdh_w);",
-                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);")
+                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);", stat_at=_STAT_AT[per_tree])
 
 
 @lru_cache(maxsize=32)
-def histogram(n_bins: int, lane: str, outputs: tuple[int, ...]) -> Description:
+def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool = False) -> Description:
     """Lane sums per (slot, feature, bin) over each slot's rows: (slot, feat) atoms of n_bins x lanes integers.
     ``bins`` are feature-major (feat, row): a work-item folding one feature of a node's ascending rows reads
     ascending addresses.
 
     The row fold of a slot is ragged (its own count of positions), so a level of thousands of slots of unequal
     size is one launch; integer lanes make every order of addition (and the local-memory atomics of
-    ``PARTIALS_LOCAL``) give the same sums."""
+    ``PARTIALS_LOCAL``) give the same sums.
+
+    ``per_tree`` (the classifier chains' forests, many targets in one batch of trees): a row holds
+    ``stat_stride`` lanes, tree ``t`` reads its statistics from column ``tree_col[t]`` on, and the features
+    ``feat_mask[t, f] == 0`` forbids fold no rows (a zero histogram: the extent of the fold is 0)."""
     n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
     lanes = n_stats + 2
+    inputs = [Input("bins", bin_ctype(n_bins), ("*",), gather=True), Input("stat", lane, ("*",), gather=True),
+              Input("weight", "int", ("*",), gather=True), Input("order", "int", ("*",), gather=True),
+              Input("slot_begin", "int", ("slot",), gather=True), Input("slot_count", "int", ("slot",), gather=True),
+              Input("slot_tree", "int", ("slot",), gather=True)]
+    params = [Param("n_rows", "int")]
+    extent = "slot_count[slot]"
+    if per_tree:
+        inputs += [Input("tree_col", "int", ("*",), gather=True), Input("feat_mask", "uchar", ("*",), gather=True)]
+        params.append(Param("stat_stride", "int"))
+        extent = "(feat_mask[(long)slot_tree[slot] * SIZE_feat + feat] ? slot_count[slot] : 0)"
     return Description(
         "forest_histogram", ["slot", "feat", "pos"], [Concat(), Concat(), Reduce(SUM)],
         Array(Scalar(lane), int(n_bins) * lanes),
-        scalar=_hist_body("out", "="), accumulate=_hist_body("acc", "+="), accumulate_atomic=_hist_atomic(lane),
-        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), Input("stat", lane, ("*",), gather=True),
-                Input("weight", "int", ("*",), gather=True), Input("order", "int", ("*",), gather=True),
-                Input("slot_begin", "int", ("slot",), gather=True), Input("slot_count", "int", ("slot",), gather=True),
-                Input("slot_tree", "int", ("slot",), gather=True)],
-        params=[Param("n_rows", "int")],
+        scalar=_hist_body("out", "=", per_tree), accumulate=_hist_body("acc", "+=", per_tree),
+        accumulate_atomic=_hist_atomic(lane, per_tree), inputs=inputs, params=params,
         preamble=_layout(lane, n_stats, outputs),
-        extents={"pos": "slot_count[slot]"},
+        extents={"pos": extent},
     )
 
 
@@ -130,9 +145,13 @@ def exact_bincount(keys: np.ndarray, values: np.ndarray, minlength: int) -> np.n
 
 def histogram_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
                         slot_begin: np.ndarray, slot_count: np.ndarray, slot_tree: np.ndarray,
-                        n_bins: int) -> np.ndarray:
-    """(slot, feat, bin, lanes) int64: exact integer sums, the kernel's result in any order of addition."""
+                        n_bins: int, per_tree: PerTree | None = None) -> np.ndarray:
+    """(slot, feat, bin, lanes) int64: exact integer sums, the kernel's result in any order of addition
+    (``per_tree``: each tree's target columns, and zeros for the features its mask forbids)."""
     n, f = bins.shape
+    if per_tree is not None:
+        out = _per_tree_histogram(bins, stat, weight, order, slot_begin, slot_count, slot_tree, n_bins, per_tree)
+        return out
     lanes = stat.shape[1] + 2
     n_slots = len(slot_begin)
     if not n_slots or not int(np.sum(slot_count)):
@@ -150,6 +169,34 @@ def histogram_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, 
         v = w * stat[rows, j].astype(np.int64) if j < lanes - 2 else (w if j == lanes - 2 else np.ones_like(w))
         out[:, j] = exact_bincount(keys, np.repeat(v, f), size)
     return out.reshape(n_slots, f, n_bins, lanes)
+
+
+@dataclass(frozen=True)
+class PerTree:
+    """Trees of one batch with targets and features of their own (a classifier chain's forest per chain): tree
+    ``t`` reads its ``n_stats`` statistics from ``stat[:, column[t]:]`` and searches only the features
+    ``mask[t] != 0``."""
+
+    column: np.ndarray  # (T,) int32
+    mask: np.ndarray  # (T, F) uint8
+    n_stats: int
+
+
+def _per_tree_histogram(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+                        slot_begin: np.ndarray, slot_count: np.ndarray, slot_tree: np.ndarray, n_bins: int,
+                        per_tree: PerTree) -> np.ndarray:
+    """The per-tree histogram from the plain one: each slot's own statistic columns gathered into a row-local
+    matrix is not possible (rows are shared), so slots are grouped by target column."""
+    n_slots, f = len(slot_begin), bins.shape[1]
+    k = per_tree.n_stats
+    out = np.zeros((n_slots, f, n_bins, k + 2), np.int64)
+    col = per_tree.column[np.asarray(slot_tree, np.int64)]
+    for c in np.unique(col):
+        at = np.flatnonzero(col == c)
+        out[at] = histogram_reference(bins, stat[:, c:c + k], weight, order, np.asarray(slot_begin)[at],
+                                      np.asarray(slot_count)[at], np.asarray(slot_tree)[at], n_bins)
+    out *= (per_tree.mask[np.asarray(slot_tree, np.int64)] != 0)[:, :, None, None]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ subtraction
@@ -238,12 +285,16 @@ lane_t tot[FOREST_LANES], left[FOREST_LANES], right[FOREST_LANES];
 for (int j = 0; j < FOREST_LANES; ++j) { tot[j] = 0; left[j] = 0; }
 int filled = 0;
 for (int b = 0; b < n_bins; ++b) {
+    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
     for (int j = 0; j < FOREST_LANES; ++j) tot[j] += h[b * FOREST_LANES + j];
-    filled += h[b * FOREST_LANES + FOREST_D] > 0;
+    filled += 1;
 }
 double best = -INFINITY;
 int best_bin = -1, best_left = 0;
 for (int b = 0; b + 1 < n_bins; ++b) {
+    /* an empty bin leaves the cut as the one before it: the same score, which cannot win (ties go to the lower
+       bin), or the same min_leaf failure; skipping it keeps the result and the work proportional to the node */
+    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
     for (int j = 0; j < FOREST_LANES; ++j) { left[j] += h[b * FOREST_LANES + j]; right[j] = tot[j] - left[j]; }
     if (left[FOREST_D] < min_leaf || right[FOREST_D] < min_leaf) continue;
     const double s = forest_side(left, xlogx) + forest_side(right, xlogx);
@@ -312,13 +363,25 @@ def feature_split_reference(hist: np.ndarray, outputs: tuple[int, ...], criterio
 
 # ------------------------------------------------------------------------------------------------ node split
 @lru_cache(maxsize=32)
-def node_split(lane: str, outputs: tuple[int, ...], criterion: str, n_features: int) -> Description:
+def node_split(lane: str, outputs: tuple[int, ...], criterion: str, n_features: int,
+               masked: bool = False) -> Description:
     """The split of each slot, as scikit-learn's best splitter chooses: the features in a random order per node
     (a hash of the tree's seed, the node and the feature: the same permutation on every device), the non-constant
     ones among the first ``max_features`` evaluated (or, when all of those are constant, the first non-constant
     one), the best score winning and ties going to the earlier feature in that order. ``gain`` is the score less
-    the parent's; ``feat`` is -1 when no candidate has a valid cut."""
+    the parent's; ``feat`` is -1 when no candidate has a valid cut.
+
+    ``masked`` (per-tree features, :class:`PerTree`): the features ``feat_mask[tree, f] == 0`` are not in the
+    tree's order at all, as if its feature matrix lacked them (a chain's forest sees only the earlier labels)."""
     n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
+    inputs = [Input("fsplit", "int", ("*",), gather=True), Input("totals", lane, ("*",), gather=True),
+              Input("slot_seed", "uint", ("slot",), gather=True), Input("slot_node", "int", ("slot",), gather=True),
+              Input("xlogx", "double", ("*",), gather=True)]
+    if masked:
+        inputs += [Input("slot_tree", "int", ("slot",), gather=True), Input("feat_mask", "uchar", ("*",), gather=True)]
+        allowed = "#define FOREST_ALLOWED(f) (feat_mask[(long)slot_tree[slot] * FOREST_FEATURES + (f)] != 0)\n"
+    else:
+        allowed = "#define FOREST_ALLOWED(f) 1\n"
     return Description(
         "forest_node_split", ["slot"], [Concat()], NODE_SPLIT,
         scalar="""
@@ -329,41 +392,47 @@ uint key[FOREST_FEATURES];
 for (int f = 0; f < FOREST_FEATURES; ++f) key[f] = forest_key(slot_seed[slot], slot_node[slot], f);
 /* f before g in the node's order: keys ascending, ties to the lower feature */
 #define FOREST_BEFORE(f, g) (key[f] < key[g] || (key[f] == key[g] && (f) < (g)))
-/* each feature's rank in that order, needed only when fewer than all features are drawn (O(F^2)) */
-const int every = max_features >= FOREST_FEATURES;
+/* the features in the tree's order, non-constant in the node */
+int n_allowed = 0, live[FOREST_FEATURES];
+for (int f = 0; f < FOREST_FEATURES; ++f) {
+    n_allowed += FOREST_ALLOWED(f);
+    live[f] = FOREST_ALLOWED(f) && fs[f].nonconst;
+}
+/* each feature's rank in that order (capped at max_features), needed only when fewer than all features are drawn */
+const int every = max_features >= n_allowed;
 int rank[FOREST_FEATURES];
 for (int f = 0; f < FOREST_FEATURES; ++f) {
     rank[f] = 0;
-    if (!every && fs[f].nonconst)
-        for (int g = 0; g < FOREST_FEATURES; ++g) rank[f] += FOREST_BEFORE(g, f);
+    if (!every && live[f])  /* only rank < max_features is asked: count up to it */
+        for (int g = 0; g < FOREST_FEATURES && rank[f] < max_features; ++g)
+            rank[f] += FOREST_ALLOWED(g) && FOREST_BEFORE(g, f);
 }
 /* is some non-constant feature among the first max_features of the order? else the first non-constant one */
 int any_first = 0, first_f = -1;
 for (int f = 0; f < FOREST_FEATURES; ++f) {
-    if (!fs[f].nonconst) continue;
+    if (!live[f]) continue;
     if (rank[f] < max_features) any_first = 1;
     if (first_f < 0 || FOREST_BEFORE(f, first_f)) first_f = f;
 }
 double best = -INFINITY;
 int bf = -1;
 for (int f = 0; f < FOREST_FEATURES; ++f) {
-    if (!fs[f].nonconst || fs[f].bin < 0) continue;
+    if (!live[f] || fs[f].bin < 0) continue;
     if (any_first ? rank[f] >= max_features : f != first_f) continue;
     const double s = fs[f].score;
     if (bf < 0 || s > best || (s == best && FOREST_BEFORE(f, bf))) { best = s; bf = f; }
 }
 #undef FOREST_BEFORE
+#undef FOREST_ALLOWED
 out.feat = bf;
 out.bin = bf >= 0 ? fs[bf].bin : -1;
 out.left = bf >= 0 ? fs[bf].left : 0;
 out.gain = bf >= 0 ? best - forest_side(t, xlogx) : 0.0;""",
-        inputs=[Input("fsplit", "int", ("*",), gather=True), Input("totals", lane, ("*",), gather=True),
-                Input("slot_seed", "uint", ("slot",), gather=True), Input("slot_node", "int", ("slot",), gather=True),
-                Input("xlogx", "double", ("*",), gather=True)],
+        inputs=inputs,
         params=[Param("max_features", "int")],
         preamble=_layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {CRITERIA[criterion]}\n"
         f"#define FOREST_FEATURES {int(n_features)}\n" + FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n"
-        + _MIX + _SCORE,
+        + _MIX + _SCORE + allowed,
     )
 
 
@@ -387,18 +456,22 @@ def feature_keys(seed: np.ndarray, node: np.ndarray, n_features: int) -> np.ndar
 
 def node_split_reference(fsplit: np.ndarray, totals: np.ndarray, slot_seed: np.ndarray, slot_node: np.ndarray,
                          max_features: int, outputs: tuple[int, ...], criterion: str,
-                         xlogx: np.ndarray) -> np.ndarray:
+                         xlogx: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """``allowed``: (slot, feat) bool, the features in each slot's tree (None: all)."""
     n_slots, n_feat = fsplit.shape
     out = np.zeros(n_slots, NODE_SPLIT.dtype)
     out["feat"], out["bin"] = -1, -1
     if not n_slots:
         return out
+    if allowed is None:
+        allowed = np.ones((n_slots, n_feat), bool)
     keys = feature_keys(slot_seed, slot_node, n_feat)
-    # rank of each feature in its node's order: keys ascending, ties to the lower feature
+    # rank of each feature in its node's order among the allowed ones: keys ascending, ties to the lower feature
     order = np.lexsort((np.broadcast_to(np.arange(n_feat), keys.shape), keys), axis=1)
+    in_order = np.take_along_axis(allowed, order, axis=1).astype(np.int64)
     rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(n_feat)[None, :].repeat(n_slots, 0), axis=1)
-    nonconst = fsplit["nonconst"].astype(bool)
+    np.put_along_axis(rank, order, np.cumsum(in_order, axis=1) - in_order, axis=1)
+    nonconst = fsplit["nonconst"].astype(bool) & allowed
     any_first = (nonconst & (rank < max_features)).any(axis=1)
     first_rank = np.where(nonconst, rank, n_feat).min(axis=1)
     cand = np.where(any_first[:, None], rank < max_features, rank == first_rank[:, None]) & nonconst

@@ -33,13 +33,15 @@ class OpenCLForest:
         return buf
 
     def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
-              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray) -> None:
+              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
         ws = self.ws
         self.n, self.n_feat = bins.shape
         self.n_trees = weight.shape[0]
         self.n_bins = n_bins
         self.lane = "int" if stat.dtype == np.int32 else "long"
-        self.lanes = stat.shape[1] + 2
+        self.per_tree = per_tree
+        self.lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
+        self.stat_stride = stat.shape[1]
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
         self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
         self._upload("stat", stat.astype(self.lane_dtype))
@@ -50,15 +52,19 @@ class OpenCLForest:
         self._upload("new_slot", row_slot.astype(np.int32))
         ws.ensure("scan", 4 * max(1, order.size))
         self._upload("xlogx", xlogx.astype(np.float64))
+        masked = per_tree is not None
+        if masked:
+            self._upload("tree_col", per_tree.column.astype(np.int32))
+            self._upload("feat_mask", np.ascontiguousarray(per_tree.mask, np.uint8))
         sizes = {"slot": self.n_trees, "feat": self.n_feat, "pos": self.n}
         out = spec.outputs
-        self.d_hist = K.histogram(n_bins, self.lane, out)
+        self.d_hist = K.histogram(n_bins, self.lane, out, masked)
         self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
         self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
                                                                        "bin": n_bins})
         self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
                              {"slot": self.n_trees, "feat": self.n_feat})
-        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat),
+        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
                              {"slot": self.n_trees})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
@@ -78,11 +84,15 @@ class OpenCLForest:
         ws = self.ws
         for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
             self._upload(name, values.astype(np.int32))
+        params, extra = {"n_rows": np.int32(self.n)}, {}
+        if self.per_tree is not None:
+            params["stat_stride"] = np.int32(self.stat_stride)
+            extra = {"tree_col": ws["tree_col"], "feat_mask": ws["feat_mask"]}
         self._launch("forest_histogram", self.c_hist, out,
                      {"slot": len(begin), "feat": self.n_feat, "pos": max(1, int(count.max()))},
-                     {"n_rows": np.int32(self.n)}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
+                     params, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
-                     slot_tree=ws["slot_tree"])
+                     slot_tree=ws["slot_tree"], **extra)
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
         ws = self.ws
@@ -103,6 +113,10 @@ class OpenCLForest:
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
         self._upload("slot_node", slots.node.astype(np.int32))
+        masked = {}
+        if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
+            self._upload("slot_tree", slots.tree.astype(np.int32))
+            masked = {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
         self._upload("slot_seed", slots.seed.astype(np.uint32))
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
         fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
@@ -114,7 +128,7 @@ class OpenCLForest:
                      hist=hist, xlogx=ws["xlogx"])
         self._launch("forest_node_split", self.c_ns, nsplit, {"slot": s}, {"max_features": np.int32(spec.max_features)},
                      fsplit=fsplit, totals=totals, slot_seed=ws["slot_seed"], slot_node=ws["slot_node"],
-                     xlogx=ws["xlogx"])
+                     xlogx=ws["xlogx"], **masked)
         tot = np.empty((s, self.lanes), self.lane_dtype)
         ns = np.empty(s, K.NODE_SPLIT.dtype)
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
