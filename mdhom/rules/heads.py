@@ -8,6 +8,9 @@ approximation, regularisation included (lower is better, as in mlrl-boomer):
 
     q(s) = g.s + 1/2 s'Hs + l1 |s|_1 + l2/2 |s|^2,   at the minimiser s = -(H + l2 I)^-1 soft(g, l1).
 
+A coupled Hessian (complete heads of the example-wise loss) is solved and scored by :mod:`mdhom.rules.coupled` in
+one fixed order of operations (an LDL^T solve, no LAPACK), the order the device kernels follow.
+
 L1 enters as soft thresholding of the gradient (the exact minimiser for a diagonal Hessian); mlrl-boomer adds
 its L1 term with other signs in places, which only matters for ``l1_regularization_weight > 0``.
 
@@ -23,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from mdhom.learn.portable import sum_in_order
+from mdhom.rules import coupled
+from mdhom.rules.coupled import soft_threshold
 from mdhom.rules.losses import packed_index
 
-
-def soft_threshold(g: np.ndarray, l1: float) -> np.ndarray:
-    return np.sign(g) * np.maximum(np.abs(g) - l1, 0.0) if l1 > 0 else g
+__all__ = ["Head", "label_qualities", "label_scores", "soft_threshold"]
 
 
 def label_scores(g: np.ndarray, h: np.ndarray, l1: float, l2: float) -> np.ndarray:
@@ -80,23 +83,11 @@ class Head:
         """Per-example atoms (n, width): the gradients of the head's labels, then their Hessians."""
         return np.concatenate([G[:, self.labels], H[:, self._h_cols]], axis=1)
 
-    def _coupled_scores(self, g: np.ndarray, hp: np.ndarray) -> np.ndarray:
-        rows, cols = packed_index(self.k)
-        m = np.zeros(g.shape[:-1] + (self.k, self.k))
-        m[..., rows, cols] = hp
-        m[..., cols, rows] = hp
-        reg = m + self.l2 * np.eye(self.k)
-        rhs = -soft_threshold(g, self.l1)
-        return np.linalg.solve(reg, rhs[..., None])[..., 0], m
-
     def evaluate(self, sums: np.ndarray) -> np.ndarray:
         """Quality (lower is better) of the head for each row of summed atoms (C, width)."""
         g, h = sums[:, : self.k], sums[:, self.k :]
         if self.coupled:
-            s, m = self._coupled_scores(g, h)
-            quad = np.einsum("ci,cij,cj->c", s, m, s)
-            reg = self.l1 * np.abs(s).sum(axis=1) + 0.5 * self.l2 * (s * s).sum(axis=1)
-            return (g * s).sum(axis=1) + 0.5 * quad + reg
+            return coupled.quality(coupled.scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
         s = label_scores(g, h, self.l1, self.l2)
         q = label_qualities(s, g, h, self.l1, self.l2)
         if self.kind == "single":
@@ -108,8 +99,7 @@ class Head:
         label of the largest absolute score (ties to the lower index)."""
         g, h = total[None, : self.k], total[None, self.k :]
         if self.coupled:
-            s, _ = self._coupled_scores(g, h)
-            return self.labels.copy(), s[0]
+            return self.labels.copy(), coupled.scores(g, h, self.l1, self.l2)[0]
         s = label_scores(g, h, self.l1, self.l2)
         if self.kind == "single":
             best = int(np.argmax(np.abs(s[0])))
