@@ -34,7 +34,7 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
 
 
 @pytest.mark.parametrize("kernel", ["rule_atoms", "rule_cover", "rule_feature_bins", "tree_split_score_rule_single",
-                                    "tree_split_score_rule_complete"])
+                                    "tree_split_score_rule_complete", "rule_coupled_quality"])
 def test_kernels_agree_with_their_numpy_references(device, kernel):
     """Each new kernel through its spec's tuner inputs and reference, at the spec's smallest size class and at
     awkward sizes with several work-groups."""
@@ -58,14 +58,20 @@ def test_kernels_agree_with_their_numpy_references(device, kernel):
 @pytest.mark.parametrize("kind, loss, l1", [("single", "logistic_labelwise", 0.0), ("complete", "logistic_labelwise",
                                                                                     0.0),
                                             ("complete", "squared_error", 0.3), ("single", "logistic_examplewise",
-                                                                                 0.0)])
+                                                                                 0.0),
+                                            ("complete", "logistic_examplewise", 0.0),
+                                            ("complete", "logistic_examplewise", 0.2)])
 def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1):
+    """One refinement step after another (statistics, scan, each candidate's head and quality, the arg-max) against
+    the numpy reference; complete heads of the example-wise loss (a coupled Hessian: a solve per candidate) also
+    with the features in chunks of two (l1 > 0), as a small memory budget splits them."""
     rng, X, edges, G, H = _problem(loss=loss)
     n, L = G.shape
     bins, nb = bin_matrix(X, edges)
     head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0)
     w = (rng.random(n) < 0.8).astype(float)
-    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2)
+    budget = 2 * 8 * (3 + 6 + 2) * nb if head.coupled and l1 > 0 else None
+    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, coupled_budget=budget)
     for _rule in range(2):
         search.start(G, H, w, head)
         covered = np.ones(n, bool)
@@ -98,7 +104,8 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="complete", feature_binning=("equal-width", 12), l1_regularization_weight=0.1),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, label_sampling=0.8, min_coverage=3),
     dict(head_type="single", loss="logistic_examplewise", max_conditions=2),
-], ids=["single", "complete-l1", "sampling", "examplewise-single"])
+    dict(head_type="auto", loss="logistic_examplewise", l1_regularization_weight=0.05, label_sampling=0.8),
+], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-complete"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))
@@ -109,6 +116,8 @@ def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     got, est = _fit_doc(tmp_path, device, X, Y, **kw)
     assert len(ref.rules_) > 5 and ref.device_key_ is None and est.device_key_ == device.key
     assert "tree_histogram" in est.kernel_configs_
+    coupled = any(k.startswith("rule_coupled_quality") for k in est.kernel_configs_)
+    assert coupled == (kw.get("loss") == "logistic_examplewise" and kw["head_type"] != "single")
     assert got == want
 
 
@@ -139,10 +148,22 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                                "NUM_WI_COMBINE": 2},
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
-            "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2}}
-for configs in (None, parallel):
-    head = Head("complete", False, np.arange(L), L, 0.0, 1.0)
-    search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs)
+            "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2},
+            "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_lane": 2, "NUM_WI_lane": 4,
+                                       "NUM_WG_row": 1, "NUM_WI_row": 1, "NUM_WI_COMBINE": 2},
+            "rule_coupled_scan": {"NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WG_lane": 2, "NUM_WI_lane": 3,
+                                  "NUM_WG_bin": 1, "NUM_WI_bin": 1, "NUM_WI_COMBINE": 2, "SCAN_TILED": 0},
+            "rule_coupled_quality": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_bin": 2, "NUM_WI_bin": 2,
+                                     "NUM_WG_dir": 1, "NUM_WI_dir": 2, "NUM_WI_COMBINE": 2},
+            "rule_coupled_result": {"NUM_WG_lane": 2, "NUM_WI_lane": 4}}
+G2, H2 = make_loss("logistic_examplewise").statistics(rng.integers(0, 2, (n, L)).astype(float), np.zeros((n, L)))
+runs = [(configs, False) for configs in (None, parallel)] + [(configs, True) for configs in (None, parallel)]
+for configs, wise in runs:  # label-wise complete heads, then the example-wise loss's coupled ones (a solve each)
+    if wise:
+        G, H = G2, H2
+    head = Head("complete", wise, np.arange(L), L, 0.0, 1.0)
+    search = DeviceRefinement(dev, bins, nb, edges, L, H.shape[1], 0.0, 1.0, 1, configs=configs,
+                              coupled_budget=8 * 11 * nb * 2 if configs else None)
     search.start(G, H, w, head)
     covered = np.ones(n, bool)
     for step in range(3):  # every feature, then samples (the sampled features' bins copied side by side)
@@ -156,19 +177,28 @@ for configs in (None, parallel):
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)
         search.add(got)
-    print("ok", configs is not None, flush=True)
+    print("ok", configs is not None, wise, flush=True)
 """
 
 
 def test_refinement_is_clean_under_oclgrind(oclgrind_device):
     """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration
-    and one with several work-groups and lanes along every reduced dimension."""
+    and one with several work-groups and lanes along every reduced dimension (for coupled heads also features in
+    chunks of two), for label-wise complete heads and the example-wise loss's coupled ones."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 2, run.explain()
+    assert run.stdout.count("ok ") == 4, run.explain()
 
 
-def test_devices_need_binned_decomposable_statistics():
+def test_devices_need_binned_features_and_take_every_loss_and_head():
+    """Exact thresholds are refused on a device; complete heads of the example-wise loss (refused before the
+    coupled search) now fit there."""
     X, Y = np.zeros((10, 2)), np.eye(10, 2, dtype=int)
     with pytest.raises(ValueError, match="set feature_binning"):
         RuleBoostClassifier(device="cpu").fit(X, Y)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    Y = np.stack([X[:, 0] > 0, X[:, 1] > 0.5], 1).astype(int)
+    est = RuleBoostClassifier(device="cpu", loss="logistic_examplewise", head_type="complete", max_rules=4,
+                              feature_binning=("equal-width", 8)).fit(X, Y)
+    assert len(est.rules_) > 1

@@ -178,7 +178,6 @@ def test_version_1_files_read_as_output_wise_models(tmp_path):
     ({"feature_sampling": 1.5}, "feature_sampling"),
     ({"max_rules": 0}, "max_rules"),
     ({"device": "cpu"}, "set feature_binning"),
-    ({"device": "cpu", "feature_binning": 8, "loss": "logistic_examplewise"}, "coupled label Hessian"),
     ({"precision": "single"}, "precision"),
     ({"binary_predictor": "gfm"}, "binary_predictor"),
 ])

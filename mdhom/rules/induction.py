@@ -87,7 +87,7 @@ def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
 
 class Learner:
     """Training state: scores and gradient statistics of every example, and the rules so far. ``device``: run the
-    refinement search on that OpenCL device (binned features and decomposable head statistics only; see
+    refinement search on that OpenCL device (binned features, every loss and head; see
     :mod:`mdhom.rules.device`), else in numpy."""
 
     def __init__(self, X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,

@@ -83,8 +83,9 @@ TABLE = OptionTable((
            "reproducible).", seed),
     Option("device", "any", "numpy", "Where the refinement search runs: 'numpy' (the reference), or an OpenCL "
            "device: 'auto' (a GPU, else a CPU runtime), 'cpu', 'gpu', a device key or an mdhom.Device. A device "
-           "needs binned features (feature_binning) and decomposable head statistics (the label-wise or squared "
-           "error loss, or single-label heads); it writes the same model as 'numpy', bit for bit.", device_spec),
+           "needs binned features (feature_binning); it writes the same model as 'numpy', bit for bit, for every "
+           "loss and head (complete heads of the example-wise loss solve each candidate's system on the device).",
+           device_spec),
     Option("precision", "str", "double", "'double' (float64 statistics; the only mode of this release).",
            choice("double")),
 ))
@@ -100,9 +101,6 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
         if p["feature_binning"] is None:
             raise ValueError(f"{where}: the device refinement searches binned features; set feature_binning (for "
                              "example ('equal-frequency', 32)), or pass device='numpy' for exact thresholds")
-        if p["loss"] == "logistic_examplewise" and resolved_head(p["loss"], p["head_type"]) == "complete":
-            raise ValueError(f"{where}: complete heads of the example-wise loss (a coupled label Hessian) run on "
-                             "device='numpy' only in this release; pass head_type='single' or device='numpy'")
     return p
 
 

@@ -1,0 +1,222 @@
+"""The device refinement of complete heads over a coupled label Hessian (the example-wise loss): four md_hom
+descriptions, driven by :class:`mdhom.rules.device.DeviceRefinement` when its head is coupled. The numpy
+reference is :mod:`mdhom.rules.binned` with :mod:`mdhom.rules.coupled`'s head, to the bit.
+
+A head over k labels has width = k + k(k+1)/2 statistics per example (the gradients, then the packed Hessian) and
+two count lanes (covered; covered with non-zero weight): n_lanes = width + 2.
+
+=======================  ===========================  ========================================================
+kernel                   index space                  combine operators
+=======================  ===========================  ========================================================
+rule_coupled_histogram   feat x lane x row            concat, concat, sum over rows of the lane's value into
+                                                      the row's bin (an array atom of n_bins; exact order
+                                                      pinned: rows ascending, np.bincount's)
+rule_coupled_scan        feat x lane x bin            concat, concat, inclusive prefix sum over bins (pinned:
+                                                      np.cumsum's order)
+rule_coupled_quality     feat x bin x dir             arg-max over all three of minus the quality: each
+                                                      candidate solves its regularised k x k system in its own
+                                                      scratch slice (fixed-order LDL^T, mdh.linalg)
+rule_coupled_result      lane                         concat (scattered to the chunk's row): the winner's side
+                                                      sums, its value and index
+=======================  ===========================  ========================================================
+
+The statistics of a (feature, bin) hold n_lanes doubles (5254 at 101 labels: 42 KB), so the sampled features go
+in chunks whose histogram and scan fit the memory budget (:func:`feature_chunk`); each chunk's winner lands in
+its own row of the result, and the host reads all rows at once and keeps the best (ties to the earlier chunk,
+whose features come first): still one read per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from mdhom.components.lanes import split_type
+from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
+from mdhom.devices import Device
+from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Scan, Scratch, linalg
+from mdhom.rules import binned
+from mdhom.rules.heads import Head
+
+_CODE = resources.files("mdhom.kernels").joinpath("rules", "coupled_quality.cl").read_text()
+_BEST = split_type("double").dtype
+_BEST_INDEX = _BEST.fields["index"][1] // 4
+
+
+def lanes_of(k: int) -> int:
+    """Statistics lanes of a coupled head over ``k`` labels: gradients, packed Hessian, two counts."""
+    return k + linalg.packed_size(k) + 2
+
+
+def work_len(k: int) -> int:
+    """Scratch doubles per work-item of the quality kernel: the packed matrix and the scores."""
+    return linalg.packed_size(k) + k
+
+
+def feature_chunk(n_features: int, n_lanes: int, n_bins: int, budget: int) -> int:
+    """How many features' histograms (n_lanes x n_bins doubles each) fit ``budget`` bytes (at least one)."""
+    per = 8 * n_lanes * n_bins
+    return max(1, min(n_features, budget // per))
+
+
+# ------------------------------------------------------------------------------------------------ descriptions
+_VALUE = """
+double v = 0.0;
+if (covered[row] != 0) {
+    const double w = weight[row];
+    const int sel = w != 0.0;
+    if (lane < k) v = sel ? G[(long)row * g_stride + gcol[lane]] * w : 0.0;
+    else if (lane < width) v = sel ? H[(long)row * h_stride + hcol[lane - k]] * w : 0.0;
+    else if (lane == width) v = 1.0;
+    else v = sel ? 1.0 : 0.0;
+}
+const int b = bins[(long)row * bin_stride + feat0 + feat];
+"""
+
+
+@lru_cache(maxsize=8)
+def histogram(n_bins: int, bin_type: str = "uchar") -> Description:
+    """Per (feature of the chunk, lane) the covered rows' values summed into their bins; a row that is not covered
+    adds nothing (the reference sums the covered rows only; adding 0.0 to a sum begun at 0.0 changes no bit)."""
+    return Description(
+        "rule_coupled_histogram", ["feat", "lane", "row"], [Concat(), Concat(), Reduce(SUM)],
+        Array(Scalar("double"), int(n_bins)),
+        scalar=_VALUE + "if (covered[row] != 0) out.v[b] = v;",
+        accumulate=_VALUE + "if (covered[row] != 0) acc.v[b] += v;",
+        inputs=[Input("bins", bin_type, ("*",), gather=True), Input("G", "double", ("*",), gather=True),
+                Input("H", "double", ("*",), gather=True), Input("weight", "double", ("*",), gather=True),
+                Input("covered", "uchar", ("*",), gather=True), Input("gcol", "int", ("*",), gather=True),
+                Input("hcol", "int", ("*",), gather=True)],
+        params=[Param("bin_stride", "int"), Param("feat0", "int"), Param("g_stride", "int"),
+                Param("h_stride", "int"), Param("k", "int"), Param("width", "int")],
+    )
+
+
+@lru_cache(maxsize=1)
+def scan() -> Description:
+    """Inclusive prefix sums over bins of every (feature, lane)."""
+    return Description(
+        "rule_coupled_scan", ["feat", "lane", "bin"], [Concat(), Concat(), Scan(SUM)], "double",
+        scalar="out = hist;", inputs=[Input("hist", "double", ("feat", "lane", "bin"))],
+    )
+
+
+@lru_cache(maxsize=1)
+def quality() -> Description:
+    """Minus the quality of every candidate (feature, bin, operator) and the arg-max (ties to the lower index
+    ``(feat * SIZE_bin + bin) * 2 + dir``); ``bin`` runs over the n_bins - 2 candidate bins."""
+    return Description(
+        "rule_coupled_quality", ["feat", "bin", "dir"], [Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
+        split_type("double"),
+        scalar="out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);\n"
+               "out.value = rule_coupled_gain(scan, work, feat, (int)bin, (int)dir, (int)SIZE_bin + 2, k, n_lanes, "
+               "l2, l1, min_coverage);",
+        inputs=[Input("scan", "double", ("feat", "*", "*"), gather=True)],  # (feat, lane, n_bins)
+        params=[Param("k", "int"), Param("n_lanes", "int"), Param("l2", "double"), Param("l1", "double"),
+                Param("min_coverage", "double"), Param("work_len", "int")],
+        preamble=linalg.SOURCE + _CODE, scratch=Scratch("work", "double", "work_len"),
+    )
+
+
+@lru_cache(maxsize=1)
+def result() -> Description:
+    """Row ``chunk`` of the result: the winner's side sums per lane (the prefix at its bin, or the last real bin's
+    minus it), then its value and its index (as a double); zero sums where nothing is allowed (value -inf)."""
+    return Description(
+        "rule_coupled_result", ["lane"], [Concat()], "double",
+        scalar=f"""
+const int idx = best[{_BEST_INDEX}];
+const int n_cand = n_bins - 2;
+const double value = best_value[0];
+out_at = (long)chunk * SIZE_lane + lane;
+if (lane == SIZE_lane - 2) out = value;
+else if (lane == SIZE_lane - 1) out = (double)idx;
+else if (value > -INFINITY && idx >= 0 && idx < n_feat * n_cand * 2) {{
+    const long cell = ((long)(idx / (2 * n_cand)) * (SIZE_lane - 2) + lane) * n_bins;
+    const double le = scan[cell + (idx / 2) % n_cand];
+    out = (idx % 2 == 0) ? le : scan[cell + n_bins - 2] - le;
+}}""",
+        inputs=[Input("scan", "double", ("*",), gather=True), Input("best", "int", ("*",), gather=True),
+                Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int"), Param("chunk", "int")],
+        scatter=True,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ heuristics
+def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Lanes side by side (neighbouring Hessian columns: coalesced reads on GPUs), rows folded by one work-item."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    wi = pow2_at_most(sizes["lane"], 64 if gpu else 8)
+    cfg["NUM_WI_lane"] = wi
+    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    return cfg
+
+
+def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One work-item per (feature, lane) walks its bins (the pinned order is also the fast one at ~34 bins)."""
+    cfg = ones(desc, dev, sizes)
+    wi = pow2_at_most(sizes["lane"], 64 if dev.type == "gpu" else 16)
+    cfg["NUM_WI_lane"] = wi
+    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    return cfg
+
+
+def quality_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Every candidate its own work-item (each solves a k x k system: the work is per candidate, not per lane), a
+    few work-groups per compute unit; few work-items overall keeps the scratch (P + k doubles each) small."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 32 if gpu else 1)
+    cfg["NUM_WI_dir"] = 2 if gpu else 1
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    per_feat = max(1, dev.compute_units // max(1, int(sizes["feat"])))
+    cfg["NUM_WG_bin"] = pow2_at_most(-(-int(sizes["bin"]) // cfg["NUM_WI_bin"]), per_feat)
+    cfg["NUM_WI_COMBINE"] = 1 if not gpu else cfg.get("NUM_WI_COMBINE", 64)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ tuner inputs
+def _quality_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
+    n, f, k, nb = int(s.get("rows", 500)), int(s["feat"]), int(s["n_labels"]), int(s["bin"]) + 2
+    from mdhom.rules.losses import make_loss
+
+    Y = (rng.random((n, k)) < 0.3).astype(float)
+    G, H = make_loss("logistic_examplewise").statistics(Y, rng.normal(size=(n, k)) * 0.5)
+    head = Head("complete", True, np.arange(k), k, 0.0, 1.0)
+    bins = rng.integers(0, nb, (n, f)).astype(np.uint8)
+    vals = binned.slot_values(head.gather(G, H), rng.random(n) < 0.7, np.ones(n))
+    cum = np.cumsum(binned.statistics(bins, nb, vals), axis=1)  # (F, nb, lanes)
+    return {"scan": np.ascontiguousarray(cum.transpose(0, 2, 1)), "k": k, "n_lanes": lanes_of(k),
+            "l2": 1.0, "l1": 0.0, "min_coverage": 1.0, "work_len": work_len(k)}
+
+
+def quality_reference(a: Mapping) -> np.ndarray:
+    """The quality kernel's split_t from its inputs: binned.qualities with the coupled head, arg-min."""
+    k = int(a["k"])
+    cum = np.asarray(a["scan"]).transpose(0, 2, 1)  # (feat, n_bins, lanes)
+    head = Head("complete", True, np.arange(k), k, float(a["l1"]), float(a["l2"]))
+    q = binned.qualities(cum, head, int(a["min_coverage"]))
+    out = np.zeros(1, _BEST)
+    flat = int(np.argmin(q))
+    out["value"], out["index"] = -q.flat[flat], flat
+    return out
+
+
+_CLASSES = {"labels_6": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 6},
+            "labels_20": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 20}}
+
+HISTOGRAM = KernelSpec("rule_coupled_histogram", histogram_heuristic, exact_pins={"NUM_WI_row": 1, "NUM_WG_row": 1})
+SCAN = KernelSpec("rule_coupled_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1})
+QUALITY = KernelSpec("rule_coupled_quality", quality_heuristic, tuning=Tuning(
+    lambda s: quality(), _CLASSES, _quality_inputs, quality_reference,
+    doc="rule refinement, example-wise loss: each candidate's regularised k x k solve and quality, arg-max"))
+RESULT = KernelSpec("rule_coupled_result", lambda d, dev, s: {**ones(d, dev, s), "NUM_WI_lane": 64 if dev.type ==
+                                                              "gpu" else 16, "NUM_WG_lane": 4})
+SPECS = (HISTOGRAM, SCAN, QUALITY, RESULT)
