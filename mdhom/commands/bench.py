@@ -155,6 +155,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rules of an extra, profiled mdhom fit on an OpenCL device (default 10; --quick: 0)")
     r.add_argument("--anchors", choices=("mlrl-boomer", "none"), default=None,
                    help="run mlrl-boomer when installed (default) or not")
+    r.add_argument("--no-numpy-line", action="store_true",
+                   help="skip the mdhom fit on the numpy reference that runs beside a device's (same model)")
     r.add_argument("--out", default=None, help="JSON report path (default: print only)")
     r.add_argument("--quick", action="store_true", help="CI size: 1500 x 12, 6 labels, 8 rules, numpy")
     r.set_defaults(func=run_rules)
@@ -280,6 +282,7 @@ def run_rules(args: argparse.Namespace) -> int:
                                                      "device", "threads", "seed", "profile_rules")}
     given["settings"] = _list(args.settings)
     given["anchors"] = None if args.anchors is None else args.anchors != "none"
+    given["numpy_line"] = False if args.no_numpy_line else None
     config = RulesConfig.quick_config(**given) if args.quick else \
         RulesConfig(**{k: v for k, v in given.items() if v is not None})
     for name in ("rows", "features", "labels", "rules", "bins"):
