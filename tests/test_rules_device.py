@@ -14,6 +14,7 @@ from mdhom.mdh import Computation
 from mdhom.rules import device as rd
 from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
+from mdhom.rules.label_binning import LabelBinning
 from mdhom.rules.losses import make_loss
 from mdhom.rules.refinement import covered_by
 from mdhom.testing import run_under_oclgrind
@@ -55,20 +56,23 @@ def test_kernels_agree_with_their_numpy_references(device, kernel):
             assert g.tobytes() == w.tobytes(), (kernel, field, cfg)
 
 
-@pytest.mark.parametrize("kind, loss, l1", [("single", "logistic_labelwise", 0.0), ("complete", "logistic_labelwise",
-                                                                                    0.0),
-                                            ("complete", "squared_error", 0.3), ("single", "logistic_examplewise",
-                                                                                 0.0),
-                                            ("complete", "logistic_examplewise", 0.0),
-                                            ("complete", "logistic_examplewise", 0.2)])
-def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1):
+@pytest.mark.parametrize("kind, loss, l1, lb", [
+    ("single", "logistic_labelwise", 0.0, None), ("complete", "logistic_labelwise", 0.0, None),
+    ("complete", "squared_error", 0.3, None), ("single", "logistic_examplewise", 0.0, None),
+    ("complete", "logistic_examplewise", 0.0, None), ("complete", "logistic_examplewise", 0.2, None),
+    ("complete", "logistic_examplewise", 0.0, LabelBinning(0.5, 1, 0)),
+    ("complete", "logistic_examplewise", 0.1, LabelBinning()),
+], ids=["single", "complete", "squared-l1", "examplewise-single", "examplewise-complete", "examplewise-complete-l1",
+        "examplewise-binned", "examplewise-binned-l1"])
+def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1, lb):
     """One refinement step after another (statistics, scan, each candidate's head and quality, the arg-max) against
     the numpy reference; complete heads of the example-wise loss (a coupled Hessian: a solve per candidate) also
-    with the features in chunks of two (l1 > 0), as a small memory budget splits them."""
+    with the features in chunks of two (l1 > 0), as a small memory budget splits them, and with label binning
+    (mlrl-boomer's default ratio, and a ratio of one half: two bins per sign)."""
     rng, X, edges, G, H = _problem(loss=loss)
     n, L = G.shape
     bins, nb = bin_matrix(X, edges)
-    head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0)
+    head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0, lb)
     w = (rng.random(n) < 0.8).astype(float)
     budget = 2 * 8 * (3 + 6 + 2) * nb if head.coupled and l1 > 0 else None
     search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, coupled_budget=budget)
@@ -105,7 +109,8 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, label_sampling=0.8, min_coverage=3),
     dict(head_type="single", loss="logistic_examplewise", max_conditions=2),
     dict(head_type="auto", loss="logistic_examplewise", l1_regularization_weight=0.05, label_sampling=0.8),
-], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-complete"])
+    dict(head_type="complete", loss="logistic_examplewise", label_binning="none", instance_sampling=0.8),
+], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-auto-binned", "examplewise-complete"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))
@@ -150,7 +155,9 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2},
             "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_lane": 2, "NUM_WI_lane": 4,
-                                       "NUM_WG_row": 1, "NUM_WI_row": 1, "NUM_WI_COMBINE": 2},
+                                       "NUM_WG_pos": 1, "NUM_WI_pos": 1, "NUM_WI_COMBINE": 2},
+            "rule_cover_scan": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WI_COMBINE": 4, "SCAN_TILED": 1},
+            "rule_cover_rows": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_coupled_scan": {"NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WG_lane": 2, "NUM_WI_lane": 3,
                                   "NUM_WG_bin": 1, "NUM_WI_bin": 1, "NUM_WI_COMBINE": 2, "SCAN_TILED": 0},
             "rule_coupled_quality": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_bin": 2, "NUM_WI_bin": 2,

@@ -78,7 +78,8 @@ class RulesConfig:
     features: int = 120
     labels: int = 101
     rules: int = 50  # per fit, the default rule included
-    settings: list[str] = field(default_factory=lambda: list(SETTINGS))
+    # examplewise-complete: label binning as mlrl-boomer decides (equal-width) on every line
+    settings: list[str] = field(default_factory=lambda: ["labelwise-single", "examplewise-complete"])
     bins: int = 32  # mdhom's equal-width bins per feature (and mlrl-boomer's in the like-for-like line)
     device: str = "auto"  # mdhom's device
     threads: int = 0  # mlrl-boomer's threads (0: every core)

@@ -146,7 +146,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--features", type=int, default=None, help="dense features (default 120; --quick: 12)")
     r.add_argument("--labels", type=int, default=None, help="labels (default 101; --quick: 6)")
     r.add_argument("--rules", type=int, default=None, help="rules per fit, the default rule included (default 50)")
-    r.add_argument("--settings", default=None, help="comma list of labelwise-single, examplewise-complete")
+    r.add_argument("--settings", default=None,
+                   help="comma list of labelwise-single, examplewise-complete (label binning as mlrl-boomer decides: "
+                        "equal-width), examplewise-complete-unbinned (default: the first two)")
     r.add_argument("--bins", type=int, default=None, help="mdhom's equal-width bins per feature (default 32)")
     r.add_argument("--device", default=None, help="mdhom's device (default auto; --quick: numpy)")
     r.add_argument("--threads", type=int, default=None, help="mlrl-boomer's threads (default 0: every core)")
@@ -173,7 +175,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: $MDHOM_DATASETS, else ../shared/datasets)")
     q.add_argument("--datasets", default=None, help="comma list of emotions, enron (default both)")
     q.add_argument("--settings", default=None,
-                   help="comma list of labelwise-single, examplewise-complete (default both)")
+                   help="comma list of labelwise-single, examplewise-complete-unbinned (default both: no label "
+                        "binning on either side), examplewise-complete (label binning as mlrl-boomer decides)")
     q.add_argument("--seeds", default=None, help="comma list of seeds, both sides (default 1,2,3,4,5)")
     q.add_argument("--max-rules", type=int, default=None, help="rules, the default rule included (default 1000)")
     q.add_argument("--device", default=None, help="mdhom's device (default numpy: exact thresholds)")

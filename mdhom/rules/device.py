@@ -343,6 +343,8 @@ class DeviceRefinement:
         self.coupled_budget = int(coupled_budget if coupled_budget is not None else
                                   min(int(dev.cl_device.max_mem_alloc_size), dev.global_mem_size // 8))
         self._coupled: dict[str, object] = {}
+        self.masks = 0  # coverage masks made so far (start, add): the list of covered rows is of mask ``_rows_of``
+        self._rows_of = -1
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
         self.steps = 0
@@ -382,6 +384,7 @@ class DeviceRefinement:
         ws.put("H", ws["H"], H, np.float64)
         ws.put("weight", ws["weight"], weights, np.float64)
         self.cur = 0
+        self.masks += 1
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
         self.restrict(head)
 
@@ -437,6 +440,7 @@ class DeviceRefinement:
                                                               bin=found.bin, op=0 if found.op == "<=" else 1,
                                                               missing=self.n_bins - 1))
         self.cur = 1 - self.cur
+        self.masks += 1
 
     # ------------------------------------------------------------------------------------------ coupled heads
     def _coupled_kernels(self, k: int, chunk: int) -> dict[str, object]:
@@ -451,9 +455,13 @@ class DeviceRefinement:
         ws.ensure("c_hist", 8 * chunk * lanes * nb)
         ws.ensure("c_scan", 8 * chunk * lanes * nb)
         ws.ensure("c_res", 8 * n_chunks * (lanes + 2))
+        ws.ensure("c_at", 4 * n)
+        ws.ensure("c_ridx", 4 * n)
         role = f"{k}/{chunk}"
-        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(nb, bin_ctype(nb)), {"feat": chunk, "lane": lanes, "row": n},
+        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(nb, bin_ctype(nb)), {"feat": chunk, "lane": lanes, "pos": n},
                           role=role)
+        k_cs = ws.build(dc.COVER_SCAN, dc.cover_scan(), {"row": n})
+        k_cr = ws.build(dc.COVER_ROWS, dc.cover_rows(), {"row": n})
         k_scan = ws.build(dc.SCAN, dc.scan(), {"feat": chunk, "lane": lanes, "bin": nb}, role=role)
         k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2}, role=role)
         k_res = ws.build(dc.RESULT, dc.result(), {"lane": lanes + 2}, role=role)
@@ -461,7 +469,12 @@ class DeviceRefinement:
             # per bins source and coverage mask (cov0 / cov1 ping-pong)
             "hist": {(src, c): Bound(ws, k_hist, lambda src=src, c=c: (ws["c_hist"], dict(
                 bins=ws[src], G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"],
-                gcol=ws["gcol"], hcol=ws["hcol"]))) for src in ("bins", "sbins") for c in (0, 1)},
+                gcol=ws["gcol"], hcol=ws["hcol"], ridx=ws["c_ridx"], at=ws["c_at"])))
+                for src in ("bins", "sbins") for c in (0, 1)},
+            # the list of covered rows, per coverage mask
+            "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in (0, 1)],
+            "cover_rows": [Bound(ws, k_cr, lambda c=c: (ws["c_ridx"], dict(covered=ws[f"cov{c}"], at=ws["c_at"])))
+                           for c in (0, 1)],
             "scan": Bound(ws, k_scan, lambda: (ws["c_scan"], dict(hist=ws["c_hist"]))),
             "quality": Bound(ws, k_q, lambda: (ws["best"], dict(scan=ws["c_scan"]))),
             "result": Bound(ws, k_res, lambda: (ws["c_res"], dict(scan=ws["c_scan"], best=ws["best"],
@@ -481,15 +494,20 @@ class DeviceRefinement:
         kern = self._coupled_kernels(k, chunk)
         src, stride = ("sbins", f) if f < self.n_feat else ("bins", self.n_feat)
         n_chunks = -(-f // chunk)
+        if self._rows_of != self.masks:  # the covered rows' list, once per coverage mask
+            ws.record("rule_cover_scan", kern["cover_scan"][self.cur]({"row": n}))
+            ws.record("rule_cover_rows", kern["cover_rows"][self.cur]({"row": n}))
+            self._rows_of = self.masks
         for c in range(n_chunks):
             fc = min(chunk, f - c * chunk)
             ws.record("rule_coupled_histogram", kern["hist"][src, self.cur](
-                {"feat": fc, "lane": lanes, "row": n}, bin_stride=stride, feat0=c * chunk, g_stride=self.n_labels,
-                h_stride=self.h_width, k=k, width=lanes - 2))
+                {"feat": fc, "lane": lanes, "pos": n}, bin_stride=stride, feat0=c * chunk, g_stride=self.n_labels,
+                h_stride=self.h_width, k=k, width=lanes - 2, n_rows=n))
             ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb}))
             ws.record("rule_coupled_quality", kern["quality"](
                 {"feat": fc, "bin": nb - 2, "dir": 2}, k=k, n_lanes=lanes, l2=self.l2, l1=self.l1,
-                min_coverage=self.min_coverage, work_len=dc.work_len(k)))
+                min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),
+                **dc.binning_params(k, head.label_binning)))
             ws.record("rule_coupled_result", kern["result"]({"lane": lanes + 2}, n_feat=fc, n_bins=nb, chunk=c))
         host = ws.read(np.empty((n_chunks, lanes + 2)), ws["c_res"])
         self.steps += 1

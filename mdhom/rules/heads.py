@@ -28,6 +28,8 @@ import numpy as np
 from mdhom.learn.portable import sum_in_order
 from mdhom.rules import coupled
 from mdhom.rules.coupled import soft_threshold
+from mdhom.rules.label_binning import LabelBinning
+from mdhom.rules.label_binning import solve as binned_solve
 from mdhom.rules.losses import packed_index
 
 __all__ = ["Head", "label_qualities", "label_scores", "soft_threshold"]
@@ -46,10 +48,11 @@ def label_qualities(s: np.ndarray, g: np.ndarray, h: np.ndarray, l1: float, l2: 
 
 class Head:
     """The head of one kind over ``labels`` (ascending label indices) for a loss with or without a full
-    label Hessian."""
+    label Hessian; ``label_binning`` (coupled heads only) groups the labels as :mod:`mdhom.rules.label_binning`
+    says."""
 
     def __init__(self, kind: str, full_hessian: bool, labels: np.ndarray, n_labels: int, l1: float,
-                 l2: float) -> None:
+                 l2: float, label_binning: LabelBinning | None = None) -> None:
         self.kind = kind
         self.full_hessian, self.n_labels = full_hessian, n_labels
         self.labels = np.asarray(labels, np.intp)
@@ -57,6 +60,7 @@ class Head:
         self.l1, self.l2 = float(l1), float(l2)
         # complete heads over the example-wise loss need the coupled Hessian; single-label heads its diagonal
         self.coupled = full_hessian and kind == "complete" and self.k > 1
+        self.label_binning = label_binning if self.coupled else None
         rows, cols = packed_index(n_labels)
         where = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(rows, cols, strict=True))}
         if full_hessian:
@@ -86,6 +90,8 @@ class Head:
     def evaluate(self, sums: np.ndarray) -> np.ndarray:
         """Quality (lower is better) of the head for each row of summed atoms (C, width)."""
         g, h = sums[:, : self.k], sums[:, self.k :]
+        if self.label_binning is not None:
+            return binned_solve(g, h, self.l1, self.l2, self.label_binning)[1]
         if self.coupled:
             return coupled.quality(coupled.scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
         s = label_scores(g, h, self.l1, self.l2)
@@ -98,6 +104,8 @@ class Head:
         """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for the
         label of the largest absolute score (ties to the lower index)."""
         g, h = total[None, : self.k], total[None, self.k :]
+        if self.label_binning is not None:
+            return self.labels.copy(), binned_solve(g, h, self.l1, self.l2, self.label_binning)[0][0]
         if self.coupled:
             return self.labels.copy(), coupled.scores(g, h, self.l1, self.l2)[0]
         s = label_scores(g, h, self.l1, self.l2)
@@ -108,4 +116,4 @@ class Head:
 
     def restricted(self, labels: np.ndarray) -> Head:
         """The same kind of head over fewer labels (mlrl-boomer fixes a rule's labels after its first condition)."""
-        return Head(self.kind, self.full_hessian, labels, self.n_labels, self.l1, self.l2)
+        return Head(self.kind, self.full_hessian, labels, self.n_labels, self.l1, self.l2, self.label_binning)

@@ -75,6 +75,7 @@ class InductionParams:
     max_conditions: int
     min_coverage: int
     seed: int
+    label_binning: Any = None  # a mdhom.rules.label_binning.LabelBinning for complete heads of the example-wise loss
 
 
 def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
@@ -107,7 +108,8 @@ class Learner:
                                            self.H.shape[1], p.l1, p.l2, p.min_coverage)
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
-        return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
+        return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2,
+                    self.p.label_binning)
 
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics."""

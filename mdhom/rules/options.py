@@ -32,6 +32,34 @@ def _feature_fraction(v: Any) -> Any:
         raise ValueError(f"must be None, 'without-replacement' or a fraction in (0, 1], got {v!r}") from None
 
 
+def _label_binning(v: Any) -> Any:
+    """'auto', 'none', 'equal-width' (mlrl-boomer's bin ratio 0.04, at least 1 bin, no maximum) or
+    ('equal-width', bin_ratio, min_bins, max_bins), also written ``equal-width:bin_ratio:min_bins:max_bins``."""
+    if v is None:
+        return "none"
+    if isinstance(v, str) and ":" in v:
+        parts = v.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"must be written equal-width:bin_ratio:min_bins:max_bins, got {v!r}")
+        try:
+            v = (parts[0], float(parts[1]), int(parts[2]), int(parts[3]))
+        except ValueError:
+            raise ValueError(f"must be written equal-width:bin_ratio:min_bins:max_bins, got {v!r}") from None
+    if isinstance(v, str):
+        return choice("auto", "none", "equal-width")(v)
+    try:
+        method, ratio, lo, hi = v
+    except (TypeError, ValueError):
+        raise ValueError(f"must be 'auto', 'none', 'equal-width' or ('equal-width', bin_ratio, min_bins, max_bins), "
+                         f"got {v!r}") from None
+    from mdhom.rules.label_binning import LabelBinning
+
+    method = choice("equal-width")(method)
+    out = (method, real(0.0, 1.0, lo_open=True)(ratio), integer(1)(lo), integer(0)(hi))
+    LabelBinning(*out[1:])  # the checks between the numbers
+    return out
+
+
 def _binning(v: Any) -> Any:
     """None (exact thresholds) or (method, bin count); a bare count means equal-frequency bins."""
     if v is None:
@@ -61,6 +89,11 @@ TABLE = OptionTable((
     Option("head_type", "str", "auto", "'single' (the best single label), 'complete' (every label) or 'auto', "
            "which is 'complete' for every loss here, as in mlrl-boomer (it picks single-label heads only for "
            "sparse decomposable losses, which mdhom does not have).", choice(*HEAD_TYPES)),
+    Option("label_binning", "any", "auto", "Label binning of complete heads over the example-wise loss's coupled "
+           "Hessian (mlrl-boomer's label_binning): 'auto' (mlrl-boomer's choice: 'equal-width' for the example-wise "
+           "loss with complete heads, else none), 'none', 'equal-width' (labels grouped by their label-wise score "
+           "into ceil(0.04 x labels) bins per sign, one score per bin: a system of a few unknowns per candidate "
+           "instead of one per label) or ('equal-width', bin_ratio, min_bins, max_bins).", _label_binning),
     Option("binary_predictor", "str", "auto", "How scores become 0/1 labels (mlrl-boomer's binary_predictor): "
            "'output-wise' (a label where its score is positive), 'example-wise' (the training label vector of least "
            "loss at the example's scores; the model keeps the training label vectors) or 'auto': example-wise for "
@@ -101,7 +134,23 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
         if p["feature_binning"] is None:
             raise ValueError(f"{where}: the device refinement searches binned features; set feature_binning (for "
                              "example ('equal-frequency', 32)), or pass device='numpy' for exact thresholds")
+    resolved_label_binning(p.get("loss", DEFAULTS["loss"]), p.get("head_type", DEFAULTS["head_type"]),
+                           p.get("label_binning", DEFAULTS["label_binning"]))
     return p
+
+
+def resolved_label_binning(loss: str, head_type: str, value: Any):  # noqa: ANN201 - LabelBinning or None
+    """The label binning a fit uses: 'auto' is equal-width for complete heads of the example-wise loss (mlrl-boomer's
+    default there), else none; binning elsewhere is refused (mdhom bins only coupled heads)."""
+    from mdhom.rules.label_binning import LabelBinning
+
+    coupled = loss == "logistic_examplewise" and resolved_head(loss, head_type) == "complete"
+    if value == "none" or (value == "auto" and not coupled):
+        return None
+    if not coupled:
+        raise ValueError(f"label_binning={value!r}: label binning applies to complete heads of the example-wise loss "
+                         "only in this release; pass label_binning='none' or 'auto'")
+    return LabelBinning() if value in ("auto", "equal-width") else LabelBinning(*value[1:])
 
 
 def resolved_head(loss: str, head_type: str) -> str:
