@@ -209,3 +209,15 @@ def test_devices_need_binned_features_and_take_every_loss_and_head():
     est = RuleBoostClassifier(device="cpu", loss="logistic_examplewise", head_type="complete", max_rules=4,
                               feature_binning=("equal-width", 8)).fit(X, Y)
     assert len(est.rules_) > 1
+
+
+def test_coupled_quality_is_tunable(device):
+    """The tuner's runner measures the coupled quality kernel and accepts its result (its reference's shape and
+    bits), at the smallest size class and with label binning at 101 labels."""
+    from mdhom.tuning.measure import LiveRunner
+
+    kernel = specs.all_specs()["rule_coupled_quality"].tunable()
+    for cls in ("labels_6", "labels_101_binned"):
+        sizes = kernel.size_classes[cls]
+        got = LiveRunner(kernel, device, sizes, repeats=1, warmup=1).evaluate(kernel.baseline_config(device, sizes))
+        assert got.status == "ok", (cls, got.message)

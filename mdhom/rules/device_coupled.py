@@ -253,7 +253,7 @@ def quality_reference(a: Mapping) -> np.ndarray:
         lb = LabelBinning(float(np.float32(a["lb_ratio"])), int(a["lb_min"]), int(a["lb_max"]))
     head = Head("complete", True, np.arange(k), k, float(a["l1"]), float(a["l2"]), lb)
     q = binned.qualities(cum, head, int(a["min_coverage"]))
-    out = np.zeros(1, _BEST)
+    out = np.zeros((), _BEST)  # the arg-max over every dimension: one split_t
     flat = int(np.argmin(q))
     out["value"], out["index"] = -q.flat[flat], flat
     return out
