@@ -15,7 +15,6 @@ the same operations in the same order as in the kernel. The matrix goes into the
 
 from __future__ import annotations
 
-from functools import lru_cache
 from importlib import resources
 
 import numpy as np
@@ -28,55 +27,65 @@ def packed_size(k: int) -> int:
     return k * (k + 1) // 2
 
 
-@lru_cache(maxsize=16)
-def _offsets(k: int) -> np.ndarray:
-    """Where each row starts in packed storage; also the diagonal's positions shifted by the row index."""
-    i = np.arange(k, dtype=np.intp)
-    return i * (i + 1) // 2
-
-
 def _safe_divide(w: np.ndarray, d: np.ndarray) -> np.ndarray:
     """w / d, 0.0 where d is 0 (the kernel's ``(d == 0.0) ? 0.0 : w / d``)."""
     zero = d == 0.0
     return np.where(zero, 0.0, w / np.where(zero, 1.0, d))
 
 
+def _unpack_lower(a: np.ndarray, k: int) -> np.ndarray:
+    """(..., k, k) with the packed lower triangle (other entries 0): rows and columns become strided views."""
+    rows, cols = np.tril_indices(k)
+    out = np.zeros(a.shape[:-1] + (k, k))
+    out[..., rows, cols] = a
+    return out
+
+
+def _pack_lower(m: np.ndarray, k: int) -> np.ndarray:
+    rows, cols = np.tril_indices(k)
+    return m[..., rows, cols]
+
+
+def _ldl_full(m: np.ndarray, k: int) -> np.ndarray:
+    """The factorisation in place on a lower triangle held as full matrices, column by column (right-looking): at
+    step j, L_ij = W_ij / D_j below the diagonal, then every later entry (i, c), c <= i, loses W_ij L_cj. Each entry
+    so sees the kernel's operations in the kernel's order (its terms by ascending j), with k vectorised steps
+    instead of the kernel's k^2 / 2 loops (the upper triangle gets scratch values, never read)."""
+    for j in range(k):
+        w = m[..., j + 1:, j].copy()
+        lj = _safe_divide(w, m[..., j, j][..., None])
+        m[..., j + 1:, j] = lj
+        m[..., j + 1:, j + 1:] -= w[..., :, None] * lj[..., None, :]
+    return m
+
+
 def ldl_packed(a: np.ndarray, k: int) -> np.ndarray:
     """The kernel's ``mdh_ldl_packed`` on a batch (..., k(k+1)/2): L below the diagonal, D on it (a copy)."""
-    a = np.array(a, dtype=np.float64, copy=True)
+    a = np.asarray(a, dtype=np.float64)
     if a.shape[-1] != packed_size(k):
         raise ValueError(f"packed matrices of {k} x {k} have {packed_size(k)} entries, got {a.shape[-1]}")
-    off = _offsets(k)
-    for i in range(k):
-        row = a[..., off[i]: off[i] + i + 1]  # a view: updates land in a
-        for m in range(i - 1):  # W_ij -= W_im L_jm for every j in m+1 .. i-1, m ascending
-            js = np.arange(m + 1, i)
-            row[..., m + 1: i] = row[..., m + 1: i] - row[..., m: m + 1] * a[..., off[js] + m]
-        d = row[..., i].copy()
-        w = row[..., :i].copy()
-        diag = a[..., off[:i] + np.arange(i)]
-        lij = _safe_divide(w, diag)
-        for j in range(i):  # D_i = A_ii - sum_j W_ij L_ij, j ascending
-            d = d - w[..., j] * lij[..., j]
-        row[..., :i] = lij
-        row[..., i] = d
-    return a
+    return _pack_lower(_ldl_full(_unpack_lower(a, k), k), k)
+
+
+def _solve_full(f: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    x = np.array(b, dtype=np.float64, copy=True)
+    for j in range(k - 1):  # forward, j ascending
+        x[..., j + 1:] = x[..., j + 1:] - f[..., j + 1:, j] * x[..., j: j + 1]
+    x = _safe_divide(x, np.diagonal(f, axis1=-2, axis2=-1))
+    for j in range(k - 1, 0, -1):  # backward, j descending
+        x[..., :j] = x[..., :j] - f[..., j, :j] * x[..., j: j + 1]
+    return x
 
 
 def ldl_solve_packed(f: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     """The kernel's ``mdh_ldl_solve_packed``: x with L D L^T x = b for factors ``f`` (..., k(k+1)/2) from
     :func:`ldl_packed` and right-hand sides ``b`` (..., k)."""
-    x = np.array(b, dtype=np.float64, copy=True)
-    off = _offsets(k)
-    for j in range(k - 1):  # forward, j ascending
-        i = np.arange(j + 1, k)
-        x[..., j + 1:] = x[..., j + 1:] - f[..., off[i] + j] * x[..., j: j + 1]
-    x = _safe_divide(x, f[..., off + np.arange(k)])
-    for j in range(k - 1, 0, -1):  # backward, j descending
-        x[..., :j] = x[..., :j] - f[..., off[j]: off[j] + j] * x[..., j: j + 1]
-    return x
+    return _solve_full(_unpack_lower(np.asarray(f, dtype=np.float64), k), b, k)
 
 
 def solve_packed(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     """x with A x = b for packed symmetric ``a`` (..., k(k+1)/2) and ``b`` (..., k), in the kernel's order."""
-    return ldl_solve_packed(ldl_packed(a, k), b, k)
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape[-1] != packed_size(k):
+        raise ValueError(f"packed matrices of {k} x {k} have {packed_size(k)} entries, got {a.shape[-1]}")
+    return _solve_full(_ldl_full(_unpack_lower(a, k), k), b, k)
