@@ -164,11 +164,13 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                      "NUM_WG_dir": 1, "NUM_WI_dir": 2, "NUM_WI_COMBINE": 2},
             "rule_coupled_result": {"NUM_WG_lane": 2, "NUM_WI_lane": 4}}
 G2, H2 = make_loss("logistic_examplewise").statistics(rng.integers(0, 2, (n, L)).astype(float), np.zeros((n, L)))
-runs = [(configs, False) for configs in (None, parallel)] + [(configs, True) for configs in (None, parallel)]
-for configs, wise in runs:  # label-wise complete heads, then the example-wise loss's coupled ones (a solve each)
-    if wise:
+from mdhom.rules.label_binning import LabelBinning
+runs = [(configs, False, None) for configs in (None, parallel)] + [(configs, True, None) for configs in (None, parallel)]
+runs.append((parallel, True, LabelBinning(0.5, 1, 0)))
+for configs, wise, lb in runs:  # label-wise complete heads, then the example-wise loss's coupled ones (a solve
+    if wise:                    # each), then those with label binning
         G, H = G2, H2
-    head = Head("complete", wise, np.arange(L), L, 0.0, 1.0)
+    head = Head("complete", wise, np.arange(L), L, 0.0, 1.0, lb)
     search = DeviceRefinement(dev, bins, nb, edges, L, H.shape[1], 0.0, 1.0, 1, configs=configs,
                               coupled_budget=8 * 11 * nb * 2 if configs else None)
     search.start(G, H, w, head)
@@ -184,17 +186,18 @@ for configs, wise in runs:  # label-wise complete heads, then the example-wise l
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)
         search.add(got)
-    print("ok", configs is not None, wise, flush=True)
+    print("ok", configs is not None, wise, lb is not None, flush=True)
 """
 
 
 def test_refinement_is_clean_under_oclgrind(oclgrind_device):
     """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration
     and one with several work-groups and lanes along every reduced dimension (for coupled heads also features in
-    chunks of two), for label-wise complete heads and the example-wise loss's coupled ones."""
+    chunks of two), for label-wise complete heads and the example-wise loss's coupled ones, with and without label
+    binning."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 4, run.explain()
+    assert run.stdout.count("ok ") == 5, run.explain()
 
 
 def test_devices_need_binned_features_and_take_every_loss_and_head():
