@@ -41,6 +41,9 @@ inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
+% if scratch_decl:
+    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+% endif
     atom_t out = atom_zero();
 % if desc.scatter:
 #define out_at (*mdh_at)
@@ -63,6 +66,9 @@ inline void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
+% if scratch_decl:
+    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+% endif
 #define acc (*mdh_acc)
     {
 ${desc.accumulate}
@@ -80,6 +86,9 @@ inline void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS)
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
+% if scratch_decl:
+    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+% endif
     {
 ${desc.accumulate_atomic}
     }

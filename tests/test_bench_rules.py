@@ -34,7 +34,10 @@ def test_boomer_parameters_spell_mdhoms_settings():
     assert p["loss"] == "logistic-non-decomposable" and p["head_type"] == "complete" and p["max_rules"] == 20
     assert p["feature_sampling"] == "none" and p["feature_binning"] == "equal-width{min_bins=16,max_bins=16}"
     assert p["rule_induction"] == "top-down-greedy{max_conditions=3}" and p["random_state"] == 1
-    assert p["label_binning"] == "none" and p["statistic_type"] == "64-bit" and p["holdout"] == "none"
+    assert p["label_binning"] == "equal-width{bin_ratio=0.04,min_bins=1,max_bins=0}"  # 'auto': mlrl-boomer's choice
+    assert p["statistic_type"] == "64-bit" and p["holdout"] == "none"
+    assert boomer.boomer_params({**boomer.SETTINGS["examplewise-complete-unbinned"]})["label_binning"] == "none"
+    assert boomer.boomer_params({**boomer.SETTINGS["labelwise-single"]})["label_binning"] == "none"
     assert p["parallel_rule_refinement"] == "true{num_preferred_threads=0}"
     own = boomer.boomer_params({"max_rules": 5}, same_as_mdhom=False)
     assert own["feature_sampling"] == "without-replacement" and "feature_binning" not in own
@@ -92,11 +95,14 @@ def test_bench_rules_quick_end_to_end(tmp_path, capsys, monkeypatch, installed):
         assert "mlrl-boomer not installed" in text
 
 
-def test_a_setting_the_device_refuses_runs_on_numpy():
+def test_examplewise_complete_runs_on_the_device_beside_the_numpy_reference():
+    """Complete heads of the example-wise loss (once refused on a device) run there, with a numpy-reference line
+    that fits the same model (the same predictions)."""
     config = rules.RulesConfig.quick_config(settings=["examplewise-complete"], device="cpu", anchors=False)
-    (r,) = rules.run_rules(config, log=lambda _: None)["results"]
-    assert r["status"] == "ok" and r["device"] == "numpy" and r["params"]["device"] == "numpy"
-    assert "complete heads of the example-wise loss" in r["warnings"][0]
+    dev, ref = rules.run_rules(config, log=lambda _: None)["results"]
+    assert dev["status"] == "ok" and dev["device"] != "numpy" and not dev["warnings"]
+    assert ref["system"] == "mdhom, numpy reference" and ref["device"] == "numpy"
+    assert (dev["hamming"], dev["micro_f1"]) == (ref["hamming"], ref["micro_f1"])
 
 
 def test_bench_rules_refuses_bad_sizes(capsys):

@@ -163,6 +163,7 @@ def test_every_rule_option_is_a_flag(tmp_path):
     assert main(["train", "--data", train, "--labels", xml, "--learner", "rules", "--max-rules", "12",
                  "--shrinkage", "0.5", "--l1-regularization-weight", "0.1", "--l2_regularization_weight", "0.5",
                  "--loss", "logistic_examplewise", "--head-type", "single", "--binary-predictor", "output-wise",
+                 "--label-binning", "none",
                  "--feature-binning", "equal-width:8", "--feature-sampling", "none", "--instance-sampling", "0.8",
                  "--label-sampling", "0.5", "--max-conditions", "2", "--min-coverage", "3", "--random-state", "4",
                  "--device", "numpy", "--precision", "double", "--model", str(model)]) == 0
@@ -172,7 +173,7 @@ def test_every_rule_option_is_a_flag(tmp_path):
     assert set(params) == set(TABLE.by_name)
     assert params == {"max_rules": 12, "shrinkage": 0.5, "l1_regularization_weight": 0.1,
                       "l2_regularization_weight": 0.5, "loss": "logistic_examplewise", "head_type": "single",
-                      "binary_predictor": "output-wise", "feature_binning": ["equal-width", 8],
+                      "label_binning": "none", "binary_predictor": "output-wise", "feature_binning": ["equal-width", 8],
                       "feature_sampling": None, "instance_sampling": 0.8, "label_sampling": 0.5, "max_conditions": 2,
                       "min_coverage": 3, "random_state": 4, "device": "numpy", "precision": "double"}
     est = mdhom.load_model(model)

@@ -121,3 +121,22 @@ def test_build_within_limits_shrinks_to_the_kernel_limit(device, monkeypatch):
     assert comp.work_group_size <= 16 and comp.config["NUM_WI_COMBINE"] <= 16
     x = np.random.default_rng(0).standard_normal((5, 77))
     np.testing.assert_allclose(comp(x=x), x.sum(1), rtol=1e-12)
+
+
+def test_scratch_needs_an_int_length_parameter_and_no_scan():
+    def desc(params, combine=None):
+        return mdh.Description("s", ["i"], [combine or mdh.Concat()], "double", "work[0] = 1.0; out = work[0];", params=params,
+                               scratch=mdh.Scratch("work", "double", "n"))
+    with pytest.raises(mdh.DescriptionError, match="must name an int parameter"):
+        desc([])
+    with pytest.raises(mdh.DescriptionError, match="must name an int parameter"):
+        desc([mdh.Param("n", "double")])
+    with pytest.raises(mdh.DescriptionError, match="scanned dimension"):
+        desc([mdh.Param("n", "int")], mdh.Scan(mdh.SUM))
+
+
+def test_scratch_beyond_device_memory_is_refused_before_allocating(device):
+    case = {c.name: c for c in examples.all_cases()}["packed_solve"].prepare(np.random.default_rng(0))
+    comp = mdh.Computation(case.description, device, {"NUM_WG_sys": 4, "NUM_WI_sys": 8})
+    with pytest.raises(mdh.ConfigError, match="scratch of .* needs"):
+        comp(**{**case.inputs, "work_len": 2**40})

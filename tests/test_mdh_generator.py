@@ -223,3 +223,35 @@ def test_tiled_scan_equals_chunked_scan(device, name):
         assert_matches(case, got[1], f"tiled {groups}x{wi}")
         if got[0].dtype.kind in "iu":
             assert got[0].tobytes() == got[1].tobytes()
+
+
+@pytest.mark.parametrize("k", [1, 2, 17, 40])
+def test_batched_packed_solve_matches_its_numpy_twin_bit_for_bit(device, k):
+    """A description over systems whose scalar function solves its own k x k system in scratch memory (sized at
+    launch: one build for every k) gives mdh.linalg's bits, also for a singular system (zero pivots give zeros)."""
+    from mdhom.mdh import linalg
+
+    rng = np.random.default_rng(k)
+    m = rng.normal(size=(9, k, k))
+    spd = m @ m.transpose(0, 2, 1) + 0.1 * np.eye(k)
+    spd[3] = 0.0  # singular: every pivot zero
+    rows, cols = np.tril_indices(k)
+    a, b = spd[:, rows, cols].copy(), rng.normal(size=(9, k))
+    desc = mdh.Description(
+        "solve_k", ["sys"], [mdh.Concat()], "double",
+        scalar="""
+const long P = (long)k * (k + 1) / 2;
+for (long e = 0; e < P; ++e) work[e] = a[sys * P + e];
+for (int i = 0; i < k; ++i) work[P + i] = b[sys * k + i];
+mdh_ldl_packed(work, k);
+mdh_ldl_solve_packed(work, k, work + P);
+out = work[P + lane];""",
+        inputs=[mdh.Input("a", "double", ("*",), gather=True), mdh.Input("b", "double", ("*",), gather=True)],
+        params=[mdh.Param("k", "int"), mdh.Param("lane", "int"), mdh.Param("work_len", "int")],
+        preamble=linalg.SOURCE, scratch=mdh.Scratch("work", "double", "work_len"))
+    comp = mdh.Computation(desc, device, {"NUM_WG_sys": 2, "NUM_WI_sys": 4})
+    want = linalg.solve_packed(a, b, k)
+    for lane in (0, k - 1):
+        got = comp({"sys": 9}, a=a.ravel(), b=b.ravel(), k=k, lane=lane, work_len=a.shape[1] + k)
+        assert got.tobytes() == np.ascontiguousarray(want[:, lane]).tobytes(), lane
+    assert not want[3].any()

@@ -14,6 +14,7 @@ from mdhom.mdh import Computation
 from mdhom.rules import device as rd
 from mdhom.rules.binned import best_binned, bin_matrix
 from mdhom.rules.heads import Head
+from mdhom.rules.label_binning import LabelBinning
 from mdhom.rules.losses import make_loss
 from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import covered_by
@@ -34,8 +35,9 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_feature_bins", "tree_split_score_rule_single",
-                                    "tree_split_score_rule_complete"])
+@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_feature_bins",
+                                    "tree_split_score_rule_single", "tree_split_score_rule_complete",
+                                    "rule_coupled_quality"])
 def test_kernels_agree_with_their_numpy_references(device, kernel):
     """Each new kernel through its spec's tuner inputs and reference, at the spec's smallest size class and at
     awkward sizes with several work-groups."""
@@ -56,19 +58,31 @@ def test_kernels_agree_with_their_numpy_references(device, kernel):
             assert g.tobytes() == w.tobytes(), (kernel, field, cfg)
 
 
-@pytest.mark.parametrize("kind, loss, l1, precision", [
-    ("single", "logistic_labelwise", 0.0, "double"), ("complete", "logistic_labelwise", 0.0, "double"),
-    ("complete", "squared_error", 0.3, "double"), ("single", "logistic_examplewise", 0.0, "double"),
-    ("single", "logistic_labelwise", 0.0, "quantized"), ("complete", "squared_error", 0.3, "quantized"),
-    ("single", "logistic_examplewise", 0.0, "quantized")])
-def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1, precision):
-    """Quantized: the reference sums the fixed-point statistics' reals in doubles, the device their integers."""
+@pytest.mark.parametrize("kind, loss, l1, lb, precision", [
+    ("single", "logistic_labelwise", 0.0, None, "double"), ("complete", "logistic_labelwise", 0.0, None, "double"),
+    ("complete", "squared_error", 0.3, None, "double"), ("single", "logistic_examplewise", 0.0, None, "double"),
+    ("complete", "logistic_examplewise", 0.0, None, "double"), ("complete", "logistic_examplewise", 0.2, None, "double"),
+    ("complete", "logistic_examplewise", 0.0, LabelBinning(0.5, 1, 0), "double"),
+    ("complete", "logistic_examplewise", 0.1, LabelBinning(), "double"),
+    ("single", "logistic_labelwise", 0.0, None, "quantized"), ("complete", "squared_error", 0.3, None, "quantized"),
+    ("single", "logistic_examplewise", 0.0, None, "quantized"),
+], ids=["single", "complete", "squared-l1", "examplewise-single", "examplewise-complete", "examplewise-complete-l1",
+        "examplewise-binned", "examplewise-binned-l1", "single-quantized", "squared-l1-quantized",
+        "examplewise-single-quantized"])
+def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, loss, l1, lb, precision):
+    """One refinement step after another (statistics, scan, each candidate's head and quality, the arg-max) against
+    the numpy reference; complete heads of the example-wise loss (a coupled Hessian: a solve per candidate) also
+    with the features in chunks of two (l1 > 0), as a small memory budget splits them, and with label binning
+    (mlrl-boomer's default ratio, and a ratio of one half: two bins per sign). Quantized: the reference sums the
+    fixed-point statistics' reals in doubles, the device their integers."""
     rng, X, edges, G, H = _problem(loss=loss)
     n, L = G.shape
     bins, nb = bin_matrix(X, edges)
-    head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0)
+    head = Head(kind, loss == "logistic_examplewise", np.array([0, 2, 3]), L, l1, 1.0, lb)
     w = (rng.random(n) < 0.8).astype(float)
-    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, precision=precision)
+    budget = 2 * 8 * (3 + 6 + 2) * nb if head.coupled and l1 > 0 else None
+    search = rd.DeviceRefinement(device, bins, nb, edges, L, H.shape[1], l1, 1.0, 2, coupled_budget=budget,
+                                 precision=precision)
     quant = QuantizedStatistics(n, L, H.shape[1]) if precision == "quantized" else None
     for _rule in range(2):
         atoms, changed = head.gather(G, H), None
@@ -108,9 +122,12 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="complete", feature_binning=("equal-width", 12), l1_regularization_weight=0.1),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, label_sampling=0.8, min_coverage=3),
     dict(head_type="single", loss="logistic_examplewise", max_conditions=2),
+    dict(head_type="auto", loss="logistic_examplewise", l1_regularization_weight=0.05, label_sampling=0.8),
+    dict(head_type="complete", loss="logistic_examplewise", label_binning="none", instance_sampling=0.8),
     dict(head_type="single", precision="quantized"),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, min_coverage=3, precision="quantized"),
-], ids=["single", "complete-l1", "sampling", "examplewise-single", "single-quantized", "sampling-quantized"])
+], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-auto-binned", "examplewise-complete",
+        "single-quantized", "sampling-quantized"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))
@@ -124,6 +141,8 @@ def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     quantized = kw.get("precision") == "quantized"
     assert ref.precision_ == est.precision_ == ("quantized" if quantized else "double")
     assert ("tree_histogram_q" if quantized else "tree_histogram") in est.kernel_configs_
+    coupled = any(k.startswith("rule_coupled_quality") for k in est.kernel_configs_)
+    assert coupled == (kw.get("loss") == "logistic_examplewise" and kw["head_type"] != "single")
     assert got == want
 
 
@@ -155,12 +174,29 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                                "NUM_WI_COMBINE": 2},
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
-            "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2}}
+            "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2},
+            "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_lane": 2, "NUM_WI_lane": 4,
+                                       "NUM_WG_pos": 1, "NUM_WI_pos": 1, "NUM_WI_COMBINE": 2},
+            "rule_cover_scan": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WI_COMBINE": 4, "SCAN_TILED": 1},
+            "rule_cover_rows": {"NUM_WG_row": 2, "NUM_WI_row": 8},
+            "rule_coupled_scan": {"NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WG_lane": 2, "NUM_WI_lane": 3,
+                                  "NUM_WG_bin": 1, "NUM_WI_bin": 1, "NUM_WI_COMBINE": 2, "SCAN_TILED": 0},
+            "rule_coupled_quality": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_bin": 2, "NUM_WI_bin": 2,
+                                     "NUM_WG_dir": 1, "NUM_WI_dir": 2, "NUM_WI_COMBINE": 2},
+            "rule_coupled_result": {"NUM_WG_lane": 2, "NUM_WI_lane": 4}}
+G2, H2 = make_loss("logistic_examplewise").statistics(rng.integers(0, 2, (n, L)).astype(float), np.zeros((n, L)))
+from mdhom.rules.label_binning import LabelBinning
 parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PARTIALS_LOCAL=1),
                   rule_atoms_q=parallel["rule_atoms"])
-for precision, configs in (("double", None), ("double", parallel), ("quantized", parallel_q)):
-    head = Head("complete", False, np.arange(L), L, 0.0, 1.0)
-    search = DeviceRefinement(dev, bins, nb, edges, L, L, 0.0, 1.0, 1, configs=configs, precision=precision)
+runs = [(configs, False, None, "double") for configs in (None, parallel)] + [(parallel_q, False, None, "quantized")]
+runs += [(configs, True, None, "double") for configs in (None, parallel)] + [(parallel, True, LabelBinning(0.5, 1, 0),
+                                                                               "double")]
+for configs, wise, lb, precision in runs:  # label-wise complete heads (exact, then quantized with the histogram's
+    if wise:                               # atomics), the example-wise loss's coupled ones (a solve each), then
+        G, H = G2, H2                      # those with label binning
+    head = Head("complete", wise, np.arange(L), L, 0.0, 1.0, lb)
+    search = DeviceRefinement(dev, bins, nb, edges, L, H.shape[1], 0.0, 1.0, 1, configs=configs,
+                              coupled_budget=8 * 11 * nb * 2 if configs and wise else None, precision=precision)
     quant, changed, atoms = None, None, head.gather(G, H)
     if precision == "quantized":
         quant = QuantizedStatistics(n, L, L)
@@ -179,20 +215,62 @@ for precision, configs in (("double", None), ("double", parallel), ("quantized",
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)
         search.add(got)
-    print("ok", precision, configs is not None, flush=True)
+    print("ok", precision, configs is not None, wise, lb is not None, flush=True)
 """
 
 
 def test_refinement_is_clean_under_oclgrind(oclgrind_device):
-    """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration,
-    one with several work-groups and lanes along every reduced dimension, and the quantized kernels with the
-    histogram's local-memory atomics."""
+    """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration
+    and one with several work-groups and lanes along every reduced dimension (for coupled heads also features in
+    chunks of two), for label-wise complete heads (also quantized, with the histogram's local-memory atomics) and
+    the example-wise loss's coupled ones, with and without label binning."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 3, run.explain()
+    assert run.stdout.count("ok ") == 6, run.explain()
 
 
-def test_devices_need_binned_decomposable_statistics():
+def test_devices_need_binned_features_and_take_every_loss_and_head():
+    """Exact thresholds are refused on a device; complete heads of the example-wise loss (refused before the
+    coupled search) now fit there."""
     X, Y = np.zeros((10, 2)), np.eye(10, 2, dtype=int)
     with pytest.raises(ValueError, match="set feature_binning"):
         RuleBoostClassifier(device="cpu").fit(X, Y)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    Y = np.stack([X[:, 0] > 0, X[:, 1] > 0.5], 1).astype(int)
+    est = RuleBoostClassifier(device="cpu", loss="logistic_examplewise", head_type="complete", max_rules=4,
+                              feature_binning=("equal-width", 8)).fit(X, Y)
+    assert len(est.rules_) > 1
+
+
+def test_coupled_quality_is_tunable(device):
+    """The tuner's runner measures the coupled quality kernel and accepts its result (its reference's shape and
+    bits), at the smallest size class and with label binning at 101 labels."""
+    from mdhom.tuning.measure import LiveRunner
+
+    kernel = specs.all_specs()["rule_coupled_quality"].tunable()
+    for cls in ("labels_6", "labels_101_binned"):
+        sizes = kernel.size_classes[cls]
+        got = LiveRunner(kernel, device, sizes, repeats=1, warmup=1).evaluate(kernel.baseline_config(device, sizes))
+        assert got.status == "ok", (cls, got.message)
+
+
+def test_precision_none_is_quantized_on_gpus_for_decomposable_heads_only():
+    """None resolves per device and head kind; quantized coupled heads on a device are a clear error (their
+    device search sums float64), in numpy they fit."""
+    from types import SimpleNamespace
+
+    from mdhom.rules import options as O
+
+    gpu, cpu = SimpleNamespace(type="gpu"), SimpleNamespace(type="cpu")
+    assert O.resolved_precision(None, gpu) == "quantized"
+    assert O.resolved_precision(None, gpu, coupled=True) == "double"
+    assert O.resolved_precision(None, cpu) == O.resolved_precision(None, None) == "double"
+    with pytest.raises(ValueError, match="precision='double' or device='numpy'"):
+        O.resolved_precision("quantized", cpu, coupled=True)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    Y = np.stack([X[:, 0] > 0, X[:, 1] > 0.5], 1).astype(int)
+    est = RuleBoostClassifier(loss="logistic_examplewise", head_type="complete", max_rules=4, precision="quantized",
+                              feature_binning=("equal-width", 8)).fit(X, Y)
+    assert est.precision_ == "quantized" and len(est.rules_) > 1

@@ -164,3 +164,68 @@ def test_binned_search_agrees_with_the_exact_search_on_bin_indices(kind):
     assert got.threshold == edges[want.feature][int(np.floor(want.threshold))]
     np.testing.assert_allclose(got.quality, want.quality, rtol=1e-12)
     np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
+
+
+def test_fixed_order_solve_agrees_with_lapack_and_keeps_its_bits_per_candidate():
+    """The coupled head's LDL^T solve (the order the device copies) against LAPACK to rounding, at 30 labels; a
+    candidate's result does not depend on the batch it is solved in (the device solves one at a time)."""
+    from mdhom.rules import coupled
+
+    rng = np.random.default_rng(8)
+    n, L = 200, 30
+    G, H = make_loss("logistic_examplewise").statistics(rng.integers(0, 2, (n, L)).astype(float),
+                                                        rng.normal(size=(n, L)))
+    rows = [rng.random(n) < 0.5 for _ in range(5)]
+    g = np.stack([G[r].sum(axis=0) for r in rows])
+    h = np.stack([H[r].sum(axis=0) for r in rows])
+    s = coupled.scores(g, h, 0.0, 1.0)
+    want = np.linalg.solve(unpack(h, L) + np.eye(L), -g[..., None])[..., 0]
+    np.testing.assert_allclose(s, want, rtol=1e-9, atol=1e-12)
+    assert coupled.scores(g[2:3], h[2:3], 0.0, 1.0).tobytes() == s[2:3].tobytes()
+    q = coupled.quality(s, g, h, 0.0, 1.0)
+    np.testing.assert_allclose(q, 0.5 * (g * s).sum(axis=1), rtol=1e-9)  # at the minimiser: g.s / 2
+
+
+def test_label_binning_groups_labels_as_mlrl_boomer():
+    from mdhom.rules.label_binning import LabelBinning, bins_of, solve
+
+    lb = LabelBinning()
+    # ceil(0.04 n) in float32, at least 1: 1 bin up to 25 labels of one sign, 5 at 101
+    assert lb.bounded(np.array([1, 25, 26, 101])).tolist() == [1, 1, 2, 5]
+    assert LabelBinning(0.5, 2, 3).bounded(np.array([1, 4, 10])).tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="ratio"):
+        LabelBinning(1.5)
+    # criteria -g / (h + l2): two negative (-2, -1), a zero (g = 0), three positive (0.5, 0.6, 3)
+    g = np.array([[2.0, 1.0, 0.0, -0.5, -0.6, -3.0]])
+    k = g.shape[1]
+    h = np.zeros((1, k * (k + 1) // 2))
+    idx, n_bins = bins_of(g, h, 0.0, 1.0, LabelBinning(0.5, 1, 0))
+    # negatives: 1 bin (ceil(0.5 * 2)); positives: 2 equal-width bins over [0.5, 3] (0.5, 0.6 low; 3 high)
+    assert idx.tolist() == [[0, 0, -1, 1, 1, 2]] and n_bins.tolist() == [3]
+    # one bin, diagonal Hessians only: s = -sum(g) / (sum(h_ii) + n l2) for every label
+    rng = np.random.default_rng(2)
+    g = -rng.random((4, 5)) - 0.1
+    h = rng.random((4, 15))
+    scores, q = solve(g, h, 0.0, 1.0, lb)
+    d = np.arange(5) * (np.arange(5) + 3) // 2  # the packed diagonal
+    s1 = -g.sum(axis=1) / (h[:, d].sum(axis=1) + 5.0)
+    np.testing.assert_allclose(scores, np.repeat(s1[:, None], 5, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(q, 0.5 * s1 * g.sum(axis=1), rtol=1e-12)
+
+
+def test_label_binning_option_resolves_as_mlrl_boomer():
+    from mdhom import RuleBoostClassifier
+    from mdhom.rules.label_binning import LabelBinning
+    from mdhom.rules.options import resolved_label_binning
+
+    assert resolved_label_binning("logistic_examplewise", "auto", "auto") == LabelBinning()
+    assert resolved_label_binning("logistic_examplewise", "single", "auto") is None
+    assert resolved_label_binning("logistic_labelwise", "complete", "auto") is None
+    assert resolved_label_binning("logistic_examplewise", "complete", ("equal-width", 0.1, 2, 4)) == \
+        LabelBinning(0.1, 2, 4)
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    Y = np.stack([X[:, 0] > 0, X[:, 1] > 0], 1).astype(int)
+    with pytest.raises(ValueError, match="example-wise loss only"):
+        RuleBoostClassifier(label_binning="equal-width").fit(X, Y)
+    with pytest.raises(ValueError, match="label_binning"):
+        RuleBoostClassifier(label_binning=("equal-width", 0.1, 3, 2)).fit(X, Y)

@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 
 # the (loss, head) pairs issue 10 compares: mlrl-boomer's label-wise loss with single-label heads, and the heavy
-# case, the example-wise loss with complete heads
+# case, the example-wise loss with complete heads: with label binning as mlrl-boomer decides ('auto': equal-width
+# bins of labels there), and without
 SETTINGS = {"labelwise-single": {"loss": "logistic_labelwise", "head_type": "single"},
-            "examplewise-complete": {"loss": "logistic_examplewise", "head_type": "complete"}}
+            "examplewise-complete": {"loss": "logistic_examplewise", "head_type": "complete", "label_binning": "auto"},
+            "examplewise-complete-unbinned": {"loss": "logistic_examplewise", "head_type": "complete",
+                                              "label_binning": "none"}}
 LOSSES = {"logistic_labelwise": "logistic-decomposable", "logistic_examplewise": "logistic-non-decomposable",
           "squared_error": "squared-error-decomposable"}
 
@@ -53,6 +56,16 @@ def _sampling(value: Any) -> str:
     return _options("without-replacement", sample_size=float(value))
 
 
+def label_binning_spelling(p: dict[str, Any]) -> str:
+    """mlrl-boomer's ``label_binning`` for the label binning mdhom's parameters ``p`` resolve to."""
+    from mdhom.rules.options import resolved_label_binning
+
+    lb = resolved_label_binning(p["loss"], p["head_type"], p["label_binning"])
+    if lb is None:
+        return "none"
+    return _options("equal-width", bin_ratio=lb.ratio, min_bins=lb.min_bins, max_bins=lb.max_bins)
+
+
 def boomer_params(p: dict[str, Any], same_as_mdhom: bool = True, threads: int | None = None) -> dict[str, Any]:
     """BoomerClassifier's keyword arguments for RuleBoostClassifier parameters ``p`` (any omitted take mdhom's
     defaults). ``threads``: rule refinement and statistic update on that many threads (0: all cores)."""
@@ -78,7 +91,7 @@ def boomer_params(p: dict[str, Any], same_as_mdhom: bool = True, threads: int | 
             out["feature_binning"] = _options(method, min_bins=bins, max_bins=bins)
     if same_as_mdhom:
         out.update(instance_sampling=_sampling(p["instance_sampling"]), output_sampling=_sampling(p["label_sampling"]),
-                   label_binning="none", holdout="none", global_pruning="none", rule_pruning="none",
+                   label_binning=label_binning_spelling(p), holdout="none", global_pruning="none", rule_pruning="none",
                    default_rule="true", statistic_type="64-bit")
     if threads is not None:
         out.update(parallel_rule_refinement=_options("true", num_preferred_threads=threads),

@@ -158,7 +158,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--features", type=int, default=None, help="dense features (default 120; --quick: 12)")
     r.add_argument("--labels", type=int, default=None, help="labels (default 101; --quick: 6)")
     r.add_argument("--rules", type=int, default=None, help="rules per fit, the default rule included (default 50)")
-    r.add_argument("--settings", default=None, help="comma list of labelwise-single, examplewise-complete")
+    r.add_argument("--settings", default=None,
+                   help="comma list of labelwise-single, examplewise-complete (label binning as mlrl-boomer decides: "
+                        "equal-width), examplewise-complete-unbinned (default: the first two)")
     r.add_argument("--bins", type=int, default=None, help="mdhom's equal-width bins per feature (default 32)")
     r.add_argument("--device", default=None, help="mdhom's device (default auto; --quick: numpy)")
     r.add_argument("--threads", type=int, default=None, help="mlrl-boomer's threads (default 0: every core)")
@@ -169,6 +171,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rules of an extra, profiled mdhom fit on an OpenCL device (default 10; --quick: 0)")
     r.add_argument("--anchors", choices=("mlrl-boomer", "none"), default=None,
                    help="run mlrl-boomer when installed (default) or not")
+    r.add_argument("--no-numpy-line", action="store_true",
+                   help="skip the mdhom fit on the numpy reference that runs beside a device's (same model)")
     r.add_argument("--out", default=None, help="JSON report path (default: print only)")
     r.add_argument("--quick", action="store_true", help="CI size: 1500 x 12, 6 labels, 8 rules, numpy")
     r.set_defaults(func=run_rules)
@@ -185,7 +189,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: $MDHOM_DATASETS, else ../shared/datasets)")
     q.add_argument("--datasets", default=None, help="comma list of emotions, enron (default both)")
     q.add_argument("--settings", default=None,
-                   help="comma list of labelwise-single, examplewise-complete (default both)")
+                   help="comma list of labelwise-single, examplewise-complete-unbinned (default both: no label "
+                        "binning on either side), examplewise-complete (label binning as mlrl-boomer decides)")
     q.add_argument("--seeds", default=None, help="comma list of seeds, both sides (default 1,2,3,4,5)")
     q.add_argument("--max-rules", type=int, default=None, help="rules, the default rule included (default 1000)")
     q.add_argument("--device", default=None, help="mdhom's device (default numpy: exact thresholds)")
@@ -318,6 +323,7 @@ def run_rules(args: argparse.Namespace) -> int:
                                                      "device", "precision", "threads", "seed", "profile_rules")}
     given["settings"] = _list(args.settings)
     given["anchors"] = None if args.anchors is None else args.anchors != "none"
+    given["numpy_line"] = False if args.no_numpy_line else None
     config = RulesConfig.quick_config(**given) if args.quick else \
         RulesConfig(**{k: v for k, v in given.items() if v is not None})
     for name in ("rows", "features", "labels", "rules", "bins"):

@@ -28,6 +28,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.predictor",
     "mdhom.components.binning",
     "mdhom.rules.device",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
+    "mdhom.rules.device_coupled",  # ... and those of complete heads over the example-wise loss's coupled Hessian
     "mdhom.forests.kernels",  # the random forests' level kernels (the tree dimension)
     "mdhom.forests.chain_kernels",  # the classifier chains' prediction (rows x chains x trees)
 )

@@ -37,6 +37,7 @@ from mdhom.mdh.description import (
     Parameter,
     Reduce,
     Scan,
+    Scratch,
 )
 from mdhom.mdh.types import Array, Scalar, Struct
 
@@ -70,6 +71,7 @@ __all__ = [
     "Reduce",
     "Scalar",
     "Scan",
+    "Scratch",
     "Struct",
     "build_program",
     "build_within_limits",

@@ -56,6 +56,13 @@ def template_context(desc: Description) -> dict:
             fn_args.append(f"mdh_in_{inp.name}")
             index = inp.index if inp.index is not None else _row_major(tuple(str(s) for s in inp.shape))
             loads.append((inp.ctype, inp.name, index))
+    scratch_decl = ""
+    if desc.scratch is not None:  # after the inputs: the computation passes its scratch buffer there
+        sc = desc.scratch
+        fn_params.append(f"__global {sc.ctype}* restrict mdh_scratch")
+        fn_args.append("mdh_scratch")
+        scratch_decl = (f"__global {sc.ctype}* const {sc.name} = mdh_scratch + (long)get_global_id(0) * "
+                        f"(long){sc.length};")
     for d in desc.dim_names:
         fn_params.append(f"const idx_t SIZE_{d}")
         fn_args.append(f"SIZE_{d}")
@@ -81,6 +88,7 @@ def template_context(desc: Description) -> dict:
         "fn_params": ", ".join(fn_params),
         "fn_args": ", ".join(fn_args),
         "loads": loads,
+        "scratch_decl": scratch_decl,
         "point_params": ", ".join(f"const idx_t {d}" for d in desc.dim_names),
         "point_args": ", ".join(desc.dim_names),
         "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),

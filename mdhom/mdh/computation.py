@@ -118,6 +118,8 @@ class Computation:
         self._programs: dict[bool, cl.Program] = {}
         self._kernels: dict[tuple[bool, str], cl.Kernel] = {}
         self._scratch: cl_array.Array | None = None
+        self._work: cl.Buffer | None = None  # the description's Scratch, grown on demand
+        self._work_bytes = 0
         for which in self.kernel_names():  # build now: a configuration the compiled kernels cannot run fails here
             self.kernel(which)
 
@@ -169,7 +171,8 @@ class Computation:
         the scalar parameters. Declared once, so that a launch passes all of them through pyopencl's
         generated invoker: one call sets them (a few microseconds), where ``set_arg`` costs ~10-20 us each."""
         idx = np.dtype(np.int64 if index64 else np.int32)
-        return ([None] * (2 + len(self.desc.inputs)) + [idx] * len(self.desc.dim_names)
+        n_buffers = 2 + len(self.desc.inputs) + (self.desc.scratch is not None)
+        return ([None] * n_buffers + [idx] * len(self.desc.dim_names)
                 + [CTYPES[p.ctype] for p in self.desc.params])
 
     # ---------------------------------------------------------------- geometry
@@ -275,6 +278,8 @@ class Computation:
             if isinstance(arr, np.ndarray):
                 arr = cl_array.to_device(queue, np.ascontiguousarray(arr))
             kargs.append(arr.data)
+        if self.desc.scratch is not None:
+            kargs.append(self.work_buffer(int(args[self.desc.scratch.length])))
         kargs.extend(idx(bound[d]) for d in self.desc.dim_names)
         for name, cast in self._param_types:
             kargs.append(cast(args[name]))
@@ -323,6 +328,25 @@ class Computation:
         if self._scratch is None or self._scratch.size < n * math.prod(self.desc.atom.shape or (1,)):
             self._scratch = cl_array.empty(queue, (n,) + self.desc.atom.shape, self.desc.atom.dtype)
         return self._scratch
+
+    def work_buffer(self, length: int) -> cl.Buffer:
+        """The description's :class:`~mdhom.mdh.description.Scratch`: ``length`` elements for each work-item of
+        the main kernel, allocated once and grown on demand; a need beyond the device's largest allocation (or
+        half its memory) is a :class:`ConfigError` raised before allocating (fewer work-groups need less)."""
+        sc = self.desc.scratch
+        if length < 0:
+            raise ValueError(f"{self.desc.name}: scratch length {sc.length}={length} must not be negative")
+        items = self.num_groups * self.work_group_size
+        nbytes = max(1, items * int(length)) * CTYPES[sc.ctype].itemsize
+        limit = min(int(self.device.cl_device.max_mem_alloc_size), self.device.global_mem_size // 2)
+        if nbytes > limit:
+            raise ConfigError(
+                f"{self.desc.name}: scratch of {length} {sc.ctype} for each of {items} work-items needs {nbytes} "
+                f"bytes, more than {limit} on {self.device.key}; use fewer work-groups or work-items")
+        if nbytes > self._work_bytes:
+            self._work = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+            self._work_bytes = nbytes
+        return self._work
 
     def __call__(self, sizes: Mapping[str, int] | None = None, **args: object) -> np.ndarray | cl_array.Array:
         """Run once. With numpy inputs the result is a numpy array; with device arrays it stays on the device."""
@@ -416,6 +440,9 @@ class BoundLaunch:
         self._partial_n = 1
         self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
         self._params = [name for name, _ in comp._param_types]
+        self._scratch = desc.scratch.length if desc.scratch is not None else None
+        if self._scratch is not None:
+            self._buffers.append(comp.work_buffer(0))
 
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
@@ -429,6 +456,8 @@ class BoundLaunch:
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
+        if self._scratch is not None:
+            self._buffers[-1] = comp.work_buffer(int(params[self._scratch]))
         args = self._buffers + dims + [params[name] for name in self._params]
         events = [comp.kernel("main", index64)(self.queue, (comp.num_groups * wg,), (wg,), *args)]
         if self._steps:

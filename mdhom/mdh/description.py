@@ -122,6 +122,24 @@ CombineOp = Concat | Reduce | Scan
 
 
 @dataclass(frozen=True)
+class Scratch:
+    """Global memory of the scalar function's own: each work-item gets a slice of ``length`` elements of
+    ``ctype`` under ``name`` (a ``__global ctype*``), where ``length`` names an ``int`` parameter of the
+    description, so the slice size is a launch argument and one build serves every size.
+
+    What it is for: a scalar function that needs a working array too large for private memory and of a size
+    only known at launch, such as a fixed-order factorisation of the point's own small matrix (a batched
+    linear solve: one description over the candidates, each solving its own system). Slices are disjoint
+    (indexed by the global work-item id), so there is nothing to race on; the computation allocates the buffer
+    (work-items x length elements, checked against the device's memory before allocating) and reuses it.
+    Not with a scanned dimension (its second kernels evaluate the scalar function on other work-items)."""
+
+    name: str
+    ctype: str
+    length: str
+
+
+@dataclass(frozen=True)
 class Parameter:
     """One tuning parameter: the values that are valid on a device, and the heuristic default."""
 
@@ -180,6 +198,7 @@ class Description:
     preamble: str = ""
     extents: tuple[tuple[str, str], ...] = ()
     scatter: bool = False
+    scratch: Scratch | None = None
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -196,6 +215,7 @@ class Description:
         accumulate_atomic: str | None = None,
         extents: dict[str, str] | None = None,
         scatter: bool = False,
+        scratch: Scratch | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -210,7 +230,9 @@ class Description:
         set_(self, "preamble", preamble)
         set_(self, "extents", tuple((extents or {}).items()))
         set_(self, "scatter", bool(scatter))
+        set_(self, "scratch", scratch)
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
+        uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
         self._validate()
 
@@ -256,6 +278,7 @@ class Description:
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
         seen = set(names)
+        self._validate_scratch(scans)
         for p in self.params:
             if not _NAME.match(p.name) or p.name in seen:
                 raise DescriptionError(f"{self.name}: parameter name {p.name!r} is invalid or repeated")
@@ -292,6 +315,23 @@ class Description:
                 raise DescriptionError(
                     f"{self.name}: input {inp.name} has integer extents, so it needs an `index` expression"
                 )
+    def _validate_scratch(self, scans: list) -> None:
+        sc = self.scratch
+        if sc is None:
+            return
+        if not isinstance(sc, Scratch):
+            raise DescriptionError(f"{self.name}: scratch must be a Scratch(name, ctype, length), got {sc!r}")
+        if not _NAME.match(sc.name) or sc.name in {d.name for d in self.dims} | {p.name for p in self.params} | {
+                i.name for i in self.inputs}:
+            raise DescriptionError(f"{self.name}: scratch name {sc.name!r} is invalid or repeated")
+        as_atom(sc.ctype)
+        if scans:
+            raise DescriptionError(f"{self.name}: scratch memory with a scanned dimension is not supported")
+        lengths = [p for p in self.params if p.name == sc.length]
+        if not lengths or lengths[0].ctype != "int":
+            raise DescriptionError(f"{self.name}: scratch length {sc.length!r} must name an int parameter "
+                                   f"({', '.join(p.name for p in self.params) or 'none declared'})")
+
     def _validate_extents(self, reduces: list, scans: list) -> None:
         if not self.extents:
             return

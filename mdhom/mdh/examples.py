@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mdhom.mdh import linalg
 from mdhom.mdh.computation import Computation
-from mdhom.mdh.description import Concat, Description, Input, Reduce, Scan
-from mdhom.mdh.types import Array, Struct
+from mdhom.mdh.description import Concat, Description, Input, Param, Reduce, Scan, Scratch
+from mdhom.mdh.types import Array, Scalar, Struct
 
 from . import ARGMAX, MAX, SUM
 
@@ -80,6 +81,33 @@ SCAN_EXCLUSIVE = Description(
 SCAN_MAX_1D = Description(
     "scan_max", ["i"], [Scan(MAX)], "float", "out = x;", inputs=[Input("x", "float", ("i",))],
 )
+
+# A batched solve: each point solves its own packed symmetric system in its slice of scratch memory, in the
+# numpy twin's order of operations (mdhom.mdh.linalg), so the solutions agree to the bit on every device.
+SOLVE_K = 5
+PACKED_SOLVE = Description(
+    "packed_solve", ["sys"], [Concat()], Array(Scalar("double"), SOLVE_K),
+    scalar="""
+const long P = (long)k * (k + 1) / 2;
+for (long e = 0; e < P; ++e) work[e] = a[sys * P + e];
+for (int i = 0; i < k; ++i) work[P + i] = b[sys * k + i];
+mdh_ldl_packed(work, k);
+mdh_ldl_solve_packed(work, k, work + P);
+for (int i = 0; i < k; ++i) out.v[i] = work[P + i];""",
+    inputs=[Input("a", "double", ("sys", linalg.packed_size(SOLVE_K)), index="0", gather=True),
+            Input("b", "double", ("sys", SOLVE_K), index="0", gather=True)],
+    params=[Param("k", "int"), Param("work_len", "int")],
+    preamble=linalg.SOURCE, scratch=Scratch("work", "double", "work_len"),
+)
+
+
+def _solve_inputs(s, rng):
+    k = SOLVE_K
+    m = rng.standard_normal((s["sys"], k, k))
+    spd = m @ m.transpose(0, 2, 1) + 0.5 * np.eye(k)
+    rows, cols = np.tril_indices(k)
+    return {"a": spd[:, rows, cols], "b": rng.standard_normal((s["sys"], k)), "k": k,
+            "work_len": linalg.packed_size(k) + k}
 
 
 def _hist_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -211,6 +239,8 @@ def all_cases(scale: int = 1) -> list[Case]:
              lambda a: np.cumsum(a["x"].astype(np.int64), 1), {"i": 3, "j": 1000 * scale + 9}),
         Case("scan_exclusive", SCAN_EXCLUSIVE, _uniform(np.float64, "i", "j", "k"),
              lambda a: _exclusive_cumsum(a["x"], 1), {"i": 2, "j": 263 * scale, "k": 4}, rtol=1e-9, atol=1e-9),
+        Case("packed_solve", PACKED_SOLVE, _solve_inputs, lambda a: linalg.solve_packed(a["a"], a["b"], SOLVE_K),
+             {"sys": 37 * scale}, rtol=0.0, atol=0.0),
         Case("scan_max", SCAN_MAX_1D, _uniform(np.float32, "i"), lambda a: np.maximum.accumulate(a["x"]),
              {"i": 2048 * scale}),
     ]

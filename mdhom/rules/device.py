@@ -49,6 +49,7 @@ from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.mdh import Concat, Description, Input, Param, Struct
 from mdhom.rules import binned
+from mdhom.rules import device_coupled as dc
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
 from mdhom.rules.quantized import QuantizedStatistics
@@ -317,11 +318,14 @@ class DeviceRefinement:
     ``bins`` (n, F) from :func:`binned.bin_matrix`; ``h_width`` the Hessian columns per example (L, or L(L+1)/2
     for the example-wise loss, whose single-label heads read the diagonal). Per rule :meth:`start`, then per step
     :meth:`best` and, for a condition the rule keeps, :meth:`add`; :meth:`restrict` when the head's labels
-    change."""
+    change. Complete heads over a coupled Hessian search with :mod:`mdhom.rules.device_coupled`'s kernels, the
+    sampled features in chunks whose statistics fit ``coupled_budget`` bytes (default: an eighth of the device's
+    memory, at most its largest allocation)."""
 
     def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
                  n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
-                 configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double") -> None:
+                 configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double",
+                 coupled_budget: int | None = None) -> None:
         if precision not in ("double", "quantized"):
             raise ValueError(f"the rule refinement runs in 'double' or 'quantized' precision, not {precision!r}")
         self.ws = ws = Workspace(device, precision, configs=configs)
@@ -341,8 +345,8 @@ class DeviceRefinement:
         cl.enqueue_copy(queue, ws["bins"], bins)
         for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("H", stat.itemsize * n * self.h_width),
                              ("weight", 8 * n), ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels),
-                             ("hcol", 4 * self.n_labels), ("gh", cell * n * slots), ("hist", cell * f * slots * nb),
-                             ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
+                             ("hcol", 4 * max(self.n_labels, self.h_width)), ("gh", cell * n * slots),
+                             ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
                              ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f),
                              ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
             ws.ensure(name, nbytes)
@@ -374,6 +378,12 @@ class DeviceRefinement:
                                                                   best_value=ws["best"], **inv())))
         self._inv = inv
         self._scores: dict[tuple[str, int], Bound] = {}
+        dev = ws.device
+        self.coupled_budget = int(coupled_budget if coupled_budget is not None else
+                                  min(int(dev.cl_device.max_mem_alloc_size), dev.global_mem_size // 8))
+        self._coupled: dict[str, object] = {}
+        self.masks = 0  # coverage masks made so far (start, add): the list of covered rows is of mask ``_rows_of``
+        self._rows_of = -1
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
         self.quant: QuantizedStatistics | None = None
@@ -427,6 +437,7 @@ class DeviceRefinement:
         self.quant = quant
         ws.put("weight", ws["weight"], weights, np.float64)
         self.cur = 0
+        self.masks += 1
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
         self.restrict(head)
 
@@ -443,9 +454,10 @@ class DeviceRefinement:
 
     def restrict(self, head: Head) -> None:
         """The head whose labels the next steps score (its gradient and Hessian columns go up)."""
-        if head.coupled:
-            raise ValueError("the device refinement needs decomposable head statistics (no coupled Hessian)")
         ws = self.ws
+        if ws.quantized and head.coupled:
+            raise ValueError("a quantized refinement needs decomposable head statistics: coupled heads sum float64 "
+                             "statistics on a device")
         ws.put("gcol", ws["gcol"], head.labels, np.int32)
         ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
         if ws.quantized:
@@ -465,6 +477,8 @@ class DeviceRefinement:
         if f < self.n_feat:
             ws.put("fidx", ws["fidx"], features, np.int32)
             ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat))
+        if head.coupled:
+            return self._best_coupled(features)
         if f != self._mask_key:
             ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
@@ -496,3 +510,84 @@ class DeviceRefinement:
                                                               bin=found.bin, op=0 if found.op == "<=" else 1,
                                                               missing=self.n_bins - 1))
         self.cur = 1 - self.cur
+        self.masks += 1
+
+    # ------------------------------------------------------------------------------------------ coupled heads
+    def _coupled_kernels(self, k: int, chunk: int) -> dict[str, object]:
+        """The coupled search's kernels for heads of ``k`` labels and chunks of ``chunk`` features (built once per
+        (k, chunk)), and its buffers at that size."""
+        key = f"{k}/{chunk}"
+        if key in self._coupled:
+            return self._coupled[key]
+        ws, n, nb = self.ws, self.n, self.n_bins
+        lanes = dc.lanes_of(k)
+        n_chunks = -(-self.n_feat // chunk)
+        ws.ensure("c_hist", 8 * chunk * lanes * nb)
+        ws.ensure("c_scan", 8 * chunk * lanes * nb)
+        ws.ensure("c_res", 8 * n_chunks * (lanes + 2))
+        ws.ensure("c_at", 4 * n)
+        ws.ensure("c_ridx", 4 * n)
+        role = f"{k}/{chunk}"
+        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(nb, bin_ctype(nb)), {"feat": chunk, "lane": lanes, "pos": n},
+                          role=role)
+        k_cs = ws.build(dc.COVER_SCAN, dc.cover_scan(), {"row": n})
+        k_cr = ws.build(dc.COVER_ROWS, dc.cover_rows(), {"row": n})
+        k_scan = ws.build(dc.SCAN, dc.scan(), {"feat": chunk, "lane": lanes, "bin": nb}, role=role)
+        k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2}, role=role)
+        k_res = ws.build(dc.RESULT, dc.result(), {"lane": lanes + 2}, role=role)
+        kernels = {
+            # per bins source and coverage mask (cov0 / cov1 ping-pong)
+            "hist": {(src, c): Bound(ws, k_hist, lambda src=src, c=c: (ws["c_hist"], dict(
+                bins=ws[src], G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"],
+                gcol=ws["gcol"], hcol=ws["hcol"], ridx=ws["c_ridx"], at=ws["c_at"])))
+                for src in ("bins", "sbins") for c in (0, 1)},
+            # the list of covered rows, per coverage mask
+            "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in (0, 1)],
+            "cover_rows": [Bound(ws, k_cr, lambda c=c: (ws["c_ridx"], dict(covered=ws[f"cov{c}"], at=ws["c_at"])))
+                           for c in (0, 1)],
+            "scan": Bound(ws, k_scan, lambda: (ws["c_scan"], dict(hist=ws["c_hist"]))),
+            "quality": Bound(ws, k_q, lambda: (ws["best"], dict(scan=ws["c_scan"]))),
+            "result": Bound(ws, k_res, lambda: (ws["c_res"], dict(scan=ws["c_scan"], best=ws["best"],
+                                                                  best_value=ws["best"]))),
+        }
+        self._coupled[key] = kernels
+        return kernels
+
+    def _best_coupled(self, features: np.ndarray):  # noqa: ANN202 - a Refinement or None
+        """:meth:`best` for a complete head over a coupled Hessian (the sampled features' bins are in place)."""
+        from mdhom.rules.refinement import Refinement
+
+        ws, head, n, nb = self.ws, self.head, self.n, self.n_bins
+        k, f = head.k, len(features)
+        lanes = dc.lanes_of(k)
+        chunk = dc.feature_chunk(self.n_feat, lanes, nb, self.coupled_budget)
+        kern = self._coupled_kernels(k, chunk)
+        src, stride = ("sbins", f) if f < self.n_feat else ("bins", self.n_feat)
+        n_chunks = -(-f // chunk)
+        if self._rows_of != self.masks:  # the covered rows' list, once per coverage mask
+            ws.record("rule_cover_scan", kern["cover_scan"][self.cur]({"row": n}))
+            ws.record("rule_cover_rows", kern["cover_rows"][self.cur]({"row": n}))
+            self._rows_of = self.masks
+        for c in range(n_chunks):
+            fc = min(chunk, f - c * chunk)
+            ws.record("rule_coupled_histogram", kern["hist"][src, self.cur](
+                {"feat": fc, "lane": lanes, "pos": n}, bin_stride=stride, feat0=c * chunk, g_stride=self.n_labels,
+                h_stride=self.h_width, k=k, width=lanes - 2, n_rows=n))
+            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb}))
+            ws.record("rule_coupled_quality", kern["quality"](
+                {"feat": fc, "bin": nb - 2, "dir": 2}, k=k, n_lanes=lanes, l2=self.l2, l1=self.l1,
+                min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),
+                **dc.binning_params(k, head.label_binning)))
+            ws.record("rule_coupled_result", kern["result"]({"lane": lanes + 2}, n_feat=fc, n_bins=nb, chunk=c))
+        host = ws.read(np.empty((n_chunks, lanes + 2)), ws["c_res"])
+        self.steps += 1
+        win = int(np.argmax(host[:, -2]))  # the first of equal values: the earlier chunk's features come first
+        value = float(host[win, -2])
+        if not value > -np.inf:
+            return None
+        at, rest = divmod(int(host[win, -1]), 2 * (nb - 2))
+        feat = int(features[win * chunk + at])
+        b, op = divmod(rest, 2)
+        side = host[win, :lanes]
+        return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), side[:lanes - 2].copy(),
+                          int(side[lanes - 1]), b)

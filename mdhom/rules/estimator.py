@@ -63,6 +63,7 @@ class RuleBoostClassifier(OptionParams):
         l2_regularization_weight: float = O.DEFAULTS["l2_regularization_weight"],
         loss: str = O.DEFAULTS["loss"],
         head_type: str = O.DEFAULTS["head_type"],
+        label_binning: Any = O.DEFAULTS["label_binning"],
         binary_predictor: str = O.DEFAULTS["binary_predictor"],
         feature_binning: Any = O.DEFAULTS["feature_binning"],
         feature_sampling: Any = O.DEFAULTS["feature_sampling"],
@@ -80,6 +81,7 @@ class RuleBoostClassifier(OptionParams):
         self.l2_regularization_weight = l2_regularization_weight
         self.loss = loss
         self.head_type = head_type
+        self.label_binning = label_binning
         self.binary_predictor = binary_predictor
         self.feature_binning = feature_binning
         self.feature_sampling = feature_sampling
@@ -115,13 +117,14 @@ class RuleBoostClassifier(OptionParams):
             from mdhom.devices import get_device
 
             device = get_device(p["device"])
-        precision = O.resolved_precision(p["precision"], device)
+        precision = O.resolved_precision(p["precision"], device, O.coupled_heads(p["loss"], p["head_type"]))
         ip = InductionParams(
             max_rules=p["max_rules"], shrinkage=p["shrinkage"], l1=p["l1_regularization_weight"],
             l2=p["l2_regularization_weight"], head_type=head, feature_sampling=p["feature_sampling"],
             instance_sampling=p["instance_sampling"], label_sampling=p["label_sampling"],
             max_conditions=p["max_conditions"], min_coverage=p["min_coverage"],
-            seed=0 if p["random_state"] is None else p["random_state"], quantized=precision == "quantized")
+            seed=0 if p["random_state"] is None else p["random_state"], quantized=precision == "quantized",
+            label_binning=O.resolved_label_binning(p["loss"], p["head_type"], p["label_binning"]))
         rules, learner = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]), device)
         rules.feature_names = None if names is None else [str(s) for s in names]
         rules.label_names = label_names
@@ -185,8 +188,9 @@ class RuleBoostClassifier(OptionParams):
         from mdhom import __version__
 
         params = {k: getattr(v, "key", v) for k, v in self._params.items()}
-        if params["feature_binning"] is not None:
-            params["feature_binning"] = list(params["feature_binning"])
+        for name in ("feature_binning", "label_binning"):
+            if isinstance(params[name], tuple):
+                params[name] = list(params[name])
         doc = {"format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
                "params": params, "loss": self._params["loss"], "head_type": self.head_type_,
                "n_features": self.n_features_in_, "n_labels": self.rules_.n_labels, **self.rules_.to_document()}
@@ -202,6 +206,7 @@ class RuleBoostClassifier(OptionParams):
             given = {k: v for k, v in doc["params"].items() if k in O.TABLE.by_name}
             if doc["version"] == 1:  # before the example-wise predictor every model predicted output-wise
                 given["binary_predictor"] = "output-wise"
+            given.setdefault("label_binning", "none")  # files from before the option: no label binning
             params = O.TABLE.validate(given)
             n_features, n_labels = int(doc["n_features"]), int(doc["n_labels"])
             head = O.resolved_head(params.get("loss", O.DEFAULTS["loss"]), doc["head_type"])

@@ -8,6 +8,9 @@ approximation, regularisation included (lower is better, as in mlrl-boomer):
 
     q(s) = g.s + 1/2 s'Hs + l1 |s|_1 + l2/2 |s|^2,   at the minimiser s = -(H + l2 I)^-1 soft(g, l1).
 
+A coupled Hessian (complete heads of the example-wise loss) is solved and scored by :mod:`mdhom.rules.coupled` in
+one fixed order of operations (an LDL^T solve, no LAPACK), the order the device kernels follow.
+
 L1 enters as soft thresholding of the gradient (the exact minimiser for a diagonal Hessian); mlrl-boomer adds
 its L1 term with other signs in places, which only matters for ``l1_regularization_weight > 0``.
 
@@ -23,11 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 from mdhom.learn.portable import sum_in_order
+from mdhom.rules import coupled
+from mdhom.rules.coupled import soft_threshold
+from mdhom.rules.label_binning import LabelBinning
+from mdhom.rules.label_binning import solve as binned_solve
 from mdhom.rules.losses import packed_index
 
-
-def soft_threshold(g: np.ndarray, l1: float) -> np.ndarray:
-    return np.sign(g) * np.maximum(np.abs(g) - l1, 0.0) if l1 > 0 else g
+__all__ = ["Head", "label_qualities", "label_scores", "soft_threshold"]
 
 
 def label_scores(g: np.ndarray, h: np.ndarray, l1: float, l2: float) -> np.ndarray:
@@ -43,10 +48,11 @@ def label_qualities(s: np.ndarray, g: np.ndarray, h: np.ndarray, l1: float, l2: 
 
 class Head:
     """The head of one kind over ``labels`` (ascending label indices) for a loss with or without a full
-    label Hessian."""
+    label Hessian; ``label_binning`` (coupled heads only) groups the labels as :mod:`mdhom.rules.label_binning`
+    says."""
 
     def __init__(self, kind: str, full_hessian: bool, labels: np.ndarray, n_labels: int, l1: float,
-                 l2: float) -> None:
+                 l2: float, label_binning: LabelBinning | None = None) -> None:
         self.kind = kind
         self.full_hessian, self.n_labels = full_hessian, n_labels
         self.labels = np.asarray(labels, np.intp)
@@ -54,6 +60,7 @@ class Head:
         self.l1, self.l2 = float(l1), float(l2)
         # complete heads over the example-wise loss need the coupled Hessian; single-label heads its diagonal
         self.coupled = full_hessian and kind == "complete" and self.k > 1
+        self.label_binning = label_binning if self.coupled else None
         if full_hessian:  # packed entry (r, c), c <= r, sits at r(r+1)/2 + c (losses.packed_index's order)
             if self.coupled:
                 sub_r, sub_c = packed_index(self.k)
@@ -78,23 +85,13 @@ class Head:
         """Per-example atoms (n, width): the gradients of the head's labels, then their Hessians."""
         return np.concatenate([G[:, self.labels], H[:, self._h_cols]], axis=1)
 
-    def _coupled_scores(self, g: np.ndarray, hp: np.ndarray) -> np.ndarray:
-        rows, cols = packed_index(self.k)
-        m = np.zeros(g.shape[:-1] + (self.k, self.k))
-        m[..., rows, cols] = hp
-        m[..., cols, rows] = hp
-        reg = m + self.l2 * np.eye(self.k)
-        rhs = -soft_threshold(g, self.l1)
-        return np.linalg.solve(reg, rhs[..., None])[..., 0], m
-
     def evaluate(self, sums: np.ndarray) -> np.ndarray:
         """Quality (lower is better) of the head for each row of summed atoms (C, width)."""
         g, h = sums[:, : self.k], sums[:, self.k :]
+        if self.label_binning is not None:
+            return binned_solve(g, h, self.l1, self.l2, self.label_binning)[1]
         if self.coupled:
-            s, m = self._coupled_scores(g, h)
-            quad = np.einsum("ci,cij,cj->c", s, m, s)
-            reg = self.l1 * np.abs(s).sum(axis=1) + 0.5 * self.l2 * (s * s).sum(axis=1)
-            return (g * s).sum(axis=1) + 0.5 * quad + reg
+            return coupled.quality(coupled.scores(g, h, self.l1, self.l2), g, h, self.l1, self.l2)
         s = label_scores(g, h, self.l1, self.l2)
         q = label_qualities(s, g, h, self.l1, self.l2)
         if self.kind == "single":
@@ -105,9 +102,10 @@ class Head:
         """(label indices, scores) of the head for one sum of atoms (width,): a single-label head predicts for the
         label of the largest absolute score (ties to the lower index)."""
         g, h = total[None, : self.k], total[None, self.k :]
+        if self.label_binning is not None:
+            return self.labels.copy(), binned_solve(g, h, self.l1, self.l2, self.label_binning)[0][0]
         if self.coupled:
-            s, _ = self._coupled_scores(g, h)
-            return self.labels.copy(), s[0]
+            return self.labels.copy(), coupled.scores(g, h, self.l1, self.l2)[0]
         s = label_scores(g, h, self.l1, self.l2)
         if self.kind == "single":
             best = int(np.argmax(np.abs(s[0])))
@@ -116,4 +114,4 @@ class Head:
 
     def restricted(self, labels: np.ndarray) -> Head:
         """The same kind of head over fewer labels (mlrl-boomer fixes a rule's labels after its first condition)."""
-        return Head(self.kind, self.full_hessian, labels, self.n_labels, self.l1, self.l2)
+        return Head(self.kind, self.full_hessian, labels, self.n_labels, self.l1, self.l2, self.label_binning)

@@ -77,6 +77,7 @@ class InductionParams:
     min_coverage: int
     seed: int
     quantized: bool = False  # fixed-point statistics per rule (mdhom.rules.quantized)
+    label_binning: Any = None  # a mdhom.rules.label_binning.LabelBinning for complete heads of the example-wise loss
 
 
 def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
@@ -89,7 +90,7 @@ def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
 
 class Learner:
     """Training state: scores and gradient statistics of every example, and the rules so far. ``device``: run the
-    refinement search on that OpenCL device (binned features and decomposable head statistics only; see
+    refinement search on that OpenCL device (binned features, every loss and head; see
     :mod:`mdhom.rules.device`), else in numpy."""
 
     def __init__(self, X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
@@ -111,7 +112,8 @@ class Learner:
                                            precision="quantized" if p.quantized else "double")
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
-        return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2)
+        return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2,
+                    self.p.label_binning)
 
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the

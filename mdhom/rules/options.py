@@ -32,6 +32,34 @@ def _feature_fraction(v: Any) -> Any:
         raise ValueError(f"must be None, 'without-replacement' or a fraction in (0, 1], got {v!r}") from None
 
 
+def _label_binning(v: Any) -> Any:
+    """'auto', 'none', 'equal-width' (mlrl-boomer's bin ratio 0.04, at least 1 bin, no maximum) or
+    ('equal-width', bin_ratio, min_bins, max_bins), also written ``equal-width:bin_ratio:min_bins:max_bins``."""
+    if v is None:
+        return "none"
+    if isinstance(v, str) and ":" in v:
+        parts = v.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"must be written equal-width:bin_ratio:min_bins:max_bins, got {v!r}")
+        try:
+            v = (parts[0], float(parts[1]), int(parts[2]), int(parts[3]))
+        except ValueError:
+            raise ValueError(f"must be written equal-width:bin_ratio:min_bins:max_bins, got {v!r}") from None
+    if isinstance(v, str):
+        return choice("auto", "none", "equal-width")(v)
+    try:
+        method, ratio, lo, hi = v
+    except (TypeError, ValueError):
+        raise ValueError(f"must be 'auto', 'none', 'equal-width' or ('equal-width', bin_ratio, min_bins, max_bins), "
+                         f"got {v!r}") from None
+    from mdhom.rules.label_binning import LabelBinning
+
+    method = choice("equal-width")(method)
+    out = (method, real(0.0, 1.0, lo_open=True)(ratio), integer(1)(lo), integer(0)(hi))
+    LabelBinning(*out[1:])  # the checks between the numbers
+    return out
+
+
 def _binning(v: Any) -> Any:
     """None (exact thresholds) or (method, bin count); a bare count means equal-frequency bins."""
     if v is None:
@@ -61,6 +89,11 @@ TABLE = OptionTable((
     Option("head_type", "str", "auto", "'single' (the best single label), 'complete' (every label) or 'auto', "
            "which is 'complete' for every loss here, as in mlrl-boomer (it picks single-label heads only for "
            "sparse decomposable losses, which mdhom does not have).", choice(*HEAD_TYPES)),
+    Option("label_binning", "any", "auto", "Label binning of complete heads over the example-wise loss's coupled "
+           "Hessian (mlrl-boomer's label_binning): 'auto' (mlrl-boomer's choice: 'equal-width' for the example-wise "
+           "loss with complete heads, else none), 'none', 'equal-width' (labels grouped by their label-wise score "
+           "into ceil(0.04 x labels) bins per sign, one score per bin: a system of a few unknowns per candidate "
+           "instead of one per label) or ('equal-width', bin_ratio, min_bins, max_bins).", _label_binning),
     Option("binary_predictor", "str", "auto", "How scores become 0/1 labels (mlrl-boomer's binary_predictor): "
            "'output-wise' (a label where its score is positive), 'example-wise' (the training label vector of least "
            "loss at the example's scores; the model keeps the training label vectors) or 'auto': example-wise for "
@@ -83,14 +116,16 @@ TABLE = OptionTable((
            "reproducible).", seed),
     Option("device", "any", "numpy", "Where the refinement search runs: 'numpy' (the reference), or an OpenCL "
            "device: 'auto' (a GPU, else a CPU runtime), 'cpu', 'gpu', a device key or an mdhom.Device. A device "
-           "needs binned features (feature_binning) and decomposable head statistics (the label-wise or squared "
-           "error loss, or single-label heads); it writes the same model as 'numpy', bit for bit.", device_spec),
+           "needs binned features (feature_binning); it writes the same model as 'numpy' (with the same precision), "
+           "bit for bit, for every loss and head (complete heads of the example-wise loss solve each candidate's "
+           "system on the device).", device_spec),
     Option("precision", "str", None, "'double': the refinement sums float64 statistics in the numpy reference's "
            "order (one lane per sum on a device). 'quantized': each rule's statistics in fixed point (int32, a "
            "power-of-two scale per label column that keeps every sum within 2^30), summed exactly in any order, "
-           "so in parallel on a device; the same model as device='numpy' with this mode, bit for bit. None: "
-           "'quantized' on a GPU, 'double' elsewhere (device='numpy' included); the mode used is the fitted "
-           "attribute precision_.", choice(None, "double", "quantized")),
+           "so in parallel on a device; the same model as device='numpy' with this mode, bit for bit (on a device "
+           "for decomposable head statistics: single-label heads or a label-wise loss). None: 'quantized' on a "
+           "GPU for those, 'double' elsewhere (device='numpy' and complete heads of the example-wise loss "
+           "included); the mode used is the fitted attribute precision_.", choice(None, "double", "quantized")),
 ))
 
 DEFAULTS = TABLE.defaults
@@ -104,17 +139,40 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
         if p["feature_binning"] is None:
             raise ValueError(f"{where}: the device refinement searches binned features; set feature_binning (for "
                              "example ('equal-frequency', 32)), or pass device='numpy' for exact thresholds")
-        if p["loss"] == "logistic_examplewise" and resolved_head(p["loss"], p["head_type"]) == "complete":
-            raise ValueError(f"{where}: complete heads of the example-wise loss (a coupled label Hessian) run on "
-                             "device='numpy' only in this release; pass head_type='single' or device='numpy'")
+    resolved_label_binning(p.get("loss", DEFAULTS["loss"]), p.get("head_type", DEFAULTS["head_type"]),
+                           p.get("label_binning", DEFAULTS["label_binning"]))
     return p
 
 
-def resolved_precision(precision: str | None, device: Any) -> str:
-    """What None means: 'quantized' on a GPU (``device`` an mdhom.Device, or None for device='numpy')."""
-    if precision is not None:
-        return precision
-    return "quantized" if device is not None and device.type == "gpu" else "double"
+def coupled_heads(loss: str, head_type: str) -> bool:
+    """Whether a fit's heads read the coupled label Hessian (complete heads of the example-wise loss)."""
+    return loss == "logistic_examplewise" and resolved_head(loss, head_type) == "complete"
+
+
+def resolved_precision(precision: str | None, device: Any, coupled: bool = False) -> str:
+    """What None means: 'quantized' on a GPU (``device`` an mdhom.Device, or None for device='numpy') for
+    decomposable head statistics; a device's coupled heads sum float64 statistics only."""
+    if precision is None:
+        return "quantized" if device is not None and device.type == "gpu" and not coupled else "double"
+    if precision == "quantized" and coupled and device is not None:
+        raise ValueError("precision='quantized': complete heads of the example-wise loss (a coupled label Hessian) "
+                         "sum float64 statistics on a device in this release; pass precision='double' or "
+                         "device='numpy'")
+    return precision
+
+
+def resolved_label_binning(loss: str, head_type: str, value: Any):  # noqa: ANN201 - LabelBinning or None
+    """The label binning a fit uses: 'auto' is equal-width for complete heads of the example-wise loss (mlrl-boomer's
+    default there), else none; binning elsewhere is refused (mdhom bins only coupled heads)."""
+    from mdhom.rules.label_binning import LabelBinning
+
+    coupled = coupled_heads(loss, head_type)
+    if value == "none" or (value == "auto" and not coupled):
+        return None
+    if not coupled:
+        raise ValueError(f"label_binning={value!r}: label binning applies to complete heads of the example-wise loss "
+                         "only in this release; pass label_binning='none' or 'auto'")
+    return LabelBinning() if value in ("auto", "equal-width") else LabelBinning(*value[1:])
 
 
 def resolved_head(loss: str, head_type: str) -> str:

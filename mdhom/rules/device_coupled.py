@@ -1,0 +1,275 @@
+"""The device refinement of complete heads over a coupled label Hessian (the example-wise loss): four md_hom
+descriptions, driven by :class:`mdhom.rules.device.DeviceRefinement` when its head is coupled. The numpy
+reference is :mod:`mdhom.rules.binned` with :mod:`mdhom.rules.coupled`'s head, to the bit.
+
+A head over k labels has width = k + k(k+1)/2 statistics per example (the gradients, then the packed Hessian) and
+two count lanes (covered; covered with non-zero weight): n_lanes = width + 2.
+
+=======================  ===========================  ========================================================
+kernel                   index space                  combine operators
+=======================  ===========================  ========================================================
+rule_cover_scan          row                          exclusive prefix count of the coverage mask
+rule_cover_rows          row                          concat, scattered: the covered rows in ascending order
+rule_coupled_histogram   feat x lane x pos            concat, concat, sum over the covered rows (a ragged
+                                                      fold) of the lane's value into the row's bin (an array
+                                                      atom of n_bins; exact order pinned: rows ascending,
+                                                      np.bincount's)
+rule_coupled_scan        feat x lane x bin            concat, concat, inclusive prefix sum over bins (pinned:
+                                                      np.cumsum's order)
+rule_coupled_quality     feat x bin x dir             arg-max over all three of minus the quality: each
+                                                      candidate solves its regularised k x k system in its own
+                                                      scratch slice (fixed-order LDL^T, mdh.linalg)
+rule_coupled_result      lane                         concat (scattered to the chunk's row): the winner's side
+                                                      sums, its value and index
+=======================  ===========================  ========================================================
+
+The statistics of a (feature, bin) hold n_lanes doubles (5254 at 101 labels: 42 KB), so the sampled features go
+in chunks whose histogram and scan fit the memory budget (:func:`feature_chunk`); each chunk's winner lands in
+its own row of the result, and the host reads all rows at once and keeps the best (ties to the earlier chunk,
+whose features come first): still one read per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from mdhom.components.lanes import split_type
+from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
+from mdhom.devices import Device
+from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Scan, Scratch, linalg
+from mdhom.rules import binned
+from mdhom.rules.heads import Head
+from mdhom.rules.label_binning import LabelBinning
+
+_CODE = resources.files("mdhom.kernels").joinpath("rules", "coupled_quality.cl").read_text()
+_BEST = split_type("double").dtype
+_BEST_INDEX = _BEST.fields["index"][1] // 4
+
+
+def lanes_of(k: int) -> int:
+    """Statistics lanes of a coupled head over ``k`` labels: gradients, packed Hessian, two counts."""
+    return k + linalg.packed_size(k) + 2
+
+
+def work_len(k: int, label_binning: LabelBinning | None = None) -> int:
+    """Scratch doubles per work-item of the quality kernel: the packed matrix and the scores; with label binning the
+    labels' bins, and per bin (at most ``max_bins_for(k)``) its count, gradient, score and two packed matrices."""
+    if label_binning is None:
+        return linalg.packed_size(k) + k
+    b = label_binning.max_bins_for(k)
+    return k + 3 * b + 2 * linalg.packed_size(b)
+
+
+def binning_params(k: int, label_binning: LabelBinning | None) -> dict[str, object]:
+    """The quality kernel's label-binning parameters (ratio 0: none)."""
+    lb = label_binning
+    if lb is None:
+        return {"lb_ratio": np.float32(0.0), "lb_min": 1, "lb_max": 0, "max_bins": 0}
+    return {"lb_ratio": np.float32(lb.ratio), "lb_min": lb.min_bins, "lb_max": lb.max_bins,
+            "max_bins": lb.max_bins_for(k)}
+
+
+def feature_chunk(n_features: int, n_lanes: int, n_bins: int, budget: int) -> int:
+    """How many features' histograms (n_lanes x n_bins doubles each) fit ``budget`` bytes (at least one)."""
+    per = 8 * n_lanes * n_bins
+    return max(1, min(n_features, budget // per))
+
+
+# ------------------------------------------------------------------------------------------------ descriptions
+_VALUE = """
+const long row = ridx[pos];
+const int b = bins[row * bin_stride + feat0 + feat];
+const double w = weight[row];
+const int is_g = lane < k;
+double v;
+if (lane >= width) v = (lane == width || w != 0.0) ? 1.0 : 0.0;
+else v = (w != 0.0) ? (is_g ? G[row * g_stride + gcol[lane]] : H[row * h_stride + hcol[lane - k]]) * w : 0.0;
+"""
+
+
+@lru_cache(maxsize=1)
+def cover_scan() -> Description:
+    """Where each covered row goes in the list of covered rows: an exclusive prefix count of the coverage mask
+    (integers: exact in any order, so every configuration is exact)."""
+    return Description(
+        "rule_cover_scan", ["row"], [Scan(SUM, inclusive=False)], "int", scalar="out = covered != 0;",
+        inputs=[Input("covered", "uchar", ("row",))],
+    )
+
+
+@lru_cache(maxsize=1)
+def cover_rows() -> Description:
+    """The covered rows in ascending order (scattered to their prefix count): the rows the histogram folds."""
+    return Description(
+        "rule_cover_rows", ["row"], [Concat()], "int",
+        scalar="out = (int)row;\nout_at = covered[row] != 0 ? (idx_t)at[row] : -1;",
+        inputs=[Input("covered", "uchar", ("*",), gather=True), Input("at", "int", ("*",), gather=True)],
+        scatter=True,
+    )
+
+
+@lru_cache(maxsize=8)
+def histogram(n_bins: int, bin_type: str = "uchar") -> Description:
+    """Per (feature of the chunk, lane) the covered rows' values summed into their bins, over the list of covered
+    rows (``ridx``, ascending; its length from the prefix count ``at`` of the mask ``covered``: a ragged fold), so a
+    step costs the rows its rule still covers, as the reference's does."""
+    return Description(
+        "rule_coupled_histogram", ["feat", "lane", "pos"], [Concat(), Concat(), Reduce(SUM)],
+        Array(Scalar("double"), int(n_bins)),
+        scalar=_VALUE + "out.v[b] = v;",
+        accumulate=_VALUE + "acc.v[b] += v;",
+        inputs=[Input("bins", bin_type, ("*",), gather=True), Input("G", "double", ("*",), gather=True),
+                Input("H", "double", ("*",), gather=True), Input("weight", "double", ("*",), gather=True),
+                Input("covered", "uchar", ("*",), gather=True), Input("gcol", "int", ("*",), gather=True),
+                Input("hcol", "int", ("*",), gather=True), Input("ridx", "int", ("*",), gather=True),
+                Input("at", "int", ("*",), gather=True)],
+        params=[Param("bin_stride", "int"), Param("feat0", "int"), Param("g_stride", "int"),
+                Param("h_stride", "int"), Param("k", "int"), Param("width", "int"), Param("n_rows", "int")],
+        extents={"pos": "at[n_rows - 1] + (covered[n_rows - 1] != 0)"},
+    )
+
+
+@lru_cache(maxsize=1)
+def scan() -> Description:
+    """Inclusive prefix sums over bins of every (feature, lane)."""
+    return Description(
+        "rule_coupled_scan", ["feat", "lane", "bin"], [Concat(), Concat(), Scan(SUM)], "double",
+        scalar="out = hist;", inputs=[Input("hist", "double", ("feat", "lane", "bin"))],
+    )
+
+
+@lru_cache(maxsize=1)
+def quality() -> Description:
+    """Minus the quality of every candidate (feature, bin, operator) and the arg-max (ties to the lower index
+    ``(feat * SIZE_bin + bin) * 2 + dir``); ``bin`` runs over the n_bins - 2 candidate bins. With ``lb_ratio`` > 0
+    the head bins its labels first (:mod:`mdhom.rules.label_binning`) and solves one unknown per bin."""
+    return Description(
+        "rule_coupled_quality", ["feat", "bin", "dir"], [Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
+        split_type("double"),
+        scalar="out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);\n"
+               "if (lb_ratio > 0.0f)\n"
+               "    out.value = rule_binned_gain(scan, work, feat, (int)bin, (int)dir, (int)SIZE_bin + 2, k, n_lanes, "
+               "l2, l1, min_coverage, lb_ratio, lb_min, lb_max, max_bins);\n"
+               "else\n"
+               "    out.value = rule_coupled_gain(scan, work, feat, (int)bin, (int)dir, (int)SIZE_bin + 2, k, n_lanes, "
+               "l2, l1, min_coverage);",
+        inputs=[Input("scan", "double", ("feat", "*", "*"), gather=True)],  # (feat, lane, n_bins)
+        params=[Param("k", "int"), Param("n_lanes", "int"), Param("l2", "double"), Param("l1", "double"),
+                Param("min_coverage", "double"), Param("lb_ratio", "float"), Param("lb_min", "int"),
+                Param("lb_max", "int"), Param("max_bins", "int"), Param("work_len", "int")],
+        preamble=linalg.SOURCE + _CODE, scratch=Scratch("work", "double", "work_len"),
+    )
+
+
+@lru_cache(maxsize=1)
+def result() -> Description:
+    """Row ``chunk`` of the result: the winner's side sums per lane (the prefix at its bin, or the last real bin's
+    minus it), then its value and its index (as a double); zero sums where nothing is allowed (value -inf)."""
+    return Description(
+        "rule_coupled_result", ["lane"], [Concat()], "double",
+        scalar=f"""
+const int idx = best[{_BEST_INDEX}];
+const int n_cand = n_bins - 2;
+const double value = best_value[0];
+out_at = (long)chunk * SIZE_lane + lane;
+if (lane == SIZE_lane - 2) out = value;
+else if (lane == SIZE_lane - 1) out = (double)idx;
+else if (value > -INFINITY && idx >= 0 && idx < n_feat * n_cand * 2) {{
+    const long cell = ((long)(idx / (2 * n_cand)) * (SIZE_lane - 2) + lane) * n_bins;
+    const double le = scan[cell + (idx / 2) % n_cand];
+    out = (idx % 2 == 0) ? le : scan[cell + n_bins - 2] - le;
+}}""",
+        inputs=[Input("scan", "double", ("*",), gather=True), Input("best", "int", ("*",), gather=True),
+                Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int"), Param("chunk", "int")],
+        scatter=True,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ heuristics
+def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Lanes side by side (neighbouring Hessian columns: coalesced reads on GPUs), rows folded by one work-item; on
+    CPUs 4 lanes per work-group (PoCL, 2-core machine: 3.5 ns per (row, lane) against 9 before the fold lost its
+    branches), 1 on Intel's runtime (it vectorises across lanes into gathers: 2-3x slower at 8 or more)."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    wi = pow2_at_most(sizes["lane"], 64 if gpu else (1 if dev.runtime == "intel" else 4))
+    cfg["NUM_WI_lane"] = wi
+    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    return cfg
+
+
+def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One work-item per (feature, lane) walks its bins (the pinned order is also the fast one at ~34 bins)."""
+    cfg = ones(desc, dev, sizes)
+    wi = pow2_at_most(sizes["lane"], 64 if dev.type == "gpu" else 16)
+    cfg["NUM_WI_lane"] = wi
+    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    return cfg
+
+
+def quality_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Every candidate its own work-item (each solves a k x k system: the work is per candidate, not per lane), a
+    few work-groups per compute unit; few work-items overall keeps the scratch (P + k doubles each) small."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 32 if gpu else 1)
+    cfg["NUM_WI_dir"] = 2 if gpu else 1
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    per_feat = max(1, dev.compute_units // max(1, int(sizes["feat"])))
+    cfg["NUM_WG_bin"] = pow2_at_most(-(-int(sizes["bin"]) // cfg["NUM_WI_bin"]), per_feat)
+    cfg["NUM_WI_COMBINE"] = 1 if not gpu else cfg.get("NUM_WI_COMBINE", 64)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ tuner inputs
+def _quality_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
+    n, f, k, nb = int(s.get("rows", 500)), int(s["feat"]), int(s["n_labels"]), int(s["bin"]) + 2
+    lb = LabelBinning() if s.get("label_binning") else None
+    from mdhom.rules.losses import make_loss
+
+    Y = (rng.random((n, k)) < 0.3).astype(float)
+    G, H = make_loss("logistic_examplewise").statistics(Y, rng.normal(size=(n, k)) * 0.5)
+    head = Head("complete", True, np.arange(k), k, 0.0, 1.0)
+    bins = rng.integers(0, nb, (n, f)).astype(np.uint8)
+    vals = binned.slot_values(head.gather(G, H), rng.random(n) < 0.7, np.ones(n))
+    cum = np.cumsum(binned.statistics(bins, nb, vals), axis=1)  # (F, nb, lanes)
+    return {"scan": np.ascontiguousarray(cum.transpose(0, 2, 1)), "k": k, "n_lanes": lanes_of(k),
+            "l2": 1.0, "l1": 0.0, "min_coverage": 1.0, "work_len": work_len(k, lb), **binning_params(k, lb)}
+
+
+def quality_reference(a: Mapping) -> np.ndarray:
+    """The quality kernel's split_t from its inputs: binned.qualities with the coupled head, arg-min."""
+    k = int(a["k"])
+    cum = np.asarray(a["scan"]).transpose(0, 2, 1)  # (feat, n_bins, lanes)
+    lb = None
+    if a["lb_ratio"] > 0:
+        lb = LabelBinning(float(np.float32(a["lb_ratio"])), int(a["lb_min"]), int(a["lb_max"]))
+    head = Head("complete", True, np.arange(k), k, float(a["l1"]), float(a["l2"]), lb)
+    q = binned.qualities(cum, head, int(a["min_coverage"]))
+    out = np.zeros((), _BEST)  # the arg-max over every dimension: one split_t
+    flat = int(np.argmin(q))
+    out["value"], out["index"] = -q.flat[flat], flat
+    return out
+
+
+_CLASSES = {"labels_6": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 6},
+            "labels_20": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 20},
+            "labels_101_binned": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 101, "label_binning": 1}}
+
+HISTOGRAM = KernelSpec("rule_coupled_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1})
+COVER_SCAN = KernelSpec("rule_cover_scan", description_default)
+COVER_ROWS = KernelSpec("rule_cover_rows", elementwise("row"))
+SCAN = KernelSpec("rule_coupled_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1})
+QUALITY = KernelSpec("rule_coupled_quality", quality_heuristic, tuning=Tuning(
+    lambda s: quality(), _CLASSES, _quality_inputs, quality_reference,
+    doc="rule refinement, example-wise loss: each candidate's regularised k x k solve and quality, arg-max"))
+RESULT = KernelSpec("rule_coupled_result", lambda d, dev, s: {**ones(d, dev, s), "NUM_WI_lane": 64 if dev.type ==
+                                                              "gpu" else 16, "NUM_WG_lane": 4})
+SPECS = (HISTOGRAM, SCAN, QUALITY, RESULT, COVER_SCAN, COVER_ROWS)
