@@ -51,7 +51,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -452,12 +452,15 @@ def store_results(
     device: Device,
     results: Iterable[tuple[str, str, Mapping[str, Any], str | None]],
     directory: Path | None = None,
+    stale: Callable[[str, str | None], bool] | None = None,
 ) -> Path:
     """Merge (kernel, size class, entry, description hash) results into the device file in one atomic write.
 
     The existing file (in the write directory, else the first one found along the search path) is the
     base, so a tune of some kernels keeps the others; a corrupt base is replaced, after its warning. A
-    kernel whose description hash changed loses its old classes (they were tuned for other code).
+    kernel whose description hash changed loses its old classes (they were tuned for other code), and so does
+    every other kernel of the base for which ``stale(kernel, stored hash)`` is true: configurations of an older
+    kernel version are re-tuned, not carried.
     """
     directory = Path(directory) if directory is not None else write_dir()
     path = directory / device_file_name(device.key)
@@ -468,6 +471,12 @@ def store_results(
     else:
         doc = json.loads(json.dumps(doc))
     doc["device"] = device_facts(device)
+    results = list(results)
+    if stale is not None:
+        tuned_now = {r[0] for r in results}
+        for kernel in [k for k, e in doc["kernels"].items()
+                       if k not in tuned_now and stale(k, e.get("description_hash"))]:
+            del doc["kernels"][kernel]
     for kernel, size_class, entry, desc_hash in results:
         k = doc["kernels"].setdefault(kernel, {"classes": {}})
         if desc_hash is not None:

@@ -281,3 +281,22 @@ def test_switch_parameters_may_be_zero(tmp_path):
     with pytest.raises(configs.SchemaError, match="positive integer"):
         configs.store_result(dev, "histogram_q32", "rows_1e4", bad, directory=tmp_path)
     assert path.exists()
+
+
+def test_a_tune_drops_other_kernels_entries_of_an_older_version(cpu, tmp_path):
+    """A tune of some kernels keeps the file's other kernels, except those tuned for code no longer shipped
+    (mdhom.tuning.driver.stale_entry): an unknown kernel name or a description hash no size class has now."""
+    from mdhom.tuning.driver import stale_entry
+
+    d = tmp_path / "pkg"
+    sizes = {"row": 10**4, "feat": 28}
+    cfg = _hist_cfg(cpu, 10**4, 2)
+    current = configs.description_hash(HIST.describe({}))
+    for kernel, h in (("histogram", current), ("row_sum", "sha256:" + "0" * 32), ("gone_kernel", None)):
+        configs.store_result(cpu, kernel, "rows_1e4", _entry(cfg, sizes), h, directory=d)
+    assert not stale_entry("histogram", current) and stale_entry("row_sum", "sha256:" + "0" * 32)
+    assert stale_entry("gone_kernel", None) and not stale_entry("histogram", None)
+    gh = tunable.get("gh_sum")
+    path = configs.store_results(cpu, [("gh_sum", "now", _entry(cfg, sizes), configs.description_hash(
+        gh.describe(next(iter(gh.classes(True).values())))))], d, stale=stale_entry)
+    assert set(json.loads(path.read_text())["kernels"]) == {"histogram", "gh_sum"}

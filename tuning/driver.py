@@ -133,8 +133,24 @@ def tune_device(
                  f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
                  f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
         if entries:
-            path = configs.store_results(device, entries, directory)
+            path = configs.store_results(device, entries, directory, stale=stale_entry)
     return results, path
+
+
+def stale_entry(kernel: str, stored_hash: str | None) -> bool:
+    """Whether a stored kernel entry is of code no longer shipped: a kernel no longer registered, or a description
+    hash that no size class of the registered kernel has now (a configuration tuned for an older version)."""
+    from mdhom import tunable
+
+    known = tunable.registered()
+    if kernel not in known:
+        return True
+    if stored_hash is None:
+        return False
+    k = known[kernel]
+    current = {configs.description_hash(k.describe(dict(s))) for quick in (False, True)
+               for s in k.classes(quick).values()}
+    return stored_hash not in current
 
 
 def _confirm(runner: Any, res: StudyResult, rounds: int = 5) -> None:
