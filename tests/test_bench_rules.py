@@ -65,7 +65,8 @@ def test_profiled_rule_fit_splits_a_rules_time(device):
     profile = {"status": "ok", **summarize(list(est.rule_times_), recorder.rounds())}
     m = profile["mean_per_round"]
     assert profile["rounds_profiled"] == len(est.rules_)
-    assert "rule_atoms" in m["kernels"] and "best" in m["backend_calls"]
+    atoms = "rule_atoms_q" if est.precision_ == "quantized" else "rule_atoms"  # quantized on GPUs by default
+    assert atoms in m["kernels"] and "best" in m["backend_calls"]
     assert 0 < m["kernel_total_seconds"] < m["wall_seconds"]
     assert "s/rule" in format_profile(profile, None, "mdhom", "rule")
 
