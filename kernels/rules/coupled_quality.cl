@@ -58,17 +58,8 @@ inline double rule_coupled_gain(__global const double* scan, __global double* wo
     return isfinite(q) ? -q : -INFINITY;
 }
 
-/* ---- label binning (mdhom.rules.label_binning is the reference, to the bit) ---- */
-inline double rule_criterion(const double g, const double h, const double l2, const double l1) {
-    const double den = h + l2;
-    double t = g;
-    if (l1 > 0.0) {
-        const double m = fmax(fabs(g) - l1, 0.0);
-        t = (g > 0.0) ? m : ((g < 0.0) ? -m : 0.0 * m);
-    }
-    return (den == 0.0) ? 0.0 : -t / den;
-}
-
+/* ---- label binning (mdhom.rules.label_binning is the reference, to the bit; its criterion is a label's score,
+ * rule_label_score of label_score.cl, which this file is built after) ---- */
 /* ceil(ratio * n) in float, at least min(lo, n), at most hi where hi >= lo */
 inline int rule_bounded(const int n, const float ratio, const int lo, const int hi) {
     const int r = (int)ceil(ratio * (float)n);
@@ -108,7 +99,7 @@ inline double rule_binned_gain(__global const double* scan, __global double* wor
     for (int i = 0; i < k; ++i) {
         const double g = rule_side(scan, base + (long)i * n_bins, bin, dir, n_bins);
         const double hd = rule_side(scan, base + (k + (long)i * (i + 1) / 2 + i) * n_bins, bin, dir, n_bins);
-        const double c = rule_criterion(g, hd, l2, l1);
+        const double c = rule_label_score(g, hd, l2, l1);
         idx[i] = c;
         if (c < 0.0) {
             n_neg++;

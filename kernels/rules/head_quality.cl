@@ -13,19 +13,10 @@
  * FP_CONTRACT OFF); a single-label head takes the quality of the label of the largest |s| (the first of equal
  * ones: mlrl-boomer's choice), a complete head the sum of the label qualities in label order.
  * The gain is minus the quality (the evaluator maximises; ARGMAX keeps the lower index on ties, as the reference's
- * arg-min keeps the first). RULE_SINGLE selects the head. Built after split.cl (tree_real_t, TREE_INV_DECL,
+ * arg-min keeps the first). RULE_SINGLE selects the head. Built after label_score.cl (rule_label_score) and
+ * split.cl (tree_real_t, TREE_INV_DECL,
  * TREE_REAL_OF: quantized sums are int32 and become reals times their slot's 2^-k, the count slot's 2^0). */
 #pragma OPENCL FP_CONTRACT OFF
-
-inline double rule_label_score(const double g, const double h, const double l2, const double l1) {
-    const double den = h + l2;
-    double t = g;
-    if (l1 > 0.0) {
-        const double m = fmax(fabs(g) - l1, 0.0);
-        t = (g > 0.0) ? m : ((g < 0.0) ? -m : 0.0 * m);
-    }
-    return (den == 0.0) ? 0.0 : -t / den;
-}
 
 inline double rule_label_quality(const double s, const double g, const double h, const double l2, const double l1) {
     return g * s + 0.5 * h * s * s + l1 * fabs(s) + 0.5 * l2 * s * s;

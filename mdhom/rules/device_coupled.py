@@ -45,7 +45,8 @@ from mdhom.rules import binned
 from mdhom.rules.heads import Head
 from mdhom.rules.label_binning import LabelBinning
 
-_CODE = resources.files("mdhom.kernels").joinpath("rules", "coupled_quality.cl").read_text()
+_CODE = "".join(resources.files("mdhom.kernels").joinpath("rules", f).read_text()
+                for f in ("label_score.cl", "coupled_quality.cl"))  # label_score.cl: the score both start from
 _BEST = split_type("double").dtype
 _BEST_INDEX = _BEST.fields["index"][1] // 4
 

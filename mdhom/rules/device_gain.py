@@ -15,7 +15,8 @@ from importlib import resources
 
 from mdhom.components.split import Gain
 
-_CODE = resources.files("mdhom.kernels").joinpath("rules", "head_quality.cl").read_text()
+_CODE = "".join(resources.files("mdhom.kernels").joinpath("rules", f).read_text()
+                for f in ("label_score.cl", "head_quality.cl"))  # label_score.cl: the score both start from
 _PARAMS = ("l2", "l1", "min_coverage")
 
 SINGLE_HEAD_GAIN = Gain("rule_single", "#define RULE_SINGLE 1\n" + _CODE, _PARAMS)
