@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdhom.components.quantize import quantization_exponents, quantization_scales
+from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 
 
 def _quantize(M: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int32 (len(cols), n) fixed point of the columns, their 2^-k)."""
+    """(int32 (len(cols), n) fixed point of the columns, their 2^-k): the trees' rule, per column."""
     sub = M[:, cols]
     n = M.shape[0]
-    absmax = np.maximum(sub.max(axis=0), -sub.min(axis=0)) if n else np.zeros(cols.size)
+    absmax = np.abs(sub).max(axis=0) if n else np.zeros(cols.size)
     scale, inv = quantization_scales(quantization_exponents(absmax, n))
-    sub *= scale
-    np.rint(sub, out=sub)
-    return np.ascontiguousarray(sub.T, np.int32), inv
+    return np.ascontiguousarray(quantize(sub, scale).T, np.int32), inv
 
 
 class QuantizedStatistics:
