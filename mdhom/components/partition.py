@@ -189,8 +189,10 @@ class RowPartitioner:
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         self.dirty = True
-        self.begin: dict[int, int] = {}
-        self.count: dict[int, int] = {}
+        # each node's range of positions, by node id (arrays, not dicts: a depth-wise level updates up to 2^depth
+        # nodes at once); a node never split into has count 0
+        self.begin = np.zeros(64, np.int64)
+        self.count = np.zeros(64, np.int64)
 
     def ensure(self, n: int) -> None:
         """Room for ``n`` split nodes per step (left counts, the next histogram's slot tables)."""
@@ -205,7 +207,9 @@ class RowPartitioner:
         self.resolve()
         self._prepared = None
         ws = self.ws
-        self.begin, self.count = {0: 0}, {0: ws.n_rows}
+        self.begin[:] = 0
+        self.count[:] = 0
+        self.count[0] = ws.n_rows
         self.nodes_written = False  # row_node may hold the last tree's leaves: settle() writes the root's 0s
         if not self.dirty:
             return False
@@ -224,14 +228,27 @@ class RowPartitioner:
         if pending is None:
             return
         self._pending = None
-        event, n_left, rows = pending
+        event, n_left, (node, lo, hi, b0, c0) = pending
         if event is not None:
             event.wait()
-        for (node, lo, hi, b0, c0), nl in zip(rows, n_left.tolist(), strict=True):
-            self.begin[lo], self.count[lo] = b0, nl
-            self.begin[hi], self.count[hi] = b0 + nl, c0 - nl
-            if node not in (lo, hi):
-                self.count[node] = 0
+        self._room(max(int(lo.max()), int(hi.max())) + 1)
+        gone = (node != lo) & (node != hi)
+        self.count[node[gone]] = 0
+        self.begin[lo], self.count[lo] = b0, n_left
+        self.begin[hi], self.count[hi] = b0 + n_left, c0 - n_left
+
+    def _room(self, n: int) -> None:
+        """Node ids below ``n`` in the range arrays."""
+        if n > self.begin.size:
+            size = max(n, 2 * self.begin.size)
+            self.begin = np.concatenate([self.begin, np.zeros(size - self.begin.size, np.int64)])
+            self.count = np.concatenate([self.count, np.zeros(size - self.count.size, np.int64)])
+
+    def _ranges(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(begin, count) of ``nodes``; 0 rows for ids never split into."""
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        self._room(int(nodes.max()) + 1 if nodes.size else 0)
+        return self.begin[nodes], self.count[nodes]
 
     def slots(self, nodes: np.ndarray) -> int:
         """The row ranges of ``nodes`` into the slot tables the histogram reads; returns the longest range.
@@ -242,16 +259,15 @@ class RowPartitioner:
         prep = self._prepared
         if prep is not None and tuple(nodes.tolist()) == prep[0]:
             return prep[1]
-        if n == 1 and int(nodes[0]) == 0 and self.begin.get(0) == 0 and self.count.get(0) == ws.n_rows:
+        if n == 1 and int(nodes[0]) == 0 and self.begin[0] == 0 and self.count[0] == ws.n_rows:
             if ws.n_rows:
                 q = ws.queue
                 cl.enqueue_copy(q, ws["slot_begin"], self._root_host[:1], is_blocking=False)
                 cl.enqueue_copy(q, ws["slot_count"], self._root_host[1:], is_blocking=False)
             return ws.n_rows
         self.resolve()
-        begin = [self.begin.get(int(x), 0) for x in nodes]
-        count = [self.count.get(int(x), 0) for x in nodes]
-        maxc = max(count) if n else 0
+        begin, count = self._ranges(nodes)
+        maxc = int(count.max()) if n else 0
         if maxc:
             ws.put("slot_begin", ws["slot_begin"], begin, np.int32)
             ws.put("slot_count", ws["slot_count"], count, np.int32)
@@ -260,7 +276,7 @@ class RowPartitioner:
     def rows_of(self, nodes: np.ndarray) -> int:
         """The rows the listed nodes hold (after the last partition's counts are in)."""
         self.resolve()
-        return int(sum(self.count.get(int(x), 0) for x in np.asarray(nodes).reshape(-1)))
+        return int(self._ranges(nodes)[1].sum())
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
@@ -277,14 +293,13 @@ class RowPartitioner:
         self.nodes_written = False
         ns = int(nodes.size)
         left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
-        begin = [self.begin.get(int(x), 0) for x in nodes]
-        count = [self.count.get(int(x), 0) for x in nodes]
-        rows = list(zip(nodes.tolist(), left.tolist(), right.tolist(), begin, count, strict=True))
-        if not any(c > 0 for c in count):
-            self._pending = (None, np.zeros(ns, np.int32), rows)
+        begin, count = self._ranges(nodes)
+        rows = (nodes, left, right, begin, count)
+        if not count.any():
+            self._pending = (None, np.zeros(ns, np.int64), rows)
             self.resolve()
             return
-        n = int(sum(count))  # the split nodes' rows, end to end: the compact index space of the partition
+        n = int(count.sum())  # the split nodes' rows, end to end: the compact index space of the partition
         self.ensure(ns)
         row = None
         if cat_left is not None and ws.cat_mode is not None:
@@ -320,9 +335,8 @@ class RowPartitioner:
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
         self._pending = (read, host, rows)
         if small_left is not None:
-            built = tuple(int(a if s else b_) for a, b_, s in zip(left, right, np.asarray(small_left, bool).reshape(-1),
-                                                                  strict=True))
-            self._prepared = (built, max(count))
+            built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
+            self._prepared = (tuple(built.tolist()), int(count.max()))
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (the host's ranges; rows learn it at :meth:`settle`)."""
@@ -331,12 +345,13 @@ class RowPartitioner:
         self.resolve()
         self._prepared = None
         # a renamed node's range spans the ranges of all the nodes renamed to it
-        begin, count = {}, {}
-        for old, c in self.count.items():
-            if c and old < node_map.size:
-                new = int(node_map[old])
-                begin[new] = min(begin.get(new, ws.n_rows), self.begin[old])
-                count[new] = count.get(new, 0) + c
+        old = np.flatnonzero(self.count[: node_map.size])
+        new = node_map[old].astype(np.int64)
+        begin = np.full(max(self.begin.size, int(new.max()) + 1 if new.size else 0), ws.n_rows, np.int64)
+        count = np.zeros(begin.size, np.int64)
+        np.minimum.at(begin, new, self.begin[old])
+        np.add.at(count, new, self.count[old])
+        begin[count == 0] = 0
         self.begin, self.count = begin, count
         self.nodes_written = False
 
@@ -347,7 +362,8 @@ class RowPartitioner:
             return
         self.resolve()
         ws = self.ws
-        live = sorted((self.begin[node], node) for node, c in self.count.items() if c > 0)
+        node = np.flatnonzero(self.count > 0)
+        live = sorted(zip(self.begin[node].tolist(), node.tolist(), strict=True))
         if ws.n_rows and live:
             tab = np.asarray(live, np.int32).reshape(-1)
             ws.ensure("leaf_tab", tab.nbytes)
@@ -365,7 +381,7 @@ class RowPartitioner:
         """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
         renamed by ``relabel`` holds the ranges of the nodes below it, each ascending.)"""
         self.resolve()
-        b, c = self.begin.get(int(node), 0), self.count.get(int(node), 0)
+        b, c = (int(v[0]) for v in self._ranges(np.array([node])))
         if not c:
             return np.zeros(0, np.int32)
         return np.sort(self.ws.read(np.empty(c, np.int32), self.ws.ridx, 4 * b))

@@ -168,6 +168,40 @@ class _Nodes:
             self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
 
+    def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray,
+                    params: GrowParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`split` of every ``parents[k]`` by split ``chosen[k]``, in that order (the same ids), as arrays: a
+        depth-wise level holds up to 2^depth nodes, and per-node Python here stalls the device between levels.
+        Returns (left ids, right ids, whether each left child is the smaller)."""
+        k = parents.size
+        first = len(self.depth)
+        lo = np.arange(first, first + 2 * k, 2, dtype=np.int32)
+        hi = lo + 1
+        ls = np.asarray(splits.left_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
+        rs = np.asarray(splits.right_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
+        both = np.stack([ls, rs], axis=1).reshape(2 * k, self.n_outputs, 2)
+        self.sums.extend(both)
+        depth = [self.depth[int(p)] + 1 for p in parents]
+        self.depth.extend(d for d in depth for _ in range(2))
+        self.left.extend([-1] * (2 * k))
+        self.right.extend([-1] * (2 * k))
+        self.feature.extend([-1] * (2 * k))
+        self.bin.extend([0] * (2 * k))
+        self.default_left.extend([False] * (2 * k))
+        self.gain.extend([0.0] * (2 * k))
+        feature, bin_ = splits.feature[chosen], splits.bin[chosen]
+        default_left, gain = splits.default_left[chosen], splits.gain[chosen]
+        for j, (p, f, b, dl, g) in enumerate(zip(parents.tolist(), feature.tolist(), bin_.tolist(),
+                                                  default_left.tolist(), gain.tolist(), strict=True)):
+            self.left[p], self.right[p] = int(lo[j]), int(hi[j])
+            self.feature[p], self.bin[p], self.default_left[p] = int(f), int(b), bool(dl)
+            self.gain[p] = float(g) + params.split.min_split_gain
+            if is_categorical(params, int(f)):
+                self.cat_left[p] = splits.cat_left[chosen[j]].copy()
+        # smaller_is_left, per node: the same running sums over outputs
+        left_small = sum_in_order(ls[:, :, 1], axis=-1) <= sum_in_order(rs[:, :, 1], axis=-1)
+        return lo, hi, np.asarray(left_small, bool)
+
     def smaller_is_left(self, node: int) -> bool:
         """Build the child of smaller hessian sum (the proxy for its row count); ties go left."""
         lo, hi = self.left[node], self.right[node]
@@ -254,33 +288,30 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
     while level:
         if splits is None:
             splits = kernels.best_splits(hist, mask, params.split)
-        chosen = [i for i, n in enumerate(level) if splits.gain[i] > SPLIT_EPS]
+        gain = np.asarray(splits.gain[: len(level)])
+        chosen = np.flatnonzero(gain > SPLIT_EPS)
         if params.max_leaves:
             room = params.max_leaves - n_leaves
             # the largest gains first, ties to the earlier node of the level; then back to level order
-            chosen = sorted(sorted(chosen, key=lambda i: -splits.gain[i])[:room])
-        if not chosen:
+            chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
+        if not chosen.size:
             return
-        parents = [level[i] for i in chosen]
-        children = [nodes.split(n, splits, i, params) for n, i in zip(parents, chosen, strict=True)]
-        n_leaves += len(chosen)
-        left_small = np.array([nodes.smaller_is_left(n) for n in parents], bool)
+        parents = np.asarray(level, np.int32)[chosen]
+        lo, hi, left_small = nodes.split_level(parents, splits, chosen, params)
+        n_leaves += int(chosen.size)
         kernels.apply_splits(
-            np.asarray(parents, np.int32), splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen],
-            np.asarray([c[0] for c in children], np.int32), np.asarray([c[1] for c in children], np.int32),
+            parents, splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen], lo, hi,
             small_left=left_small, cat_left=cat_tables(params, splits, chosen, splits.feature[chosen]),
         )
         splits = None
-        depth = nodes.depth[children[0][0]]
+        depth = nodes.depth[int(lo[0])]
         if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
             return
-        small, large = [], []
-        for (lo, hi), ls in zip(children, left_small, strict=True):
-            small.append(lo if ls else hi)
-            large.append(hi if ls else lo)
-        h_small = kernels.histograms(np.asarray(small, np.int32))  # one histogram pass for the whole level
-        hist = _siblings(kernels, hist, h_small, chosen, len(level))
-        level = small + large
+        small = np.where(left_small, lo, hi)
+        large = np.where(left_small, hi, lo)
+        h_small = kernels.histograms(small)  # one histogram pass for the whole level
+        hist = _siblings(kernels, hist, h_small, chosen.tolist(), len(level))
+        level = small.tolist() + large.tolist()
 
 
 def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, root: object,
