@@ -232,7 +232,7 @@ def quantized_configs(device, n_feat):
 
 
 ROW_MODES = {"moved": {"row_index": False, "whole_rows": False}, "whole-rows": {"row_index": False, "whole_rows": True},
-             "row-index": {"row_index": True}}
+             "row-index": {"row_index": True, "columns": False}, "row-index-columns": {"row_index": True, "columns": True}}
 
 
 @pytest.mark.parametrize("rows", ROW_MODES)

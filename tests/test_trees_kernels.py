@@ -229,6 +229,20 @@ def test_partition(device, feature_major, row_index):
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
 
 
+@pytest.mark.parametrize("n_bins", [9, 300])
+def test_bin_columns(device, n_bins):
+    """The partition's features x rows copy of a rows x features bin matrix (8- and 16-bit bins)."""
+    rng = np.random.default_rng(11)
+    n_rows, n_feat = 517, 7
+    dtype = np.uint8 if n_bins <= 256 else np.uint16
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(dtype)
+    desc = pt.bin_columns(n_bins)
+    sizes = {"feat": n_feat, "row": n_rows}
+    for cf in configs(desc, device, sizes, seed=12):
+        out = run(desc, device, cf, sizes, bins=("o", bins, None), n_feat=n_feat)
+        np.testing.assert_array_equal(out.reshape(n_feat, n_rows), bins.T, err_msg=str(cf))
+
+
 def test_views_share_the_buffer(device):
     """The opaque and reshaped views the backend hands to kernels alias the original buffer."""
     a = cl_array.to_device(device.queue, np.arange(8, dtype=np.float64))

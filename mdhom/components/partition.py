@@ -98,6 +98,21 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
     )
 
 
+@lru_cache(maxsize=8)
+def bin_columns(n_bins: int) -> Description:
+    """The bin matrix rows x features copied to features x rows, once per fit, for the partition alone.
+
+    In row-index mode the histogram reads whole rows (rows x features), while a split reads one feature of each
+    row of the nodes it splits: from rows x features that is a sector of 32 bytes for one byte, from a column
+    the rows of a large node share sectors (at the root all of them)."""
+    return Description(
+        "tree_bin_columns", ["feat", "row"], [Concat(), Concat()], bin_ctype(n_bins),
+        scalar="out = bins[(long)row * n_feat + feat];",
+        inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True)],
+        params=[Param("n_feat", "int")],
+    )
+
+
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
                         n_bins: int, table_bytes: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -134,7 +149,8 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
 # reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
-SPECS = (FLAGS, LEAF_ROWS)
+COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
+SPECS = (FLAGS, LEAF_ROWS, COLUMNS)
 
 
 class RowPartitioner:
@@ -146,10 +162,19 @@ class RowPartitioner:
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
-        self.d_flags = partition_flags(b, ws.feature_major, ws.row_index, ws.sparse)
+        # row-index mode with a column copy of the bins (ws.columns): splits read a feature's column
+        cols = ws.columns and ws.n_rows > 0 and ws.n_features > 0
+        self.d_flags = partition_flags(b, ws.feature_major or cols, ws.row_index, ws.sparse)
         self.d_leaf_rows = leaf_rows()
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
         leaves = ws.build(LEAF_ROWS, self.d_leaf_rows, {"pos": rows})
+        split_bins = ws.bins
+        if cols:
+            comp = ws.build(COLUMNS, bin_columns(b), {"feat": ws.n_features, "row": ws.n_rows})
+            split_bins = ws.buf(ws.n_rows * ws.n_features * ws.bin_bytes)
+            ws.record("tree_bin_columns", comp.bind(split_bins, ws.queue, bins=ws.bins)(
+                {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.n_features))
+        self.split_bins = split_bins
         moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
         self.tmp_ridx = ws.buf(4 * rows)
         self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features * ws.bin_bytes) if moved else 1)
@@ -159,7 +184,8 @@ class RowPartitioner:
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
         ws.ensure("leaf_tab", 8 * 64)
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
-        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=ws.bins, split_tab=ws["split_tab"], **ridx)))
+        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
+                                                                  **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",

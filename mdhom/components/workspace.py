@@ -66,7 +66,7 @@ class Workspace:
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: Mapping[str, Mapping[str, int]] | None = None,
-                 exact: bool | None = None, row_index: bool = False) -> None:
+                 exact: bool | None = None, row_index: bool = False, columns: bool = False) -> None:
         self.device = get_device(device)
         self.queue = self.device.queue
         self.precision = precision
@@ -80,6 +80,8 @@ class Workspace:
         # row-index mode: partitioning moves only the row order ``ridx``; bins and (g, h) stay in row order and
         # kernels read them through it (XGBoost's layout); else they move with the rows (position order)
         self.set_row_index(bool(row_index), feature_major)
+        # row-index mode only, dense bins: a features x rows copy of the bins for the partition (RowPartitioner)
+        self.want_columns = bool(columns)
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
         # bytes each kernel must move by design (its reads and writes of row-sized data), counted when profiling
@@ -102,6 +104,7 @@ class Workspace:
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
         self.sparse = False  # bins as compressed rows (SparseBins; row-index mode), set by load
+        self.columns = False  # whether the partition reads a features x rows copy (decided by load)
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -252,6 +255,7 @@ class Workspace:
             self.count(host.nbytes)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
         self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
+        self.columns = self.want_columns and self.row_index and not self.sparse and not self.feature_major
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
         self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data

@@ -68,6 +68,8 @@ class OpenCLTreeKernels:
     (rows x features) and (g, h) through it;
     ``whole_rows`` (quantized, where a node's histogram fits in local memory) builds histograms a whole row per
     point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
+    ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
+    the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
@@ -86,8 +88,11 @@ class OpenCLTreeKernels:
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
-                 exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None) -> None:
+                 exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
+                 columns: bool | None = None) -> None:
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index))
+        # H100, 10.5M Higgs rows, depth 8: the partition's kernel time per round TODO ms with columns, TODO without
+        self.ws.want_columns = (self.ws.device.type == "gpu") if columns is None else bool(columns)
         self._row_index, self._feature_major = row_index, feature_major  # resolved in load (they need the shape)
         # whole-row histograms with rows moved: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255
         # leaves: 0.0106 vs 0.0506 s per round), not on the H100 (10.5M rows, lossguide: 7.4 vs 6.6 ms per round);
@@ -176,7 +181,7 @@ class OpenCLTreeKernels:
                                   f"most {size_text(max_alloc)} at once{fits}")
         # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
         # starts at 64 nodes, the split search's buffers hold 3 x 16
-        copies = 1 if ws.row_index or sparse else 3
+        copies = (1 + int(ws.want_columns and not ws.feature_major) if ws.row_index else 3) if not sparse else 1
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
             rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
