@@ -283,10 +283,9 @@ class _TreeBoost(OptionParams):
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
             kernels.compute_gradients(keep)
-            tree = grow_tree(kernels, None, mask, grow, threshold)
+            tree = grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)
             if ensemble.categories is not None:
                 tree.set_categories(ensemble.categories)
-            kernels.update_scores(tree.value)
             trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
                 raw = np.asarray(kernels.update_eval(handle, tree), np.float64)

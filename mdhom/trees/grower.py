@@ -132,73 +132,81 @@ class GrowParams:
 
 
 class _Nodes:
-    """Growable per-node arrays of the tree being built."""
+    """Per-node arrays of the tree being built, grown by doubling (a depth-wise level adds up to 2^depth nodes
+    in one step, and per-node Python there keeps the device waiting)."""
 
     def __init__(self, n_outputs: int) -> None:
         self.n_outputs = n_outputs
-        self.sums: list[np.ndarray] = []  # (n_outputs, 2) each
-        self.depth: list[int] = []
-        self.left: list[int] = []
-        self.right: list[int] = []
-        self.feature: list[int] = []
-        self.bin: list[int] = []
-        self.default_left: list[bool] = []
-        self.gain: list[float] = []
+        self.n = 0
+        self._alloc(64)
         self.cat_left: dict[int, np.ndarray] = {}  # the left bins of each categorical split node
 
+    def _alloc(self, cap: int) -> None:
+        old = self.n
+
+        def grow(a: np.ndarray | None, fill: object, shape: tuple[int, ...] = (), dtype: object = np.int32
+                 ) -> np.ndarray:
+            out = np.full((cap, *shape), fill, dtype)
+            if a is not None:
+                out[:old] = a[:old]
+            return out
+
+        get = self.__dict__.get
+        self.sums = grow(get("sums"), 0.0, (self.n_outputs, 2), np.float64)
+        self.depth = grow(get("depth"), 0)
+        self.left, self.right = grow(get("left"), -1), grow(get("right"), -1)
+        self.feature, self.bin = grow(get("feature"), -1), grow(get("bin"), 0)
+        self.default_left = grow(get("default_left"), False, (), bool)
+        self.gain = grow(get("gain"), 0.0, (), np.float64)
+
+    def _new(self, k: int) -> int:
+        """Room for ``k`` more nodes; returns the first new id."""
+        first = self.n
+        if first + k > self.depth.size:
+            self._alloc(max(first + k, 2 * self.depth.size))
+        self.n += k
+        return first
+
     def add(self, sums: np.ndarray, depth: int) -> int:
-        self.sums.append(np.asarray(sums, np.float64).reshape(self.n_outputs, 2))
-        self.depth.append(depth)
-        self.left.append(-1)
-        self.right.append(-1)
-        self.feature.append(-1)
-        self.bin.append(0)
-        self.default_left.append(False)
-        self.gain.append(0.0)
-        return len(self.depth) - 1
+        i = self._new(1)
+        self.sums[i] = np.asarray(sums, np.float64).reshape(self.n_outputs, 2)
+        self.depth[i] = depth
+        return i
 
     def split(self, node: int, splits: Splits, i: int, params: GrowParams) -> tuple[int, int]:
-        d = self.depth[node] + 1
+        """:meth:`split_level` of one node, with scalars (a loss-guided tree splits one node per step)."""
+        d = int(self.depth[node]) + 1
         lo, hi = self.add(splits.left_sum[i], d), self.add(splits.right_sum[i], d)
         self.left[node], self.right[node] = lo, hi
         self.feature[node], self.bin[node] = int(splits.feature[i]), int(splits.bin[i])
         self.default_left[node] = bool(splits.default_left[i])
         self.gain[node] = float(splits.gain[i]) + params.split.min_split_gain
-        if is_categorical(params, self.feature[node]):
+        if is_categorical(params, int(self.feature[node])):
             self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
 
     def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray,
                     params: GrowParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`split` of every ``parents[k]`` by split ``chosen[k]``, in that order (the same ids), as arrays: a
-        depth-wise level holds up to 2^depth nodes, and per-node Python here stalls the device between levels.
-        Returns (left ids, right ids, whether each left child is the smaller)."""
+        """Split every ``parents[k]`` by split ``chosen[k]`` of ``splits``, in that order: the children of
+        ``parents[k]`` get ids ``first + 2k`` (left) and ``first + 2k + 1``. Returns (left ids, right ids, whether
+        each left child has the smaller hessian sum, the proxy for its row count; ties go left)."""
         k = parents.size
-        first = len(self.depth)
+        first = self._new(2 * k)
         lo = np.arange(first, first + 2 * k, 2, dtype=np.int32)
         hi = lo + 1
         ls = np.asarray(splits.left_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
         rs = np.asarray(splits.right_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
-        both = np.stack([ls, rs], axis=1).reshape(2 * k, self.n_outputs, 2)
-        self.sums.extend(both)
-        depth = [self.depth[int(p)] + 1 for p in parents]
-        self.depth.extend(d for d in depth for _ in range(2))
-        self.left.extend([-1] * (2 * k))
-        self.right.extend([-1] * (2 * k))
-        self.feature.extend([-1] * (2 * k))
-        self.bin.extend([0] * (2 * k))
-        self.default_left.extend([False] * (2 * k))
-        self.gain.extend([0.0] * (2 * k))
-        feature, bin_ = splits.feature[chosen], splits.bin[chosen]
-        default_left, gain = splits.default_left[chosen], splits.gain[chosen]
-        for j, (p, f, b, dl, g) in enumerate(zip(parents.tolist(), feature.tolist(), bin_.tolist(),
-                                                  default_left.tolist(), gain.tolist(), strict=True)):
-            self.left[p], self.right[p] = int(lo[j]), int(hi[j])
-            self.feature[p], self.bin[p], self.default_left[p] = int(f), int(b), bool(dl)
-            self.gain[p] = float(g) + params.split.min_split_gain
-            if is_categorical(params, int(f)):
-                self.cat_left[p] = splits.cat_left[chosen[j]].copy()
-        # smaller_is_left, per node: the same running sums over outputs
+        self.sums[lo], self.sums[hi] = ls, rs
+        self.depth[lo] = self.depth[hi] = self.depth[parents] + 1
+        self.left[parents], self.right[parents] = lo, hi
+        self.feature[parents], self.bin[parents] = splits.feature[chosen], splits.bin[chosen]
+        self.default_left[parents] = splits.default_left[chosen]
+        self.gain[parents] = np.asarray(splits.gain[chosen], np.float64) + params.split.min_split_gain
+        if params.categorical is not None:
+            for p, f, c in zip(parents.tolist(), splits.feature[chosen].tolist(), np.asarray(chosen).tolist(),
+                               strict=True):
+                if is_categorical(params, int(f)):
+                    self.cat_left[p] = splits.cat_left[c].copy()
         left_small = sum_in_order(ls[:, :, 1], axis=-1) <= sum_in_order(rs[:, :, 1], axis=-1)
         return lo, hi, np.asarray(left_small, bool)
 
@@ -207,23 +215,31 @@ class _Nodes:
         lo, hi = self.left[node], self.right[node]
         return bool(sum_in_order(self.sums[lo][:, 1]) <= sum_in_order(self.sums[hi][:, 1]))
 
-    def to_tree(self, params: GrowParams, threshold: Callable[[int, int], float]) -> Tree:
-        sums = np.stack(self.sums)
-        sp = params.split
-        value = params.learning_rate * leaf_weight(sums[:, :, 0], sums[:, :, 1], sp.reg_lambda, sp.reg_alpha)
-        feature = np.asarray(self.feature, np.int32)
-        thr = np.array([threshold(f, b) if f >= 0 else 0.0 for f, b in zip(self.feature, self.bin, strict=True)])
+    def values(self, params: GrowParams) -> np.ndarray:
+        """Each node's value (n_nodes, n_outputs): learning rate x the leaf weight of its sums."""
+        sums, sp = self.sums[: self.n], params.split
+        return params.learning_rate * leaf_weight(sums[:, :, 0], sums[:, :, 1], sp.reg_lambda, sp.reg_alpha)
+
+    def to_tree(self, params: GrowParams, threshold: Callable[[int, int], float],
+                value: np.ndarray | None = None) -> Tree:
+        n = self.n
+        sums = self.sums[:n]
+        value = self.values(params) if value is None else value
+        feature = self.feature[:n].copy()
+        thr = np.zeros(n)
+        for j in np.flatnonzero(feature >= 0).tolist():
+            thr[j] = threshold(int(feature[j]), int(self.bin[j]))
         tables = None
         if self.cat_left:
-            row = np.full(len(self.depth), -1, np.int32)
+            row = np.full(n, -1, np.int32)
             order = sorted(self.cat_left)
             row[order] = np.arange(len(order))
             thr[order] = np.inf
-            tables = CategoryTables(row, np.stack([self.cat_left[n] for n in order]))
+            tables = CategoryTables(row, np.stack([self.cat_left[i] for i in order]))
         return Tree(
-            left=np.asarray(self.left, np.int32), right=np.asarray(self.right, np.int32), feature=feature,
-            threshold=thr, default_left=np.asarray(self.default_left, bool), value=value,
-            gain=np.asarray(self.gain), cover=sum_in_order(sums[:, :, 1], axis=1), bin=np.asarray(self.bin, np.int32),
+            left=self.left[:n].copy(), right=self.right[:n].copy(), feature=feature,
+            threshold=thr, default_left=self.default_left[:n].copy(), value=value,
+            gain=self.gain[:n].copy(), cover=sum_in_order(sums[:, :, 1], axis=1), bin=self.bin[:n].copy(),
             cat_left=tables,
         )
 
@@ -257,9 +273,12 @@ def _can_split(depth: int, params: GrowParams) -> bool:
 
 
 def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
-              threshold: Callable[[int, int], float]) -> Tree:
+              threshold: Callable[[int, int], float],
+              on_values: Callable[[np.ndarray], None] | None = None) -> Tree:
     """Grow one tree on the gradients already set in ``kernels``; afterwards every row sits in its leaf
     (``kernels.row_nodes()``, or ``kernels.update_scores(tree.value)`` without a trip to the host).
+    ``on_values`` gets the node values as soon as they are known, before the tree is assembled on the host
+    (the score update can run on the device meanwhile).
 
     ``root_sums`` is (n_outputs, 2), the total (g, h) of all rows; ``None`` takes them from the root's
     split search (``Splits.total``), so gradients that never left the device need no extra pass.
@@ -278,7 +297,10 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
             _grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
         else:
             _grow_lossguide(kernels, nodes, feature_mask, params, hist, splits)
-    return nodes.to_tree(params, threshold)
+    value = nodes.values(params)
+    if on_values is not None:
+        on_values(value)
+    return nodes.to_tree(params, threshold, value)
 
 
 def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, hist: object,
@@ -304,7 +326,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
             small_left=left_small, cat_left=cat_tables(params, splits, chosen, splits.feature[chosen]),
         )
         splits = None
-        depth = nodes.depth[int(lo[0])]
+        depth = int(nodes.depth[int(lo[0])])
         if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
             return
         small = np.where(left_small, lo, hi)

@@ -91,7 +91,8 @@ class OpenCLTreeKernels:
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None) -> None:
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index))
-        # H100, 10.5M Higgs rows, depth 8: the partition's kernel time per round TODO ms with columns, TODO without
+        # H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with columns, 3.07 without;
+        # rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws.want_columns = (self.ws.device.type == "gpu") if columns is None else bool(columns)
         self._row_index, self._feature_major = row_index, feature_major  # resolved in load (they need the shape)
         # whole-row histograms with rows moved: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255
