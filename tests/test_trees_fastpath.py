@@ -164,9 +164,9 @@ class _BatchedNumpy(NumpyKernels):
         super().__init__()
         self.searches = 0
 
-    def best_splits(self, hist, feature_mask, params):
+    def best_splits(self, hist, feature_mask, params, then=None):
         self.searches += 1
-        return super().best_splits(hist, feature_mask, params)
+        return super().best_splits(hist, feature_mask, params, then)
 
 
 @pytest.mark.parametrize("leaves,depth,k,seed", [(31, 0, 1, 3), (200, 0, 1, 4), (40, 4, 1, 5), (0, 6, 1, 6),

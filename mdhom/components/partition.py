@@ -334,14 +334,17 @@ class RowPartitioner:
             cat_left = np.asarray(cat_left)[cat]
         ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize + (0 if row is None else cat_left.size))
         tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
-        tab["node"], tab["feature"] = nodes, np.asarray(feature).reshape(-1)
-        tab["bin"], tab["default_left"] = np.asarray(bin).reshape(-1), np.asarray(default_left, bool).reshape(-1)
-        tab["left"], tab["right"], tab["begin"], tab["count"] = left, right, begin, count
-        tab["next_child"] = -1 if small_left is None else np.where(np.asarray(small_left, bool).reshape(-1), 0, 1)
-        tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
+        # every field is an int32: the records fill as the columns of one (ns, 11) block (few numpy calls: this
+        # runs between a level's read-back and its first launch, while the device waits)
+        first = np.cumsum(count) - count
+        next_child = -1 if small_left is None else 1 - np.asarray(small_left, bool).reshape(-1)
+        cols = (nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1),
+                np.asarray(default_left, bool).reshape(-1), left, right, begin, count, next_child, first, -1)
+        block = tab.view(np.int32).reshape(ns, len(SPLIT_FIELDS))
+        for j, col in enumerate(cols):
+            block[:, j] = col
         q = ws.queue
         if row is None:
-            tab["cats"] = -1
             cl.enqueue_copy(q, ws["split_tab"], tab, is_blocking=False)
         else:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)

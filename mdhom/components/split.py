@@ -20,7 +20,7 @@ tree_split_sums        node x output                    concat: the host's packe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -424,11 +424,13 @@ class SplitEvaluator:
             ws.put("mask", ws["feature_mask"], mask, np.uint8)
             self._mask_key = key
 
-    def search(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None) -> Splits:
+    def search(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None,
+               then: Callable[[], None] | None = None) -> Splits:
         """The best split of each of the ``n`` nodes in ``hist_work``; ``params`` holds the gain's parameters
         as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale`` is the
         round's 2^-k per (output, g|h) when quantized. One blocking read; a second one, of the left tables, only
-        when the fit has categorical features and a categorical split won."""
+        when the fit has categorical features and a categorical split won. ``then`` runs after the launches,
+        before the read (host work that overlaps the search)."""
         ws = self.ws
         f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
         out = Splits.none(n, k, np.zeros((n, k, 2)))
@@ -438,6 +440,8 @@ class SplitEvaluator:
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
         ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, **smooth))
+        if b <= 2 and then is not None:
+            then()
         if b <= 2:  # no candidate bins: only the node totals, the last prefix sum of feature 0
             scan = np.empty((n, f, k, b), hist_gh_type(ws.precision).dtype)
             scan = ws.read(scan, ws["scan"])[:, 0, :, b - 1]
@@ -451,6 +455,8 @@ class SplitEvaluator:
         ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
         if self.categorical:
             ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
+        if then is not None:
+            then()
         host = ws.read(np.empty((n, k), self.res_dtype), ws["res"])
         # the seven reals of each record (lg lh rg rh tg th gain) as one array, in few numpy calls: this runs
         # between a level's read-back and its next launch, while the device waits

@@ -122,8 +122,11 @@ class TreeKernels(Protocol):
     def to_host(self, hist: object) -> np.ndarray:
         """The histograms as a numpy array (for tests and the tuner's checks)."""
 
-    def best_splits(self, hist: object, feature_mask: np.ndarray, params: SplitParams) -> Splits:
-        """The best split of every node in ``hist``; features where ``feature_mask`` is False are skipped."""
+    def best_splits(self, hist: object, feature_mask: np.ndarray, params: SplitParams,
+                    then: Callable[[], None] | None = None) -> Splits:
+        """The best split of every node in ``hist``; features where ``feature_mask`` is False are skipped.
+        ``then`` runs once, after the search is under way and before its result is waited for: host work that
+        overlaps the device's."""
 
     def apply_splits(
         self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,

@@ -43,7 +43,10 @@ class NumpyKernels(NumpyTreeKernels):
     six-dimensional candidate arrays: the reference spends 85% of a loss-guided fit there.
     """
 
-    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
+                    then: Callable[[], None] | None = None) -> Splits:
+        if then is not None:
+            then()
         return fast_best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None,
                                 self.cat_mode)
 
@@ -185,30 +188,35 @@ class _Nodes:
             self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
 
-    def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray,
-                    params: GrowParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray, params: GrowParams
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], None]]:
         """Split every ``parents[k]`` by split ``chosen[k]`` of ``splits``, in that order: the children of
         ``parents[k]`` get ids ``first + 2k`` (left) and ``first + 2k + 1``. Returns (left ids, right ids, whether
-        each left child has the smaller hessian sum, the proxy for its row count; ties go left)."""
+        each left child has the smaller hessian sum, the proxy for its row count, ties going left; and
+        ``record``, which writes the split into the node table). The ids and the hint are what the device needs
+        next; ``record`` can wait until the device is busy (a level holds up to 2^depth nodes)."""
         k = parents.size
         first = self._new(2 * k)
         lo = np.arange(first, first + 2 * k, 2, dtype=np.int32)
         hi = lo + 1
         ls = np.asarray(splits.left_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
         rs = np.asarray(splits.right_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
-        self.sums[lo], self.sums[hi] = ls, rs
-        self.depth[lo] = self.depth[hi] = self.depth[parents] + 1
-        self.left[parents], self.right[parents] = lo, hi
-        self.feature[parents], self.bin[parents] = splits.feature[chosen], splits.bin[chosen]
-        self.default_left[parents] = splits.default_left[chosen]
-        self.gain[parents] = np.asarray(splits.gain[chosen], np.float64) + params.split.min_split_gain
-        if params.categorical is not None:
-            for p, f, c in zip(parents.tolist(), splits.feature[chosen].tolist(), np.asarray(chosen).tolist(),
-                               strict=True):
-                if is_categorical(params, int(f)):
-                    self.cat_left[p] = splits.cat_left[c].copy()
-        left_small = sum_in_order(ls[:, :, 1], axis=-1) <= sum_in_order(rs[:, :, 1], axis=-1)
-        return lo, hi, np.asarray(left_small, bool)
+        left_small = np.asarray(sum_in_order(ls[:, :, 1], axis=-1) <= sum_in_order(rs[:, :, 1], axis=-1), bool)
+
+        def record() -> None:
+            self.sums[lo], self.sums[hi] = ls, rs
+            self.depth[lo] = self.depth[hi] = self.depth[parents] + 1
+            self.left[parents], self.right[parents] = lo, hi
+            self.feature[parents], self.bin[parents] = splits.feature[chosen], splits.bin[chosen]
+            self.default_left[parents] = splits.default_left[chosen]
+            self.gain[parents] = np.asarray(splits.gain[chosen], np.float64) + params.split.min_split_gain
+            if params.categorical is not None:
+                for p, f, c in zip(parents.tolist(), splits.feature[chosen].tolist(), np.asarray(chosen).tolist(),
+                                   strict=True):
+                    if is_categorical(params, int(f)):
+                        self.cat_left[p] = splits.cat_left[c].copy()
+
+        return lo, hi, left_small, record
 
     def smaller_is_left(self, node: int) -> bool:
         """Build the child of smaller hessian sum (the proxy for its row count); ties go left."""
@@ -305,11 +313,13 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
 
 def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, hist: object,
                     splits: Splits) -> None:
+    """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
+    search's ``then``), so the device waits for the host only for what its next launches need: the chosen
+    splits, the children's ids and which child is built."""
     level = [0]
     n_leaves = 1
+    depth = 0
     while level:
-        if splits is None:
-            splits = kernels.best_splits(hist, mask, params.split)
         gain = np.asarray(splits.gain[: len(level)])
         chosen = np.flatnonzero(gain > SPLIT_EPS)
         if params.max_leaves:
@@ -319,21 +329,22 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
         if not chosen.size:
             return
         parents = np.asarray(level, np.int32)[chosen]
-        lo, hi, left_small = nodes.split_level(parents, splits, chosen, params)
+        lo, hi, left_small, record = nodes.split_level(parents, splits, chosen, params)
         n_leaves += int(chosen.size)
         kernels.apply_splits(
             parents, splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen], lo, hi,
             small_left=left_small, cat_left=cat_tables(params, splits, chosen, splits.feature[chosen]),
         )
-        splits = None
-        depth = int(nodes.depth[int(lo[0])])
+        depth += 1
         if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
+            record()
             return
         small = np.where(left_small, lo, hi)
         large = np.where(left_small, hi, lo)
         h_small = kernels.histograms(small)  # one histogram pass for the whole level
         hist = _siblings(kernels, hist, h_small, chosen.tolist(), len(level))
         level = small.tolist() + large.tolist()
+        splits = kernels.best_splits(hist, mask, params.split, then=record)
 
 
 def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, root: object,

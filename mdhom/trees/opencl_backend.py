@@ -280,13 +280,16 @@ class OpenCLTreeKernels:
     def to_host(self, hist: DeviceHist) -> np.ndarray:
         return self.hist.to_host(hist)
 
-    def best_splits(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    def best_splits(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams,
+                    then: Callable[[], None] | None = None) -> Splits:
         self.hist.check(hist)
         if hist.n_nodes == 0:
+            if then is not None:
+                then()
             self.rows.resolve()
             return Splits.none(0, self.n_outputs, np.zeros((0, self.n_outputs, 2)))
         self.hist.to_work(hist)
-        out = self.split.search(hist.n_nodes, feature_mask, params, self.gradients.inv_scale)
+        out = self.split.search(hist.n_nodes, feature_mask, params, self.gradients.inv_scale, then)
         self.rows.resolve()  # the left counts were read back before the search's result
         return out
 

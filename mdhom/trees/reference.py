@@ -389,7 +389,10 @@ class NumpyTreeKernels:
     def to_host(self, hist: np.ndarray) -> np.ndarray:
         return hist
 
-    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
+    def best_splits(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams,
+                    then: Callable[[], None] | None = None) -> Splits:
+        if then is not None:
+            then()
         return best_splits(hist, feature_mask, params, self.inv_scale if hist.dtype.kind in "iu" else None,
                            self.cat_mode)
 
