@@ -178,8 +178,11 @@ class _Nodes:
 
     def split(self, node: int, splits: Splits, i: int, params: GrowParams) -> tuple[int, int]:
         """:meth:`split_level` of one node, with scalars (a loss-guided tree splits one node per step)."""
-        d = int(self.depth[node]) + 1
-        lo, hi = self.add(splits.left_sum[i], d), self.add(splits.right_sum[i], d)
+        d = self.depth[node] + 1
+        lo = self._new(2)
+        hi = lo + 1
+        self.sums[lo], self.sums[hi] = splits.left_sum[i], splits.right_sum[i]  # (n_outputs, 2) each
+        self.depth[lo] = self.depth[hi] = d
         self.left[node], self.right[node] = lo, hi
         self.feature[node], self.bin[node] = int(splits.feature[i]), int(splits.bin[i])
         self.default_left[node] = bool(splits.default_left[i])
@@ -384,6 +387,13 @@ def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]],
     return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
 
 
+def _left_smaller(splits: Splits) -> np.ndarray:
+    """Per node of a search: whether the left child has the smaller hessian sum (the proxy for its row count:
+    the child whose histogram is built); ties go left."""
+    return np.asarray(sum_in_order(splits.left_sum[:, :, 1], axis=-1) <= sum_in_order(splits.right_sum[:, :, 1],
+                                                                                       axis=-1), bool)
+
+
 class _Candidates:
     """The candidate tree of a loss-guided walk, as far as it has been searched, in the backend's node ids.
 
@@ -398,6 +408,8 @@ class _Candidates:
         self.kernels, self.mask, self.params = kernels, mask, params
         self.hist: dict[int, tuple[object, int, int]] = {0: (root, 0, 1)}
         self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
+        # per node searched: whether its left child is the smaller (decided once per search, as arrays)
+        self.small_left: dict[int, bool] = {0: bool(_left_smaller(splits)[0])}
         self.depth: dict[int, int] = {0: 0}
         self.children: dict[int, tuple[int, int]] = {}
         self.n_ids = 1
@@ -417,8 +429,7 @@ class _Candidates:
             default_left.append(sp.default_left[i])
             if sp.cat_left is not None:
                 tables.append(sp.cat_left[i])
-            # the child of smaller hessian sum (the proxy for its row count) is built; ties go left
-            left_small.append(bool(sum_in_order(sp.left_sum[i][:, 1]) <= sum_in_order(sp.right_sum[i][:, 1])))
+            left_small.append(self.small_left[node])
         lo = np.arange(self.n_ids, self.n_ids + 2 * ns, 2, dtype=np.int32)
         hi = lo + 1
         self.n_ids += 2 * ns
@@ -440,9 +451,11 @@ class _Candidates:
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
         found = kernels.best_splits(pair, self.mask, self.params.split)
         m = len(grow)
+        smaller = _left_smaller(found).tolist()
         for j, node in enumerate(small + large):
             self.hist[node] = (pair, j, 2 * m)
             self.found[node] = (found, j)
+            self.small_left[node] = smaller[j]
 
     def leaf_map(self, tree_of: dict[int, int], is_leaf: Callable[[int], bool]) -> np.ndarray:
         """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
