@@ -542,7 +542,9 @@ class DeviceRefinement:
         lanes = dc.lanes_of(k)
         n_chunks = -(-self.n_feat // chunk)
         tiles = -(-n // dc.SORT_TILE)
-        ws.ensure("c_hist", 8 * chunk * lanes * nb)
+        block = dc.lane_block(ws.device)
+        n_blk = -(-lanes // block)
+        ws.ensure("c_hist", 8 * chunk * nb * n_blk * block)
         ws.ensure("c_scan", 8 * chunk * lanes * nb)
         ws.ensure("c_res", 8 * n_chunks * (lanes + 2))
         ws.ensure("c_at", 4 * n)
@@ -552,7 +554,7 @@ class DeviceRefinement:
         ws.ensure("c_srows", 4 * self.n_feat * n)
         role = f"{k}/{chunk}"
         bt = bin_ctype(nb)
-        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(), {"feat": chunk, "lane": lanes, "bin": nb, "pos": n},
+        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(block), {"feat": chunk, "bin": nb, "blk": n_blk, "pos": n},
                           role=role)
         k_cs = ws.build(dc.COVER_SCAN, dc.cover_scan(), {"row": n})
         k_cr = ws.build(dc.COVER_ROWS, dc.cover_rows(), {"row": n})
@@ -603,6 +605,8 @@ class DeviceRefinement:
             self._rows_of = self.masks
         # the covered rows grouped by bin per searched feature (a stable counting sort: count, offsets, scatter)
         tiles = -(-n // dc.SORT_TILE)
+        block = dc.lane_block(ws.device)
+        n_blk = -(-lanes // block)
         ws.record("rule_sort_count", kern["sort_count"][src, self.cur](
             {"feat": f, "bin": nb, "tile": tiles, "q": dc.SORT_TILE}, bin_stride=stride, n_rows=n))
         ws.record("rule_sort_offsets", kern["sort_offsets"]({"feat": f, "cell": nb * tiles}))
@@ -611,9 +615,10 @@ class DeviceRefinement:
         for c in range(n_chunks):
             fc = min(chunk, f - c * chunk)
             ws.record("rule_coupled_histogram", kern["hist"][self.cur](
-                {"feat": fc, "lane": lanes, "bin": nb, "pos": n}, feat0=c * chunk, g_stride=self.n_labels, k=k,
+                {"feat": fc, "bin": nb, "blk": n_blk, "pos": n}, feat0=c * chunk, g_stride=self.n_labels, k=k,
                 width=lanes - 2, n_tiles=tiles, n_rows=n))
-            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb}))
+            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb},
+                                                        lane_stride=n_blk * block))
             ws.record("rule_coupled_quality", kern["quality"](
                 {"feat": fc, "bin": nb - 2, "dir": 2}, k=k, n_lanes=lanes, l2=self.l2, l1=self.l1,
                 min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),

@@ -18,11 +18,13 @@ rule_sort_count          feat x bin x tile x q        concat x3, sum over a tile
 rule_sort_offsets        feat x cell                  concat, exclusive prefix sum over (bin, tile): pass 2
 rule_sort_rows           feat x pos                   concat, concat, scattered: each covered row to its bin's
                                                       place (rows ascending within a bin): pass 3
-rule_coupled_histogram   feat x lane x bin x pos      concat x3, sum over the bin's rows (a ragged fold over
+rule_coupled_histogram   feat x bin x blk x pos       concat x3, sum over the bin's rows (a ragged fold over
                                                       its part of the sorted list; exact order pinned: rows
-                                                      ascending, np.bincount's); no atomics, lanes coalesced
+                                                      ascending, np.bincount's) of a block of lanes (an array
+                                                      atom); no atomics, lanes coalesced
 rule_coupled_scan        feat x lane x bin            concat, concat, inclusive prefix sum over bins (pinned:
-                                                      np.cumsum's order)
+                                                      np.cumsum's order), (feat, bin, lane) in, (feat, lane,
+                                                      bin) out
 rule_coupled_quality     feat x bin x dir             arg-max over all three of minus the quality: each
                                                       candidate solves its regularised k x k system in its own
                                                       scratch slice (fixed-order LDL^T, mdh.linalg)
@@ -47,7 +49,7 @@ import numpy as np
 from mdhom.components.lanes import split_type
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
 from mdhom.devices import Device
-from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Scratch, linalg
+from mdhom.mdh import ARGMAX, SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Scan, Scratch, linalg
 from mdhom.rules import binned
 from mdhom.rules.heads import Head
 from mdhom.rules.label_binning import LabelBinning
@@ -92,26 +94,31 @@ SORT_TILE = 64
 """Covered rows per tile of the counting sort (:func:`sort_count`): a row's rank among its tile's rows of the same
 bin is counted by its own work-item, so a tile costs each row up to this many bin reads."""
 
-# one lane of a covered row: the row is the pos-th of its bin's rows (srows: per feature, the covered rows grouped
-# by bin, ascending within a bin); gradients from G, each packed Hessian entry of the example-wise logistic loss
-# from two gradients (LogisticExampleWise.hessian: g_big * -g_small off the diagonal, |g| (1 - |g|) on it, the
-# numpy reference's bits), the two count lanes last
+# one covered row's lanes blk * BLOCK + i (i < BLOCK): the row is the pos-th of its bin's rows (srows: per
+# feature, the covered rows grouped by bin, ascending within a bin); gradients from G, each packed Hessian entry of
+# the example-wise logistic loss from two gradients (LogisticExampleWise.hessian: g_big * -g_small off the
+# diagonal, |g| (1 - |g|) on it, the numpy reference's bits), the two count lanes last; lanes past n_lanes add
+# nothing (the block's padding)
 _VALUE = """
 const long fo = (long)feat0 + feat;
 const int row = srows[fo * n_rows + off[(fo * SIZE_bin + bin) * n_tiles] + pos];
 const double w = weight[row];
 const long at_g = (long)row * g_stride;
-double v;
-if (lane >= width) v = (lane == width || w != 0.0) ? 1.0 : 0.0;
-else if (w == 0.0) v = 0.0;
-else if (lane < k) v = G[at_g + gcol[lane]] * w;
-else {
-    const int big = pair_r[lane - k], small = pair_c[lane - k];
-    const double gb = G[at_g + big];
-    double h;
-    if (big == small) { const double p = fabs(gb); h = p * (1.0 - p); }
-    else h = gb * -G[at_g + small];
-    v = h * w;
+for (int i = 0; i < BLOCK; ++i) {
+    const int lane = (int)blk * BLOCK + i;
+    double v = 0.0;
+    if (lane >= width) v = (lane == width || w != 0.0) ? 1.0 : 0.0;
+    else if (w == 0.0) v = 0.0;
+    else if (lane < k) v = G[at_g + gcol[lane]] * w;
+    else {
+        const int big = pair_r[lane - k], small = pair_c[lane - k];
+        const double gb = G[at_g + big];
+        double h;
+        if (big == small) { const double p = fabs(gb); h = p * (1.0 - p); }
+        else h = gb * -G[at_g + small];
+        v = h * w;
+    }
+    if (lane < width + 2) ADD;
 }
 """
 _N_COVERED = "(at[n_rows - 1] + (covered[n_rows - 1] != 0))"  # the covered rows: the list's length
@@ -189,19 +196,21 @@ if (pos < {_N_COVERED}) {{
     )
 
 
-@lru_cache(maxsize=1)
-def histogram() -> Description:
-    """Per (feature of the chunk, lane, bin) the sum of the lane's values over the bin's covered rows (a ragged
-    fold over the bin's part of the sorted list, ``srows``), rows ascending: every work-item adds one sum in the
-    numpy reference's order with no atomics, neighbouring work-items read neighbouring lanes of the same row
-    (coalesced on GPUs), and a step costs the rows its rule still covers. The lanes are built from the
-    gradients on the fly (the packed Hessian entries of the example-wise logistic loss are products of two
-    gradients), so the host neither builds nor sends them."""
+@lru_cache(maxsize=4)
+def histogram(block: int = 1) -> Description:
+    """Per (feature of the chunk, bin, lane) the sum of the lane's values over the bin's covered rows (a ragged
+    fold over the bin's part of the sorted list, ``srows``), rows ascending: every sum is added in the numpy
+    reference's order with no atomics, neighbouring work-items read neighbouring lanes of the same row (coalesced
+    on GPUs), and a step costs the rows its rule still covers. A work-item owns ``block`` neighbouring lanes (an
+    array atom): it reads a row's index and weight once per block (what CPUs want; GPUs take 1). The lanes are
+    built from the gradients on the fly (the packed Hessian entries of the example-wise logistic loss are
+    products of two gradients), so the host neither builds nor sends them. Output (feat, bin, lane), the lanes
+    padded to whole blocks (``binned.statistics``' layout)."""
     return Description(
-        "rule_coupled_histogram", ["feat", "lane", "bin", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
-        "double",
-        scalar=_VALUE + "out = v;",
-        accumulate=_VALUE + "acc += v;",
+        "rule_coupled_histogram", ["feat", "bin", "blk", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
+        Array(Scalar("double"), int(block)),
+        scalar=_VALUE.replace("ADD", "out.v[i] = v"),
+        accumulate=_VALUE.replace("ADD", "acc.v[i] += v"),
         inputs=[Input("G", "double", ("*",), gather=True), Input("weight", "double", ("*",), gather=True),
                 Input("gcol", "int", ("*",), gather=True), Input("pair_r", "int", ("*",), gather=True),
                 Input("pair_c", "int", ("*",), gather=True), Input("srows", "int", ("*",), gather=True),
@@ -211,15 +220,26 @@ def histogram() -> Description:
                 Param("n_tiles", "int"), Param("n_rows", "int")],
         extents={"pos": f"(bin + 1 < SIZE_bin ? off[(((long)feat0 + feat) * SIZE_bin + bin + 1) * n_tiles] : "
                         f"{_N_COVERED}) - off[(((long)feat0 + feat) * SIZE_bin + bin) * n_tiles]"},
+        preamble=f"#define BLOCK {int(block)}",
     )
+
+
+def lane_block(dev: Device) -> int:
+    """Lanes per work-item of the histogram: 1 on GPUs (neighbouring work-items, neighbouring lanes: coalesced),
+    8 on CPUs (a row's index, weight and branches paid once per 8 lanes; on the shared 2-core machine 2.2-3.6 ns per
+    (row, lane) with 8 or with 1 on PoCL and Intel's runtime alike, within the load's noise)."""
+    return 1 if dev.type == "gpu" else 8
 
 
 @lru_cache(maxsize=1)
 def scan() -> Description:
-    """Inclusive prefix sums over bins of every (feature, lane)."""
+    """Inclusive prefix sums over bins of every (feature, lane), from the histogram's (feat, bin, lane) layout
+    (lanes ``lane_stride`` apart: padded to whole blocks) to (feat, lane, bin), what the quality kernel reads."""
     return Description(
         "rule_coupled_scan", ["feat", "lane", "bin"], [Concat(), Concat(), Scan(SUM)], "double",
-        scalar="out = hist;", inputs=[Input("hist", "double", ("feat", "lane", "bin"))],
+        scalar="out = hist[((long)feat * SIZE_bin + bin) * lane_stride + lane];",
+        inputs=[Input("hist", "double", ("*",), gather=True)],
+        params=[Param("lane_stride", "int")],
     )
 
 
@@ -277,9 +297,9 @@ def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
     work-group per (feature, bin, lane group), each work-item folding its bin's rows (pinned: the sum's order)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
-    wi = pow2_at_most(sizes["lane"], 128 if gpu else (1 if dev.runtime == "intel" else 8))
-    cfg["NUM_WI_lane"] = wi
-    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    wi = pow2_at_most(sizes["blk"], 128 if gpu else (1 if dev.runtime == "intel" else 8))
+    cfg["NUM_WI_blk"] = wi
+    cfg["NUM_WG_blk"] = max(1, -(-int(sizes["blk"]) // wi))
     cfg["NUM_WG_bin"] = int(sizes["bin"])
     cfg["NUM_WG_feat"] = int(sizes["feat"])
     return cfg
