@@ -26,7 +26,8 @@ The histogram, scan and score run over the sampled features only (mlrl-boomer's 
 floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
 index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
 and label) and the bins stay on the device; G and H go
-up once per rule (the host updates them after the rule's head is added, for the covered rows), the head's label
+up once per rule (the host updates them after the rule's head is added, for the covered rows; complete heads of the
+example-wise loss send G only, their Hessian entries are built from it on the device), the head's label
 columns when they change, the sampled features' mask per step. Exact mode: the histogram adds rows in ascending
 order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
 (``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device
