@@ -91,7 +91,8 @@ def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, l
             changed = quant.refresh(G, H, head.labels, head.h_columns)
             atoms = quant.atoms(head.labels, head.h_columns)
             assert not np.array_equal(atoms, head.gather(G, H))  # rounded, so a real test
-        search.start(G, H, w, head, quant, changed)
+        # complete heads of the example-wise loss send the gradients only: the device builds the Hessians
+        search.start(G, None if head.coupled else H, w, head, quant, changed)
         covered = np.ones(n, bool)
         for _step in range(4):
             feats = np.sort(rng.choice(X.shape[1], 5, replace=False))
@@ -106,6 +107,8 @@ def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, l
             covered &= covered_by(X, want.feature, want.op, want.threshold)
             search.add(got)
         G = G[::-1].copy()  # the next rule sees other statistics
+        if loss == "logistic_examplewise":  # its Hessians are those of the gradients
+            H = make_loss(loss).hessian(G)
     assert search.ws.syncs == search.steps  # one read-back per step, nothing else
 
 
@@ -175,8 +178,14 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2},
-            "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_lane": 2, "NUM_WI_lane": 4,
-                                       "NUM_WG_pos": 1, "NUM_WI_pos": 1, "NUM_WI_COMBINE": 2},
+            "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_blk": 2, "NUM_WI_blk": 2,
+                                       "NUM_WG_bin": 3, "NUM_WI_bin": 2, "NUM_WG_pos": 1, "NUM_WI_pos": 1,
+                                       "NUM_WI_COMBINE": 2},
+            "rule_sort_count": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_bin": 2, "NUM_WI_bin": 2,
+                                "NUM_WG_tile": 1, "NUM_WI_tile": 1, "NUM_WG_q": 2, "NUM_WI_q": 4, "NUM_WI_COMBINE": 2},
+            "rule_sort_offsets": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_cell": 2, "NUM_WI_cell": 4,
+                                  "NUM_WI_COMBINE": 4, "SCAN_TILED": 1},
+            "rule_sort_rows": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_pos": 2, "NUM_WI_pos": 8},
             "rule_cover_scan": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WI_COMBINE": 4, "SCAN_TILED": 1},
             "rule_cover_rows": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_coupled_scan": {"NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WG_lane": 2, "NUM_WI_lane": 3,
@@ -186,6 +195,8 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
             "rule_coupled_result": {"NUM_WG_lane": 2, "NUM_WI_lane": 4}}
 G2, H2 = make_loss("logistic_examplewise").statistics(rng.integers(0, 2, (n, L)).astype(float), np.zeros((n, L)))
 from mdhom.rules.label_binning import LabelBinning
+from mdhom.rules import device_coupled
+device_coupled.SORT_TILE = 8  # several tiles of the counting sort at 37 rows
 parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PARTIALS_LOCAL=1),
                   rule_atoms_q=parallel["rule_atoms"])
 runs = [(configs, False, None, "double") for configs in (None, parallel)] + [(parallel_q, False, None, "quantized")]
@@ -274,3 +285,75 @@ def test_precision_none_is_quantized_on_gpus_for_decomposable_heads_only():
     est = RuleBoostClassifier(loss="logistic_examplewise", head_type="complete", max_rules=4, precision="quantized",
                               feature_binning=("equal-width", 8)).fit(X, Y)
     assert est.precision_ == "quantized" and len(est.rules_) > 1
+
+
+def test_coupled_sort_and_histogram_kernels_match_numpy(device):
+    """The coupled search's counting sort (count, offsets, scatter) and its histogram, which builds each packed
+    Hessian entry from two gradients, against numpy at awkward sizes (301 rows, tiles of 16, 3 features of 9
+    bins, 4 labels: 16 lanes), heuristic and spread configurations: the sorted rows exactly, the histogram bit for
+    bit against binned.statistics over the covered rows (with the reference's Hessians of the same gradients)."""
+    import pyopencl.array as cla
+
+    from mdhom.mdh import build_within_limits
+    from mdhom.rules import binned
+    from mdhom.rules import device_coupled as dc
+    from mdhom.rules.losses import packed_index
+
+    rng = np.random.default_rng(11)
+    n, f, k, nb, T = 301, 3, 4, 9, 16
+    tiles, lanes = -(-n // T), dc.lanes_of(k)
+    bins = rng.integers(0, nb, (n, f)).astype(np.uint8)
+    bins[:, 1] = np.minimum(bins[:, 1], 2)  # empty bins
+    covered = (rng.random(n) < 0.7).astype(np.uint8)
+    covered[-1] = 1
+    w = np.where(rng.random(n) < 0.8, 1.0, 0.0)
+    loss = make_loss("logistic_examplewise")
+    G = loss.gradients((rng.random((n, 6)) < 0.4).astype(float), rng.normal(size=(n, 6)) * 2)
+    labels = np.array([0, 2, 3, 5])
+    rows = np.flatnonzero(covered).astype(np.int32)
+    at = (np.cumsum(covered) - covered).astype(np.int32)
+    ridx = np.zeros(n, np.int32)
+    ridx[: rows.size] = rows
+    want_count = np.zeros((f, nb, tiles), np.int32)
+    for t in range(tiles):
+        part = rows[t * T:(t + 1) * T]
+        for j in range(f):
+            want_count[j, :, t] = np.bincount(bins[part, j], minlength=nb)
+    flat = want_count.reshape(f, -1)
+    want_off = (np.cumsum(flat, axis=1) - flat).astype(np.int32)
+    want_sorted = np.stack([rows[np.argsort(bins[rows, j], kind="stable")] for j in range(f)])
+    head = Head("complete", True, labels, 6, 0.0, 1.0)
+    want_hist = binned.statistics(bins, nb, binned.slot_values(head.gather(G, loss.hessian(G)), covered != 0, w),
+                                  rows)
+    sr, sc = packed_index(k)
+    lists = dict(ridx=ridx, at=at, covered=covered)
+    q = device.queue
+    descs = {"count": (dc.SORT_COUNT, dc.sort_count(), {"feat": f, "bin": nb, "tile": tiles, "q": T}),
+             "off": (dc.SORT_OFFSETS, dc.sort_offsets(), {"feat": f, "cell": nb * tiles}),
+             "rows": (dc.SORT_ROWS, dc.sort_rows(), {"feat": f, "pos": n}),
+             "hist": (dc.HISTOGRAM, dc.histogram(3), {"feat": f, "bin": nb, "blk": -(-lanes // 3), "pos": n})}
+    for spread in (False, True):
+        comps = {}
+        for key, (spec, desc, sizes) in descs.items():
+            cfg = {**spec.heuristic(desc, device, sizes), **spec.exact_pins}
+            if spread:  # several work-groups and work-items along every dimension that is not pinned
+                cfg.update({p: 2 if p.startswith("NUM_WG") else 3 for p in cfg
+                            if p.startswith("NUM_W") and p.rsplit("_", 1)[-1] in desc.dim_names
+                            and p not in spec.exact_pins})
+            comps[key] = build_within_limits(desc, device, cfg)
+        count = comps["count"](descs["count"][2], bins=bins.ravel(), **lists, bin_stride=f, n_rows=n)
+        assert np.array_equal(count, want_count)
+        off = comps["off"](descs["off"][2], count=count.reshape(f, -1))
+        assert np.array_equal(off, want_off)
+        out = cla.to_device(q, np.full((f, n), -7, np.int32))
+        comps["rows"].enqueue(descs["rows"][2], out=out, bins=bins.ravel(), **lists, off=off.ravel(), bin_stride=f,
+                              n_bins=nb, tile=T, n_rows=n)
+        got = out.get()
+        assert np.array_equal(got[:, : rows.size], want_sorted) and (got[:, rows.size:] == -7).all()
+        hist = comps["hist"](descs["hist"][2], G=G.ravel(), weight=w, gcol=labels.astype(np.int32),
+                             pair_r=labels[sr].astype(np.int32), pair_c=labels[sc].astype(np.int32),
+                             srows=got.ravel(), off=off.ravel(), at=at, covered=covered, feat0=0, g_stride=6, k=k,
+                             width=lanes - 2, n_tiles=tiles, n_rows=n)
+        got_hist = hist.reshape(f, nb, -1)  # lanes padded to whole blocks of 3
+        assert not got_hist[..., lanes:].any()
+        assert got_hist[..., :lanes].tobytes() == np.ascontiguousarray(want_hist).tobytes(), spread

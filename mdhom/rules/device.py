@@ -26,7 +26,8 @@ The histogram, scan and score run over the sampled features only (mlrl-boomer's 
 floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
 index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
 and label) and the bins stay on the device; G and H go
-up once per rule (the host updates them after the rule's head is added, for the covered rows), the head's label
+up once per rule (the host updates them after the rule's head is added, for the covered rows; complete heads of the
+example-wise loss send G only, their Hessian entries are built from it on the device), the head's label
 columns when they change, the sampled features' mask per step. Exact mode: the histogram adds rows in ascending
 order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
 (``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device
@@ -52,6 +53,7 @@ from mdhom.rules import binned
 from mdhom.rules import device_coupled as dc
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
+from mdhom.rules.losses import packed_index
 from mdhom.rules.quantized import QuantizedStatistics
 
 # what the host reads back per step: per slot the chosen side's sums, and the winner's value and index
@@ -343,9 +345,12 @@ class DeviceRefinement:
         bins = np.ascontiguousarray(bins)
         ws.ensure("bins", bins.nbytes)
         cl.enqueue_copy(queue, ws["bins"], bins)
-        for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("H", stat.itemsize * n * self.h_width),
-                             ("weight", 8 * n), ("cov0", n), ("cov1", n), ("gcol", 4 * self.n_labels),
-                             ("hcol", 4 * max(self.n_labels, self.h_width)), ("gh", cell * n * slots),
+        # H (n x h_width) is allocated by the first start() that sends one: complete heads of the example-wise
+        # loss build its entries from G on the device, which at 101 labels spares 0.8 GB of device memory
+        for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("weight", 8 * n), ("cov0", n), ("cov1", n),
+                             ("gcol", 4 * self.n_labels),
+                             ("hcol", 4 * max(self.n_labels, self.h_width)), ("pair_r", 4 * self.h_width),
+                             ("pair_c", 4 * self.h_width), ("gh", cell * n * slots),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
                              ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f),
                              ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
@@ -387,6 +392,7 @@ class DeviceRefinement:
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
         self.quant: QuantizedStatistics | None = None
+        self.has_h = False  # whether the last start() sent Hessians (heads that are not coupled read them)
         self.steps = 0
 
     # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
@@ -417,12 +423,14 @@ class DeviceRefinement:
                 scan=ws["scan"], hist=ws["hist"], feature_mask=ws["mask"], **self._inv())))
         return self._scores[key]
 
-    def start(self, G: np.ndarray, H: np.ndarray, weights: np.ndarray, head: Head,
+    def start(self, G: np.ndarray, H: np.ndarray | None, weights: np.ndarray, head: Head,
               quant: QuantizedStatistics | None = None,
               changed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A new rule: the current statistics and weights go up, every row is covered. Quantized, ``quant``
         holds the fixed-point statistics (``G`` and ``H`` are not read) and ``changed`` the (gradient, Hessian)
-        columns it quantized since the last call: only those go up."""
+        columns it quantized since the last call: only those go up. ``H`` may be None for a coupled head (the
+        example-wise logistic loss, whose Hessian entries the coupled histogram builds from ``G``:
+        :meth:`mdhom.rules.losses.LogisticExampleWise.hessian`), so only n x L doubles go up per rule."""
         ws = self.ws
         if ws.quantized:
             if quant is None or changed is None:
@@ -430,10 +438,16 @@ class DeviceRefinement:
             if not np.isin(weights, (0.0, 1.0)).all():
                 raise ValueError("a quantized refinement takes example weights of 0 or 1")
             for name, q, cols in (("G", quant.Gq, changed[0]), ("H", quant.Hq, changed[1])):
+                if name == "H":
+                    ws.ensure("H", 4 * self.n * self.h_width)
                 self._put_columns(name, q, cols)
+            self.has_h = True
         else:
             ws.put("G", ws["G"], G, self.stat_dtype)
-            ws.put("H", ws["H"], H, self.stat_dtype)
+            self.has_h = H is not None
+            if H is not None:
+                ws.ensure("H", 8 * self.n * self.h_width)
+                ws.put("H", ws["H"], H, self.stat_dtype)
         self.quant = quant
         ws.put("weight", ws["weight"], weights, np.float64)
         self.cur = 0
@@ -458,8 +472,14 @@ class DeviceRefinement:
         if ws.quantized and head.coupled:
             raise ValueError("a quantized refinement needs decomposable head statistics: coupled heads sum float64 "
                              "statistics on a device")
+        if not head.coupled and not self.has_h:
+            raise ValueError("a head that is not coupled reads the Hessians: start() needs H")
         ws.put("gcol", ws["gcol"], head.labels, np.int32)
         ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
+        if head.coupled:  # each packed entry's two labels, the larger first (the coupled histogram's pair_r, pair_c)
+            sub_r, sub_c = packed_index(head.k)
+            ws.put("pair_r", ws["pair_r"], head.labels[sub_r], np.int32)
+            ws.put("pair_c", ws["pair_c"], head.labels[sub_c], np.int32)
         if ws.quantized:
             ws.put("inv_scale", ws["inv_scale"], self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         self.head = head
@@ -522,25 +542,41 @@ class DeviceRefinement:
         ws, n, nb = self.ws, self.n, self.n_bins
         lanes = dc.lanes_of(k)
         n_chunks = -(-self.n_feat // chunk)
-        ws.ensure("c_hist", 8 * chunk * lanes * nb)
+        tiles = -(-n // dc.SORT_TILE)
+        block = dc.lane_block(ws.device)
+        n_blk = -(-lanes // block)
+        ws.ensure("c_hist", 8 * chunk * nb * n_blk * block)
         ws.ensure("c_scan", 8 * chunk * lanes * nb)
         ws.ensure("c_res", 8 * n_chunks * (lanes + 2))
         ws.ensure("c_at", 4 * n)
         ws.ensure("c_ridx", 4 * n)
+        ws.ensure("c_count", 4 * self.n_feat * nb * tiles)
+        ws.ensure("c_off", 4 * self.n_feat * nb * tiles)
+        ws.ensure("c_srows", 4 * self.n_feat * n)
         role = f"{k}/{chunk}"
-        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(nb, bin_ctype(nb)), {"feat": chunk, "lane": lanes, "pos": n},
+        bt = bin_ctype(nb)
+        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(block), {"feat": chunk, "bin": nb, "blk": n_blk, "pos": n},
                           role=role)
         k_cs = ws.build(dc.COVER_SCAN, dc.cover_scan(), {"row": n})
         k_cr = ws.build(dc.COVER_ROWS, dc.cover_rows(), {"row": n})
+        k_sc = ws.build(dc.SORT_COUNT, dc.sort_count(bt), {"feat": self.n_feat, "bin": nb, "tile": tiles,
+                                                           "q": dc.SORT_TILE})
+        k_so = ws.build(dc.SORT_OFFSETS, dc.sort_offsets(), {"feat": self.n_feat, "cell": nb * tiles})
+        k_sr = ws.build(dc.SORT_ROWS, dc.sort_rows(bt), {"feat": self.n_feat, "pos": n})
         k_scan = ws.build(dc.SCAN, dc.scan(), {"feat": chunk, "lane": lanes, "bin": nb}, role=role)
         k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2}, role=role)
         k_res = ws.build(dc.RESULT, dc.result(), {"lane": lanes + 2}, role=role)
+        lists = lambda c: dict(ridx=ws["c_ridx"], at=ws["c_at"], covered=ws[f"cov{c}"])  # noqa: E731
         kernels = {
-            # per bins source and coverage mask (cov0 / cov1 ping-pong)
-            "hist": {(src, c): Bound(ws, k_hist, lambda src=src, c=c: (ws["c_hist"], dict(
-                bins=ws[src], G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"],
-                gcol=ws["gcol"], hcol=ws["hcol"], ridx=ws["c_ridx"], at=ws["c_at"])))
-                for src in ("bins", "sbins") for c in (0, 1)},
+            # per coverage mask (cov0 / cov1 ping-pong), and for the sort per bins source
+            "hist": [Bound(ws, k_hist, lambda c=c: (ws["c_hist"], dict(
+                G=ws["G"], weight=ws["weight"], gcol=ws["gcol"], pair_r=ws["pair_r"], pair_c=ws["pair_c"],
+                srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"], covered=ws[f"cov{c}"]))) for c in (0, 1)],
+            "sort_count": {(src, c): Bound(ws, k_sc, lambda src=src, c=c: (ws["c_count"], dict(
+                bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in (0, 1)},
+            "sort_offsets": Bound(ws, k_so, lambda: (ws["c_off"], dict(count=ws["c_count"]))),
+            "sort_rows": {(src, c): Bound(ws, k_sr, lambda src=src, c=c: (ws["c_srows"], dict(
+                bins=ws[src], **lists(c), off=ws["c_off"]))) for src in ("bins", "sbins") for c in (0, 1)},
             # the list of covered rows, per coverage mask
             "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in (0, 1)],
             "cover_rows": [Bound(ws, k_cr, lambda c=c: (ws["c_ridx"], dict(covered=ws[f"cov{c}"], at=ws["c_at"])))
@@ -568,12 +604,22 @@ class DeviceRefinement:
             ws.record("rule_cover_scan", kern["cover_scan"][self.cur]({"row": n}))
             ws.record("rule_cover_rows", kern["cover_rows"][self.cur]({"row": n}))
             self._rows_of = self.masks
+        # the covered rows grouped by bin per searched feature (a stable counting sort: count, offsets, scatter)
+        tiles = -(-n // dc.SORT_TILE)
+        block = dc.lane_block(ws.device)
+        n_blk = -(-lanes // block)
+        ws.record("rule_sort_count", kern["sort_count"][src, self.cur](
+            {"feat": f, "bin": nb, "tile": tiles, "q": dc.SORT_TILE}, bin_stride=stride, n_rows=n))
+        ws.record("rule_sort_offsets", kern["sort_offsets"]({"feat": f, "cell": nb * tiles}))
+        ws.record("rule_sort_rows", kern["sort_rows"][src, self.cur](
+            {"feat": f, "pos": n}, bin_stride=stride, n_bins=nb, tile=dc.SORT_TILE, n_rows=n))
         for c in range(n_chunks):
             fc = min(chunk, f - c * chunk)
-            ws.record("rule_coupled_histogram", kern["hist"][src, self.cur](
-                {"feat": fc, "lane": lanes, "pos": n}, bin_stride=stride, feat0=c * chunk, g_stride=self.n_labels,
-                h_stride=self.h_width, k=k, width=lanes - 2, n_rows=n))
-            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb}))
+            ws.record("rule_coupled_histogram", kern["hist"][self.cur](
+                {"feat": fc, "bin": nb, "blk": n_blk, "pos": n}, feat0=c * chunk, g_stride=self.n_labels, k=k,
+                width=lanes - 2, n_tiles=tiles, n_rows=n))
+            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb},
+                                                        lane_stride=n_blk * block))
             ws.record("rule_coupled_quality", kern["quality"](
                 {"feat": fc, "bin": nb - 2, "dir": 2}, k=k, n_lanes=lanes, l2=self.l2, l1=self.l1,
                 min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),

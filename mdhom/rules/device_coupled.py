@@ -1,21 +1,30 @@
-"""The device refinement of complete heads over a coupled label Hessian (the example-wise loss): four md_hom
-descriptions, driven by :class:`mdhom.rules.device.DeviceRefinement` when its head is coupled. The numpy
+"""The device refinement of complete heads over a coupled label Hessian (the example-wise loss): md_hom
+descriptions driven by :class:`mdhom.rules.device.DeviceRefinement` when its head is coupled. The numpy
 reference is :mod:`mdhom.rules.binned` with :mod:`mdhom.rules.coupled`'s head, to the bit.
 
 A head over k labels has width = k + k(k+1)/2 statistics per example (the gradients, then the packed Hessian) and
-two count lanes (covered; covered with non-zero weight): n_lanes = width + 2.
+two count lanes (covered; covered with non-zero weight): n_lanes = width + 2. Only the gradients live on the
+device (n x L doubles, sent once per rule): the example-wise logistic loss's packed Hessian entries are products
+of two gradients (:meth:`mdhom.rules.losses.LogisticExampleWise.hessian`, the same bits), so the histogram builds
+each lane of a row as it adds it, and the n x L(L+1)/2 doubles (0.8 GB at 20000 x 101) exist nowhere.
 
 =======================  ===========================  ========================================================
 kernel                   index space                  combine operators
 =======================  ===========================  ========================================================
 rule_cover_scan          row                          exclusive prefix count of the coverage mask
 rule_cover_rows          row                          concat, scattered: the covered rows in ascending order
-rule_coupled_histogram   feat x lane x pos            concat, concat, sum over the covered rows (a ragged
-                                                      fold) of the lane's value into the row's bin (an array
-                                                      atom of n_bins; exact order pinned: rows ascending,
-                                                      np.bincount's)
+rule_sort_count          feat x bin x tile x q        concat x3, sum over a tile's rows of "row in bin": a
+                                                      stable counting sort of the covered rows by bin, pass 1
+rule_sort_offsets        feat x cell                  concat, exclusive prefix sum over (bin, tile): pass 2
+rule_sort_rows           feat x pos                   concat, concat, scattered: each covered row to its bin's
+                                                      place (rows ascending within a bin): pass 3
+rule_coupled_histogram   feat x bin x blk x pos       concat x3, sum over the bin's rows (a ragged fold over
+                                                      its part of the sorted list; exact order pinned: rows
+                                                      ascending, np.bincount's) of a block of lanes (an array
+                                                      atom); no atomics, lanes coalesced
 rule_coupled_scan        feat x lane x bin            concat, concat, inclusive prefix sum over bins (pinned:
-                                                      np.cumsum's order)
+                                                      np.cumsum's order), (feat, bin, lane) in, (feat, lane,
+                                                      bin) out
 rule_coupled_quality     feat x bin x dir             arg-max over all three of minus the quality: each
                                                       candidate solves its regularised k x k system in its own
                                                       scratch slice (fixed-order LDL^T, mdh.linalg)
@@ -81,15 +90,38 @@ def feature_chunk(n_features: int, n_lanes: int, n_bins: int, budget: int) -> in
 
 
 # ------------------------------------------------------------------------------------------------ descriptions
+SORT_TILE = 64
+"""Covered rows per tile of the counting sort (:func:`sort_count`): a row's rank among its tile's rows of the same
+bin is counted by its own work-item, so a tile costs each row up to this many bin reads."""
+
+# one covered row's lanes blk * BLOCK + i (i < BLOCK): the row is the pos-th of its bin's rows (srows: per
+# feature, the covered rows grouped by bin, ascending within a bin); gradients from G, each packed Hessian entry of
+# the example-wise logistic loss from two gradients (LogisticExampleWise.hessian: g_big * -g_small off the
+# diagonal, |g| (1 - |g|) on it, the numpy reference's bits), the two count lanes last; lanes past n_lanes add
+# nothing (the block's padding)
 _VALUE = """
-const long row = ridx[pos];
-const int b = bins[row * bin_stride + feat0 + feat];
+const long fo = (long)feat0 + feat;
+const int row = srows[fo * n_rows + off[(fo * SIZE_bin + bin) * n_tiles] + pos];
 const double w = weight[row];
-const int is_g = lane < k;
-double v;
-if (lane >= width) v = (lane == width || w != 0.0) ? 1.0 : 0.0;
-else v = (w != 0.0) ? (is_g ? G[row * g_stride + gcol[lane]] : H[row * h_stride + hcol[lane - k]]) * w : 0.0;
+const long at_g = (long)row * g_stride;
+for (int i = 0; i < BLOCK; ++i) {
+    const int lane = (int)blk * BLOCK + i;
+    double v = 0.0;
+    if (lane >= width) v = (lane == width || w != 0.0) ? 1.0 : 0.0;
+    else if (w == 0.0) v = 0.0;
+    else if (lane < k) v = G[at_g + gcol[lane]] * w;
+    else {
+        const int big = pair_r[lane - k], small = pair_c[lane - k];
+        const double gb = G[at_g + big];
+        double h;
+        if (big == small) { const double p = fabs(gb); h = p * (1.0 - p); }
+        else h = gb * -G[at_g + small];
+        v = h * w;
+    }
+    if (lane < width + 2) ADD;
+}
 """
+_N_COVERED = "(at[n_rows - 1] + (covered[n_rows - 1] != 0))"  # the covered rows: the list's length
 
 
 @lru_cache(maxsize=1)
@@ -113,33 +145,101 @@ def cover_rows() -> Description:
     )
 
 
-@lru_cache(maxsize=8)
-def histogram(n_bins: int, bin_type: str = "uchar") -> Description:
-    """Per (feature of the chunk, lane) the covered rows' values summed into their bins, over the list of covered
-    rows (``ridx``, ascending; its length from the prefix count ``at`` of the mask ``covered``: a ragged fold), so a
-    step costs the rows its rule still covers, as the reference's does."""
+_LIST = [Input("ridx", "int", ("*",), gather=True), Input("at", "int", ("*",), gather=True),
+         Input("covered", "uchar", ("*",), gather=True)]
+
+
+@lru_cache(maxsize=2)
+def sort_count(bin_type: str = "uchar") -> Description:
+    """First pass of a stable counting sort of the covered rows by bin, per searched feature: how many rows of
+    each tile of ``SIZE_q`` consecutive covered rows fall into each bin (integers: exact in any order)."""
     return Description(
-        "rule_coupled_histogram", ["feat", "lane", "pos"], [Concat(), Concat(), Reduce(SUM)],
-        Array(Scalar("double"), int(n_bins)),
-        scalar=_VALUE + "out.v[b] = v;",
-        accumulate=_VALUE + "acc.v[b] += v;",
-        inputs=[Input("bins", bin_type, ("*",), gather=True), Input("G", "double", ("*",), gather=True),
-                Input("H", "double", ("*",), gather=True), Input("weight", "double", ("*",), gather=True),
-                Input("covered", "uchar", ("*",), gather=True), Input("gcol", "int", ("*",), gather=True),
-                Input("hcol", "int", ("*",), gather=True), Input("ridx", "int", ("*",), gather=True),
-                Input("at", "int", ("*",), gather=True)],
-        params=[Param("bin_stride", "int"), Param("feat0", "int"), Param("g_stride", "int"),
-                Param("h_stride", "int"), Param("k", "int"), Param("width", "int"), Param("n_rows", "int")],
-        extents={"pos": "at[n_rows - 1] + (covered[n_rows - 1] != 0)"},
+        "rule_sort_count", ["feat", "bin", "tile", "q"], [Concat(), Concat(), Concat(), Reduce(SUM)], "int",
+        scalar="out = bins[(long)ridx[tile * SIZE_q + q] * bin_stride + feat] == bin;",
+        inputs=[Input("bins", bin_type, ("*",), gather=True), *_LIST],
+        params=[Param("bin_stride", "int"), Param("n_rows", "int")],
+        extents={"q": f"{_N_COVERED} - tile * SIZE_q"},
     )
 
 
 @lru_cache(maxsize=1)
+def sort_offsets() -> Description:
+    """Second pass: per feature the exclusive prefix sum of the counts over (bin, tile), bin-major: where a tile's
+    rows of a bin start in the feature's sorted list (at tile 0: where the bin starts)."""
+    return Description(
+        "rule_sort_offsets", ["feat", "cell"], [Concat(), Scan(SUM, inclusive=False)], "int", scalar="out = count;",
+        inputs=[Input("count", "int", ("feat", "cell"))],
+    )
+
+
+@lru_cache(maxsize=2)
+def sort_rows(bin_type: str = "uchar") -> Description:
+    """Third pass: each covered row scattered to its bin's place in the feature's list (its tile's offset plus
+    the tile's earlier rows of its bin): the rows grouped by bin, ascending within each bin, so a fold over a
+    bin's rows adds them in the numpy reference's order (``np.bincount``'s: rows ascending)."""
+    return Description(
+        "rule_sort_rows", ["feat", "pos"], [Concat(), Concat()], "int",
+        scalar=f"""
+out_at = -1;
+if (pos < {_N_COVERED}) {{
+    const int r = ridx[pos];
+    const int b = bins[(long)r * bin_stride + feat];
+    const idx_t t = pos / tile;
+    int rank = 0;
+    for (idx_t q = t * tile; q < pos; ++q) rank += bins[(long)ridx[q] * bin_stride + feat] == b;
+    out_at = (idx_t)feat * SIZE_pos + off[((idx_t)feat * n_bins + b) * ((n_rows + tile - 1) / tile) + t] + rank;
+    out = r;
+}}""",
+        inputs=[Input("bins", bin_type, ("*",), gather=True), *_LIST, Input("off", "int", ("*",), gather=True)],
+        params=[Param("bin_stride", "int"), Param("n_bins", "int"), Param("tile", "int"), Param("n_rows", "int")],
+        scatter=True,
+    )
+
+
+@lru_cache(maxsize=4)
+def histogram(block: int = 1) -> Description:
+    """Per (feature of the chunk, bin, lane) the sum of the lane's values over the bin's covered rows (a ragged
+    fold over the bin's part of the sorted list, ``srows``), rows ascending: every sum is added in the numpy
+    reference's order with no atomics, neighbouring work-items read neighbouring lanes of the same row (coalesced
+    on GPUs), and a step costs the rows its rule still covers. A work-item owns ``block`` neighbouring lanes (an
+    array atom): it reads a row's index and weight once per block (what CPUs want; GPUs take 1). The lanes are
+    built from the gradients on the fly (the packed Hessian entries of the example-wise logistic loss are
+    products of two gradients), so the host neither builds nor sends them. Output (feat, bin, lane), the lanes
+    padded to whole blocks (``binned.statistics``' layout)."""
+    return Description(
+        "rule_coupled_histogram", ["feat", "bin", "blk", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
+        Array(Scalar("double"), int(block)),
+        scalar=_VALUE.replace("ADD", "out.v[i] = v"),
+        accumulate=_VALUE.replace("ADD", "acc.v[i] += v"),
+        inputs=[Input("G", "double", ("*",), gather=True), Input("weight", "double", ("*",), gather=True),
+                Input("gcol", "int", ("*",), gather=True), Input("pair_r", "int", ("*",), gather=True),
+                Input("pair_c", "int", ("*",), gather=True), Input("srows", "int", ("*",), gather=True),
+                Input("off", "int", ("*",), gather=True), Input("at", "int", ("*",), gather=True),
+                Input("covered", "uchar", ("*",), gather=True)],
+        params=[Param("feat0", "int"), Param("g_stride", "int"), Param("k", "int"), Param("width", "int"),
+                Param("n_tiles", "int"), Param("n_rows", "int")],
+        extents={"pos": f"(bin + 1 < SIZE_bin ? off[(((long)feat0 + feat) * SIZE_bin + bin + 1) * n_tiles] : "
+                        f"{_N_COVERED}) - off[(((long)feat0 + feat) * SIZE_bin + bin) * n_tiles]"},
+        preamble=f"#define BLOCK {int(block)}",
+    )
+
+
+def lane_block(dev: Device) -> int:
+    """Lanes per work-item of the histogram: 1 on GPUs (neighbouring work-items, neighbouring lanes: coalesced),
+    8 on CPUs (a row's index, weight and branches paid once per 8 lanes; on the shared 2-core machine 2.2-3.6 ns per
+    (row, lane) with 8 or with 1 on PoCL and Intel's runtime alike, within the load's noise)."""
+    return 1 if dev.type == "gpu" else 8
+
+
+@lru_cache(maxsize=1)
 def scan() -> Description:
-    """Inclusive prefix sums over bins of every (feature, lane)."""
+    """Inclusive prefix sums over bins of every (feature, lane), from the histogram's (feat, bin, lane) layout
+    (lanes ``lane_stride`` apart: padded to whole blocks) to (feat, lane, bin), what the quality kernel reads."""
     return Description(
         "rule_coupled_scan", ["feat", "lane", "bin"], [Concat(), Concat(), Scan(SUM)], "double",
-        scalar="out = hist;", inputs=[Input("hist", "double", ("feat", "lane", "bin"))],
+        scalar="out = hist[((long)feat * SIZE_bin + bin) * lane_stride + lane];",
+        inputs=[Input("hist", "double", ("*",), gather=True)],
+        params=[Param("lane_stride", "int")],
     )
 
 
@@ -193,14 +293,25 @@ else if (value > -INFINITY && idx >= 0 && idx < n_feat * n_cand * 2) {{
 
 # ------------------------------------------------------------------------------------------------ heuristics
 def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Lanes side by side (neighbouring Hessian columns: coalesced reads on GPUs), rows folded by one work-item; on
-    CPUs 4 lanes per work-group (PoCL, 2-core machine: 3.5 ns per (row, lane) against 9 before the fold lost its
-    branches), 1 on Intel's runtime (it vectorises across lanes into gathers: 2-3x slower at 8 or more)."""
+    """Lanes side by side (neighbouring lanes read neighbouring gradients of the same row: coalesced on GPUs), a
+    work-group per (feature, bin, lane group), each work-item folding its bin's rows (pinned: the sum's order)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
-    wi = pow2_at_most(sizes["lane"], 64 if gpu else (1 if dev.runtime == "intel" else 4))
-    cfg["NUM_WI_lane"] = wi
-    cfg["NUM_WG_lane"] = max(1, -(-int(sizes["lane"]) // wi))
+    wi = pow2_at_most(sizes["blk"], 128 if gpu else (1 if dev.runtime == "intel" else 8))
+    cfg["NUM_WI_blk"] = wi
+    cfg["NUM_WG_blk"] = max(1, -(-int(sizes["blk"]) // wi))
+    cfg["NUM_WG_bin"] = int(sizes["bin"])
+    cfg["NUM_WG_feat"] = int(sizes["feat"])
+    return cfg
+
+
+def sort_count_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Work-items along the tiles (each counts its tile's rows of one bin), a work-group row per (feature, bin)."""
+    cfg = ones(desc, dev, sizes)
+    wi = pow2_at_most(sizes["tile"], 64 if dev.type == "gpu" else 16)
+    cfg["NUM_WI_tile"] = wi
+    cfg["NUM_WG_tile"] = max(1, -(-int(sizes["tile"]) // wi))
+    cfg["NUM_WG_bin"] = int(sizes["bin"])
     cfg["NUM_WG_feat"] = int(sizes["feat"])
     return cfg
 
@@ -265,6 +376,9 @@ _CLASSES = {"labels_6": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 6},
             "labels_101_binned": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 101, "label_binning": 1}}
 
 HISTOGRAM = KernelSpec("rule_coupled_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1})
+SORT_COUNT = KernelSpec("rule_sort_count", sort_count_heuristic)
+SORT_OFFSETS = KernelSpec("rule_sort_offsets", description_default)
+SORT_ROWS = KernelSpec("rule_sort_rows", elementwise("pos"))
 COVER_SCAN = KernelSpec("rule_cover_scan", description_default)
 COVER_ROWS = KernelSpec("rule_cover_rows", elementwise("row"))
 SCAN = KernelSpec("rule_coupled_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1})
@@ -273,4 +387,4 @@ QUALITY = KernelSpec("rule_coupled_quality", quality_heuristic, tuning=Tuning(
     doc="rule refinement, example-wise loss: each candidate's regularised k x k solve and quality, arg-max"))
 RESULT = KernelSpec("rule_coupled_result", lambda d, dev, s: {**ones(d, dev, s), "NUM_WI_lane": 64 if dev.type ==
                                                               "gpu" else 16, "NUM_WG_lane": 4})
-SPECS = (HISTOGRAM, SCAN, QUALITY, RESULT, COVER_SCAN, COVER_ROWS)
+SPECS = (HISTOGRAM, SCAN, QUALITY, RESULT, COVER_SCAN, COVER_ROWS, SORT_COUNT, SORT_OFFSETS, SORT_ROWS)

@@ -19,7 +19,7 @@ import numpy as np
 
 from mdhom.learn.binning import feature_edges
 from mdhom.rules.heads import Head
-from mdhom.rules.losses import RuleLoss
+from mdhom.rules.losses import RuleLoss, packed_index
 from mdhom.rules.model import Condition, Rule, RuleList
 from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import SearchSpace, best_refinement, covered_by
@@ -98,9 +98,17 @@ class Learner:
         self.X, self.Y, self.loss, self.p = X, Y, loss, p
         self.space = SearchSpace(X, edges)
         self.S = np.zeros(Y.shape)
-        self.G, self.H = loss.statistics(Y, self.S)
+        # a device search of complete heads over the example-wise loss builds the packed Hessians from the
+        # gradients itself: the host keeps G only (H None), not the 20000 x 5151 doubles of a 101-label fit
+        self.lazy_h = (device is not None and loss.hessian_from_gradients and p.head_type == "complete"
+                       and not p.quantized)
+        if self.lazy_h:
+            self.G, self.H = loss.gradients(Y, self.S), None
+        else:
+            self.G, self.H = loss.statistics(Y, self.S)
+        h_width = self.G.shape[1] * (self.G.shape[1] + 1) // 2 if not loss.decomposable else self.G.shape[1]
         self.rng = np.random.default_rng(p.seed)
-        self.quant = QuantizedStatistics(X.shape[0], self.G.shape[1], self.H.shape[1]) if p.quantized else None
+        self.quant = QuantizedStatistics(X.shape[0], self.G.shape[1], h_width) if p.quantized else None
         self.search = None
         if device is not None:
             from mdhom.rules.device import DeviceRefinement
@@ -108,7 +116,7 @@ class Learner:
             if edges is None:
                 raise ValueError("the device refinement searches binned features: set feature_binning")
             self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
-                                           self.H.shape[1], p.l1, p.l2, p.min_coverage,
+                                           h_width, p.l1, p.l2, p.min_coverage,
                                            precision="quantized" if p.quantized else "double")
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
@@ -125,8 +133,10 @@ class Learner:
             if self.quant is not None:
                 self.quant.stale(labels, labels)
             return
-        g, h = self.loss.statistics(self.Y[rows], self.S[rows])
-        self.G[rows], self.H[rows] = g, h
+        if self.H is None:  # the Hessians follow from the gradients where they are needed
+            self.G[rows] = self.loss.gradients(self.Y[rows], self.S[rows])
+        else:
+            self.G[rows], self.H[rows] = self.loss.statistics(self.Y[rows], self.S[rows])
         if self.quant is not None:
             self.quant.stale()
 
@@ -134,12 +144,39 @@ class Learner:
         """The head's atoms of every example (or of ``rows``): the statistics a search sums, in the fit's mode."""
         if self.quant is not None:
             return self.quant.atoms(head.labels, head.h_columns, rows)
-        return head.gather(self.G, self.H) if rows is None else head.gather(self.G[rows], self.H[rows])
+        return head.gather(self.G, self.hessians()) if rows is None else head.gather(self.G[rows],
+                                                                                     self.hessians(rows))
+
+    def column_sums(self, head: Head) -> np.ndarray:
+        """The head's atoms summed over every example, ``atoms(head).sum(axis=0)`` to the bit: the atoms are
+        column-major, so numpy sums each column on its own (pairwise, over its n contiguous values); with ``lazy_h``
+        the Hessian columns are built from the gradients and summed a block of columns at a time in the same
+        layout, so the n x L(L+1)/2 matrix never exists at once."""
+        if self.H is not None:
+            return self.atoms(head).sum(axis=0)
+        G = self.G
+        big, small = head.labels[packed_index(head.k)[0]], head.labels[packed_index(head.k)[1]]
+        out = [np.asfortranarray(G[:, head.labels]).sum(axis=0)]
+        step = max(1, (1 << 22) // max(1, G.shape[0]))
+        for c0 in range(0, big.size, step):
+            b, s = big[c0:c0 + step], small[c0:c0 + step]
+            block = np.asfortranarray(G[:, b] * -G[:, s])
+            diag = np.flatnonzero(b == s)
+            p = np.abs(G[:, b[diag]])
+            block[:, diag] = p * (1.0 - p)
+            out.append(block.sum(axis=0))
+        return np.concatenate(out)
+
+    def hessians(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The Hessians of every example (or of ``rows``): kept, or built from the gradients (``lazy_h``)."""
+        if self.H is not None:
+            return self.H if rows is None else self.H[rows]
+        return self.loss.hessian(self.G if rows is None else self.G[rows])
 
     def default_rule(self) -> np.ndarray:
         """The default rule's head: complete, over every example, not shrunk (as in mlrl-boomer)."""
         head = self.head("complete", np.arange(self.Y.shape[1]))
-        labels, scores = head.predict(head.gather(self.G, self.H).sum(axis=0))
+        labels, scores = head.predict(self.column_sums(head))
         self.apply(np.arange(self.X.shape[0]), labels, scores)
         return scores
 
@@ -161,7 +198,9 @@ class Learner:
             atoms = self.atoms(head)
             covered = np.ones(n, bool)
         else:
-            device.start(self.G, self.H, weights, head, self.quant, changed)
+            # complete heads need the gradients only; a head of one sampled label reads the Hessians' diagonal
+            device.start(self.G, self.H if self.H is not None or head.coupled else self.hessians(), weights,
+                         head, self.quant, changed)
         conditions: list[Condition] = []
         best = None
         used = head

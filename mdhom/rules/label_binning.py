@@ -125,14 +125,18 @@ def solve(g: np.ndarray, h: np.ndarray, l1: float, l2: float, lb: LabelBinning) 
         G[ar, bb] = G[ar, bb] + np.where(on, g[:, i], 0.0)
         H[ar, db[bb]] = H[ar, db[bb]] + np.where(on, h[:, dk[i]], 0.0)
         cnt[ar, bb] = cnt[ar, bb] + on
-    for i in range(1, k):  # Hessian entries between labels of different bins, pairs (i, j < i) row by row
-        bi = idx[:, i]
-        for j in range(i):
-            bj = idx[:, j]
-            on = (bi >= 0) & (bj >= 0) & (bi != bj)
-            r, c = np.minimum(bi, bj), np.maximum(bi, bj)
-            at = np.where(on, c * (c + 1) // 2 + r, 0)
-            H[ar, at] = H[ar, at] + np.where(on, h[:, i * (i + 1) // 2 + j], 0.0)
+    # Hessian entries between labels of different bins, pairs (i, j < i) row by row: np.add.at adds them one by
+    # one in the pairs' order (a pair whose labels share a bin adds 0.0 to entry 0), the kernel's order, without a
+    # Python loop over the k(k-1)/2 pairs (0.2 s per head at 101 labels: a rule's final head is one such call)
+    pi, pj = np.tril_indices(k, -1)
+    hp = pi * (pi + 1) // 2 + pj
+    step = max(1, (1 << 21) // max(1, pi.size))  # candidates per block: bounded temporaries
+    for c0 in range(0, C, step):
+        bi, bj = idx[c0:c0 + step, pi], idx[c0:c0 + step, pj]
+        on = (bi >= 0) & (bj >= 0) & (bi != bj)
+        r, c = np.minimum(bi, bj), np.maximum(bi, bj)
+        at = np.where(on, c * (c + 1) // 2 + r, 0)
+        np.add.at(H, (ar[c0:c0 + step, None], at), np.where(on, h[c0:c0 + step, hp], 0.0))
     A = H.copy()
     A[:, db] = H[:, db] + cnt * l2
     rhs = -_soft_weighted(G, cnt, l1)

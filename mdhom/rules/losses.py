@@ -18,6 +18,8 @@ from mdhom.learn.losses import sigmoid_exact
 class RuleLoss:
     name: str
     decomposable: bool = True
+    # the Hessians are a function of the gradients (:meth:`hessian`): a device keeps the gradients only
+    hessian_from_gradients: bool = False
     has_probabilities: bool = True
 
     def statistics(self, Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +84,7 @@ class LogisticExampleWise(RuleLoss):
 
     name = "logistic_examplewise"
     decomposable = False
+    hessian_from_gradients = True
 
     def _shares(self, Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         e = 2.0 * Y - 1.0
@@ -91,19 +94,29 @@ class LogisticExampleWise(RuleLoss):
         z = np.exp(-top) + ex.sum(axis=1, keepdims=True)
         return e, ex / z
 
-    def statistics(self, Y, S):
+    def gradients(self, Y: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """The gradients (n, L) alone: all a device search of complete heads needs (see :meth:`hessian`)."""
         e, p = self._shares(Y, S)
-        g = -e * p
-        # packed row by row, no gathered (n, L(L+1)/2) temporaries: 6x faster at 101 labels. e is +-1, so e_c p_c
-        # is exact and -(e_c p_c)(e_r p_r) rounds once, as -e_c e_r p_c p_r does: the same bits.
-        L = S.shape[1]
-        ep = e * p
-        h = np.empty((S.shape[0], L * (L + 1) // 2))
+        return -e * p
+
+    def hessian(self, g: np.ndarray) -> np.ndarray:
+        """The packed Hessians (n, L(L+1)/2) from the gradients alone, the same bits as from the scores: e is +-1,
+        so p_c = |g_c| and e_r p_r = -g_r exactly, and -(e_c p_c)(e_r p_r) = g_c (-g_r) rounds once. This is
+        why the device never needs the 840 MB of packed Hessians of a 20000 x 101 fit: its histogram builds each
+        entry from two gradients with one multiply (:mod:`mdhom.rules.device_coupled`), as here."""
+        L = g.shape[1]
+        ep, p = -g, np.abs(g)
+        # packed row by row, no gathered (n, L(L+1)/2) temporaries: 6x faster at 101 labels
+        h = np.empty((g.shape[0], L * (L + 1) // 2))
         for c in range(L):
             at = c * (c + 1) // 2
             np.multiply(g[:, c:c + 1], ep[:, : c + 1], out=h[:, at: at + c + 1])
             h[:, at + c] = p[:, c] * (1.0 - p[:, c])
-        return g, h
+        return h
+
+    def statistics(self, Y, S):
+        g = self.gradients(Y, S)
+        return g, self.hessian(g)
 
     def value(self, Y, S):
         x = -(2.0 * Y - 1.0) * S
