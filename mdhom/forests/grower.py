@@ -139,7 +139,8 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
                   seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))
     n_nodes = np.ones(n_trees, np.int64)
-    per_slot = max(1, bins.shape[1] * n_bins * lanes * 8)
+    # histogram bytes per slot: every feature's, or (a sampled backend) only its drawn candidates'
+    per_slot = max(1, getattr(backend, "slot_feat", bins.shape[1]) * n_bins * lanes * 8)
     batch = max(1, HIST_BUDGET // per_slot)
     levels: list[tuple] = []
     depth = 0

@@ -67,7 +67,7 @@ _HIST = """
 const long mdh_p = (long)slot_begin[slot] + pos;
 const int mdh_r = order[mdh_p];
 const lane_t mdh_w = (lane_t)weight[(long)slot_tree[slot] * n_rows + mdh_r];
-const int mdh_c = (int)bins[(long)feat * n_rows + mdh_r] * FOREST_LANES;
+const int mdh_c = (int)bins[(long)({feat}) * n_rows + mdh_r] * FOREST_LANES;
 for (int j = 0; j < FOREST_STATS; ++j) {{
     const lane_t mdh_v = mdh_w * stat[{stat_at} + j];
     {add_v}
@@ -81,20 +81,28 @@ for (int j = 0; j < FOREST_STATS; ++j) {{
 _STAT_AT = {False: "(long)mdh_r * FOREST_STATS", True: "(long)mdh_r * stat_stride + tree_col[slot_tree[slot]]"}
 
 
-def _hist_body(target: str, op: str, per_tree: bool = False) -> str:
+def _feat_at(cand_width: int) -> str:
+    """The feature a histogram point bins by: its own (dense), or the slot's ``feat``-th sampled candidate."""
+    return f"cand[(long)slot * {cand_width} + 1 + feat]" if cand_width else "feat"
+
+
+def _hist_body(target: str, op: str, per_tree: bool = False, cand_width: int = 0) -> str:
     return _HIST.format(add_v=f"{target}.v[mdh_c + j] {op} mdh_v;", add_w=f"{target}.v[mdh_c + FOREST_W] {op} mdh_w;",
-                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;", stat_at=_STAT_AT[per_tree])
+                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;", stat_at=_STAT_AT[per_tree],
+                        feat=_feat_at(cand_width))
 
 
-def _hist_atomic(lane: str, per_tree: bool = False) -> str:
+def _hist_atomic(lane: str, per_tree: bool = False, cand_width: int = 0) -> str:
     add = "atom_add" if lane == "long" else "atomic_add"
     return _HIST.format(add_v=f"if (mdh_v != 0) {add}(&acc->v[mdh_c + j], mdh_v);",
                         add_w=f"{add}(&acc->v[mdh_c + FOREST_W], mdh_w);",
-                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);", stat_at=_STAT_AT[per_tree])
+                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);", stat_at=_STAT_AT[per_tree],
+                        feat=_feat_at(cand_width))
 
 
 @lru_cache(maxsize=32)
-def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool = False) -> Description:
+def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool = False,
+              cand_width: int = 0) -> Description:
     """Lane sums per (slot, feature, bin) over each slot's rows: (slot, feat) atoms of n_bins x lanes integers.
     ``bins`` are feature-major (feat, row): a work-item folding one feature of a node's ascending rows reads
     ascending addresses.
@@ -105,7 +113,11 @@ def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool =
 
     ``per_tree`` (the classifier chains' forests, many targets in one batch of trees): a row holds
     ``stat_stride`` lanes, tree ``t`` reads its statistics from column ``tree_col[t]`` on, and the features
-    ``feat_mask[t, f] == 0`` forbids fold no rows (a zero histogram: the extent of the fold is 0)."""
+    ``feat_mask[t, f] == 0`` forbids fold no rows (a zero histogram: the extent of the fold is 0).
+
+    ``cand_width`` (the sampled path, :mod:`mdhom.forests.sampled`): ``feat`` counts a slot's candidate
+    features, rows of ``cand`` (``cand_width`` ints per slot: the number of live candidates, then the features);
+    only the first ``max(live, 1)`` are folded (the first one always, constant or not: the node's totals)."""
     n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
     lanes = n_stats + 2
     inputs = [Input("bins", bin_ctype(n_bins), ("*",), gather=True), Input("stat", lane, ("*",), gather=True),
@@ -115,14 +127,19 @@ def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool =
     params = [Param("n_rows", "int")]
     extent = "slot_count[slot]"
     if per_tree:
-        inputs += [Input("tree_col", "int", ("*",), gather=True), Input("feat_mask", "uchar", ("*",), gather=True)]
+        inputs += [Input("tree_col", "int", ("*",), gather=True)]
         params.append(Param("stat_stride", "int"))
-        extent = "(feat_mask[(long)slot_tree[slot] * SIZE_feat + feat] ? slot_count[slot] : 0)"
+        if not cand_width:  # sampled candidates are the tree's own features already
+            inputs.append(Input("feat_mask", "uchar", ("*",), gather=True))
+            extent = "(feat_mask[(long)slot_tree[slot] * SIZE_feat + feat] ? slot_count[slot] : 0)"
+    if cand_width:
+        inputs.append(Input("cand", "int", ("*",), gather=True))
+        extent = f"(feat < max(cand[(long)slot * {int(cand_width)}], 1) ? slot_count[slot] : 0)"
     return Description(
         "forest_histogram", ["slot", "feat", "pos"], [Concat(), Concat(), Reduce(SUM)],
         Array(Scalar(lane), int(n_bins) * lanes),
-        scalar=_hist_body("out", "=", per_tree), accumulate=_hist_body("acc", "+=", per_tree),
-        accumulate_atomic=_hist_atomic(lane, per_tree), inputs=inputs, params=params,
+        scalar=_hist_body("out", "=", per_tree, cand_width), accumulate=_hist_body("acc", "+=", per_tree, cand_width),
+        accumulate_atomic=_hist_atomic(lane, per_tree, cand_width), inputs=inputs, params=params,
         preamble=_layout(lane, n_stats, outputs),
         extents={"pos": extent},
     )

@@ -14,15 +14,20 @@ import pyopencl as cl
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import kernels as K
+from mdhom.forests import sampled as SM
 from mdhom.forests.grower import GrowSpec, Slots
 
 
 class OpenCLForest:
-    """:class:`mdhom.forests.grower.ForestBackend` on one device."""
+    """:class:`mdhom.forests.grower.ForestBackend` on one device.
 
-    def __init__(self, device: str | Device | None = "auto") -> None:
+    ``sampled``: levels histogram only each node's drawn features (:mod:`mdhom.forests.sampled`); None decides
+    per grow (:func:`mdhom.forests.sampled.use_sampled`). Either way the trees are the same."""
+
+    def __init__(self, device: str | Device | None = "auto", sampled: bool | None = None) -> None:
         self.ws = Workspace(device, precision="double", exact=False)
         self.device = self.ws.device
+        self.sampled_choice = sampled
 
     # ------------------------------------------------------------------------------------------ buffers
     def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
@@ -56,16 +61,29 @@ class OpenCLForest:
         if masked:
             self._upload("tree_col", per_tree.column.astype(np.int32))
             self._upload("feat_mask", np.ascontiguousarray(per_tree.mask, np.uint8))
-        sizes = {"slot": self.n_trees, "feat": self.n_feat, "pos": self.n}
         out = spec.outputs
-        self.d_hist = K.histogram(n_bins, self.lane, out, masked)
-        self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
+        self.sampled = SM.use_sampled(spec.max_features, self.n_feat) if self.sampled_choice is None \
+            else bool(self.sampled_choice)
+        # histogram features per slot: the dense level's every feature, or the sampled level's candidates
+        self.slot_feat = spec.max_features if self.sampled else self.n_feat
+        sizes = {"slot": self.n_trees, "feat": self.slot_feat, "pos": self.n}
+        if self.sampled:
+            self.width = SM.cand_width(spec.max_features)
+            self.c_cand = ws.build(SM.CANDIDATES, SM.candidates(n_bins, self.n_feat, self.width, masked),
+                                   {"slot": self.n_trees})
+            self.c_cs = ws.build(SM.CAND_SPLIT, SM.cand_split(self.lane, out, spec.criterion, self.width),
+                                 {"slot": self.n_trees})
+            self.d_hist = K.histogram(n_bins, self.lane, out, masked, self.width)
+            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes, role="sampled")
+        else:
+            self.d_hist = K.histogram(n_bins, self.lane, out, masked)
+            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
+            self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
+                                 {"slot": self.n_trees})
         self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
                                                                        "bin": n_bins})
         self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
-                             {"slot": self.n_trees, "feat": self.n_feat})
-        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
-                             {"slot": self.n_trees})
+                             {"slot": self.n_trees, "feat": self.slot_feat})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
@@ -79,22 +97,29 @@ class OpenCLForest:
         self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
 
     # ------------------------------------------------------------------------------------------ steps
-    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray) -> None:
-        """Histograms of the listed nodes into ``out``."""
+    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray,
+               upload: bool = True) -> None:
+        """Histograms of the listed nodes into ``out`` (``upload=False``: their slot tables are on the device)."""
         ws = self.ws
-        for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
-            self._upload(name, values.astype(np.int32))
+        if upload:
+            for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
+                self._upload(name, values.astype(np.int32))
         params, extra = {"n_rows": np.int32(self.n)}, {}
         if self.per_tree is not None:
             params["stat_stride"] = np.int32(self.stat_stride)
-            extra = {"tree_col": ws["tree_col"], "feat_mask": ws["feat_mask"]}
+            extra = {"tree_col": ws["tree_col"]} if self.sampled else \
+                {"tree_col": ws["tree_col"], "feat_mask": ws["feat_mask"]}
+        if self.sampled:
+            extra["cand"] = ws["cand"]
         self._launch("forest_histogram", self.c_hist, out,
-                     {"slot": len(begin), "feat": self.n_feat, "pos": max(1, int(count.max()))},
+                     {"slot": len(begin), "feat": self.slot_feat, "pos": max(1, int(count.max()))},
                      params, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_tree=ws["slot_tree"], **extra)
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        if self.sampled:
+            return self._sampled_level(slots, spec)
         ws = self.ws
         s = len(slots)
         cells = self.n_feat * self.n_bins * self.lanes
@@ -136,6 +161,37 @@ class OpenCLForest:
         if whole:  # this level's histograms are the next level's parents
             self._hist.reverse()
         self._prev_whole = whole
+        return tot.astype(np.int64), ns
+
+    def _sampled_level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
+        """Draw each node's features, then histogram and score only the live ones (:mod:`mdhom.forests.sampled`)."""
+        ws = self.ws
+        s, k = len(slots), self.slot_feat
+        for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
+                             ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+            self._upload(name, values.astype(np.int32))
+        masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
+        cand = ws.ensure("cand", s * self.width * 4)
+        self._launch("forest_candidates", self.c_cand, cand, {"slot": s},
+                     {"n_rows": np.int32(self.n), "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
+        hist = ws.ensure(self._hist[0], s * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
+        self._build(hist, slots.begin, slots.count, slots.tree, upload=False)
+        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * k * K.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
+                     {"n_feat": np.int32(k)}, hist=hist)
+        self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": k},
+                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf)},
+                     hist=hist, xlogx=ws["xlogx"])
+        self._launch("forest_cand_split", self.c_cs, nsplit, {"slot": s}, {"n_cand": np.int32(k)},
+                     fsplit=fsplit, totals=totals, cand=cand, xlogx=ws["xlogx"])
+        tot = np.empty((s, self.lanes), self.lane_dtype)
+        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
+        ws.read(ns, nsplit)
         return tot.astype(np.int64), ns
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:

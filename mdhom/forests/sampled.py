@@ -1,0 +1,199 @@
+"""The sampled level: histograms of only the features a node draws, not of every feature.
+
+A random forest's node evaluates ``max_features`` of its F features (scikit-learn's best splitter:
+:func:`mdhom.forests.kernels.node_split`). The dense level builds every feature's histogram and then keeps the
+drawn ones; on small, deep nodes (classifier chains: a few hundred rows, a hundred features and labels, thousands
+of trees) that is F / max_features times the histogram memory, zeroing and split scans the model needs, and the
+cost per node no longer follows its rows. Here the node's draw comes first, and only it is binned:
+
+=====================  ===================  ==============================================================
+kernel                 index space          combine operators
+=====================  ===================  ==============================================================
+forest_candidates      slot                 concat: the node's live drawn features, in the draw's order
+forest_histogram       slot x cand x pos    as the dense one, ``feat`` read through the candidate table
+forest_node_totals     slot x lane x bin    as the dense one, over candidate 0 (always folded)
+forest_feature_split   slot x cand          as the dense one
+forest_cand_split      slot                 concat: the best candidate (ties to the earlier drawn)
+=====================  ===================  ==============================================================
+
+``forest_candidates`` walks the node's feature order (the same hash keys as the dense node split) and tests each
+drawn feature for being constant in the node straight on its rows (a row scan that stops at the first differing
+bin: short on any feature that is not constant). Its table row is ``[live, f_0, f_1, ..]``: the non-constant
+features among the first ``max_features`` of the order, or, when all of those are constant, the first
+non-constant feature after them (one), or none. ``f_0`` is always set (the first feature of the order when none
+is live), so candidate 0's histogram gives the node's totals. The split chosen is the dense node split's, bit for
+bit: the same candidates, scores and tie order (:func:`node_split_reference` is the reference of the pair).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.lanes import bin_ctype
+from mdhom.components.specs import KernelSpec
+from mdhom.forests import kernels as K
+from mdhom.mdh import Array, Concat, Description, Input, Param, Scalar
+
+MAX_CANDIDATES = 64  # beyond this many drawn features the dense level serves (the draw is most of F anyway)
+
+
+def cand_width(max_features: int) -> int:
+    """Ints per slot in the candidate table: the live count and room for ``max_features`` features, rounded up to
+    a power of two (>= 8) so that one build serves every chain position's ``max_features``."""
+    w = 8
+    while w < max_features + 1:
+        w *= 2
+    return w
+
+
+def use_sampled(max_features: int, n_features: int) -> bool:
+    """Whether the sampled level pays: the draw is at most half the features (and within the table's bound)."""
+    return max_features <= MAX_CANDIDATES and 2 * max_features <= n_features
+
+
+def _allowed(masked: bool, n_features: int) -> str:
+    if masked:
+        return f"#define FOREST_ALLOWED(f) (feat_mask[(long)slot_tree[slot] * {n_features} + (f)] != 0)\n"
+    return "#define FOREST_ALLOWED(f) 1\n"
+
+
+@lru_cache(maxsize=16)
+def candidates(n_bins: int, n_features: int, width: int, masked: bool = False) -> Description:
+    """Each slot's candidate table row (module docstring). ``bins`` are feature-major (feat, row) and ``order``
+    the level's position order; ``masked``: the features ``feat_mask[tree, f] == 0`` are not in the tree's order
+    (a classifier chain's later labels)."""
+    inputs = [Input("bins", bin_ctype(n_bins), ("*",), gather=True), Input("order", "int", ("*",), gather=True),
+              Input("slot_begin", "int", ("slot",), gather=True), Input("slot_count", "int", ("slot",), gather=True),
+              Input("slot_seed", "uint", ("slot",), gather=True), Input("slot_node", "int", ("slot",), gather=True)]
+    if masked:
+        inputs += [Input("slot_tree", "int", ("slot",), gather=True), Input("feat_mask", "uchar", ("*",), gather=True)]
+    return Description(
+        "forest_candidates", ["slot"], [Concat()], Array(Scalar("int"), int(width)),
+        scalar="""
+uint key[FOREST_FEATURES];
+for (int f = 0; f < FOREST_FEATURES; ++f) key[f] = forest_key(slot_seed[slot], slot_node[slot], f);
+const long b = slot_begin[slot];
+const int cnt = slot_count[slot];
+int live = 0, seen = 0, first = -1, lf = -1;
+uint lk = 0;
+for (;;) {
+    /* the next allowed feature of the node's order after (lk, lf): keys ascending, ties to the lower feature */
+    int nf = -1;
+    uint nk = 0;
+    for (int f = 0; f < FOREST_FEATURES; ++f) {
+        if (!FOREST_ALLOWED(f)) continue;
+        const uint k = key[f];
+        if (lf >= 0 && (k < lk || (k == lk && f <= lf))) continue;
+        if (nf < 0 || k < nk) { nf = f; nk = k; }
+    }
+    if (nf < 0) break;
+    lk = nk; lf = nf;
+    if (first < 0) first = nf;
+    const int drawn = seen < max_features;
+    seen += 1;
+    if (!drawn && live > 0) break;
+    int nonconst = 0;
+    if (cnt > 1) {
+        __global const FOREST_BIN_T* col = bins + (long)nf * n_rows;
+        const int b0 = col[order[b]];
+        for (int i = 1; i < cnt; ++i)
+            if (col[order[b + i]] != b0) { nonconst = 1; break; }
+    }
+    if (nonconst) {
+        out.v[1 + live] = nf;
+        live += 1;
+        if (!drawn) break;  /* all drawn ones were constant: the first non-constant one after them */
+    }
+}
+out.v[0] = live;
+if (live == 0) out.v[1] = first < 0 ? 0 : first;""",
+        inputs=inputs,
+        params=[Param("n_rows", "int"), Param("max_features", "int")],
+        preamble=f"#define FOREST_FEATURES {int(n_features)}\ntypedef {bin_ctype(n_bins)} FOREST_BIN_T;\n"
+        + K._MIX + _allowed(masked, n_features),
+    )
+
+
+def candidates_reference(bins: np.ndarray, order: np.ndarray, slot_begin: np.ndarray, slot_count: np.ndarray,
+                         slot_seed: np.ndarray, slot_node: np.ndarray, max_features: int, width: int,
+                         allowed: np.ndarray | None = None) -> np.ndarray:
+    """(slot, width) int32 candidate table rows; ``bins`` (rows, feat), ``order`` flat, ``allowed`` (slot, feat)."""
+    n_slots, n_feat = len(slot_begin), bins.shape[1]
+    out = np.zeros((n_slots, width), np.int32)
+    if not n_slots:
+        return out
+    keys = K.feature_keys(slot_seed, slot_node, n_feat)
+    flat = order.reshape(-1)
+    for s in range(n_slots):
+        feats = np.lexsort((np.arange(n_feat), keys[s]))
+        if allowed is not None:
+            feats = feats[allowed[s][feats]]
+        rows = flat[int(slot_begin[s]):int(slot_begin[s]) + int(slot_count[s])]
+        nonconst = [bool(rows.size > 1 and np.any(bins[rows, f] != bins[rows[0], f])) for f in feats]
+        live = [f for f, c in zip(feats[:max_features], nonconst[:max_features], strict=True) if c]
+        if not live:
+            live = [f for f, c in zip(feats[max_features:], nonconst[max_features:], strict=True) if c][:1]
+        out[s, 0] = len(live)
+        out[s, 1:1 + len(live)] = live
+        if not live and feats.size:
+            out[s, 1] = feats[0]
+    return out
+
+
+@lru_cache(maxsize=32)
+def cand_split(lane: str, outputs: tuple[int, ...], criterion: str, width: int) -> Description:
+    """The split of each slot among its live candidates (``fsplit``: (slot, n_cand) feature-split records of the
+    candidate histograms): the best score, ties to the earlier drawn, as the dense node split chooses."""
+    n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
+    return Description(
+        "forest_cand_split", ["slot"], [Concat()], K.NODE_SPLIT,
+        scalar=f"""
+__global const forest_fsplit_t* fs = (__global const forest_fsplit_t*)fsplit + (long)slot * n_cand;
+__global const int* c = cand + (long)slot * {int(width)};
+lane_t t[FOREST_LANES];
+for (int j = 0; j < FOREST_LANES; ++j) t[j] = totals[(long)slot * FOREST_LANES + j];
+double best = -INFINITY;
+int bj = -1;
+for (int j = 0; j < c[0]; ++j) {{
+    if (fs[j].bin < 0) continue;
+    if (bj < 0 || fs[j].score > best) {{ best = fs[j].score; bj = j; }}
+}}
+out.feat = bj >= 0 ? c[1 + bj] : -1;
+out.bin = bj >= 0 ? fs[bj].bin : -1;
+out.left = bj >= 0 ? fs[bj].left : 0;
+out.gain = bj >= 0 ? best - forest_side(t, xlogx) : 0.0;""",
+        inputs=[Input("fsplit", "int", ("*",), gather=True), Input("totals", lane, ("*",), gather=True),
+                Input("cand", "int", ("*",), gather=True), Input("xlogx", "double", ("*",), gather=True)],
+        params=[Param("n_cand", "int")],
+        preamble=K._layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {K.CRITERIA[criterion]}\n"
+        + K.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + K._SCORE,
+    )
+
+
+def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarray, outputs: tuple[int, ...],
+                         criterion: str, xlogx: np.ndarray) -> np.ndarray:
+    """NODE_SPLIT records of (slot, n_cand) feature splits and (slot, width) candidate rows."""
+    n_slots, n_cand = fsplit.shape
+    out = np.zeros(n_slots, K.NODE_SPLIT.dtype)
+    out["feat"], out["bin"] = -1, -1
+    if not n_slots:
+        return out
+    ok = (np.arange(n_cand)[None, :] < cand[:, :1]) & (fsplit["bin"] >= 0)
+    score = np.where(ok, fsplit["score"], -np.inf)
+    best = score.max(axis=1)
+    bj = np.argmax(ok & (score == best[:, None]), axis=1)  # the first of the best
+    has = ok.any(axis=1)
+    sl = np.arange(n_slots)
+    parent = K.side_reference(totals, outputs, criterion, xlogx)
+    out["feat"] = np.where(has, cand[sl, 1 + bj], -1)
+    out["bin"] = np.where(has, fsplit["bin"][sl, bj], -1)
+    out["left"] = np.where(has, fsplit["left"][sl, bj], 0)
+    out["gain"] = np.where(has, best - parent, 0.0)
+    return out
+
+
+CANDIDATES = KernelSpec("forest_candidates", K._per_slot)
+CAND_SPLIT = KernelSpec("forest_cand_split", K._per_slot)
+SPECS = (CANDIDATES, CAND_SPLIT)
