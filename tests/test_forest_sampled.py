@@ -38,7 +38,7 @@ def _data(rng: np.random.Generator):
     cnt = (weight > 0).sum(1)
     begin, count, tree = [], [], []
     for t in range(T):
-        cuts = [0, 1, 3, 6, cnt[t] // 3, cnt[t]]
+        cuts = [0, 1, 3, 8, cnt[t] // 3, cnt[t]]
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             begin.append(t * N + a)
             count.append(0 if (t == 1 and a == 3) else b - a)
@@ -76,45 +76,61 @@ def test_candidates_match_reference(device, masked):
 
 @pytest.mark.parametrize("criterion", ["gini", "entropy", "squared_error"])
 def test_sampled_level_chooses_the_dense_split(device, criterion):
-    """candidates -> histogram of candidates -> feature split -> candidate split gives node_split_reference's
-    records on the dense histogram, bit for bit (the sampled level's whole claim)."""
+    """candidates -> slot totals -> histograms of the large slots' candidates -> the split of every candidate
+    (histogram or row scan) -> the candidate split gives node_split_reference's records on the dense histograms,
+    bit for bit (the sampled level's whole claim)."""
     rng = np.random.default_rng(8)
     bins, weight, order, (sb, sc, st) = _data(rng)
     lane = "long" if criterion == "squared_error" else "int"
-    if lane == "int":
-        stat, outputs = np.eye(3, dtype=np.int32)[rng.integers(0, 3, N)], (3,)
+    per_tree = None
+    if lane == "int":  # per-tree targets: tree t reads its 2 class lanes from column 2 * (t % 2) of 4
+        stat, outputs = np.eye(2, dtype=np.int32)[rng.integers(0, 2, (N, 2))].reshape(N, 4), (2,)
+        per_tree = K.PerTree(np.array([0, 2, 0], np.int32), np.ones((T, F), np.uint8), 2)
     else:
         stat, outputs = rng.integers(-2**40, 2**40, (N, 1)).astype(np.int64), (1,)
     dtype = np.int32 if lane == "int" else np.int64
     xlogx = K.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
     seed = rng.integers(0, 2**32, len(sb), dtype=np.uint32)
     node = np.arange(len(sb), dtype=np.int32)
-    dense = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
+    dense = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B, per_tree)
     totals = K.node_totals_reference(dense)
     fs_dense = K.feature_split_reference(dense, outputs, criterion, 2, xlogx)
+    common = dict(stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1), slot_begin=sb,
+                  slot_count=sc, slot_tree=st, n_rows=np.int32(N))
+    if per_tree is not None:
+        common.update(tree_col=per_tree.column, stat_stride=np.int32(stat.shape[1]))
+    tot = _run(SM.slot_totals(lane, outputs, per_tree is not None), device,
+               {"slot": len(sb), "lane": dense.shape[-1], "pos": int(sc.max())}, **common)
+    assert np.array_equal(tot, totals)
+    large = np.flatnonzero(sc > 5).astype(np.int32)  # the others find their cuts from their rows
+    index = np.full(len(sb), -1, np.int32)
+    index[large] = np.arange(large.size)
     for max_features in (1, 3):
         width = SM.cand_width(max_features)
         cand = SM.candidates_reference(bins, order, sb, sc, seed, node, max_features, width)
-        hist = _run(K.histogram(B, lane, outputs, cand_width=width), device,
-                    {"slot": len(sb), "feat": max_features, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
-                    stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1), slot_begin=sb,
-                    slot_count=sc, slot_tree=st, cand=cand.reshape(-1), n_rows=np.int32(N))
-        hist = hist.reshape(len(sb), max_features, B, -1)
-        folded = np.arange(max_features)[None, :] < np.maximum(cand[:, :1], 1)
-        want = np.where(folded[:, :, None, None], dense[np.arange(len(sb))[:, None], cand[:, 1:1 + max_features]], 0)
+        args = {**common, "slot_begin": sb[large], "slot_count": sc[large], "slot_tree": st[large]}
+        hist = _run(K.histogram(B, lane, outputs, per_tree is not None, cand_width=width), device,
+                    {"slot": large.size, "feat": max_features, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
+                    cand=cand.reshape(-1), slot_id=large, **args)
+        hist = hist.reshape(large.size, max_features, B, -1)
+        folded = np.arange(max_features)[None, :] < np.maximum(cand[large, :1], 1)
+        want = np.where(folded[:, :, None, None], dense[large[:, None], cand[large, 1:1 + max_features]], 0)
         assert np.array_equal(hist, want)
-        tot = _run(K.node_totals(lane), device, {"slot": len(sb), "lane": hist.shape[-1], "bin": B},
-                   hist=hist.astype(dtype).reshape(-1), n_feat=np.int32(max_features))
-        assert np.array_equal(tot, totals)
-        fs = K.feature_split_reference(hist, outputs, criterion, 2, xlogx)
+        fs = _run(SM.sampled_split(B, lane, outputs, criterion, width, per_tree is not None, small=5), device,
+                  {"slot": len(sb), "feat": max_features}, hist=hist.astype(dtype).reshape(-1), hist_index=index,
+                  cand=cand.reshape(-1), bins=bins.T.reshape(-1), xlogx=xlogx, n_bins=np.int32(B),
+                  min_leaf=np.int32(2), **common)
+        fs_ref = SM.sampled_split_reference(bins, stat, weight, order, sb, sc, st, cand, max_features, B, outputs,
+                                            criterion, 2, xlogx, per_tree)
+        assert fs.tobytes() == fs_ref.tobytes()  # row scans and histograms give the same records
         got = _run(SM.cand_split(lane, outputs, criterion, width), device, {"slot": len(sb)},
                    fsplit=fs.view(np.int32).reshape(-1), totals=totals.astype(dtype).reshape(-1),
                    cand=cand.reshape(-1), xlogx=xlogx, n_cand=np.int32(max_features))
-        ref = SM.cand_split_reference(fs, totals, cand, outputs, criterion, xlogx)
+        ref = SM.cand_split_reference(fs_ref, totals, cand, outputs, criterion, xlogx)
         assert got.tobytes() == ref.tobytes()
         dense_ns = K.node_split_reference(fs_dense, totals, seed, node, max_features, outputs, criterion, xlogx)
         assert ref.tobytes() == dense_ns.tobytes()
-        assert (ref["feat"] >= 0).sum() >= 3
+        assert (ref["feat"] >= 0).sum() >= 3 and (ref["feat"][index < 0] >= 0).any()
 
 
 def test_sampled_forest_grows_identically(device):

@@ -73,6 +73,11 @@ class OpenCLForest:
                                    {"slot": self.n_trees})
             self.c_cs = ws.build(SM.CAND_SPLIT, SM.cand_split(self.lane, out, spec.criterion, self.width),
                                  {"slot": self.n_trees})
+            self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
+                                   {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
+            self.c_ss = ws.build(SM.SAMPLED_SPLIT, SM.sampled_split(n_bins, self.lane, out, spec.criterion,
+                                                                    self.width, masked),
+                                 {"slot": self.n_trees, "feat": spec.max_features})
             self.d_hist = K.histogram(n_bins, self.lane, out, masked, self.width)
             self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes, role="sampled")
         else:
@@ -80,10 +85,10 @@ class OpenCLForest:
             self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
             self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
                                  {"slot": self.n_trees})
-        self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
-                                                                       "bin": n_bins})
-        self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
-                             {"slot": self.n_trees, "feat": self.slot_feat})
+            self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
+                                                                           "bin": n_bins})
+            self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
+                                 {"slot": self.n_trees, "feat": self.n_feat})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
@@ -164,28 +169,49 @@ class OpenCLForest:
         return tot.astype(np.int64), ns
 
     def _sampled_level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
-        """Draw each node's features, then histogram and score only the live ones (:mod:`mdhom.forests.sampled`)."""
+        """Draw each node's features, then score only the live ones: from histograms of the large nodes, from the
+        rows of the small ones (:mod:`mdhom.forests.sampled`). One read-back: totals and splits."""
         ws = self.ws
         s, k = len(slots), self.slot_feat
         for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
                              ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
             self._upload(name, values.astype(np.int32))
         masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
+        stat_io, stat_params = {}, {}
+        if self.per_tree is not None:
+            stat_io, stat_params = {"tree_col": ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+        rows = {"n_rows": np.int32(self.n)}
         cand = ws.ensure("cand", s * self.width * 4)
         self._launch("forest_candidates", self.c_cand, cand, {"slot": s},
-                     {"n_rows": np.int32(self.n), "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
+                     {**rows, "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
-        hist = ws.ensure(self._hist[0], s * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
-        self._build(hist, slots.begin, slots.count, slots.tree, upload=False)
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        self._launch("forest_slot_totals", self.c_stot, totals,
+                     {"slot": s, "lane": self.lanes, "pos": max(1, int(slots.count.max()))}, {**rows, **stat_params},
+                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
+                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], **stat_io)
+        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
+        index = np.full(s, -1, np.int32)
+        index[large] = np.arange(large.size, dtype=np.int32)
+        self._upload("hist_index", index)
+        hist = ws.ensure(self._hist[0], max(1, large.size) * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
+        if large.size:
+            for name, values in (("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
+                                 ("large_tree", slots.tree[large]), ("large_id", large)):
+                self._upload(name, values.astype(np.int32))
+            self._launch("forest_histogram", self.c_hist, hist,
+                         {"slot": large.size, "feat": k, "pos": max(1, int(slots.count[large].max()))},
+                         {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
+                         order=ws["order"], slot_begin=ws["large_begin"], slot_count=ws["large_count"],
+                         slot_tree=ws["large_tree"], slot_id=ws["large_id"], cand=cand, **stat_io)
         fsplit = ws.ensure("fsplit", s * k * K.FEATURE_SPLIT.dtype.itemsize)
         nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
-        self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
-                     {"n_feat": np.int32(k)}, hist=hist)
-        self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": k},
-                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf)},
-                     hist=hist, xlogx=ws["xlogx"])
+        self._launch("forest_sampled_split", self.c_ss, fsplit, {"slot": s, "feat": k},
+                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf), **rows,
+                      **stat_params}, hist=hist, hist_index=ws["hist_index"], cand=cand, bins=ws["bins"],
+                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
+                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], xlogx=ws["xlogx"], **stat_io)
         self._launch("forest_cand_split", self.c_cs, nsplit, {"slot": s}, {"n_cand": np.int32(k)},
                      fsplit=fsplit, totals=totals, cand=cand, xlogx=ws["xlogx"])
         tot = np.empty((s, self.lanes), self.lane_dtype)

@@ -27,16 +27,21 @@ bit: the same candidates, scores and tie order (:func:`node_split_reference` is 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
 
 from mdhom.components.lanes import bin_ctype
 from mdhom.components.specs import KernelSpec
+from mdhom.devices import Device
 from mdhom.forests import kernels as K
-from mdhom.mdh import Array, Concat, Description, Input, Param, Scalar
+from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar
 
 MAX_CANDIDATES = 64  # beyond this many drawn features the dense level serves (the draw is most of F anyway)
+# nodes of at most this many rows find their cuts straight from their rows (sorted by bin in private memory), not
+# from histograms: a histogram costs n_bins x lanes per feature whatever the rows, a row scan rows^2 / 4 compares
+SMALL_ROWS = 32
 
 
 def cand_width(max_features: int) -> int:
@@ -142,6 +147,137 @@ def candidates_reference(bins: np.ndarray, order: np.ndarray, slot_begin: np.nda
     return out
 
 
+_STAT_AT = {False: "(long)r * FOREST_STATS", True: "(long)r * stat_stride + tree_col[slot_tree[slot]]"}
+
+
+def _stat_io(per_tree: bool) -> tuple[list[Input], list[Param]]:
+    """The statistics' inputs: a row's own lanes, or (per-tree targets) its tree's column of a wider row."""
+    if per_tree:
+        return [Input("tree_col", "int", ("*",), gather=True)], [Param("stat_stride", "int")]
+    return [], []
+
+
+@lru_cache(maxsize=16)
+def slot_totals(lane: str, outputs: tuple[int, ...], per_tree: bool = False) -> Description:
+    """A slot's lane sums over its rows (ragged, as the histogram's fold): what the host decides leaves with and
+    the split's parent score, without a histogram to sum (the sampled level builds none for small nodes)."""
+    n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
+    stat_in, stat_params = _stat_io(per_tree)
+    return Description(
+        "forest_slot_totals", ["slot", "lane", "pos"], [Concat(), Concat(), Reduce(SUM)], lane,
+        scalar=f"""
+const int r = order[(long)slot_begin[slot] + pos];
+const lane_t w = (lane_t)weight[(long)slot_tree[slot] * n_rows + r];
+out = lane < FOREST_STATS ? w * stat[{_STAT_AT[per_tree]} + lane] : (lane == FOREST_W ? w : (lane_t)1);""",
+        inputs=[Input("stat", lane, ("*",), gather=True), Input("weight", "int", ("*",), gather=True),
+                Input("order", "int", ("*",), gather=True), Input("slot_begin", "int", ("slot",), gather=True),
+                Input("slot_count", "int", ("slot",), gather=True), Input("slot_tree", "int", ("slot",), gather=True),
+                *stat_in],
+        params=[Param("n_rows", "int"), *stat_params],
+        preamble=K._layout(lane, n_stats, outputs),
+        extents={"pos": "slot_count[slot]"},
+    )
+
+
+_SCAN_ROWS = """
+/* the best cut of one feature over a small node's rows (cnt <= FOREST_SMALL): the rows sorted by bin (stable), then
+ * the cut after each bin's last row, scored as forest_scan_bins scores its non-empty bins: the same integer lane
+ * sums, the same cuts, the same record */
+inline forest_fsplit_t forest_scan_rows(__global const FOREST_BIN_T* col, __global const int* ord, const int cnt,
+                                        __global const int* w_row, __global const lane_t* stat, const int stride,
+                                        const int col0, const int n_bins, const int min_leaf,
+                                        __global const double* xlogx) {
+    int rb[FOREST_SMALL], rr[FOREST_SMALL];
+    for (int i = 0; i < cnt; ++i) {
+        const int r = ord[i];
+        const int v = (int)col[r];
+        int j = i;
+        while (j > 0 && rb[j - 1] > v) { rb[j] = rb[j - 1]; rr[j] = rr[j - 1]; --j; }
+        rb[j] = v; rr[j] = r;
+    }
+    lane_t tot[FOREST_LANES], left[FOREST_LANES], right[FOREST_LANES];
+    for (int j = 0; j < FOREST_LANES; ++j) { tot[j] = 0; left[j] = 0; }
+    int filled = 0;
+    for (int i = 0; i < cnt; ++i) {
+        const lane_t w = (lane_t)w_row[rr[i]];
+        for (int j = 0; j < FOREST_STATS; ++j) tot[j] += w * stat[(long)rr[i] * stride + col0 + j];
+        tot[FOREST_W] += w;
+        tot[FOREST_D] += 1;
+        filled += i == 0 || rb[i] != rb[i - 1];
+    }
+    double best = -INFINITY;
+    int best_bin = -1, best_left = 0;
+    for (int i = 0; i < cnt; ++i) {
+        const lane_t w = (lane_t)w_row[rr[i]];
+        for (int j = 0; j < FOREST_STATS; ++j) left[j] += w * stat[(long)rr[i] * stride + col0 + j];
+        left[FOREST_W] += w;
+        left[FOREST_D] += 1;
+        if ((i + 1 < cnt && rb[i + 1] == rb[i]) || rb[i] + 1 >= n_bins) continue;
+        for (int j = 0; j < FOREST_LANES; ++j) right[j] = tot[j] - left[j];
+        if (left[FOREST_D] < min_leaf || right[FOREST_D] < min_leaf) continue;
+        const double s = forest_side(left, xlogx) + forest_side(right, xlogx);
+        if (s > best) { best = s; best_bin = rb[i]; best_left = (int)left[FOREST_D]; }
+    }
+    forest_fsplit_t out;
+    out.score = best; out.bin = best_bin; out.nonconst = filled > 1; out.left = best_left; out.pad = 0;
+    return out;
+}
+"""
+
+
+@lru_cache(maxsize=32)
+def sampled_split(n_bins: int, lane: str, outputs: tuple[int, ...], criterion: str, width: int,
+                  per_tree: bool = False, small: int = SMALL_ROWS) -> Description:
+    """The best cut of each (slot, candidate): from the candidate histograms where the slot has them
+    (``hist_index[slot] >= 0``: its row in ``hist``), else straight from the slot's rows (at most ``small``).
+    Candidates past the live ones get the empty record, as a zero histogram gives."""
+    n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
+    stat_in, stat_params = _stat_io(per_tree)
+    col0 = "tree_col[slot_tree[slot]]" if per_tree else "0"
+    stride = "stat_stride" if per_tree else "FOREST_STATS"
+    return Description(
+        "forest_sampled_split", ["slot", "feat"], [Concat(), Concat()], K.FEATURE_SPLIT,
+        scalar=f"""
+const int live = cand[(long)slot * {int(width)}];
+out.score = -INFINITY;
+out.bin = -1;
+if (feat < max(live, 1)) {{
+    const int hi = hist_index[slot];
+    const int f = cand[(long)slot * {int(width)} + 1 + feat];
+    forest_fsplit_t r;
+    if (hi >= 0)
+        r = forest_scan_bins(hist + ((long)hi * SIZE_feat + feat) * n_bins * FOREST_LANES, n_bins, min_leaf, xlogx);
+    else
+        r = forest_scan_rows(bins + (long)f * n_rows, order + slot_begin[slot], slot_count[slot],
+                             weight + (long)slot_tree[slot] * n_rows, stat, {stride}, {col0}, n_bins, min_leaf, xlogx);
+    FOREST_SET_FSPLIT(out, r);
+}}""",
+        inputs=[Input("hist", lane, ("*",), gather=True), Input("hist_index", "int", ("slot",), gather=True),
+                Input("cand", "int", ("*",), gather=True), Input("bins", bin_ctype(n_bins), ("*",), gather=True),
+                Input("stat", lane, ("*",), gather=True), Input("weight", "int", ("*",), gather=True),
+                Input("order", "int", ("*",), gather=True), Input("slot_begin", "int", ("slot",), gather=True),
+                Input("slot_count", "int", ("slot",), gather=True), Input("slot_tree", "int", ("slot",), gather=True),
+                Input("xlogx", "double", ("*",), gather=True), *stat_in],
+        params=[Param("n_bins", "int"), Param("min_leaf", "int"), Param("n_rows", "int"), *stat_params],
+        preamble=K._layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {K.CRITERIA[criterion]}\n"
+        f"#define FOREST_SMALL {int(small)}\ntypedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + K._SCORE
+        + K.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + K.SCAN_BINS + _SCAN_ROWS,
+    )
+
+
+def sampled_split_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+                            slot_begin: np.ndarray, slot_count: np.ndarray, slot_tree: np.ndarray, cand: np.ndarray,
+                            n_cand: int, n_bins: int, outputs: tuple[int, ...], criterion: str, min_leaf: int,
+                            xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> np.ndarray:
+    """(slot, n_cand) FEATURE_SPLIT records: the feature split of each live candidate's histogram (the kernel's
+    row scans give the same records, its histograms are these), the empty record past them."""
+    dense = K.histogram_reference(bins, stat, weight, order, slot_begin, slot_count, slot_tree, n_bins, per_tree)
+    sl = np.arange(len(slot_begin))[:, None]
+    folded = np.arange(n_cand)[None, :] < np.maximum(cand[:, :1], 1)
+    hist = np.where(folded[:, :, None, None], dense[sl, cand[:, 1:1 + n_cand]], 0)
+    return K.feature_split_reference(hist, outputs, criterion, min_leaf, xlogx)
+
+
 @lru_cache(maxsize=32)
 def cand_split(lane: str, outputs: tuple[int, ...], criterion: str, width: int) -> Description:
     """The split of each slot among its live candidates (``fsplit``: (slot, n_cand) feature-split records of the
@@ -194,6 +330,15 @@ def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarra
     return out
 
 
+def _totals_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Slots carry the parallelism, a work-item folds one lane of a slot's rows (no combine kernel)."""
+    cfg = K._per_slot(desc, dev, sizes)
+    cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 1
+    return cfg
+
+
 CANDIDATES = KernelSpec("forest_candidates", K._per_slot)
+SLOT_TOTALS = KernelSpec("forest_slot_totals", _totals_heuristic)
+SAMPLED_SPLIT = KernelSpec("forest_sampled_split", K._per_slot)
 CAND_SPLIT = KernelSpec("forest_cand_split", K._per_slot)
-SPECS = (CANDIDATES, CAND_SPLIT)
+SPECS = (CANDIDATES, SLOT_TOTALS, SAMPLED_SPLIT, CAND_SPLIT)
