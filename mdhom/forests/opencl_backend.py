@@ -37,6 +37,13 @@ class OpenCLForest:
             cl.enqueue_copy(self.ws.queue, buf, values, is_blocking=True)
         return buf
 
+    def _put(self, name: str, values: np.ndarray) -> cl.Buffer:
+        """A small per-level table (int32) up without waiting (the level's read-back is the sync)."""
+        values = np.asarray(values).reshape(-1)
+        buf = self.ws.ensure(name, max(16, 4 * values.size))
+        self.ws.put(name, buf, values, np.int32)
+        return buf
+
     def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
               row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
         ws = self.ws
@@ -48,8 +55,13 @@ class OpenCLForest:
         self.lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
         self.stat_stride = stat.shape[1]
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
-        self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
-        self._upload("stat", stat.astype(self.lane_dtype))
+        # the binned rows and their statistics stay from one grow to the next (a classifier chain's positions)
+        if getattr(self, "_bins_src", None) is not bins:
+            self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
+            self._bins_src = bins
+        if getattr(self, "_stat_src", None) is not stat:
+            self._upload("stat", stat.astype(self.lane_dtype))
+            self._stat_src = stat
         self._upload("weight", weight.astype(np.int32))
         self._upload("order", order.astype(np.int32))
         self._upload("order_next", order.astype(np.int32))
@@ -108,7 +120,7 @@ class OpenCLForest:
         ws = self.ws
         if upload:
             for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
-                self._upload(name, values.astype(np.int32))
+                self._put(name, values)
         params, extra = {"n_rows": np.int32(self.n)}, {}
         if self.per_tree is not None:
             params["stat_stride"] = np.int32(self.stat_stride)
@@ -137,17 +149,17 @@ class OpenCLForest:
             built = 2 * np.arange(count.shape[0]) + side
             small = ws.ensure("hist_small", count.shape[0] * node_bytes)
             self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
-            self._upload("pair", np.stack([slots.parent[0::2], side], axis=1).astype(np.int32))
+            self._put("pair", np.stack([slots.parent[0::2], side], axis=1))
             self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
                          prev=ws[self._hist[1]], pair=ws["pair"])
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
-        self._upload("slot_node", slots.node.astype(np.int32))
+        self._put("slot_node", slots.node)
         masked = {}
         if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
-            self._upload("slot_tree", slots.tree.astype(np.int32))
+            self._put("slot_tree", slots.tree)
             masked = {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        self._upload("slot_seed", slots.seed.astype(np.uint32))
+        self._put("slot_seed", slots.seed.view(np.int32))
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
         fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
         nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
@@ -175,7 +187,7 @@ class OpenCLForest:
         s, k = len(slots), self.slot_feat
         for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
                              ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
-            self._upload(name, values.astype(np.int32))
+            self._put(name, values)
         masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
         stat_io, stat_params = {}, {}
         if self.per_tree is not None:
@@ -194,12 +206,12 @@ class OpenCLForest:
         large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
         index = np.full(s, -1, np.int32)
         index[large] = np.arange(large.size, dtype=np.int32)
-        self._upload("hist_index", index)
+        self._put("hist_index", index)
         hist = ws.ensure(self._hist[0], max(1, large.size) * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
         if large.size:
             for name, values in (("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
                                  ("large_tree", slots.tree[large]), ("large_id", large)):
-                self._upload(name, values.astype(np.int32))
+                self._put(name, values)
             self._launch("forest_histogram", self.c_hist, hist,
                          {"slot": large.size, "feat": k, "pos": max(1, int(slots.count[large].max()))},
                          {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
@@ -224,9 +236,9 @@ class OpenCLForest:
         ws = self.ws
         rows = {"tree": self.n_trees, "row": self.n}
         pos = {"tree": self.n_trees, "pos": self.n}
-        self._upload("split_tab", split_tab.astype(np.int32))
-        self._upload("split_left", split_left.astype(np.int32))
-        self._upload("level_begin", slots.begin.astype(np.int32))
+        self._put("split_tab", split_tab)
+        self._put("split_left", split_left)
+        self._put("level_begin", slots.begin)
         self._launch("forest_route", self.c_route, ws["new_slot"], rows, {},
                      row_slot=ws["row_slot"], split_tab=ws["split_tab"], bins=ws["bins"])
         self._launch("forest_left_scan", self.c_scan, ws["scan"], pos, {}, order=ws["order"], new_slot=ws["new_slot"])

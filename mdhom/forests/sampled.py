@@ -41,7 +41,7 @@ from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Sca
 MAX_CANDIDATES = 64  # beyond this many drawn features the dense level serves (the draw is most of F anyway)
 # nodes of at most this many rows find their cuts straight from their rows (sorted by bin in private memory), not
 # from histograms: a histogram costs n_bins x lanes per feature whatever the rows, a row scan rows^2 / 4 compares
-SMALL_ROWS = 32
+SMALL_ROWS = 64
 
 
 def cand_width(max_features: int) -> int:
@@ -56,6 +56,18 @@ def cand_width(max_features: int) -> int:
 def use_sampled(max_features: int, n_features: int) -> bool:
     """Whether the sampled level pays: the draw is at most half the features (and within the table's bound)."""
     return max_features <= MAX_CANDIDATES and 2 * max_features <= n_features
+
+
+_NONCONST = """
+/* whether a feature takes more than one bin on a node's rows: a scan that stops at the first other bin */
+inline int forest_nonconst(__global const FOREST_BIN_T* col, __global const int* ord, const int cnt) {
+    if (cnt < 2) return 0;
+    const FOREST_BIN_T b0 = col[ord[0]];
+    for (int i = 1; i < cnt; ++i)
+        if (col[ord[i]] != b0) return 1;
+    return 0;
+}
+"""
 
 
 def _allowed(masked: bool, n_features: int) -> str:
@@ -77,47 +89,50 @@ def candidates(n_bins: int, n_features: int, width: int, masked: bool = False) -
     return Description(
         "forest_candidates", ["slot"], [Concat()], Array(Scalar("int"), int(width)),
         scalar="""
-uint key[FOREST_FEATURES];
-for (int f = 0; f < FOREST_FEATURES; ++f) key[f] = forest_key(slot_seed[slot], slot_node[slot], f);
+/* the first max_features allowed features of the node's order (keys ascending, ties to the lower feature), in one
+ * pass kept sorted: features come in ascending order, so an equal key never displaces an earlier one */
+const uint h = forest_mix(slot_seed[slot] + 0x9e3779b9u * (uint)(slot_node[slot] + 1));  /* forest_key's node part */
+uint dk[FOREST_WIDTH];
+int df[FOREST_WIDTH];
+const int m = min(max_features, FOREST_WIDTH - 1);
+int nd = 0;
+for (int f = 0; f < FOREST_FEATURES; ++f) {
+    if (!FOREST_ALLOWED(f)) continue;
+    const uint k = forest_mix(h ^ (0x85ebca6bu * (uint)(f + 1)));
+    if (nd == m && k >= dk[m - 1]) continue;
+    int j = nd < m ? nd++ : m - 1;
+    while (j > 0 && dk[j - 1] > k) { dk[j] = dk[j - 1]; df[j] = df[j - 1]; --j; }
+    dk[j] = k; df[j] = f;
+}
 const long b = slot_begin[slot];
 const int cnt = slot_count[slot];
-int live = 0, seen = 0, first = -1, lf = -1;
-uint lk = 0;
-for (;;) {
-    /* the next allowed feature of the node's order after (lk, lf): keys ascending, ties to the lower feature */
-    int nf = -1;
-    uint nk = 0;
-    for (int f = 0; f < FOREST_FEATURES; ++f) {
-        if (!FOREST_ALLOWED(f)) continue;
-        const uint k = key[f];
-        if (lf >= 0 && (k < lk || (k == lk && f <= lf))) continue;
-        if (nf < 0 || k < nk) { nf = f; nk = k; }
-    }
-    if (nf < 0) break;
-    lk = nk; lf = nf;
-    if (first < 0) first = nf;
-    const int drawn = seen < max_features;
-    seen += 1;
-    if (!drawn && live > 0) break;
-    int nonconst = 0;
-    if (cnt > 1) {
-        __global const FOREST_BIN_T* col = bins + (long)nf * n_rows;
-        const int b0 = col[order[b]];
-        for (int i = 1; i < cnt; ++i)
-            if (col[order[b + i]] != b0) { nonconst = 1; break; }
-    }
-    if (nonconst) {
-        out.v[1 + live] = nf;
-        live += 1;
-        if (!drawn) break;  /* all drawn ones were constant: the first non-constant one after them */
+int live = 0;
+for (int i = 0; i < nd; ++i)
+    if (forest_nonconst(bins + (long)df[i] * n_rows, order + b, cnt)) { out.v[1 + live] = df[i]; live += 1; }
+if (live == 0 && nd == m && nd > 0) {
+    /* every drawn feature is constant: the first non-constant one after them (rare: a walk of the order) */
+    uint lk = dk[nd - 1];
+    int lf = df[nd - 1];
+    for (;;) {
+        int nf = -1;
+        uint nk = 0;
+        for (int f = 0; f < FOREST_FEATURES; ++f) {
+            if (!FOREST_ALLOWED(f)) continue;
+            const uint k = forest_key(slot_seed[slot], slot_node[slot], f);
+            if (k < lk || (k == lk && f <= lf)) continue;
+            if (nf < 0 || k < nk) { nf = f; nk = k; }
+        }
+        if (nf < 0) break;
+        lk = nk; lf = nf;
+        if (forest_nonconst(bins + (long)nf * n_rows, order + b, cnt)) { out.v[1] = nf; live = 1; break; }
     }
 }
 out.v[0] = live;
-if (live == 0) out.v[1] = first < 0 ? 0 : first;""",
+if (live == 0) out.v[1] = nd > 0 ? df[0] : 0;""",
         inputs=inputs,
         params=[Param("n_rows", "int"), Param("max_features", "int")],
-        preamble=f"#define FOREST_FEATURES {int(n_features)}\ntypedef {bin_ctype(n_bins)} FOREST_BIN_T;\n"
-        + K._MIX + _allowed(masked, n_features),
+        preamble=f"#define FOREST_FEATURES {int(n_features)}\n#define FOREST_WIDTH {int(width)}\n"
+        f"typedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + K._MIX + _NONCONST + _allowed(masked, n_features),
     )
 
 
@@ -337,8 +352,18 @@ def _totals_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) 
     return cfg
 
 
-CANDIDATES = KernelSpec("forest_candidates", K._per_slot)
+def _scalar_slots(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Per-slot loops of data-dependent length (early exits, row sorts): on CPUs one work-item per group, as
+    runtimes that vectorise across work-items run every lane to the longest (Intel's: 3x slower at 8)."""
+    cfg = K._per_slot(desc, dev, sizes)
+    if dev.type != "gpu":
+        cfg[f"NUM_WI_{desc.dim_names[0]}"] = 1
+        cfg[f"NUM_WG_{desc.dim_names[0]}"] = max(1, dev.compute_units) * 32
+    return cfg
+
+
+CANDIDATES = KernelSpec("forest_candidates", _scalar_slots)
 SLOT_TOTALS = KernelSpec("forest_slot_totals", _totals_heuristic)
-SAMPLED_SPLIT = KernelSpec("forest_sampled_split", K._per_slot)
+SAMPLED_SPLIT = KernelSpec("forest_sampled_split", _scalar_slots)
 CAND_SPLIT = KernelSpec("forest_cand_split", K._per_slot)
 SPECS = (CANDIDATES, SLOT_TOTALS, SAMPLED_SPLIT, CAND_SPLIT)
