@@ -99,9 +99,11 @@ def test_sampled_level_chooses_the_dense_split(device, criterion):
                   slot_count=sc, slot_tree=st, n_rows=np.int32(N))
     if per_tree is not None:
         common.update(tree_col=per_tree.column, stat_stride=np.int32(stat.shape[1]))
-    tot = _run(SM.slot_totals(lane, outputs, per_tree is not None), device,
-               {"slot": len(sb), "lane": dense.shape[-1], "pos": int(sc.max())}, **common)
-    assert np.array_equal(tot, totals)
+    d_tot = SM.slot_totals(lane, outputs, per_tree is not None)
+    for cfg in (None, {"NUM_WI_slot": 1, "NUM_WI_lane": 1, "NUM_WI_pos": 16, "NUM_WG_slot": 4, "NUM_WG_pos": 1}):
+        tot = mdh.build_within_limits(d_tot, device, cfg)(
+            sizes={"slot": len(sb), "lane": dense.shape[-1], "pos": int(sc.max())}, **common)
+        assert np.array_equal(tot, totals)  # one work-item per slot, or 16 sharing its rows (the GPU heuristic)
     large = np.flatnonzero(sc > 5).astype(np.int32)  # the others find their cuts from their rows
     index = np.full(len(sb), -1, np.int32)
     index[large] = np.arange(large.size)

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import bin_ctype
-from mdhom.components.specs import KernelSpec
+from mdhom.components.specs import KernelSpec, pow2_at_most
 from mdhom.devices import Device
 from mdhom.forests import kernels as K
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar
@@ -346,9 +346,13 @@ def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarra
 
 
 def _totals_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Slots carry the parallelism, a work-item folds one lane of a slot's rows (no combine kernel)."""
+    """CPUs: slots carry the parallelism, a work-item folds one lane of a slot's rows (no combine kernel). GPUs:
+    64 work-items share a slot's rows (a root holds most of the rows; one work-item would walk them alone)."""
     cfg = K._per_slot(desc, dev, sizes)
     cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 1
+    if dev.type == "gpu":
+        cfg["NUM_WI_slot"], cfg["NUM_WI_pos"] = 1, 64
+        cfg["NUM_WG_slot"] = pow2_at_most(int(sizes.get("slot", 1)), 1024)
     return cfg
 
 
