@@ -22,6 +22,9 @@ forest_route           tree x row           concat: a row's slot at the next lev
 forest_left_scan       tree x pos           concat, exclusive prefix sum of the go-left flags
 forest_partition       tree x pos           concat at a computed position (scatter): the stable partition
 =====================  ===================  ==============================================================
+
+Where ``max_features`` draws few of the features, the backend runs the *sampled* level of
+:mod:`mdhom.forests.sampled` instead (the histogram above over each node's drawn candidates, ``cand_width``).
 """
 
 from __future__ import annotations

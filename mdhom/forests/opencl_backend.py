@@ -1,8 +1,10 @@
-"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels`.
+"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels` (the
+dense level) and :mod:`mdhom.forests.sampled` (the sampled level).
 
-Rows, weights, the position order and every row's slot stay on the device for the whole fit; per batch of
-slots the host uploads the slot tables and reads back the node totals and best splits (a few bytes per node),
-per level it uploads the split table. Builds and configurations go through the components'
+Rows, weights, the position order and every row's slot stay on the device for the whole fit, the binned rows and
+statistics across the grows of one fit (a classifier chain's positions); per batch of slots the host sends the
+slot tables without waiting and reads back the node totals and best splits (a few bytes per node, the one sync
+of a level), per level it sends the split table. Builds and configurations go through the components'
 :class:`~mdhom.components.workspace.Workspace` (tuned configurations, else each kernel spec's heuristic).
 """
 
@@ -114,22 +116,17 @@ class OpenCLForest:
         self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
 
     # ------------------------------------------------------------------------------------------ steps
-    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray,
-               upload: bool = True) -> None:
-        """Histograms of the listed nodes into ``out`` (``upload=False``: their slot tables are on the device)."""
+    def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray) -> None:
+        """Histograms of the listed nodes into ``out`` (the dense level)."""
         ws = self.ws
-        if upload:
-            for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
-                self._put(name, values)
+        for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
+            self._put(name, values)
         params, extra = {"n_rows": np.int32(self.n)}, {}
         if self.per_tree is not None:
             params["stat_stride"] = np.int32(self.stat_stride)
-            extra = {"tree_col": ws["tree_col"]} if self.sampled else \
-                {"tree_col": ws["tree_col"], "feat_mask": ws["feat_mask"]}
-        if self.sampled:
-            extra["cand"] = ws["cand"]
+            extra = {"tree_col": ws["tree_col"], "feat_mask": ws["feat_mask"]}
         self._launch("forest_histogram", self.c_hist, out,
-                     {"slot": len(begin), "feat": self.slot_feat, "pos": max(1, int(count.max()))},
+                     {"slot": len(begin), "feat": self.n_feat, "pos": max(1, int(count.max()))},
                      params, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_tree=ws["slot_tree"], **extra)
