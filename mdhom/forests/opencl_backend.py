@@ -64,11 +64,12 @@ class OpenCLForest:
         if getattr(self, "_stat_src", None) is not stat:
             self._upload("stat", stat.astype(self.lane_dtype))
             self._stat_src = stat
-        self._upload("weight", weight.astype(np.int32))
-        self._upload("order", order.astype(np.int32))
-        self._upload("order_next", order.astype(np.int32))
-        self._upload("row_slot", row_slot.astype(np.int32))
-        self._upload("new_slot", row_slot.astype(np.int32))
+        self._upload("weight", np.asarray(weight, np.int32))
+        self._upload("order", np.asarray(order, np.int32))
+        self._upload("row_slot", np.asarray(row_slot, np.int32))
+        # written whole by the partition and the routing before they are read: allocated, not sent
+        ws.ensure("order_next", max(16, 4 * order.size))
+        ws.ensure("new_slot", max(16, 4 * row_slot.size))
         ws.ensure("scan", 4 * max(1, order.size))
         self._upload("xlogx", xlogx.astype(np.float64))
         masked = per_tree is not None
