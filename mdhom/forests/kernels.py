@@ -22,6 +22,9 @@ forest_route           tree x row           concat: a row's slot at the next lev
 forest_left_scan       tree x pos           concat, exclusive prefix sum of the go-left flags
 forest_partition       tree x pos           concat at a computed position (scatter): the stable partition
 =====================  ===================  ==============================================================
+
+Where ``max_features`` draws few of the features, the backend runs the *sampled* level of
+:mod:`mdhom.forests.sampled` instead (the histogram above over each node's drawn candidates, ``cand_width``).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ _HIST = """
 const long mdh_p = (long)slot_begin[slot] + pos;
 const int mdh_r = order[mdh_p];
 const lane_t mdh_w = (lane_t)weight[(long)slot_tree[slot] * n_rows + mdh_r];
-const int mdh_c = (int)bins[(long)feat * n_rows + mdh_r] * FOREST_LANES;
+const int mdh_c = (int)bins[(long)({feat}) * n_rows + mdh_r] * FOREST_LANES;
 for (int j = 0; j < FOREST_STATS; ++j) {{
     const lane_t mdh_v = mdh_w * stat[{stat_at} + j];
     {add_v}
@@ -81,20 +84,28 @@ for (int j = 0; j < FOREST_STATS; ++j) {{
 _STAT_AT = {False: "(long)mdh_r * FOREST_STATS", True: "(long)mdh_r * stat_stride + tree_col[slot_tree[slot]]"}
 
 
-def _hist_body(target: str, op: str, per_tree: bool = False) -> str:
+def _feat_at(cand_width: int) -> str:
+    """The feature a histogram point bins by: its own (dense), or the slot's ``feat``-th sampled candidate."""
+    return f"cand[(long)slot_id[slot] * {cand_width} + 1 + feat]" if cand_width else "feat"
+
+
+def _hist_body(target: str, op: str, per_tree: bool = False, cand_width: int = 0) -> str:
     return _HIST.format(add_v=f"{target}.v[mdh_c + j] {op} mdh_v;", add_w=f"{target}.v[mdh_c + FOREST_W] {op} mdh_w;",
-                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;", stat_at=_STAT_AT[per_tree])
+                        add_d=f"{target}.v[mdh_c + FOREST_D] {op} 1;", stat_at=_STAT_AT[per_tree],
+                        feat=_feat_at(cand_width))
 
 
-def _hist_atomic(lane: str, per_tree: bool = False) -> str:
+def _hist_atomic(lane: str, per_tree: bool = False, cand_width: int = 0) -> str:
     add = "atom_add" if lane == "long" else "atomic_add"
     return _HIST.format(add_v=f"if (mdh_v != 0) {add}(&acc->v[mdh_c + j], mdh_v);",
                         add_w=f"{add}(&acc->v[mdh_c + FOREST_W], mdh_w);",
-                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);", stat_at=_STAT_AT[per_tree])
+                        add_d=f"{add}(&acc->v[mdh_c + FOREST_D], 1);", stat_at=_STAT_AT[per_tree],
+                        feat=_feat_at(cand_width))
 
 
 @lru_cache(maxsize=32)
-def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool = False) -> Description:
+def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool = False,
+              cand_width: int = 0) -> Description:
     """Lane sums per (slot, feature, bin) over each slot's rows: (slot, feat) atoms of n_bins x lanes integers.
     ``bins`` are feature-major (feat, row): a work-item folding one feature of a node's ascending rows reads
     ascending addresses.
@@ -105,7 +116,12 @@ def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool =
 
     ``per_tree`` (the classifier chains' forests, many targets in one batch of trees): a row holds
     ``stat_stride`` lanes, tree ``t`` reads its statistics from column ``tree_col[t]`` on, and the features
-    ``feat_mask[t, f] == 0`` forbids fold no rows (a zero histogram: the extent of the fold is 0)."""
+    ``feat_mask[t, f] == 0`` forbids fold no rows (a zero histogram: the extent of the fold is 0).
+
+    ``cand_width`` (the sampled level, :mod:`mdhom.forests.sampled`): the slots are the level's large ones,
+    ``slot_id[slot]`` their place in the level, and ``feat`` counts a slot's candidate features, row
+    ``slot_id[slot]`` of ``cand`` (``cand_width`` ints per slot: the number of live candidates, then the
+    features); only the first ``max(live, 1)`` are folded."""
     n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
     lanes = n_stats + 2
     inputs = [Input("bins", bin_ctype(n_bins), ("*",), gather=True), Input("stat", lane, ("*",), gather=True),
@@ -115,14 +131,19 @@ def histogram(n_bins: int, lane: str, outputs: tuple[int, ...], per_tree: bool =
     params = [Param("n_rows", "int")]
     extent = "slot_count[slot]"
     if per_tree:
-        inputs += [Input("tree_col", "int", ("*",), gather=True), Input("feat_mask", "uchar", ("*",), gather=True)]
+        inputs += [Input("tree_col", "int", ("*",), gather=True)]
         params.append(Param("stat_stride", "int"))
-        extent = "(feat_mask[(long)slot_tree[slot] * SIZE_feat + feat] ? slot_count[slot] : 0)"
+        if not cand_width:  # sampled candidates are the tree's own features already
+            inputs.append(Input("feat_mask", "uchar", ("*",), gather=True))
+            extent = "(feat_mask[(long)slot_tree[slot] * SIZE_feat + feat] ? slot_count[slot] : 0)"
+    if cand_width:
+        inputs += [Input("cand", "int", ("*",), gather=True), Input("slot_id", "int", ("slot",), gather=True)]
+        extent = f"(feat < max(cand[(long)slot_id[slot] * {int(cand_width)}], 1) ? slot_count[slot] : 0)"
     return Description(
         "forest_histogram", ["slot", "feat", "pos"], [Concat(), Concat(), Reduce(SUM)],
         Array(Scalar(lane), int(n_bins) * lanes),
-        scalar=_hist_body("out", "=", per_tree), accumulate=_hist_body("acc", "+=", per_tree),
-        accumulate_atomic=_hist_atomic(lane, per_tree), inputs=inputs, params=params,
+        scalar=_hist_body("out", "=", per_tree, cand_width), accumulate=_hist_body("acc", "+=", per_tree, cand_width),
+        accumulate_atomic=_hist_atomic(lane, per_tree, cand_width), inputs=inputs, params=params,
         preamble=_layout(lane, n_stats, outputs),
         extents={"pos": extent},
     )
@@ -270,6 +291,39 @@ inline double forest_side(const lane_t* v, __global const double* xlogx) {
 """
 
 
+# the best cut of one feature's histogram h (n_bins x FOREST_LANES): shared by the dense and the sampled level
+SCAN_BINS = """
+inline forest_fsplit_t forest_scan_bins(__global const lane_t* h, const int n_bins, const int min_leaf,
+                                        __global const double* xlogx) {
+    lane_t tot[FOREST_LANES], left[FOREST_LANES], right[FOREST_LANES];
+    for (int j = 0; j < FOREST_LANES; ++j) { tot[j] = 0; left[j] = 0; }
+    int filled = 0;
+    for (int b = 0; b < n_bins; ++b) {
+        if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
+        for (int j = 0; j < FOREST_LANES; ++j) tot[j] += h[b * FOREST_LANES + j];
+        filled += 1;
+    }
+    double best = -INFINITY;
+    int best_bin = -1, best_left = 0;
+    for (int b = 0; b + 1 < n_bins; ++b) {
+        /* an empty bin leaves the cut as the one before it: the same score, which cannot win (ties go to the lower
+           bin), or the same min_leaf failure; skipping it keeps the result and the work proportional to the node */
+        if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
+        for (int j = 0; j < FOREST_LANES; ++j) { left[j] += h[b * FOREST_LANES + j]; right[j] = tot[j] - left[j]; }
+        if (left[FOREST_D] < min_leaf || right[FOREST_D] < min_leaf) continue;
+        const double s = forest_side(left, xlogx) + forest_side(right, xlogx);
+        if (s > best) { best = s; best_bin = b; best_left = (int)left[FOREST_D]; }
+    }
+    forest_fsplit_t out;
+    out.score = best; out.bin = best_bin; out.nonconst = filled > 1; out.left = best_left; out.pad = 0;
+    return out;
+}
+/* a record into the kernel's own atom type (a struct of the same fields) */
+#define FOREST_SET_FSPLIT(o, r) do { (o).score = (r).score; (o).bin = (r).bin; (o).nonconst = (r).nonconst; \
+    (o).left = (r).left; } while (0)
+"""
+
+
 @lru_cache(maxsize=32)
 def feature_split(lane: str, outputs: tuple[int, ...], criterion: str) -> Description:
     """The best threshold "bin <= b" of each (slot, feature): the scalar function scans the feature's
@@ -280,30 +334,13 @@ def feature_split(lane: str, outputs: tuple[int, ...], criterion: str) -> Descri
     return Description(
         "forest_feature_split", ["slot", "feat"], [Concat(), Concat()], FEATURE_SPLIT,
         scalar="""
-__global const lane_t* h = hist + ((long)slot * SIZE_feat + feat) * n_bins * FOREST_LANES;
-lane_t tot[FOREST_LANES], left[FOREST_LANES], right[FOREST_LANES];
-for (int j = 0; j < FOREST_LANES; ++j) { tot[j] = 0; left[j] = 0; }
-int filled = 0;
-for (int b = 0; b < n_bins; ++b) {
-    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
-    for (int j = 0; j < FOREST_LANES; ++j) tot[j] += h[b * FOREST_LANES + j];
-    filled += 1;
-}
-double best = -INFINITY;
-int best_bin = -1, best_left = 0;
-for (int b = 0; b + 1 < n_bins; ++b) {
-    /* an empty bin leaves the cut as the one before it: the same score, which cannot win (ties go to the lower
-       bin), or the same min_leaf failure; skipping it keeps the result and the work proportional to the node */
-    if (h[b * FOREST_LANES + FOREST_D] == 0) continue;
-    for (int j = 0; j < FOREST_LANES; ++j) { left[j] += h[b * FOREST_LANES + j]; right[j] = tot[j] - left[j]; }
-    if (left[FOREST_D] < min_leaf || right[FOREST_D] < min_leaf) continue;
-    const double s = forest_side(left, xlogx) + forest_side(right, xlogx);
-    if (s > best) { best = s; best_bin = b; best_left = (int)left[FOREST_D]; }
-}
-out.score = best; out.bin = best_bin; out.nonconst = filled > 1; out.left = best_left;""",
+const forest_fsplit_t r = forest_scan_bins(hist + ((long)slot * SIZE_feat + feat) * n_bins * FOREST_LANES, n_bins,
+                                           min_leaf, xlogx);
+FOREST_SET_FSPLIT(out, r);""",
         inputs=[Input("hist", lane, ("*",), gather=True), Input("xlogx", "double", ("*",), gather=True)],
         params=[Param("n_bins", "int"), Param("min_leaf", "int")],
-        preamble=_layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {CRITERIA[criterion]}\n" + _SCORE,
+        preamble=_layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {CRITERIA[criterion]}\n" + _SCORE
+        + FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + SCAN_BINS,
     )
 
 

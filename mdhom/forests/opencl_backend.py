@@ -1,8 +1,10 @@
-"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels`.
+"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels` (the
+dense level) and :mod:`mdhom.forests.sampled` (the sampled level).
 
-Rows, weights, the position order and every row's slot stay on the device for the whole fit; per batch of
-slots the host uploads the slot tables and reads back the node totals and best splits (a few bytes per node),
-per level it uploads the split table. Builds and configurations go through the components'
+Rows, weights, the position order and every row's slot stay on the device for the whole fit, the binned rows and
+statistics across the grows of one fit (a classifier chain's positions); per batch of slots the host sends the
+slot tables without waiting and reads back the node totals and best splits (a few bytes per node, the one sync
+of a level), per level it sends the split table. Builds and configurations go through the components'
 :class:`~mdhom.components.workspace.Workspace` (tuned configurations, else each kernel spec's heuristic).
 """
 
@@ -14,15 +16,20 @@ import pyopencl as cl
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import kernels as K
+from mdhom.forests import sampled as SM
 from mdhom.forests.grower import GrowSpec, Slots
 
 
 class OpenCLForest:
-    """:class:`mdhom.forests.grower.ForestBackend` on one device."""
+    """:class:`mdhom.forests.grower.ForestBackend` on one device.
 
-    def __init__(self, device: str | Device | None = "auto") -> None:
+    ``sampled``: levels histogram only each node's drawn features (:mod:`mdhom.forests.sampled`); None decides
+    per grow (:func:`mdhom.forests.sampled.use_sampled`). Either way the trees are the same."""
+
+    def __init__(self, device: str | Device | None = "auto", sampled: bool | None = None) -> None:
         self.ws = Workspace(device, precision="double", exact=False)
         self.device = self.ws.device
+        self.sampled_choice = sampled
 
     # ------------------------------------------------------------------------------------------ buffers
     def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
@@ -30,6 +37,13 @@ class OpenCLForest:
         buf = self.ws.ensure(name, max(16, values.nbytes))
         if values.nbytes:
             cl.enqueue_copy(self.ws.queue, buf, values, is_blocking=True)
+        return buf
+
+    def _put(self, name: str, values: np.ndarray) -> cl.Buffer:
+        """A small per-level table (int32) up without waiting (the level's read-back is the sync)."""
+        values = np.asarray(values).reshape(-1)
+        buf = self.ws.ensure(name, max(16, 4 * values.size))
+        self.ws.put(name, buf, values, np.int32)
         return buf
 
     def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
@@ -43,29 +57,53 @@ class OpenCLForest:
         self.lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
         self.stat_stride = stat.shape[1]
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
-        self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
-        self._upload("stat", stat.astype(self.lane_dtype))
-        self._upload("weight", weight.astype(np.int32))
-        self._upload("order", order.astype(np.int32))
-        self._upload("order_next", order.astype(np.int32))
-        self._upload("row_slot", row_slot.astype(np.int32))
-        self._upload("new_slot", row_slot.astype(np.int32))
+        # the binned rows and their statistics stay from one grow to the next (a classifier chain's positions)
+        if getattr(self, "_bins_src", None) is not bins:
+            self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
+            self._bins_src = bins
+        if getattr(self, "_stat_src", None) is not stat:
+            self._upload("stat", stat.astype(self.lane_dtype))
+            self._stat_src = stat
+        self._upload("weight", np.asarray(weight, np.int32))
+        self._upload("order", np.asarray(order, np.int32))
+        self._upload("row_slot", np.asarray(row_slot, np.int32))
+        # written whole by the partition and the routing before they are read: allocated, not sent
+        ws.ensure("order_next", max(16, 4 * order.size))
+        ws.ensure("new_slot", max(16, 4 * row_slot.size))
         ws.ensure("scan", 4 * max(1, order.size))
         self._upload("xlogx", xlogx.astype(np.float64))
         masked = per_tree is not None
         if masked:
             self._upload("tree_col", per_tree.column.astype(np.int32))
             self._upload("feat_mask", np.ascontiguousarray(per_tree.mask, np.uint8))
-        sizes = {"slot": self.n_trees, "feat": self.n_feat, "pos": self.n}
         out = spec.outputs
-        self.d_hist = K.histogram(n_bins, self.lane, out, masked)
-        self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
-        self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
-                                                                       "bin": n_bins})
-        self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
-                             {"slot": self.n_trees, "feat": self.n_feat})
-        self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
-                             {"slot": self.n_trees})
+        self.sampled = SM.use_sampled(spec.max_features, self.n_feat) if self.sampled_choice is None \
+            else bool(self.sampled_choice)
+        # histogram features per slot: the dense level's every feature, or the sampled level's candidates
+        self.slot_feat = spec.max_features if self.sampled else self.n_feat
+        sizes = {"slot": self.n_trees, "feat": self.slot_feat, "pos": self.n}
+        if self.sampled:
+            self.width = SM.cand_width(spec.max_features)
+            self.c_cand = ws.build(SM.CANDIDATES, SM.candidates(n_bins, self.n_feat, self.width, masked),
+                                   {"slot": self.n_trees})
+            self.c_cs = ws.build(SM.CAND_SPLIT, SM.cand_split(self.lane, out, spec.criterion, self.width),
+                                 {"slot": self.n_trees})
+            self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
+                                   {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
+            self.c_ss = ws.build(SM.SAMPLED_SPLIT, SM.sampled_split(n_bins, self.lane, out, spec.criterion,
+                                                                    self.width, masked),
+                                 {"slot": self.n_trees, "feat": spec.max_features})
+            self.d_hist = K.histogram(n_bins, self.lane, out, masked, self.width)
+            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes, role="sampled")
+        else:
+            self.d_hist = K.histogram(n_bins, self.lane, out, masked)
+            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
+            self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
+                                 {"slot": self.n_trees})
+            self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
+                                                                           "bin": n_bins})
+            self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
+                                 {"slot": self.n_trees, "feat": self.n_feat})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
@@ -80,10 +118,10 @@ class OpenCLForest:
 
     # ------------------------------------------------------------------------------------------ steps
     def _build(self, out: cl.Buffer, begin: np.ndarray, count: np.ndarray, tree: np.ndarray) -> None:
-        """Histograms of the listed nodes into ``out``."""
+        """Histograms of the listed nodes into ``out`` (the dense level)."""
         ws = self.ws
         for name, values in (("slot_begin", begin), ("slot_count", count), ("slot_tree", tree)):
-            self._upload(name, values.astype(np.int32))
+            self._put(name, values)
         params, extra = {"n_rows": np.int32(self.n)}, {}
         if self.per_tree is not None:
             params["stat_stride"] = np.int32(self.stat_stride)
@@ -95,6 +133,8 @@ class OpenCLForest:
                      slot_tree=ws["slot_tree"], **extra)
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
+        if self.sampled:
+            return self._sampled_level(slots, spec)
         ws = self.ws
         s = len(slots)
         cells = self.n_feat * self.n_bins * self.lanes
@@ -107,17 +147,17 @@ class OpenCLForest:
             built = 2 * np.arange(count.shape[0]) + side
             small = ws.ensure("hist_small", count.shape[0] * node_bytes)
             self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
-            self._upload("pair", np.stack([slots.parent[0::2], side], axis=1).astype(np.int32))
+            self._put("pair", np.stack([slots.parent[0::2], side], axis=1))
             self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
                          prev=ws[self._hist[1]], pair=ws["pair"])
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
-        self._upload("slot_node", slots.node.astype(np.int32))
+        self._put("slot_node", slots.node)
         masked = {}
         if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
-            self._upload("slot_tree", slots.tree.astype(np.int32))
+            self._put("slot_tree", slots.tree)
             masked = {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        self._upload("slot_seed", slots.seed.astype(np.uint32))
+        self._put("slot_seed", slots.seed.view(np.int32))
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
         fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
         nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
@@ -138,13 +178,65 @@ class OpenCLForest:
         self._prev_whole = whole
         return tot.astype(np.int64), ns
 
+    def _sampled_level(self, slots: Slots, spec: GrowSpec) -> tuple[np.ndarray, np.ndarray]:
+        """Draw each node's features, then score only the live ones: from histograms of the large nodes, from the
+        rows of the small ones (:mod:`mdhom.forests.sampled`). One read-back: totals and splits."""
+        ws = self.ws
+        s, k = len(slots), self.slot_feat
+        for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
+                             ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+            self._put(name, values)
+        masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
+        stat_io, stat_params = {}, {}
+        if self.per_tree is not None:
+            stat_io, stat_params = {"tree_col": ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+        rows = {"n_rows": np.int32(self.n)}
+        cand = ws.ensure("cand", s * self.width * 4)
+        self._launch("forest_candidates", self.c_cand, cand, {"slot": s},
+                     {**rows, "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
+        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
+        self._launch("forest_slot_totals", self.c_stot, totals,
+                     {"slot": s, "lane": self.lanes, "pos": max(1, int(slots.count.max()))}, {**rows, **stat_params},
+                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
+                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], **stat_io)
+        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
+        index = np.full(s, -1, np.int32)
+        index[large] = np.arange(large.size, dtype=np.int32)
+        self._put("hist_index", index)
+        hist = ws.ensure(self._hist[0], max(1, large.size) * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
+        if large.size:
+            for name, values in (("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
+                                 ("large_tree", slots.tree[large]), ("large_id", large)):
+                self._put(name, values)
+            self._launch("forest_histogram", self.c_hist, hist,
+                         {"slot": large.size, "feat": k, "pos": max(1, int(slots.count[large].max()))},
+                         {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
+                         order=ws["order"], slot_begin=ws["large_begin"], slot_count=ws["large_count"],
+                         slot_tree=ws["large_tree"], slot_id=ws["large_id"], cand=cand, **stat_io)
+        fsplit = ws.ensure("fsplit", s * k * K.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        self._launch("forest_sampled_split", self.c_ss, fsplit, {"slot": s, "feat": k},
+                     {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf), **rows,
+                      **stat_params}, hist=hist, hist_index=ws["hist_index"], cand=cand, bins=ws["bins"],
+                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
+                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], xlogx=ws["xlogx"], **stat_io)
+        self._launch("forest_cand_split", self.c_cs, nsplit, {"slot": s}, {"n_cand": np.int32(k)},
+                     fsplit=fsplit, totals=totals, cand=cand, xlogx=ws["xlogx"])
+        tot = np.empty((s, self.lanes), self.lane_dtype)
+        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
+        ws.read(ns, nsplit)
+        return tot.astype(np.int64), ns
+
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
         ws = self.ws
         rows = {"tree": self.n_trees, "row": self.n}
         pos = {"tree": self.n_trees, "pos": self.n}
-        self._upload("split_tab", split_tab.astype(np.int32))
-        self._upload("split_left", split_left.astype(np.int32))
-        self._upload("level_begin", slots.begin.astype(np.int32))
+        self._put("split_tab", split_tab)
+        self._put("split_left", split_left)
+        self._put("level_begin", slots.begin)
         self._launch("forest_route", self.c_route, ws["new_slot"], rows, {},
                      row_slot=ws["row_slot"], split_tab=ws["split_tab"], bins=ws["bins"])
         self._launch("forest_left_scan", self.c_scan, ws["scan"], pos, {}, order=ws["order"], new_slot=ws["new_slot"])
