@@ -7,8 +7,8 @@ None. Both learners take the same names for the same things, so a comparison sta
 mdhom's terms, and :func:`boomer_params` spells them for mlrl-boomer:
 
 * ``same_as_mdhom``: every choice mdhom makes is pinned on mlrl-boomer's side: 64-bit statistics (mdhom's are
-  double), no holdout set or pruning (no post-optimisation is the default), a default rule, no label binning
-  (mdhom has none); the names are those mlrl-boomer 0.12 to 0.15 take;
+  double), no holdout set or pruning (no post-optimisation is the default), a default rule, and the label binning
+  mdhom's parameters resolve to (:func:`label_binning_spelling`); the names are those mlrl-boomer 0.12 to 0.15 take;
 * otherwise mlrl-boomer keeps its own defaults (``auto`` binning, label binning, holdout and statistics) for
   everything but the loss, head, rule count and the options named.
 """

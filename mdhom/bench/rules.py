@@ -10,15 +10,17 @@ learnable by axis-parallel rules only approximately, as real data is.
 Per setting (label-wise logistic loss with single-label heads, example-wise logistic loss with complete heads):
 
 * mdhom, ``feature_binning=("equal-width", bins)`` (its device search needs bins) and every other option at its
-  default (mlrl-boomer's: feature sampling without replacement, no instance or label sampling, no label binning:
-  mdhom has none), on ``device`` (both settings run there: complete heads of the example-wise loss solve each
-  candidate's system on the device); a setting a device refused would run on the numpy reference, and say so;
+  default (mlrl-boomer's: feature sampling without replacement, no instance or label sampling, label binning as
+  mlrl-boomer decides for the setting), on ``device`` (both settings run there: complete heads of the example-wise
+  loss solve each candidate's system on the device); a setting a device refused would run on the numpy reference,
+  and say so;
 * with ``numpy_line`` and a device other than numpy, the same mdhom fit on the numpy reference (the same model,
   bit for bit: the line that says what the device buys);
 * mlrl-boomer with its own defaults (``auto`` feature binning: exact thresholds below 200000 examples; ``auto``
   label binning: equal-width bins of labels for the example-wise loss with complete heads; 32-bit statistics;
   no holdout), rule refinement and statistic update on ``threads`` threads;
-* mlrl-boomer with mdhom's settings (the same bins, no label binning, 64-bit statistics): the like-for-like line.
+* mlrl-boomer with mdhom's settings (the same feature bins, the same label binning, 64-bit statistics): the
+  like-for-like line.
 
 Seconds per rule: the fit's seconds over its rules (binning and, for mdhom, program builds included), and for mdhom
 also the median of its rules' own times (``rule_times_``). A separate profiled mdhom fit splits a rule's time

@@ -3,10 +3,11 @@
 Issue 10's quality bar: on emotions (its predefined split) and enron (a random 67/33 split, seed 1), for the
 label-wise logistic loss with single-label heads and the example-wise logistic loss with complete heads, mdhom's
 Hamming loss within 0.005 of mlrl-boomer's and its micro-F1 within 0.01. Both sides run the same settings
-(:func:`mdhom.bench.boomer.boomer_params` with ``same_as_mdhom``: 64-bit statistics, no label binning, holdout or
-pruning) and mlrl-boomer's defaults otherwise, feature sampling included; each figure is the mean over several
-seeds, because with feature sampling one seed's figure moves by about the bar itself (both libraries draw their
-samples from their own generators, so no seed gives both the same draws).
+(:func:`mdhom.bench.boomer.boomer_params` with ``same_as_mdhom``: 64-bit statistics, the same label binning, no
+holdout or pruning; the default settings run without label binning) and mlrl-boomer's defaults otherwise, feature
+sampling included; each figure is the mean over several seeds, because with feature sampling one seed's figure moves
+by about the bar itself (both libraries draw their samples from their own generators, so no seed gives both the same
+draws).
 """
 
 from __future__ import annotations
