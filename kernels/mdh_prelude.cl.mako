@@ -18,6 +18,19 @@ typedef int idx_t;
 ${type_declaration}
 ${type_helpers}
 
+% if desc.scratch:
+/* Where the scratch slice lives (Scratch.private): private memory of SCRATCH_PRIVATE elements, or the work-item's
+ * slice of the global scratch buffer; functions of the preamble declare the slice's pointers MDH_SCRATCH. */
+#ifndef SCRATCH_PRIVATE
+#define SCRATCH_PRIVATE 0
+#endif
+#if SCRATCH_PRIVATE > 0
+#define MDH_SCRATCH __private
+#else
+#define MDH_SCRATCH __global
+#endif
+% endif
+
 % if desc.preamble:
 /* ---- preamble of the description ---- */
 ${desc.preamble}

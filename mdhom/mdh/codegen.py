@@ -61,8 +61,12 @@ def template_context(desc: Description) -> dict:
         sc = desc.scratch
         fn_params.append(f"__global {sc.ctype}* restrict mdh_scratch")
         fn_args.append("mdh_scratch")
-        scratch_decl = (f"__global {sc.ctype}* const {sc.name} = mdh_scratch + (long)get_global_id(0) * "
+        scratch_decl = (f"MDH_SCRATCH {sc.ctype}* const {sc.name} = mdh_scratch + (long)get_global_id(0) * "
                         f"(long){sc.length};")
+        if sc.private:  # a build-time choice (SCRATCH_PRIVATE): the same name, private memory when it is small
+            scratch_decl = (f"\n#if SCRATCH_PRIVATE > 0\n    {sc.ctype} mdh_private_scratch[SCRATCH_PRIVATE];\n"
+                            f"    MDH_SCRATCH {sc.ctype}* const {sc.name} = mdh_private_scratch;\n#else\n"
+                            f"    {scratch_decl}\n#endif\n   ")
     for d in desc.dim_names:
         fn_params.append(f"const idx_t SIZE_{d}")
         fn_args.append(f"SIZE_{d}")
