@@ -55,7 +55,7 @@ inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
     atom_t out = atom_zero();
 % if desc.scatter:
@@ -80,7 +80,7 @@ inline void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
 #define acc (*mdh_acc)
     {
@@ -100,7 +100,7 @@ inline void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS)
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
     {
 ${desc.accumulate_atomic}
