@@ -18,6 +18,19 @@ typedef int idx_t;
 ${type_declaration}
 ${type_helpers}
 
+% if desc.scratch:
+/* Where the scratch slice lives (Scratch.private): private memory of SCRATCH_PRIVATE elements, or the work-item's
+ * slice of the global scratch buffer; functions of the preamble declare the slice's pointers MDH_SCRATCH. */
+#ifndef SCRATCH_PRIVATE
+#define SCRATCH_PRIVATE 0
+#endif
+#if SCRATCH_PRIVATE > 0
+#define MDH_SCRATCH __private
+#else
+#define MDH_SCRATCH __global
+#endif
+% endif
+
 % if desc.preamble:
 /* ---- preamble of the description ---- */
 ${desc.preamble}
@@ -42,7 +55,7 @@ inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
     atom_t out = atom_zero();
 % if desc.scatter:
@@ -67,7 +80,7 @@ inline void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
 #define acc (*mdh_acc)
     {
@@ -87,7 +100,7 @@ inline void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS)
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
 % if scratch_decl:
-    ${scratch_decl}  /* this work-item's own slice of the scratch memory */
+${scratch_decl}
 % endif
     {
 ${desc.accumulate_atomic}

@@ -248,10 +248,38 @@ mdh_ldl_solve_packed(work, k, work + P);
 out = work[P + lane];""",
         inputs=[mdh.Input("a", "double", ("*",), gather=True), mdh.Input("b", "double", ("*",), gather=True)],
         params=[mdh.Param("k", "int"), mdh.Param("lane", "int"), mdh.Param("work_len", "int")],
-        preamble=linalg.SOURCE, scratch=mdh.Scratch("work", "double", "work_len"))
-    comp = mdh.Computation(desc, device, {"NUM_WG_sys": 2, "NUM_WI_sys": 4})
+        preamble=linalg.SOURCE, scratch=mdh.Scratch("work", "double", "work_len", private=(4, 1024)))
     want = linalg.solve_packed(a, b, k)
-    for lane in (0, k - 1):
-        got = comp({"sys": 9}, a=a.ravel(), b=b.ravel(), k=k, lane=lane, work_len=a.shape[1] + k)
-        assert got.tobytes() == np.ascontiguousarray(want[:, lane]).tobytes(), lane
+    work_len = a.shape[1] + k
+    cap = desc.private_capacity(work_len)
+    assert cap == (4 if work_len <= 4 else 1024)
+    for private in (0, cap):  # the global slice, then private memory: the same operations, the same bits
+        comp = mdh.Computation(desc, device, {"NUM_WG_sys": 2, "NUM_WI_sys": 4, "SCRATCH_PRIVATE": private})
+        for lane in (0, k - 1):
+            got = comp({"sys": 9}, a=a.ravel(), b=b.ravel(), k=k, lane=lane, work_len=work_len)
+            assert got.tobytes() == np.ascontiguousarray(want[:, lane]).tobytes(), (private, lane)
     assert not want[3].any()
+
+
+def test_private_scratch_is_a_build_time_choice_checked_at_launch(device):
+    """SCRATCH_PRIVATE is 0 or an offered capacity; a launch longer than the built capacity is refused (never an
+    overflow), and fit_scratch moves a configuration to the smallest capacity that holds a known length."""
+    from mdhom.mdh import examples
+
+    desc = examples.PACKED_SOLVE
+    assert "SCRATCH_PRIVATE" in desc.parameter_names() and desc.private_scratch == (32,)
+    assert desc.default_config(device)["SCRATCH_PRIVATE"] == 0
+    with pytest.raises(mdh.ConfigError, match="SCRATCH_PRIVATE must be"):
+        desc.check_config({**desc.default_config(device), "SCRATCH_PRIVATE": 16}, device)
+    assert desc.fit_scratch({"SCRATCH_PRIVATE": 32}, 40)["SCRATCH_PRIVATE"] == 0  # too long: the global slice
+    assert desc.fit_scratch({"SCRATCH_PRIVATE": 0}, 20)["SCRATCH_PRIVATE"] == 0  # global holds any length: kept
+    assert desc.fit_scratch({"SCRATCH_PRIVATE": 32}, 20)["SCRATCH_PRIVATE"] == 32
+    case = {c.name: c for c in examples.all_cases()}["packed_solve"].prepare(np.random.default_rng(0))
+    comp = mdh.Computation(desc, device, {"NUM_WG_sys": 1, "NUM_WI_sys": 1, "SCRATCH_PRIVATE": 32})
+    assert case.matches(comp(**case.inputs))
+    with pytest.raises(mdh.ConfigError, match="exceeds the private capacity"):
+        comp(**{**case.inputs, "work_len": 33})
+    with pytest.raises(mdh.DescriptionError, match="capacities must be positive"):
+        mdh.Description(
+            "bad", ["i"], [mdh.Concat()], "double", "out = 0.0;", params=[mdh.Param("work_len", "int")],
+            scratch=mdh.Scratch("work", "double", "work_len", private=(0,)))

@@ -31,6 +31,7 @@ plan = [
     ("scan_exclusive", {"i": 2, "j": 23, "k": 2}, {"NUM_WG_i": 2, "NUM_WI_i": 1, "NUM_WG_j": 1, "NUM_WI_j": 5, "NUM_WG_k": 1, "NUM_WI_k": 2, "NUM_WI_COMBINE": 4}),
     ("scan_max", {"i": 50}, {"NUM_WG_i": 4, "NUM_WI_i": 3, "NUM_WI_COMBINE": 8}),
     ("packed_solve", {"sys": 11}, {"NUM_WG_sys": 2, "NUM_WI_sys": 3}),  # scratch slices of 20 per work-item
+    ("packed_solve", {"sys": 11}, {"NUM_WG_sys": 2, "NUM_WI_sys": 3, "SCRATCH_PRIVATE": 32}),  # ... in private memory
 ]
 for name, sizes, cfg in plan:
     case = cases[name]
@@ -54,7 +55,7 @@ print("ok lookup")
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 12, run.explain()
+    assert run.stdout.count("ok ") == 13, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -202,6 +202,9 @@ parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PA
 runs = [(configs, False, None, "double") for configs in (None, parallel)] + [(parallel_q, False, None, "quantized")]
 runs += [(configs, True, None, "double") for configs in (None, parallel)] + [(parallel, True, LabelBinning(0.5, 1, 0),
                                                                                "double")]
+# label binning with its work in private memory (the unbinned run without configs has it too; parallel: global)
+runs += [(dict(parallel, rule_coupled_quality=dict(parallel["rule_coupled_quality"], SCRATCH_PRIVATE=32)), True,
+          LabelBinning(0.5, 1, 0), "double")]
 for configs, wise, lb, precision in runs:  # label-wise complete heads (exact, then quantized with the histogram's
     if wise:                               # atomics), the example-wise loss's coupled ones (a solve each), then
         G, H = G2, H2                      # those with label binning
@@ -234,10 +237,11 @@ def test_refinement_is_clean_under_oclgrind(oclgrind_device):
     """No out-of-bounds access or data race in any kernel of a refinement step: the exact (pinned) configuration
     and one with several work-groups and lanes along every reduced dimension (for coupled heads also features in
     chunks of two), for label-wise complete heads (also quantized, with the histogram's local-memory atomics) and
-    the example-wise loss's coupled ones, with and without label binning."""
+    the example-wise loss's coupled ones, with and without label binning, their quality kernel's work in private
+    memory and in its global slice."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 6, run.explain()
+    assert run.stdout.count("ok ") == 7, run.explain()
 
 
 def test_devices_need_binned_features_and_take_every_loss_and_head():

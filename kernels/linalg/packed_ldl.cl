@@ -9,9 +9,14 @@
  * Afterwards a holds L below the diagonal and D on it. No square roots: needs no positive definiteness. */
 #pragma OPENCL FP_CONTRACT OFF
 
-inline void mdh_ldl_packed(__global double* a, const int k) {
+/* The address space of the matrix and vector: the generator's (Scratch.private), global when used on its own. */
+#ifndef MDH_SCRATCH
+#define MDH_SCRATCH __global
+#endif
+
+inline void mdh_ldl_packed(MDH_SCRATCH double* a, const int k) {
     for (int i = 0; i < k; ++i) {
-        __global double* row = a + (long)i * (i + 1) / 2;
+        MDH_SCRATCH double* row = a + (long)i * (i + 1) / 2;
         for (int m = 0; m < i; ++m) {
             const double w = row[m];
             for (int j = m + 1; j < i; ++j) row[j] = row[j] - w * a[(long)j * (j + 1) / 2 + m];
@@ -29,7 +34,7 @@ inline void mdh_ldl_packed(__global double* a, const int k) {
 
 /* Solve L D L^T x = x in place for a factor from mdh_ldl_packed: forward (x_i -= L_ij x_j for j ascending),
  * divide by D (0 where D_i is 0), backward (x_i -= L_ji x_j for j descending). */
-inline void mdh_ldl_solve_packed(__global const double* a, const int k, __global double* x) {
+inline void mdh_ldl_solve_packed(MDH_SCRATCH const double* a, const int k, MDH_SCRATCH double* x) {
     for (int j = 0; j < k; ++j) {
         const double xj = x[j];
         for (int i = j + 1; i < k; ++i) x[i] = x[i] - a[(long)i * (i + 1) / 2 + j] * xj;

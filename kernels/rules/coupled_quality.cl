@@ -9,7 +9,9 @@
  *
  * In the work-item's scratch (work_len >= P + k, P = k(k+1)/2): the regularised matrix (H + l2 I, packed), its
  * LDL^T factor in place, then s solving (H + l2 I) s = -soft(g, l1); the quality in mdhom.rules.coupled's order.
- * Returns minus the quality (the arg-max maximises; ties go to the lower index). Needs linalg/packed_ldl.cl. */
+ * Returns minus the quality (the arg-max maximises; ties go to the lower index). Needs linalg/packed_ldl.cl.
+ * The scratch is MDH_SCRATCH: private memory where the label-bin count keeps it small, else the global slice
+ * (mdh.Scratch's private capacities; the generator defines the macro), the same operations in either. */
 #pragma OPENCL FP_CONTRACT OFF
 
 inline double rule_side(__global const double* scan, const long cell, const int bin, const int dir,
@@ -18,9 +20,9 @@ inline double rule_side(__global const double* scan, const long cell, const int 
     return (dir == 0) ? le : scan[cell + n_bins - 2] - le;
 }
 
-inline double rule_coupled_gain(__global const double* scan, __global double* work, const long feat, const int bin,
-                                const int dir, const int n_bins, const int k, const int n_lanes, const double l2,
-                                const double l1, const double min_coverage) {
+inline double rule_coupled_gain(__global const double* scan, MDH_SCRATCH double* work, const long feat,
+                                const int bin, const int dir, const int n_bins, const int k, const int n_lanes,
+                                const double l2, const double l1, const double min_coverage) {
     const int width = n_lanes - 2;
     const long base = feat * n_lanes * (long)n_bins;
     const long cnt = base + (long)width * n_bins;
@@ -28,8 +30,8 @@ inline double rule_coupled_gain(__global const double* scan, __global double* wo
     if (!(le_cov >= 1.0) || !(all_cov - le_cov >= 1.0)) return -INFINITY;
     if (!(rule_side(scan, cnt + n_bins, bin, dir, n_bins) >= min_coverage)) return -INFINITY;
     const long P = (long)k * (k + 1) / 2;
-    __global double* a = work;
-    __global double* s = work + P;
+    MDH_SCRATCH double* a = work;
+    MDH_SCRATCH double* s = work + P;
     for (long p = 0; p < P; ++p) a[p] = rule_side(scan, base + (k + p) * n_bins, bin, dir, n_bins);
     for (int i = 0; i < k; ++i) {
         const long d = (long)i * (i + 1) / 2 + i;
@@ -77,10 +79,10 @@ inline int rule_bin_index(const double x, const int bins) {
 
 /* The binned head's gain: work holds the labels' bins (k), the bins' label counts, gradients (max_bins each), their
  * packed Hessian and its factor (P(max_bins) each), then the scores (max_bins; first the map of non-empty bins). */
-inline double rule_binned_gain(__global const double* scan, __global double* work, const long feat, const int bin,
-                               const int dir, const int n_bins, const int k, const int n_lanes, const double l2,
-                               const double l1, const double min_coverage, const float lb_ratio, const int lb_min,
-                               const int lb_max, const int max_bins) {
+inline double rule_binned_gain(__global const double* scan, MDH_SCRATCH double* work, const long feat,
+                               const int bin, const int dir, const int n_bins, const int k, const int n_lanes,
+                               const double l2, const double l1, const double min_coverage, const float lb_ratio,
+                               const int lb_min, const int lb_max, const int max_bins) {
     const int width = n_lanes - 2;
     const long base = feat * n_lanes * (long)n_bins;
     const long cnt0 = base + (long)width * n_bins;
@@ -88,12 +90,12 @@ inline double rule_binned_gain(__global const double* scan, __global double* wor
     if (!(le_cov >= 1.0) || !(all_cov - le_cov >= 1.0)) return -INFINITY;
     if (!(rule_side(scan, cnt0 + n_bins, bin, dir, n_bins) >= min_coverage)) return -INFINITY;
     const long PB = (long)max_bins * (max_bins + 1) / 2;
-    __global double* idx = work;
-    __global double* cnt = idx + k;
-    __global double* G = cnt + max_bins;
-    __global double* H = G + max_bins;
-    __global double* A = H + PB;
-    __global double* s = A + PB;
+    MDH_SCRATCH double* idx = work;
+    MDH_SCRATCH double* cnt = idx + k;
+    MDH_SCRATCH double* G = cnt + max_bins;
+    MDH_SCRATCH double* H = G + max_bins;
+    MDH_SCRATCH double* A = H + PB;
+    MDH_SCRATCH double* s = A + PB;
     int n_neg = 0, n_pos = 0;
     double min_neg = 0.0, max_neg = -INFINITY, min_pos = INFINITY, max_pos = 0.0;
     for (int i = 0; i < k; ++i) {

@@ -115,7 +115,8 @@ class Workspace:
 
     # ------------------------------------------------------------------------------------------ builds
     def config(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int]) -> tuple[dict[str, int], str]:
-        """The configuration for ``sizes``: an override, a tuned one, else the spec's heuristic; exact pins."""
+        """The configuration for ``sizes``: an override, a tuned one, else the spec's heuristic; exact pins; a
+        private scratch that holds the length ``sizes`` names (:meth:`Description.fit_scratch`)."""
         cfg, source = self.overrides.get(desc.name), "override"
         if cfg is None:
             from mdhom.configs import lookup
@@ -129,6 +130,11 @@ class Workspace:
         if any(cfg.get(k) != v for k, v in pins.items()):
             source += "; exact order pinned"
         cfg.update(pins)
+        sc = desc.scratch
+        if sc is not None and sc.length in sizes:  # the build-time size check of a private scratch (Scratch.private)
+            fitted = desc.fit_scratch(cfg, int(sizes[sc.length]))
+            if fitted != cfg:
+                cfg, source = fitted, f"{source}; scratch fitted to {sc.length}={int(sizes[sc.length])}"
         return cfg, source
 
     def build(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int], role: str = "") -> Computation:

@@ -61,8 +61,13 @@ def template_context(desc: Description) -> dict:
         sc = desc.scratch
         fn_params.append(f"__global {sc.ctype}* restrict mdh_scratch")
         fn_args.append("mdh_scratch")
-        scratch_decl = (f"__global {sc.ctype}* const {sc.name} = mdh_scratch + (long)get_global_id(0) * "
-                        f"(long){sc.length};")
+        glob = (f"    MDH_SCRATCH {sc.ctype}* const {sc.name} = mdh_scratch + (long)get_global_id(0) * "
+                f"(long){sc.length};")
+        lines = ["    /* this work-item's own slice of the scratch memory */", glob]
+        if sc.private:  # a build-time choice (SCRATCH_PRIVATE): the same name, private memory when it is small
+            lines = [lines[0], "#if SCRATCH_PRIVATE > 0", f"    {sc.ctype} mdh_private_scratch[SCRATCH_PRIVATE];",
+                     f"    MDH_SCRATCH {sc.ctype}* const {sc.name} = mdh_private_scratch;", "#else", glob, "#endif"]
+        scratch_decl = "\n".join(lines)
     for d in desc.dim_names:
         fn_params.append(f"const idx_t SIZE_{d}")
         fn_args.append(f"SIZE_{d}")

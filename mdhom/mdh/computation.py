@@ -336,6 +336,12 @@ class Computation:
         sc = self.desc.scratch
         if length < 0:
             raise ValueError(f"{self.desc.name}: scratch length {sc.length}={length} must not be negative")
+        cap = int(self.config.get("SCRATCH_PRIVATE", 0))
+        if cap > 0:  # the slice is private: the argument stays (one kernel signature), a token buffer serves
+            if length > cap:
+                raise ConfigError(f"{self.desc.name}: scratch length {sc.length}={length} exceeds the private "
+                                  f"capacity SCRATCH_PRIVATE={cap} it was built with (0: the global slice)")
+            length = 0
         items = self.num_groups * self.work_group_size
         nbytes = max(1, items * int(length)) * CTYPES[sc.ctype].itemsize
         limit = min(int(self.device.cl_device.max_mem_alloc_size), self.device.global_mem_size // 2)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from mdhom.mdh.types import CTYPES, AtomType, as_atom, itemsize
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mdhom.devices import Device
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -132,11 +134,26 @@ class Scratch:
     linear solve: one description over the candidates, each solving its own system). Slices are disjoint
     (indexed by the global work-item id), so there is nothing to race on; the computation allocates the buffer
     (work-items x length elements, checked against the device's memory before allocating) and reuses it.
-    Not with a scanned dimension (its second kernels evaluate the scalar function on other work-items)."""
+    Not with a scanned dimension (its second kernels evaluate the scalar function on other work-items).
+
+    ``private``, optional, offers capacities (elements) at which the slice may live in private memory instead:
+    the tuning parameter ``SCRATCH_PRIVATE`` (0, the global slice, or one of them) is a build-time choice, and
+    a launch whose ``length`` exceeds the built capacity is a :class:`ConfigError`, never an overflow
+    (:meth:`Description.fit_scratch` picks the smallest that fits a known length). Why: a work-item's round
+    trips through its global slice (a read-modify-write chain per element added) cost a GPU a global-memory
+    latency each, where private memory stays in registers or the L1 cache; when the length is small (a
+    handful of label bins) that is the whole kernel's time. The operations and their order are the same in
+    both places, so the results keep their bits. Functions of the preamble that take the slice declare their
+    pointer as ``MDH_SCRATCH ctype*``: the generator defines ``MDH_SCRATCH`` as ``__private`` or ``__global``
+    to match."""
 
     name: str
     ctype: str
     length: str
+    private: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "private", tuple(sorted({int(c) for c in self.private})))
 
 
 @dataclass(frozen=True)
@@ -327,6 +344,8 @@ class Description:
         as_atom(sc.ctype)
         if scans:
             raise DescriptionError(f"{self.name}: scratch memory with a scanned dimension is not supported")
+        if any(c < 1 for c in sc.private):
+            raise DescriptionError(f"{self.name}: private scratch capacities must be positive, got {sc.private}")
         lengths = [p for p in self.params if p.name == sc.length]
         if not lengths or lengths[0].ctype != "int":
             raise DescriptionError(f"{self.name}: scratch length {sc.length!r} must name an int parameter "
@@ -404,7 +423,31 @@ class Description:
         names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
         names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
         names += ("SCAN_TILED",) if self.scan_dim else ()
+        names += ("SCRATCH_PRIVATE",) if self.private_scratch else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
+
+    @property
+    def private_scratch(self) -> tuple[int, ...]:
+        """The capacities at which the :class:`Scratch` may live in private memory (empty: global only)."""
+        return self.scratch.private if self.scratch is not None else ()
+
+    def fit_scratch(self, config: Mapping[str, int], length: int) -> dict[str, int]:
+        """``config`` with ``SCRATCH_PRIVATE`` able to hold ``length`` elements: kept where it does (or is 0, the
+        global slice, which holds any length), else the smallest offered capacity that does, else 0. The
+        build-time size check behind "private when small": a configuration chosen without the length (a tuned
+        size class, the tuner's baseline) still builds a kernel its launches fit."""
+        cfg = dict(config)
+        if not self.private_scratch:
+            return cfg
+        cap = int(cfg.get("SCRATCH_PRIVATE", 0))
+        if cap == 0 or cap >= length:
+            return cfg
+        cfg["SCRATCH_PRIVATE"] = self.private_capacity(length)
+        return cfg
+
+    def private_capacity(self, length: int) -> int:
+        """The smallest offered private capacity holding ``length`` elements, else 0 (the global slice)."""
+        return next((c for c in self.private_scratch if c >= length), 0)
 
     @property
     def combine_lanes(self) -> int:
@@ -440,7 +483,8 @@ class Description:
     def check_config(self, config: dict[str, int], device: Device) -> None:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
-        missing = [p for p in self.parameter_names() if p not in config and p != "SCAN_TILED"]
+        # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
+        missing = [p for p in self.parameter_names() if p not in config and p not in ("SCAN_TILED", "SCRATCH_PRIVATE")]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -471,6 +515,9 @@ class Description:
         for switch in ("PARTIALS_LOCAL", "SCAN_TILED"):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
+        if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
+            raise ConfigError(f"{self.name}: SCRATCH_PRIVATE must be 0 or one of the scratch's private capacities "
+                              f"{self.private_scratch}, got {config['SCRATCH_PRIVATE']}")
         if config.get("PARTIALS_LOCAL") and self.atomic_64 and not device.has_int64_atomics:
             raise ConfigError(f"{self.name}: local 64-bit atomics (cl_khr_int64_base_atomics) missing on {device.key}")
 
@@ -493,6 +540,8 @@ class Description:
             space.append(Parameter("SCAN_TILED", (0, 1), default["SCAN_TILED"]))
         if self.accumulate_atomic:
             space.append(Parameter("PARTIALS_LOCAL", (0, 1), default["PARTIALS_LOCAL"]))
+        if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
+            space.append(Parameter("SCRATCH_PRIVATE", (0, *self.private_scratch), default["SCRATCH_PRIVATE"]))
         return space
 
     def default_config(self, device: Device, sizes: dict[str, int] | None = None) -> dict[str, int]:
@@ -537,6 +586,8 @@ class Description:
         if self.accumulate_atomic:
             usable = device.type == "gpu" and (device.has_int64_atomics or not self.atomic_64)
             cfg["PARTIALS_LOCAL"] = int(usable)
+        if self.private_scratch:  # the length is a launch argument: only the global slice holds every length
+            cfg["SCRATCH_PRIVATE"] = 0
         return cfg
 
 

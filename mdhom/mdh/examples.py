@@ -83,7 +83,8 @@ SCAN_MAX_1D = Description(
 )
 
 # A batched solve: each point solves its own packed symmetric system in its slice of scratch memory, in the
-# numpy twin's order of operations (mdhom.mdh.linalg), so the solutions agree to the bit on every device.
+# numpy twin's order of operations (mdhom.mdh.linalg), so the solutions agree to the bit on every device; its 20
+# doubles may also live in private memory (SCRATCH_PRIVATE=32).
 SOLVE_K = 5
 PACKED_SOLVE = Description(
     "packed_solve", ["sys"], [Concat()], Array(Scalar("double"), SOLVE_K),
@@ -97,7 +98,7 @@ for (int i = 0; i < k; ++i) out.v[i] = work[P + i];""",
     inputs=[Input("a", "double", ("sys", linalg.packed_size(SOLVE_K)), index="0", gather=True),
             Input("b", "double", ("sys", SOLVE_K), index="0", gather=True)],
     params=[Param("k", "int"), Param("work_len", "int")],
-    preamble=linalg.SOURCE, scratch=Scratch("work", "double", "work_len"),
+    preamble=linalg.SOURCE, scratch=Scratch("work", "double", "work_len", private=(32,)),
 )
 
 

@@ -535,8 +535,9 @@ class DeviceRefinement:
     # ------------------------------------------------------------------------------------------ coupled heads
     def _coupled_kernels(self, k: int, chunk: int) -> dict[str, object]:
         """The coupled search's kernels for heads of ``k`` labels and chunks of ``chunk`` features (built once per
-        (k, chunk)), and its buffers at that size."""
-        key = f"{k}/{chunk}"
+        (k, chunk, quality scratch length)), and its buffers at that size."""
+        work = dc.work_len(k, self.head.label_binning)  # the quality kernel's scratch: private when small
+        key = f"{k}/{chunk}/{work}"
         if key in self._coupled:
             return self._coupled[key]
         ws, n, nb = self.ws, self.n, self.n_bins
@@ -564,7 +565,8 @@ class DeviceRefinement:
         k_so = ws.build(dc.SORT_OFFSETS, dc.sort_offsets(), {"feat": self.n_feat, "cell": nb * tiles})
         k_sr = ws.build(dc.SORT_ROWS, dc.sort_rows(bt), {"feat": self.n_feat, "pos": n})
         k_scan = ws.build(dc.SCAN, dc.scan(), {"feat": chunk, "lane": lanes, "bin": nb}, role=role)
-        k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2}, role=role)
+        k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2, "work_len": work},
+                       role=f"{role}/{work}")
         k_res = ws.build(dc.RESULT, dc.result(), {"lane": lanes + 2}, role=role)
         lists = lambda c: dict(ridx=ws["c_ridx"], at=ws["c_at"], covered=ws[f"cov{c}"])  # noqa: E731
         kernels = {

@@ -243,6 +243,12 @@ def scan() -> Description:
     )
 
 
+PRIVATE_WORK = (32, 64, 128, 256, 512)
+"""Scratch lengths (doubles per work-item) at which the quality kernel may keep its work in private memory: label
+binning's handful of bins (241 doubles at 101 labels and mlrl-boomer's defaults: 10 bins), or a few unbinned
+labels (27 at 6). Beyond 512 (unbinned heads of more than ~30 labels: 5252 at 101) the global slice serves."""
+
+
 @lru_cache(maxsize=1)
 def quality() -> Description:
     """Minus the quality of every candidate (feature, bin, operator) and the arg-max (ties to the lower index
@@ -262,7 +268,7 @@ def quality() -> Description:
         params=[Param("k", "int"), Param("n_lanes", "int"), Param("l2", "double"), Param("l1", "double"),
                 Param("min_coverage", "double"), Param("lb_ratio", "float"), Param("lb_min", "int"),
                 Param("lb_max", "int"), Param("max_bins", "int"), Param("work_len", "int")],
-        preamble=linalg.SOURCE + _CODE, scratch=Scratch("work", "double", "work_len"),
+        preamble=linalg.SOURCE + _CODE, scratch=Scratch("work", "double", "work_len", private=PRIVATE_WORK),
     )
 
 
@@ -328,7 +334,9 @@ def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
 
 def quality_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """Every candidate its own work-item (each solves a k x k system: the work is per candidate, not per lane), a
-    few work-groups per compute unit; few work-items overall keeps the scratch (P + k doubles each) small."""
+    few work-groups per compute unit; few work-items overall keeps the scratch (P + k doubles each) small. The
+    scratch is private when ``sizes["work_len"]`` fits one of :data:`PRIVATE_WORK` (the smallest that does): a
+    GPU then keeps each candidate's running sums in registers or L1 instead of a global round trip per add."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 32 if gpu else 1)
@@ -337,6 +345,8 @@ def quality_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) 
     per_feat = max(1, dev.compute_units // max(1, int(sizes["feat"])))
     cfg["NUM_WG_bin"] = pow2_at_most(-(-int(sizes["bin"]) // cfg["NUM_WI_bin"]), per_feat)
     cfg["NUM_WI_COMBINE"] = 1 if not gpu else cfg.get("NUM_WI_COMBINE", 64)
+    # private work where it fits (sizes name work_len: the learner's build), the global slice otherwise
+    cfg["SCRATCH_PRIVATE"] = desc.private_capacity(int(sizes.get("work_len", 1 << 30)))
     return cfg
 
 
