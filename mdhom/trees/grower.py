@@ -134,6 +134,12 @@ class GrowParams:
     categorical: np.ndarray | None = None  # bool per feature; None: every feature numeric
 
 
+def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
+    """Per split ((k, n_outputs, 2) child sums): whether the left child has the smaller hessian sum, the proxy for
+    its row count, so the child whose histogram is built; ties go left."""
+    return np.asarray(sum_in_order(left_sum[:, :, 1], axis=-1) <= sum_in_order(right_sum[:, :, 1], axis=-1), bool)
+
+
 class _Nodes:
     """Per-node arrays of the tree being built, grown by doubling (a depth-wise level adds up to 2^depth nodes
     in one step, and per-node Python there keeps the device waiting)."""
@@ -204,7 +210,7 @@ class _Nodes:
         hi = lo + 1
         ls = np.asarray(splits.left_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
         rs = np.asarray(splits.right_sum[chosen], np.float64).reshape(k, self.n_outputs, 2)
-        left_small = np.asarray(sum_in_order(ls[:, :, 1], axis=-1) <= sum_in_order(rs[:, :, 1], axis=-1), bool)
+        left_small = left_smaller(ls, rs)
 
         def record() -> None:
             self.sums[lo], self.sums[hi] = ls, rs
@@ -222,9 +228,9 @@ class _Nodes:
         return lo, hi, left_small, record
 
     def smaller_is_left(self, node: int) -> bool:
-        """Build the child of smaller hessian sum (the proxy for its row count); ties go left."""
+        """:func:`left_smaller` of ``node``'s children."""
         lo, hi = self.left[node], self.right[node]
-        return bool(sum_in_order(self.sums[lo][:, 1]) <= sum_in_order(self.sums[hi][:, 1]))
+        return bool(left_smaller(self.sums[lo:lo + 1], self.sums[hi:hi + 1])[0])
 
     def values(self, params: GrowParams) -> np.ndarray:
         """Each node's value (n_nodes, n_outputs): learning rate x the leaf weight of its sums."""
@@ -387,13 +393,6 @@ def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]],
     return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
 
 
-def _left_smaller(splits: Splits) -> np.ndarray:
-    """Per node of a search: whether the left child has the smaller hessian sum (the proxy for its row count:
-    the child whose histogram is built); ties go left."""
-    return np.asarray(sum_in_order(splits.left_sum[:, :, 1], axis=-1) <= sum_in_order(splits.right_sum[:, :, 1],
-                                                                                       axis=-1), bool)
-
-
 class _Candidates:
     """The candidate tree of a loss-guided walk, as far as it has been searched, in the backend's node ids.
 
@@ -409,7 +408,7 @@ class _Candidates:
         self.hist: dict[int, tuple[object, int, int]] = {0: (root, 0, 1)}
         self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
         # per node searched: whether its left child is the smaller (decided once per search, as arrays)
-        self.small_left: dict[int, bool] = {0: bool(_left_smaller(splits)[0])}
+        self.small_left: dict[int, bool] = {0: bool(left_smaller(splits.left_sum, splits.right_sum)[0])}
         self.depth: dict[int, int] = {0: 0}
         self.children: dict[int, tuple[int, int]] = {}
         self.n_ids = 1
@@ -451,7 +450,7 @@ class _Candidates:
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
         found = kernels.best_splits(pair, self.mask, self.params.split)
         m = len(grow)
-        smaller = _left_smaller(found).tolist()
+        smaller = left_smaller(found.left_sum, found.right_sum).tolist()
         for j, node in enumerate(small + large):
             self.hist[node] = (pair, j, 2 * m)
             self.found[node] = (found, j)
