@@ -66,7 +66,7 @@ class Workspace:
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: Mapping[str, Mapping[str, int]] | None = None,
-                 exact: bool | None = None, row_index: bool = False, columns: bool = False) -> None:
+                 exact: bool | None = None, row_index: bool = False, columns: bool | None = None) -> None:
         self.device = get_device(device)
         self.queue = self.device.queue
         self.precision = precision
@@ -80,8 +80,9 @@ class Workspace:
         # row-index mode: partitioning moves only the row order ``ridx``; bins and (g, h) stay in row order and
         # kernels read them through it (XGBoost's layout); else they move with the rows (position order)
         self.set_row_index(bool(row_index), feature_major)
-        # row-index mode only, dense bins: a features x rows copy of the bins for the partition (RowPartitioner)
-        self.want_columns = bool(columns)
+        # row-index mode only, dense bins: a features x rows copy of the bins for the partition (RowPartitioner);
+        # None: on GPUs
+        self.want_columns = (self.device.type == "gpu") if columns is None else bool(columns)
         self.build_seconds = 0.0
         self.kernel_seconds: dict[str, float] = {}
         # bytes each kernel must move by design (its reads and writes of row-sized data), counted when profiling

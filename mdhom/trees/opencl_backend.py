@@ -90,10 +90,9 @@ class OpenCLTreeKernels:
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None) -> None:
-        self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index))
-        # H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with columns, 3.07 without;
-        # rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
-        self.ws.want_columns = (self.ws.device.type == "gpu") if columns is None else bool(columns)
+        # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
+        # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
+        self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
         self._row_index, self._feature_major = row_index, feature_major  # resolved in load (they need the shape)
         # whole-row histograms with rows moved: 4.8x faster than a feature per lane on PoCL (100k Higgs rows, 255
         # leaves: 0.0106 vs 0.0506 s per round), not on the H100 (10.5M rows, lossguide: 7.4 vs 6.6 ms per round);
@@ -182,7 +181,12 @@ class OpenCLTreeKernels:
                                   f"most {size_text(max_alloc)} at once{fits}")
         # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
         # starts at 64 nodes, the split search's buffers hold 3 x 16
-        copies = (1 + int(ws.want_columns and not ws.feature_major) if ws.row_index else 3) if not sparse else 1
+        if sparse:
+            copies = 1
+        elif ws.row_index:  # and the partition's column copy, where it is kept
+            copies = 1 + int(ws.want_columns and not ws.feature_major)
+        else:
+            copies = 3
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
             rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
