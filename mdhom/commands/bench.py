@@ -264,10 +264,16 @@ def run_trees(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def run_forests(args: argparse.Namespace) -> int:
-    import json
+def _check_positive(config: object, names: tuple[str, ...]) -> None:
+    """A clear error for a size option below 1, named as on the command line."""
+    for name in names:
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
 
+
+def run_forests(args: argparse.Namespace) -> int:
     from mdhom.bench.forests import ForestsConfig, format_table, run_forests
+    from mdhom.bench.trees import write_json
 
     if args.ecc is not None:
         return _run_chains(args)
@@ -279,34 +285,27 @@ def run_forests(args: argparse.Namespace) -> int:
         config = ForestsConfig.quick_config(**overrides)
     else:
         config = ForestsConfig(**{k: v for k, v in overrides.items() if v is not None})
-    for name in ("rows", "test_rows", "features", "trees", "bins"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+    _check_positive(config, ("rows", "test_rows", "features", "trees", "bins"))
     report = run_forests(config, log=lambda _: None)
     print(format_table(report))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
+        write_json(report, args.out)
         print(f"report written to {args.out}")
     return 1 if any(r["status"] == "failed" for r in report["results"]) else 0
 
 
 def _run_chains(args: argparse.Namespace) -> int:
-    import json
-
     from mdhom.bench.chains import ChainsConfig, format_table, run_chains
+    from mdhom.bench.trees import write_json
 
     overrides = {name: getattr(args, name) for name in ("rows", "test_rows", "features", "labels", "chains", "trees",
                                                         "max_depth", "bins", "device", "threads", "seed", "sklearn")}
     config = ChainsConfig.for_shape(args.ecc, args.quick, **overrides)
-    for name in ("rows", "test_rows", "features", "labels", "chains", "trees", "bins"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+    _check_positive(config, ("rows", "test_rows", "features", "labels", "chains", "trees", "bins"))
     report = run_chains(config, log=lambda _: None)
     print(format_table(report))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
+        write_json(report, args.out)
         print(f"report written to {args.out}")
     return 1 if any(r["status"] == "failed" for r in report["results"]) else 0
 
@@ -362,9 +361,8 @@ def run_rules_quality(args: argparse.Namespace) -> int:
 
 
 def run_memory(args: argparse.Namespace) -> int:
-    import json
-
     from mdhom.bench.memory import MemoryConfig, format_table, run_memory
+    from mdhom.bench.trees import write_json
 
     overrides = {name: getattr(args, name) for name in ("rows", "features", "nnz", "rounds", "seed", "grow_policy",
                                                         "max_leaves")}
@@ -376,16 +374,13 @@ def run_memory(args: argparse.Namespace) -> int:
         config = MemoryConfig.quick_config(**overrides)
     else:
         config = MemoryConfig(**{k: v for k, v in overrides.items() if v is not None})
-    for name in ("rows", "features", "rounds"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"--{name} must be positive, got {getattr(config, name)}")
+    _check_positive(config, ("rows", "features", "rounds"))
     if not 0 <= config.nnz <= config.rows * config.features:
         raise ValueError(f"--nnz must lie in [0, rows x features], got {config.nnz}")
     report = run_memory(config, log=lambda _: None)
     print(format_table(report))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
+        write_json(report, args.out)
         print(f"report written to {args.out}")
     return 1 if any(r["status"] != "ok" for r in report["results"]) else 0
 
