@@ -169,17 +169,25 @@ class _BatchedNumpy(NumpyKernels):
         return super().best_splits(hist, feature_mask, params, then)
 
 
+class _LookaheadNumpy(_BatchedNumpy):
+    """... and with each batch's children split ahead (``look_ahead``, the reference of the devices' step)."""
+
+    lookahead = True
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["batched", "look-ahead"])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(31, 0, 1, 3), (200, 0, 1, 4), (40, 4, 1, 5), (0, 6, 1, 6),
                                                  (25, 0, 3, 7), (64, 9, 2, 8)])
-def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed):
-    """Searching several leaves ahead gives the loss-guided tree node for node (ids, gains, leaf values) and
-    leaves every row in its leaf, with far fewer split searches than one per leaf."""
+def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahead):
+    """Searching several leaves ahead (and splitting their children ahead) gives the loss-guided tree node for
+    node (ids, gains, leaf values) and leaves every row in its leaf, with far fewer split searches than one per
+    leaf."""
     rng = np.random.default_rng(seed)
     X, _, h = _data(seed, 2500, 6)
     g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((2500, k))
     h = np.repeat(h, k, axis=1)
     bins = BinMapper(31).fit(X).transform(X)
-    seq, bat = NumpyKernels(), _BatchedNumpy()
+    seq, bat = NumpyKernels(), (_LookaheadNumpy if ahead else _BatchedNumpy)()
     trees = []
     for kern in (seq, bat):
         kern.load(bins, 32, k)
@@ -190,6 +198,37 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed):
     _same(got, want)
     np.testing.assert_array_equal(bat.row_nodes(), seq.row_nodes())
     assert want.n_nodes > 20 and bat.searches < (want.n_nodes - 1) // 2
+
+
+@pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])
+def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
+    """The device's look-ahead (the children of each loss-guided batch split by their best splits on the device,
+    before the host reads them) grows the reference's quantized tree bit for bit, rows in their leaves, in fewer
+    round trips than without it."""
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 3000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((3000, k))
+    h = np.repeat(h, k, axis=1)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, True)
+    ref = NumpyKernels("quantized")
+    ref.load(bins, m.n_bins, k)
+    ref.set_gradients(g, h)
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    syncs = []
+    for ahead in (False, True):
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead)
+        dev.load(bins, m.n_bins, k)
+        dev.set_gradients(g, h)
+        s0 = dev.syncs
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        syncs.append(dev.syncs - s0)
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    assert want.n_nodes > 30 and syncs[1] < syncs[0], syncs
+    default = ob.OpenCLTreeKernels(device, precision="quantized")
+    default.load(bins, m.n_bins, k)
+    assert default.lookahead == (device.type == "gpu")  # the default: GPUs, where a round trip is host time
 
 
 

@@ -345,6 +345,37 @@ def test_leaf_rows(device):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_split_from_search(device, n_outputs):
+    """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
+    the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS, the child of
+    the smaller hessian sum built next, running ``first`` and a sentinel."""
+    rng = np.random.default_rng(43)
+    half, n_bins, prec = 37, 19, "quantized"
+    last = tb.split_table(half + 5)  # longer than the step: a table buffer holds earlier rows past its end
+    last["count"][:half] = rng.integers(0, 400, half)
+    last["begin"][:half] = np.cumsum(last["count"][:half]) - last["count"][:half] + 3
+    last["next_child"][:half] = rng.integers(0, 2, half)
+    n_left = np.array([rng.integers(0, c + 1) for c in last["count"][:half]] + [0] * 5, np.int32)
+    m = 2 * half
+    res = np.zeros((m, n_outputs), sp.result_type(prec).dtype)
+    res["gain"] = np.repeat(rng.choice([-np.inf, np.nan, np.inf, 0.0, 1e-7, 1e-6, 2e-6, 0.5, 3.0], m), n_outputs
+                            ).reshape(m, n_outputs)
+    res["index"] = np.repeat(rng.integers(0, 7 * (n_bins - 2) * 2, m), n_outputs).reshape(m, n_outputs)
+    res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
+    res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
+    node_of = rng.permutation(1000)[:m].astype(np.int32)
+    allow = (rng.random(m) < 0.8).astype(np.int32)
+    spec = np.concatenate([node_of, allow]).astype(np.int32)
+    want = pt.split_from_search_reference(res, last, n_left, spec, 500, n_bins)
+    assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
+    desc = pt.split_from_search(n_bins, n_outputs, prec)
+    for cf in configs(desc, device, {"entry": m + 1}, seed=44):
+        got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
+                  n_left=("o", n_left, None), spec=("o", spec, None), n_entries=m, base=500)
+        np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
+
+
 def test_hist_siblings(device):
     rng = np.random.default_rng(31)
     parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))

@@ -201,15 +201,17 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
 
 
 @pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False}", 9),
-                                          ("{'row_index': False, 'whole_rows': True}", 9),
-                                          ("{'row_index': True, 'columns': False}", 9),
+                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': True}", 9),
+                                          ("{'row_index': True, 'columns': False, 'lookahead': True}", 9),
                                           ("{'row_index': True, 'columns': True}", 300)],
                          ids=["moved", "whole-rows", "row-index", "row-index-16-bit-bins"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, integer scans and subtraction) under the checker, equal to the numpy reference; with rows
     moved and a feature per lane, whole rows per point, and rows read through the row index (the 300-bin case
-    with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram."""
+    with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
+    Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
+    launched for an upper bound of the rows)."""
     run = run_under_oclgrind(QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)), timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()

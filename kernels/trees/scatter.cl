@@ -76,6 +76,7 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx,
     }
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
+    if (i - t->first >= t->count) return;  /* past the last range: n is an upper bound (a sentinel record ends the table) */
     const int first = t->first, p = t->begin + (i - first);
     /* the stable partition's destination: left rows first, each side in its old order */
     const int base = (first > 0) ? incl[first - 1] : 0;
@@ -99,6 +100,7 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     const int i = get_global_id(0);
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
+    if (i - t->first >= t->count) return;
     const int p = t->begin + (i - t->first);
     ridx[p] = tmp_ridx[i];
 #if TREE_MOVE_ROWS

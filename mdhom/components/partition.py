@@ -31,7 +31,8 @@ import pyopencl as cl
 
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
-from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
+from mdhom.components.split import SPLIT_EPS, result_type
+from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, split_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
 
@@ -89,8 +90,9 @@ def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = 
         "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
         scalar="""
 """ + _SPLIT_AT + """
-out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
-                     (__global const uchar*)split_tab);""",
+out = (pos - t->first < t->count)  /* past the last range: a table decided on the device ends in a sentinel */
+    ? tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t, (__global const uchar*)split_tab)
+    : 0;""",
         inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True), _PART_TAB]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
@@ -111,6 +113,116 @@ def bin_columns(n_bins: int) -> Description:
         inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True)],
         params=[Param("n_feat", "int")],
     )
+
+
+@lru_cache(maxsize=8)
+def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Description:
+    """The split table of a step the device decides alone: a loss-guided look-ahead splits the nodes of the split
+    search just run before the host has seen its result (:meth:`RowPartitioner.apply_searched`).
+
+    Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in
+    the search's order: the child each record built (``next_child``), then the other. ``spec`` holds their ids,
+    then whether each may split. Entry ``entry`` takes its node's row range from its record and the rows that
+    went left (``n_left``), and splits by the node's best split (``res``, the search's packed result) where it
+    may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
+    ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
+    child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
+    ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
+    ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound
+    of the rows, and indices past the last range find it."""
+    res = result_type(precision)
+    n_cand = int(n_bins) - 2
+    return Description(
+        "tree_split_from_search", ["entry"], [Concat()], SPLIT_RECORD,
+        scalar="""
+__global const lr_t* rs = (__global const lr_t*)res;
+__global const tree_split_t* last = (__global const tree_split_t*)last_tab;
+__global const int* allow = spec + n_entries;
+const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
+int first = 0;
+for (int e = 0; e < entry; ++e) {
+    if (tree_ahead(rs, allow, e)) first += tree_ahead_count(last, n_left, n_entries, e);
+}
+const int idx = ok ? rs[entry * TREE_OUTPUTS].index : 0;
+double sl = 0.0, sr = 0.0;
+for (int k = 0; k < TREE_OUTPUTS && ok; ++k) {
+    sl += (double)rs[entry * TREE_OUTPUTS + k].lh;
+    sr += (double)rs[entry * TREE_OUTPUTS + k].rh;
+}
+out.node = (entry < n_entries) ? spec[entry] : -1;
+out.feature = idx / (2 * N_CAND);
+out.bin = (idx / 2) % N_CAND;
+out.default_left = (idx % 2) == 0;
+out.left = base + 2 * entry;
+out.right = base + 2 * entry + 1;
+out.begin = (entry < n_entries) ? tree_ahead_begin(last, n_left, n_entries, entry) : 0;
+out.count = ok ? tree_ahead_count(last, n_left, n_entries, entry) : 0;
+out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
+out.first = first;
+out.cats = -1;""",
+        inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
+                Input("n_left", "int", (1,), gather=True), Input("spec", "int", (1,), gather=True)],
+        params=[Param("n_entries", "int"), Param("base", "int")],
+        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + f"""
+#define N_CAND {n_cand}
+/* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
+inline int tree_ahead_left(__global const tree_split_t* last, const int n_entries, const int e) {{
+    const int built = n_entries / 2;  /* the built children come first */
+    return (e < built) == (last[e < built ? e : e - built].next_child == 0);
+}}
+inline int tree_ahead_begin(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
+                            const int e) {{
+    const int i = e < n_entries / 2 ? e : e - n_entries / 2;
+    return tree_ahead_left(last, n_entries, e) ? last[i].begin : last[i].begin + n_left[i];
+}}
+inline int tree_ahead_count(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
+                            const int e) {{
+    const int i = e < n_entries / 2 ? e : e - n_entries / 2;
+    return tree_ahead_left(last, n_entries, e) ? n_left[i] : last[i].count - n_left[i];
+}}
+/* whether entry e splits: allowed, and a finite gain above SPLIT_EPS */
+inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e) {{
+    const double g = (double)res[e * TREE_OUTPUTS].gain;
+    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r};
+}}
+""",
+    )
+
+
+def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, spec: np.ndarray,
+                                base: int, n_bins: int) -> np.ndarray:
+    """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
+    last step's split table (at least n_entries / 2 records), ``spec`` the node ids then the allow flags;
+    n_entries + 1 records."""
+    m = len(spec) // 2
+    node_of, allow = spec[:m], spec[m:]
+    half = m // 2
+    out = split_table(m + 1)
+    i = np.arange(m) % max(half, 1)
+    built_left = last_tab["next_child"][i] == 0
+    left = (np.arange(m) < half) == built_left
+    nl = n_left[i].astype(np.int64)
+    begin = np.where(left, last_tab["begin"][i], last_tab["begin"][i] + nl)
+    count = np.where(left, nl, last_tab["count"][i] - nl)
+    gain = res["gain"][:, 0].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+    idx = np.where(ok, res["index"][:, 0], 0)
+    n_cand = n_bins - 2
+    sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
+    sr = res["rh"].astype(np.float64).cumsum(axis=1)[:, -1]
+    out["node"][:m], out["node"][m] = node_of, -1
+    out["feature"][:m], out["bin"][:m] = idx // (2 * n_cand), (idx // 2) % n_cand
+    out["default_left"][:m] = idx % 2 == 0
+    out["default_left"][m] = 1
+    out["left"] = base + 2 * np.arange(m + 1)
+    out["right"] = out["left"] + 1
+    out["begin"][:m] = begin
+    out["count"][:m] = np.where(ok, count, 0)
+    out["next_child"][:m] = np.where(ok & ~(sl <= sr), 1, 0)
+    out["next_child"][m] = -1
+    out["first"] = np.concatenate([[0], np.cumsum(out["count"][:m])])
+    return out
 
 
 def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
@@ -150,7 +262,8 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, LEAF_ROWS, COLUMNS)
+AHEAD = KernelSpec("tree_split_from_search", elementwise())
+SPECS = (FLAGS, LEAF_ROWS, COLUMNS, AHEAD)
 
 
 class RowPartitioner:
@@ -158,7 +271,8 @@ class RowPartitioner:
     folded in from the left counts each partition reads back without a wait; they decide nothing but the
     launch sizes of the next histograms."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, ahead: bool = False) -> None:
+        """``ahead``: build what :meth:`apply_searched` launches (a loss-guided look-ahead)."""
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
@@ -187,6 +301,13 @@ class RowPartitioner:
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                   **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
+        self.k_ahead = None
+        if ahead:
+            comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
+            ws.ensure("split_prev", 16 * SPLIT_RECORD.dtype.itemsize)
+            ws.ensure("ahead_spec", 8 * 16)
+            self.k_ahead = Bound(ws, comp, lambda: (ws["split_tab"], dict(
+                res=ws["res"], last_tab=ws["split_prev"], n_left=ws["n_left"], spec=ws["ahead_spec"])))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
@@ -203,7 +324,10 @@ class RowPartitioner:
         self._scatter.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, None, None, None])
         self._copy_back = cl.Kernel(prg, "tree_copy_back")
         self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
-        self._pending: tuple | None = None
+        # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
+        self._pending: list[tuple] = []
+        # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
+        self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
         # bytes per row the partition (the go-left counts) and the scatter with its copy back must move by design
         # (profiles): the partition reads the split feature's bin (and the row index) and writes the counts; the
@@ -232,6 +356,7 @@ class RowPartitioner:
         copies only; nothing when no split moved a row since. Returns whether rows moved back."""
         self.resolve()
         self._prepared = None
+        self._last = None
         ws = self.ws
         self.begin[:] = 0
         self.count[:] = 0
@@ -249,19 +374,25 @@ class RowPartitioner:
         return True
 
     def resolve(self) -> None:
-        """Fold the left counts of the last partition (read back without a wait) into the host's ranges."""
-        pending = self._pending
-        if pending is None:
-            return
-        self._pending = None
-        event, n_left, (node, lo, hi, b0, c0) = pending
-        if event is not None:
-            event.wait()
-        self._room(max(int(lo.max()), int(hi.max())) + 1)
-        gone = (node != lo) & (node != hi)
-        self.count[node[gone]] = 0
-        self.begin[lo], self.count[lo] = b0, n_left
-        self.begin[hi], self.count[hi] = b0 + n_left, c0 - n_left
+        """Fold the left counts of the last partitions (read back without a wait) into the host's ranges; for a
+        table decided on the device, its records too (only those that split)."""
+        pending, self._pending = self._pending, []
+        for event, n_left, rows in pending:
+            if event is not None:
+                event.wait()
+            if rows is None:  # (the table, the left counts) of apply_searched
+                tab, n_left = n_left
+                split = tab["count"] > 0
+                tab, n_left = tab[split], n_left[split]
+                rows = (tab["node"], tab["left"], tab["right"], tab["begin"], tab["count"])
+            node, lo, hi, b0, c0 = (np.asarray(a, np.int64) for a in rows)
+            if not node.size:
+                continue
+            self._room(max(int(lo.max()), int(hi.max())) + 1)
+            gone = (node != lo) & (node != hi)
+            self.count[node[gone]] = 0
+            self.begin[lo], self.count[lo] = b0, n_left
+            self.begin[hi], self.count[hi] = b0 + n_left, c0 - n_left
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""
@@ -321,8 +452,9 @@ class RowPartitioner:
         left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
         begin, count = self._ranges(nodes)
         rows = (nodes, left, right, begin, count)
+        self._last = None
         if not count.any():
-            self._pending = (None, np.zeros(ns, np.int64), rows)
+            self._pending.append((None, np.zeros(ns, np.int64), rows))
             self.resolve()
             return
         n = int(count.sum())  # the split nodes' rows, end to end: the compact index space of the partition
@@ -350,22 +482,73 @@ class RowPartitioner:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         ws.record("tree_partition", events, n * self.part_bytes)
-        wi = 64
-        sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
-        events = [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
-                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
-                                self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])]
-        # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
-        # on the host than three buffer copies when row-major)
-        events.append(self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
-                                      self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns))
-        ws.record("tree_scatter_rows", events, n * self.scatter_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns), n * self.scatter_bytes)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
-        self._pending = (read, host, rows)
+        self._pending.append((read, host, rows))
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
             self._prepared = (tuple(built.tolist()), int(count.max()))
+            if row is None:
+                self._last = (n, int(count.max()), ns)
+
+    def apply_searched(self, nodes: np.ndarray, allow: np.ndarray, base: int) -> tuple[int, int, np.ndarray]:
+        """Split the nodes of the split search just run by their best splits, decided on the device
+        (:func:`split_from_search`): the host learns the splits with the search's result, after the launches.
+        ``nodes`` are the children of the last split step in the search's order (each record's built child,
+        then the others), ``allow`` where each may split, into ``base + 2i`` and ``base + 2i + 1``; the child of
+        the smaller hessian sum is built next. Numeric splits only. Returns (the rows of the split nodes, the
+        most rows one of them holds: upper bounds for the launches that follow; the table, which the host may read
+        once the queue has run past it)."""
+        ws = self.ws
+        nodes = np.asarray(nodes, np.int32).reshape(-1)
+        m = int(nodes.size)
+        if self.k_ahead is None or self._last is None or m != 2 * self._last[2]:
+            raise ValueError("apply_searched: the children of the last split step (with a next child, numeric) "
+                             "of a partitioner built with ahead=True")
+        n, most, ns_last = self._last
+        self._prepared = None
+        self.dirty = True
+        self.nodes_written = False
+        ws.ensure("n_left", 8 * (m + 1), keep=4 * ns_last)  # the last step's counts: the table is made from them
+        self.ensure(m + 1)
+        rec = SPLIT_RECORD.dtype.itemsize
+        ws.ensure("split_tab", (m + 1) * rec, keep=ns_last * rec)
+        ws.ensure("split_prev", ns_last * rec)
+        ws.ensure("ahead_spec", 8 * m)
+        ws.copy("tree_split_prev", ws["split_prev"], 0, ws["split_tab"], 0, ns_last * rec)
+        ws.put("ahead_spec", ws["ahead_spec"], np.concatenate([nodes, np.asarray(allow, np.int32).reshape(-1)]),
+               np.int32)
+        ws.record("tree_split_from_search", self.k_ahead({"entry": m + 1}, n_entries=m, base=int(base)))
+        q = ws.queue
+        tab = np.empty(m + 1, SPLIT_RECORD.dtype)
+        n_left = np.empty(m + 1, np.int32)
+        reads = [cl.enqueue_copy(q, tab, ws["split_tab"], is_blocking=False)]
+        rows = n
+        if ws.profile:  # the rows actually split, for the bytes the profile reports
+            reads[0].wait()
+            rows = int(tab["count"].sum())
+        ns = m + 1  # and the sentinel
+        events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
+        ws.record("tree_partition", events, rows * self.part_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns), rows * self.scatter_bytes)
+        reads.append(cl.enqueue_copy(q, n_left, ws["n_left"], is_blocking=False))
+        self._pending.append((reads[-1], (tab[:m], n_left[:m]), None))
+        self._last = (n, most, m)
+        return n, most, tab[:m]
+
+    def _scatter_launch(self, n: int, ns: int) -> list[cl.Event]:
+        """The scatter and the copy back of the ``n`` compact indices of the table's ``ns`` records."""
+        ws, q = self.ws, self.ws.queue
+        wi = 64
+        sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
+        scatter = self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
+                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
+                                self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])
+        # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
+        # on the host than three buffer copies when row-major)
+        return [scatter, self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
+                                         self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns)]
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (the host's ranges; rows learn it at :meth:`settle`)."""

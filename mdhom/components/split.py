@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pyopencl as cl
 
 from mdhom.components.histogram import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import (
@@ -42,6 +43,11 @@ from mdhom.components.specs import KernelSpec, Tuning, description_default, ones
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Struct
+
+# A split must gain more than this (XGBoost's kRtEps): gains of a few ulps on pure nodes are rounding noise,
+# and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
+# The growers decide by it, and so does the device where it splits ahead of the host (partition.split_from_search).
+SPLIT_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -432,22 +438,43 @@ class SplitEvaluator:
         when the fit has categorical features and a categorical split won. ``then`` runs after the launches,
         before the read (host work that overlaps the search)."""
         ws = self.ws
+        if self._launch(n, feature_mask, params, then):
+            return self._totals_only(n, inv_scale)
+        return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]), inv_scale)
+
+    def search_later(self, n: int, feature_mask: np.ndarray, params: object,
+                     inv_scale: np.ndarray | None) -> Callable[[], Splits]:
+        """:meth:`search` without waiting: the result is copied to the host behind the launches, and the
+        returned function waits for it (the device goes on with what is queued after; nothing may overwrite
+        ``res`` before the copy, which the in-order queue guarantees). Numeric splits only."""
+        ws = self.ws
+        if self.categorical or ws.n_bins <= 2:
+            raise ValueError("search_later: numeric splits over at least 3 bins only")
+        self._launch(n, feature_mask, params, None)
+        host = np.empty((n, ws.n_outputs), self.res_dtype)
+        event = cl.enqueue_copy(ws.queue, host, ws["res"], is_blocking=False)
+
+        def result() -> Splits:
+            event.wait()
+            return self._unpack(n, host, inv_scale)
+
+        return result
+
+    def _launch(self, n: int, feature_mask: np.ndarray, params: object,
+                then: Callable[[], None] | None) -> bool:
+        """The search's launches; True when there are no candidate bins (only the scan ran)."""
+        ws = self.ws
         f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
-        out = Splits.none(n, k, np.zeros((n, k, 2)))
         self.ensure(n)
         few = n <= FEW_NODES
         r = ws.real.type
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
         ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, **smooth))
-        if b <= 2 and then is not None:
-            then()
-        if b <= 2:  # no candidate bins: only the node totals, the last prefix sum of feature 0
-            scan = np.empty((n, f, k, b), hist_gh_type(ws.precision).dtype)
-            scan = ws.read(scan, ws["scan"])[:, 0, :, b - 1]
-            inv = inv_scale if ws.quantized else np.ones((k, 2))
-            out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
-            return out
+        if b <= 2:
+            if then is not None:
+                then()
+            return True
         self._mask(feature_mask)
         values = {p: r(getattr(params, p)) for p in self.gain.params}
         ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
@@ -457,7 +484,23 @@ class SplitEvaluator:
             ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
         if then is not None:
             then()
-        host = ws.read(np.empty((n, k), self.res_dtype), ws["res"])
+        return False
+
+    def _totals_only(self, n: int, inv_scale: np.ndarray | None) -> Splits:
+        """No candidate bins: only the node totals, the last prefix sum of feature 0."""
+        ws = self.ws
+        f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
+        out = Splits.none(n, k, np.zeros((n, k, 2)))
+        scan = np.empty((n, f, k, b), hist_gh_type(ws.precision).dtype)
+        scan = ws.read(scan, ws["scan"])[:, 0, :, b - 1]
+        inv = inv_scale if ws.quantized else np.ones((k, 2))
+        out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
+        return out
+
+    def _unpack(self, n: int, host: np.ndarray, inv_scale: np.ndarray | None) -> Splits:
+        """The Splits of a search's packed result ``host`` ((n, n_outputs) records)."""
+        ws = self.ws
+        k, b = ws.n_outputs, ws.n_bins
         # the seven reals of each record (lg lh rg rh tg th gain) as one array, in few numpy calls: this runs
         # between a level's read-back and its next launch, while the device waits
         raw = host.view(ws.real).reshape(n, k, -1)[:, :, :7].astype(np.float64)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdhom.components.split import SPLIT_EPS
 from mdhom.learn.portable import sum_in_order
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import CategoryTables, Tree
@@ -24,15 +25,12 @@ from mdhom.trees.reference import (
     NumpyTreeKernels,
     category_sums,
     leaf_weight,
+    left_smaller,
     node_totals,
     set_category_left,
     soft_threshold,
     to_real,
 )
-
-# A split must gain more than this (XGBoost's kRtEps): gains of a few ulps on pure nodes are rounding noise,
-# and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
-SPLIT_EPS = 1e-6
 
 
 class NumpyKernels(NumpyTreeKernels):
@@ -132,12 +130,6 @@ class GrowParams:
     max_leaves: int  # 0: no limit
     lossguide: bool
     categorical: np.ndarray | None = None  # bool per feature; None: every feature numeric
-
-
-def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
-    """Per split ((k, n_outputs, 2) child sums): whether the left child has the smaller hessian sum, the proxy for
-    its row count, so the child whose histogram is built; ties go left."""
-    return np.asarray(sum_in_order(left_sum[:, :, 1], axis=-1) <= sum_in_order(right_sum[:, :, 1], axis=-1), bool)
 
 
 class _Nodes:
@@ -448,13 +440,41 @@ class _Candidates:
         large = [int(hi[k] if left_small[k] else lo[k]) for k in grow]
         h_small = kernels.histograms(np.asarray(small, np.int32))
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
-        found = kernels.best_splits(pair, self.mask, self.params.split)
-        m = len(grow)
+        children = small + large
+        if not (kernels.lookahead and len(grow) == ns):
+            self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split))
+            return
+        # the step after this one on the device, before the host sees this one's result: each child splits by
+        # its best split (where its own children may split again), children first_id + 2j, first_id + 2j + 1
+        allow = np.array([_can_split(self.depth[c] + 1, self.params) for c in children])
+        first_id = self.n_ids
+        self.n_ids += 2 * len(children)
+        found, pair2, found2 = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
+                                                  allow, first_id)
+        smaller = self._searched(children, pair, found)
+        split = np.flatnonzero(allow & (found.gain > SPLIT_EPS)).tolist()
+        for j in split:
+            lo2, hi2 = first_id + 2 * j, first_id + 2 * j + 1
+            self.children[children[j]] = (lo2, hi2)
+            self.depth[lo2] = self.depth[hi2] = self.depth[children[j]] + 1
+        m = len(children)
+        built = [first_id + 2 * j + (not smaller[j]) for j in split]
+        other = [first_id + 2 * j + smaller[j] for j in split]
+        self._searched(built + other, pair2, found2, split + [m + j for j in split], 2 * m)
+
+    def _searched(self, nodes: list[int], pair: object, found: Splits, at: list[int] | None = None,
+                  n_in: int | None = None) -> list[bool]:
+        """Record that ``nodes`` sit at ``at`` (default: in order) of the handle ``pair`` of ``n_in`` nodes, with
+        their best splits in ``found`` (by the same positions); returns, per position of ``pair``, whether the left
+        child is the smaller."""
+        at = list(range(len(nodes))) if at is None else at
+        n_in = len(nodes) if n_in is None else n_in
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
-        for j, node in enumerate(small + large):
-            self.hist[node] = (pair, j, 2 * m)
+        for node, j in zip(nodes, at, strict=True):
+            self.hist[node] = (pair, j, n_in)
             self.found[node] = (found, j)
             self.small_left[node] = smaller[j]
+        return smaller
 
     def leaf_map(self, tree_of: dict[int, int], is_leaf: Callable[[int], bool]) -> np.ndarray:
         """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the

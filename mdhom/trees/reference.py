@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize, to_real
+from mdhom.components.split import SPLIT_EPS
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
 from mdhom.learn.portable import sum_in_order
@@ -262,6 +263,12 @@ def predict_bins(bins: np.ndarray, tree, n_bins: int) -> np.ndarray:  # noqa: AN
     return node
 
 
+def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
+    """Per split ((k, n_outputs, 2) child sums): whether the left child has the smaller hessian sum, the proxy for
+    its row count, so the child whose histogram is built; ties go left."""
+    return np.asarray(sum_in_order(left_sum[:, :, 1], axis=-1) <= sum_in_order(right_sum[:, :, 1], axis=-1), bool)
+
+
 class NumpyTreeKernels:
     """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend.
 
@@ -273,6 +280,7 @@ class NumpyTreeKernels:
     inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round's gradients, quantized only
     # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
     batch_lossguide = False
+    lookahead = False  # ... and look_ahead is the reference of the devices' look-ahead step
     build_seconds = 0.0
     cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
 
@@ -404,6 +412,21 @@ class NumpyTreeKernels:
             table = None if cat_left is None or self.cat_mode is None or not self.cat_mode[f] else cat_left[i]
             go = goes_left(self.bins[rows, f], b, d, self.n_bins, table)
             self.row_node[rows] = np.where(go, lo, hi)
+
+    def look_ahead(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
+                   allow: np.ndarray, first_id: int) -> tuple[Splits, np.ndarray, Splits]:
+        first = self.best_splits(hist, feature_mask, params)
+        n = len(nodes)
+        lo = first_id + 2 * np.arange(n, dtype=np.int32)
+        hi = lo + 1
+        with np.errstate(invalid="ignore"):
+            ok = np.asarray(allow, bool) & np.isfinite(first.gain) & (first.gain > SPLIT_EPS)
+        k = np.flatnonzero(ok)
+        self.apply_splits(np.asarray(nodes, np.int32)[k], first.feature[k], first.bin[k], first.default_left[k],
+                          lo[k], hi[k])
+        built = np.where(left_smaller(first.left_sum, first.right_sum) | ~ok, lo, hi)
+        pair = self.siblings(hist, self.histograms(built))
+        return first, pair, self.best_splits(pair, feature_mask, params)
 
     def relabel(self, node_map: np.ndarray) -> None:
         self.row_node = np.asarray(node_map, np.int32)[self.row_node]
