@@ -94,6 +94,13 @@ class Device:
         """The device's in-order queue, with profiling on so kernels can be timed by events."""
         return cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
 
+    @cached_property
+    def fast_queue(self) -> cl.CommandQueue:
+        """An in-order queue without profiling: each command costs the host less (H100 machine: a launch 11.7
+        instead of 18.1 us, a 64-byte upload 8.5 instead of 15.5 us), which a learner's many small launches feel.
+        Its events carry no timestamps."""
+        return cl.CommandQueue(self.context)
+
     def describe(self) -> str:
         role = "checker" if self.checker else self.type
         return (

@@ -364,15 +364,13 @@ def test_split_from_search(device, n_outputs):
     res["index"] = np.repeat(rng.integers(0, 7 * (n_bins - 2) * 2, m), n_outputs).reshape(m, n_outputs)
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
-    node_of = rng.permutation(1000)[:m].astype(np.int32)
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    spec = np.concatenate([node_of, allow]).astype(np.int32)
-    want = pt.split_from_search_reference(res, last, n_left, spec, 500, n_bins)
+    want = pt.split_from_search_reference(res, last, n_left, allow, 500, n_bins)
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
     desc = pt.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
         got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                  n_left=("o", n_left, None), spec=("o", spec, None), n_entries=m, base=500)
+                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cl_array
 
 from mdhom.components.lanes import bin_ctype
@@ -91,9 +92,11 @@ class DeviceBinner:
     ``config_source`` says where the configuration came from (:func:`mdhom.configs.lookup`)."""
 
     def __init__(self, mapper: BinMapper, device: str | Device | None = None, x_dtype: np.dtype = np.float64,
-                 feature_major: bool = False, config: dict[str, int] | None = None) -> None:
+                 feature_major: bool = False, config: dict[str, int] | None = None,
+                 queue: cl.CommandQueue | None = None) -> None:
         self.mapper = mapper
         self.device = get_device(device)
+        self.queue = self.device.queue if queue is None else queue  # a fit's: its workspace's (no cross-queue wait)
         self.feature_major = feature_major
         x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(x_dtype)]
         self.desc = bin_features(x_ctype, feature_major, bin_ctype(mapper.n_bins))
@@ -110,18 +113,18 @@ class DeviceBinner:
                     f"default ({self.config_source})"
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)
         flat, first, counts = packed_edges(mapper)
-        q = self.device.queue
+        q = self.queue
         self._edges = cl_array.to_device(q, flat)
         self._first = cl_array.to_device(q, first)
         self._count = cl_array.to_device(q, counts)
 
     def transform(self, X: np.ndarray | cl_array.Array) -> cl_array.Array:
         """Bins on the device: (rows, features), or (features, rows) when feature-major."""
-        q = self.device.queue
+        q = self.queue
         x = X if isinstance(X, cl_array.Array) else cl_array.to_device(q, np.ascontiguousarray(X))
         n_rows, n_feat = x.shape
         if n_feat != len(self.mapper.edges):
             raise ValueError(f"X has {n_feat} features, the binning was fitted on {len(self.mapper.edges)}")
-        launch = self.comp.enqueue({"row": n_rows, "feat": n_feat}, x=x, edges=self._edges, first=self._first,
-                                   count=self._count, nan_bin=self.mapper.n_bins - 1)
+        launch = self.comp.enqueue({"row": n_rows, "feat": n_feat}, queue=q, x=x, edges=self._edges,
+                                   first=self._first, count=self._count, nan_bin=self.mapper.n_bins - 1)
         return launch.out

@@ -120,16 +120,16 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     """The split table of a step the device decides alone: a loss-guided look-ahead splits the nodes of the split
     search just run before the host has seen its result (:meth:`RowPartitioner.apply_searched`).
 
-    Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in
-    the search's order: the child each record built (``next_child``), then the other. ``spec`` holds their ids,
-    then whether each may split. Entry ``entry`` takes its node's row range from its record and the rows that
-    went left (``n_left``), and splits by the node's best split (``res``, the search's packed result) where it
-    may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
+    Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
+    search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
+    split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
+    the rows that went left (``n_left``), and splits by the node's best split (``res``, the search's packed result)
+    where it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
     ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
     ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
-    ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound
-    of the rows, and indices past the last range find it."""
+    ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound of
+    the rows, and indices past the last range find it."""
     res = result_type(precision)
     n_cand = int(n_bins) - 2
     return Description(
@@ -137,7 +137,6 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
         scalar="""
 __global const lr_t* rs = (__global const lr_t*)res;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
-__global const int* allow = spec + n_entries;
 const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
 int first = 0;
 for (int e = 0; e < entry; ++e) {
@@ -149,7 +148,7 @@ for (int k = 0; k < TREE_OUTPUTS && ok; ++k) {
     sl += (double)rs[entry * TREE_OUTPUTS + k].lh;
     sr += (double)rs[entry * TREE_OUTPUTS + k].rh;
 }
-out.node = (entry < n_entries) ? spec[entry] : -1;
+out.node = -1;
 out.feature = idx / (2 * N_CAND);
 out.bin = (idx / 2) % N_CAND;
 out.default_left = (idx % 2) == 0;
@@ -161,7 +160,7 @@ out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
 out.first = first;
 out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
-                Input("n_left", "int", (1,), gather=True), Input("spec", "int", (1,), gather=True)],
+                Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("base", "int")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + f"""
 #define N_CAND {n_cand}
@@ -189,13 +188,11 @@ inline int tree_ahead(__global const lr_t* res, __global const int* allow, const
     )
 
 
-def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, spec: np.ndarray,
+def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, allow: np.ndarray,
                                 base: int, n_bins: int) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
-    last step's split table (at least n_entries / 2 records), ``spec`` the node ids then the allow flags;
-    n_entries + 1 records."""
-    m = len(spec) // 2
-    node_of, allow = spec[:m], spec[m:]
+    last step's split table (at least n_entries / 2 records), ``allow`` per entry; n_entries + 1 records."""
+    m = len(res)
     half = m // 2
     out = split_table(m + 1)
     i = np.arange(m) % max(half, 1)
@@ -211,7 +208,7 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: n
     n_cand = n_bins - 2
     sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
     sr = res["rh"].astype(np.float64).cumsum(axis=1)[:, -1]
-    out["node"][:m], out["node"][m] = node_of, -1
+    out["node"] = -1
     out["feature"][:m], out["bin"][:m] = idx // (2 * n_cand), (idx // 2) % n_cand
     out["default_left"][:m] = idx % 2 == 0
     out["default_left"][m] = 1
@@ -266,6 +263,15 @@ AHEAD = KernelSpec("tree_split_from_search", elementwise())
 SPECS = (FLAGS, LEAF_ROWS, COLUMNS, AHEAD)
 
 
+class _Ahead:
+    """A partition the device decided (:meth:`RowPartitioner.apply_searched`): the split nodes, the first child id,
+    and, once the host has the search's result, which of them split."""
+
+    def __init__(self, nodes: np.ndarray, base: int) -> None:
+        self.nodes, self.base = nodes, base
+        self.ok: np.ndarray | None = None
+
+
 class RowPartitioner:
     """Rows to nodes on the device (see the module docstring). The host keeps each live node's (begin, count),
     folded in from the left counts each partition reads back without a wait; they decide nothing but the
@@ -301,13 +307,16 @@ class RowPartitioner:
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                   **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
-        self.k_ahead = None
-        if ahead:
+        self.k_ahead = self.k_flags_ahead = None
+        self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
+        if ahead:  # the device's split table goes to its own buffer: the last table is the one it is made from
             comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
-            ws.ensure("split_prev", 16 * SPLIT_RECORD.dtype.itemsize)
-            ws.ensure("ahead_spec", 8 * 16)
-            self.k_ahead = Bound(ws, comp, lambda: (ws["split_tab"], dict(
-                res=ws["res"], last_tab=ws["split_prev"], n_left=ws["n_left"], spec=ws["ahead_spec"])))
+            ws.ensure("split_ahead", 16 * SPLIT_RECORD.dtype.itemsize)
+            ws.ensure("ahead_allow", 4 * 16)
+            self.k_ahead = Bound(ws, comp, lambda: (ws["split_ahead"], dict(
+                res=ws["res"], last_tab=ws["split_tab"], n_left=ws["n_left"], allow=ws["ahead_allow"])))
+            self.k_flags_ahead = Bound(ws, flags, lambda: (self.incl, dict(
+                bins=self.split_bins, split_tab=ws["split_ahead"], **ridx)))
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
@@ -380,11 +389,13 @@ class RowPartitioner:
         for event, n_left, rows in pending:
             if event is not None:
                 event.wait()
-            if rows is None:  # (the table, the left counts) of apply_searched
-                tab, n_left = n_left
-                split = tab["count"] > 0
-                tab, n_left = tab[split], n_left[split]
-                rows = (tab["node"], tab["left"], tab["right"], tab["begin"], tab["count"])
+            if isinstance(rows, _Ahead):  # apply_searched's: the host's ranges of the nodes that split
+                if rows.ok is None:
+                    raise RuntimeError("apply_searched's splits are needed before its ranges (ahead_splits)")
+                k = np.flatnonzero(rows.ok)
+                node = rows.nodes[k]
+                rows, n_left = (node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node]), \
+                    n_left[k]
             node, lo, hi, b0, c0 = (np.asarray(a, np.int64) for a in rows)
             if not node.size:
                 continue
@@ -482,7 +493,7 @@ class RowPartitioner:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         ws.record("tree_partition", events, n * self.part_bytes)
-        ws.record("tree_scatter_rows", self._scatter_launch(n, ns), n * self.scatter_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"]), n * self.scatter_bytes)
         host = np.empty(ns, np.int32)
         read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
         self._pending.append((read, host, rows))
@@ -492,63 +503,70 @@ class RowPartitioner:
             if row is None:
                 self._last = (n, int(count.max()), ns)
 
-    def apply_searched(self, nodes: np.ndarray, allow: np.ndarray, base: int) -> tuple[int, int, np.ndarray]:
+    def apply_searched(self, nodes: np.ndarray, allow: np.ndarray, base: int) -> tuple[int, int]:
         """Split the nodes of the split search just run by their best splits, decided on the device
-        (:func:`split_from_search`): the host learns the splits with the search's result, after the launches.
-        ``nodes`` are the children of the last split step in the search's order (each record's built child,
-        then the others), ``allow`` where each may split, into ``base + 2i`` and ``base + 2i + 1``; the child of
-        the smaller hessian sum is built next. Numeric splits only. Returns (the rows of the split nodes, the
-        most rows one of them holds: upper bounds for the launches that follow; the table, which the host may read
-        once the queue has run past it)."""
+        (:func:`split_from_search`): the host learns the splits with the search's result, after the launches
+        (and tells :meth:`ahead_splits` before it next needs the ranges). ``nodes`` are the children of the last
+        split step in the search's order (each record's built child, then the others), ``allow`` where each may
+        split, into ``base + 2i`` and ``base + 2i + 1``; the child of the smaller hessian sum is built next.
+        Numeric splits only. Returns (the rows of the split nodes, the most rows one of them holds): upper bounds
+        for the launches that follow."""
         ws = self.ws
-        nodes = np.asarray(nodes, np.int32).reshape(-1)
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
         m = int(nodes.size)
         if self.k_ahead is None or self._last is None or m != 2 * self._last[2]:
             raise ValueError("apply_searched: the children of the last split step (with a next child, numeric) "
                              "of a partitioner built with ahead=True")
-        n, most, ns_last = self._last
+        n, most, _ = self._last
         self._prepared = None
+        self._last = None  # the device's table is not one a next look-ahead can start from
         self.dirty = True
         self.nodes_written = False
-        ws.ensure("n_left", 8 * (m + 1), keep=4 * ns_last)  # the last step's counts: the table is made from them
+        ws.ensure("n_left", 8 * (m + 1), keep=ws.capacity("n_left"))  # the last step's counts: the table's input
         self.ensure(m + 1)
-        rec = SPLIT_RECORD.dtype.itemsize
-        ws.ensure("split_tab", (m + 1) * rec, keep=ns_last * rec)
-        ws.ensure("split_prev", ns_last * rec)
-        ws.ensure("ahead_spec", 8 * m)
-        ws.copy("tree_split_prev", ws["split_prev"], 0, ws["split_tab"], 0, ns_last * rec)
-        ws.put("ahead_spec", ws["ahead_spec"], np.concatenate([nodes, np.asarray(allow, np.int32).reshape(-1)]),
-               np.int32)
+        ws.ensure("split_ahead", (m + 1) * SPLIT_RECORD.dtype.itemsize)
+        allow = np.asarray(allow, bool).reshape(-1)
+        if not (allow.all() and self._ones >= m):  # an upload only where a depth limit forbids some
+            vals = np.ones(max(2 * m, 64), np.int32) if allow.all() else allow.astype(np.int32)
+            ws.ensure("ahead_allow", 4 * vals.size)
+            ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
+            self._ones = vals.size if allow.all() else 0
         ws.record("tree_split_from_search", self.k_ahead({"entry": m + 1}, n_entries=m, base=int(base)))
-        q = ws.queue
-        tab = np.empty(m + 1, SPLIT_RECORD.dtype)
-        n_left = np.empty(m + 1, np.int32)
-        reads = [cl.enqueue_copy(q, tab, ws["split_tab"], is_blocking=False)]
-        rows = n
-        if ws.profile:  # the rows actually split, for the bytes the profile reports
-            reads[0].wait()
-            rows = int(tab["count"].sum())
         ns = m + 1  # and the sentinel
-        events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
-        ws.record("tree_partition", events, rows * self.part_bytes)
-        ws.record("tree_scatter_rows", self._scatter_launch(n, ns), rows * self.scatter_bytes)
-        reads.append(cl.enqueue_copy(q, n_left, ws["n_left"], is_blocking=False))
-        self._pending.append((reads[-1], (tab[:m], n_left[:m]), None))
-        self._last = (n, most, m)
-        return n, most, tab[:m]
+        events = self.k_flags_ahead({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
+        ws.record("tree_partition", events, n * self.part_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_ahead"]), n * self.scatter_bytes)
+        n_left = np.empty(m + 1, np.int32)
+        read = cl.enqueue_copy(ws.queue, n_left, ws["n_left"], is_blocking=False)
+        self._pending.append((read, n_left, _Ahead(nodes, int(base))))
+        return n, most
 
-    def _scatter_launch(self, n: int, ns: int) -> list[cl.Event]:
-        """The scatter and the copy back of the ``n`` compact indices of the table's ``ns`` records."""
+    def ahead_splits(self, ok: np.ndarray) -> None:
+        """Which nodes of the last :meth:`apply_searched` split (where allowed, the gain above SPLIT_EPS)."""
+        self._ahead().ok = np.asarray(ok, bool).reshape(-1)
+
+    def ahead_ok(self) -> np.ndarray:
+        """What :meth:`ahead_splits` said of the last :meth:`apply_searched` still pending."""
+        return self._ahead().ok
+
+    def _ahead(self) -> _Ahead:
+        ahead = next((p[2] for p in reversed(self._pending) if isinstance(p[2], _Ahead)), None)
+        if ahead is None:
+            raise RuntimeError("no apply_searched is pending")
+        return ahead
+
+    def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
+        """The scatter and the copy back of the ``n`` compact indices of the ``ns`` records of table ``tab``."""
         ws, q = self.ws, self.ws.queue
         wi = 64
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
         scatter = self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
-                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"],
+                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, tab,
                                 self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])
         # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
         # on the host than three buffer copies when row-major)
         return [scatter, self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
-                                         self.tmp_bins, self.tmp_gh, n, *sizes, ws["split_tab"], ns)]
+                                         self.tmp_bins, self.tmp_gh, n, *sizes, tab, ns)]
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (the host's ranges; rows learn it at :meth:`settle`)."""

@@ -89,6 +89,8 @@ class Predictor:
             bins = SparseBins.from_dense(bins.get() if isinstance(bins, cl_array.Array) else np.asarray(bins),
                                          ws.n_bins)
         on_device = isinstance(bins, cl_array.Array)
+        if on_device:
+            self.ws.adopt(bins)
         shape = bins.shape[::-1] if on_device and ws.feature_major else bins.shape
         if bins.dtype != ws.bin_dtype or len(shape) != 2 or shape[1] != ws.n_features:
             raise ValueError(f"eval bins must be {ws.bin_dtype} (n_rows, n_features) like the training bins")

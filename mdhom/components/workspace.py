@@ -68,7 +68,8 @@ class Workspace:
                  feature_major: bool | None = None, configs: Mapping[str, Mapping[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool = False, columns: bool | None = None) -> None:
         self.device = get_device(device)
-        self.queue = self.device.queue
+        self._queue: cl.CommandQueue | None = None  # chosen at the first command: see ``profile``
+        self._profile = False
         self.precision = precision
         self.quantized = lanes.is_quantized(precision)
         self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
@@ -88,7 +89,6 @@ class Workspace:
         # bytes each kernel must move by design (its reads and writes of row-sized data), counted when profiling
         self.kernel_bytes: dict[str, float] = {}
         self.config_sources: dict[str, str] = {}
-        self.profile = False
         self.syncs = 0  # blocking waits for the device (reads back included): what a GPU pays most for
         self.launches = 0
         self.version = 0  # bumped whenever a named buffer is reallocated: bound kernels must re-bind
@@ -163,6 +163,35 @@ class Workspace:
         return {name: {"config": dict(comp.config), "source": self.config_sources.get(name, "")}
                 for name, comp in self._comps.items()}
 
+    @property
+    def queue(self) -> cl.CommandQueue:
+        """The fit's in-order queue: the device's profiling queue when ``profile`` was on before the first command,
+        else its queue without profiling (cheaper per command)."""
+        if self._queue is None:
+            self._queue = self.device.queue if self._profile else self.device.fast_queue
+        return self._queue
+
+    @property
+    def profile(self) -> bool:
+        """Whether each launch waits for its events and adds their device time to ``kernel_seconds`` (the benches'
+        profiles). Turned on after the first command, the workspace finishes its queue and moves to the profiling
+        one (bound kernels re-bind)."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, on: bool) -> None:
+        if on and self._queue is not None and self._queue is not self.device.queue:
+            self._queue.finish()
+            self._queue = self.device.queue
+            self.version += 1
+        self._profile = bool(on)
+
+    def adopt(self, arr: cl_array.Array) -> None:
+        """Wait for the queue that made a device array given to this workspace, where it is not this one: two
+        in-order queues do not order each other's commands."""
+        if arr.queue is not None and arr.queue is not self.queue:
+            arr.queue.finish()
+
     # ------------------------------------------------------------------------------------------ memory
     def buf(self, nbytes: int) -> cl.Buffer:
         nbytes = max(16, int(nbytes))
@@ -214,6 +243,8 @@ class Workspace:
         so the workspace switches to row-index mode). ``cat_mode``: the features' split modes where some are
         categorical."""
         on_device = isinstance(bins, cl_array.Array)
+        if on_device:
+            self.adopt(bins)
         self.sparse = isinstance(bins, SparseBins)
         if self.sparse:
             self.set_row_index(True, False)

@@ -437,9 +437,8 @@ class BoundLaunch:
     def __init__(self, comp: Computation, out: cl_array.Array | cl.Buffer, inputs: list, queue: cl.CommandQueue):
         self.comp, self.queue = comp, queue
         desc = comp.desc
+        dims = list(desc.dim_names)
         self._dims = desc.dim_names
-        self._concat = desc.concat_dims
-        self._out_dims = desc.output_dims
         self._steps: tuple[str, ...] = ()
         if desc.lane_dims and comp.lane_groups > 1:
             self._steps = ("partials", "fixup") if desc.scan_dim else ("combine",)
@@ -449,26 +448,52 @@ class BoundLaunch:
         self._scratch = desc.scratch.length if desc.scratch is not None else None
         if self._scratch is not None:
             self._buffers.append(comp.work_buffer(0))
+        # what a launch needs besides the sizes, once: a loss-guided split step launches a dozen kernels, and on a
+        # GPU host every Python call of a launch adds to the step's latency
+        self._concat_at = [dims.index(d) for d in desc.concat_dims]
+        self._out_at = [dims.index(d) for d in desc.output_dims]
+        self._scan_at = dims.index(desc.scan_dim) if desc.scan_dim else -1
+        self._lanes = max(1, comp.lane_groups)
+        self._combine = max(1, desc.combine_lanes)
+        wg = comp.work_group_size
+        self._main = ((comp.num_groups * wg,), (wg,))
+        self._launched = comp.num_groups * wg
+        self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
+        self._kernels: dict[bool, list[cl.Kernel]] = {}
+
+    def _kernels_of(self, index64: bool) -> list[cl.Kernel]:
+        """The main kernel and the steps after it, of the 32- or 64-bit program (built on first need)."""
+        ks = self._kernels.get(index64)
+        if ks is None:
+            ks = self._kernels[index64] = [self.comp.kernel(w, index64) for w in ("main", *self._steps)]
+        return ks
 
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
         dims = [int(sizes[d]) for d in self._dims]
-        n_concat = math.prod(int(sizes[d]) for d in self._concat)
-        lanes = max(1, comp.lane_groups)
-        wg = comp.work_group_size
-        index64 = max(math.prod(dims) * lanes,
-                      math.prod(int(sizes[d]) for d in self._out_dims) * lanes * max(1, comp.desc.combine_lanes),
-                      comp.num_groups * wg) > _INDEX32_LIMIT
+        n_concat = n_out = 1
+        for i in self._concat_at:
+            n_concat *= dims[i]
+        for i in self._out_at:
+            n_out *= dims[i]
+        index64 = max(math.prod(dims) * self._lanes, n_out * self._lanes * self._combine,
+                      self._launched) > _INDEX32_LIMIT
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
         if self._scratch is not None:
             self._buffers[-1] = comp.work_buffer(int(params[self._scratch]))
         args = self._buffers + dims + [params[name] for name in self._params]
-        events = [comp.kernel("main", index64)(self.queue, (comp.num_groups * wg,), (wg,), *args)]
+        ks = self._kernels_of(index64)
+        q = self.queue
+        events = [ks[0](q, *self._main, *args)]
         if self._steps:
-            wi = comp.config["NUM_WI_COMBINE"]
-            for which in self._steps:
-                events.append(comp.kernel(which, index64)(self.queue, (comp.step_size(which, n_concat, sizes),),
-                                                          (wi,), *args))
+            wi = self._wi
+            for k, which in zip(ks[1:], self._steps, strict=True):
+                if which == "partials":  # Computation.step_size, inline
+                    n = n_concat * wi
+                else:
+                    n = n_concat * (dims[self._scan_at] if which == "fixup" else self._combine)
+                    n = -(-n // wi) * wi
+                events.append(k(q, (n,), (wi,), *args))
         return events

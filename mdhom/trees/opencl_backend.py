@@ -30,7 +30,7 @@ from mdhom.components.histogram import DeviceHist, HistogramBuilder, rows_fit
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
-from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
+from mdhom.components.split import SPLIT_EPS, XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.learn.binning import BinMapper, bin_dtype
@@ -38,6 +38,7 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
+from mdhom.trees.reference import left_smaller
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
 
@@ -157,7 +158,7 @@ class OpenCLTreeKernels:
                 bins = mapper.transform(X, feature_major=self.feature_major)
                 return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
             if self.binner is None:
-                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major)
+                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major, queue=self.ws.queue)
             return self.binner.transform(X)
 
         return to_bins
@@ -314,18 +315,30 @@ class OpenCLTreeKernels:
         self.hist.check(hist)
         n = hist.n_nodes
         self.hist.to_work(hist)
-        first = self.split.search_later(n, feature_mask, params, self.gradients.inv_scale)
+        later = self.split.search_later(n, feature_mask, params, self.gradients.inv_scale)
+        allow = np.asarray(allow, bool).reshape(-1)
+        first: list[Splits] = []
+
+        def splits_of_hist() -> None:  # waits for the first search's result: the device has the rest queued
+            first.append(later())
+            with np.errstate(invalid="ignore"):
+                self.rows.ahead_splits(allow & np.isfinite(first[0].gain) & (first[0].gain > SPLIT_EPS))
+
         self.gradients.ensure()
-        _, most, tab = self.rows.apply_searched(nodes, allow, first_id)
+        _, most = self.rows.apply_searched(nodes, allow, first_id)
         rows = 0
         if self.ws.profile:  # the rows the histogram reads, for the bytes a profile reports (profiling waits anyway)
-            built = np.where(tab["next_child"] == 0, tab["left"], tab["right"])
-            rows = self.rows.rows_of(built[tab["count"] > 0])
+            splits_of_hist()
+            lo = first_id + 2 * np.arange(n)
+            built = np.where(left_smaller(first[0].left_sum, first[0].right_sum), lo, lo + 1)
+            rows = self.rows.rows_of(built[self.rows.ahead_ok()])
         self.hist.ensure(n)
-        small = self.hist.build(np.full(n, -1, np.int32), most, rows)
-        pair = self.hist.siblings(hist, small)
-        second = self.best_splits(pair, feature_mask, params)
-        return first(), pair, second
+        pair = self.hist.siblings(hist, self.hist.build(np.full(n, -1, np.int32), most, rows))
+        self.hist.to_work(pair)
+        second = self.split.search(pair.n_nodes, feature_mask, params, self.gradients.inv_scale,
+                                   None if first else splits_of_hist)
+        self.rows.resolve()
+        return first[0], pair, second
 
     def relabel(self, node_map: np.ndarray) -> None:
         self.rows.relabel(node_map)
