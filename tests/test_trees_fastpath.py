@@ -170,12 +170,14 @@ class _BatchedNumpy(NumpyKernels):
 
 
 class _LookaheadNumpy(_BatchedNumpy):
-    """... and with each batch's children split ahead (``look_ahead``, the reference of the devices' step)."""
+    """... and with levels below each batch split ahead (``look_ahead``, the reference of the devices' steps)."""
 
-    lookahead = True
+    def __init__(self, levels: int) -> None:
+        super().__init__()
+        self.lookahead = levels
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["batched", "look-ahead"])
+@pytest.mark.parametrize("ahead", [0, 1, 3], ids=["batched", "look-ahead-1", "look-ahead-3"])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(31, 0, 1, 3), (200, 0, 1, 4), (40, 4, 1, 5), (0, 6, 1, 6),
                                                  (25, 0, 3, 7), (64, 9, 2, 8)])
 def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahead):
@@ -187,7 +189,7 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahe
     g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((2500, k))
     h = np.repeat(h, k, axis=1)
     bins = BinMapper(31).fit(X).transform(X)
-    seq, bat = NumpyKernels(), (_LookaheadNumpy if ahead else _BatchedNumpy)()
+    seq, bat = NumpyKernels(), (_LookaheadNumpy(ahead) if ahead else _BatchedNumpy())
     trees = []
     for kern in (seq, bat):
         kern.load(bins, 32, k)
@@ -217,7 +219,7 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
     ref.set_gradients(g, h)
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
     syncs = []
-    for ahead in (False, True):
+    for ahead in (0, 1, 2):
         dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
@@ -225,10 +227,10 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
         _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
         syncs.append(dev.syncs - s0)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-    assert want.n_nodes > 30 and syncs[1] < syncs[0], syncs
+    assert want.n_nodes > 30 and syncs[2] < syncs[1] < syncs[0], syncs
     default = ob.OpenCLTreeKernels(device, precision="quantized")
     default.load(bins, m.n_bins, k)
-    assert default.lookahead == (device.type == "gpu")  # the default: GPUs, where a round trip is host time
+    assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
 
 
 

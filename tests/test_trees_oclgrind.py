@@ -201,8 +201,8 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
 
 
 @pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False}", 9),
-                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': True}", 9),
-                                          ("{'row_index': True, 'columns': False, 'lookahead': True}", 9),
+                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': 2}", 9),
+                                          ("{'row_index': True, 'columns': False, 'lookahead': 1}", 9),
                                           ("{'row_index': True, 'columns': True}", 300)],
                          ids=["moved", "whole-rows", "row-index", "row-index-16-bit-bins"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):

@@ -264,11 +264,12 @@ SPECS = (FLAGS, LEAF_ROWS, COLUMNS, AHEAD)
 
 
 class _Ahead:
-    """A partition the device decided (:meth:`RowPartitioner.apply_searched`): the split nodes, the first child id,
-    and, once the host has the search's result, which of them split."""
+    """A partition the device decided (:meth:`RowPartitioner.apply_searched`): the first child id and, once the host
+    has the search's result, the nodes' ids and which of them split."""
 
-    def __init__(self, nodes: np.ndarray, base: int) -> None:
-        self.nodes, self.base = nodes, base
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.nodes: np.ndarray | None = None
         self.ok: np.ndarray | None = None
 
 
@@ -307,16 +308,16 @@ class RowPartitioner:
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                   **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
-        self.k_ahead = self.k_flags_ahead = None
+        self._ahead_comp = None
+        self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
+        self._tab = "split_tab"  # the buffer holding the last step's table
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
-        if ahead:  # the device's split table goes to its own buffer: the last table is the one it is made from
-            comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
-            ws.ensure("split_ahead", 16 * SPLIT_RECORD.dtype.itemsize)
+        if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
+            self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
+            for name in ("split_ahead0", "split_ahead1"):
+                ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
-            self.k_ahead = Bound(ws, comp, lambda: (ws["split_ahead"], dict(
-                res=ws["res"], last_tab=ws["split_tab"], n_left=ws["n_left"], allow=ws["ahead_allow"])))
-            self.k_flags_ahead = Bound(ws, flags, lambda: (self.incl, dict(
-                bins=self.split_bins, split_tab=ws["split_ahead"], **ridx)))
+        self._ridx = ridx
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
@@ -390,10 +391,10 @@ class RowPartitioner:
             if event is not None:
                 event.wait()
             if isinstance(rows, _Ahead):  # apply_searched's: the host's ranges of the nodes that split
-                if rows.ok is None:
-                    raise RuntimeError("apply_searched's splits are needed before its ranges (ahead_splits)")
+                if rows.ok is None or rows.nodes is None:
+                    raise RuntimeError("apply_searched's nodes and splits are needed before its ranges")
                 k = np.flatnonzero(rows.ok)
-                node = rows.nodes[k]
+                node = np.asarray(rows.nodes, np.int64)[k]
                 rows, n_left = (node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node]), \
                     n_left[k]
             node, lo, hi, b0, c0 = (np.asarray(a, np.int64) for a in rows)
@@ -494,8 +495,8 @@ class RowPartitioner:
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
         ws.record("tree_partition", events, n * self.part_bytes)
         ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"]), n * self.scatter_bytes)
-        host = np.empty(ns, np.int32)
-        read = cl.enqueue_copy(q, host, ws["n_left"], is_blocking=False)  # waited for at the next sync
+        self._tab = "split_tab"
+        host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
         self._pending.append((read, host, rows))
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
@@ -503,57 +504,58 @@ class RowPartitioner:
             if row is None:
                 self._last = (n, int(count.max()), ns)
 
-    def apply_searched(self, nodes: np.ndarray, allow: np.ndarray, base: int) -> tuple[int, int]:
+    def apply_searched(self, allow: np.ndarray, base: int) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
-        (:func:`split_from_search`): the host learns the splits with the search's result, after the launches
-        (and tells :meth:`ahead_splits` before it next needs the ranges). ``nodes`` are the children of the last
-        split step in the search's order (each record's built child, then the others), ``allow`` where each may
-        split, into ``base + 2i`` and ``base + 2i + 1``; the child of the smaller hessian sum is built next.
-        Numeric splits only. Returns (the rows of the split nodes, the most rows one of them holds): upper bounds
-        for the launches that follow."""
+        (:func:`split_from_search`): the host learns the splits with the search's result, after the launches, and
+        sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
+        are the children of the last split step (host or device made) in the search's order (each record's built
+        child, then the others), ``allow`` where each may split, into ``base + 2i`` and ``base + 2i + 1``; the
+        child of the smaller hessian sum is built next. Numeric splits only. Returns (the rows of the split
+        nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
         ws = self.ws
-        nodes = np.asarray(nodes, np.int64).reshape(-1)
-        m = int(nodes.size)
-        if self.k_ahead is None or self._last is None or m != 2 * self._last[2]:
+        allow = np.asarray(allow, bool).reshape(-1)
+        m = int(allow.size)
+        if self._ahead_comp is None or self._last is None or m != 2 * self._last[2]:
             raise ValueError("apply_searched: the children of the last split step (with a next child, numeric) "
                              "of a partitioner built with ahead=True")
         n, most, _ = self._last
         self._prepared = None
-        self._last = None  # the device's table is not one a next look-ahead can start from
         self.dirty = True
         self.nodes_written = False
         ws.ensure("n_left", 8 * (m + 1), keep=ws.capacity("n_left"))  # the last step's counts: the table's input
         self.ensure(m + 1)
-        ws.ensure("split_ahead", (m + 1) * SPLIT_RECORD.dtype.itemsize)
-        allow = np.asarray(allow, bool).reshape(-1)
+        out = "split_ahead1" if self._tab == "split_ahead0" else "split_ahead0"
+        ws.ensure(out, (m + 1) * SPLIT_RECORD.dtype.itemsize)
         if not (allow.all() and self._ones >= m):  # an upload only where a depth limit forbids some
             vals = np.ones(max(2 * m, 64), np.int32) if allow.all() else allow.astype(np.int32)
             ws.ensure("ahead_allow", 4 * vals.size)
             ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
             self._ones = vals.size if allow.all() else 0
-        ws.record("tree_split_from_search", self.k_ahead({"entry": m + 1}, n_entries=m, base=int(base)))
+        make, flags = self._ahead_bound(self._tab, out)
+        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base)))
         ns = m + 1  # and the sentinel
-        events = self.k_flags_ahead({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
-        ws.record("tree_partition", events, n * self.part_bytes)
-        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_ahead"]), n * self.scatter_bytes)
-        n_left = np.empty(m + 1, np.int32)
-        read = cl.enqueue_copy(ws.queue, n_left, ws["n_left"], is_blocking=False)
-        self._pending.append((read, n_left, _Ahead(nodes, int(base))))
-        return n, most
+        ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features),
+                  n * self.part_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out]), n * self.scatter_bytes)
+        self._tab = out
+        level = sum(isinstance(p[2], _Ahead) for p in self._pending)
+        n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
+        ahead = _Ahead(int(base))
+        self._pending.append((read, n_left, ahead))
+        self._last = (n, most, m)
+        return n, most, ahead
 
-    def ahead_splits(self, ok: np.ndarray) -> None:
-        """Which nodes of the last :meth:`apply_searched` split (where allowed, the gain above SPLIT_EPS)."""
-        self._ahead().ok = np.asarray(ok, bool).reshape(-1)
-
-    def ahead_ok(self) -> np.ndarray:
-        """What :meth:`ahead_splits` said of the last :meth:`apply_searched` still pending."""
-        return self._ahead().ok
-
-    def _ahead(self) -> _Ahead:
-        ahead = next((p[2] for p in reversed(self._pending) if isinstance(p[2], _Ahead)), None)
-        if ahead is None:
-            raise RuntimeError("no apply_searched is pending")
-        return ahead
+    def _ahead_bound(self, last: str, out: str) -> tuple[Bound, Bound]:
+        """The table maker from ``last`` into ``out``, and the partition reading ``out``."""
+        key = (last, out)
+        if key not in self._ahead_bounds:
+            ws = self.ws
+            flags = self.k_flags.comp
+            self._ahead_bounds[key] = (
+                Bound(ws, self._ahead_comp, lambda: (ws[out], dict(res=ws["res"], last_tab=ws[last],
+                                                                   n_left=ws["n_left"], allow=ws["ahead_allow"]))),
+                Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
+        return self._ahead_bounds[key]
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
         """The scatter and the copy back of the ``n`` compact indices of the ``ns`` records of table ``tab``."""

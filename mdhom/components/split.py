@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import pyopencl as cl
 
 from mdhom.components.histogram import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import (
@@ -442,17 +441,18 @@ class SplitEvaluator:
             return self._totals_only(n, inv_scale)
         return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]), inv_scale)
 
-    def search_later(self, n: int, feature_mask: np.ndarray, params: object,
-                     inv_scale: np.ndarray | None) -> Callable[[], Splits]:
+    def search_later(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None,
+                     key: int = 0) -> Callable[[], Splits]:
         """:meth:`search` without waiting: the result is copied to the host behind the launches, and the
         returned function waits for it (the device goes on with what is queued after; nothing may overwrite
-        ``res`` before the copy, which the in-order queue guarantees). Numeric splits only."""
+        ``res`` before the copy, which the in-order queue guarantees). Numeric splits only. Results in flight at
+        once need distinct ``key``s (their host memory)."""
         ws = self.ws
         if self.categorical or ws.n_bins <= 2:
             raise ValueError("search_later: numeric splits over at least 3 bins only")
         self._launch(n, feature_mask, params, None)
-        host = np.empty((n, ws.n_outputs), self.res_dtype)
-        event = cl.enqueue_copy(ws.queue, host, ws["res"], is_blocking=False)
+        host, event = ws.read_later(f"split_result{key}", ws["res"], n * ws.n_outputs, self.res_dtype)
+        host = host.reshape(n, ws.n_outputs)
 
         def result() -> Splits:
             event.wait()

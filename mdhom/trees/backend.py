@@ -51,8 +51,8 @@ class TreeKernels(Protocol):
 
     # grow loss-guided trees by searching several leaves per step (the same tree; fewer device round trips)
     batch_lossguide: bool
-    # ... and split the children of each such step ahead, on the device, by their best splits (look_ahead)
-    lookahead: bool
+    # ... and split that many levels below each such step ahead, on the device, by their best splits (look_ahead)
+    lookahead: int
     build_seconds: float  # seconds spent building kernels (reported apart from the rounds)
 
     def bin_rows(self, mapper: object) -> Callable[[np.ndarray], object]:
@@ -142,15 +142,17 @@ class TreeKernels(Protocol):
         feature is categorical."""
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: np.ndarray, first_id: int) -> tuple[Splits, object, Splits]:
-        """``best_splits(hist)`` and the split step after it, taken before the host has seen that result: two
-        steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with ``small_left``),
-        built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids. Each splits by its
-        best split where ``allow`` is True and the gain is above ``SPLIT_EPS`` (finite), into ``first_id + 2i``
-        (left) and ``first_id + 2i + 1``. Returns (the splits of ``hist``, the children's histograms: for each node
-        the child of the smaller hessian sum (``left_smaller``), then for each the other; a node that does not
-        split contributes an empty node and itself; their best splits). Numeric splits of quantized histograms
-        (on devices; any precision in numpy)."""
+                   allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[object]]:
+        """``best_splits(hist)`` and ``len(allow)`` split steps after it, taken before the host has seen those
+        results: several steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with
+        ``small_left``), built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids.
+        Level k's entries (``len(nodes) * 2^k`` of them) split by their best split where ``allow[k]`` is True,
+        the entry is alive and the gain is above ``SPLIT_EPS`` (finite), into ``first_id[k] + 2i`` (left) and
+        ``first_id[k] + 2i + 1``; level k + 1 holds, for each entry, the child of the smaller hessian sum
+        (``left_smaller``), then for each the other (:func:`mdhom.trees.reference.ahead_step`: an entry that does
+        not split contributes an empty node and itself, neither alive). Returns (the splits of ``hist`` and of
+        each level, the levels' histograms). Numeric splits of quantized histograms (on devices; any precision
+        in numpy)."""
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree

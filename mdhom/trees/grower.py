@@ -23,6 +23,7 @@ from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import CategoryTables, Tree
 from mdhom.trees.reference import (
     NumpyTreeKernels,
+    ahead_step,
     category_sums,
     leaf_weight,
     left_smaller,
@@ -441,26 +442,36 @@ class _Candidates:
         h_small = kernels.histograms(np.asarray(small, np.int32))
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
         children = small + large
-        if not (kernels.lookahead and len(grow) == ns):
+        levels = kernels.lookahead if len(grow) == ns else 0
+        if not levels:
             self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split))
             return
-        # the step after this one on the device, before the host sees this one's result: each child splits by
-        # its best split (where its own children may split again), children first_id + 2j, first_id + 2j + 1
-        allow = np.array([_can_split(self.depth[c] + 1, self.params) for c in children])
-        first_id = self.n_ids
-        self.n_ids += 2 * len(children)
-        found, pair2, found2 = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
-                                                  allow, first_id)
-        smaller = self._searched(children, pair, found)
-        split = np.flatnonzero(allow & (found.gain > SPLIT_EPS)).tolist()
-        for j in split:
-            lo2, hi2 = first_id + 2 * j, first_id + 2 * j + 1
-            self.children[children[j]] = (lo2, hi2)
-            self.depth[lo2] = self.depth[hi2] = self.depth[children[j]] + 1
+        # the steps after this one on the device, before the host sees this one's result: level k's entries (the
+        # children's slots, 2^k each, alive or not) split by their best splits where their own children may split
+        # again, children first_id[k] + 2e, first_id[k] + 2e + 1
         m = len(children)
-        built = [first_id + 2 * j + (not smaller[j]) for j in split]
-        other = [first_id + 2 * j + smaller[j] for j in split]
-        self._searched(built + other, pair2, found2, split + [m + j for j in split], 2 * m)
+        depth0 = [self.depth[c] for c in children]
+        allow, first_id = [], []
+        for k in range(levels):
+            allow.append(np.array([_can_split(depth0[e % m] + k + 1, self.params) for e in range(m << k)]))
+            first_id.append(self.n_ids)
+            self.n_ids += 2 * (m << k)
+        founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
+                                           allow, first_id)
+        ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
+        self._searched(children, pair, founds[0])
+        for k in range(levels):
+            ok, built_left, next_alive = ahead_step(founds[k], alive, allow[k])
+            n_k = ids.size
+            lo = first_id[k] + 2 * np.arange(n_k)
+            built, other = np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)
+            for e in np.flatnonzero(ok).tolist():
+                parent, c0 = int(ids[e]), int(lo[e])
+                self.children[parent] = (c0, c0 + 1)
+                self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
+            ids, alive = np.concatenate([built, other]), next_alive
+            at = np.flatnonzero(alive).tolist()
+            self._searched(ids[at].tolist(), hists[k], founds[k + 1], at, 2 * n_k)
 
     def _searched(self, nodes: list[int], pair: object, found: Splits, at: list[int] | None = None,
                   n_in: int | None = None) -> list[bool]:

@@ -30,7 +30,7 @@ from mdhom.components.histogram import DeviceHist, HistogramBuilder, rows_fit
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
-from mdhom.components.split import SPLIT_EPS, XGBOOST_GAIN, SplitEvaluator
+from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.learn.binning import BinMapper, bin_dtype
@@ -38,9 +38,10 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
-from mdhom.trees.reference import left_smaller
+from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
+LOOKAHEAD_GPU = 1  # loss-guided levels split on the device per round trip, by default on GPUs
 
 
 def _workspace_attribute(name: str, writable: bool = False) -> property:
@@ -90,7 +91,7 @@ class OpenCLTreeKernels:
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
-                 columns: bool | None = None, lookahead: bool | None = None) -> None:
+                 columns: bool | None = None, lookahead: int | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -101,7 +102,7 @@ class OpenCLTreeKernels:
         self.whole_rows = (self.ws.device.type == "cpu") if whole_rows is None else bool(whole_rows)
         self.device, self.precision = self.ws.device, precision
         self._lookahead = lookahead
-        self.lookahead = False  # decided at load: it needs numeric splits of quantized histograms
+        self.lookahead = 0  # decided at load: it needs numeric splits of quantized histograms
         self.scores_: ScoreUpdater | None = None
         self.binner: DeviceBinner | None = None
 
@@ -217,7 +218,8 @@ class OpenCLTreeKernels:
         # look-ahead (GPUs): a loss-guided step costs the host ~1.3 ms on the H100 machine's host while its kernels
         # take ~0.4, so a second step decided on the device halves the round trips for a little device work
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
-        self.lookahead = ahead and (ws.device.type == "gpu" if self._lookahead is None else bool(self._lookahead))
+        want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
+        self.lookahead = want if ahead else 0
         self.rows = RowPartitioner(ws, ahead=ahead)
         self.hist = HistogramBuilder(ws, self.whole_rows)
         self.split = SplitEvaluator(ws, XGBOOST_GAIN)
@@ -311,34 +313,48 @@ class OpenCLTreeKernels:
         self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left)
 
     def look_ahead(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: np.ndarray, first_id: int) -> tuple[Splits, DeviceHist, Splits]:
+                   allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[DeviceHist]]:
         self.hist.check(hist)
-        n = hist.n_nodes
+        levels = len(allow)
+        inv = self.gradients.inv_scale
         self.hist.to_work(hist)
-        later = self.split.search_later(n, feature_mask, params, self.gradients.inv_scale)
-        allow = np.asarray(allow, bool).reshape(-1)
-        first: list[Splits] = []
+        later = [self.split.search_later(hist.n_nodes, feature_mask, params, inv)]
+        founds: list[Splits] = []
+        aheads = []
+        state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool)}
 
-        def splits_of_hist() -> None:  # waits for the first search's result: the device has the rest queued
-            first.append(later())
-            with np.errstate(invalid="ignore"):
-                self.rows.ahead_splits(allow & np.isfinite(first[0].gain) & (first[0].gain > SPLIT_EPS))
+        def take(k: int) -> None:  # level k's splits: which of its nodes split, and the next level's ids
+            founds.append(later[k]())
+            ok, built_left, alive = ahead_step(founds[k], state["alive"], allow[k])
+            aheads[k].nodes, aheads[k].ok = state["ids"], ok
+            lo = first_id[k] + 2 * np.arange(ok.size)
+            state["ids"] = np.concatenate([np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)])
+            state["alive"] = alive
 
         self.gradients.ensure()
-        _, most = self.rows.apply_searched(nodes, allow, first_id)
-        rows = 0
-        if self.ws.profile:  # the rows the histogram reads, for the bytes a profile reports (profiling waits anyway)
-            splits_of_hist()
-            lo = first_id + 2 * np.arange(n)
-            built = np.where(left_smaller(first[0].left_sum, first[0].right_sum), lo, lo + 1)
-            rows = self.rows.rows_of(built[self.rows.ahead_ok()])
-        self.hist.ensure(n)
-        pair = self.hist.siblings(hist, self.hist.build(np.full(n, -1, np.int32), most, rows))
-        self.hist.to_work(pair)
-        second = self.split.search(pair.n_nodes, feature_mask, params, self.gradients.inv_scale,
-                                   None if first else splits_of_hist)
+        cur, hists = hist, []
+        for k in range(levels):
+            m = cur.n_nodes
+            _, most, ahead = self.rows.apply_searched(allow[k], first_id[k])
+            aheads.append(ahead)
+            rows = 0
+            if self.ws.profile:  # the rows the histogram reads, for the bytes a profile reports (profiling waits)
+                take(k)
+                rows = self.rows.rows_of(state["ids"][:m][ahead.ok])
+            self.hist.ensure(m)
+            cur = self.hist.siblings(cur, self.hist.build(np.full(m, -1, np.int32), most, rows))
+            hists.append(cur)
+            self.hist.to_work(cur)
+            if k + 1 < levels:
+                later.append(self.split.search_later(cur.n_nodes, feature_mask, params, inv, key=k + 1))
+
+        def take_all() -> None:  # while the last search runs: the earlier results, in order
+            for k in range(len(founds), levels):
+                take(k)
+
+        last = self.split.search(cur.n_nodes, feature_mask, params, inv, take_all)
         self.rows.resolve()
-        return first[0], pair, second
+        return [*founds, last], hists
 
     def relabel(self, node_map: np.ndarray) -> None:
         self.rows.relabel(node_map)

@@ -269,6 +269,16 @@ def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
     return np.asarray(sum_in_order(left_sum[:, :, 1], axis=-1) <= sum_in_order(right_sum[:, :, 1], axis=-1), bool)
 
 
+def ahead_step(found: Splits, alive: np.ndarray, allow: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One level of a look-ahead (:meth:`mdhom.trees.backend.TreeKernels.look_ahead`) from its entries' splits:
+    which entries split (alive, allowed, gain finite and above SPLIT_EPS), whether each builds its left child
+    (``left_smaller``; an entry that does not split: left, an empty node), and which slots of the next level are
+    alive (entry e's built child at e, the other at n + e)."""
+    with np.errstate(invalid="ignore"):
+        ok = np.asarray(alive, bool) & np.asarray(allow, bool) & np.isfinite(found.gain) & (found.gain > SPLIT_EPS)
+    return ok, left_smaller(found.left_sum, found.right_sum) | ~ok, np.concatenate([ok, ok])
+
+
 class NumpyTreeKernels:
     """:class:`mdhom.trees.backend.TreeKernels` in numpy: the reference backend.
 
@@ -280,7 +290,7 @@ class NumpyTreeKernels:
     inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round's gradients, quantized only
     # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
     batch_lossguide = False
-    lookahead = False  # ... and look_ahead is the reference of the devices' look-ahead step
+    lookahead = 0  # ... and look_ahead is the reference of the devices' look-ahead steps
     build_seconds = 0.0
     cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
 
@@ -414,19 +424,21 @@ class NumpyTreeKernels:
             self.row_node[rows] = np.where(go, lo, hi)
 
     def look_ahead(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: np.ndarray, first_id: int) -> tuple[Splits, np.ndarray, Splits]:
-        first = self.best_splits(hist, feature_mask, params)
-        n = len(nodes)
-        lo = first_id + 2 * np.arange(n, dtype=np.int32)
-        hi = lo + 1
-        with np.errstate(invalid="ignore"):
-            ok = np.asarray(allow, bool) & np.isfinite(first.gain) & (first.gain > SPLIT_EPS)
-        k = np.flatnonzero(ok)
-        self.apply_splits(np.asarray(nodes, np.int32)[k], first.feature[k], first.bin[k], first.default_left[k],
-                          lo[k], hi[k])
-        built = np.where(left_smaller(first.left_sum, first.right_sum) | ~ok, lo, hi)
-        pair = self.siblings(hist, self.histograms(built))
-        return first, pair, self.best_splits(pair, feature_mask, params)
+                   allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[np.ndarray]]:
+        founds, hists = [self.best_splits(hist, feature_mask, params)], []
+        ids, alive = np.asarray(nodes, np.int32).reshape(-1), np.ones(hist.shape[0], bool)
+        for al, base in zip(allow, first_id, strict=True):
+            f, n = founds[-1], ids.size
+            ok, built_left, next_alive = ahead_step(f, alive, al)
+            lo = base + 2 * np.arange(n, dtype=np.int32)
+            k = np.flatnonzero(ok)
+            self.apply_splits(ids[k], f.feature[k], f.bin[k], f.default_left[k], lo[k], lo[k] + 1)
+            built, other = np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)
+            hist = self.siblings(hist, self.histograms(built))
+            hists.append(hist)
+            founds.append(self.best_splits(hist, feature_mask, params))
+            ids, alive = np.concatenate([built, other]), next_alive
+        return founds, hists
 
     def relabel(self, node_map: np.ndarray) -> None:
         self.row_node = np.asarray(node_map, np.int32)[self.row_node]
