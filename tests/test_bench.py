@@ -500,7 +500,7 @@ class FakeBackend:
     def set_gradients(self, g, h):
         self._kernel("tree_gather_gh", 0.5)
 
-    def histograms(self, nodes):
+    def histograms(self, nodes, transient=False):
         self._kernel("tree_histogram", 1.0 * len(nodes))
         return self.subtract(None, None)  # a nested backend call: counted once, under the outer call
 

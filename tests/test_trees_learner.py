@@ -122,9 +122,9 @@ class CountingKernels(NumpyKernels):
         self.calls: list[list[int]] = []
         self.subtractions = 0
 
-    def histograms(self, nodes):
+    def histograms(self, nodes, transient=False):
         self.calls.append([int(n) for n in nodes])
-        return super().histograms(nodes)
+        return super().histograms(nodes, transient)
 
     def subtract(self, parent, child):
         self.subtractions += 1

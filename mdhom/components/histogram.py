@@ -451,9 +451,13 @@ class HistogramBuilder:
         self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
         self._work_holds: tuple[int, int, int] | None = None  # ... and hist_work
 
-    def check(self, hist: DeviceHist) -> None:
+    def check(self, hist: DeviceHist, transient: bool = False) -> None:
+        """A handle of this tree; a transient one (``build(transient=True)``) only where allowed, and only while
+        hist_small still holds it."""
         if hist.gen != self.gen:
             raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
+        if hist.slot < 0 and (not transient or self._small_holds != (hist.gen, hist.slot, hist.n_nodes)):
+            raise ValueError("a transient histogram handle is only the child of the next siblings call")
 
     def _alloc(self, n: int) -> int:
         slot = self.top
@@ -471,9 +475,11 @@ class HistogramBuilder:
         self.ws.fill("tree_fill", self.ws["arena"], slot * self.nb, n * self.nb)
         return DeviceHist(slot, n, np.asarray(nodes, np.int32), self.gen)
 
-    def build(self, nodes: np.ndarray, max_count: int, rows: int = 0) -> DeviceHist:
+    def build(self, nodes: np.ndarray, max_count: int, rows: int = 0, transient: bool = False) -> DeviceHist:
         """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest; ``rows``, their
-        rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are read once)."""
+        rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are read once).
+        ``transient``: the handle is only the child of the next ``siblings`` call, which copies it with its
+        siblings into the arena anyway; it gets no copy of its own (a launch per split step)."""
         nodes = np.asarray(nodes, np.int32).reshape(-1)
         n = int(nodes.size)
         if n == 0 or max_count == 0:
@@ -490,6 +496,9 @@ class HistogramBuilder:
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
         ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows), rows * self.row_bytes)
+        if transient:
+            self._small_holds = (self.gen, -1, n)
+            return DeviceHist(-1, n, nodes, self.gen)
         slot = self._alloc(n)
         self._copy("arena", slot, "hist_small", 0, n)
         self._small_holds = (self.gen, slot, n)
@@ -497,7 +506,7 @@ class HistogramBuilder:
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
         """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch)."""
-        self.check(child)
+        self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)
         if self._small_holds != (child.gen, child.slot, n):

@@ -102,8 +102,9 @@ class TreeKernels(Protocol):
     def reset_rows(self) -> None:
         """Put every row into node 0 (the root) at the start of a tree."""
 
-    def histograms(self, nodes: np.ndarray) -> object:
-        """Histograms of the listed node ids (int32) over the rows now in those nodes; a handle."""
+    def histograms(self, nodes: np.ndarray, transient: bool = False) -> object:
+        """Histograms of the listed node ids (int32) over the rows now in those nodes; a handle. ``transient``:
+        the handle is only the child of the next ``siblings``/``siblings_from`` call (a device keeps no copy)."""
 
     def subtract(self, parent: object, child: object) -> object:
         """parent - child, node by node: the sibling's histograms without a pass over the rows."""

@@ -142,6 +142,7 @@ class _Nodes:
         self.n = 0
         self._alloc(64)
         self.cat_left: dict[int, np.ndarray] = {}  # the left bins of each categorical split node
+        self._deferred: list[tuple[int, int, Splits, int]] = []  # splits taken by defer, not yet written
 
     def _alloc(self, cap: int) -> None:
         old = self.n
@@ -150,7 +151,8 @@ class _Nodes:
                  ) -> np.ndarray:
             out = np.full((cap, *shape), fill, dtype)
             if a is not None:
-                out[:old] = a[:old]
+                k = min(old, len(a))
+                out[:k] = a[:k]
             return out
 
         get = self.__dict__.get
@@ -189,6 +191,42 @@ class _Nodes:
         if is_categorical(params, int(self.feature[node])):
             self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
+
+    def defer(self, node: int, splits: Splits, i: int) -> tuple[int, int]:
+        """:meth:`split`, written later by :meth:`flush` (the loss-guided walk takes ~250 splits a tree between
+        device steps; a dozen numpy item writes each add up on a GPU host)."""
+        lo = self.n
+        self.n += 2
+        self._deferred.append((node, lo, splits, i))
+        return lo, lo + 1
+
+    def flush(self, params: GrowParams) -> None:
+        """Write the deferred splits, grouped by the search that found them."""
+        deferred, self._deferred = self._deferred, []
+        if not deferred:
+            return
+        if self.n > self.depth.size:
+            self._alloc(max(self.n, 2 * self.depth.size))
+        groups: dict[int, tuple[Splits, list[int], list[int], list[int]]] = {}
+        depth = self.depth[: self.n].tolist()
+        for node, lo, splits, i in deferred:
+            g = groups.setdefault(id(splits), (splits, [], [], []))
+            g[1].append(node)
+            g[2].append(lo)
+            g[3].append(i)
+            depth[lo] = depth[lo + 1] = depth[node] + 1  # in split order: a parent's depth is written first
+        self.depth[: self.n] = depth
+        for splits, nodes, los, idx in groups.values():
+            node, lo, i = np.asarray(nodes), np.asarray(los), np.asarray(idx)
+            self.sums[lo], self.sums[lo + 1] = splits.left_sum[i], splits.right_sum[i]
+            self.left[node], self.right[node] = lo, lo + 1
+            self.feature[node], self.bin[node] = splits.feature[i], splits.bin[i]
+            self.default_left[node] = splits.default_left[i]
+            self.gain[node] = np.asarray(splits.gain[i], np.float64) + params.split.min_split_gain
+            if params.categorical is not None:
+                for nd, j in zip(nodes, idx, strict=True):
+                    if is_categorical(params, int(splits.feature[j])):
+                        self.cat_left[nd] = splits.cat_left[j].copy()
 
     def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray, params: GrowParams
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], None]]:
@@ -343,7 +381,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, param
             return
         small = np.where(left_small, lo, hi)
         large = np.where(left_small, hi, lo)
-        h_small = kernels.histograms(small)  # one histogram pass for the whole level
+        h_small = kernels.histograms(small, transient=True)  # one histogram pass for the whole level
         hist = _siblings(kernels, hist, h_small, chosen.tolist(), len(level))
         level = small.tolist() + large.tolist()
         splits = kernels.best_splits(hist, mask, params.split, then=record)
@@ -403,6 +441,7 @@ class _Candidates:
         # per node searched: whether its left child is the smaller (decided once per search, as arrays)
         self.small_left: dict[int, bool] = {0: bool(left_smaller(splits.left_sum, splits.right_sum)[0])}
         self.depth: dict[int, int] = {0: 0}
+        self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
         self.n_ids = 1
 
@@ -439,7 +478,7 @@ class _Candidates:
             return
         small = [int(lo[k] if left_small[k] else hi[k]) for k in grow]
         large = [int(hi[k] if left_small[k] else lo[k]) for k in grow]
-        h_small = kernels.histograms(np.asarray(small, np.int32))
+        h_small = kernels.histograms(np.asarray(small, np.int32), transient=True)
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
         children = small + large
         levels = kernels.lookahead if len(grow) == ns else 0
@@ -481,9 +520,11 @@ class _Candidates:
         at = list(range(len(nodes))) if at is None else at
         n_in = len(nodes) if n_in is None else n_in
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
+        gains = found.gain.tolist()
         for node, j in zip(nodes, at, strict=True):
             self.hist[node] = (pair, j, n_in)
             self.found[node] = (found, j)
+            self.gain[node] = gains[j]
             self.small_left[node] = smaller[j]
         return smaller
 
@@ -535,13 +576,14 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
             continue
         heapq.heappop(heap)
         sp, i = cand.split_of(at)
-        lo, hi = nodes.split(node, sp, i, params)
-        tree_of[lo], tree_of[hi] = cand.children[at]
+        lo, hi = nodes.defer(node, sp, i)
+        c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
         n_leaves += 1
-        if not _can_split(nodes.depth[lo], params) or n_leaves >= limit:
+        if not _can_split(cand.depth[c_lo], params) or n_leaves >= limit:
             continue
-        for child in (lo, hi):
-            csp, j = cand.split_of(tree_of[child])
-            if csp.gain[j] > SPLIT_EPS:
-                heapq.heappush(heap, (-float(csp.gain[j]), child))
+        for child, c in ((lo, c_lo), (hi, c_hi)):
+            gain = cand.gain[c]
+            if gain > SPLIT_EPS:
+                heapq.heappush(heap, (-gain, child))
+    nodes.flush(params)
     kernels.relabel(cand.leaf_map(tree_of, lambda t: nodes.left[t] < 0))

@@ -266,14 +266,14 @@ class OpenCLTreeKernels:
             self.gradients.stale = True
         self.hist.reset()
 
-    def histograms(self, nodes: np.ndarray) -> DeviceHist:
+    def histograms(self, nodes: np.ndarray, transient: bool = False) -> DeviceHist:
         nodes = np.asarray(nodes, np.int32).reshape(-1)
         self.hist.ensure(int(nodes.size))
         max_count = self.rows.slots(nodes) if nodes.size else 0
         if max_count:
             self.gradients.ensure()
         rows = self.rows.rows_of(nodes) if self.ws.profile and max_count else 0  # a wait: profiling only
-        return self.hist.build(nodes, max_count, rows)
+        return self.hist.build(nodes, max_count, rows, transient)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         return self.hist.siblings(parent, child, index)
@@ -342,7 +342,7 @@ class OpenCLTreeKernels:
                 take(k)
                 rows = self.rows.rows_of(state["ids"][:m][ahead.ok])
             self.hist.ensure(m)
-            cur = self.hist.siblings(cur, self.hist.build(np.full(m, -1, np.int32), most, rows))
+            cur = self.hist.siblings(cur, self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True))
             hists.append(cur)
             self.hist.to_work(cur)
             if k + 1 < levels:

@@ -395,7 +395,7 @@ class NumpyTreeKernels:
     def reset_rows(self) -> None:
         self.row_node[:] = 0
 
-    def histograms(self, nodes: np.ndarray) -> np.ndarray:
+    def histograms(self, nodes: np.ndarray, transient: bool = False) -> np.ndarray:
         return histograms(self.bins, self.grad, self.hess, self.row_node, np.asarray(nodes), self.n_bins)
 
     def subtract(self, parent: np.ndarray, child: np.ndarray) -> np.ndarray:
