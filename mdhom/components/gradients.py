@@ -238,7 +238,7 @@ class GradientSource:
             raise RuntimeError("compute_gradients needs set_objective first")
         if ws.n_rows:
             if keep is None:  # the kernel reads keep[0] (non-zero) when use_keep is 0
-                cl.enqueue_copy(ws.queue, self.keep, self._one, is_blocking=False)
+                ws.send(self.keep, self._one)
             else:
                 ws.put("keep", self.keep, np.asarray(keep, bool).reshape(-1), np.uint8)
             ws.record(self.d_grad.name, self.k_grad[cur]({"row": ws.n_rows, "output": ws.n_outputs},

@@ -430,9 +430,8 @@ class RowPartitioner:
             return prep[1]
         if n == 1 and int(nodes[0]) == 0 and self.begin[0] == 0 and self.count[0] == ws.n_rows:
             if ws.n_rows:
-                q = ws.queue
-                cl.enqueue_copy(q, ws["slot_begin"], self._root_host[:1], is_blocking=False)
-                cl.enqueue_copy(q, ws["slot_count"], self._root_host[1:], is_blocking=False)
+                ws.send(ws["slot_begin"], self._root_host[:1])
+                ws.send(ws["slot_count"], self._root_host[1:])
             return ws.n_rows
         self.resolve()
         begin, count = self._ranges(nodes)
@@ -487,9 +486,8 @@ class RowPartitioner:
         block = tab.view(np.int32).reshape(ns, len(SPLIT_FIELDS))
         for j, col in enumerate(cols):
             block[:, j] = col
-        q = ws.queue
         if row is None:
-            cl.enqueue_copy(q, ws["split_tab"], tab, is_blocking=False)
+            ws.send(ws["split_tab"], tab)
         else:
             ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
         events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)

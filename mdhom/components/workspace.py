@@ -96,6 +96,7 @@ class Workspace:
         self._events: list[tuple[str, list[cl.Event]]] = []
         self._staging = Staging()
         self._pinned: dict[str, tuple[cl.Buffer, np.ndarray]] = {}  # key -> (buffer, its mapped host bytes)
+        self._sent: list[cl.Event] = []  # uploads since the last sync (send)
         self._named: dict[str, cl.Buffer] = {}
         self._caps: dict[str, int] = {}
         # bytes of the buffers allocated through this workspace that are alive, and the most at once (what a GPU
@@ -312,7 +313,13 @@ class Workspace:
             return
         host = self._staging.take(key, values.size, np.dtype(dtype))
         host[...] = values
-        cl.enqueue_copy(self.queue, dst, host, dst_offset=offset, is_blocking=False)
+        self.send(dst, host, offset)
+
+    def send(self, dst: cl.Buffer, host: np.ndarray, offset: int = 0) -> None:
+        """``host`` (left untouched until the next sync) into ``dst`` without waiting. The copy's event is kept until
+        then: pyopencl's events of host copies wait for the copy when they are dropped, which would make every
+        upload wait for all the work queued before it."""
+        self._sent.append(cl.enqueue_copy(self.queue, dst, host, dst_offset=offset, is_blocking=False))
 
     def staging(self, key: str, n: int, dtype: np.dtype) -> np.ndarray:
         """A reused host array to fill and upload without waiting (free again after the next sync)."""
@@ -351,6 +358,7 @@ class Workspace:
         """After a blocking wait: free the upload arrays and add up the profiled kernel times."""
         self.syncs += 1
         self._staging.release()
+        self._sent.clear()  # every upload is done: the queue ran past them
         for name, events in self._events:
             t = sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
             self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + t

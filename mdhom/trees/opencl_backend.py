@@ -41,7 +41,7 @@ from mdhom.trees.backend import SplitParams, Splits
 from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
-LOOKAHEAD_GPU = 1  # loss-guided levels split on the device per round trip, by default on GPUs
+LOOKAHEAD_GPU = 0  # loss-guided levels split on the device per round trip, by default on GPUs (see load)
 
 
 def _workspace_attribute(name: str, writable: bool = False) -> property:
@@ -215,8 +215,10 @@ class OpenCLTreeKernels:
         ws.load(bins, n_bins, n_outputs, cat_mode)
         self.n_rows, self.n_features, self.n_bins, self.n_outputs = ws.n_rows, ws.n_features, ws.n_bins, n_outputs
         self.gradients = GradientSource(ws)
-        # look-ahead (GPUs): a loss-guided step costs the host ~1.3 ms on the H100 machine's host while its kernels
-        # take ~0.4, so a second step decided on the device halves the round trips for a little device work
+        # look-ahead: levels split on the device halve a loss-guided tree's round trips (25 instead of 44 on 10.5M
+        # Higgs rows), but on the H100 machine a round is bound by the host's launches, not by its waits, and the
+        # dead slots add work: rounds alternating in one process (.prof/abla.py, 3 pairs) 0.0452/0.0379/0.0384 s
+        # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
         self.lookahead = want if ahead else 0
