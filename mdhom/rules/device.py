@@ -112,14 +112,36 @@ out = (covered != 0 && mdh_b != missing && (op == 0 ? mdh_b <= bin : mdh_b > bin
 
 
 @lru_cache(maxsize=2)
+def cover_best(bin_type: str = "uchar") -> Description:
+    """:func:`cover` with the condition the score kernel chose (its split_t ``best``: the flat index over (feature,
+    bin, operator) of the searched features, whose bins ``bins`` holds side by side, ``n_feat`` of them), read on
+    the device: the next refinement step is launched before the host has read this one's winner. No winner (value
+    -inf, or an index out of range) covers nothing (the host discards that step's successors)."""
+    return Description(
+        "rule_cover_best", ["row"], [Concat()], "uchar",
+        scalar=f"""
+const int mdh_i = best[{_BEST_INDEX}];
+const int mdh_n = n_bins - 2;
+const int mdh_ok = best_value[0] > -INFINITY && mdh_n > 0 && mdh_i >= 0 && mdh_i < n_feat * mdh_n * 2;
+const int mdh_b = mdh_ok ? bins[(long)row * n_feat + mdh_i / (2 * mdh_n)] : 0;
+const int mdh_t = mdh_ok ? (mdh_i / 2) % mdh_n : 0;
+out = (mdh_ok && covered != 0 && mdh_b != n_bins - 1 && (mdh_i % 2 == 0 ? mdh_b <= mdh_t : mdh_b > mdh_t)) ? 1 : 0;""",
+        inputs=[Input("covered", "uchar", ("row",)), Input("bins", bin_type, ("*",), gather=True),
+                Input("best", "int", ("*",), gather=True), Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int")],
+    )
+
+
+@lru_cache(maxsize=2)
 def feature_bins(bin_type: str = "uchar") -> Description:
-    """The bins of the sampled features ``fidx`` (ascending) as a rows x sample matrix: what the histogram reads
-    instead of every feature's bins when a step searches a sample."""
+    """The bins of the sampled features ``fidx[fidx0 ..]`` (ascending) as a rows x sample matrix: what the histogram
+    reads instead of every feature's bins when a step searches a sample (``fidx0``: the step's row of a batch's
+    samples, uploaded together)."""
     return Description(
         "rule_feature_bins", ["row", "feat"], [Concat(), Concat()], bin_type,
-        scalar="out = bins[(long)row * n_feat + fidx[feat]];",
+        scalar="out = bins[(long)row * n_feat + fidx[fidx0 + feat]];",
         inputs=[Input("bins", bin_type, ("*",), gather=True), Input("fidx", "int", ("*",), gather=True)],
-        params=[Param("n_feat", "int")],
+        params=[Param("n_feat", "int"), Param("fidx0", "int")],
     )
 
 
@@ -267,11 +289,33 @@ def _cover_inputs(s, rng):  # noqa: ANN001, ANN202
 def _feature_bins_inputs(s, rng):  # noqa: ANN001, ANN202
     n, f = int(s["row"]), 120
     return {"bins": rng.integers(0, 34, n * f).astype(np.uint8),
-            "fidx": np.sort(rng.choice(f, int(s["feat"]), replace=False)).astype(np.int32), "n_feat": f}
+            "fidx": np.concatenate([rng.integers(0, f, 5), np.sort(rng.choice(f, int(s["feat"]), replace=False))]
+                                   ).astype(np.int32), "n_feat": f, "fidx0": 5}
 
 
 def _feature_bins_ref(a):  # noqa: ANN001, ANN202
-    return a["bins"].reshape(-1, a["n_feat"])[:, a["fidx"]]
+    return a["bins"].reshape(-1, a["n_feat"])[:, a["fidx"][a["fidx0"]:]]
+
+
+def _cover_best_inputs(s, rng):  # noqa: ANN001, ANN202
+    n, f, nb = int(s["row"]), 7, 34
+    best = np.zeros(1, _BEST)
+    best["value"], best["index"] = 0.25, 2 * (nb - 2) * 4 + 2 * 13 + 1  # feature 4, bin 13, ">"
+    raw = best.view(np.uint8)
+    return {"covered": (rng.random(n) < 0.8).astype(np.uint8), "bins": rng.integers(0, nb, n * f).astype(np.uint8),
+            "best": raw.view(np.int32).copy(), "best_value": raw.view(np.float64).copy(), "n_feat": f, "n_bins": nb}
+
+
+def _cover_best_ref(a):  # noqa: ANN001, ANN202
+    best = a["best"].view(np.uint8).view(_BEST)[0]
+    nb, f = a["n_bins"], a["n_feat"]
+    idx, n_cand = int(best["index"]), nb - 2
+    if not (best["value"] > -np.inf and n_cand > 0 and 0 <= idx < f * n_cand * 2):
+        return np.zeros(a["covered"].size, np.uint8)
+    at, rest = divmod(idx, 2 * n_cand)
+    b, op = divmod(rest, 2)
+    return _cover_ref({"covered": a["covered"], "bins": a["bins"], "n_feat": f, "feat": at, "bin": b, "op": op,
+                       "missing": nb - 1})
 
 
 def _cover_ref(a):  # noqa: ANN001, ANN202
@@ -305,15 +349,25 @@ ATOMS_Q = KernelSpec("rule_atoms_q", elementwise("row"), tuning=Tuning(
 COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
     lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
     doc="rule refinement: the coverage mask after a condition"))
+COVER_BEST = KernelSpec("rule_cover_best", elementwise("row"), tuning=Tuning(
+    lambda s: cover_best(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_best_inputs, _cover_best_ref,
+    doc="rule refinement: the coverage mask after the condition the last step chose, read on the device"))
 FEATURE_BINS = KernelSpec("rule_feature_bins", elementwise("row"), tuning=Tuning(
     lambda s: feature_bins(), {c: {"row": n, "feat": 7} for c, n in _ROW_CLASSES.items()}, _feature_bins_inputs,
     _feature_bins_ref, doc="rule refinement: the sampled features' bins side by side"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, FEATURE_BINS, RESULT)
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, COVER_BEST, FEATURE_BINS, RESULT)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
 
 
 # ------------------------------------------------------------------------------------------------ the driver
+# the most refinement steps a batch launches before its one read-back (best_batch). The learner's batches grow 2, 4,
+# 8, 8, ... within a rule (mdhom.rules.induction.Learner._batch): on the mediamill-shaped benchmark (label-wise loss,
+# single-label heads, 32 bins; rules 1-100) a rule takes 4.7 steps and as many reads one step at a time, 2.6 reads
+# and 6.1 steps so (the steps after a rejected one are wasted); 1 turns batches off
+LOOKAHEAD = 8
+
+
 class DeviceRefinement:
     """The refinement search of one fit on one device (:mod:`mdhom.rules.binned`'s semantics).
 
@@ -327,7 +381,7 @@ class DeviceRefinement:
     def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
                  n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
                  configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double",
-                 coupled_budget: int | None = None) -> None:
+                 coupled_budget: int | None = None, lookahead: int = LOOKAHEAD) -> None:
         if precision not in ("double", "quantized"):
             raise ValueError(f"the rule refinement runs in 'double' or 'quantized' precision, not {precision!r}")
         self.ws = ws = Workspace(device, precision, configs=configs)
@@ -343,6 +397,10 @@ class DeviceRefinement:
         self.stat_dtype = stat
         queue = ws.queue
         bins = np.ascontiguousarray(bins)
+        self.lookahead = max(1, int(lookahead))
+        # one row per step of a batch (best_batch): each row a sub-buffer, so at the device's base address alignment
+        align = max(1, int(ws.device.cl_device.mem_base_addr_align) // 8)
+        self._res_stride = -(-SIDE.dtype.itemsize * (self.n_labels + 1) // align) * align
         ws.ensure("bins", bins.nbytes)
         cl.enqueue_copy(queue, ws["bins"], bins)
         # H (n x h_width) is allocated by the first start() that sends one: complete heads of the example-wise
@@ -352,7 +410,8 @@ class DeviceRefinement:
                              ("hcol", 4 * max(self.n_labels, self.h_width)), ("pair_r", 4 * self.h_width),
                              ("pair_c", 4 * self.h_width), ("gh", cell * n * slots),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
-                             ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f),
+                             ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.lookahead),
+                             ("res_batch", self._res_stride * self.lookahead),
                              ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
             ws.ensure(name, nbytes)
         # the histogram's one node owns rows 0 .. n
@@ -366,6 +425,11 @@ class DeviceRefinement:
         k_cov = ws.build(COVER, cover(bin_ctype(nb)), {"row": n})
         self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
                                                                                 bins=ws["bins"]))) for c in (0, 1)]
+        # a batch's later steps narrow the mask by the winner the device holds, over the bins that step searched
+        k_cb = ws.build(COVER_BEST, cover_best(bin_ctype(nb)), {"row": n})
+        self.k_cover_best = {(src, c): Bound(ws, k_cb, lambda src=src, c=c: (ws[f"cov{1 - c}"], dict(
+            covered=ws[f"cov{c}"], bins=ws[src], best=ws["best"], best_value=ws["best"])))
+            for src in ("bins", "sbins") for c in (0, 1)}
         k_fb = ws.build(FEATURE_BINS, feature_bins(bin_ctype(nb)), {"row": n, "feat": f})
         self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
         self.d_hist = hg.histogram(nb, precision)
@@ -381,6 +445,12 @@ class DeviceRefinement:
         k_res = ws.build(RESULT, result(precision), {"slot": slots})
         self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
                                                                   best_value=ws["best"], **inv())))
+        # the result of a batch's step j goes to row j of res_batch (sub-buffers: the kernel writes from offset 0)
+        batch_rows = [ws["res_batch"].get_sub_region(j * self._res_stride, self._res_stride)
+                      for j in range(self.lookahead)]
+        self.k_result_batch = [Bound(ws, k_res, lambda r=r: (r, dict(scan=ws["scan"], best=ws["best"],
+                                                                     best_value=ws["best"], **inv())))
+                               for r in batch_rows]
         self._inv = inv
         self._scores: dict[tuple[str, int], Bound] = {}
         dev = ws.device
@@ -486,8 +556,6 @@ class DeviceRefinement:
 
     def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
         """The best condition over the sampled ``features`` (ascending) for the rows covered now; one read."""
-        from mdhom.rules.refinement import Refinement
-
         ws, head = self.ws, self.head
         n, nb, k = self.n, self.n_bins, head.k
         features = np.asarray(features)
@@ -496,9 +564,17 @@ class DeviceRefinement:
             return None
         if f < self.n_feat:
             ws.put("fidx", ws["fidx"], features, np.int32)
-            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat))
+            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat, fidx0=0))
         if head.coupled:
             return self._best_coupled(features)
+        self._search(f, self.k_result)
+        host = ws.read(np.empty(k + 1, SIDE.dtype), ws["res"])
+        self.steps += 1
+        return self._refinement(host, features)
+
+    def _search(self, f: int, result: Bound) -> None:
+        """Launch one step's search over ``f`` features (their bins in place) into ``result``'s buffer."""
+        ws, k, n, nb = self.ws, self.head.k, self.n, self.n_bins
         if f != self._mask_key:
             ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
@@ -508,11 +584,15 @@ class DeviceRefinement:
         ws.record(self.d_hist.name, self.k_hist["sbins" if f < self.n_feat else "bins"](
             {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
-        ws.record(head_gain(head.kind).kernel_name, self._score(head.kind, k)(
+        ws.record(head_gain(self.head.kind).kernel_name, self._score(self.head.kind, k)(
             {"node": 1, "feat": f, "bin": nb - 2, "dir": 2}, l2=self.l2, l1=self.l1, min_coverage=self.min_coverage))
-        ws.record("rule_refine_result", self.k_result({"slot": k + 1}, n_feat=f, n_bins=nb))
-        host = ws.read(np.empty(k + 1, SIDE.dtype), ws["res"])
-        self.steps += 1
+        ws.record("rule_refine_result", result({"slot": k + 1}, n_feat=f, n_bins=nb))
+
+    def _refinement(self, host: np.ndarray, features: np.ndarray):  # noqa: ANN202 - a Refinement or None
+        """The condition a step's read-back (k + 1 SIDE records) names, ``features`` the step's searched ones."""
+        from mdhom.rules.refinement import Refinement
+
+        k, nb = self.head.k, self.n_bins
         value = float(host["value"][0])
         if not value > -np.inf:
             return None
@@ -523,6 +603,52 @@ class DeviceRefinement:
         total = np.concatenate([host["g"][:k], host["h"][:k]])
         return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), total,
                           int(host["h"][k]), b)
+
+    def best_batch(self, feature_sets: list[np.ndarray]) -> list:
+        """:meth:`best` for several steps with one read-back: step j searches ``feature_sets[j]`` over the rows
+        covered after step j - 1's winner, which the device applies itself (``rule_cover_best``), as if the host
+        had read it and called :meth:`add`. The caller keeps the steps up to the first it rejects (a rejected
+        step's successors searched rows no rule covers) and calls :meth:`add` for the last one when it goes on.
+        At most :attr:`lookahead` steps; heads over a coupled Hessian run step by step."""
+        ws, head = self.ws, self.head
+        m = len(feature_sets)
+        if m > self.lookahead:
+            raise ValueError(f"a batch holds at most {self.lookahead} steps, got {m}")
+        if head.coupled or m <= 1:
+            out: list = []
+            for features in feature_sets:  # one read each; stop at the first step without a condition
+                if out:
+                    self.add(out[-1])
+                out.append(self.best(features))
+                if out[-1] is None:
+                    break
+            return out + [None] * (m - len(out))
+        sets = [np.asarray(fs) for fs in feature_sets]
+        if self.n_bins <= 2 or any(len(fs) == 0 for fs in sets):
+            return [None] * m
+        n, nb, k = self.n, self.n_bins, head.k
+        sampled = [len(fs) < self.n_feat for fs in sets]
+        if any(sampled):  # every step's sample in one upload, step j's at row j
+            table = ws.staging("fidx", m * self.n_feat, np.int32)
+            for j, fs in enumerate(sets):
+                table[j * self.n_feat: j * self.n_feat + len(fs)] = fs
+            cl.enqueue_copy(ws.queue, ws["fidx"], table, is_blocking=False)
+        for j, fs in enumerate(sets):
+            if j:  # narrow the mask by step j - 1's winner, over the bins it searched
+                src = "sbins" if sampled[j - 1] else "bins"
+                ws.record("rule_cover_best", self.k_cover_best[src, self.cur]({"row": n}, n_feat=len(sets[j - 1]),
+                                                                              n_bins=nb))
+                self.cur = 1 - self.cur
+                self.masks += 1
+            if sampled[j]:
+                ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": len(fs)}, n_feat=self.n_feat,
+                                                                   fidx0=j * self.n_feat))
+            self._search(len(fs), self.k_result_batch[j])
+        raw = ws.read(np.empty(m * self._res_stride, np.uint8), ws["res_batch"])
+        self.steps += m
+        width = SIDE.dtype.itemsize * (k + 1)
+        return [self._refinement(raw[j * self._res_stride: j * self._res_stride + width].view(SIDE.dtype), fs)
+                for j, fs in enumerate(sets)]
 
     def add(self, found) -> None:  # noqa: ANN001 - a Refinement from best()
         """Narrow the coverage mask by the condition (no sync)."""

@@ -180,6 +180,40 @@ class Learner:
         self.apply(np.arange(self.X.shape[0]), labels, scores)
         return scores
 
+    def _batch(self, head: Head, conditions: list[Condition], best: Any, used: Head) -> tuple[Any, Head]:
+        """The rest of a rule's body on the device, several steps per read-back (2, then 4, ... up to
+        :attr:`DeviceRefinement.lookahead`): the same conditions as one step at a time. Each batch draws its steps'
+        features ahead (the generator's state
+        after each draw kept), the device searches step j over the rows step j - 1's winner covers, and the host
+        keeps the steps up to the first that does not improve the rule (or that leaves ``min_coverage`` rows or
+        fewer), then puts the generator back to its state after that step's draw: later draws see the numbers one
+        step at a time would have left. Appends to ``conditions``; returns the rule's best refinement and the head it
+        was found with (``head`` once a step is kept, else ``used``)."""
+        p, device = self.p, self.search
+        n_features = self.X.shape[1]
+        size = sample_size(n_features, p.feature_sampling)
+        bitgen = self.rng.bit_generator
+        m = 1
+        while p.max_conditions == 0 or len(conditions) < p.max_conditions:
+            m = min(2 * m, device.lookahead)  # 2, 4, 8, ...: short rules waste few steps, long ones few reads
+            if p.max_conditions:
+                m = min(m, p.max_conditions - len(conditions))
+            sets, states = [], []
+            for _ in range(m):
+                sets.append(draw(self.rng, n_features, size))
+                states.append(bitgen.state)
+            for j, found in enumerate(device.best_batch(sets)):
+                if found is None or not found.quality < best.quality:
+                    bitgen.state = states[j]
+                    return best, used
+                best, used = found, head
+                conditions.append(Condition(found.feature, found.op, found.threshold))
+                if found.n_covered <= p.min_coverage:
+                    bitgen.state = states[j]
+                    return best, used
+            device.add(best)  # every step kept: the last winner narrows the mask for the next batch
+        return best, used
+
     def grow(self) -> Rule | None:
         """One rule, added to the scores; None when no condition can be found."""
         p, n = self.p, self.X.shape[0]
@@ -205,6 +239,10 @@ class Learner:
         best = None
         used = head
         while p.max_conditions == 0 or len(conditions) < p.max_conditions:
+            if device is not None and conditions and not head.coupled and device.lookahead > 1:
+                # the head is fixed after the first condition: the next steps go to the device together
+                best, used = self._batch(head, conditions, best, used)
+                break
             features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
             if device is None:
                 found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
