@@ -406,21 +406,30 @@ class DeviceRefinement:
         # H (n x h_width) is allocated by the first start() that sends one: complete heads of the example-wise
         # loss build its entries from G on the device, which at 101 labels spares 0.8 GB of device memory
         for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("weight", 8 * n), ("cov0", n), ("cov1", n),
-                             ("gcol", 4 * self.n_labels),
-                             ("hcol", 4 * max(self.n_labels, self.h_width)), ("pair_r", 4 * self.h_width),
-                             ("pair_c", 4 * self.h_width), ("gh", cell * n * slots),
+                             ("gh", cell * n * slots),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
                              ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.lookahead),
                              ("res_batch", self._res_stride * self.lookahead),
-                             ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
+                             ("sbins", bins.nbytes), ("slot_begin", 4), ("slot_count", 4)):
             ws.ensure(name, nbytes)
+        # the head's tables (its gradient and Hessian columns, 2^-k per slot, a coupled head's label pairs), one
+        # section each of one buffer at the device's alignment, so that restrict() sends them in one copy
+        self._head_at: dict[str, tuple[int, int]] = {}
+        end = 0
+        for name, nbytes in (("gcol", 4 * self.n_labels), ("hcol", 4 * max(self.n_labels, self.h_width)),
+                             ("inv_scale", 16 * slots), ("pair_r", 4 * self.h_width), ("pair_c", 4 * self.h_width)):
+            self._head_at[name] = (end, nbytes)
+            end += -(-nbytes // align) * align
+        ws.ensure("head", end)
+        self._tab = {name: ws["head"].get_sub_region(at, nbytes) for name, (at, nbytes) in self._head_at.items()}
         # the histogram's one node owns rows 0 .. n
         cl.enqueue_copy(queue, ws["slot_begin"], np.zeros(1, np.int32))
         cl.enqueue_copy(queue, ws["slot_count"], np.array([n], np.int32))
         self.cur = 0  # the coverage mask is cov0 or cov1 (ping-pong: the cover kernel reads one, writes the other)
         k_at = ws.build(ATOMS_Q if q else ATOMS, atoms(precision), {"row": n, "slot": slots})
         self.k_atoms = [Bound(ws, k_at, lambda c=c: (ws["gh"], dict(
-            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], gcol=ws["gcol"], hcol=ws["hcol"])))
+            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], gcol=self._tab["gcol"],
+            hcol=self._tab["hcol"])))
             for c in (0, 1)]
         k_cov = ws.build(COVER, cover(bin_ctype(nb)), {"row": n})
         self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
@@ -441,7 +450,7 @@ class DeviceRefinement:
         self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
-        inv = (lambda: {"inv_scale": ws["inv_scale"]}) if q else dict
+        inv = (lambda: {"inv_scale": self._tab["inv_scale"]}) if q else dict
         k_res = ws.build(RESULT, result(precision), {"slot": slots})
         self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
                                                                   best_value=ws["best"], **inv())))
@@ -463,6 +472,7 @@ class DeviceRefinement:
         self.head: Head | None = None
         self.quant: QuantizedStatistics | None = None
         self.has_h = False  # whether the last start() sent Hessians (heads that are not coupled read them)
+        self._weights: np.ndarray | None = None  # the example weights on the device
         self.steps = 0
 
     # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
@@ -505,8 +515,6 @@ class DeviceRefinement:
         if ws.quantized:
             if quant is None or changed is None:
                 raise ValueError("a quantized refinement needs the fixed-point statistics and their changed columns")
-            if not np.isin(weights, (0.0, 1.0)).all():
-                raise ValueError("a quantized refinement takes example weights of 0 or 1")
             for name, q, cols in (("G", quant.Gq, changed[0]), ("H", quant.Hq, changed[1])):
                 if name == "H":
                     ws.ensure("H", 4 * self.n * self.h_width)
@@ -519,7 +527,11 @@ class DeviceRefinement:
                 ws.ensure("H", 8 * self.n * self.h_width)
                 ws.put("H", ws["H"], H, self.stat_dtype)
         self.quant = quant
-        ws.put("weight", ws["weight"], weights, np.float64)
+        if self._weights is None or not np.array_equal(weights, self._weights):  # without instance sampling: once
+            if ws.quantized and not np.isin(weights, (0.0, 1.0)).all():
+                raise ValueError("a quantized refinement takes example weights of 0 or 1")
+            ws.put("weight", ws["weight"], weights, np.float64)
+            self._weights = np.array(weights, np.float64)
         self.cur = 0
         self.masks += 1
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
@@ -544,14 +556,18 @@ class DeviceRefinement:
                              "statistics on a device")
         if not head.coupled and not self.has_h:
             raise ValueError("a head that is not coupled reads the Hessians: start() needs H")
-        ws.put("gcol", ws["gcol"], head.labels, np.int32)
-        ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
+        tables = {"gcol": (head.labels, np.int32), "hcol": (head.h_columns, np.int32)}
+        if ws.quantized:
+            tables["inv_scale"] = (self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         if head.coupled:  # each packed entry's two labels, the larger first (the coupled histogram's pair_r, pair_c)
             sub_r, sub_c = packed_index(head.k)
-            ws.put("pair_r", ws["pair_r"], head.labels[sub_r], np.int32)
-            ws.put("pair_c", ws["pair_c"], head.labels[sub_c], np.int32)
-        if ws.quantized:
-            ws.put("inv_scale", ws["inv_scale"], self.quant.inv_scale(head.labels, head.h_columns), np.float64)
+            tables["pair_r"], tables["pair_c"] = (head.labels[sub_r], np.int32), (head.labels[sub_c], np.int32)
+        end = max(self._head_at[name][0] + np.asarray(v).size * np.dtype(t).itemsize for name, (v, t) in tables.items())
+        host = ws.staging("head", end, np.uint8)
+        for name, (values, dtype) in tables.items():
+            at = self._head_at[name][0]
+            host[at: at + np.asarray(values).size * np.dtype(dtype).itemsize].view(dtype)[:] = np.ravel(values)
+        cl.enqueue_copy(ws.queue, ws["head"], host, is_blocking=False)  # one copy, the gaps between tables as they are
         self.head = head
 
     def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
@@ -698,8 +714,9 @@ class DeviceRefinement:
         kernels = {
             # per coverage mask (cov0 / cov1 ping-pong), and for the sort per bins source
             "hist": [Bound(ws, k_hist, lambda c=c: (ws["c_hist"], dict(
-                G=ws["G"], weight=ws["weight"], gcol=ws["gcol"], pair_r=ws["pair_r"], pair_c=ws["pair_c"],
-                srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"], covered=ws[f"cov{c}"]))) for c in (0, 1)],
+                G=ws["G"], weight=ws["weight"], gcol=self._tab["gcol"], pair_r=self._tab["pair_r"],
+                pair_c=self._tab["pair_c"], srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"],
+                covered=ws[f"cov{c}"]))) for c in (0, 1)],
             "sort_count": {(src, c): Bound(ws, k_sc, lambda src=src, c=c: (ws["c_count"], dict(
                 bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in (0, 1)},
             "sort_offsets": Bound(ws, k_so, lambda: (ws["c_off"], dict(count=ws["c_count"]))),

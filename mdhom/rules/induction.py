@@ -126,6 +126,14 @@ class Learner:
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the
         loss is decomposable (element by element, so the same numbers as recomputing every label)."""
+        if self.loss.decomposable and labels.size == 1:  # a single-label head: one column, gathered once
+            col = int(labels[0])
+            s = self.S[rows, col] + scores[0]
+            self.S[rows, col] = s
+            self.G[rows, col], self.H[rows, col] = self.loss.statistics(self.Y[rows, col], s)
+            if self.quant is not None:
+                self.quant.stale(labels, labels)
+            return
         at = np.ix_(rows, labels)
         self.S[at] += scores
         if self.loss.decomposable:
