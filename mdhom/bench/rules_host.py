@@ -1,14 +1,15 @@
 """Where a rule's host time goes: a rule fit's boosting loop under cProfile, with the device refinement's counters.
 
-``python -m mdhom.bench.rules_host --device pocl --rules 40``: fits :class:`mdhom.RuleBoostClassifier` on
+``python -m mdhom.bench.rules_host --device pocl --rules 40`` (``--timed --lookahead 1,8``: without cProfile, one
+fit per lookahead, side by side): fits :class:`mdhom.RuleBoostClassifier` on
 :func:`mdhom.bench.rules.make_multilabel`'s data (mediamill's shape by default) with 32 equal-width bins, as
 ``mdhom bench rules`` does, lets the first ``--warmup`` rules build the kernels, then profiles the rest and reports
 per rule: Python-level calls (cProfile's count, builtins included), kernel launches and blocking waits
 (``Workspace.launches`` / ``syncs``), copies (``enqueue_copy`` calls, the blocking reads included), refinement
 steps, and seconds: the profiled wall time, the time inside the blocking ``Workspace.read`` / ``sync`` (waiting for
-the device), and the rest, the host's own work (with cProfile's overhead). On a CPU device the kernels run on the same cores as the host, so compare the counts and the host
-seconds, not the wall time. The model file's SHA-256 says whether a change kept the model bit for bit.
-"""
+the device), and the rest, the host's own work (with cProfile's overhead). On a CPU device the kernels run on the
+same cores as the host, so compare the counts and the host seconds, not the wall time. The model file's SHA-256
+says whether a change kept the model bit for bit (one file per lookahead: they must agree)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,25 @@ import tempfile
 import time
 from typing import Any
 
+import numpy as np
+
+
 def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rules: int = 40, warmup: int = 3,
                 device: str = "pocl", setting: str = "labelwise-single", precision: str | None = "quantized",
-                bins: int = 32, seed: int = 0, top: int = 25) -> dict[str, Any]:
-    """Fit ``rules`` rules (the default rule included), profile all but the first ``warmup`` of them."""
+                bins: int = 32, seed: int = 0, top: int = 25, lookahead: int | None = None,
+                profile: bool = True) -> dict[str, Any]:
+    """Fit ``rules`` rules (the default rule included), profile all but the first ``warmup`` of them (``profile``
+    False: count and time them without cProfile); ``lookahead``: the device's most steps per read-back (None: the
+    default, :data:`mdhom.rules.device.LOOKAHEAD`; 1: one read per step, as before batches)."""
     from mdhom import RuleBoostClassifier
     from mdhom.bench.boomer import SETTINGS
     from mdhom.bench.rules import make_multilabel
+    from mdhom.rules import device as rd
     from mdhom.rules import estimator, induction
     from mdhom.rules.model import RuleList
 
     X, Y, _, _ = make_multilabel(rows, features, labels, seed)
-    prof = cProfile.Profile()
+    prof = cProfile.Profile() if profile else None
     seen: dict[str, Any] = {}
 
     def induce(X, Y, loss, p, edges, device=None):  # noqa: ANN001, ANN202 - induction.induce, profiled
@@ -47,7 +55,8 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
                 waited[0] = 0.0
                 seen.update(launches=ws.launches if ws else 0, syncs=ws.syncs if ws else 0,
                             steps=learner.search.steps if ws else 0, t0=time.perf_counter(), rules=0)
-                prof.enable()
+                if prof is not None:
+                    prof.enable()
             t0 = time.perf_counter()
             rule = learner.grow()
             learner.rule_seconds.append(time.perf_counter() - t0)
@@ -56,7 +65,8 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
             if rule is None:
                 break
             model.rules.append(rule)
-        prof.disable()
+        if prof is not None:
+            prof.disable()
         seen["blocked"] = waited[0]
         seen["wall"] = time.perf_counter() - seen.get("t0", time.perf_counter())
         if ws is not None and "launches" in seen:
@@ -79,33 +89,43 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
                 waited[0] += time.perf_counter() - t0
         return call
 
-    original = estimator.induce, Workspace.read, Workspace.sync
+    original = estimator.induce, Workspace.read, Workspace.sync, rd.LOOKAHEAD
     estimator.induce = induce
     Workspace.read, Workspace.sync = timed(Workspace.read), timed(Workspace.sync)
+    if lookahead is not None:
+        rd.LOOKAHEAD = int(lookahead)
     try:
         est = RuleBoostClassifier(**params).fit(X, Y)
     finally:
-        estimator.induce, Workspace.read, Workspace.sync = original
+        estimator.induce, Workspace.read, Workspace.sync, rd.LOOKAHEAD = original
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rules.json")
         est.save_model(path)
         with open(path, "rb") as fh:
             digest = hashlib.sha256(fh.read()).hexdigest()
     n = max(1, seen.get("rules", 0))
-    st = pstats.Stats(prof)
     blocked = seen.get("blocked", 0.0)
+    times = est.rule_times_[warmup:]
+    per_rule: dict[str, float] = {"launches": seen.get("launches", 0) / n, "blocking_waits": seen.get("syncs", 0) / n,
+                                  "steps": seen.get("steps", 0) / n}
+    out = {"params": {**params, "feature_binning": list(params["feature_binning"])}, "lookahead": lookahead,
+           "shape": [rows, features, labels], "profiled_rules": seen.get("rules", 0), "model_sha256": digest,
+           "per_rule": per_rule, "conditions": sum(len(r.conditions) for r in est.rules_.rules), "top": ""}
+    if prof is None:
+        per_rule.update(median_seconds=float(np.median(times)) if len(times) else 0.0,
+                        mean_seconds=seen.get("wall", 0.0) / n, blocked_seconds=blocked / n,
+                        host_seconds=(seen.get("wall", 0.0) - blocked) / n)
+        return out
+    st = pstats.Stats(prof)
     copies = sum(nc for (file, _line, name), (_cc, nc, *_rest) in st.stats.items()
                  if name == "enqueue_copy" and "pyopencl" in file)
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
     total = st.total_tt
-    return {"params": {**params, "feature_binning": list(params["feature_binning"])},
-            "shape": [rows, features, labels], "profiled_rules": seen.get("rules", 0), "model_sha256": digest,
-            "per_rule": {"python_calls": st.total_calls / n, "launches": seen.get("launches", 0) / n,
-                         "blocking_waits": seen.get("syncs", 0) / n, "enqueue_copy": copies / n,
-                         "steps": seen.get("steps", 0) / n, "profiled_seconds": total / n,
-                         "blocked_seconds": blocked / n, "host_seconds": (total - blocked) / n},
-            "conditions": sum(len(r.conditions) for r in est.rules_.rules), "top": buf.getvalue()}
+    per_rule.update(python_calls=st.total_calls / n, enqueue_copy=copies / n, profiled_seconds=total / n,
+                    blocked_seconds=blocked / n, host_seconds=(total - blocked) / n)
+    out["top"] = buf.getvalue()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,15 +141,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bins", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--top", type=int, default=25, help="functions of the cProfile table, by own time")
-    ap.add_argument("--json", default=None, help="write the report here")
+    ap.add_argument("--lookahead", default=None,
+                    help="comma-separated most steps per read-back to run one after the other (1: a read per step; "
+                         "default: the library's)")
+    ap.add_argument("--timed", action="store_true",
+                    help="no cProfile: each rule's wall time (median, mean) and the counters only")
+    ap.add_argument("--json", default=None, help="write the report(s) here")
     a = ap.parse_args(argv)
-    report = profile_fit(a.rows, a.features, a.labels, a.rules, a.warmup, a.device, a.setting,
-                         None if a.precision == "auto" else a.precision, a.bins, a.seed, a.top)
-    print(report["top"])
-    print(json.dumps({k: v for k, v in report.items() if k != "top"}, indent=1))
+    reports = []
+    for la in ([None] if a.lookahead is None else [int(v) for v in a.lookahead.split(",")]):
+        report = profile_fit(a.rows, a.features, a.labels, a.rules, a.warmup, a.device, a.setting,
+                             None if a.precision == "auto" else a.precision, a.bins, a.seed, a.top, la,
+                             profile=not a.timed)
+        if report["top"]:
+            print(report["top"])
+        print(json.dumps({k: v for k, v in report.items() if k != "top"}, indent=1), flush=True)
+        reports.append(report)
+    if len(reports) > 1:
+        keys = list(reports[0]["per_rule"])
+        print(f"{'lookahead':>10}" + "".join(f"{k:>18}" for k in keys) + "  model")
+        for r in reports:
+            print(f"{str(r['lookahead']):>10}" + "".join(f"{r['per_rule'][k]:>18.4g}" for k in keys)
+                  + f"  {r['model_sha256'][:12]}")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump(report, fh, indent=1)
+            json.dump(reports if len(reports) > 1 else reports[0], fh, indent=1)
     return 0
 
 

@@ -376,12 +376,13 @@ class DeviceRefinement:
     :meth:`best` and, for a condition the rule keeps, :meth:`add`; :meth:`restrict` when the head's labels
     change. Complete heads over a coupled Hessian search with :mod:`mdhom.rules.device_coupled`'s kernels, the
     sampled features in chunks whose statistics fit ``coupled_budget`` bytes (default: an eighth of the device's
-    memory, at most its largest allocation)."""
+    memory, at most its largest allocation). ``lookahead``: the most steps of a batch (:meth:`best_batch`; None:
+    the module's ``LOOKAHEAD``)."""
 
     def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
                  n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
                  configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double",
-                 coupled_budget: int | None = None, lookahead: int = LOOKAHEAD) -> None:
+                 coupled_budget: int | None = None, lookahead: int | None = None) -> None:
         if precision not in ("double", "quantized"):
             raise ValueError(f"the rule refinement runs in 'double' or 'quantized' precision, not {precision!r}")
         self.ws = ws = Workspace(device, precision, configs=configs)
@@ -397,7 +398,7 @@ class DeviceRefinement:
         self.stat_dtype = stat
         queue = ws.queue
         bins = np.ascontiguousarray(bins)
-        self.lookahead = max(1, int(lookahead))
+        self.lookahead = max(1, int(LOOKAHEAD if lookahead is None else lookahead))
         # one row per step of a batch (best_batch): each row a sub-buffer, so at the device's base address alignment
         align = max(1, int(ws.device.cl_device.mem_base_addr_align) // 8)
         self._res_stride = -(-SIDE.dtype.itemsize * (self.n_labels + 1) // align) * align
