@@ -189,8 +189,9 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="single", precision="quantized"),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, min_coverage=3, precision="quantized"),
     dict(head_type="single", precision="quantized", label_sampling=0.7, max_conditions=4, min_coverage=9),
+    dict(head_type="complete", precision="quantized", feature_sampling=None),
 ], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-auto-binned", "examplewise-complete",
-        "single-quantized", "sampling-quantized", "limits-quantized"])
+        "single-quantized", "sampling-quantized", "limits-quantized", "complete-quantized"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))

@@ -6,10 +6,13 @@ fit per lookahead, side by side): fits :class:`mdhom.RuleBoostClassifier` on
 ``mdhom bench rules`` does, lets the first ``--warmup`` rules build the kernels, then profiles the rest and reports
 per rule: Python-level calls (cProfile's count, builtins included), kernel launches and blocking waits
 (``Workspace.launches`` / ``syncs``), copies (``enqueue_copy`` calls, the blocking reads included), refinement
-steps, and seconds: the profiled wall time, the time inside the blocking ``Workspace.read`` / ``sync`` (waiting for
-the device), and the rest, the host's own work (with cProfile's overhead). On a CPU device the kernels run on the
-same cores as the host, so compare the counts and the host seconds, not the wall time. The model file's SHA-256
-says whether a change kept the model bit for bit (one file per lookahead: they must agree)."""
+steps, ``Workspace.put`` calls (each waits for its copy: pyopencl's NannyEvent of a copy from host memory waits
+when deleted, and put drops it), and seconds: the profiled wall time, the time inside the blocking
+``Workspace.read`` / ``sync`` (waiting for the device), the rest, the host's own work (with cProfile's overhead),
+and the Python thread's CPU time (``time.thread_time``: a CPU runtime's kernels run on its own threads). On a CPU
+device the kernels run on the same cores as the host, so compare the counts and the host seconds, not the wall
+time. The model file's SHA-256 says whether a change kept the model bit for bit (one file per lookahead: they must
+agree)."""
 
 from __future__ import annotations
 
@@ -54,7 +57,8 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
             if i == warmup:
                 waited[0] = 0.0
                 seen.update(launches=ws.launches if ws else 0, syncs=ws.syncs if ws else 0,
-                            steps=learner.search.steps if ws else 0, t0=time.perf_counter(), rules=0)
+                            steps=learner.search.steps if ws else 0, t0=time.perf_counter(), cpu0=time.thread_time(),
+                            rules=0)
                 if prof is not None:
                     prof.enable()
             t0 = time.perf_counter()
@@ -68,6 +72,7 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
         if prof is not None:
             prof.disable()
         seen["blocked"] = waited[0]
+        seen["cpu"] = time.thread_time() - seen.get("cpu0", time.thread_time())
         seen["wall"] = time.perf_counter() - seen.get("t0", time.perf_counter())
         if ws is not None and "launches" in seen:
             seen.update(launches=ws.launches - seen["launches"], syncs=ws.syncs - seen["syncs"],
@@ -89,7 +94,7 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
                 waited[0] += time.perf_counter() - t0
         return call
 
-    original = estimator.induce, Workspace.read, Workspace.sync, rd.LOOKAHEAD
+    original = estimator.induce, Workspace.read, Workspace.sync, getattr(rd, "LOOKAHEAD", None)
     estimator.induce = induce
     Workspace.read, Workspace.sync = timed(Workspace.read), timed(Workspace.sync)
     if lookahead is not None:
@@ -97,7 +102,9 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
     try:
         est = RuleBoostClassifier(**params).fit(X, Y)
     finally:
-        estimator.induce, Workspace.read, Workspace.sync, rd.LOOKAHEAD = original
+        estimator.induce, Workspace.read, Workspace.sync = original[:3]
+        if original[3] is not None:
+            rd.LOOKAHEAD = original[3]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rules.json")
         est.save_model(path)
@@ -107,7 +114,7 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
     blocked = seen.get("blocked", 0.0)
     times = est.rule_times_[warmup:]
     per_rule: dict[str, float] = {"launches": seen.get("launches", 0) / n, "blocking_waits": seen.get("syncs", 0) / n,
-                                  "steps": seen.get("steps", 0) / n}
+                                  "steps": seen.get("steps", 0) / n, "thread_cpu_seconds": seen.get("cpu", 0.0) / n}
     out = {"params": {**params, "feature_binning": list(params["feature_binning"])}, "lookahead": lookahead,
            "shape": [rows, features, labels], "profiled_rules": seen.get("rules", 0), "model_sha256": digest,
            "per_rule": per_rule, "conditions": sum(len(r.conditions) for r in est.rules_.rules), "top": ""}
@@ -119,10 +126,15 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
     st = pstats.Stats(prof)
     copies = sum(nc for (file, _line, name), (_cc, nc, *_rest) in st.stats.items()
                  if name == "enqueue_copy" and "pyopencl" in file)
+    # Workspace.put drops the event of its copy from host memory, and pyopencl's NannyEvent waits for the copy
+    # when deleted: each such put is a wait for the queue up to it, which Workspace.syncs does not count
+    puts = sum(nc for (file, _line, name), (_cc, nc, *_rest) in st.stats.items()
+               if name == "put" and file.endswith("workspace.py"))
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
     total = st.total_tt
-    per_rule.update(python_calls=st.total_calls / n, enqueue_copy=copies / n, profiled_seconds=total / n,
+    per_rule.update(python_calls=st.total_calls / n, enqueue_copy=copies / n, waiting_puts=puts / n,
+                    profiled_seconds=total / n,
                     blocked_seconds=blocked / n, host_seconds=(total - blocked) / n)
     out["top"] = buf.getvalue()
     return out
