@@ -467,10 +467,11 @@ assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name
 
 
 # ------------------------------------------------------------------------------------------------ the driver
-# the most refinement steps a batch launches before its one read-back (best_batch). The learner's batches grow 2, 4,
-# 8, 8, ... within a rule (mdhom.rules.induction.Learner._batch): on the mediamill-shaped benchmark (label-wise loss,
-# single-label heads, 32 bins; rules 1-100) a rule takes 4.7 steps and as many reads one step at a time, 2.6 reads
-# and 6.1 steps so (the steps after a rejected one are wasted); 1 turns batches off
+# the most refinement steps a batch launches before its one read-back (best_batch). The learner's batches grow 3, 6,
+# 8, 8, ... within a rule, its first step included (mdhom.rules.induction.Learner._batch): on the mediamill-shaped
+# benchmark (label-wise loss, single-label heads, 32 bins, quantized; rules 4-102) a rule takes 4.8 steps and as
+# many reads one step at a time, 1.5 reads and 6.5 steps so (the steps after a rejected one are wasted); 1 turns
+# batches off
 LOOKAHEAD = 8
 
 
