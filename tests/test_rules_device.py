@@ -35,7 +35,8 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_feature_bins",
+@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_cover_best", "rule_head_columns",
+                                    "rule_head_scale", "rule_feature_bins",
                                     "tree_split_score_rule_single", "tree_split_score_rule_complete",
                                     "rule_coupled_quality"])
 def test_kernels_agree_with_their_numpy_references(device, kernel):
@@ -112,6 +113,64 @@ def test_refinement_steps_match_the_binned_reference_bit_for_bit(device, kind, l
     assert search.ws.syncs == search.steps  # one read-back per step, nothing else
 
 
+@pytest.mark.parametrize("kind, precision, f, restrict", [
+    ("single", "quantized", 5, False), ("complete", "double", 5, False), ("single", "double", 7, False),
+    ("single", "quantized", 5, True), ("single", "double", 7, True)],
+    ids=["single-quantized", "complete", "all", "restrict-quantized", "restrict-all"])
+def test_step_batches_search_what_steps_one_at_a_time_search(device, kind, precision, f, restrict):
+    """best_batch: step j searches the rows step j - 1's winner covers (narrowed on the device), every step's result
+    read at once, bit for bit the reference's; a batch after a batch goes on from the mask the host added last. Also
+    with every feature searched (f = 7: the bins themselves, no sampled copy), and with a single-label head over
+    three labels restricted on the device after the first step to the label the host's head would keep."""
+    rng, X, edges, G, H = _problem()
+    n, L = G.shape
+    bins, nb = bin_matrix(X, edges)
+    head = Head(kind, False, np.array([0, 1, 3]) if restrict else np.array([1, 3]), L, 0.0, 1.0)
+    w = np.ones(n)
+    search = rd.DeviceRefinement(device, bins, nb, edges, L, L, 0.0, 1.0, 2, precision=precision, lookahead=3)
+    quant, changed = None, None
+    if precision == "quantized":
+        quant = QuantizedStatistics(n, L, L)
+        changed = quant.refresh(G, H, head.labels, head.h_columns)
+
+    def atoms_of(h):  # noqa: ANN001, ANN202
+        return quant.atoms(h.labels, h.h_columns) if quant is not None else h.gather(G, H)
+
+    atoms = atoms_of(head)
+    search.start(G, H, w, head, quant, changed)
+    covered = np.ones(n, bool)
+    seen = 0
+    for m in (3, 1, 2):
+        sets = [np.sort(rng.choice(X.shape[1], f, replace=False)) for _ in range(m)]
+        syncs = search.ws.syncs
+        first = restrict and seen == 0
+        got = search.best_batch(sets, restrict_first=first)
+        assert len(got) == m and search.ws.syncs == syncs + 1
+        for j, fs in enumerate(sets):
+            want = best_binned(bins, nb, edges, covered, w, atoms, head, fs, 2)
+            assert (want is None) == (got[j] is None), j
+            if want is None:
+                seen = -1
+                break
+            g = got[j]
+            assert (g.feature, g.op, g.bin, g.threshold, g.n_covered, g.quality) == \
+                (want.feature, want.op, want.bin, want.threshold, want.n_covered, want.quality)
+            assert g.total.tobytes() == want.total.tobytes()
+            covered &= covered_by(X, want.feature, want.op, want.threshold)
+            if first and j == 0:
+                chosen = head.predict(want.total)[0]
+                head = head.restricted(chosen)
+                atoms = atoms_of(head)
+                assert search.batch_label == chosen[0]
+            seen += 1
+        if seen < 0:
+            break
+        if first:
+            search.restrict(head)
+        search.add(got[-1])
+    assert seen != 0
+
+
 def _fit_doc(tmp_path, device, X, Y, **kw):
     est = RuleBoostClassifier(device=device, **kw).fit(X, Y)
     est.save_model(tmp_path / "m.json")
@@ -129,8 +188,10 @@ def _fit_doc(tmp_path, device, X, Y, **kw):
     dict(head_type="complete", loss="logistic_examplewise", label_binning="none", instance_sampling=0.8),
     dict(head_type="single", precision="quantized"),
     dict(head_type="single", loss="squared_error", instance_sampling=0.7, min_coverage=3, precision="quantized"),
+    dict(head_type="single", precision="quantized", label_sampling=0.7, max_conditions=4, min_coverage=9),
+    dict(head_type="complete", precision="quantized", feature_sampling=None),
 ], ids=["single", "complete-l1", "sampling", "examplewise-single", "examplewise-auto-binned", "examplewise-complete",
-        "single-quantized", "sampling-quantized"])
+        "single-quantized", "sampling-quantized", "limits-quantized", "complete-quantized"])
 def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(257, 9))
@@ -177,6 +238,9 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                                "NUM_WI_COMBINE": 2},
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
+            "rule_cover_best": {"NUM_WG_row": 2, "NUM_WI_row": 8},
+            "rule_head_columns": {"NUM_WG_i": 2, "NUM_WI_i": 1},
+            "rule_head_scale": {"NUM_WG_slot": 2, "NUM_WI_slot": 1},
             "rule_feature_bins": {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 2},
             "rule_coupled_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WG_blk": 2, "NUM_WI_blk": 2,
                                        "NUM_WG_bin": 3, "NUM_WI_bin": 2, "NUM_WG_pos": 1, "NUM_WI_pos": 1,
@@ -229,6 +293,22 @@ for configs, wise, lb, precision in runs:  # label-wise complete heads (exact, t
         np.testing.assert_allclose(got.total, want.total, rtol=1e-12)
         covered &= covered_by(X, want.feature, want.op, want.threshold)
         search.add(got)
+    if not head.coupled:  # the same steps as one batch: the device narrows the mask by each winner itself, and a
+        head = Head("single", False, np.arange(L), L, 0.0, 1.0)  # single-label head's label is chosen there too
+        search.start(G, H, w, head, quant, changed)
+        covered = np.ones(n, bool)
+        sets = [np.arange(F), np.array([0, 2]), np.array([0, 2])]
+        for j, (feats, got) in enumerate(zip(sets, search.best_batch(sets, restrict_first=True))):
+            atoms = quant.atoms(head.labels, head.h_columns) if quant is not None else head.gather(G, H)
+            want = best_binned(bins, nb, edges, covered, w, atoms, head, feats, 1)
+            assert (want is None) == (got is None)
+            if want is None:
+                break
+            assert (got.feature, got.op, got.bin) == (want.feature, want.op, want.bin), (got, want)
+            covered &= covered_by(X, want.feature, want.op, want.threshold)
+            if j == 0:
+                head = head.restricted(head.predict(want.total)[0])
+                assert search.batch_label == head.labels[0]
     print("ok", precision, configs is not None, wise, lb is not None, flush=True)
 """
 
@@ -238,7 +318,9 @@ def test_refinement_is_clean_under_oclgrind(oclgrind_device):
     and one with several work-groups and lanes along every reduced dimension (for coupled heads also features in
     chunks of two), for label-wise complete heads (also quantized, with the histogram's local-memory atomics) and
     the example-wise loss's coupled ones, with and without label binning, their quality kernel's work in private
-    memory and in its global slice."""
+    memory and in its global slice; for heads that are not coupled also the steps as one batch (the device's own
+    cover by each winner, a single-label head's label chosen after the first step, every step's result in its row
+    of one buffer)."""
     run = run_under_oclgrind(OCLGRIND, timeout=900)
     assert run.clean, run.explain()
     assert run.stdout.count("ok ") == 7, run.explain()

@@ -1,9 +1,9 @@
 """The rule refinement on an OpenCL device: a thin driver over the trees' histogram and split-scan descriptions
-and the split evaluator's score description with the rule head's quality plugged in, plus three small kernels
-of its own. :mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
+and the split evaluator's score description with the rule head's quality plugged in, plus small kernels of its
+own. :mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
 
-One refinement step, all on the device, then one read-back of a few dozen bytes (the chosen condition, its
-quality and the sums of its side):
+One refinement step, all on the device, ends in a few dozen bytes (the chosen condition, its quality and the sums
+of its side):
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
@@ -20,31 +20,43 @@ tree_split_score_rule_ node x feat x bin x dir          argmax over (feature, bi
 rule_refine_result     slot                             concat: the winner's side sums per slot, its value
                                                         and index (what the host reads)
 rule_cover             row                              concat: the coverage mask after adding a condition
+rule_cover_best        row                              concat: the same for the winner the device holds
+rule_head_columns      i                                concat: a single-label head's columns after the label
+                                                        its first step chose (the largest |score|)
+rule_head_scale        slot                             concat: that head's 2^-k per slot (quantized)
 =====================  ===============================  ======================================================
+
+:meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and
+reads them at once: step j narrows the mask by step j - 1's winner on the device (``rule_cover_best``), and after
+a single-label head's first step the device picks the head's label itself (``rule_head_columns``, and
+``rule_head_scale`` for quantized statistics), so that a rule's steps follow each other without the host. The
+learner keeps the steps up to the first it rejects (:meth:`mdhom.rules.induction.Learner._batch`).
 
 The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples
 floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
 index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
-and label) and the bins stay on the device; G and H go
-up once per rule (the host updates them after the rule's head is added, for the covered rows; complete heads of the
-example-wise loss send G only, their Hessian entries are built from it on the device), the head's label
-columns when they change, the sampled features' mask per step. Exact mode: the histogram adds rows in ascending
-order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
-(``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device
-chooses the conditions the numpy reference chooses and the model files are byte-identical.
+and label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's
+head is added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise
+loss send G only, their Hessian entries are built from it on the device), the head's tables in one copy when they
+change, a batch's feature samples in one copy. No upload waits: pyopencl's event of a copy from host memory
+waits for it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram
+adds rows in ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds
+bins in order (``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so
+every device chooses the conditions the numpy reference chooses and the model files are byte-identical.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 import pyopencl as cl
 
 from mdhom.components import histogram as hg
 from mdhom.components import split as sp
-from mdhom.components.lanes import bin_ctype, hist_ctype, hist_gh_type, is_quantized, split_type
+from mdhom.components.lanes import bin_ctype, gh_type, hist_ctype, hist_gh_type, is_quantized, split_type
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
@@ -65,9 +77,10 @@ _BEST_INDEX = _BEST.fields["index"][1] // 4  # int offset of the argmax index in
 # ------------------------------------------------------------------------------------------------ descriptions
 @lru_cache(maxsize=2)
 def atoms(precision: str = "double") -> Description:
-    """Per (row, slot): slot < k the (g, h) of head label ``gcol[slot]`` / Hessian column ``hcol[slot]`` times the
-    row's weight where the row is covered with non-zero weight, else 0; slot k the counts (covered; covered
-    with non-zero weight) as 1 / 0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`.
+    """Per (row, slot): slot < k the (g, h) of head label ``cols[slot]`` / Hessian column ``cols[h_at + slot]``
+    times the row's weight where the row is covered with non-zero weight, else 0; slot k the counts (covered;
+    covered with non-zero weight) as 1 / 0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`.
+    One ``cols`` table for both columns, so that :func:`head_columns` writes a restricted head's in one launch.
     Quantized, G and H hold int32 fixed point, label-major, and the weights are 0 or 1 (instance sampling draws
     without replacement), so a selected row adds its integers as they are."""
     q = is_quantized(precision)
@@ -75,8 +88,8 @@ def atoms(precision: str = "double") -> Description:
     one, zero, w = ("1", "0", "") if q else ("1.0", "0.0", " * weight")
     # double: example-major (row * stride + column); quantized: label-major (column * stride + row), so a column's
     # rows are contiguous (coalesced reads; a changed column goes up as one copy)
-    g_at, h_at = (("(long)gcol[slot] * g_stride + row", "(long)hcol[slot] * h_stride + row") if q else
-                  ("(long)row * g_stride + gcol[slot]", "(long)row * h_stride + hcol[slot]"))
+    g_at, h_at = (("(long)cols[slot] * g_stride + row", "(long)cols[h_at + slot] * h_stride + row") if q else
+                  ("(long)row * g_stride + cols[slot]", "(long)row * h_stride + cols[h_at + slot]"))
     return Description(
         "rule_atoms_q" if q else "rule_atoms", ["row", "slot"], [Concat(), Concat()], hist_gh_type(precision),
         scalar=f"""
@@ -91,8 +104,8 @@ if (slot < k) {{
 }}""",
         inputs=[Input("G", stat, ("*",), gather=True), Input("H", stat, ("*",), gather=True),
                 Input("weight", "double", ("row",)), Input("covered", "uchar", ("row",)),
-                Input("gcol", "int", ("*",), gather=True), Input("hcol", "int", ("*",), gather=True)],
-        params=[Param("g_stride", "int"), Param("h_stride", "int"), Param("k", "int")],
+                Input("cols", "int", ("*",), gather=True)],
+        params=[Param("g_stride", "int"), Param("h_stride", "int"), Param("k", "int"), Param("h_at", "int")],
     )
 
 
@@ -112,14 +125,87 @@ out = (covered != 0 && mdh_b != missing && (op == 0 ? mdh_b <= bin : mdh_b > bin
 
 
 @lru_cache(maxsize=2)
+def cover_best(bin_type: str = "uchar") -> Description:
+    """:func:`cover` with the condition the score kernel chose (its split_t ``best``: the flat index over (feature,
+    bin, operator) of the searched features, whose bins ``bins`` holds side by side, ``n_feat`` of them), read on
+    the device: the next refinement step is launched before the host has read this one's winner. No winner (value
+    -inf, or an index out of range) covers nothing (the host discards that step's successors)."""
+    return Description(
+        "rule_cover_best", ["row"], [Concat()], "uchar",
+        scalar=f"""
+const int mdh_i = best[{_BEST_INDEX}];
+const int mdh_n = n_bins - 2;
+const int mdh_ok = best_value[0] > -INFINITY && mdh_n > 0 && mdh_i >= 0 && mdh_i < n_feat * mdh_n * 2;
+const int mdh_b = mdh_ok ? bins[(long)row * n_feat + mdh_i / (2 * mdh_n)] : 0;
+const int mdh_t = mdh_ok ? (mdh_i / 2) % mdh_n : 0;
+out = (mdh_ok && covered != 0 && mdh_b != n_bins - 1 && (mdh_i % 2 == 0 ? mdh_b <= mdh_t : mdh_b > mdh_t)) ? 1 : 0;""",
+        inputs=[Input("covered", "uchar", ("row",)), Input("bins", bin_type, ("*",), gather=True),
+                Input("best", "int", ("*",), gather=True), Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int")],
+    )
+
+
+_SIDE_DOUBLES = SIDE.dtype.itemsize // 8  # a rule_side_t record read as doubles: g at 0, h at 1
+_LABEL_CHOICE = resources.files("mdhom.kernels").joinpath("rules", "label_score.cl").read_text() + f"""
+/* The slot of a single-label head's label: the largest |score| of the k side sums in ``res`` (rule_side_t records
+ * read as doubles), the first of equal ones (mdhom.rules.heads.Head.predict's np.argmax). */
+inline int rule_head_label(__global const double* res, const int k, const double l2, const double l1) {{
+    int c = 0;
+    double top = 0.0;
+    for (int i = 0; i < k; ++i) {{
+        const double s = fabs(rule_label_score(res[{_SIDE_DOUBLES} * i], res[{_SIDE_DOUBLES} * i + 1], l2, l1));
+        if (i == 0 || s > top) {{
+            top = s;
+            c = i;
+        }}
+    }}
+    return c;
+}}
+"""
+
+
+@lru_cache(maxsize=1)
+def head_columns() -> Description:
+    """A batch's first step chose a single-label head's label (:func:`rule_head_label` of its winner's sides
+    ``res``): the restricted head's ``cols`` table for :func:`atoms` (its label's gradient column, then its Hessian
+    column: ``h_at`` 1) from the full head's (``cols``, Hessian columns from ``h_at``), on the device, so that the
+    next steps launch before the host reads the first."""
+    return Description(
+        "rule_head_columns", ["i"], [Concat()], "int",
+        scalar="out = cols[(i == 0 ? 0 : h_at) + rule_head_label(res, k, l2, l1)];",
+        inputs=[Input("res", "double", ("*",), gather=True), Input("cols", "int", ("*",), gather=True)],
+        params=[Param("k", "int"), Param("h_at", "int"), Param("l2", "double"), Param("l1", "double")],
+        preamble=_LABEL_CHOICE,
+    )
+
+
+@lru_cache(maxsize=1)
+def head_scale() -> Description:
+    """:func:`head_columns`' partner for quantized statistics: the restricted head's 2^-k per slot (its label's
+    (g, h) from the full head's ``inv_scale``, then the count slot's 1.0, 1.0), the score and result kernels'
+    ``inv_scale``."""
+    return Description(
+        "rule_head_scale", ["slot"], [Concat()], gh_type("double"),
+        scalar="""
+const int mdh_c = rule_head_label(res, k, l2, l1);
+out.g = slot == 0 ? inv_scale[2 * mdh_c] : 1.0;
+out.h = slot == 0 ? inv_scale[2 * mdh_c + 1] : 1.0;""",
+        inputs=[Input("res", "double", ("*",), gather=True), Input("inv_scale", "double", ("*",), gather=True)],
+        params=[Param("k", "int"), Param("l2", "double"), Param("l1", "double")],
+        preamble=_LABEL_CHOICE,
+    )
+
+
+@lru_cache(maxsize=2)
 def feature_bins(bin_type: str = "uchar") -> Description:
-    """The bins of the sampled features ``fidx`` (ascending) as a rows x sample matrix: what the histogram reads
-    instead of every feature's bins when a step searches a sample."""
+    """The bins of the sampled features ``fidx[fidx0 ..]`` (ascending) as a rows x sample matrix: what the histogram
+    reads instead of every feature's bins when a step searches a sample (``fidx0``: the step's row of a batch's
+    samples, uploaded together)."""
     return Description(
         "rule_feature_bins", ["row", "feat"], [Concat(), Concat()], bin_type,
-        scalar="out = bins[(long)row * n_feat + fidx[feat]];",
+        scalar="out = bins[(long)row * n_feat + fidx[fidx0 + feat]];",
         inputs=[Input("bins", bin_type, ("*",), gather=True), Input("fidx", "int", ("*",), gather=True)],
-        params=[Param("n_feat", "int")],
+        params=[Param("n_feat", "int"), Param("fidx0", "int")],
     )
 
 
@@ -231,8 +317,8 @@ def _atoms_inputs(s, rng):  # noqa: ANN001, ANN202
     L = k + 3
     return {"G": rng.normal(size=n * L), "H": rng.random(n * L), "weight": (rng.random(n) < 0.8).astype(float),
             "covered": (rng.random(n) < 0.7).astype(np.uint8),
-            "gcol": np.arange(1, k + 1, dtype=np.int32), "hcol": np.arange(k, dtype=np.int32),
-            "g_stride": L, "h_stride": L, "k": k}
+            "cols": np.concatenate([np.arange(1, k + 1), [0, 0], np.arange(k)]).astype(np.int32),
+            "g_stride": L, "h_stride": L, "k": k, "h_at": k + 2}
 
 
 def _atoms_q_inputs(s, rng):  # noqa: ANN001, ANN202
@@ -244,14 +330,14 @@ def _atoms_q_inputs(s, rng):  # noqa: ANN001, ANN202
 
 
 def _atoms_ref(a):  # noqa: ANN001, ANN202
-    n = a["weight"].size
+    n, k = a["weight"].size, a["k"]
+    gcol, hcol = a["cols"][:k], a["cols"][a["h_at"]: a["h_at"] + k]
     if a["G"].dtype.kind == "i":  # quantized: label-major
-        G, H = a["G"].reshape(-1, n).T[:, a["gcol"]], a["H"].reshape(-1, n).T[:, a["hcol"]]
+        G, H = a["G"].reshape(-1, n).T[:, gcol], a["H"].reshape(-1, n).T[:, hcol]
     else:
         L = a["g_stride"]
-        G, H = a["G"].reshape(n, L)[:, a["gcol"]], a["H"].reshape(n, L)[:, a["hcol"]]
+        G, H = a["G"].reshape(n, L)[:, gcol], a["H"].reshape(n, L)[:, hcol]
     vals = binned.slot_values(np.concatenate([G, H], axis=1), a["covered"] != 0, a["weight"])
-    k = a["k"]
     out = np.zeros((n, k + 1), hist_gh_type("quantized" if a["G"].dtype.kind == "i" else "double").dtype)
     out["g"] = np.concatenate([vals[:, :k], vals[:, 2 * k: 2 * k + 1]], axis=1)
     out["h"] = np.concatenate([vals[:, k: 2 * k], vals[:, 2 * k + 1:]], axis=1)
@@ -267,11 +353,68 @@ def _cover_inputs(s, rng):  # noqa: ANN001, ANN202
 def _feature_bins_inputs(s, rng):  # noqa: ANN001, ANN202
     n, f = int(s["row"]), 120
     return {"bins": rng.integers(0, 34, n * f).astype(np.uint8),
-            "fidx": np.sort(rng.choice(f, int(s["feat"]), replace=False)).astype(np.int32), "n_feat": f}
+            "fidx": np.concatenate([rng.integers(0, f, 5), np.sort(rng.choice(f, int(s["feat"]), replace=False))]
+                                   ).astype(np.int32), "n_feat": f, "fidx0": 5}
 
 
 def _feature_bins_ref(a):  # noqa: ANN001, ANN202
-    return a["bins"].reshape(-1, a["n_feat"])[:, a["fidx"]]
+    return a["bins"].reshape(-1, a["n_feat"])[:, a["fidx"][a["fidx0"]:]]
+
+
+def _head_inputs(s, rng):  # noqa: ANN001, ANN202
+    k = 13
+    res = np.zeros(k + 1, SIDE.dtype)
+    res["g"], res["h"] = rng.normal(size=k + 1), rng.random(k + 1)
+    res["g"][[3, 9]], res["h"][[3, 9]] = 2.0, 0.5  # a tie: the first wins
+    res["h"][5] = -1.0  # h + l2 == 0: score 0
+    return {"res": res.view(np.float64).copy(), "cols": rng.integers(0, 50, 2 * k + 3).astype(np.int32),
+            "k": k, "h_at": k + 3, "l2": 1.0, "l1": 0.0}
+
+
+def _head_scale_inputs(s, rng):  # noqa: ANN001, ANN202
+    a = _head_inputs(s, rng)
+    del a["cols"], a["h_at"]
+    a["l1"] = 0.3  # soft thresholding too
+    return {**a, "inv_scale": rng.random(2 * (a["k"] + 1))}
+
+
+def _head_label(a) -> int:  # noqa: ANN001
+    res = a["res"].view(SIDE.dtype)[: a["k"]]
+    head = Head("single", False, np.arange(a["k"]), a["k"], a["l1"], a["l2"])
+    return int(head.predict(np.concatenate([res["g"], res["h"]]))[0][0])
+
+
+def _head_columns_ref(a):  # noqa: ANN001, ANN202
+    c = _head_label(a)
+    return np.array([a["cols"][c], a["cols"][a["h_at"] + c]], np.int32)
+
+
+def _head_scale_ref(a):  # noqa: ANN001, ANN202
+    c = _head_label(a)
+    out = np.ones(2, gh_type("double").dtype)
+    out["g"][0], out["h"][0] = a["inv_scale"][2 * c], a["inv_scale"][2 * c + 1]
+    return out
+
+
+def _cover_best_inputs(s, rng):  # noqa: ANN001, ANN202
+    n, f, nb = int(s["row"]), 7, 34
+    best = np.zeros(1, _BEST)
+    best["value"], best["index"] = 0.25, 2 * (nb - 2) * 4 + 2 * 13 + 1  # feature 4, bin 13, ">"
+    raw = best.view(np.uint8)
+    return {"covered": (rng.random(n) < 0.8).astype(np.uint8), "bins": rng.integers(0, nb, n * f).astype(np.uint8),
+            "best": raw.view(np.int32).copy(), "best_value": raw.view(np.float64).copy(), "n_feat": f, "n_bins": nb}
+
+
+def _cover_best_ref(a):  # noqa: ANN001, ANN202
+    best = a["best"].view(np.uint8).view(_BEST)[0]
+    nb, f = a["n_bins"], a["n_feat"]
+    idx, n_cand = int(best["index"]), nb - 2
+    if not (best["value"] > -np.inf and n_cand > 0 and 0 <= idx < f * n_cand * 2):
+        return np.zeros(a["covered"].size, np.uint8)
+    at, rest = divmod(idx, 2 * n_cand)
+    b, op = divmod(rest, 2)
+    return _cover_ref({"covered": a["covered"], "bins": a["bins"], "n_feat": f, "feat": at, "bin": b, "op": op,
+                       "missing": nb - 1})
 
 
 def _cover_ref(a):  # noqa: ANN001, ANN202
@@ -305,15 +448,33 @@ ATOMS_Q = KernelSpec("rule_atoms_q", elementwise("row"), tuning=Tuning(
 COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
     lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
     doc="rule refinement: the coverage mask after a condition"))
+COVER_BEST = KernelSpec("rule_cover_best", elementwise("row"), tuning=Tuning(
+    lambda s: cover_best(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_best_inputs, _cover_best_ref,
+    doc="rule refinement: the coverage mask after the condition the last step chose, read on the device"))
+HEAD_COLUMNS = KernelSpec("rule_head_columns", description_default, tuning=Tuning(
+    lambda s: head_columns(), {"one": {"i": 2}}, _head_inputs, _head_columns_ref,
+    doc="rule refinement: a single-label head's columns after the label its first step chose (2 work-items)"))
+HEAD_SCALE = KernelSpec("rule_head_scale", description_default, tuning=Tuning(
+    lambda s: head_scale(), {"one": {"slot": 2}}, _head_scale_inputs, _head_scale_ref,
+    doc="rule refinement: a single-label head's 2^-k per slot after the label its first step chose (2 work-items)"))
 FEATURE_BINS = KernelSpec("rule_feature_bins", elementwise("row"), tuning=Tuning(
     lambda s: feature_bins(), {c: {"row": n, "feat": 7} for c, n in _ROW_CLASSES.items()}, _feature_bins_inputs,
     _feature_bins_ref, doc="rule refinement: the sampled features' bins side by side"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, FEATURE_BINS, RESULT)
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, COVER_BEST, HEAD_COLUMNS, HEAD_SCALE, FEATURE_BINS,
+         RESULT)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
 
 
 # ------------------------------------------------------------------------------------------------ the driver
+# the most refinement steps a batch launches before its one read-back (best_batch). The learner's batches grow 3, 6,
+# 8, 8, ... within a rule, its first step included (mdhom.rules.induction.Learner._batch): on the mediamill-shaped
+# benchmark (label-wise loss, single-label heads, 32 bins, quantized; rules 4-102) a rule takes 4.8 steps and as
+# many reads one step at a time, 1.5 reads and 6.5 steps so (the steps after a rejected one are wasted); 1 turns
+# batches off
+LOOKAHEAD = 8
+
+
 class DeviceRefinement:
     """The refinement search of one fit on one device (:mod:`mdhom.rules.binned`'s semantics).
 
@@ -322,12 +483,13 @@ class DeviceRefinement:
     :meth:`best` and, for a condition the rule keeps, :meth:`add`; :meth:`restrict` when the head's labels
     change. Complete heads over a coupled Hessian search with :mod:`mdhom.rules.device_coupled`'s kernels, the
     sampled features in chunks whose statistics fit ``coupled_budget`` bytes (default: an eighth of the device's
-    memory, at most its largest allocation)."""
+    memory, at most its largest allocation). ``lookahead``: the most steps of a batch (:meth:`best_batch`; None:
+    the module's ``LOOKAHEAD``)."""
 
     def __init__(self, device: str | Device | None, bins: np.ndarray, n_bins: int, edges: list[np.ndarray],
                  n_labels: int, h_width: int, l1: float, l2: float, min_coverage: int,
                  configs: Mapping[str, Mapping[str, int]] | None = None, precision: str = "double",
-                 coupled_budget: int | None = None) -> None:
+                 coupled_budget: int | None = None, lookahead: int | None = None) -> None:
         if precision not in ("double", "quantized"):
             raise ValueError(f"the rule refinement runs in 'double' or 'quantized' precision, not {precision!r}")
         self.ws = ws = Workspace(device, precision, configs=configs)
@@ -343,29 +505,52 @@ class DeviceRefinement:
         self.stat_dtype = stat
         queue = ws.queue
         bins = np.ascontiguousarray(bins)
+        self.lookahead = max(1, int(LOOKAHEAD if lookahead is None else lookahead))
+        # one row per step of a batch (best_batch): each row a sub-buffer, so at the device's base address alignment
+        align = max(1, int(ws.device.cl_device.mem_base_addr_align) // 8)
+        self._res_stride = -(-SIDE.dtype.itemsize * (self.n_labels + 1) // align) * align
         ws.ensure("bins", bins.nbytes)
         cl.enqueue_copy(queue, ws["bins"], bins)
         # H (n x h_width) is allocated by the first start() that sends one: complete heads of the example-wise
         # loss build its entries from G on the device, which at 101 labels spares 0.8 GB of device memory
         for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("weight", 8 * n), ("cov0", n), ("cov1", n),
-                             ("gcol", 4 * self.n_labels),
-                             ("hcol", 4 * max(self.n_labels, self.h_width)), ("pair_r", 4 * self.h_width),
-                             ("pair_c", 4 * self.h_width), ("gh", cell * n * slots),
+                             ("gh", cell * n * slots),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
-                             ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f),
-                             ("sbins", bins.nbytes), ("inv_scale", 16 * slots), ("slot_begin", 4), ("slot_count", 4)):
+                             ("res", SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.lookahead),
+                             ("res_batch", self._res_stride * self.lookahead),
+                             ("sbins", bins.nbytes), ("slot_begin", 4), ("slot_count", 4), ("cols1", 8),
+                             ("inv1", 32)):
             ws.ensure(name, nbytes)
+        # the head's tables (its gradient columns, then from ``n_labels`` its Hessian columns; 2^-k per slot; a
+        # coupled head's label pairs), one section each of one buffer at the device's alignment, so that restrict()
+        # sends them in one copy. cols1 and inv1: a single-label head's, after its batch's first step chose the label
+        self._head_at: dict[str, tuple[int, int]] = {}
+        end = 0
+        for name, nbytes in (("cols", 4 * (self.n_labels + max(self.n_labels, self.h_width))),
+                             ("inv_scale", 16 * slots), ("pair_r", 4 * self.h_width), ("pair_c", 4 * self.h_width)):
+            self._head_at[name] = (end, nbytes)
+            end += -(-nbytes // align) * align
+        ws.ensure("head", end)
+        self._tab = {name: ws["head"].get_sub_region(at, nbytes) for name, (at, nbytes) in self._head_at.items()}
         # the histogram's one node owns rows 0 .. n
         cl.enqueue_copy(queue, ws["slot_begin"], np.zeros(1, np.int32))
         cl.enqueue_copy(queue, ws["slot_count"], np.array([n], np.int32))
         self.cur = 0  # the coverage mask is cov0 or cov1 (ping-pong: the cover kernel reads one, writes the other)
         k_at = ws.build(ATOMS_Q if q else ATOMS, atoms(precision), {"row": n, "slot": slots})
-        self.k_atoms = [Bound(ws, k_at, lambda c=c: (ws["gh"], dict(
-            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], gcol=ws["gcol"], hcol=ws["hcol"])))
-            for c in (0, 1)]
+        self._tables = {"full": lambda: (self._tab["cols"], self._tab["inv_scale"]),
+                        "one": lambda: (ws["cols1"], ws["inv1"])}
+        # per head tables (the head's own, or the label a batch's first step chose) and coverage mask
+        self.k_atoms = {(t, c): Bound(ws, k_at, lambda t=t, c=c: (ws["gh"], dict(
+            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], cols=self._tables[t]()[0])))
+            for t in self._tables for c in (0, 1)}
         k_cov = ws.build(COVER, cover(bin_ctype(nb)), {"row": n})
         self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
                                                                                 bins=ws["bins"]))) for c in (0, 1)]
+        # a batch's later steps narrow the mask by the winner the device holds, over the bins that step searched
+        k_cb = ws.build(COVER_BEST, cover_best(bin_ctype(nb)), {"row": n})
+        self.k_cover_best = {(src, c): Bound(ws, k_cb, lambda src=src, c=c: (ws[f"cov{1 - c}"], dict(
+            covered=ws[f"cov{c}"], bins=ws[src], best=ws["best"], best_value=ws["best"])))
+            for src in ("bins", "sbins") for c in (0, 1)}
         k_fb = ws.build(FEATURE_BINS, feature_bins(bin_ctype(nb)), {"row": n, "feat": f})
         self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
         self.d_hist = hg.histogram(nb, precision)
@@ -377,12 +562,27 @@ class DeviceRefinement:
         self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
-        inv = (lambda: {"inv_scale": ws["inv_scale"]}) if q else dict
+        inv = (lambda t: {"inv_scale": self._tables[t]()[1]}) if q else (lambda t: {})
         k_res = ws.build(RESULT, result(precision), {"slot": slots})
         self.k_result = Bound(ws, k_res, lambda: (ws["res"], dict(scan=ws["scan"], best=ws["best"],
-                                                                  best_value=ws["best"], **inv())))
+                                                                  best_value=ws["best"], **inv("full"))))
+        # the result of a batch's step j goes to row j of res_batch (sub-buffers: the kernel writes from offset 0)
+        batch_rows = [ws["res_batch"].get_sub_region(j * self._res_stride, self._res_stride)
+                      for j in range(self.lookahead)]
+        self.k_result_batch = {(t, j): Bound(ws, k_res, lambda t=t, r=r: (r, dict(
+            scan=ws["scan"], best=ws["best"], best_value=ws["best"], **inv(t))))
+            for t in self._tables for j, r in enumerate(batch_rows)}
+        # a single-label head's tables after the label its batch's first step chose (row 0 of res_batch)
+        k_hc = ws.build(HEAD_COLUMNS, head_columns(), {"i": 2})
+        self.k_head_columns = Bound(ws, k_hc, lambda: (ws["cols1"], dict(res=batch_rows[0], cols=self._tab["cols"])))
+        self.k_head_scale = None
+        if q:
+            k_hs = ws.build(HEAD_SCALE, head_scale(), {"slot": 2})
+            self.k_head_scale = Bound(ws, k_hs, lambda: (ws["inv1"], dict(res=batch_rows[0],
+                                                                          inv_scale=self._tab["inv_scale"])))
+        self.batch_label = -1  # the label the last batch's first step chose on the device (restrict_first)
         self._inv = inv
-        self._scores: dict[tuple[str, int], Bound] = {}
+        self._scores: dict[tuple[str, int, str], Bound] = {}
         dev = ws.device
         self.coupled_budget = int(coupled_budget if coupled_budget is not None else
                                   min(int(dev.cl_device.max_mem_alloc_size), dev.global_mem_size // 8))
@@ -393,6 +593,8 @@ class DeviceRefinement:
         self.head: Head | None = None
         self.quant: QuantizedStatistics | None = None
         self.has_h = False  # whether the last start() sent Hessians (heads that are not coupled read them)
+        self._weights: np.ndarray | None = None  # the example weights on the device
+        self._pending: list[cl.Event] = []  # copies from host memory since the last read-back (see _put)
         self.steps = 0
 
     # the profiler's handles (mdhom.bench.profile.KernelRecorder): serialised launches, device seconds per kernel
@@ -412,15 +614,15 @@ class DeviceRefinement:
     def kernel_seconds(self, table: dict[str, float]) -> None:
         self.ws.kernel_seconds = table
 
-    def _score(self, kind: str, k: int) -> Bound:
-        key = (kind, k)
+    def _score(self, kind: str, k: int, tables: str = "full") -> Bound:
+        key = (kind, k, tables)
         if key not in self._scores:
             ws = self.ws
             spec = SCORE_SINGLE if kind == "single" else SCORE_COMPLETE
             comp = ws.build(spec, score(self.n_bins, k, kind, self.precision),
                             {"node": 1, "feat": self.n_feat, "bin": self.n_bins - 2, "dir": 2}, role=str(k))
             self._scores[key] = Bound(ws, comp, lambda: (ws["best"], dict(
-                scan=ws["scan"], hist=ws["hist"], feature_mask=ws["mask"], **self._inv())))
+                scan=ws["scan"], hist=ws["hist"], feature_mask=ws["mask"], **self._inv(tables))))
         return self._scores[key]
 
     def start(self, G: np.ndarray, H: np.ndarray | None, weights: np.ndarray, head: Head,
@@ -435,25 +637,44 @@ class DeviceRefinement:
         if ws.quantized:
             if quant is None or changed is None:
                 raise ValueError("a quantized refinement needs the fixed-point statistics and their changed columns")
-            if not np.isin(weights, (0.0, 1.0)).all():
-                raise ValueError("a quantized refinement takes example weights of 0 or 1")
             for name, q, cols in (("G", quant.Gq, changed[0]), ("H", quant.Hq, changed[1])):
                 if name == "H":
                     ws.ensure("H", 4 * self.n * self.h_width)
                 self._put_columns(name, q, cols)
             self.has_h = True
         else:
-            ws.put("G", ws["G"], G, self.stat_dtype)
+            self._put("G", ws["G"], G, self.stat_dtype)
             self.has_h = H is not None
             if H is not None:
                 ws.ensure("H", 8 * self.n * self.h_width)
-                ws.put("H", ws["H"], H, self.stat_dtype)
+                self._put("H", ws["H"], H, self.stat_dtype)
         self.quant = quant
-        ws.put("weight", ws["weight"], weights, np.float64)
+        if self._weights is None or not np.array_equal(weights, self._weights):  # without instance sampling: once
+            if ws.quantized and not np.isin(weights, (0.0, 1.0)).all():
+                raise ValueError("a quantized refinement takes example weights of 0 or 1")
+            self._put("weight", ws["weight"], weights, np.float64)
+            self._weights = np.array(weights, np.float64)
         self.cur = 0
         self.masks += 1
         ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
         self.restrict(head)
+
+    def _put(self, key: str, dst: cl.Buffer, values: np.ndarray, dtype: np.dtype, offset: int = 0) -> None:
+        """``Workspace.put`` that does not wait: pyopencl's event of a copy from host memory waits for the copy
+        when it is deleted (its NannyEvent keeps the host array alive), and in the in-order queue that is a wait for
+        every launch before it. The events are kept until the next read-back (:meth:`_read`), when they are done."""
+        values = np.asarray(values).reshape(-1)
+        if values.size == 0:
+            return
+        host = self.ws.staging(key, values.size, np.dtype(dtype))
+        host[...] = values
+        self._pending.append(cl.enqueue_copy(self.ws.queue, dst, host, dst_offset=offset, is_blocking=False))
+
+    def _read(self, host: np.ndarray, buf: cl.Buffer) -> np.ndarray:
+        """The blocking read of a step or batch (``Workspace.read``); the copies before it are done after it."""
+        out = self.ws.read(host, buf)
+        self._pending.clear()
+        return out
 
     def _put_columns(self, name: str, q: np.ndarray, cols: np.ndarray) -> None:
         """Label-major int32 columns ``cols`` of ``q`` (C, n) to the device, one copy per run of adjacent columns."""
@@ -464,7 +685,7 @@ class DeviceRefinement:
         breaks = np.flatnonzero(np.diff(cols) != 1) + 1
         for run in np.split(cols, breaks):
             a, b = int(run[0]), int(run[-1]) + 1
-            ws.put(name, ws[name], q[a:b], np.int32, offset=4 * n * a)
+            self._put(name, ws[name], q[a:b], np.int32, offset=4 * n * a)
 
     def restrict(self, head: Head) -> None:
         """The head whose labels the next steps score (its gradient and Hessian columns go up)."""
@@ -474,20 +695,25 @@ class DeviceRefinement:
                              "statistics on a device")
         if not head.coupled and not self.has_h:
             raise ValueError("a head that is not coupled reads the Hessians: start() needs H")
-        ws.put("gcol", ws["gcol"], head.labels, np.int32)
-        ws.put("hcol", ws["hcol"], head.h_columns, np.int32)
+        tables = {}
+        if ws.quantized:
+            tables["inv_scale"] = (self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         if head.coupled:  # each packed entry's two labels, the larger first (the coupled histogram's pair_r, pair_c)
             sub_r, sub_c = packed_index(head.k)
-            ws.put("pair_r", ws["pair_r"], head.labels[sub_r], np.int32)
-            ws.put("pair_c", ws["pair_c"], head.labels[sub_c], np.int32)
-        if ws.quantized:
-            ws.put("inv_scale", ws["inv_scale"], self.quant.inv_scale(head.labels, head.h_columns), np.float64)
+            tables["pair_r"], tables["pair_c"] = (head.labels[sub_r], np.int32), (head.labels[sub_c], np.int32)
+        places = [(self._head_at["cols"][0], head.labels, np.int32),
+                  (self._head_at["cols"][0] + 4 * self.n_labels, head.h_columns, np.int32)]
+        places += [(self._head_at[name][0], values, dtype) for name, (values, dtype) in tables.items()]
+        end = max(at + np.asarray(v).size * np.dtype(t).itemsize for at, v, t in places)
+        host = ws.staging("head", end, np.uint8)
+        for at, values, dtype in places:
+            host[at: at + np.asarray(values).size * np.dtype(dtype).itemsize].view(dtype)[:] = np.ravel(values)
+        # one copy (the gaps between tables as they are); its event kept, so that the copy does not wait
+        self._pending.append(cl.enqueue_copy(ws.queue, ws["head"], host, is_blocking=False))
         self.head = head
 
     def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
         """The best condition over the sampled ``features`` (ascending) for the rows covered now; one read."""
-        from mdhom.rules.refinement import Refinement
-
         ws, head = self.ws, self.head
         n, nb, k = self.n, self.n_bins, head.k
         features = np.asarray(features)
@@ -495,24 +721,41 @@ class DeviceRefinement:
         if nb <= 2 or f == 0:
             return None
         if f < self.n_feat:
-            ws.put("fidx", ws["fidx"], features, np.int32)
-            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat))
+            self._put("fidx", ws["fidx"], features, np.int32)
+            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat, fidx0=0))
         if head.coupled:
             return self._best_coupled(features)
+        self._search(f, self.k_result)
+        host = self._read(np.empty(k + 1, SIDE.dtype), ws["res"])
+        self.steps += 1
+        return self._refinement(host, features)
+
+    def _search(self, f: int, result: Bound, k: int | None = None, tables: str = "full") -> None:
+        """Launch one step's search over ``f`` features (their bins in place) into ``result``'s buffer, for the head
+        (``k`` labels; ``tables`` "one": the single label a batch's first step chose, :func:`head_columns`)."""
+        ws, n, nb = self.ws, self.n, self.n_bins
+        k = self.head.k if k is None else k
+        kind = "single" if tables == "one" else self.head.kind
         if f != self._mask_key:
-            ws.put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
+            self._put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
         g_stride, h_stride = (n, n) if ws.quantized else (self.n_labels, self.h_width)
-        ws.record(ATOMS_Q.name if ws.quantized else ATOMS.name, self.k_atoms[self.cur](
-            {"row": n, "slot": k + 1}, g_stride=g_stride, h_stride=h_stride, k=k))
+        ws.record(ATOMS_Q.name if ws.quantized else ATOMS.name, self.k_atoms[tables, self.cur](
+            {"row": n, "slot": k + 1}, g_stride=g_stride, h_stride=h_stride, k=k,
+            h_at=1 if tables == "one" else self.n_labels))
         ws.record(self.d_hist.name, self.k_hist["sbins" if f < self.n_feat else "bins"](
             {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
-        ws.record(head_gain(head.kind).kernel_name, self._score(head.kind, k)(
+        ws.record(head_gain(kind).kernel_name, self._score(kind, k, tables)(
             {"node": 1, "feat": f, "bin": nb - 2, "dir": 2}, l2=self.l2, l1=self.l1, min_coverage=self.min_coverage))
-        ws.record("rule_refine_result", self.k_result({"slot": k + 1}, n_feat=f, n_bins=nb))
-        host = ws.read(np.empty(k + 1, SIDE.dtype), ws["res"])
-        self.steps += 1
+        ws.record("rule_refine_result", result({"slot": k + 1}, n_feat=f, n_bins=nb))
+
+    def _refinement(self, host: np.ndarray, features: np.ndarray, k: int | None = None):  # noqa: ANN202
+        """The condition (a Refinement, or None) a step's read-back (k + 1 SIDE records) names, ``features`` the
+        step's searched ones, ``k`` its head's labels (default: the head's)."""
+        from mdhom.rules.refinement import Refinement
+
+        k, nb = self.head.k if k is None else k, self.n_bins
         value = float(host["value"][0])
         if not value > -np.inf:
             return None
@@ -523,6 +766,71 @@ class DeviceRefinement:
         total = np.concatenate([host["g"][:k], host["h"][:k]])
         return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), total,
                           int(host["h"][k]), b)
+
+    def best_batch(self, feature_sets: list[np.ndarray], restrict_first: bool = False) -> list:
+        """:meth:`best` for several steps with one read-back: step j searches ``feature_sets[j]`` over the rows
+        covered after step j - 1's winner, which the device applies itself (``rule_cover_best``), as if the host
+        had read it and called :meth:`add`. The caller keeps the steps up to the first it rejects (a rejected
+        step's successors searched rows no rule covers) and calls :meth:`add` for the last one when it goes on.
+        ``restrict_first`` (a single-label head over several labels): the steps after the first search the label
+        of the first step's winner (the largest |score|, as :meth:`Head.predict` picks it; chosen on the device by
+        ``rule_head_columns`` / ``rule_head_scale``, and :attr:`batch_label` after the read), as the host does
+        once a rule has its first condition; the caller then calls :meth:`restrict` with that head before its next
+        batch. At most :attr:`lookahead` steps; heads over a coupled Hessian run step by step."""
+        ws, head = self.ws, self.head
+        m = len(feature_sets)
+        if m > self.lookahead:
+            raise ValueError(f"a batch holds at most {self.lookahead} steps, got {m}")
+        if restrict_first and (head.kind != "single" or head.coupled or head.k < 2):
+            raise ValueError("restrict_first takes a single-label head over several labels")
+        if head.coupled or m <= 1:
+            out: list = []
+            for features in feature_sets:  # one read each; stop at the first step without a condition
+                if out:
+                    self.add(out[-1])
+                out.append(self.best(features))
+                if out[-1] is None:
+                    break
+            return out + [None] * (m - len(out))
+        sets = [np.asarray(fs) for fs in feature_sets]
+        if self.n_bins <= 2 or any(len(fs) == 0 for fs in sets):
+            return [None] * m
+        n, nb, k = self.n, self.n_bins, head.k
+        sampled = [len(fs) < self.n_feat for fs in sets]
+        if any(sampled):  # every step's sample in one upload, step j's at row j
+            table = ws.staging("fidx", m * self.n_feat, np.int32)
+            for j, fs in enumerate(sets):
+                table[j * self.n_feat: j * self.n_feat + len(fs)] = fs
+            self._pending.append(cl.enqueue_copy(ws.queue, ws["fidx"], table, is_blocking=False))
+        for j, fs in enumerate(sets):
+            if j:  # narrow the mask by step j - 1's winner, over the bins it searched
+                src = "sbins" if sampled[j - 1] else "bins"
+                ws.record("rule_cover_best", self.k_cover_best[src, self.cur]({"row": n}, n_feat=len(sets[j - 1]),
+                                                                              n_bins=nb))
+                self.cur = 1 - self.cur
+                self.masks += 1
+            if sampled[j]:
+                ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": len(fs)}, n_feat=self.n_feat,
+                                                                   fidx0=j * self.n_feat))
+            tables = "one" if restrict_first and j else "full"
+            self._search(len(fs), self.k_result_batch[tables, j], 1 if tables == "one" else k, tables)
+            if restrict_first and j == 0 and m > 1:  # the label of step 0's winner: the later steps' head
+                hk = {"k": k, "l2": self.l2, "l1": self.l1}
+                ws.record("rule_head_columns", self.k_head_columns({"i": 2}, h_at=self.n_labels, **hk))
+                if self.k_head_scale is not None:
+                    ws.record("rule_head_scale", self.k_head_scale({"slot": 2}, **hk))
+        chosen = np.full(2, -1, np.int32)
+        if restrict_first and m > 1:  # in order before the blocking read below: complete when it returns
+            self._pending.append(cl.enqueue_copy(ws.queue, chosen, ws["cols1"], is_blocking=False))
+        raw = self._read(np.empty(m * self._res_stride, np.uint8), ws["res_batch"])
+        self.batch_label = int(chosen[0])
+        self.steps += m
+        out = []
+        for j, fs in enumerate(sets):
+            kj = 1 if restrict_first and j else k
+            at = j * self._res_stride
+            out.append(self._refinement(raw[at: at + SIDE.dtype.itemsize * (kj + 1)].view(SIDE.dtype), fs, kj))
+        return out
 
     def add(self, found) -> None:  # noqa: ANN001 - a Refinement from best()
         """Narrow the coverage mask by the condition (no sync)."""
@@ -572,8 +880,9 @@ class DeviceRefinement:
         kernels = {
             # per coverage mask (cov0 / cov1 ping-pong), and for the sort per bins source
             "hist": [Bound(ws, k_hist, lambda c=c: (ws["c_hist"], dict(
-                G=ws["G"], weight=ws["weight"], gcol=ws["gcol"], pair_r=ws["pair_r"], pair_c=ws["pair_c"],
-                srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"], covered=ws[f"cov{c}"]))) for c in (0, 1)],
+                G=ws["G"], weight=ws["weight"], gcol=self._tab["cols"], pair_r=self._tab["pair_r"],
+                pair_c=self._tab["pair_c"], srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"],
+                covered=ws[f"cov{c}"]))) for c in (0, 1)],
             "sort_count": {(src, c): Bound(ws, k_sc, lambda src=src, c=c: (ws["c_count"], dict(
                 bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in (0, 1)},
             "sort_offsets": Bound(ws, k_so, lambda: (ws["c_off"], dict(count=ws["c_count"]))),
@@ -627,7 +936,7 @@ class DeviceRefinement:
                 min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),
                 **dc.binning_params(k, head.label_binning)))
             ws.record("rule_coupled_result", kern["result"]({"lane": lanes + 2}, n_feat=fc, n_bins=nb, chunk=c))
-        host = ws.read(np.empty((n_chunks, lanes + 2)), ws["c_res"])
+        host = self._read(np.empty((n_chunks, lanes + 2)), ws["c_res"])
         self.steps += 1
         win = int(np.argmax(host[:, -2]))  # the first of equal values: the earlier chunk's features come first
         value = float(host[win, -2])

@@ -126,6 +126,14 @@ class Learner:
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the
         loss is decomposable (element by element, so the same numbers as recomputing every label)."""
+        if self.loss.decomposable and labels.size == 1:  # a single-label head: one column, gathered once
+            col = int(labels[0])
+            s = self.S[rows, col] + scores[0]
+            self.S[rows, col] = s
+            self.G[rows, col], self.H[rows, col] = self.loss.statistics(self.Y[rows, col], s)
+            if self.quant is not None:
+                self.quant.stale(labels, labels)
+            return
         at = np.ix_(rows, labels)
         self.S[at] += scores
         if self.loss.decomposable:
@@ -180,6 +188,52 @@ class Learner:
         self.apply(np.arange(self.X.shape[0]), labels, scores)
         return scores
 
+    def _batch(self, head: Head, conditions: list[Condition], best: Any, used: Head) -> tuple[Any, Head]:
+        """A rule's body on the device, several steps per read-back (3, then 6, ... up to
+        :attr:`DeviceRefinement.lookahead`): the same conditions as one step at a time. Each batch draws its steps'
+        features ahead (the generator's state after each draw kept), the device searches step j over the rows step
+        j - 1's winner covers (after a single-label head's first step, for the label it chose), and the host keeps
+        the steps up to the first that does not improve the rule (or that leaves ``min_coverage`` rows or fewer),
+        then puts the generator back to its state after that step's draw: later draws see the numbers one step at
+        a time would have left. Appends to ``conditions``; returns the rule's best refinement (None: none) and the
+        head it was found with (``used`` until a step is kept)."""
+        p, device = self.p, self.search
+        n_features = self.X.shape[1]
+        size = sample_size(n_features, p.feature_sampling)
+        bitgen = self.rng.bit_generator
+        m = 0
+        while p.max_conditions == 0 or len(conditions) < p.max_conditions:
+            m = min(max(3, 2 * m), device.lookahead)  # short rules waste few steps, long ones take few reads
+            if p.max_conditions:
+                m = min(m, p.max_conditions - len(conditions))
+            sets, states = [], []
+            for _ in range(m):
+                sets.append(draw(self.rng, n_features, size))
+                states.append(bitgen.state)
+            # a single-label head keeps the label of its first condition's largest |score|: chosen on the device
+            first = not conditions and head.kind == "single" and head.k > 1
+            restricted = False
+            for j, found in enumerate(device.best_batch(sets, restrict_first=first)):
+                if found is None or not found.quality < (0.0 if best is None else best.quality):
+                    bitgen.state = states[j]
+                    return best, used
+                best, used = found, head
+                conditions.append(Condition(found.feature, found.op, found.threshold))
+                if len(conditions) == 1:
+                    chosen, _ = head.predict(found.total)
+                    if chosen.size < head.k:
+                        head, restricted = head.restricted(chosen), True
+                        if m > 1 and device.batch_label != int(chosen[0]):
+                            raise RuntimeError(f"the device chose label {device.batch_label} for the rule's head, "
+                                               f"the host {int(chosen[0])}")
+                if found.n_covered <= p.min_coverage:
+                    bitgen.state = states[j]
+                    return best, used
+            if restricted:  # the next batches search the chosen label from the head's own tables
+                device.restrict(head)
+            device.add(best)  # every step kept: the last winner narrows the mask for the next batch
+        return best, used
+
     def grow(self) -> Rule | None:
         """One rule, added to the scores; None when no condition can be found."""
         p, n = self.p, self.X.shape[0]
@@ -205,6 +259,10 @@ class Learner:
         best = None
         used = head
         while p.max_conditions == 0 or len(conditions) < p.max_conditions:
+            if device is not None and not head.coupled and device.lookahead > 1:
+                # the steps go to the device in batches (a single-label head's label chosen there too)
+                best, used = self._batch(head, conditions, best, used)
+                break
             features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
             if device is None:
                 found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
