@@ -45,6 +45,17 @@ def test_default_rule_alone_predicts_the_label_frequencies():
     np.testing.assert_allclose(est.rules_.default_scores, 4 * (Y.mean(axis=0) - 0.5))
 
 
+@pytest.mark.parametrize("loss", ["logistic_labelwise", "logistic_examplewise"])
+def test_quantized_fits_start_from_the_same_default_rule(loss):
+    """The default rule is summed from the float statistics in every mode (it was once summed from the fixed-point
+    columns before any had been quantized: all zeros, a default rule that predicted nothing)."""
+    X, Y = _data()
+    scores = [RuleBoostClassifier(max_rules=1, loss=loss, precision=p, device="numpy").fit(X, Y).rules_.default_scores
+              for p in ("double", "quantized")]
+    assert np.abs(scores[0]).min() > 0.01
+    np.testing.assert_array_equal(scores[1], scores[0])
+
+
 def test_max_conditions_and_sampling_options_are_honoured():
     X, Y = _data(n=150, F=8)
     est = RuleBoostClassifier(max_rules=20, max_conditions=2, feature_sampling=0.5, instance_sampling=0.7,

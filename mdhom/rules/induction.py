@@ -156,12 +156,14 @@ class Learner:
                                                                                      self.hessians(rows))
 
     def column_sums(self, head: Head) -> np.ndarray:
-        """The head's atoms summed over every example, ``atoms(head).sum(axis=0)`` to the bit: the atoms are
-        column-major, so numpy sums each column on its own (pairwise, over its n contiguous values); with ``lazy_h``
-        the Hessian columns are built from the gradients and summed a block of columns at a time in the same
-        layout, so the n x L(L+1)/2 matrix never exists at once."""
+        """The head's float statistics summed over every example (the default rule's, on the host, in double in
+        every mode as mlrl-boomer's default rule: the quantized columns exist only for the columns a rule search
+        has read, and the default rule comes before any), ``head.gather(G, H).sum(axis=0)`` to the bit: the atoms
+        are column-major, so numpy sums each column on its own (pairwise, over its n contiguous values); with
+        ``lazy_h`` the Hessian columns are built from the gradients and summed a block of columns at a time in the
+        same layout, so the n x L(L+1)/2 matrix never exists at once."""
         if self.H is not None:
-            return self.atoms(head).sum(axis=0)
+            return head.gather(self.G, self.H).sum(axis=0)
         G = self.G
         big, small = head.labels[packed_index(head.k)[0]], head.labels[packed_index(head.k)[1]]
         out = [np.asfortranarray(G[:, head.labels]).sum(axis=0)]
