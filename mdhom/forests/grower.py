@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from mdhom.forests import kernels as K
+from mdhom.forests import sampled as SM
 
 HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
 
@@ -67,6 +68,11 @@ class ForestBackend(Protocol):
         """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch (``whole``: the batch is the level)."""
         ...
 
+    def totals(self, slots: Slots) -> np.ndarray:
+        """(S, lanes) int64 node totals of a whole level without a split search (the deepest level: its nodes are
+        leaves whatever their splits, so only the totals, for the leaf values, are worth computing)."""
+        ...
+
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
         """Rows of split slots to their children (left 2k, right 2k+1 for the k-th split slot), partitioned."""
         ...
@@ -89,6 +95,10 @@ class NumpyForest:
         ns = K.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
                                     spec.criterion, self.xlogx, allowed)
         return totals, ns
+
+    def totals(self, slots):  # noqa: ANN001, ANN201
+        return SM.slot_totals_reference(self.stat, self.weight, self.order, slots.begin, slots.count, slots.tree,
+                                        self.per_tree)
 
     def route(self, split_tab, split_left, slots):  # noqa: ANN001, ANN201
         new = K.route_reference(self.row_slot, split_tab, self.bins)
@@ -158,13 +168,18 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     levels: list[tuple] = []
     depth = 0
     while len(slots):
-        whole = batch >= len(slots)
-        parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
-        totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
-        ns = np.concatenate([p[1] for p in parts])
-        split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
         if spec.max_depth is not None and depth >= spec.max_depth:
-            split[:] = False
+            # the deepest level splits nothing: its totals (the leaf values) in one step, no split search, no
+            # histogram batches (the search's result was thrown away here; the trees are the same)
+            totals = np.asarray(backend.totals(slots), np.int64)
+            ns = np.zeros(len(slots), K.NODE_SPLIT.dtype)
+            ns["feat"] = ns["bin"] = -1
+        else:
+            whole = batch >= len(slots)
+            parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
+            totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            ns = np.concatenate([p[1] for p in parts])
+        split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
         if not spec.classification:  # a regression split must gain beyond the rounding of its score
             parent = K.side_reference(totals, spec.outputs, spec.criterion, np.zeros(1))
             split &= ns["gain"] > 1e-12 * np.abs(parent)

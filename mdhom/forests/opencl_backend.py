@@ -88,8 +88,6 @@ class OpenCLForest:
                                    {"slot": self.n_trees})
             self.c_cs = ws.build(SM.CAND_SPLIT, SM.cand_split(self.lane, out, spec.criterion, self.width),
                                  {"slot": self.n_trees})
-            self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
-                                   {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
             self.c_ss = ws.build(SM.SAMPLED_SPLIT, SM.sampled_split(n_bins, self.lane, out, spec.criterion,
                                                                     self.width, masked),
                                  {"slot": self.n_trees, "feat": spec.max_features})
@@ -104,6 +102,9 @@ class OpenCLForest:
                                                                            "bin": n_bins})
             self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
                                  {"slot": self.n_trees, "feat": self.n_feat})
+        # node totals from rows: the sampled level's, and the deepest level's of either (no split search there)
+        self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
+                               {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
@@ -187,20 +188,14 @@ class OpenCLForest:
                              ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
             self._put(name, values)
         masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        stat_io, stat_params = {}, {}
-        if self.per_tree is not None:
-            stat_io, stat_params = {"tree_col": ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+        stat_io, stat_params = self._stat_io()
         rows = {"n_rows": np.int32(self.n)}
         cand = ws.ensure("cand", s * self.width * 4)
         self._launch("forest_candidates", self.c_cand, cand, {"slot": s},
                      {**rows, "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
-        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
-        self._launch("forest_slot_totals", self.c_stot, totals,
-                     {"slot": s, "lane": self.lanes, "pos": max(1, int(slots.count.max()))}, {**rows, **stat_params},
-                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
-                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], **stat_io)
+        totals = self._slot_totals(slots)
         large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
         index = np.full(s, -1, np.int32)
         index[large] = np.arange(large.size, dtype=np.int32)
@@ -229,6 +224,32 @@ class OpenCLForest:
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
         ws.read(ns, nsplit)
         return tot.astype(np.int64), ns
+
+    def _stat_io(self) -> tuple[dict, dict]:
+        """The statistics' extra buffer and parameter where trees read their own target columns (chains)."""
+        if self.per_tree is None:
+            return {}, {}
+        return {"tree_col": self.ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+
+    def _slot_totals(self, slots: Slots) -> cl.Buffer:
+        """Enqueue the slots' lane sums from their rows (slot_begin / count / tree already sent) into "totals"."""
+        ws = self.ws
+        stat_io, stat_params = self._stat_io()
+        totals = ws.ensure("totals", len(slots) * self.lanes * self.lane_dtype.itemsize)
+        self._launch("forest_slot_totals", self.c_stot, totals,
+                     {"slot": len(slots), "lane": self.lanes, "pos": max(1, int(slots.count.max()))},
+                     {"n_rows": np.int32(self.n), **stat_params}, stat=ws["stat"], weight=ws["weight"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_tree=ws["slot_tree"], **stat_io)
+        return totals
+
+    def totals(self, slots: Slots) -> np.ndarray:
+        """The deepest level: one launch over all its slots (no histograms, so no batches) and one read."""
+        for name, values in (("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+            self._put(name, values)
+        tot = np.empty((len(slots), self.lanes), self.lane_dtype)
+        self.ws.read(tot, self._slot_totals(slots))
+        return tot.astype(np.int64)
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
         ws = self.ws
