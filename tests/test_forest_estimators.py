@@ -92,6 +92,24 @@ def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
         assert est._device_predictor(len(X)) is None
 
 
+def test_device_bins_are_the_host_bins(device):
+    """A fit on a device bins its rows there (feature-major, the kernels' layout): the mapper's bins exactly, with
+    missing values, values on the edges, a constant and an all-missing column."""
+    from mdhom.forests.opencl_backend import DeviceBins, OpenCLForest
+    from mdhom.learn.binning import BinMapper
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1025, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 2] = 1.5
+    X[:, 4] = np.nan
+    mapper = BinMapper(31).fit(X)
+    X[:40, 0] = mapper.edges[0][3]  # exactly on an edge: that bin (x <= edge)
+    got = OpenCLForest(device).bin_rows(mapper, X)
+    assert isinstance(got, DeviceBins) and got.shape == X.shape
+    assert np.array_equal(got.array.get(), mapper.transform(X, feature_major=True))
+
+
 def test_multi_output_on_device(device, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(250, 5))

@@ -134,7 +134,8 @@ class _Forest(OptionParams):
         sw = sw.astype(np.int64)
         mapper = BinMapper(p["max_bin"]).fit(Xa, sample_weight=sw.astype(np.float64),
                                              rows=sample_rows(n, BIN_SAMPLE, p["random_state"]))
-        bins = mapper.transform(Xa)
+        backend = make_backend(p["device"], p["n_jobs"])
+        bins = backend.bin_rows(mapper, Xa)  # on an OpenCL device: binned there, in the kernels' layout
         rng = np.random.default_rng(p["random_state"])
         n_draw = self._n_draw(p, n)
         t = p["n_estimators"]
@@ -154,7 +155,6 @@ class _Forest(OptionParams):
         spec = G.GrowSpec(outputs, p["criterion"], p["max_depth"],
                           max(P.resolve_count(p["min_samples_split"], n), 2 * leaf), leaf,
                           P.resolve_max_features(p["max_features"], n_feat))
-        backend = make_backend(p["device"], p["n_jobs"])
         grown = G.grow(backend, bins, mapper.n_bins, stat, weight, seeds, spec)
         thresholds = np.zeros(grown.feature.size)  # leaves: 0, never read
         for i in np.flatnonzero(grown.feature >= 0):

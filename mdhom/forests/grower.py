@@ -13,12 +13,13 @@ launch of each kernel serves every node of every tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from mdhom.forests import kernels as K
 from mdhom.forests import sampled as SM
+from mdhom.learn.binning import BinMapper
 
 HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
 
@@ -59,7 +60,11 @@ class Slots:
 
 
 class ForestBackend(Protocol):
-    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> Any:
+        """The mapper's bins of dense float64 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
+        ...
+
+    def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
               row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
         """Take a batch of trees' data (``per_tree``: their own target columns and features)."""
         ...
@@ -80,6 +85,9 @@ class ForestBackend(Protocol):
 
 class NumpyForest:
     """The reference backend: the kernels' numpy references, one call per kernel."""
+
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> np.ndarray:
+        return mapper.transform(X)
 
     def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight

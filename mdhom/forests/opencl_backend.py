@@ -10,14 +10,32 @@ of a level), per level it sends the split table. Builds and configurations go th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 
+from mdhom.components.binning import DeviceBinner
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import kernels as K
 from mdhom.forests import sampled as SM
 from mdhom.forests.grower import GrowSpec, Slots
+from mdhom.learn.binning import BinMapper
+
+
+@dataclass(frozen=True)
+class DeviceBins:
+    """Rows binned on the device, feature-major (the forest kernels' layout); ``shape`` is (rows, features), as
+    the grower reads host bins."""
+
+    array: cl_array.Array  # (features, rows)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        f, n = self.array.shape
+        return n, f
 
 
 class OpenCLForest:
@@ -30,6 +48,13 @@ class OpenCLForest:
         self.ws = Workspace(device, precision="double", exact=False)
         self.device = self.ws.device
         self.sampled_choice = sampled
+
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> DeviceBins:
+        """Dense float64 rows binned on the device (:class:`mdhom.components.binning.DeviceBinner`: the mapper's
+        bins exactly) straight into the kernels' feature-major layout: the host's per-column search was the
+        largest host cost of a fit (1.6 s of 1M x 28 rows on a 2-core host), and the bins need no upload."""
+        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True)
+        return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))
 
     # ------------------------------------------------------------------------------------------ buffers
     def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
@@ -46,7 +71,7 @@ class OpenCLForest:
         self.ws.put(name, buf, values, np.int32)
         return buf
 
-    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
+    def start(self, bins: np.ndarray | DeviceBins, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
               row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
         ws = self.ws
         self.n, self.n_feat = bins.shape
@@ -59,7 +84,13 @@ class OpenCLForest:
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
         # the binned rows and their statistics stay from one grow to the next (a classifier chain's positions)
         if getattr(self, "_bins_src", None) is not bins:
-            self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
+            if isinstance(bins, DeviceBins):  # already on the device, feature-major
+                arr = bins.array
+                buf = ws.ensure("bins", max(16, arr.nbytes))
+                if arr.nbytes:
+                    cl.enqueue_copy(ws.queue, buf, arr.base_data, byte_count=arr.nbytes, src_offset=arr.offset)
+            else:
+                self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
             self._bins_src = bins
         if getattr(self, "_stat_src", None) is not stat:
             self._upload("stat", stat.astype(self.lane_dtype))
