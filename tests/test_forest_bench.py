@@ -23,6 +23,21 @@ def test_bench_forests_reports_every_system(tmp_path):
     table = format_table(report)
     assert "sklearn" in table and "3 trees" in table
     json.dumps(report)  # the report is JSON as written by --out
+    # prediction timed twice (the first call builds mdhom's predictor), the walk and the fit's round trips named
+    for r in rows.values():
+        assert r["first_predict_s"] > 0 and r["predict_s"] > 0
+    assert rows["mdhom"]["predict_path"] == "numpy"  # 1000 rows x 3 trees: below the device walk's threshold
+    assert rows["mdhom"]["launches"] > 0 and 0 < rows["mdhom"]["syncs"] <= 5  # one read per level of depth 4
+    assert "numpy walk" in table
+
+
+def test_bench_shape_predicts_on_the_device():
+    """The bench's default shape (100k test rows x 50 or 500 trees) takes the device walk: its prediction figure
+    measures the md_hom walk, not numpy's (the threshold moving above it would show here, not as seconds)."""
+    from mdhom.forests.estimators import DEVICE_PREDICT_MIN
+
+    cfg = ForestsConfig()
+    assert cfg.test_rows * 50 >= DEVICE_PREDICT_MIN and cfg.test_rows * cfg.trees >= DEVICE_PREDICT_MIN
 
 
 def test_bench_forests_refuses_unknown_anchor():
