@@ -76,7 +76,10 @@ def test_regressor_file_is_the_references(device, case, tmp_path):
 
 def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
     """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
+    from mdhom.components.predictor import ForestPredictor
     from mdhom.forests import estimators as E
+    from mdhom.forests import kernels as K
+    from mdhom.forests.walker import ForestWalker
 
     X, y = _cancer()
     X = X.copy()
@@ -85,11 +88,18 @@ def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
                 RandomForestRegressor(n_estimators=5, random_state=0, device=device).fit(X, X[:, 0] * 3 + y)):
         want = est._forest.predict_sum(X)
         monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1)
-        assert est._device_predictor(len(X)) is not None
+        # the forest's own walk: one walk per (row, tree) for all the leaf's values, tree-major
+        assert isinstance(est._device_predictor(len(X)), ForestWalker)
         got = est.predict_proba(X) if isinstance(est, RandomForestClassifier) else est.predict(X)
         assert np.array_equal(np.asarray(got).reshape(want.shape), want)
+        # more values per leaf than a walk carries: the boosting trees' walk per output, the same bits
+        monkeypatch.setattr(K, "MAX_WALK_VALUES", 0)
+        del est._predictor
+        assert isinstance(est._device_predictor(len(X)), ForestPredictor)
+        assert np.array_equal(est._mean(X), want)
         monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1 << 40)
         assert est._device_predictor(len(X)) is None
+        monkeypatch.undo()
 
 
 def test_device_bins_are_the_host_bins(device):

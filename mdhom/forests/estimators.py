@@ -219,13 +219,18 @@ class _Forest(OptionParams):
             return cached[1]
         from mdhom.components.predictor import ForestPredictor
         from mdhom.devices import get_device
+        from mdhom.forests.kernels import MAX_WALK_VALUES
+        from mdhom.forests.walker import ForestWalker
         from mdhom.trees.estimators import limit_threads
 
         try:
             dev = get_device(limit_threads(device if device is not None else "auto", self._fit_params.get("n_jobs")))
         except (RuntimeError, ValueError):
             return None  # no OpenCL device here (a model trained elsewhere): the numpy walk
-        predictor = ForestPredictor(dev, self._forest.as_trees(), None, self._forest.value.shape[1])
+        if self._forest.value.shape[1] <= MAX_WALK_VALUES:  # one walk per (row, tree) for all the leaf's values
+            predictor = ForestWalker(dev, self._forest)
+        else:  # more values than a walk carries: the boosting trees' walk, once per (row, output, tree)
+            predictor = ForestPredictor(dev, self._forest.as_trees(), None, self._forest.value.shape[1])
         self._predictor = (self._forest, predictor)
         return predictor
 
