@@ -172,24 +172,26 @@ class OpenCLForest:
         cells = self.n_feat * self.n_bins * self.lanes
         node_bytes = cells * self.lane_dtype.itemsize
         hist = ws.ensure(self._hist[0], s * node_bytes)
+        # the node split's tables first: a runtime may hold a write behind the queue's kernels (PoCL does), and
+        # every table before the first launch keeps the level's host work off the device's critical path
+        self._put("slot_node", slots.node)
+        self._put("slot_seed", slots.seed.view(np.int32))
+        masked = {}
+        if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
+            self._put("node_tree", slots.tree)
+            masked = {"slot_tree": ws["node_tree"], "feat_mask": ws["feat_mask"]}
         if whole and self._prev_whole and slots.parent[0] >= 0:
             # siblings come in pairs (2k, 2k + 1): build the smaller one, subtract it from the parent for the other
             count = slots.count.reshape(-1, 2)
             side = (count[:, 1] < count[:, 0]).astype(np.int32)
             built = 2 * np.arange(count.shape[0]) + side
             small = ws.ensure("hist_small", count.shape[0] * node_bytes)
-            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
             self._put("pair", np.stack([slots.parent[0::2], side], axis=1))
+            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
             self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
                          prev=ws[self._hist[1]], pair=ws["pair"])
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
-        self._put("slot_node", slots.node)
-        masked = {}
-        if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
-            self._put("slot_tree", slots.tree)
-            masked = {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        self._put("slot_seed", slots.seed.view(np.int32))
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
         fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
         nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
@@ -215,8 +217,16 @@ class OpenCLForest:
         rows of the small ones (:mod:`mdhom.forests.sampled`). One read-back: totals and splits."""
         ws = self.ws
         s, k = len(slots), self.slot_feat
-        for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
-                             ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
+        index = np.full(s, -1, np.int32)
+        index[large] = np.arange(large.size, dtype=np.int32)
+        # every table up before the first launch (a runtime may hold a write behind the queue's kernels: PoCL does)
+        tables = [("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)), ("slot_begin", slots.begin),
+                  ("slot_count", slots.count), ("slot_tree", slots.tree), ("hist_index", index)]
+        if large.size:
+            tables += [("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
+                       ("large_tree", slots.tree[large]), ("large_id", large)]
+        for name, values in tables:
             self._put(name, values)
         masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
         stat_io, stat_params = self._stat_io()
@@ -227,15 +237,8 @@ class OpenCLForest:
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
         totals = self._slot_totals(slots)
-        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
-        index = np.full(s, -1, np.int32)
-        index[large] = np.arange(large.size, dtype=np.int32)
-        self._put("hist_index", index)
         hist = ws.ensure(self._hist[0], max(1, large.size) * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
         if large.size:
-            for name, values in (("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
-                                 ("large_tree", slots.tree[large]), ("large_id", large)):
-                self._put(name, values)
             self._launch("forest_histogram", self.c_hist, hist,
                          {"slot": large.size, "feat": k, "pos": max(1, int(slots.count[large].max()))},
                          {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
