@@ -40,6 +40,26 @@ def test_bench_shape_predicts_on_the_device():
     assert cfg.test_rows * 50 >= DEVICE_PREDICT_MIN and cfg.test_rows * cfg.trees >= DEVICE_PREDICT_MIN
 
 
+def test_forest_profile_splits_a_fit(device):
+    """python -m mdhom.bench.forest_profile at a toy size: phases that add up to the fit, every level's call,
+    kernel device seconds from the profiled fit, the same trees in both fits."""
+    from mdhom.bench.forest_profile import PHASES, format_report, run_profile
+
+    cfg = ForestsConfig(rows=3000, trees=3, max_depth=4, device=device.key, threads=2, anchors=())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not tuned.*")
+        report = run_profile(cfg)
+    timed = report["timed"]
+    assert report["same_trees"] and set(PHASES) < set(timed["phases_s"])
+    assert abs(sum(timed["phases_s"].values()) - timed["fit_s"]) < 1e-9
+    calls = [c["call"] for c in timed["calls"]]
+    assert calls.count("level") == 4 and calls.count("totals") == 1  # depth 4: the deepest level asks totals only
+    assert sum(c["syncs"] for c in timed["calls"]) == timed["syncs"]
+    assert "forest_histogram" in report["profiled"]["kernel_s"]
+    assert "device seconds per kernel" in format_report(report)
+    json.dumps(report)
+
+
 def test_bench_forests_refuses_unknown_anchor():
     with pytest.raises(ValueError, match="unknown anchor"):
         run_forests(ForestsConfig.quick_config(rows=500, test_rows=100, trees=1, device="numpy",
