@@ -136,6 +136,27 @@ def test_routing_and_partition_match_reference(device):
     assert all(sorted(p) == sorted(o) for p, o in zip(part_ref, order, strict=True))
 
 
+@pytest.mark.parametrize("config", [None, {"NUM_WG_row": 3, "NUM_WI_row": 7, "NUM_WG_tree": 2}])
+def test_bag_kernels_match_reference(device, config):
+    """The root level from the weights: the bag order (in-bag rows ascending, then the others) by a prefix count
+    and a scatter, and the root slots; trees with no row, every row and some rows in the bag."""
+    from mdhom.forests.grower import bag_order
+
+    rng = np.random.default_rng(11)
+    weight = rng.integers(0, 3, (T + 1, N)).astype(np.int32)
+    weight[1] = 0
+    weight[2] = rng.integers(1, 4, N)
+    sizes = {"tree": T + 1, "row": N}
+    scan = _comp(K.bag_scan(), device, None if config is None else {"NUM_WG_row": 3, "NUM_WI_row": 7})(
+        sizes=sizes, weight=weight.reshape(-1))
+    flag = (weight > 0).astype(np.int64)
+    assert np.array_equal(scan.reshape(T + 1, N), np.cumsum(flag, axis=1) - flag)
+    order = _comp(K.bag_order(), device, config)(sizes=sizes, weight=weight.reshape(-1), scan=scan.reshape(-1))
+    assert np.array_equal(order.reshape(T + 1, N), bag_order(weight > 0)[0])
+    slots = _comp(K.bag_slots(), device, config)(sizes=sizes, weight=weight.reshape(-1))
+    assert np.array_equal(slots.reshape(T + 1, N), K.bag_slots_reference(weight))
+
+
 def test_forest_grows_identically_on_device(device):
     from mdhom.forests.opencl_backend import OpenCLForest
 
@@ -149,10 +170,11 @@ def test_forest_grows_identically_on_device(device):
     seeds = rng.integers(0, 2**32, 5, dtype=np.uint32)
     spec = G.GrowSpec((2,), "gini", None, 2, 1, 2)
     a = G.grow(G.NumpyForest(), bins, 16, stat, w, seeds, spec)
-    b = G.grow(OpenCLForest(device), bins, 16, stat, w, seeds, spec)
     assert a.depth.max() >= 5
-    for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
-        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    for bag_on_device in (False, True):  # the root level sent from the host, or made by the device (GPUs' way)
+        b = G.grow(OpenCLForest(device, bag_on_device=bag_on_device), bins, 16, stat, w, seeds, spec)
+        for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
+            assert np.array_equal(getattr(a, k), getattr(b, k)), k
 
 
 def test_ragged_extent_and_scatter_in_the_generator(device):

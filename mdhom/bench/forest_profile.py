@@ -4,12 +4,13 @@ Two fits of mdhom's RandomForestClassifier on the Higgs-shaped data of ``mdhom b
 seed, after a two-tree warm-up that makes the program builds):
 
 - a timed fit, its wall time split into phases by timing the calls that make them up: the bin edges
-  (``BinMapper.fit``), binning the rows (``bin_rows``: on the device for OpenCL), the bag order, the backend's
-  start (uploads and builds), the levels' split searches, the deepest level's totals, the routing, and the
-  rest (the estimator's and grower's own host work: bootstrap draws, bookkeeping, thresholds, importances);
-  with the launches and blocking reads per level. Launches return at once, so a phase also holds the device
-  time of earlier launches it waits for (a level's first blocking step waits for the previous level's routing
-  and partition; ``bin_rows`` only enqueues, ``start`` waits for it);
+  (``BinMapper.fit``), binning the rows (``bin_rows``: on the device for OpenCL), the bag order (on the host:
+  the numpy backend, and OpenCL CPUs inside ``start``), the backend's start (uploads, builds, the root level),
+  the levels' split searches, the deepest level's totals, the routing, and the rest (the estimator's and
+  grower's own host work: bootstrap draws, bookkeeping, thresholds, importances); with the launches and
+  blocking reads per level. Launches return at once, so a phase also holds the device time of earlier launches
+  it waits for (a level's first blocking step waits for the previous level's routing and partition;
+  ``bin_rows`` only enqueues, ``start`` waits for it);
 - a profiled fit (``Workspace.profile``: each launch waits for its events), for every kernel's device seconds
   and launch count. Profiling serialises launches, so its wall time is not the timed fit's.
 

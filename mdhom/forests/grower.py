@@ -64,9 +64,11 @@ class ForestBackend(Protocol):
         """The mapper's bins of dense float64 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
         ...
 
-    def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
-              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
-        """Take a batch of trees' data (``per_tree``: their own target columns and features)."""
+    def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
+              xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+        """Take a batch of trees' data (``per_tree``: their own target columns and features) and make the root
+        level from the weights: each tree's position order (:func:`bag_order`) and every in-bag row in its
+        tree's root slot (:func:`mdhom.forests.kernels.bag_slots_reference`)."""
         ...
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +91,10 @@ class NumpyForest:
     def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> np.ndarray:
         return mapper.transform(X)
 
-    def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
+    def start(self, bins, n_bins, stat, weight, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
-        self.order, self.row_slot, self.xlogx = order.copy(), row_slot.copy(), xlogx
+        self.order = bag_order(weight > 0)[0]
+        self.row_slot, self.xlogx = K.bag_slots_reference(weight), xlogx
         self.per_tree = per_tree
 
     def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
@@ -161,11 +164,11 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     classifier chains in one batch)."""
     n_trees, n = weight.shape
     lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
-    inbag = weight > 0
-    order, counts = bag_order(inbag)
-    row_slot = np.where(inbag, np.arange(n_trees, dtype=np.int32)[:, None], np.int32(-1))
+    counts = np.count_nonzero(weight, axis=1)  # in-bag rows per tree (weights are counts, never negative)
     xlogx = K.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
-    backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree)
+    # the backend makes the bag order and the root slots (an OpenCL device from the weights it holds: the host's
+    # per-tree scans and the trees x rows uploads were most of a many-tree fit's host time)
+    backend.start(bins, n_bins, stat, weight, spec, xlogx, per_tree)
     trees = np.arange(n_trees, dtype=np.int32)
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
                   seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))

@@ -21,6 +21,9 @@ forest_node_split      slot                 concat: the best candidate among the
 forest_route           tree x row           concat: a row's slot at the next level (-1: none)
 forest_left_scan       tree x pos           concat, exclusive prefix sum of the go-left flags
 forest_partition       tree x pos           concat at a computed position (scatter): the stable partition
+forest_bag_scan        tree x row           concat, exclusive prefix count of the in-bag rows
+forest_bag_order       tree x row           concat at a computed position (scatter): in-bag rows first
+forest_bag_slots       tree x row           concat: the root slot of an in-bag row, -1 out of the bag
 forest_leaves          tree x row           concat, concat: the leaf a row reaches in a tree (tree-major)
 forest_leaf_sums       row x tree           concat, sum over trees (tree order) of every value of the row's leaves
 =====================  ===================  ==============================================================
@@ -630,6 +633,48 @@ def partition_reference(order: np.ndarray, new_slot: np.ndarray, split_tab: np.n
     return out.reshape(n_trees, n)
 
 
+# ------------------------------------------------------------------------------------------------ the bag
+@lru_cache(maxsize=1)
+def bag_scan() -> Description:
+    """Per tree, the exclusive prefix count over rows of the in-bag ones (weight > 0): an in-bag row's position."""
+    return Description(
+        "forest_bag_scan", ["tree", "row"], [Concat(), Scan(SUM, inclusive=False)], "int",
+        scalar="out = weight[(long)tree * SIZE_row + row] > 0;",
+        inputs=[Input("weight", "int", ("*",), gather=True)],
+    )
+
+
+@lru_cache(maxsize=1)
+def bag_order() -> Description:
+    """The root's position order of every tree (:func:`mdhom.forests.grower.bag_order`): its in-bag rows
+    ascending, then its out-of-bag rows ascending; each row lands at its place from :func:`bag_scan`."""
+    return Description(
+        "forest_bag_order", ["tree", "row"], [Concat(), Concat()], "int",
+        scalar="""
+const long base = (long)tree * SIZE_row;
+const int before = scan[base + row];
+const int bagged = scan[base + SIZE_row - 1] + (weight[base + SIZE_row - 1] > 0);
+out = row;
+out_at = base + (weight[base + row] > 0 ? before : bagged + (row - before));""",
+        inputs=[Input("weight", "int", ("*",), gather=True), Input("scan", "int", ("*",), gather=True)],
+        scatter=True,
+    )
+
+
+@lru_cache(maxsize=1)
+def bag_slots() -> Description:
+    """Every (tree, row)'s slot at the root level: the tree's root (slot ``tree``) when in the bag, else -1."""
+    return Description(
+        "forest_bag_slots", ["tree", "row"], [Concat(), Concat()], "int",
+        scalar="out = weight[(long)tree * SIZE_row + row] > 0 ? (int)tree : -1;",
+        inputs=[Input("weight", "int", ("*",), gather=True)],
+    )
+
+
+def bag_slots_reference(weight: np.ndarray) -> np.ndarray:
+    return np.where(weight > 0, np.arange(weight.shape[0], dtype=np.int32)[:, None], np.int32(-1))
+
+
 # ------------------------------------------------------------------------------------------------ heuristics
 def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """CPUs: a work-group per (slot chunk, feature), a slot's rows folded in one lane (no combine kernel).
@@ -780,8 +825,11 @@ NODE_SPLIT_SPEC = KernelSpec("forest_node_split", _per_slot)
 ROUTE = KernelSpec("forest_route", _rows)
 LEFT_SCAN = KernelSpec("forest_left_scan", _scan)
 PARTITION = KernelSpec("forest_partition", _rows)
+BAG_SCAN = KernelSpec("forest_bag_scan", _scan)
+BAG_ORDER = KernelSpec("forest_bag_order", _rows)
+BAG_SLOTS = KernelSpec("forest_bag_slots", _rows)
 # read whole lookup buffers (the node table, X by feature): not tunable until the generator has any-extent inputs
 LEAVES = KernelSpec("forest_leaves", _rows_of_trees)
 LEAF_SUMS = KernelSpec("forest_leaf_sums", _rows_of_trees, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1})
-SPECS = (HISTOGRAM, SIBLINGS, NODE_TOTALS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, LEFT_SCAN, PARTITION, LEAVES,
-         LEAF_SUMS)
+SPECS = (HISTOGRAM, SIBLINGS, NODE_TOTALS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, LEFT_SCAN, PARTITION, BAG_SCAN,
+         BAG_ORDER, BAG_SLOTS, LEAVES, LEAF_SUMS)
