@@ -120,6 +120,37 @@ def test_device_bins_are_the_host_bins(device):
     assert np.array_equal(got.array.get(), mapper.transform(X, feature_major=True))
 
 
+def test_thresholds_and_importances_are_the_per_node_ones():
+    """The fit's thresholds (a feature at a time) are BinMapper.threshold of every split node, +inf past the last
+    edge included, and the importances the per-tree normalised sums added in tree order, bit for bit."""
+    from mdhom.forests import estimators as E
+    from mdhom.forests import grower as G
+    from mdhom.learn.binning import BinMapper
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 6))
+    X[:, 3] = rng.integers(0, 3, 600)
+    y = (X[:, 0] + X[:, 3] > 1).astype(int)
+    X[::4, 3] = np.nan  # "every value left, missing right": a split past the last edge, threshold +inf
+    mapper = BinMapper(15).fit(X)
+    bins = mapper.transform(X)
+    w = np.stack([np.bincount(rng.integers(0, 600, 600), minlength=600) for _ in range(7)]).astype(np.int32)
+    grown = G.grow(G.NumpyForest(), bins, mapper.n_bins, np.eye(2, dtype=np.int32)[y], w,
+                   rng.integers(0, 2**32, 7, dtype=np.uint32), G.GrowSpec((2,), "gini", None, 2, 1, 2))
+    want = np.zeros(grown.feature.size)
+    for i in np.flatnonzero(grown.feature >= 0):
+        want[i] = mapper.threshold(int(grown.feature[i]), int(grown.split_bin[i]))
+    assert np.isinf(want).any() and E._thresholds(mapper, grown).tobytes() == want.tobytes()
+    per_tree = np.zeros(6)
+    trees = np.repeat(np.arange(7), np.diff(grown.offsets))
+    for t in range(7):
+        m = (grown.feature >= 0) & (trees == t)
+        imp = np.bincount(grown.feature[m], weights=grown.gain[m], minlength=6)
+        if imp.sum() > 0:
+            per_tree += imp / imp.sum()
+    assert E._importances(grown, 6).tobytes() == (per_tree / per_tree.sum()).tobytes()
+
+
 def test_multi_output_on_device(device, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(250, 5))
