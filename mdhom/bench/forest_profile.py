@@ -75,6 +75,8 @@ def _fit(est: Any, X: np.ndarray, y: np.ndarray, profile: bool) -> dict[str, Any
                 ws.profile = profile
             for name, key in (("bin_rows", "bin_rows"), ("start", "start"), ("route", "route"),
                               ("totals", "deepest_totals"), ("level", "levels")):
+                if not hasattr(backend, name):  # a backend of another version (comparing commits)
+                    continue
                 method = _timer(seconds, key)(getattr(backend, name))
                 if name in ("level", "totals", "route") and ws is not None:
                     method = _counted(method, name, ws, per_level)
