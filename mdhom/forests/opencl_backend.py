@@ -54,10 +54,14 @@ class OpenCLForest:
         self.sampled_choice = sampled
         self.bag_on_device = self.device.type == "gpu" if bag_on_device is None else bool(bag_on_device)
 
-    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> DeviceBins:
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> DeviceBins | np.ndarray:
         """Dense float64 rows binned on the device (:class:`mdhom.components.binning.DeviceBinner`: the mapper's
         bins exactly) straight into the kernels' feature-major layout: the host's per-column search was the
-        largest host cost of a fit (1.6 s of 1M x 28 rows on a 2-core host), and the bins need no upload."""
+        largest host cost of a fit (1.6 s of 1M x 28 rows on a 2-core host), and the bins need no upload. Rows
+        whose float64 copy would pass half the device's largest allocation are binned on the host (and sent
+        as bins by :meth:`start`, as the chains' bins are)."""
+        if 8 * X.size > int(self.device.cl_device.max_mem_alloc_size) // 2:  # raw rows too large to send whole
+            return mapper.transform(X)
         binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True)
         return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))
 
