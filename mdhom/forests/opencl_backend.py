@@ -95,6 +95,8 @@ class OpenCLForest:
         if getattr(self, "_bins_src", None) is not bins:
             if isinstance(bins, DeviceBins):  # already on the device, feature-major
                 arr = bins.array
+                if arr.queue is not None and arr.queue is not ws.queue:
+                    arr.queue.finish()  # the binner's queue: two in-order queues do not order each other's work
                 buf = ws.ensure("bins", max(16, arr.nbytes))
                 if arr.nbytes:
                     cl.enqueue_copy(ws.queue, buf, arr.base_data, byte_count=arr.nbytes, src_offset=arr.offset)
