@@ -23,6 +23,41 @@ def test_bench_forests_reports_every_system(tmp_path):
     table = format_table(report)
     assert "sklearn" in table and "3 trees" in table
     json.dumps(report)  # the report is JSON as written by --out
+    # prediction timed twice (the first call builds mdhom's predictor), the walk and the fit's round trips named
+    for r in rows.values():
+        assert r["first_predict_s"] > 0 and r["predict_s"] > 0
+    assert rows["mdhom"]["predict_path"] == "numpy"  # 1000 rows x 3 trees: below the device walk's threshold
+    assert rows["mdhom"]["launches"] > 0 and 0 < rows["mdhom"]["syncs"] <= 5  # one read per level of depth 4
+    assert "numpy walk" in table
+
+
+def test_bench_shape_predicts_on_the_device():
+    """The bench's default shape (100k test rows x 50 or 500 trees) takes the device walk: its prediction figure
+    measures the md_hom walk, not numpy's (the threshold moving above it would show here, not as seconds)."""
+    from mdhom.forests.estimators import DEVICE_PREDICT_MIN
+
+    cfg = ForestsConfig()
+    assert cfg.test_rows * 50 >= DEVICE_PREDICT_MIN and cfg.test_rows * cfg.trees >= DEVICE_PREDICT_MIN
+
+
+def test_forest_profile_splits_a_fit(device):
+    """python -m mdhom.bench.forest_profile at a toy size: phases that add up to the fit, every level's call,
+    kernel device seconds from the profiled fit, the same trees in both fits."""
+    from mdhom.bench.forest_profile import PHASES, format_report, run_profile
+
+    cfg = ForestsConfig(rows=3000, trees=3, max_depth=4, device=device.key, threads=2, anchors=())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not tuned.*")
+        report = run_profile(cfg)
+    timed = report["timed"]
+    assert report["same_trees"] and set(PHASES) < set(timed["phases_s"])
+    assert abs(sum(timed["phases_s"].values()) - timed["fit_s"]) < 1e-9
+    calls = [c["call"] for c in timed["calls"]]
+    assert calls.count("level") == 4 and calls.count("totals") == 1  # depth 4: the deepest level asks totals only
+    assert sum(c["syncs"] for c in timed["calls"]) == timed["syncs"]
+    assert "forest_histogram" in report["profiled"]["kernel_s"]
+    assert "device seconds per kernel" in format_report(report)
+    json.dumps(report)
 
 
 def test_bench_forests_refuses_unknown_anchor():

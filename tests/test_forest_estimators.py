@@ -76,7 +76,10 @@ def test_regressor_file_is_the_references(device, case, tmp_path):
 
 def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
     """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
+    from mdhom.components.predictor import ForestPredictor
     from mdhom.forests import estimators as E
+    from mdhom.forests import kernels as K
+    from mdhom.forests.walker import ForestWalker
 
     X, y = _cancer()
     X = X.copy()
@@ -85,11 +88,67 @@ def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
                 RandomForestRegressor(n_estimators=5, random_state=0, device=device).fit(X, X[:, 0] * 3 + y)):
         want = est._forest.predict_sum(X)
         monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1)
-        assert est._device_predictor(len(X)) is not None
+        # the forest's own walk: one walk per (row, tree) for all the leaf's values, tree-major
+        assert isinstance(est._device_predictor(len(X)), ForestWalker)
         got = est.predict_proba(X) if isinstance(est, RandomForestClassifier) else est.predict(X)
         assert np.array_equal(np.asarray(got).reshape(want.shape), want)
+        # more values per leaf than a walk carries: the boosting trees' walk per output, the same bits
+        monkeypatch.setattr(K, "MAX_WALK_VALUES", 0)
+        del est._predictor
+        assert isinstance(est._device_predictor(len(X)), ForestPredictor)
+        assert np.array_equal(est._mean(X), want)
         monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 1 << 40)
         assert est._device_predictor(len(X)) is None
+        monkeypatch.undo()
+
+
+def test_device_bins_are_the_host_bins(device):
+    """A fit on a device bins its rows there (feature-major, the kernels' layout): the mapper's bins exactly, with
+    missing values, values on the edges, a constant and an all-missing column."""
+    from mdhom.forests.opencl_backend import DeviceBins, OpenCLForest
+    from mdhom.learn.binning import BinMapper
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1025, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 2] = 1.5
+    X[:, 4] = np.nan
+    mapper = BinMapper(31).fit(X)
+    X[:40, 0] = mapper.edges[0][3]  # exactly on an edge: that bin (x <= edge)
+    got = OpenCLForest(device).bin_rows(mapper, X)
+    assert isinstance(got, DeviceBins) and got.shape == X.shape
+    assert np.array_equal(got.array.get(), mapper.transform(X, feature_major=True))
+
+
+def test_thresholds_and_importances_are_the_per_node_ones():
+    """The fit's thresholds (a feature at a time) are BinMapper.threshold of every split node, +inf past the last
+    edge included, and the importances the per-tree normalised sums added in tree order, bit for bit."""
+    from mdhom.forests import estimators as E
+    from mdhom.forests import grower as G
+    from mdhom.learn.binning import BinMapper
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 6))
+    X[:, 3] = rng.integers(0, 3, 600)
+    y = (X[:, 0] + X[:, 3] > 1).astype(int)
+    X[::4, 3] = np.nan  # "every value left, missing right": a split past the last edge, threshold +inf
+    mapper = BinMapper(15).fit(X)
+    bins = mapper.transform(X)
+    w = np.stack([np.bincount(rng.integers(0, 600, 600), minlength=600) for _ in range(7)]).astype(np.int32)
+    grown = G.grow(G.NumpyForest(), bins, mapper.n_bins, np.eye(2, dtype=np.int32)[y], w,
+                   rng.integers(0, 2**32, 7, dtype=np.uint32), G.GrowSpec((2,), "gini", None, 2, 1, 2))
+    want = np.zeros(grown.feature.size)
+    for i in np.flatnonzero(grown.feature >= 0):
+        want[i] = mapper.threshold(int(grown.feature[i]), int(grown.split_bin[i]))
+    assert np.isinf(want).any() and E._thresholds(mapper, grown).tobytes() == want.tobytes()
+    per_tree = np.zeros(6)
+    trees = np.repeat(np.arange(7), np.diff(grown.offsets))
+    for t in range(7):
+        m = (grown.feature >= 0) & (trees == t)
+        imp = np.bincount(grown.feature[m], weights=grown.gain[m], minlength=6)
+        if imp.sum() > 0:
+            per_tree += imp / imp.sum()
+    assert E._importances(grown, 6).tobytes() == (per_tree / per_tree.sum()).tobytes()
 
 
 def test_multi_output_on_device(device, tmp_path):

@@ -136,6 +136,27 @@ def test_routing_and_partition_match_reference(device):
     assert all(sorted(p) == sorted(o) for p, o in zip(part_ref, order, strict=True))
 
 
+@pytest.mark.parametrize("config", [None, {"NUM_WG_row": 3, "NUM_WI_row": 7, "NUM_WG_tree": 2}])
+def test_bag_kernels_match_reference(device, config):
+    """The root level from the weights: the bag order (in-bag rows ascending, then the others) by a prefix count
+    and a scatter, and the root slots; trees with no row, every row and some rows in the bag."""
+    from mdhom.forests.grower import bag_order
+
+    rng = np.random.default_rng(11)
+    weight = rng.integers(0, 3, (T + 1, N)).astype(np.int32)
+    weight[1] = 0
+    weight[2] = rng.integers(1, 4, N)
+    sizes = {"tree": T + 1, "row": N}
+    scan = _comp(K.bag_scan(), device, None if config is None else {"NUM_WG_row": 3, "NUM_WI_row": 7})(
+        sizes=sizes, weight=weight.reshape(-1))
+    flag = (weight > 0).astype(np.int64)
+    assert np.array_equal(scan.reshape(T + 1, N), np.cumsum(flag, axis=1) - flag)
+    order = _comp(K.bag_order(), device, config)(sizes=sizes, weight=weight.reshape(-1), scan=scan.reshape(-1))
+    assert np.array_equal(order.reshape(T + 1, N), bag_order(weight > 0)[0])
+    slots = _comp(K.bag_slots(), device, config)(sizes=sizes, weight=weight.reshape(-1))
+    assert np.array_equal(slots.reshape(T + 1, N), K.bag_slots_reference(weight))
+
+
 def test_forest_grows_identically_on_device(device):
     from mdhom.forests.opencl_backend import OpenCLForest
 
@@ -149,10 +170,11 @@ def test_forest_grows_identically_on_device(device):
     seeds = rng.integers(0, 2**32, 5, dtype=np.uint32)
     spec = G.GrowSpec((2,), "gini", None, 2, 1, 2)
     a = G.grow(G.NumpyForest(), bins, 16, stat, w, seeds, spec)
-    b = G.grow(OpenCLForest(device), bins, 16, stat, w, seeds, spec)
     assert a.depth.max() >= 5
-    for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
-        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    for bag_on_device in (False, True):  # the root level sent from the host, or made by the device (GPUs' way)
+        b = G.grow(OpenCLForest(device, bag_on_device=bag_on_device), bins, 16, stat, w, seeds, spec)
+        for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
+            assert np.array_equal(getattr(a, k), getattr(b, k)), k
 
 
 def test_ragged_extent_and_scatter_in_the_generator(device):
@@ -185,6 +207,43 @@ def test_ragged_and_scatter_are_validated():
         mdh.Description("bad", ["i", "j"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "int", "out = 1;", scatter=True)
 
 
+def _walk_forest(n_values: int):
+    """A fitted forest (numpy reference) of awkward size, and rows with missing values to walk it with."""
+    from mdhom import RandomForestClassifier, RandomForestRegressor
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(N, F))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    if n_values == 3:
+        y = (np.nan_to_num(X[:, 0]) > 0).astype(int) + (np.nan_to_num(X[:, 1]) > 0.5)
+        est = RandomForestClassifier(n_estimators=T + 4, max_depth=6, random_state=1, device="numpy").fit(X, y)
+    else:
+        Y = np.nan_to_num(X[:, :n_values]) * 2 + rng.normal(size=(N, n_values))
+        est = RandomForestRegressor(n_estimators=T + 4, max_depth=6, random_state=1, device="numpy").fit(X, Y)
+    forest = est._forest
+    assert forest.value.shape[1] == n_values and (forest.feature >= 0).sum() > 10
+    return forest, rng.normal(size=(N, F)) * np.where(rng.random((N, F)) < 0.1, np.nan, 1.0)
+
+
+@pytest.mark.parametrize("n_values", [3, 2])
+@pytest.mark.parametrize("config", [None, {"NUM_WI_row": 5, "NUM_WG_row": 3, "NUM_WG_tree": 2, "NUM_WI_tree": 2}])
+def test_walk_kernels_match_reference(device, n_values, config):
+    """forest_leaves gives the numpy walk's leaves (tree-major), forest_leaf_sums its tree sums bit for bit."""
+    from mdhom.components.predictor import forest_table
+
+    forest, X = _walk_forest(n_values)
+    raw, roots, values = forest_table(forest.as_trees(), None)
+    want = forest.leaves(X)
+    got = _comp(K.leaves(), device, config)(sizes={"tree": forest.n_trees, "row": N}, X=X.reshape(-1),
+                                            forest=raw.view(np.int32), root=roots, n_feat=np.int32(F))
+    assert np.array_equal(got.reshape(forest.n_trees, N), want.T)
+    d_sums, sizes = K.leaf_sums(n_values), {"row": N, "tree": forest.n_trees}
+    sums_cfg = K.LEAF_SUMS.heuristic(d_sums, device, sizes) if config is None else {"NUM_WI_row": 7, "NUM_WG_row": 3}
+    sums = _comp(d_sums, device, {**sums_cfg, **K.LEAF_SUMS.exact_pins})(
+        sizes=sizes, leaf=want.T.astype(np.int32).reshape(-1), value=values.reshape(-1))
+    assert sums.tobytes() == forest.tree_sums(X).tobytes()
+
+
 def test_forest_kernels_clean_under_oclgrind(oclgrind_device):
     code = textwrap.dedent("""
         import numpy as np
@@ -202,6 +261,15 @@ def test_forest_kernels_clean_under_oclgrind(oclgrind_device):
             b = G.grow(OpenCLForest("oclgrind"), bins, 8, stat, w, seeds, spec)
             assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("feature", "split_bin", "totals", "gain"))
             assert (a.feature >= 0).sum() >= 3
+        from mdhom import RandomForestClassifier
+        from mdhom.devices import get_device
+        from mdhom.forests.walker import ForestWalker
+        X = rng.normal(size=(n, 4))
+        X[::7, 1] = np.nan
+        est = RandomForestClassifier(n_estimators=3, max_depth=4, random_state=0, device="numpy")
+        est.fit(X, (X[:, 0] > 0).astype(int))
+        got = ForestWalker(get_device("oclgrind"), est._forest).tree_sums(X)
+        assert got.tobytes() == est._forest.tree_sums(X).tobytes()
         print("ok")
     """)
     run = run_under_oclgrind(code, timeout=900)

@@ -104,6 +104,7 @@ def test_sampled_level_chooses_the_dense_split(device, criterion):
         tot = mdh.build_within_limits(d_tot, device, cfg)(
             sizes={"slot": len(sb), "lane": dense.shape[-1], "pos": int(sc.max())}, **common)
         assert np.array_equal(tot, totals)  # one work-item per slot, or 16 sharing its rows (the GPU heuristic)
+    assert np.array_equal(SM.slot_totals_reference(stat, weight, order, sb, sc, st, per_tree), totals)
     large = np.flatnonzero(sc > 5).astype(np.int32)  # the others find their cuts from their rows
     index = np.full(len(sb), -1, np.int32)
     index[large] = np.arange(large.size)
@@ -157,6 +158,63 @@ def test_sampled_forest_grows_identically(device):
         for k in ("offsets", "feature", "split_bin", "left", "totals", "gain"):
             assert np.array_equal(getattr(a, k), getattr(b, k)), k
     assert SM.use_sampled(3, 10) and not SM.use_sampled(6, 10) and not SM.use_sampled(65, 1000)
+
+
+class _SearchingDeepest(G.NumpyForest):
+    """The grower as it was: the deepest level searched like any other (its splits then thrown away), its totals
+    from the histograms."""
+
+    spec: G.GrowSpec
+
+    def totals(self, slots):  # noqa: ANN001, ANN201
+        return self.level(slots, self.spec, True)[0]
+
+
+def _count_calls(obj: object, names: tuple[str, ...]) -> dict[str, int]:
+    calls = dict.fromkeys(names, 0)
+
+    def wrap(name: str):  # noqa: ANN202
+        f = getattr(obj, name)
+
+        def counted(*a):  # noqa: ANN001, ANN202
+            calls[name] += 1
+            return f(*a)
+        return counted
+
+    for name in names:
+        setattr(obj, name, wrap(name))
+    return calls
+
+
+@pytest.mark.parametrize("criterion", ["gini", "squared_error"])
+def test_deepest_level_takes_totals_only(device, criterion):
+    """At max_depth the grower asks for the level's totals only (one slot_totals launch and one read, whatever
+    the histogram budget), and the trees are those of a search of that level: dense and sampled backends."""
+    from mdhom.forests.opencl_backend import OpenCLForest
+
+    rng = np.random.default_rng(21)
+    n, depth = 400, 3
+    X = rng.normal(size=(n, 8))
+    bins = np.clip((X * 3 + 8).astype(int), 0, 14).astype(np.uint8)
+    y = X[:, 0] + X[:, 1] * X[:, 2]
+    if criterion == "gini":
+        stat, outputs = np.eye(2, dtype=np.int32)[(y > 0).astype(int)], (2,)
+    else:
+        stat, outputs = np.rint((y - y.mean()) * 2**20).astype(np.int64)[:, None], (1,)
+    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(3)]).astype(np.int32)
+    seeds = rng.integers(0, 2**32, 3, dtype=np.uint32)
+    for max_features in (2, 8):
+        spec = G.GrowSpec(outputs, criterion, depth, 2, 1, max_features)
+        ref_backend = _SearchingDeepest()
+        ref_backend.spec = spec
+        ref = G.grow(ref_backend, bins, 16, stat, w, seeds, spec)
+        assert int(ref.depth.max()) == depth
+        for backend in (G.NumpyForest(), OpenCLForest(device)):
+            calls = _count_calls(backend, ("level", "totals"))
+            got = G.grow(backend, bins, 16, stat, w, seeds, spec)
+            for k in ("offsets", "feature", "split_bin", "left", "totals", "gain", "depth"):
+                assert np.array_equal(getattr(ref, k), getattr(got, k)), k
+            assert calls == {"level": depth, "totals": 1}
 
 
 def test_sampled_kernels_clean_under_oclgrind(oclgrind_device):

@@ -13,11 +13,13 @@ launch of each kernel serves every node of every tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from mdhom.forests import kernels as K
+from mdhom.forests import sampled as SM
+from mdhom.learn.binning import BinMapper
 
 HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
 
@@ -58,13 +60,24 @@ class Slots:
 
 
 class ForestBackend(Protocol):
-    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
-              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
-        """Take a batch of trees' data (``per_tree``: their own target columns and features)."""
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> Any:
+        """The mapper's bins of dense float64 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
+        ...
+
+    def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
+              xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+        """Take a batch of trees' data (``per_tree``: their own target columns and features) and make the root
+        level from the weights: each tree's position order (:func:`bag_order`) and every in-bag row in its
+        tree's root slot (:func:`mdhom.forests.kernels.bag_slots_reference`)."""
         ...
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
         """(totals (S, lanes) int64, NODE_SPLIT records (S,)) of a batch (``whole``: the batch is the level)."""
+        ...
+
+    def totals(self, slots: Slots) -> np.ndarray:
+        """(S, lanes) int64 node totals of a whole level without a split search (the deepest level: its nodes are
+        leaves whatever their splits, so only the totals, for the leaf values, are worth computing)."""
         ...
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
@@ -75,9 +88,13 @@ class ForestBackend(Protocol):
 class NumpyForest:
     """The reference backend: the kernels' numpy references, one call per kernel."""
 
-    def start(self, bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> np.ndarray:
+        return mapper.transform(X)
+
+    def start(self, bins, n_bins, stat, weight, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
-        self.order, self.row_slot, self.xlogx = order.copy(), row_slot.copy(), xlogx
+        self.order = bag_order(weight > 0)[0]
+        self.row_slot, self.xlogx = K.bag_slots_reference(weight), xlogx
         self.per_tree = per_tree
 
     def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
@@ -89,6 +106,10 @@ class NumpyForest:
         ns = K.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
                                     spec.criterion, self.xlogx, allowed)
         return totals, ns
+
+    def totals(self, slots):  # noqa: ANN001, ANN201
+        return SM.slot_totals_reference(self.stat, self.weight, self.order, slots.begin, slots.count, slots.tree,
+                                        self.per_tree)
 
     def route(self, split_tab, split_left, slots):  # noqa: ANN001, ANN201
         new = K.route_reference(self.row_slot, split_tab, self.bins)
@@ -143,11 +164,11 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     classifier chains in one batch)."""
     n_trees, n = weight.shape
     lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
-    inbag = weight > 0
-    order, counts = bag_order(inbag)
-    row_slot = np.where(inbag, np.arange(n_trees, dtype=np.int32)[:, None], np.int32(-1))
+    counts = np.count_nonzero(weight, axis=1)  # in-bag rows per tree (weights are counts, never negative)
     xlogx = K.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
-    backend.start(bins, n_bins, stat, weight, order, row_slot, spec, xlogx, per_tree)
+    # the backend makes the bag order and the root slots (an OpenCL device from the weights it holds: the host's
+    # per-tree scans and the trees x rows uploads were most of a many-tree fit's host time)
+    backend.start(bins, n_bins, stat, weight, spec, xlogx, per_tree)
     trees = np.arange(n_trees, dtype=np.int32)
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
                   seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))
@@ -158,13 +179,18 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     levels: list[tuple] = []
     depth = 0
     while len(slots):
-        whole = batch >= len(slots)
-        parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
-        totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
-        ns = np.concatenate([p[1] for p in parts])
-        split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
         if spec.max_depth is not None and depth >= spec.max_depth:
-            split[:] = False
+            # the deepest level splits nothing: its totals (the leaf values) in one step, no split search, no
+            # histogram batches (the search's result was thrown away here; the trees are the same)
+            totals = np.asarray(backend.totals(slots), np.int64)
+            ns = np.zeros(len(slots), K.NODE_SPLIT.dtype)
+            ns["feat"] = ns["bin"] = -1
+        else:
+            whole = batch >= len(slots)
+            parts = [backend.level(slots.take(lo, lo + batch), spec, whole) for lo in range(0, len(slots), batch)]
+            totals = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            ns = np.concatenate([p[1] for p in parts])
+        split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
         if not spec.classification:  # a regression split must gain beyond the rounding of its score
             parent = K.side_reference(totals, spec.outputs, spec.criterion, np.zeros(1))
             split &= ns["gain"] > 1e-12 * np.abs(parent)

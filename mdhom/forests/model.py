@@ -61,35 +61,44 @@ class Forest:
 
     def predict_sum(self, X: np.ndarray, chunk_cells: int = 1 << 22) -> np.ndarray:
         """(n, n_values): the mean of the trees' leaf values at every row of float64 ``X`` (NaN goes right)."""
+        return self.tree_sums(X, chunk_cells) / self.n_trees
+
+    def tree_sums(self, X: np.ndarray, chunk_cells: int = 1 << 22) -> np.ndarray:
+        """(n, n_values): the sum of the trees' leaf values, added in tree order from zero (the device's reference,
+        :func:`mdhom.forests.kernels.leaf_sums`)."""
         n = X.shape[0]
         out = np.zeros((n, self.value.shape[1]))
-        roots = self.offsets[:-1]
-        absolute_left = np.where(self.feature >= 0, self.left + np.repeat(roots, np.diff(self.offsets)), -1)
         step = max(1, chunk_cells // max(1, self.n_trees))
         for lo in range(0, n, step):
-            x = X[lo:lo + step]
-            m = x.shape[0]
-            node = np.tile(roots, m)  # (row, tree) flat: rows still walking shrink the active set each level
-            row = np.repeat(np.arange(m), self.n_trees)
-            active = np.arange(node.size)
-            while active.size:
-                nd = node[active]
-                f = self.feature[nd]
-                inner = f >= 0
-                active, nd, f = active[inner], nd[inner], f[inner]
-                right = ~(x[row[active], f] <= self.threshold[nd])  # NaN compares false: right
-                node[active] = absolute_left[nd] + right
-            idx = node.reshape(m, self.n_trees)
-            acc = np.zeros((x.shape[0], self.value.shape[1]))
+            idx = self.leaves(X[lo:lo + step])
+            acc = np.zeros((idx.shape[0], self.value.shape[1]))
             for t in range(self.n_trees):  # tree order: the same sum everywhere
                 acc += self.value[idx[:, t]]
-            out[lo:lo + step] = acc / self.n_trees
+            out[lo:lo + step] = acc
         return out
 
+    def leaves(self, X: np.ndarray) -> np.ndarray:
+        """(n, n_trees) int64: the node (id in the whole forest) each row of float64 ``X`` reaches in each tree,
+        NaN going right (the reference of :func:`mdhom.forests.kernels.leaves`, which writes it tree-major)."""
+        m = X.shape[0]
+        roots = self.offsets[:-1]
+        absolute_left = np.where(self.feature >= 0, self.left + np.repeat(roots, np.diff(self.offsets)), -1)
+        node = np.tile(roots, m)  # (row, tree) flat: rows still walking shrink the active set each level
+        row = np.repeat(np.arange(m), self.n_trees)
+        active = np.arange(node.size)
+        while active.size:
+            nd = node[active]
+            f = self.feature[nd]
+            inner = f >= 0
+            active, nd, f = active[inner], nd[inner], f[inner]
+            right = ~(X[row[active], f] <= self.threshold[nd])  # NaN compares false: right
+            node[active] = absolute_left[nd] + right
+        return node.reshape(m, self.n_trees)
+
     def as_trees(self) -> list[SimpleNamespace]:
-        """The trees as the device predictor reads them (:class:`mdhom.components.predictor.ForestPredictor`:
-        per tree its nodes' feature, threshold, children, default direction and values): the boosting trees'
-        rows x trees md_hom walk serves the forest unchanged, NaN going right."""
+        """The trees as the device walks read them (:class:`mdhom.forests.walker.ForestWalker` and the boosting
+        trees' :class:`mdhom.components.predictor.ForestPredictor`: per tree its nodes' feature, threshold,
+        children, default direction and values), NaN going right."""
         out = []
         for t in range(self.n_trees):
             sl = slice(int(self.offsets[t]), int(self.offsets[t + 1]))

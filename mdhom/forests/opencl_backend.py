@@ -10,26 +10,60 @@ of a level), per level it sends the split table. Builds and configurations go th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 
+from mdhom.components.binning import DeviceBinner
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import kernels as K
 from mdhom.forests import sampled as SM
-from mdhom.forests.grower import GrowSpec, Slots
+from mdhom.forests.grower import GrowSpec, Slots, bag_order
+from mdhom.learn.binning import BinMapper
+
+
+@dataclass(frozen=True)
+class DeviceBins:
+    """Rows binned on the device, feature-major (the forest kernels' layout); ``shape`` is (rows, features), as
+    the grower reads host bins."""
+
+    array: cl_array.Array  # (features, rows)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        f, n = self.array.shape
+        return n, f
 
 
 class OpenCLForest:
     """:class:`mdhom.forests.grower.ForestBackend` on one device.
 
     ``sampled``: levels histogram only each node's drawn features (:mod:`mdhom.forests.sampled`); None decides
-    per grow (:func:`mdhom.forests.sampled.use_sampled`). Either way the trees are the same."""
+    per grow (:func:`mdhom.forests.sampled.use_sampled`). ``bag_on_device``: the root level (bag order, root
+    slots) made by the device's kernels from the weights it holds, or on the host and sent; None: on GPUs (1M
+    rows x 50 trees: ~0.5 s of host scans and 400 MB of uploads there; PoCL runs the kernels slower than numpy
+    runs the scans). Either way the trees are the same."""
 
-    def __init__(self, device: str | Device | None = "auto", sampled: bool | None = None) -> None:
+    def __init__(self, device: str | Device | None = "auto", sampled: bool | None = None,
+                 bag_on_device: bool | None = None) -> None:
         self.ws = Workspace(device, precision="double", exact=False)
         self.device = self.ws.device
         self.sampled_choice = sampled
+        self.bag_on_device = self.device.type == "gpu" if bag_on_device is None else bool(bag_on_device)
+
+    def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> DeviceBins | np.ndarray:
+        """Dense float64 rows binned on the device (:class:`mdhom.components.binning.DeviceBinner`: the mapper's
+        bins exactly) straight into the kernels' feature-major layout: the host's per-column search was the
+        largest host cost of a fit (1.6 s of 1M x 28 rows on a 2-core host), and the bins need no upload. Rows
+        whose float64 copy would pass half the device's largest allocation are binned on the host (and sent
+        as bins by :meth:`start`, as the chains' bins are)."""
+        if 8 * X.size > int(self.device.cl_device.max_mem_alloc_size) // 2:  # raw rows too large to send whole
+            return mapper.transform(X)
+        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True)
+        return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))
 
     # ------------------------------------------------------------------------------------------ buffers
     def _upload(self, name: str, values: np.ndarray) -> cl.Buffer:
@@ -46,8 +80,8 @@ class OpenCLForest:
         self.ws.put(name, buf, values, np.int32)
         return buf
 
-    def start(self, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
-              row_slot: np.ndarray, spec: GrowSpec, xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+    def start(self, bins: np.ndarray | DeviceBins, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
+              xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
         ws = self.ws
         self.n, self.n_feat = bins.shape
         self.n_trees = weight.shape[0]
@@ -59,18 +93,34 @@ class OpenCLForest:
         self.lane_dtype = np.dtype(np.int32 if self.lane == "int" else np.int64)
         # the binned rows and their statistics stay from one grow to the next (a classifier chain's positions)
         if getattr(self, "_bins_src", None) is not bins:
-            self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
+            if isinstance(bins, DeviceBins):  # already on the device, feature-major
+                arr = bins.array
+                if arr.queue is not None and arr.queue is not ws.queue:
+                    arr.queue.finish()  # the binner's queue: two in-order queues do not order each other's work
+                buf = ws.ensure("bins", max(16, arr.nbytes))
+                if arr.nbytes:
+                    cl.enqueue_copy(ws.queue, buf, arr.base_data, byte_count=arr.nbytes, src_offset=arr.offset)
+            else:
+                self._upload("bins", np.ascontiguousarray(bins.T))  # feature-major: the kernels' layout
             self._bins_src = bins
         if getattr(self, "_stat_src", None) is not stat:
             self._upload("stat", stat.astype(self.lane_dtype))
             self._stat_src = stat
         self._upload("weight", np.asarray(weight, np.int32))
-        self._upload("order", np.asarray(order, np.int32))
-        self._upload("row_slot", np.asarray(row_slot, np.int32))
-        # written whole by the partition and the routing before they are read: allocated, not sent
-        ws.ensure("order_next", max(16, 4 * order.size))
-        ws.ensure("new_slot", max(16, 4 * row_slot.size))
-        ws.ensure("scan", 4 * max(1, order.size))
+        # the partition's and routing's outputs are written whole before they are read: allocated, not sent
+        for name in ("order", "order_next", "row_slot", "new_slot"):
+            ws.ensure(name, max(16, 4 * weight.size))
+        ws.ensure("scan", 4 * max(1, weight.size))
+        if not self.bag_on_device:  # the root level on the host, sent
+            self._upload("order", bag_order(weight > 0)[0])
+            self._upload("row_slot", K.bag_slots_reference(weight))
+        elif weight.size:  # from the weights on the device: grower.bag_order's order, bag_slots' slots
+            cells = {"tree": self.n_trees, "row": self.n}
+            for name, spec_, desc, out, extra in (
+                    ("forest_bag_scan", K.BAG_SCAN, K.bag_scan(), "scan", {}),
+                    ("forest_bag_order", K.BAG_ORDER, K.bag_order(), "order", {"scan": ws["scan"]}),
+                    ("forest_bag_slots", K.BAG_SLOTS, K.bag_slots(), "row_slot", {})):
+                self._launch(name, ws.build(spec_, desc, cells), ws[out], cells, {}, weight=ws["weight"], **extra)
         self._upload("xlogx", xlogx.astype(np.float64))
         masked = per_tree is not None
         if masked:
@@ -88,8 +138,6 @@ class OpenCLForest:
                                    {"slot": self.n_trees})
             self.c_cs = ws.build(SM.CAND_SPLIT, SM.cand_split(self.lane, out, spec.criterion, self.width),
                                  {"slot": self.n_trees})
-            self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
-                                   {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
             self.c_ss = ws.build(SM.SAMPLED_SPLIT, SM.sampled_split(n_bins, self.lane, out, spec.criterion,
                                                                     self.width, masked),
                                  {"slot": self.n_trees, "feat": spec.max_features})
@@ -104,6 +152,9 @@ class OpenCLForest:
                                                                            "bin": n_bins})
             self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
                                  {"slot": self.n_trees, "feat": self.n_feat})
+        # node totals from rows: the sampled level's, and the deepest level's of either (no split search there)
+        self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
+                               {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
         rows = {"tree": self.n_trees, "row": self.n}
         self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
@@ -140,24 +191,26 @@ class OpenCLForest:
         cells = self.n_feat * self.n_bins * self.lanes
         node_bytes = cells * self.lane_dtype.itemsize
         hist = ws.ensure(self._hist[0], s * node_bytes)
+        # the node split's tables first: a runtime may hold a write behind the queue's kernels (PoCL does), and
+        # every table before the first launch keeps the level's host work off the device's critical path
+        self._put("slot_node", slots.node)
+        self._put("slot_seed", slots.seed.view(np.int32))
+        masked = {}
+        if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
+            self._put("node_tree", slots.tree)
+            masked = {"slot_tree": ws["node_tree"], "feat_mask": ws["feat_mask"]}
         if whole and self._prev_whole and slots.parent[0] >= 0:
             # siblings come in pairs (2k, 2k + 1): build the smaller one, subtract it from the parent for the other
             count = slots.count.reshape(-1, 2)
             side = (count[:, 1] < count[:, 0]).astype(np.int32)
             built = 2 * np.arange(count.shape[0]) + side
             small = ws.ensure("hist_small", count.shape[0] * node_bytes)
-            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
             self._put("pair", np.stack([slots.parent[0::2], side], axis=1))
+            self._build(small, slots.begin[built], slots.count[built], slots.tree[built])
             self._launch("forest_hist_siblings", self.c_sib, hist, {"slot": s, "cell": cells}, {}, small=small,
                          prev=ws[self._hist[1]], pair=ws["pair"])
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
-        self._put("slot_node", slots.node)
-        masked = {}
-        if self.per_tree is not None:  # the node split reads each slot's tree for its feature mask
-            self._put("slot_tree", slots.tree)
-            masked = {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        self._put("slot_seed", slots.seed.view(np.int32))
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
         fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
         nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
@@ -183,33 +236,28 @@ class OpenCLForest:
         rows of the small ones (:mod:`mdhom.forests.sampled`). One read-back: totals and splits."""
         ws = self.ws
         s, k = len(slots), self.slot_feat
-        for name, values in (("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)),
-                             ("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
+        index = np.full(s, -1, np.int32)
+        index[large] = np.arange(large.size, dtype=np.int32)
+        # every table up before the first launch (a runtime may hold a write behind the queue's kernels: PoCL does)
+        tables = [("slot_node", slots.node), ("slot_seed", slots.seed.view(np.int32)), ("slot_begin", slots.begin),
+                  ("slot_count", slots.count), ("slot_tree", slots.tree), ("hist_index", index)]
+        if large.size:
+            tables += [("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
+                       ("large_tree", slots.tree[large]), ("large_id", large)]
+        for name, values in tables:
             self._put(name, values)
         masked = {} if self.per_tree is None else {"slot_tree": ws["slot_tree"], "feat_mask": ws["feat_mask"]}
-        stat_io, stat_params = {}, {}
-        if self.per_tree is not None:
-            stat_io, stat_params = {"tree_col": ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+        stat_io, stat_params = self._stat_io()
         rows = {"n_rows": np.int32(self.n)}
         cand = ws.ensure("cand", s * self.width * 4)
         self._launch("forest_candidates", self.c_cand, cand, {"slot": s},
                      {**rows, "max_features": np.int32(spec.max_features)}, bins=ws["bins"],
                      order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
                      slot_seed=ws["slot_seed"], slot_node=ws["slot_node"], **masked)
-        totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
-        self._launch("forest_slot_totals", self.c_stot, totals,
-                     {"slot": s, "lane": self.lanes, "pos": max(1, int(slots.count.max()))}, {**rows, **stat_params},
-                     stat=ws["stat"], weight=ws["weight"], order=ws["order"], slot_begin=ws["slot_begin"],
-                     slot_count=ws["slot_count"], slot_tree=ws["slot_tree"], **stat_io)
-        large = np.flatnonzero(slots.count > SM.SMALL_ROWS).astype(np.int32)
-        index = np.full(s, -1, np.int32)
-        index[large] = np.arange(large.size, dtype=np.int32)
-        self._put("hist_index", index)
+        totals = self._slot_totals(slots)
         hist = ws.ensure(self._hist[0], max(1, large.size) * k * self.n_bins * self.lanes * self.lane_dtype.itemsize)
         if large.size:
-            for name, values in (("large_begin", slots.begin[large]), ("large_count", slots.count[large]),
-                                 ("large_tree", slots.tree[large]), ("large_id", large)):
-                self._put(name, values)
             self._launch("forest_histogram", self.c_hist, hist,
                          {"slot": large.size, "feat": k, "pos": max(1, int(slots.count[large].max()))},
                          {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
@@ -229,6 +277,32 @@ class OpenCLForest:
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
         ws.read(ns, nsplit)
         return tot.astype(np.int64), ns
+
+    def _stat_io(self) -> tuple[dict, dict]:
+        """The statistics' extra buffer and parameter where trees read their own target columns (chains)."""
+        if self.per_tree is None:
+            return {}, {}
+        return {"tree_col": self.ws["tree_col"]}, {"stat_stride": np.int32(self.stat_stride)}
+
+    def _slot_totals(self, slots: Slots) -> cl.Buffer:
+        """Enqueue the slots' lane sums from their rows (slot_begin / count / tree already sent) into "totals"."""
+        ws = self.ws
+        stat_io, stat_params = self._stat_io()
+        totals = ws.ensure("totals", len(slots) * self.lanes * self.lane_dtype.itemsize)
+        self._launch("forest_slot_totals", self.c_stot, totals,
+                     {"slot": len(slots), "lane": self.lanes, "pos": max(1, int(slots.count.max()))},
+                     {"n_rows": np.int32(self.n), **stat_params}, stat=ws["stat"], weight=ws["weight"],
+                     order=ws["order"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"],
+                     slot_tree=ws["slot_tree"], **stat_io)
+        return totals
+
+    def totals(self, slots: Slots) -> np.ndarray:
+        """The deepest level: one launch over all its slots (no histograms, so no batches) and one read."""
+        for name, values in (("slot_begin", slots.begin), ("slot_count", slots.count), ("slot_tree", slots.tree)):
+            self._put(name, values)
+        tot = np.empty((len(slots), self.lanes), self.lane_dtype)
+        self.ws.read(tot, self._slot_totals(slots))
+        return tot.astype(np.int64)
 
     def route(self, split_tab: np.ndarray, split_left: np.ndarray, slots: Slots) -> None:
         ws = self.ws

@@ -194,6 +194,31 @@ out = lane < FOREST_STATS ? w * stat[{_STAT_AT[per_tree]} + lane] : (lane == FOR
     )
 
 
+
+def slot_totals_reference(stat: np.ndarray, weight: np.ndarray, order: np.ndarray, slot_begin: np.ndarray,
+                          slot_count: np.ndarray, slot_tree: np.ndarray,
+                          per_tree: K.PerTree | None = None) -> np.ndarray:
+    """(slot, lanes) int64: :func:`slot_totals`' sums straight from the rows (statistic lanes times the weight,
+    the weight, one per row), without a histogram: exact integers, so any order gives the kernel's result."""
+    n = weight.shape[1]
+    k = stat.shape[1] if per_tree is None else per_tree.n_stats
+    count = np.asarray(slot_count, np.int64)
+    slot_of = np.repeat(np.arange(count.size), count)
+    out = np.zeros((count.size, k + 2), np.int64)
+    if not slot_of.size:
+        return out
+    start = np.repeat(np.asarray(slot_begin, np.int64) - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+    rows = order.reshape(-1)[start + np.arange(slot_of.size)].astype(np.int64)
+    tree = np.asarray(slot_tree, np.int64)[slot_of]
+    w = weight.reshape(-1)[tree * n + rows].astype(np.int64)
+    col = np.zeros_like(tree) if per_tree is None else per_tree.column[tree].astype(np.int64)
+    for j in range(k):
+        out[:, j] = K.exact_bincount(slot_of, w * stat[rows, col + j].astype(np.int64), count.size)
+    out[:, k] = K.exact_bincount(slot_of, w, count.size)
+    out[:, k + 1] = count
+    return out
+
+
 _SCAN_ROWS = """
 /* the best cut of one feature over a small node's rows (cnt <= FOREST_SMALL): the rows sorted by bin (stable), then
  * the cut after each bin's last row, scored as forest_scan_bins scores its non-empty bins: the same integer lane
