@@ -274,7 +274,8 @@ for configs, wise, lb, precision in runs:  # label-wise complete heads (exact, t
         G, H = G2, H2                      # those with label binning
     head = Head("complete", wise, np.arange(L), L, 0.0, 1.0, lb)
     search = DeviceRefinement(dev, bins, nb, edges, L, H.shape[1], 0.0, 1.0, 1, configs=configs,
-                              coupled_budget=8 * 11 * nb * 2 if configs and wise else None, precision=precision)
+                              coupled_budget=8 * 11 * nb * 2 if configs and wise else None, precision=precision,
+                              lookahead=3)
     quant, changed, atoms = None, None, head.gather(G, H)
     if precision == "quantized":
         quant = QuantizedStatistics(n, L, L)

@@ -467,12 +467,15 @@ assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name
 
 
 # ------------------------------------------------------------------------------------------------ the driver
-# the most refinement steps a batch launches before its one read-back (best_batch). The learner's batches grow 3, 6,
-# 8, 8, ... within a rule, its first step included (mdhom.rules.induction.Learner._batch): on the mediamill-shaped
-# benchmark (label-wise loss, single-label heads, 32 bins, quantized; rules 4-102) a rule takes 4.8 steps and as
-# many reads one step at a time, 1.5 reads and 6.5 steps so (the steps after a rejected one are wasted); 1 turns
-# batches off
-LOOKAHEAD = 8
+# the most refinement steps a batch launches before its one read-back (best_batch). With more than 1 the learner's
+# batches grow 3, 6, 8, 8, ... within a rule, its first step included (mdhom.rules.induction.Learner._batch): on the
+# mediamill-shaped benchmark (label-wise loss, single-label heads, 32 bins, quantized) a rule takes 16.5 steps and as
+# many reads one step at a time, 3.3 reads and 19.6 steps with 8 (the steps after a rejected one are wasted). The
+# wasted steps' launches cost more than the saved reads on both machines measured: H100 median rule 7.9 / 7.8 ms
+# with 1 against 8.8 / 10.5 ms with 8 and 10.3 with 4 (python -m mdhom.bench.rules_host --device gpu --rules 103
+# --timed --lookahead 1,8,1,8,4, the same model file each); on the 2-core PoCL machine batching was slightly slower
+# too. So one step per read-back by default; the batches stay an option (DeviceRefinement(lookahead=k))
+LOOKAHEAD = 1
 
 
 class DeviceRefinement:
