@@ -27,7 +27,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.scores",
     "mdhom.components.predictor",
     "mdhom.components.binning",
-    "mdhom.rules.device",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
+    "mdhom.rules.device_kernels",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
     "mdhom.rules.device_coupled",  # ... and those of complete heads over the example-wise loss's coupled Hessian
     "mdhom.forests.kernels",  # the random forests' level kernels (the tree dimension)
     "mdhom.forests.sampled",  # ... and the sampled level (only the drawn features binned)
