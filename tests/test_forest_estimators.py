@@ -78,7 +78,7 @@ def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
     """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
     from mdhom.components.predictor import ForestPredictor
     from mdhom.forests import estimators as E
-    from mdhom.forests import kernels as K
+    from mdhom.forests import walk_kernels as WK
     from mdhom.forests.walker import ForestWalker
 
     X, y = _cancer()
@@ -93,7 +93,7 @@ def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
         got = est.predict_proba(X) if isinstance(est, RandomForestClassifier) else est.predict(X)
         assert np.array_equal(np.asarray(got).reshape(want.shape), want)
         # more values per leaf than a walk carries: the boosting trees' walk per output, the same bits
-        monkeypatch.setattr(K, "MAX_WALK_VALUES", 0)
+        monkeypatch.setattr(WK, "MAX_WALK_VALUES", 0)
         del est._predictor
         assert isinstance(est._device_predictor(len(X)), ForestPredictor)
         assert np.array_equal(est._mean(X), want)

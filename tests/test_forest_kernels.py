@@ -10,7 +10,10 @@ import pytest
 
 from mdhom import mdh
 from mdhom.forests import grower as G
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
+from mdhom.forests import partition as P
+from mdhom.forests import split as S
+from mdhom.forests import walk_kernels as WK
 from mdhom.testing import run_under_oclgrind
 
 # awkward sizes: not multiples of any work-group size
@@ -51,12 +54,12 @@ def test_histogram_matches_reference(device, lane, config):
     rng = np.random.default_rng(3)
     bins, stat, weight, order, (sb, sc, st) = _data(rng, lane)
     outputs = (3,) if lane == "int" else (1,)
-    desc = K.histogram(B, lane, outputs)
-    cfg = config or K.histogram_heuristic(desc, device, {"slot": len(sb), "feat": F, "pos": int(sc.max())})
+    desc = H.histogram(B, lane, outputs)
+    cfg = config or H.histogram_heuristic(desc, device, {"slot": len(sb), "feat": F, "pos": int(sc.max())})
     out = _comp(desc, device, cfg)(sizes={"feat": F, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
                                    stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1),
                                    slot_begin=sb, slot_count=sc, slot_tree=st, n_rows=np.int32(N))
-    ref = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
+    ref = H.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
     assert np.array_equal(out.reshape(ref.shape), ref)
     assert ref[5].sum() == 0 and ref[4].sum() > 0  # the empty slot stays empty; the others are not
 
@@ -66,9 +69,9 @@ def test_sibling_subtraction_matches_reference(device):
     prev = rng.integers(0, 1000, (5, 7, 3)).astype(np.int64)
     small = rng.integers(0, 100, (4, 7, 3)).astype(np.int64)
     pair = np.array([[3, 0], [0, 1], [4, 1], [1, 0]], np.int32)
-    got = _comp(K.hist_siblings("long"), device, {"NUM_WI_cell": 5, "NUM_WG_cell": 3})(
+    got = _comp(H.hist_siblings("long"), device, {"NUM_WI_cell": 5, "NUM_WG_cell": 3})(
         sizes={"slot": 8, "cell": 21}, small=small.reshape(-1), prev=prev.reshape(-1), pair=pair.reshape(-1))
-    ref = K.hist_siblings_reference(small, prev, pair)
+    ref = H.hist_siblings_reference(small, prev, pair)
     assert np.array_equal(got.reshape(ref.shape), ref)
     assert np.array_equal(ref[0], small[0]) and np.array_equal(ref[1], prev[3] - small[0])
     assert np.array_equal(ref[3], small[1]) and np.array_equal(ref[2], prev[0] - small[1])
@@ -80,26 +83,26 @@ def test_split_kernels_match_reference(device, criterion):
     lane = "long" if criterion == "squared_error" else "int"
     outputs = (1,) if lane == "long" else (3,)
     bins, stat, weight, order, (sb, sc, st) = _data(rng, lane)
-    hist = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
+    hist = H.histogram_reference(bins, stat, weight, order, sb, sc, st, B)
     lanes = hist.shape[-1]
-    xlogx = K.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
+    xlogx = S.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
     dtype = np.int32 if lane == "int" else np.int64
     flat = hist.astype(dtype).reshape(-1)
-    tot = _comp(K.node_totals(lane), device)(sizes={"slot": len(sb), "lane": lanes, "bin": B}, hist=flat,
+    tot = _comp(S.node_totals(lane), device)(sizes={"slot": len(sb), "lane": lanes, "bin": B}, hist=flat,
                                               n_feat=np.int32(F))
-    totals = K.node_totals_reference(hist)
+    totals = S.node_totals_reference(hist)
     assert np.array_equal(tot, totals)
-    fs = _comp(K.feature_split(lane, outputs, criterion), device)(
+    fs = _comp(S.feature_split(lane, outputs, criterion), device)(
         sizes={"slot": len(sb), "feat": F}, hist=flat, xlogx=xlogx, n_bins=np.int32(B), min_leaf=np.int32(2))
-    fs_ref = K.feature_split_reference(hist, outputs, criterion, 2, xlogx)
+    fs_ref = S.feature_split_reference(hist, outputs, criterion, 2, xlogx)
     assert fs.tobytes() == fs_ref.tobytes()  # the same bits, scores included
     seed = rng.integers(0, 2**32, len(sb), dtype=np.uint32)
     node = np.arange(len(sb), dtype=np.int32)
     for max_features in (1, 2, F):
-        ns = _comp(K.node_split(lane, outputs, criterion, F), device)(
+        ns = _comp(S.node_split(lane, outputs, criterion, F), device)(
             sizes={"slot": len(sb)}, fsplit=fs.view(np.int32).reshape(-1), totals=totals.astype(dtype).reshape(-1),
             slot_seed=seed, slot_node=node, xlogx=xlogx, max_features=np.int32(max_features))
-        ref = K.node_split_reference(fs_ref, totals, seed, node, max_features, outputs, criterion, xlogx)
+        ref = S.node_split_reference(fs_ref, totals, seed, node, max_features, outputs, criterion, xlogx)
         assert ns.tobytes() == ref.tobytes()
         assert (ref["feat"] >= 0).sum() >= 2
 
@@ -115,22 +118,22 @@ def test_routing_and_partition_match_reference(device):
     # slots 0, 2, 3, 5 split (children 0..7), the others are leaves
     child = np.array([0, -1, 2, 4, -1, 6, -1, -1, -1], np.int32)
     tab = np.stack([rng.integers(0, F, 9), rng.integers(0, B, 9), child], 1).astype(np.int32)
-    new = _comp(K.route(B), device)(sizes={"tree": T, "row": N}, row_slot=row_slot.reshape(-1),
+    new = _comp(P.route(B), device)(sizes={"tree": T, "row": N}, row_slot=row_slot.reshape(-1),
                                     split_tab=tab.reshape(-1), bins=bins.T.reshape(-1))
-    new_ref = K.route_reference(row_slot, tab, bins)
+    new_ref = P.route_reference(row_slot, tab, bins)
     assert np.array_equal(new.reshape(T, N), new_ref)
-    scan = _comp(K.left_scan(), device, {"NUM_WG_pos": 3, "NUM_WI_pos": 7})(
+    scan = _comp(P.left_scan(), device, {"NUM_WG_pos": 3, "NUM_WI_pos": 7})(
         sizes={"tree": T, "pos": N}, order=order.reshape(-1), new_slot=new_ref.reshape(-1))
-    scan_ref = K.left_scan_reference(order, new_ref)
+    scan_ref = P.left_scan_reference(order, new_ref)
     assert np.array_equal(scan.reshape(T, N), scan_ref)
     left = np.zeros(9, np.int32)
     for s in np.flatnonzero(child >= 0):
         left[s] = int((new_ref[sb[s] // N, flat[sb[s]:sb[s] + sc[s]]] % 2 == 0).sum())
-    part = _comp(K.partition(), device)(sizes={"tree": T, "pos": N}, order=order.reshape(-1),
+    part = _comp(P.partition(), device)(sizes={"tree": T, "pos": N}, order=order.reshape(-1),
                                         row_slot=row_slot.reshape(-1), new_slot=new_ref.reshape(-1),
                                         scan=scan_ref.reshape(-1), split_tab=tab.reshape(-1), slot_begin=sb,
                                         split_left=left)
-    part_ref = K.partition_reference(order, new_ref, tab, sb, sc)
+    part_ref = P.partition_reference(order, new_ref, tab, sb, sc)
     assert np.array_equal(part.reshape(T, N), part_ref)
     assert not np.array_equal(part_ref, order)  # rows did move
     assert all(sorted(p) == sorted(o) for p, o in zip(part_ref, order, strict=True))
@@ -147,14 +150,14 @@ def test_bag_kernels_match_reference(device, config):
     weight[1] = 0
     weight[2] = rng.integers(1, 4, N)
     sizes = {"tree": T + 1, "row": N}
-    scan = _comp(K.bag_scan(), device, None if config is None else {"NUM_WG_row": 3, "NUM_WI_row": 7})(
+    scan = _comp(P.bag_scan(), device, None if config is None else {"NUM_WG_row": 3, "NUM_WI_row": 7})(
         sizes=sizes, weight=weight.reshape(-1))
     flag = (weight > 0).astype(np.int64)
     assert np.array_equal(scan.reshape(T + 1, N), np.cumsum(flag, axis=1) - flag)
-    order = _comp(K.bag_order(), device, config)(sizes=sizes, weight=weight.reshape(-1), scan=scan.reshape(-1))
+    order = _comp(P.bag_order(), device, config)(sizes=sizes, weight=weight.reshape(-1), scan=scan.reshape(-1))
     assert np.array_equal(order.reshape(T + 1, N), bag_order(weight > 0)[0])
-    slots = _comp(K.bag_slots(), device, config)(sizes=sizes, weight=weight.reshape(-1))
-    assert np.array_equal(slots.reshape(T + 1, N), K.bag_slots_reference(weight))
+    slots = _comp(P.bag_slots(), device, config)(sizes=sizes, weight=weight.reshape(-1))
+    assert np.array_equal(slots.reshape(T + 1, N), P.bag_slots_reference(weight))
 
 
 def test_forest_grows_identically_on_device(device):
@@ -234,12 +237,12 @@ def test_walk_kernels_match_reference(device, n_values, config):
     forest, X = _walk_forest(n_values)
     raw, roots, values = forest_table(forest.as_trees(), None)
     want = forest.leaves(X)
-    got = _comp(K.leaves(), device, config)(sizes={"tree": forest.n_trees, "row": N}, X=X.reshape(-1),
+    got = _comp(WK.leaves(), device, config)(sizes={"tree": forest.n_trees, "row": N}, X=X.reshape(-1),
                                             forest=raw.view(np.int32), root=roots, n_feat=np.int32(F))
     assert np.array_equal(got.reshape(forest.n_trees, N), want.T)
-    d_sums, sizes = K.leaf_sums(n_values), {"row": N, "tree": forest.n_trees}
-    sums_cfg = K.LEAF_SUMS.heuristic(d_sums, device, sizes) if config is None else {"NUM_WI_row": 7, "NUM_WG_row": 3}
-    sums = _comp(d_sums, device, {**sums_cfg, **K.LEAF_SUMS.exact_pins})(
+    d_sums, sizes = WK.leaf_sums(n_values), {"row": N, "tree": forest.n_trees}
+    sums_cfg = WK.LEAF_SUMS.heuristic(d_sums, device, sizes) if config is None else {"NUM_WI_row": 7, "NUM_WG_row": 3}
+    sums = _comp(d_sums, device, {**sums_cfg, **WK.LEAF_SUMS.exact_pins})(
         sizes=sizes, leaf=want.T.astype(np.int32).reshape(-1), value=values.reshape(-1))
     assert sums.tobytes() == forest.tree_sums(X).tobytes()
 

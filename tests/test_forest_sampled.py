@@ -13,8 +13,9 @@ import pytest
 
 from mdhom import mdh
 from mdhom.forests import grower as G
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
 from mdhom.forests import sampled as SM
+from mdhom.forests import split as S
 from mdhom.testing import run_under_oclgrind
 
 N, F, T, B = 301, 9, 3, 13
@@ -85,16 +86,16 @@ def test_sampled_level_chooses_the_dense_split(device, criterion):
     per_tree = None
     if lane == "int":  # per-tree targets: tree t reads its 2 class lanes from column 2 * (t % 2) of 4
         stat, outputs = np.eye(2, dtype=np.int32)[rng.integers(0, 2, (N, 2))].reshape(N, 4), (2,)
-        per_tree = K.PerTree(np.array([0, 2, 0], np.int32), np.ones((T, F), np.uint8), 2)
+        per_tree = H.PerTree(np.array([0, 2, 0], np.int32), np.ones((T, F), np.uint8), 2)
     else:
         stat, outputs = rng.integers(-2**40, 2**40, (N, 1)).astype(np.int64), (1,)
     dtype = np.int32 if lane == "int" else np.int64
-    xlogx = K.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
+    xlogx = S.xlogx_table(int(weight.sum(1).max()) if criterion == "entropy" else 0)
     seed = rng.integers(0, 2**32, len(sb), dtype=np.uint32)
     node = np.arange(len(sb), dtype=np.int32)
-    dense = K.histogram_reference(bins, stat, weight, order, sb, sc, st, B, per_tree)
-    totals = K.node_totals_reference(dense)
-    fs_dense = K.feature_split_reference(dense, outputs, criterion, 2, xlogx)
+    dense = H.histogram_reference(bins, stat, weight, order, sb, sc, st, B, per_tree)
+    totals = S.node_totals_reference(dense)
+    fs_dense = S.feature_split_reference(dense, outputs, criterion, 2, xlogx)
     common = dict(stat=stat.reshape(-1), weight=weight.reshape(-1), order=order.reshape(-1), slot_begin=sb,
                   slot_count=sc, slot_tree=st, n_rows=np.int32(N))
     if per_tree is not None:
@@ -112,7 +113,7 @@ def test_sampled_level_chooses_the_dense_split(device, criterion):
         width = SM.cand_width(max_features)
         cand = SM.candidates_reference(bins, order, sb, sc, seed, node, max_features, width)
         args = {**common, "slot_begin": sb[large], "slot_count": sc[large], "slot_tree": st[large]}
-        hist = _run(K.histogram(B, lane, outputs, per_tree is not None, cand_width=width), device,
+        hist = _run(H.histogram(B, lane, outputs, per_tree is not None, cand_width=width), device,
                     {"slot": large.size, "feat": max_features, "pos": int(sc.max())}, bins=bins.T.reshape(-1),
                     cand=cand.reshape(-1), slot_id=large, **args)
         hist = hist.reshape(large.size, max_features, B, -1)
@@ -131,7 +132,7 @@ def test_sampled_level_chooses_the_dense_split(device, criterion):
                    cand=cand.reshape(-1), xlogx=xlogx, n_cand=np.int32(max_features))
         ref = SM.cand_split_reference(fs_ref, totals, cand, outputs, criterion, xlogx)
         assert got.tobytes() == ref.tobytes()
-        dense_ns = K.node_split_reference(fs_dense, totals, seed, node, max_features, outputs, criterion, xlogx)
+        dense_ns = S.node_split_reference(fs_dense, totals, seed, node, max_features, outputs, criterion, xlogx)
         assert ref.tobytes() == dense_ns.tobytes()
         assert (ref["feat"] >= 0).sum() >= 3 and (ref["feat"][index < 0] >= 0).any()
 

@@ -29,7 +29,10 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.binning",
     "mdhom.rules.device_kernels",  # the rule refinement's own kernels (it reuses the histogram and the split scan)
     "mdhom.rules.device_coupled",  # ... and those of complete heads over the example-wise loss's coupled Hessian
-    "mdhom.forests.kernels",  # the random forests' level kernels (the tree dimension)
+    "mdhom.forests.histogram",  # the random forests' level kernels (the tree dimension): histograms,
+    "mdhom.forests.split",  # ... the split search,
+    "mdhom.forests.partition",  # ... routing, partition and bag,
+    "mdhom.forests.walk_kernels",  # ... and the fitted forest's prediction walk
     "mdhom.forests.sampled",  # ... and the sampled level (only the drawn features binned)
     "mdhom.forests.chain_kernels",  # the classifier chains' prediction (rows x chains x trees)
 )

@@ -28,7 +28,7 @@ import numpy as np
 
 from mdhom.forests import chain_params as CP
 from mdhom.forests import grower as G
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
 from mdhom.forests import params as FP
 from mdhom.forests.chain_model import FORMAT, VERSION, ChainForests
 from mdhom.forests.estimators import BIN_SAMPLE, make_backend
@@ -178,7 +178,7 @@ class ClassifierChainEnsemble(OptionParams):
             for lo in range(0, c, group):
                 hi = min(c, lo + group)
                 trees = slice(lo * e, hi * e)
-                per_tree = K.PerTree(np.repeat(2 * orders[lo:hi, pos], e).astype(np.int32),
+                per_tree = H.PerTree(np.repeat(2 * orders[lo:hi, pos], e).astype(np.int32),
                                      np.repeat(mask[lo:hi], e, axis=0), 2)
                 grown = G.grow(backend, bins, mapper.n_bins, stat, weight[trees], seeds[trees], spec, per_tree)
                 parts.append(grown)

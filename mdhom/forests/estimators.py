@@ -217,7 +217,7 @@ class _Forest(OptionParams):
             return cached[1]
         from mdhom.components.predictor import ForestPredictor
         from mdhom.devices import get_device
-        from mdhom.forests.kernels import MAX_WALK_VALUES
+        from mdhom.forests.walk_kernels import MAX_WALK_VALUES
         from mdhom.forests.walker import ForestWalker
         from mdhom.trees.estimators import limit_threads
 

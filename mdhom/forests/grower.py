@@ -1,7 +1,7 @@
 """Growing a whole forest level by level: every tree's nodes of a level are one batch of slots.
 
 The algorithm lives here, once; a backend only runs the two steps the md_hom kernels do
-(:mod:`mdhom.forests.kernels`): ``level`` (histograms, node totals and best splits of a batch of slots) and
+(:mod:`mdhom.forests.layout`): ``level`` (histograms, node totals and best splits of a batch of slots) and
 ``route`` (each row to its child slot, and the stable partition of the split nodes' rows). The numpy backend
 runs the kernels' references, the OpenCL backend the kernels, and since every sum is an integer and every score
 the same double arithmetic in the same order, both grow the same trees bit for bit.
@@ -17,8 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
+from mdhom.forests import partition as P
 from mdhom.forests import sampled as SM
+from mdhom.forests import split as S
 from mdhom.learn.binning import BinMapper
 
 HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
@@ -65,10 +67,10 @@ class ForestBackend(Protocol):
         ...
 
     def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
-              xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> None:
         """Take a batch of trees' data (``per_tree``: their own target columns and features) and make the root
         level from the weights: each tree's position order (:func:`bag_order`) and every in-bag row in its
-        tree's root slot (:func:`mdhom.forests.kernels.bag_slots_reference`)."""
+        tree's root slot (:func:`mdhom.forests.partition.bag_slots_reference`)."""
         ...
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -94,16 +96,16 @@ class NumpyForest:
     def start(self, bins, n_bins, stat, weight, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
         self.order = bag_order(weight > 0)[0]
-        self.row_slot, self.xlogx = K.bag_slots_reference(weight), xlogx
+        self.row_slot, self.xlogx = P.bag_slots_reference(weight), xlogx
         self.per_tree = per_tree
 
     def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
-        hist = K.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
+        hist = H.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
                                      slots.tree, self.n_bins, self.per_tree)
-        totals = K.node_totals_reference(hist)
-        fs = K.feature_split_reference(hist, spec.outputs, spec.criterion, spec.min_samples_leaf, self.xlogx)
+        totals = S.node_totals_reference(hist)
+        fs = S.feature_split_reference(hist, spec.outputs, spec.criterion, spec.min_samples_leaf, self.xlogx)
         allowed = None if self.per_tree is None else self.per_tree.mask[slots.tree] != 0
-        ns = K.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
+        ns = S.node_split_reference(fs, totals, slots.seed, slots.node, spec.max_features, spec.outputs,
                                     spec.criterion, self.xlogx, allowed)
         return totals, ns
 
@@ -112,8 +114,8 @@ class NumpyForest:
                                         self.per_tree)
 
     def route(self, split_tab, split_left, slots):  # noqa: ANN001, ANN201
-        new = K.route_reference(self.row_slot, split_tab, self.bins)
-        self.order = K.partition_reference(self.order, new, split_tab, slots.begin, slots.count)
+        new = P.route_reference(self.row_slot, split_tab, self.bins)
+        self.order = P.partition_reference(self.order, new, split_tab, slots.begin, slots.count)
         self.row_slot = new
 
 
@@ -158,14 +160,14 @@ def bag_order(inbag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray,
-         seeds: np.ndarray, spec: GrowSpec, per_tree: K.PerTree | None = None) -> GrownForest:
+         seeds: np.ndarray, spec: GrowSpec, per_tree: H.PerTree | None = None) -> GrownForest:
     """Grow ``len(weight)`` trees on the binned rows together (``weight``: trees x rows bootstrap counts;
     ``per_tree``: each tree's own target columns of ``stat`` and allowed features, the forests of many
     classifier chains in one batch)."""
     n_trees, n = weight.shape
     lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
     counts = np.count_nonzero(weight, axis=1)  # in-bag rows per tree (weights are counts, never negative)
-    xlogx = K.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
+    xlogx = S.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
     # the backend makes the bag order and the root slots (an OpenCL device from the weights it holds: the host's
     # per-tree scans and the trees x rows uploads were most of a many-tree fit's host time)
     backend.start(bins, n_bins, stat, weight, spec, xlogx, per_tree)
@@ -183,7 +185,7 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
             # the deepest level splits nothing: its totals (the leaf values) in one step, no split search, no
             # histogram batches (the search's result was thrown away here; the trees are the same)
             totals = np.asarray(backend.totals(slots), np.int64)
-            ns = np.zeros(len(slots), K.NODE_SPLIT.dtype)
+            ns = np.zeros(len(slots), S.NODE_SPLIT.dtype)
             ns["feat"] = ns["bin"] = -1
         else:
             whole = batch >= len(slots)
@@ -192,7 +194,7 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
             ns = np.concatenate([p[1] for p in parts])
         split = (ns["feat"] >= 0) & (totals[:, -1] >= spec.min_samples_split) & ~_pure(totals, spec)
         if not spec.classification:  # a regression split must gain beyond the rounding of its score
-            parent = K.side_reference(totals, spec.outputs, spec.criterion, np.zeros(1))
+            parent = S.side_reference(totals, spec.outputs, spec.criterion, np.zeros(1))
             split &= ns["gain"] > 1e-12 * np.abs(parent)
         k = np.flatnonzero(split)
         child_slot = np.full(len(slots), -1, np.int32)

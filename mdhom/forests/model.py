@@ -65,7 +65,7 @@ class Forest:
 
     def tree_sums(self, X: np.ndarray, chunk_cells: int = 1 << 22) -> np.ndarray:
         """(n, n_values): the sum of the trees' leaf values, added in tree order from zero (the device's reference,
-        :func:`mdhom.forests.kernels.leaf_sums`)."""
+        :func:`mdhom.forests.walk_kernels.leaf_sums`)."""
         n = X.shape[0]
         out = np.zeros((n, self.value.shape[1]))
         step = max(1, chunk_cells // max(1, self.n_trees))
@@ -79,7 +79,7 @@ class Forest:
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """(n, n_trees) int64: the node (id in the whole forest) each row of float64 ``X`` reaches in each tree,
-        NaN going right (the reference of :func:`mdhom.forests.kernels.leaves`, which writes it tree-major)."""
+        NaN going right (the reference of :func:`mdhom.forests.walk_kernels.leaves`, which writes it tree-major)."""
         m = X.shape[0]
         roots = self.offsets[:-1]
         absolute_left = np.where(self.feature >= 0, self.left + np.repeat(roots, np.diff(self.offsets)), -1)

@@ -1,5 +1,6 @@
-"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.kernels` (the
-dense level) and :mod:`mdhom.forests.sampled` (the sampled level).
+"""The forest backend on an OpenCL device: a thin driver over the kernels of :mod:`mdhom.forests.histogram`,
+:mod:`mdhom.forests.split` and :mod:`mdhom.forests.partition` (the dense level) and :mod:`mdhom.forests.sampled`
+(the sampled level).
 
 Rows, weights, the position order and every row's slot stay on the device for the whole fit, the binned rows and
 statistics across the grows of one fit (a classifier chain's positions); per batch of slots the host sends the
@@ -19,8 +20,10 @@ import pyopencl.array as cl_array
 from mdhom.components.binning import DeviceBinner
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
+from mdhom.forests import partition as P
 from mdhom.forests import sampled as SM
+from mdhom.forests import split as S
 from mdhom.forests.grower import GrowSpec, Slots, bag_order
 from mdhom.learn.binning import BinMapper
 
@@ -81,7 +84,7 @@ class OpenCLForest:
         return buf
 
     def start(self, bins: np.ndarray | DeviceBins, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
-              xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> None:
+              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> None:
         ws = self.ws
         self.n, self.n_feat = bins.shape
         self.n_trees = weight.shape[0]
@@ -113,13 +116,13 @@ class OpenCLForest:
         ws.ensure("scan", 4 * max(1, weight.size))
         if not self.bag_on_device:  # the root level on the host, sent
             self._upload("order", bag_order(weight > 0)[0])
-            self._upload("row_slot", K.bag_slots_reference(weight))
+            self._upload("row_slot", P.bag_slots_reference(weight))
         elif weight.size:  # from the weights on the device: grower.bag_order's order, bag_slots' slots
             cells = {"tree": self.n_trees, "row": self.n}
             for name, spec_, desc, out, extra in (
-                    ("forest_bag_scan", K.BAG_SCAN, K.bag_scan(), "scan", {}),
-                    ("forest_bag_order", K.BAG_ORDER, K.bag_order(), "order", {"scan": ws["scan"]}),
-                    ("forest_bag_slots", K.BAG_SLOTS, K.bag_slots(), "row_slot", {})):
+                    ("forest_bag_scan", P.BAG_SCAN, P.bag_scan(), "scan", {}),
+                    ("forest_bag_order", P.BAG_ORDER, P.bag_order(), "order", {"scan": ws["scan"]}),
+                    ("forest_bag_slots", P.BAG_SLOTS, P.bag_slots(), "row_slot", {})):
                 self._launch(name, ws.build(spec_, desc, cells), ws[out], cells, {}, weight=ws["weight"], **extra)
         self._upload("xlogx", xlogx.astype(np.float64))
         masked = per_tree is not None
@@ -141,28 +144,28 @@ class OpenCLForest:
             self.c_ss = ws.build(SM.SAMPLED_SPLIT, SM.sampled_split(n_bins, self.lane, out, spec.criterion,
                                                                     self.width, masked),
                                  {"slot": self.n_trees, "feat": spec.max_features})
-            self.d_hist = K.histogram(n_bins, self.lane, out, masked, self.width)
-            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes, role="sampled")
+            self.d_hist = H.histogram(n_bins, self.lane, out, masked, self.width)
+            self.c_hist = ws.build(H.HISTOGRAM, self.d_hist, sizes, role="sampled")
         else:
-            self.d_hist = K.histogram(n_bins, self.lane, out, masked)
-            self.c_hist = ws.build(K.HISTOGRAM, self.d_hist, sizes)
-            self.c_ns = ws.build(K.NODE_SPLIT_SPEC, K.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
+            self.d_hist = H.histogram(n_bins, self.lane, out, masked)
+            self.c_hist = ws.build(H.HISTOGRAM, self.d_hist, sizes)
+            self.c_ns = ws.build(S.NODE_SPLIT_SPEC, S.node_split(self.lane, out, spec.criterion, self.n_feat, masked),
                                  {"slot": self.n_trees})
-            self.c_tot = ws.build(K.NODE_TOTALS, K.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
+            self.c_tot = ws.build(S.NODE_TOTALS, S.node_totals(self.lane), {"slot": self.n_trees, "lane": self.lanes,
                                                                            "bin": n_bins})
-            self.c_fs = ws.build(K.FEATURE_SPLIT_SPEC, K.feature_split(self.lane, out, spec.criterion),
+            self.c_fs = ws.build(S.FEATURE_SPLIT_SPEC, S.feature_split(self.lane, out, spec.criterion),
                                  {"slot": self.n_trees, "feat": self.n_feat})
         # node totals from rows: the sampled level's, and the deepest level's of either (no split search there)
         self.c_stot = ws.build(SM.SLOT_TOTALS, SM.slot_totals(self.lane, out, masked),
                                {"slot": self.n_trees, "lane": self.lanes, "pos": self.n})
         rows = {"tree": self.n_trees, "row": self.n}
-        self.c_sib = ws.build(K.SIBLINGS, K.hist_siblings(self.lane),
+        self.c_sib = ws.build(H.SIBLINGS, H.hist_siblings(self.lane),
                               {"slot": self.n_trees, "cell": self.n_feat * n_bins * self.lanes})
-        self.c_route = ws.build(K.ROUTE, K.route(n_bins), rows)
+        self.c_route = ws.build(P.ROUTE, P.route(n_bins), rows)
         self._hist = ["hist_a", "hist_b"]  # this level's histograms and the previous level's (for subtraction)
         self._prev_whole = False
-        self.c_scan = ws.build(K.LEFT_SCAN, K.left_scan(), {"tree": self.n_trees, "pos": self.n})
-        self.c_part = ws.build(K.PARTITION, K.partition(), {"tree": self.n_trees, "pos": self.n})
+        self.c_scan = ws.build(P.LEFT_SCAN, P.left_scan(), {"tree": self.n_trees, "pos": self.n})
+        self.c_part = ws.build(P.PARTITION, P.partition(), {"tree": self.n_trees, "pos": self.n})
 
     def _launch(self, name: str, comp, out: cl.Buffer, sizes: dict, params: dict, **buffers: cl.Buffer) -> None:  # noqa: ANN001
         self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))
@@ -212,8 +215,8 @@ class OpenCLForest:
         else:
             self._build(hist, slots.begin, slots.count, slots.tree)
         totals = ws.ensure("totals", s * self.lanes * self.lane_dtype.itemsize)
-        fsplit = ws.ensure("fsplit", s * self.n_feat * K.FEATURE_SPLIT.dtype.itemsize)
-        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * self.n_feat * S.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * S.NODE_SPLIT.dtype.itemsize)
         self._launch("forest_node_totals", self.c_tot, totals, {"slot": s, "lane": self.lanes, "bin": self.n_bins},
                      {"n_feat": np.int32(self.n_feat)}, hist=hist)
         self._launch("forest_feature_split", self.c_fs, fsplit, {"slot": s, "feat": self.n_feat},
@@ -223,7 +226,7 @@ class OpenCLForest:
                      fsplit=fsplit, totals=totals, slot_seed=ws["slot_seed"], slot_node=ws["slot_node"],
                      xlogx=ws["xlogx"], **masked)
         tot = np.empty((s, self.lanes), self.lane_dtype)
-        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        ns = np.empty(s, S.NODE_SPLIT.dtype)
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
         ws.read(ns, nsplit)
         if whole:  # this level's histograms are the next level's parents
@@ -263,8 +266,8 @@ class OpenCLForest:
                          {**rows, **stat_params}, bins=ws["bins"], stat=ws["stat"], weight=ws["weight"],
                          order=ws["order"], slot_begin=ws["large_begin"], slot_count=ws["large_count"],
                          slot_tree=ws["large_tree"], slot_id=ws["large_id"], cand=cand, **stat_io)
-        fsplit = ws.ensure("fsplit", s * k * K.FEATURE_SPLIT.dtype.itemsize)
-        nsplit = ws.ensure("nsplit", s * K.NODE_SPLIT.dtype.itemsize)
+        fsplit = ws.ensure("fsplit", s * k * S.FEATURE_SPLIT.dtype.itemsize)
+        nsplit = ws.ensure("nsplit", s * S.NODE_SPLIT.dtype.itemsize)
         self._launch("forest_sampled_split", self.c_ss, fsplit, {"slot": s, "feat": k},
                      {"n_bins": np.int32(self.n_bins), "min_leaf": np.int32(spec.min_samples_leaf), **rows,
                       **stat_params}, hist=hist, hist_index=ws["hist_index"], cand=cand, bins=ws["bins"],
@@ -273,7 +276,7 @@ class OpenCLForest:
         self._launch("forest_cand_split", self.c_cs, nsplit, {"slot": s}, {"n_cand": np.int32(k)},
                      fsplit=fsplit, totals=totals, cand=cand, xlogx=ws["xlogx"])
         tot = np.empty((s, self.lanes), self.lane_dtype)
-        ns = np.empty(s, K.NODE_SPLIT.dtype)
+        ns = np.empty(s, S.NODE_SPLIT.dtype)
         cl.enqueue_copy(ws.queue, tot, totals, is_blocking=False)
         ws.read(ns, nsplit)
         return tot.astype(np.int64), ns

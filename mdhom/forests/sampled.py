@@ -1,7 +1,7 @@
 """The sampled level: histograms of only the features a node draws, not of every feature.
 
 A random forest's node evaluates ``max_features`` of its F features (scikit-learn's best splitter:
-:func:`mdhom.forests.kernels.node_split`). The dense level builds every feature's histogram and then keeps the
+:func:`mdhom.forests.split.node_split`). The dense level builds every feature's histogram and then keeps the
 drawn ones; on small, deep nodes (classifier chains: a few hundred rows, a hundred features and labels, thousands
 of trees) that is F / max_features times the histogram memory, zeroing and split scans the model needs, and the
 cost per node no longer follows its rows. Here the node's draw comes first, and only it is binned:
@@ -35,7 +35,9 @@ import numpy as np
 from mdhom.components.lanes import bin_ctype
 from mdhom.components.specs import KernelSpec, pow2_at_most
 from mdhom.devices import Device
-from mdhom.forests import kernels as K
+from mdhom.forests import histogram as H
+from mdhom.forests import split as S
+from mdhom.forests.layout import lane_layout
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar
 
 MAX_CANDIDATES = 64  # beyond this many drawn features the dense level serves (the draw is most of F anyway)
@@ -132,7 +134,7 @@ if (live == 0) out.v[1] = nd > 0 ? df[0] : 0;""",
         inputs=inputs,
         params=[Param("n_rows", "int"), Param("max_features", "int")],
         preamble=f"#define FOREST_FEATURES {int(n_features)}\n#define FOREST_WIDTH {int(width)}\n"
-        f"typedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + K._MIX + _NONCONST + _allowed(masked, n_features),
+        f"typedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + S.FEATURE_KEY + _NONCONST + _allowed(masked, n_features),
     )
 
 
@@ -144,7 +146,7 @@ def candidates_reference(bins: np.ndarray, order: np.ndarray, slot_begin: np.nda
     out = np.zeros((n_slots, width), np.int32)
     if not n_slots:
         return out
-    keys = K.feature_keys(slot_seed, slot_node, n_feat)
+    keys = S.feature_keys(slot_seed, slot_node, n_feat)
     flat = order.reshape(-1)
     for s in range(n_slots):
         feats = np.lexsort((np.arange(n_feat), keys[s]))
@@ -189,7 +191,7 @@ out = lane < FOREST_STATS ? w * stat[{_STAT_AT[per_tree]} + lane] : (lane == FOR
                 Input("slot_count", "int", ("slot",), gather=True), Input("slot_tree", "int", ("slot",), gather=True),
                 *stat_in],
         params=[Param("n_rows", "int"), *stat_params],
-        preamble=K._layout(lane, n_stats, outputs),
+        preamble=lane_layout(lane, n_stats, outputs),
         extents={"pos": "slot_count[slot]"},
     )
 
@@ -197,7 +199,7 @@ out = lane < FOREST_STATS ? w * stat[{_STAT_AT[per_tree]} + lane] : (lane == FOR
 
 def slot_totals_reference(stat: np.ndarray, weight: np.ndarray, order: np.ndarray, slot_begin: np.ndarray,
                           slot_count: np.ndarray, slot_tree: np.ndarray,
-                          per_tree: K.PerTree | None = None) -> np.ndarray:
+                          per_tree: H.PerTree | None = None) -> np.ndarray:
     """(slot, lanes) int64: :func:`slot_totals`' sums straight from the rows (statistic lanes times the weight,
     the weight, one per row), without a histogram: exact integers, so any order gives the kernel's result."""
     n = weight.shape[1]
@@ -213,8 +215,8 @@ def slot_totals_reference(stat: np.ndarray, weight: np.ndarray, order: np.ndarra
     w = weight.reshape(-1)[tree * n + rows].astype(np.int64)
     col = np.zeros_like(tree) if per_tree is None else per_tree.column[tree].astype(np.int64)
     for j in range(k):
-        out[:, j] = K.exact_bincount(slot_of, w * stat[rows, col + j].astype(np.int64), count.size)
-    out[:, k] = K.exact_bincount(slot_of, w, count.size)
+        out[:, j] = H.exact_bincount(slot_of, w * stat[rows, col + j].astype(np.int64), count.size)
+    out[:, k] = H.exact_bincount(slot_of, w, count.size)
     out[:, k + 1] = count
     return out
 
@@ -276,7 +278,7 @@ def sampled_split(n_bins: int, lane: str, outputs: tuple[int, ...], criterion: s
     col0 = "tree_col[slot_tree[slot]]" if per_tree else "0"
     stride = "stat_stride" if per_tree else "FOREST_STATS"
     return Description(
-        "forest_sampled_split", ["slot", "feat"], [Concat(), Concat()], K.FEATURE_SPLIT,
+        "forest_sampled_split", ["slot", "feat"], [Concat(), Concat()], S.FEATURE_SPLIT,
         scalar=f"""
 const int live = cand[(long)slot * {int(width)}];
 out.score = -INFINITY;
@@ -299,23 +301,23 @@ if (feat < max(live, 1)) {{
                 Input("slot_count", "int", ("slot",), gather=True), Input("slot_tree", "int", ("slot",), gather=True),
                 Input("xlogx", "double", ("*",), gather=True), *stat_in],
         params=[Param("n_bins", "int"), Param("min_leaf", "int"), Param("n_rows", "int"), *stat_params],
-        preamble=K._layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {K.CRITERIA[criterion]}\n"
-        f"#define FOREST_SMALL {int(small)}\ntypedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + K._SCORE
-        + K.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + K.SCAN_BINS + _SCAN_ROWS,
+        preamble=lane_layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {S.CRITERIA[criterion]}\n"
+        f"#define FOREST_SMALL {int(small)}\ntypedef {bin_ctype(n_bins)} FOREST_BIN_T;\n" + S.SIDE_SCORE
+        + S.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + S.SCAN_BINS + _SCAN_ROWS,
     )
 
 
 def sampled_split_reference(bins: np.ndarray, stat: np.ndarray, weight: np.ndarray, order: np.ndarray,
                             slot_begin: np.ndarray, slot_count: np.ndarray, slot_tree: np.ndarray, cand: np.ndarray,
                             n_cand: int, n_bins: int, outputs: tuple[int, ...], criterion: str, min_leaf: int,
-                            xlogx: np.ndarray, per_tree: K.PerTree | None = None) -> np.ndarray:
+                            xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> np.ndarray:
     """(slot, n_cand) FEATURE_SPLIT records: the feature split of each live candidate's histogram (the kernel's
     row scans give the same records, its histograms are these), the empty record past them."""
-    dense = K.histogram_reference(bins, stat, weight, order, slot_begin, slot_count, slot_tree, n_bins, per_tree)
+    dense = H.histogram_reference(bins, stat, weight, order, slot_begin, slot_count, slot_tree, n_bins, per_tree)
     sl = np.arange(len(slot_begin))[:, None]
     folded = np.arange(n_cand)[None, :] < np.maximum(cand[:, :1], 1)
     hist = np.where(folded[:, :, None, None], dense[sl, cand[:, 1:1 + n_cand]], 0)
-    return K.feature_split_reference(hist, outputs, criterion, min_leaf, xlogx)
+    return S.feature_split_reference(hist, outputs, criterion, min_leaf, xlogx)
 
 
 @lru_cache(maxsize=32)
@@ -324,7 +326,7 @@ def cand_split(lane: str, outputs: tuple[int, ...], criterion: str, width: int) 
     candidate histograms): the best score, ties to the earlier drawn, as the dense node split chooses."""
     n_stats = int(sum(outputs)) if lane == "int" else len(outputs)
     return Description(
-        "forest_cand_split", ["slot"], [Concat()], K.NODE_SPLIT,
+        "forest_cand_split", ["slot"], [Concat()], S.NODE_SPLIT,
         scalar=f"""
 __global const forest_fsplit_t* fs = (__global const forest_fsplit_t*)fsplit + (long)slot * n_cand;
 __global const int* c = cand + (long)slot * {int(width)};
@@ -343,8 +345,8 @@ out.gain = bj >= 0 ? best - forest_side(t, xlogx) : 0.0;""",
         inputs=[Input("fsplit", "int", ("*",), gather=True), Input("totals", lane, ("*",), gather=True),
                 Input("cand", "int", ("*",), gather=True), Input("xlogx", "double", ("*",), gather=True)],
         params=[Param("n_cand", "int")],
-        preamble=K._layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {K.CRITERIA[criterion]}\n"
-        + K.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + K._SCORE,
+        preamble=lane_layout(lane, n_stats, outputs) + f"#define FOREST_CRITERION {S.CRITERIA[criterion]}\n"
+        + S.FEATURE_SPLIT.declaration("forest_fsplit_t") + "\n" + S.SIDE_SCORE,
     )
 
 
@@ -352,7 +354,7 @@ def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarra
                          criterion: str, xlogx: np.ndarray) -> np.ndarray:
     """NODE_SPLIT records of (slot, n_cand) feature splits and (slot, width) candidate rows."""
     n_slots, n_cand = fsplit.shape
-    out = np.zeros(n_slots, K.NODE_SPLIT.dtype)
+    out = np.zeros(n_slots, S.NODE_SPLIT.dtype)
     out["feat"], out["bin"] = -1, -1
     if not n_slots:
         return out
@@ -362,7 +364,7 @@ def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarra
     bj = np.argmax(ok & (score == best[:, None]), axis=1)  # the first of the best
     has = ok.any(axis=1)
     sl = np.arange(n_slots)
-    parent = K.side_reference(totals, outputs, criterion, xlogx)
+    parent = S.side_reference(totals, outputs, criterion, xlogx)
     out["feat"] = np.where(has, cand[sl, 1 + bj], -1)
     out["bin"] = np.where(has, fsplit["bin"][sl, bj], -1)
     out["left"] = np.where(has, fsplit["left"][sl, bj], 0)
@@ -373,7 +375,7 @@ def cand_split_reference(fsplit: np.ndarray, totals: np.ndarray, cand: np.ndarra
 def _totals_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """CPUs: slots carry the parallelism, a work-item folds one lane of a slot's rows (no combine kernel). GPUs:
     64 work-items share a slot's rows (a root holds most of the rows; one work-item would walk them alone)."""
-    cfg = K._per_slot(desc, dev, sizes)
+    cfg = S.per_slot(desc, dev, sizes)
     cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 1
     if dev.type == "gpu":
         cfg["NUM_WI_slot"], cfg["NUM_WI_pos"] = 1, 64
@@ -384,7 +386,7 @@ def _totals_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) 
 def _scalar_slots(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """Per-slot loops of data-dependent length (early exits, row sorts): on CPUs one work-item per group, as
     runtimes that vectorise across work-items run every lane to the longest (Intel's: 3x slower at 8)."""
-    cfg = K._per_slot(desc, dev, sizes)
+    cfg = S.per_slot(desc, dev, sizes)
     if dev.type != "gpu":
         cfg[f"NUM_WI_{desc.dim_names[0]}"] = 1
         cfg[f"NUM_WG_{desc.dim_names[0]}"] = max(1, dev.compute_units) * 32
@@ -394,5 +396,5 @@ def _scalar_slots(desc: Description, dev: Device, sizes: Mapping[str, int]) -> d
 CANDIDATES = KernelSpec("forest_candidates", _scalar_slots)
 SLOT_TOTALS = KernelSpec("forest_slot_totals", _totals_heuristic)
 SAMPLED_SPLIT = KernelSpec("forest_sampled_split", _scalar_slots)
-CAND_SPLIT = KernelSpec("forest_cand_split", K._per_slot)
+CAND_SPLIT = KernelSpec("forest_cand_split", S.per_slot)
 SPECS = (CANDIDATES, SLOT_TOTALS, SAMPLED_SPLIT, CAND_SPLIT)

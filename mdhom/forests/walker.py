@@ -1,6 +1,6 @@
-"""A fitted forest's prediction on an OpenCL device: :func:`mdhom.forests.kernels.leaves` (tree x row, each tree
-walked for neighbouring rows together), then :func:`mdhom.forests.kernels.leaf_sums` (row x tree, the leaves'
-values summed in tree order).
+"""A fitted forest's prediction on an OpenCL device: :func:`mdhom.forests.walk_kernels.leaves` (tree x row, each
+tree walked for neighbouring rows together), then :func:`mdhom.forests.walk_kernels.leaf_sums` (row x tree, the
+leaves' values summed in tree order).
 
 The node table goes up once per fitted forest (the boosting trees' record, :data:`mdhom.components.predictor.
 FOREST_NODE`), the rows in blocks whose X and leaf ids fit the device's largest allocation and a budget. Each
@@ -17,7 +17,7 @@ import pyopencl.array as cl_array
 from mdhom.components.predictor import forest_table
 from mdhom.components.specs import KernelSpec
 from mdhom.devices import Device
-from mdhom.forests import kernels as K
+from mdhom.forests import walk_kernels as WK
 from mdhom.forests.model import Forest
 from mdhom.mdh import Computation, Description, build_within_limits
 
@@ -28,8 +28,8 @@ class ForestWalker:
     """Tree sums of new rows for one fitted :class:`~mdhom.forests.model.Forest` on ``device``."""
 
     def __init__(self, device: Device, forest: Forest) -> None:
-        if forest.value.shape[1] > K.MAX_WALK_VALUES:
-            raise ValueError(f"forest_leaf_sums carries at most {K.MAX_WALK_VALUES} values per leaf, "
+        if forest.value.shape[1] > WK.MAX_WALK_VALUES:
+            raise ValueError(f"forest_leaf_sums carries at most {WK.MAX_WALK_VALUES} values per leaf, "
                              f"not {forest.value.shape[1]}")
         self.device = device
         self.n_trees, self.n_values = forest.n_trees, int(forest.value.shape[1])
@@ -38,8 +38,8 @@ class ForestWalker:
         self.d_forest = cl_array.to_device(q, raw.view(np.int32))
         self.d_root = cl_array.to_device(q, roots)
         self.d_value = cl_array.to_device(q, values.reshape(-1))
-        self.c_leaves = self._build(K.LEAVES, K.leaves())
-        self.c_sums = self._build(K.LEAF_SUMS, K.leaf_sums(self.n_values))
+        self.c_leaves = self._build(WK.LEAVES, WK.leaves())
+        self.c_sums = self._build(WK.LEAF_SUMS, WK.leaf_sums(self.n_values))
 
     def _build(self, spec: KernelSpec, desc: Description) -> Computation:
         cfg = spec.heuristic(desc, self.device, {"row": 1 << 20, "tree": max(1, self.n_trees)})
