@@ -65,7 +65,7 @@ class OpenCLForest:
         as bins by :meth:`start`, as the chains' bins are)."""
         if 8 * X.size > int(self.device.cl_device.max_mem_alloc_size) // 2:  # raw rows too large to send whole
             return mapper.transform(X)
-        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True)
+        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True, queue=self.ws.queue)
         return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))
 
     # ------------------------------------------------------------------------------------------ buffers
@@ -98,8 +98,7 @@ class OpenCLForest:
         if getattr(self, "_bins_src", None) is not bins:
             if isinstance(bins, DeviceBins):  # already on the device, feature-major
                 arr = bins.array
-                if arr.queue is not None and arr.queue is not ws.queue:
-                    arr.queue.finish()  # the binner's queue: two in-order queues do not order each other's work
+                ws.adopt(arr)  # binned on this workspace's queue (bin_rows); else that queue is waited for
                 buf = ws.ensure("bins", max(16, arr.nbytes))
                 if arr.nbytes:
                     cl.enqueue_copy(ws.queue, buf, arr.base_data, byte_count=arr.nbytes, src_offset=arr.offset)
