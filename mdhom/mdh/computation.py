@@ -292,13 +292,9 @@ class Computation:
         return Launch(out, events)
 
     def step_size(self, which: str, n_concat: int, sizes: Mapping[str, int]) -> int:
-        """The global size of a second kernel: a work-group per output row for a scan's partials, else a
-        work-item per element (the fixup), or per lane of each output atom (a lane-wise combine)."""
-        wi = self.config["NUM_WI_COMBINE"]
-        if which == "partials":
-            return n_concat * wi
-        n = n_concat * (int(sizes[self.desc.scan_dim]) if which == "fixup" else max(1, self.desc.combine_lanes))
-        return -(-n // wi) * wi
+        """The global size of a second kernel (:func:`_step_size`)."""
+        scan = int(sizes[self.desc.scan_dim]) if self.desc.scan_dim else 0
+        return _step_size(which, n_concat, scan, self.config["NUM_WI_COMBINE"], max(1, self.desc.combine_lanes))
 
     def _launch(self, which: str, index64: bool, queue: cl.CommandQueue, global_size: int, local_size: int,
                 kargs: list[object]) -> cl.Event:
@@ -418,6 +414,16 @@ def within_local_memory(desc: Description, device: Device, config: Mapping[str, 
     return cfg
 
 
+def _step_size(which: str, n_concat: int, scan: int, wi: int, combine: int) -> int:
+    """The global size of a second kernel in groups of ``wi``: a work-group per output row for a scan's partials,
+    else a work-item per element (the fixup, ``scan`` elements a row), or per lane of each output atom (a lane-wise
+    combine, ``combine`` lanes)."""
+    if which == "partials":
+        return n_concat * wi
+    n = n_concat * (scan if which == "fixup" else combine)
+    return -(-n // wi) * wi
+
+
 def _buffer(x: cl_array.Array | cl.Buffer) -> cl.Buffer:
     if isinstance(x, cl_array.Array):
         if x.offset:
@@ -489,11 +495,7 @@ class BoundLaunch:
         events = [ks[0](q, *self._main, *args)]
         if self._steps:
             wi = self._wi
+            scan = dims[self._scan_at] if self._scan_at >= 0 else 0
             for k, which in zip(ks[1:], self._steps, strict=True):
-                if which == "partials":  # Computation.step_size, inline
-                    n = n_concat * wi
-                else:
-                    n = n_concat * (dims[self._scan_at] if which == "fixup" else self._combine)
-                    n = -(-n // wi) * wi
-                events.append(k(q, (n,), (wi,), *args))
+                events.append(k(q, (_step_size(which, n_concat, scan, wi, self._combine),), (wi,), *args))
         return events

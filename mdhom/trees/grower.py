@@ -500,15 +500,13 @@ class _Candidates:
         ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
         self._searched(children, pair, founds[0])
         for k in range(levels):
-            ok, built_left, next_alive = ahead_step(founds[k], alive, allow[k])
+            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k])
             n_k = ids.size
-            lo = first_id[k] + 2 * np.arange(n_k)
-            built, other = np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)
             for e in np.flatnonzero(ok).tolist():
-                parent, c0 = int(ids[e]), int(lo[e])
+                parent, c0 = int(ids[e]), first_id[k] + 2 * e
                 self.children[parent] = (c0, c0 + 1)
                 self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
-            ids, alive = np.concatenate([built, other]), next_alive
+            ids, alive = next_ids, next_alive
             at = np.flatnonzero(alive).tolist()
             self._searched(ids[at].tolist(), hists[k], founds[k + 1], at, 2 * n_k)
 

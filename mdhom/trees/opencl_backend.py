@@ -327,11 +327,9 @@ class OpenCLTreeKernels:
 
         def take(k: int) -> None:  # level k's splits: which of its nodes split, and the next level's ids
             founds.append(later[k]())
-            ok, built_left, alive = ahead_step(founds[k], state["alive"], allow[k])
+            ok, _, ids, alive = ahead_step(founds[k], state["alive"], allow[k], first_id[k])
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
-            lo = first_id[k] + 2 * np.arange(ok.size)
-            state["ids"] = np.concatenate([np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)])
-            state["alive"] = alive
+            state["ids"], state["alive"] = ids, alive
 
         self.gradients.ensure()
         cur, hists = hist, []

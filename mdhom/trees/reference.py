@@ -269,14 +269,19 @@ def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
     return np.asarray(sum_in_order(left_sum[:, :, 1], axis=-1) <= sum_in_order(right_sum[:, :, 1], axis=-1), bool)
 
 
-def ahead_step(found: Splits, alive: np.ndarray, allow: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ahead_step(found: Splits, alive: np.ndarray, allow: np.ndarray, first_id: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level of a look-ahead (:meth:`mdhom.trees.backend.TreeKernels.look_ahead`) from its entries' splits:
-    which entries split (alive, allowed, gain finite and above SPLIT_EPS), whether each builds its left child
-    (``left_smaller``; an entry that does not split: left, an empty node), and which slots of the next level are
-    alive (entry e's built child at e, the other at n + e)."""
+    which entries split (alive, allowed, gain finite and above SPLIT_EPS), the id of the child each builds
+    (``left_smaller``; an entry that does not split: the left one, an empty node; children ``first_id + 2e`` and
+    ``+ 1``), the ids of the next level's slots (entry e's built child at e, the other at n + e) and which of
+    those are alive."""
     with np.errstate(invalid="ignore"):
         ok = np.asarray(alive, bool) & np.asarray(allow, bool) & np.isfinite(found.gain) & (found.gain > SPLIT_EPS)
-    return ok, left_smaller(found.left_sum, found.right_sum) | ~ok, np.concatenate([ok, ok])
+    built_left = left_smaller(found.left_sum, found.right_sum) | ~ok
+    lo = first_id + 2 * np.arange(ok.size, dtype=np.int64)
+    built = np.where(built_left, lo, lo + 1)
+    return ok, built, np.concatenate([built, np.where(built_left, lo + 1, lo)]), np.concatenate([ok, ok])
 
 
 class NumpyTreeKernels:
@@ -428,16 +433,14 @@ class NumpyTreeKernels:
         founds, hists = [self.best_splits(hist, feature_mask, params)], []
         ids, alive = np.asarray(nodes, np.int32).reshape(-1), np.ones(hist.shape[0], bool)
         for al, base in zip(allow, first_id, strict=True):
-            f, n = founds[-1], ids.size
-            ok, built_left, next_alive = ahead_step(f, alive, al)
-            lo = base + 2 * np.arange(n, dtype=np.int32)
-            k = np.flatnonzero(ok)
-            self.apply_splits(ids[k], f.feature[k], f.bin[k], f.default_left[k], lo[k], lo[k] + 1)
-            built, other = np.where(built_left, lo, lo + 1), np.where(built_left, lo + 1, lo)
+            f = founds[-1]
+            ok, built, next_ids, next_alive = ahead_step(f, alive, al, base)
+            lo = base + 2 * np.flatnonzero(ok)
+            self.apply_splits(ids[ok], f.feature[ok], f.bin[ok], f.default_left[ok], lo, lo + 1)
             hist = self.siblings(hist, self.histograms(built))
             hists.append(hist)
             founds.append(self.best_splits(hist, feature_mask, params))
-            ids, alive = np.concatenate([built, other]), next_alive
+            ids, alive = next_ids, next_alive
         return founds, hists
 
     def relabel(self, node_map: np.ndarray) -> None:
