@@ -16,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "shipped in the package). Interrupted tunes resume from the study storage.",
     )
     p.add_argument("--device", default="auto", help="device key, substring, 'cpu', 'gpu' or 'auto' (default)")
-    p.add_argument("--kernels", nargs="+", metavar="K", help="kernels to tune (default: all registered)")
+    p.add_argument("--kernels", nargs="+", metavar="K",
+                   help="kernels to tune, and the tree layouts (tree_layout_<precision>, timed as training "
+                        "rounds with the end-to-end check); default: all registered kernels and layouts")
     p.add_argument("--trials", type=int, help="distinct configurations measured per study (default 60, quick 12)")
     p.add_argument("--minutes", type=float, help="time budget for the whole tune, shared over the studies")
     p.add_argument("--quick", action="store_true", help="small size classes and few trials: a couple of minutes")
@@ -50,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
         for name, k in sorted(tunable.registered().items()):
             classes = ", ".join(f"{c} {s}" for c, s in k.size_classes.items())
             print(f"{name:<16} {k.doc}\n{'':<16} {classes}")
+        from mdhom.trees.layouts import FIELDS, PRECISIONS, kernel_name
+
+        for precision in PRECISIONS:
+            print(f"{kernel_name(precision):<16} the tree backend's layout ({', '.join(FIELDS)}) for {precision} "
+                  f"fits, timed as training rounds")
         return 0
     if args.report:
         from mdhom.tuning.report import plot_histories, report
