@@ -5,6 +5,8 @@ layout moves data differently, never to other trees)."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,12 +79,21 @@ def test_stale_layouts_are_retuned():
 
 
 def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
-    from mdhom.tuning import driver
+    from mdhom.tuning import driver, endtoend
     from mdhom.tuning import layouts as stage
 
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
     fast = Layout(1, 1, 0, 0)
     monkeypatch.setattr(stage, "fit_seconds", _machine({c: 1.0 for c in candidates("quantized")} | {fast: 0.4}))
+
+    def rounds(device, work, data):  # the end-to-end check (on devices whose default precision is quantized)
+        if os.environ.get(configs.TUNED_ENV) == "0":
+            return 1.0
+        path = Path(os.environ[configs.TUNED_DIR_ENV]) / configs.device_file_name(device.key)
+        e = json.loads(path.read_text())["kernels"]["tree_layout_quantized"]["classes"]["higgs28"]
+        return 0.4 if e["config"] != e["default_config"] else 1.0
+
+    monkeypatch.setattr(endtoend, "round_seconds", rounds)
     results, path = driver.tune_device(cpu, ["tree_layout_quantized"], directory=tmp_path / "out", echo=lambda s: None,
                                        progress_bar=False, end_to_end=Workload(rows=300, rounds=2, leaves=3,
                                                                                repeats=1))
