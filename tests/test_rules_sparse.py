@@ -126,3 +126,27 @@ def test_no_dense_float64_matrix_is_built(monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < budget, (kw, peak)
+
+
+def test_sparse_input_is_checked_and_never_changed():
+    X, S, Y = _text_like()
+    est = RuleBoostClassifier(max_rules=3).fit(S, Y)
+    bad = S.tocsc(copy=True)
+    bad.data[0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        RuleBoostClassifier(max_rules=3).fit(bad, Y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(S[:, :-1])
+    with pytest.raises(ValueError, match="0 sample"):
+        RuleBoostClassifier(max_rules=3).fit(S[:0], Y[:0])
+    assert est.predict(S[:0]).shape == (0, Y.shape[1])
+    # a CSC matrix with a duplicate entry (summed, as scipy reads it) and unsorted indices: not changed by fit
+    dup = sp.csc_matrix((np.array([1.0, 2.0, 5.0]), np.array([7, 3, 7]), np.array([0, 3] + [3] * (S.shape[1] - 1))),
+                        shape=S.shape)
+    dup.has_canonical_format = False
+    before = (dup.data.copy(), dup.indices.copy(), dup.indptr.copy())
+    dense = dup.toarray()
+    a = RuleBoostClassifier(max_rules=3, feature_sampling=None).fit(dup, Y)
+    b = RuleBoostClassifier(max_rules=3, feature_sampling=None).fit(dense, Y)
+    assert str(a.rules_) == str(b.rules_)
+    assert all(np.array_equal(x, y) for x, y in zip(before, (dup.data, dup.indices, dup.indptr), strict=True))

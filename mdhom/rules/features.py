@@ -14,18 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from mdhom.learn.validation import as_matrix, is_sparse
+from mdhom.learn.validation import _check_shape, as_matrix, is_sparse
 
 
 class Features:
-    """A dense (n, F) float64 array or a CSC matrix (canonical: sorted indices, no duplicates), by columns."""
+    """A dense (n, F) float64 array or a CSC matrix (canonical: sorted indices, no duplicates), by columns. A
+    canonical float64 CSC matrix is used as it is (never changed); other sparse forms are converted once."""
 
     def __init__(self, X: Any) -> None:
         self.sparse = is_sparse(X)
         if self.sparse:
-            X = X.tocsc(copy=True)  # the caller's matrix is never changed
-            X.sum_duplicates()
-            X.sort_indices()
+            given = X
+            X = X.tocsc()
+            if X.dtype != np.float64:
+                X = X.astype(np.float64)
+            if not X.has_canonical_format:
+                X = X.copy() if X is given else X  # the caller's matrix is never changed
+                X.sum_duplicates()  # sorts the indices too
             self.indptr = X.indptr.astype(np.int64, copy=False)
             self.indices, self.data = X.indices, np.asarray(X.data, np.float64)
         else:
@@ -80,11 +85,20 @@ class Features:
 
 
 def as_features(X: Any, allow_empty: bool = False) -> Features:
-    """User input (numpy, pandas, scipy.sparse) as :class:`Features`, checked by the learners' common validation;
-    scipy.sparse input stays sparse."""
+    """User input (numpy, pandas, scipy.sparse) as :class:`Features`, checked as the learners' common validation
+    checks it (:func:`mdhom.learn.validation.as_matrix`); scipy.sparse input stays sparse, and a CSC matrix is not
+    converted to CSR and back (a canonical float64 one is not copied at all)."""
     if isinstance(X, Features):
         return X
-    return Features(as_matrix(X, allow_empty=allow_empty))
+    if not is_sparse(X):
+        return Features(as_matrix(X, allow_empty=allow_empty))
+    if X.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
+    _check_shape(tuple(X.shape), allow_empty)
+    out = Features(X)
+    if np.isinf(out.data).any():
+        raise ValueError("Input X contains infinity; use NaN for missing values")
+    return out
 
 
 def columns(X: np.ndarray | Features) -> Features:
