@@ -114,6 +114,7 @@ class Learner:
         if held is not None:
             self.in_train[held] = False
         self.train_rows = np.flatnonzero(self.in_train)
+        self.touched: Any = None  # called with the rows whose scores each head changes (global pruning's measure)
         self.space = SearchSpace(self.X, edges)
         self.S = np.zeros(Y.shape)
         # a device search of complete heads over the example-wise loss builds the packed Hessians from the
@@ -144,6 +145,8 @@ class Learner:
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the
         loss is decomposable (element by element, so the same numbers as recomputing every label)."""
+        if self.touched is not None:
+            self.touched(rows)
         if self.loss.decomposable and labels.size == 1:  # a single-label head: one column, gathered once
             col = int(labels[0])
             s = self.S[rows, col] + scores[0]
@@ -342,6 +345,7 @@ def induce(X: np.ndarray | Features, Y: np.ndarray, loss: RuleLoss, p: Induction
     if p.global_pruning != "none":
         measured = held if p.global_pruning["use_holdout_set"] and held is not None else learner.train_rows
         pruning = GlobalPruning(p.global_pruning, loss.name, Y, measured)
+        learner.touched = pruning.touch
     n_rules, used = 1, 0
     while True:
         if pruning is not None:

@@ -237,11 +237,17 @@ def example_losses(loss_name: str, Y: np.ndarray, S: np.ndarray) -> np.ndarray:
 class GlobalPruning:
     """The pruning state of one fit: :meth:`test` before every rule, with the number of rules so far (the default
     rule counted) and the scores; it returns (stop, used): whether to stop learning, and the number of rules the
-    model uses (0: not decided). ``rows``: the examples measured (ascending)."""
+    model uses (0: not decided). ``rows``: the examples measured (ascending). Each measured example's loss is kept
+    and computed again only where :meth:`touch` says a rule changed its scores: a rule covers a few of them, and
+    at 6600 held-out rows of 101 labels a full measurement costs about as much as a GPU's rule."""
 
     def __init__(self, spec: dict[str, Any], loss_name: str, Y: np.ndarray, rows: np.ndarray) -> None:
         self.spec, self.loss_name = spec, loss_name
         self.rows, self.Y = rows, Y[rows]
+        self.at = np.full(Y.shape[0], -1, np.intp)  # each example's place among the measured ones (-1: none)
+        self.at[rows] = np.arange(rows.size)
+        self.example = np.zeros(rows.size)
+        self.stale = np.ones(rows.size, bool)
         self.pre = spec["method"] == "pre-pruning"
         self.sizes: list[int] = []  # the model sizes measured, and their losses
         self.losses: list[float] = []
@@ -253,8 +259,17 @@ class GlobalPruning:
             span = (spec["num_past"] + spec["num_recent"]) * spec["update_interval"]
             self.offset = max(0, spec["min_rules"] - span)
 
+    def touch(self, rows: np.ndarray) -> None:
+        """The scores of ``rows`` changed (a rule's head was added to them)."""
+        at = self.at[rows]
+        self.stale[at[at >= 0]] = True
+
     def _measure(self, n_rules: int, S: np.ndarray) -> float:
-        value = float(np.mean(example_losses(self.loss_name, self.Y, S[self.rows])))
+        redo = np.flatnonzero(self.stale)
+        if redo.size:
+            self.example[redo] = example_losses(self.loss_name, self.Y[redo], S[self.rows[redo]])
+            self.stale[:] = False
+        value = float(np.mean(self.example))
         self.sizes.append(n_rules)
         self.losses.append(value)
         return value
