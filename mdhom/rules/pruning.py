@@ -188,16 +188,18 @@ def _output_wise_strata(Y: np.ndarray) -> list[np.ndarray]:
 
 def _example_wise_strata(Y: np.ndarray) -> list[np.ndarray]:
     """The examples of each distinct label vector, the rarest vectors first (ties: first occurrence)."""
-    _, first, inverse = np.unique(Y.astype(np.int8), axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    groups = [np.flatnonzero(inverse == g) for g in np.argsort(first, kind="stable")]
+    _, first, inverse, counts = np.unique(Y.astype(np.int8), axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    by_vector = np.split(np.argsort(inverse.reshape(-1), kind="stable"), np.cumsum(counts)[:-1])  # rows ascending
+    groups = [by_vector[g] for g in np.argsort(first, kind="stable")]
     return sorted(groups, key=len)  # stable: equal sizes keep the order of first occurrence
 
 
 def holdout_rows(Y: np.ndarray, holdout: tuple[str, float], seed: int) -> np.ndarray:
     """Ascending indices of the held-out examples. mlrl-boomer's sizes: int(holdout_set_size x n) held out, its
-    float32 product; stratified splits take ceil or floor of each stratum's share for the training set, whichever
-    moves the remaining counts toward their targets (a coin on a tie). Deterministic from ``seed``: its own stream
+    float32 product; stratified splits give each stratum in turn the training set's share of it (the share of the
+    examples still to place), rounded up while more training than holdout examples remain to be placed, down while
+    fewer (a coin on a tie), within what is left of both sets. Deterministic from ``seed``: its own stream
     (apart from the fit's other draws)."""
     method, size = holdout
     n = Y.shape[0]
