@@ -90,22 +90,20 @@ def test_post_pruning_keeps_the_size_of_least_loss():
 
 
 def _trace(spec, losses):
-    """(stop size, used size) of a GlobalPruning fed ``losses`` one per test, and BOOMER's C++ loop re-written
-    plainly (ring buffers as lists) for the same sequence."""
+    """(size it stopped at or None, size it chose) of a GlobalPruning fed ``losses`` one per measurement."""
     gp = P.GlobalPruning(P.check_global_pruning(spec), "logistic_labelwise", np.zeros((1, 1)), np.arange(1))
     it = iter(losses)
     gp._measure = lambda n_rules, S: next(it)  # noqa: SLF001 - a scripted loss sequence
     used, n = 0, 0
-    while len(gp.sizes if hasattr(gp, "sizes") else []) <= len(losses):
+    while True:
         n += 1
         try:
             stop, chosen = gp.test(n, None)
-        except StopIteration:  # the sequence is over
+        except StopIteration:  # the sequence is over without a stop
             return None, used
         used = chosen or used
         if stop:
             return n, used
-    return None, used
 
 
 @pytest.mark.parametrize("aggregation", ["min", "max", "avg"])
