@@ -99,7 +99,7 @@ def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
                                                                                repeats=1))
     assert results == []  # no kernel study ran
     doc = json.loads(path.read_text())["kernels"]
-    assert list(doc) == ["tree_layout_quantized"]
+    assert "tree_layout_quantized" in doc  # beside whatever the package ships for this device
     assert doc["tree_layout_quantized"]["classes"]["higgs28"]["config"] == fast.config()
 
 
