@@ -156,6 +156,33 @@ def tune_device(
     return results, path
 
 
+def recheck(device: Any, work: Any, directory: Path | None = None,
+            echo: Callable[[str], None] = print) -> tuple[Any, Path]:
+    """The end-to-end check alone, on the entries the device's tuned file holds (its tuned configurations against
+    their heuristics' :mod:`mdhom.tuning.endtoend`), without new studies: for a file tuned before the check
+    timed what it times now. Stores what pays, as a tune would; returns the check's result and the file."""
+    from mdhom.trees.estimators import resolve_precision
+    from mdhom.trees.layouts import is_layout, kernel_name
+    from mdhom.tuning.endtoend import check, choose
+
+    hit = configs.find_device_file(device.key)
+    if hit is None:
+        raise ValueError(f"{device.key} has no tuned-config file to check; run `mdhom tune` first")
+    path, doc = hit
+    checked_layout = kernel_name(resolve_precision(device, None))
+    entries = [(k, c, e, body.get("description_hash")) for k, body in doc["kernels"].items()
+               if not is_layout(k) or k == checked_layout
+               for c, e in body["classes"].items() if "default_config" in e and "default_s" in e]
+    if not entries:
+        raise ValueError(f"{path} holds no tuned entry with its heuristic's configuration to check against")
+    echo(f"end-to-end check of {path}: training rounds with its configurations against the heuristics")
+    res = check(device, entries, work, echo)
+    echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
+         f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
+         f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
+    return res, configs.store_results(device, choose(entries, res.kept), directory, stale=stale_entry)
+
+
 def stale_entry(kernel: str, stored_hash: str | None) -> bool:
     """Whether a stored kernel entry is of code no longer shipped: a kernel no longer registered, or a description
     hash that no size class of the registered kernel has now (a configuration tuned for an older version)."""
@@ -228,4 +255,4 @@ class _Bar:
             self.bar.close()
 
 
-__all__ = ["FULL_TRIALS", "QUICK_TRIALS", "Plan", "format_result", "plan", "tune_device", "versions"]
+__all__ = ["FULL_TRIALS", "QUICK_TRIALS", "Plan", "format_result", "plan", "recheck", "tune_device", "versions"]

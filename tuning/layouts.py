@@ -12,7 +12,6 @@ heuristic's as ``default_config``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,22 +21,14 @@ Timer = Callable[[Any, Workload, tuple[Any, Any], str], tuple[float, dict[str, i
 
 
 def fit_seconds(device: Any, work: Workload, data: tuple[Any, Any], precision: str) -> tuple[float, dict[str, int]]:
-    """Median seconds per round of one fit of ``work`` in ``precision`` under the layout in force, and the
-    layout that fit ran (what the data allowed of the one asked for)."""
-    import statistics
-
-    from mdhom import TreeBoostClassifier
-    from mdhom.configs import TunedConfigWarning
+    """Seconds per round of ``work`` in ``precision`` under the layout in force (the end-to-end check's measure,
+    :func:`mdhom.tuning.endtoend.fit_rounds`), and the layout the fits ran (what the data allowed of the one
+    asked for)."""
     from mdhom.trees.layouts import kernel_name
+    from mdhom.tuning.endtoend import fit_rounds
 
-    X, y = data
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TunedConfigWarning)
-        est = TreeBoostClassifier(n_estimators=work.rounds, grow_policy="lossguide", max_leaves=work.leaves,
-                                  max_depth=0, max_bin=work.bins, device=device, precision=precision).fit(X, y)
-    times = list(est.round_times_[1:]) or list(est.round_times_)
-    ran = est.kernel_configs_.get(kernel_name(precision), {}).get("config", {})
-    return float(statistics.median(times)), dict(ran)
+    seconds, est = fit_rounds(device, work, data, precision=precision)
+    return seconds, dict(est.kernel_configs_.get(kernel_name(precision), {}).get("config", {}))
 
 
 def precisions(device: Any) -> list[str]:

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-check", action="store_true",
                    help="skip the end-to-end check (training rounds with the new configurations against the "
                    "heuristics, keeping only the kernels whose configurations pay)")
+    p.add_argument("--recheck", action="store_true",
+                   help="run only the end-to-end check on the device's stored file (its tuned configurations "
+                   "against their heuristics, no new studies) and store what pays")
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
     p.add_argument("--update-defaults", action="store_true",
@@ -79,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
     device = mdhom.get_device(args.device)
     directory = args.out or configs.write_dir(into_package=args.into_package)
     storage = args.storage or default_storage()
+    if args.recheck:
+        from mdhom.tuning.driver import recheck
+
+        _, path = recheck(device, Workload.for_tune(args.quick, device.type == "gpu"), directory,
+                          echo=lambda line: print(line, flush=True))
+        print(f"wrote {path}")
+        return 0
     print(f"tuning {device.key} ({device.name}) into {directory}; studies in {storage}", flush=True)
     try:
         results, path = tune_device(
