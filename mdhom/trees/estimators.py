@@ -103,6 +103,8 @@ class _TreeBoost(OptionParams):
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
     _options = P.TABLE
+    # one_output_per_tree: trees grown together per batch (None: a round's all; the benchmark's 1: one after another)
+    _ktree_batch: int | None = None
 
     def __init__(
         self,
@@ -111,6 +113,7 @@ class _TreeBoost(OptionParams):
         max_depth: int | None = P.DEFAULTS["max_depth"],
         max_leaves: int = P.DEFAULTS["max_leaves"],
         grow_policy: str = P.DEFAULTS["grow_policy"],
+        multi_strategy: str = P.DEFAULTS["multi_strategy"],
         max_bin: int = P.DEFAULTS["max_bin"],
         bin_sample: int = P.DEFAULTS["bin_sample"],
         reg_lambda: float = P.DEFAULTS["reg_lambda"],
@@ -137,6 +140,7 @@ class _TreeBoost(OptionParams):
         self.max_depth = max_depth
         self.max_leaves = max_leaves
         self.grow_policy = grow_policy
+        self.multi_strategy = multi_strategy
         self.max_bin = max_bin
         self.bin_sample = bin_sample
         self.reg_lambda = reg_lambda
@@ -202,7 +206,13 @@ class _TreeBoost(OptionParams):
         t0 = time.perf_counter()
         device = limit_threads(p["device"], p["n_jobs"])
         precision = resolve_precision(device, p["precision"])
-        kernels = make_kernels(device, precision)
+        per_round = loss.n_outputs if p["multi_strategy"] == "one_output_per_tree" else 1  # trees of a round
+        if per_round > 1:
+            from mdhom.trees.ktrees import make_ktree_kernels
+
+            kernels = make_ktree_kernels(device, precision, p, categorical, self._ktree_batch)
+        else:
+            kernels = make_kernels(device, precision)
         # before the edges are learned (a loop over features), with the fewest bins any data needs; then exactly
         stored = int(Xa.nnz) if is_sparse(Xa) else None
         kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs, stored)
@@ -282,13 +292,18 @@ class _TreeBoost(OptionParams):
             if n_cols < n_features:
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
-            kernels.compute_gradients(keep)
-            tree = grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)
-            if ensemble.categories is not None:
-                tree.set_categories(ensemble.categories)
-            trees.append(tree)
+            if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
+                grown = kernels.grow_round(keep, mask, grow, threshold)
+            else:
+                kernels.compute_gradients(keep)
+                grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
+            for tree in grown:
+                if ensemble.categories is not None:
+                    tree.set_categories(ensemble.categories)
+                trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
-                raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
+                for tree in grown:
+                    raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
                 for m in metrics:
                     results[f"validation_{k}"][m.name].append(m.score(ye, raw, we))
             kernels.sync()
@@ -303,7 +318,7 @@ class _TreeBoost(OptionParams):
                 if patience and it - best >= patience:
                     break
         if patience:
-            trees = trees[: best + 1]
+            trees = trees[: (best + 1) * len(grown)]
         else:
             best = len(trees) - 1
         return trees, times, results, best
@@ -402,6 +417,8 @@ class _TreeBoost(OptionParams):
             "bin_edges": [e.tolist() for e in self._bin_edges],
             "trees": [t.to_json() for t in ens.trees],
         }
+        if ens.trees and ens.trees[0].output is not None:
+            doc["trees_per_round"] = ens.n_outputs
         if ens.categories is not None:
             doc["categories"] = [None if c is None else [int(x) for x in c] for c in ens.categories]
         labels = getattr(self, "_category_labels", None)
