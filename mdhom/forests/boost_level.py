@@ -18,7 +18,7 @@ boost_node_split       slot                 concat: the best feature, ties to th
 boost_route            tree x row           concat: a row's child slot, or the leaf it ends in (-2 - leaf)
 boost_split_left       slot                 concat: rows going left, from the forests' left scan
 boost_child_slots      slot                 concat: the next level's slot ranges from those counts
-boost_score_update     row x class          concat: + the leaf value of the class's tree
+boost_score_update     row x class          concat: + the leaf value of the class's tree (once a round)
 =====================  ===================  ==============================================================
 
 Double precision is the numpy reference's arithmetic exactly (the histogram folds a slot's rows in position order
@@ -75,7 +75,7 @@ _HIST = """
 const int mdh_s = slot_id[slot];
 const int mdh_r = order[(long)slot_begin[mdh_s] + pos];
 const int mdh_b = 2 * (int)bins[(long)feat * n_rows + mdh_r];
-const long mdh_i = 2 * ((long)mdh_r * n_cols + tree_col[slot_tree[mdh_s]]);
+const long mdh_i = 2 * ((long)tree_col[slot_tree[mdh_s]] * n_rows + mdh_r);
 {body}
 """
 
@@ -84,10 +84,11 @@ const long mdh_i = 2 * ((long)mdh_r * n_cols + tree_col[slot_tree[mdh_s]]);
 def histogram(n_bins: int, lane: str) -> Description:
     """(g, h) sums per (slot, feature, bin) over each slot's rows: atoms of n_bins x 2 lanes (``lane``: double, or
     int32 fixed point). ``slot_id[slot]`` is the level slot whose histogram is built (a level builds only each
-    split's smaller child; its sibling comes by subtraction), ``gh`` is (row, class, 2) in row order and the bins
-    are feature-major (feat, row). The row fold is ragged (the slot's own count), so one launch serves every node of
-    every tree; double sums follow the position order under exact mode's pins (the reference's ascending rows),
-    integer sums are exact in any order (``PARTIALS_LOCAL``: local-memory atomics)."""
+    split's smaller child; its sibling comes by subtraction); ``gh`` is (class, row, 2), class-major
+    (:mod:`mdhom.forests.boost_gradients`: a tree's rows contiguous), and the bins are feature-major (feat, row).
+    The row fold is ragged (the slot's own count), so one launch serves every node of every tree; double sums follow
+    the position order under exact mode's pins (the reference's ascending rows), integer sums are exact in any order
+    (``PARTIALS_LOCAL``: local-memory atomics)."""
     set_ = "out.v[mdh_b] = gh[mdh_i]; out.v[mdh_b + 1] = gh[mdh_i + 1];"
     add = "acc.v[mdh_b] += gh[mdh_i]; acc.v[mdh_b + 1] += gh[mdh_i + 1];"
     atomic = None
@@ -102,7 +103,7 @@ def histogram(n_bins: int, lane: str) -> Description:
                 Input("order", "int", ("*",), gather=True), Input("slot_begin", "int", ("*",), gather=True),
                 Input("slot_count", "int", ("*",), gather=True), Input("slot_id", "int", ("slot",), gather=True),
                 Input("slot_tree", "int", ("*",), gather=True), Input("tree_col", "int", ("*",), gather=True)],
-        params=[Param("n_rows", "int"), Param("n_cols", "int")],
+        params=[Param("n_rows", "int")],
         extents={"pos": "slot_count[slot_id[slot]]"},
     )
 
@@ -376,28 +377,18 @@ def child_slots_reference(pair_parent: np.ndarray, slot_begin: np.ndarray, slot_
 
 @lru_cache(maxsize=1)
 def score_update() -> Description:
-    """scores (row, class) + the value of the leaf the row ends in, in the tree of the batch that scores the class
-    (``col_tree[class]``; -1: no tree of this batch, the score is copied). ``leaf_value`` is the batch's leaf table
-    (leaf codes ``-2 - leaf`` in ``row_slot``)."""
+    """scores (row, class) + the value of the leaf the row ends in, in the round's tree of that class: ``leaf``
+    (class, row) holds the leaf codes the routing left (``-2 - leaf``), ``leaf_value`` the round's leaf table."""
     return Description(
         "boost_score_update", ["row", "cls"], [Concat(), Concat()], "double",
-        scalar="""
-const long i = (long)row * SIZE_cls + cls;
-const int t = col_tree[cls];
-out = scores[i];
-if (t >= 0) out = scores[i] + leaf_value[-2 - row_slot[(long)t * SIZE_row + row]];""",
-        inputs=[Input("scores", "double", ("*",), gather=True), Input("col_tree", "int", ("*",), gather=True),
-                Input("row_slot", "int", ("*",), gather=True), Input("leaf_value", "double", ("*",), gather=True)],
+        scalar="out = scores[(long)row * SIZE_cls + cls] + leaf_value[-2 - leaf[(long)cls * SIZE_row + row]];",
+        inputs=[Input("scores", "double", ("*",), gather=True), Input("leaf", "int", ("*",), gather=True),
+                Input("leaf_value", "double", ("*",), gather=True)],
     )
 
 
-def score_update_reference(scores: np.ndarray, col_tree: np.ndarray, row_slot: np.ndarray,
-                           leaf_value: np.ndarray) -> np.ndarray:
-    out = scores.copy()
-    for c, t in enumerate(np.asarray(col_tree).tolist()):
-        if t >= 0:
-            out[:, c] = scores[:, c] + leaf_value[-2 - row_slot[t]]
-    return out
+def score_update_reference(scores: np.ndarray, leaf: np.ndarray, leaf_value: np.ndarray) -> np.ndarray:
+    return scores + leaf_value[-2 - leaf.T]
 
 
 # ------------------------------------------------------------------------------------------------ specs
@@ -409,16 +400,17 @@ def _hist_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
     begin = np.concatenate([k * n + e[:-1] for k, e in enumerate(edges)]).astype(np.int32)
     count = np.concatenate([np.diff(e) for e in edges]).astype(np.int32)
     return {"bins": rng.integers(0, b, (f, n)).astype(np.uint8).reshape(-1),
-            "gh": rng.integers(-1000, 1000, (n, t, 2)).astype(np.int32).reshape(-1),
+            "gh": rng.integers(-1000, 1000, (t, n, 2)).astype(np.int32).reshape(-1),
             "order": np.tile(np.arange(n, dtype=np.int32), t), "slot_begin": begin, "slot_count": count,
             "slot_id": np.arange(begin.size, dtype=np.int32),
             "slot_tree": np.repeat(np.arange(t), per).astype(np.int32),
-            "tree_col": np.arange(t, dtype=np.int32), "n_rows": np.int32(n), "n_cols": np.int32(t)}
+            "tree_col": np.arange(t, dtype=np.int32), "n_rows": np.int32(n)}
 
 
 def _hist_ref(a: Mapping[str, np.ndarray], n_bins: int = 64) -> np.ndarray:
-    n, k = int(a["n_rows"]), int(a["n_cols"])
-    h = histogram_reference(a["bins"].reshape(-1, n).T, a["gh"].reshape(n, k, 2).astype(np.int64),
+    n = int(a["n_rows"])
+    gh = a["gh"].reshape(-1, n, 2).transpose(1, 0, 2).astype(np.int64)  # the reference's (row, class, 2)
+    h = histogram_reference(a["bins"].reshape(-1, n).T, gh,
                             a["order"].reshape(-1, n), a["slot_begin"], a["slot_count"], a["slot_id"], a["slot_tree"],
                             a["tree_col"], n_bins)
     return h.reshape(h.shape[0], h.shape[1], -1).astype(np.int32)

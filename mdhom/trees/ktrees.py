@@ -69,8 +69,11 @@ class KTreeBackend(Protocol):
         """Rows to their child slots or leaves (``route_tab``); where ``part_tab`` is given, the stable partition
         of the slots it splits (child >= 0) and the next level's slot ranges (pairs of ``pair_parent``)."""
 
-    def finish_batch(self, leaf_value: np.ndarray) -> None:
-        """Add each row's leaf value (``leaf_value[leaf]``) to its output's score, for every batch tree."""
+    def end_batch(self) -> None:
+        """Keep the batch trees' leaf codes (every row ends in a leaf: ``-2 - leaf``) for the score update."""
+
+    def update_scores(self, leaf_value: np.ndarray) -> None:
+        """Add each row's leaf value (``leaf_value[leaf]``) in each output's tree to its score."""
 
 
 def _splits(recs: np.ndarray) -> Splits:
@@ -92,13 +95,17 @@ def grow_round(backend: KTreeBackend, mask: np.ndarray, params: GrowParams, thre
     k = backend.n_outputs
     step = k if batch is None else max(1, int(batch))
     trees: list[Tree] = []
+    leaf_value: list[float] = []  # the round's leaf table (leaf ids run on across batches)
     for lo in range(0, k, step):
-        trees += _grow_batch(backend, np.arange(lo, min(k, lo + step), dtype=np.int32), mask, params, threshold)
+        trees += _grow_batch(backend, np.arange(lo, min(k, lo + step), dtype=np.int32), mask, params, threshold,
+                             leaf_value)
+        backend.end_batch()
+    backend.update_scores(np.asarray(leaf_value, np.float64))
     return trees
 
 
 def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, params: GrowParams,
-                threshold: Callable[[int, int], float]) -> list[Tree]:
+                threshold: Callable[[int, int], float], leaf_value: list[float]) -> list[Tree]:
     """The depth-wise grower of :func:`mdhom.trees.grower.grow_tree` for every batch tree in lockstep: a level's
     choices per tree (gain above SPLIT_EPS, the best gains within ``max_leaves``, ties to the earlier node of the
     level, whose order is the built children then their siblings), node ids and leaf values are that grower's."""
@@ -113,7 +120,8 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
     order = [[t] for t in range(n_trees)]  # each tree's slots in the grower's level order
     ids = [[0] for _ in range(n_trees)]  # ... and their node ids
     n_leaves = [1] * n_trees
-    leaves: list[tuple[int, int]] = []  # (tree, node) of each leaf id
+    leaves: list[tuple[int, int]] = []  # (tree, node) of each leaf of the batch, ids from len(leaf_value) on
+    first = len(leaf_value)
     depth = 0
     while True:
         n_slots = len(level.tree)
@@ -132,7 +140,7 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
                 room = params.max_leaves - n_leaves[t]
                 chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
             for j in np.setdiff1d(np.arange(slots.size), chosen).tolist():
-                route_tab[slots[j], 2] = len(leaves)
+                route_tab[slots[j], 2] = first + len(leaves)
                 leaves.append((t, ids[t][j]))
             if not chosen.size:
                 continue
@@ -146,7 +154,7 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
                 s, r = int(slots[j]), recs[slots[j]]
                 flags = BL.SPLITS | (BL.DEFAULT_LEFT if r["dir"] == 0 else 0)
                 if done:  # the children end the tree: leaves
-                    route_tab[s] = (r["feat"], r["bin"], len(leaves), flags | BL.TO_LEAVES)
+                    route_tab[s] = (r["feat"], r["bin"], first + len(leaves), flags | BL.TO_LEAVES)
                     leaves += [(t, int(lo[c])), (t, int(hi[c]))]
                     continue
                 p = len(pairs)
@@ -171,7 +179,7 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
         recs = backend.search(level, mask, params.split)
         order, ids = next_order, next_ids
     values = [nd.values(params) for nd in nodes]  # (n_nodes, 1) each
-    backend.finish_batch(np.asarray([values[t][node, 0] for t, node in leaves], np.float64))
+    leaf_value += [float(values[t][node, 0]) for t, node in leaves]
     trees = []
     for t, nd in enumerate(nodes):
         full = np.zeros((nd.n, backend.n_outputs))
@@ -272,6 +280,7 @@ class NumpyKTrees(HostEvals):
             scale, self.inv_scale = quantization_scales(quantization_exponents(absmax, self.n_rows))
             g, h = quantize(g, scale[:, 0]), quantize(h, scale[:, 1])
         self.gh = np.stack([g, h], axis=-1)  # (n, K, 2)
+        self.leaf = np.empty((self.n_outputs, self.n_rows), np.int32)  # each output's tree's leaf codes
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
                    threshold: Callable[[int, int], float]) -> list[Tree]:
@@ -312,7 +321,8 @@ class NumpyKTrees(HostEvals):
             self.begin, self.count = BL.child_slots_reference(pair_parent, self.begin, self.count, left)
         self.row_slot = new
 
-    def finish_batch(self, leaf_value: np.ndarray) -> None:
-        col_tree = np.full(self.n_outputs, -1, np.int32)
-        col_tree[self.classes] = np.arange(len(self.classes))
-        self.raw = BL.score_update_reference(self.raw, col_tree, self.row_slot, leaf_value)
+    def end_batch(self) -> None:
+        self.leaf[self.classes] = self.row_slot
+
+    def update_scores(self, leaf_value: np.ndarray) -> None:
+        self.raw = BL.score_update_reference(self.raw, self.leaf, leaf_value)

@@ -1,6 +1,6 @@
 """The K-tree round on an OpenCL device (:class:`mdhom.trees.ktrees.KTreeBackend`): a thin driver over the level
 kernels of :mod:`mdhom.forests.boost_level`, the forests' sibling subtraction, left scan and partition, and the
-components' gradient kernels (the loss and the quantiser of :mod:`mdhom.components.gradients`).
+gradient kernels of :mod:`mdhom.forests.boost_gradients` (the components' loss and quantiser, class-major).
 
 Bins, targets, weights, scores, (g, h), the position order and every row's slot stay on the device for the whole
 fit; per level the host sends the slot tables and reads back one record per node (the level's one sync), per round
@@ -16,13 +16,13 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components import gradients as GR
 from mdhom.components.binning import DeviceBinner
 from mdhom.components.lanes import gh_type
 from mdhom.components.quantize import quantization_exponents, quantization_scales
 from mdhom.components.split import SplitParams
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
+from mdhom.forests import boost_gradients as GR
 from mdhom.forests import boost_level as BL
 from mdhom.forests import histogram as FH
 from mdhom.forests import partition as FP
@@ -37,12 +37,12 @@ from mdhom.trees.model import Tree
 class OpenCLKTrees(HostEvals):
     """One-tree-per-output rounds on one device; ``precision`` "double" (exact: the numpy reference's trees, each
     histogram folded in position order) or "quantized" (int32 (g, h), fully parallel, the same bits); ``batch``
-    trees grown together (None: all of a round's)."""
+    trees grown together (None: all of a round's); ``configs`` overrides named kernels' configurations (tests)."""
 
     def __init__(self, device: str | Device | None = "auto", precision: str = "double",
-                 batch: int | None = None) -> None:
+                 batch: int | None = None, configs: dict[str, dict[str, int]] | None = None) -> None:
         self.lane = BL.lane_ctype(precision)
-        self.ws = Workspace(device, precision)
+        self.ws = Workspace(device, precision, configs=configs)
         self.device, self.precision, self.batch = self.ws.device, precision, batch
         self.quantized = precision == "quantized"
         if not self.device.has_fp64:
@@ -131,8 +131,8 @@ class OpenCLKTrees(HostEvals):
         self.c_child = ws.build(BL.CHILD_SLOTS, BL.child_slots(), {"slot": 2 * k})
         self.c_update = ws.build(BL.SCORE_UPDATE, BL.score_update(), {"row": rows, "cls": k})
         if self.quantized:
-            self.c_absmax = ws.build(GR.ABSMAX, GR.gh_absmax(), {"pos": rows, "output": k})
-            self.c_quant = ws.build(GR.QUANTIZE, GR.quantize_gh(), {"pos": rows, "output": k})
+            self.c_absmax = ws.build(GR.ABSMAX, GR.gh_absmax(), {"cls": k, "pos": rows})
+            self.c_quant = ws.build(GR.QUANTIZE, GR.quantize_gh(), {"cls": k, "pos": rows})
         self.node_bytes = self.n_features * b * 2 * (4 if self.quantized else 8)
         self._tabs = ["a", "b"]  # the current level's slot ranges, and where the next level's go
         self._hists = ["hist_a", "hist_b"]  # the current level's histograms, and the previous level's
@@ -141,8 +141,8 @@ class OpenCLKTrees(HostEvals):
         ws = self.ws
         n, k = self.n_rows, self.n_outputs
         kind = loss.kind
-        self.d_grad = GR.gradients(kind, "double")
-        self.c_grad = ws.build(GR.GRADIENTS[kind], self.d_grad, {"row": max(1, n), "output": k})
+        self.d_grad = GR.gradients(kind)
+        self.c_grad = ws.build(GR.GRADIENTS[kind], self.d_grad, {"cls": k, "row": max(1, n)})
         ycols = 1 if kind == "softmax" else k
         y = np.ascontiguousarray(np.asarray(y, np.float64).reshape(n, -1)[:, :ycols])
         mf = cl.mem_flags
@@ -176,17 +176,17 @@ class OpenCLKTrees(HostEvals):
             self._put("keep", np.ones(1, np.uint8), np.uint8)
         else:
             self._put("keep", np.asarray(keep, bool), np.uint8)
-        self._launch(self.d_grad.name, self.c_grad, ws["gh_real"], {"row": n, "output": k},
+        self._launch(self.d_grad.name, self.c_grad, ws["gh_real"], {"cls": k, "row": n},
                      {"use_keep": np.int32(keep is not None), "factor": self.factor},
                      scores=ws[f"scores_{self.cur}"], y=self.y, w=self.w, keep=ws["keep"])
         if self.quantized:
-            self._launch("tree_gh_absmax", self.c_absmax, ws["absmax"], {"pos": n, "output": k}, gh=ws["gh_real"])
+            self._launch("boost_gh_absmax", self.c_absmax, ws["absmax"], {"cls": k, "pos": n}, gh=ws["gh_real"])
             host = ws.read(np.empty(k, gh_type("double").dtype), ws["absmax"])
             scale, self.inv_scale = quantization_scales(quantization_exponents(
                 np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2), n))
             self._put("scale", scale, np.float64)
             self._put("inv_scale", self.inv_scale, np.float64)
-            self._launch("tree_quantize_gh", self.c_quant, ws["gh"], {"pos": n, "output": k}, gh=ws["gh_real"],
+            self._launch("boost_quantize_gh", self.c_quant, ws["gh"], {"cls": k, "pos": n}, gh=ws["gh_real"],
                          scale=ws["scale"])
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
@@ -208,10 +208,8 @@ class OpenCLKTrees(HostEvals):
         ws, n = self.ws, self.n_rows
         t = len(classes)
         self.n_trees = t
+        self._first = int(classes[0])  # a batch's outputs are consecutive
         self._put("tree_col", classes)
-        col_tree = np.full(self.n_outputs, -1, np.int32)
-        col_tree[np.asarray(classes)] = np.arange(t)
-        self._put("col_tree", col_tree)
         self._put(f"begin_{self._tabs[0]}", np.arange(t) * n)
         self._put(f"count_{self._tabs[0]}", np.full(t, n))
         for field, out in ((0, "order"), (1, "row_slot")):
@@ -254,7 +252,7 @@ class OpenCLKTrees(HostEvals):
         ws = self.ws
         self._launch("boost_histogram", self.c_hist, out, {"slot": len(built), "feat": self.n_features,
                                                            "pos": max(1, int(bound))},
-                     {"n_rows": np.int32(self.n_rows), "n_cols": np.int32(self.n_outputs)}, bins=ws["bins"],
+                     {"n_rows": np.int32(self.n_rows)}, bins=ws["bins"],
                      gh=ws["gh" if self.quantized else "gh_real"], order=ws["order"], slot_begin=begin,
                      slot_count=count, slot_id=ws["slot_id"], slot_tree=ws["slot_tree"], tree_col=ws["tree_col"])
 
@@ -287,12 +285,23 @@ class OpenCLKTrees(HostEvals):
             ws.swap("order", "order_next")
         ws.swap("row_slot", "new_slot")
 
-    def finish_batch(self, leaf_value: np.ndarray) -> None:
+    def end_batch(self) -> None:
+        """The batch trees' leaf codes into their outputs' rows of ``leaf`` (a copy: the next batch reuses the
+        row slots), or, when the batch is the round, the row slots themselves."""
+        if self.n_trees == self.n_outputs:
+            self._leaf = "row_slot"
+            return
+        self._leaf = "leaf"
+        nbytes = 4 * self.n_trees * self.n_rows
+        self.ws.ensure("leaf", max(16, 4 * self.n_outputs * self.n_rows))
+        self.ws.copy("boost_leaf_copy", self.ws["leaf"], 4 * self.n_rows * int(self._first), self.ws["row_slot"], 0,
+                     nbytes)
+
+    def update_scores(self, leaf_value: np.ndarray) -> None:
         ws, n, k = self.ws, self.n_rows, self.n_outputs
         if not n:
             return
         self._put("leaf_value", leaf_value, np.float64)
         self._launch("boost_score_update", self.c_update, ws[f"scores_{1 - self.cur}"], {"row": n, "cls": k},
-                     scores=ws[f"scores_{self.cur}"], col_tree=ws["col_tree"], row_slot=ws["row_slot"],
-                     leaf_value=ws["leaf_value"])
+                     scores=ws[f"scores_{self.cur}"], leaf=ws[self._leaf], leaf_value=ws["leaf_value"])
         self.cur = 1 - self.cur
