@@ -317,10 +317,10 @@ class _TreeBoost(OptionParams):
                     print(f"[{it}]\t{text}", flush=True)
                 if patience and it - best >= patience:
                     break
-        if patience:
+        if patience:  # whole rounds (one_output_per_tree grows a tree per output each)
             trees = trees[: (best + 1) * len(grown)]
         else:
-            best = len(trees) - 1
+            best = len(trees) // len(grown) - 1
         return trees, times, results, best
 
     def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:
