@@ -184,9 +184,13 @@ def test_gradient_kernels_match_reference(device, kind):
     loss = make_loss("multi:softmax" if kind == "softmax" else "multilabel:logistic", K)
     g, h = loss.gradients(y.astype(np.float64), scores, w)
     g[keep == 0] = h[keep == 0] = 0.0
+    norm = {}
+    if kind == "softmax":  # the row's normaliser first
+        norm["norm"] = _comp(BG.softmax_norm(), device, {"NUM_WI_row": 8, "NUM_WG_row": 3})(
+            sizes={"row": N}, scores=scores.reshape(-1), n_cls=np.int32(K)).view(np.float64).reshape(-1)
     got = _comp(BG.gradients(kind), device, {"NUM_WI_row": 7, "NUM_WG_row": 3, "NUM_WG_cls": 2})(
         sizes={"cls": K, "row": N}, scores=scores.reshape(-1), y=y.astype(np.float64).reshape(-1), w=w, keep=keep,
-        use_keep=np.int32(1), factor=np.float64(K / (K - 1) if kind == "softmax" else 1.0))
+        use_keep=np.int32(1), factor=np.float64(K / (K - 1) if kind == "softmax" else 1.0), **norm)
     assert got["g"].reshape(K, N).T.tobytes() == g.tobytes() and got["h"].reshape(K, N).T.tobytes() == h.tobytes()
     gh = np.ascontiguousarray(np.stack([g.T, h.T], -1)).reshape(-1)
     am = _comp(BG.gh_absmax(), device, {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4})(

@@ -143,6 +143,10 @@ class OpenCLKTrees(HostEvals):
         kind = loss.kind
         self.d_grad = GR.gradients(kind)
         self.c_grad = ws.build(GR.GRADIENTS[kind], self.d_grad, {"cls": k, "row": max(1, n)})
+        self.softmax = kind == "softmax"
+        if self.softmax:
+            self.c_norm = ws.build(GR.NORM, GR.softmax_norm(), {"row": max(1, n)})
+            ws.ensure("norm", 16 * max(1, n))
         ycols = 1 if kind == "softmax" else k
         y = np.ascontiguousarray(np.asarray(y, np.float64).reshape(n, -1)[:, :ycols])
         mf = cl.mem_flags
@@ -176,9 +180,14 @@ class OpenCLKTrees(HostEvals):
             self._put("keep", np.ones(1, np.uint8), np.uint8)
         else:
             self._put("keep", np.asarray(keep, bool), np.uint8)
+        norm = {}
+        if self.softmax:
+            self._launch("boost_softmax_norm", self.c_norm, ws["norm"], {"row": n}, {"n_cls": np.int32(k)},
+                         scores=ws[f"scores_{self.cur}"])
+            norm = {"norm": ws["norm"]}
         self._launch(self.d_grad.name, self.c_grad, ws["gh_real"], {"cls": k, "row": n},
                      {"use_keep": np.int32(keep is not None), "factor": self.factor},
-                     scores=ws[f"scores_{self.cur}"], y=self.y, w=self.w, keep=ws["keep"])
+                     scores=ws[f"scores_{self.cur}"], y=self.y, w=self.w, keep=ws["keep"], **norm)
         if self.quantized:
             self._launch("boost_gh_absmax", self.c_absmax, ws["absmax"], {"cls": k, "pos": n}, gh=ws["gh_real"])
             host = ws.read(np.empty(k, gh_type("double").dtype), ws["absmax"])
