@@ -5,7 +5,8 @@ Systems (each fits the same rows with the same parameters; program builds come f
 are excluded from the timings):
 
 * ``together``: ``multi_strategy="one_output_per_tree"``, the round's K trees as one batch of slots (one launch of
-  each level kernel for all K trees, one read-back per level);
+  each level kernel for all K trees, one read-back per level), whatever the device's default batch (reported as
+  ``default_batch``: :func:`mdhom.trees.ktrees_opencl.default_batch`);
 * ``one-by-one``: the same mode through the same kernels with batches of one tree (``_ktree_batch = 1``): K times
   the launches and read-backs; its model must be the same bytes as ``together``'s (reported as ``same_model``);
 * ``multi-output``: ``multi_strategy="multi_output_tree"`` (one tree per round with K-valued leaves), for reference;
@@ -92,13 +93,13 @@ def _mdhom(name: str, cfg: KTreesConfig, X: np.ndarray, y: np.ndarray, Xt: np.nd
     from mdhom import TreeBoostClassifier
 
     strategy = "multi_output_tree" if name == "multi-output" else "one_output_per_tree"
+    classes = len(np.unique(y))
 
     def make(rounds: int) -> TreeBoostClassifier:
         est = TreeBoostClassifier(n_estimators=rounds, max_depth=cfg.max_depth, max_bin=cfg.bins,
                                   learning_rate=cfg.learning_rate, multi_strategy=strategy, device=cfg.device,
                                   precision=cfg.precision, n_jobs=n_jobs, random_state=cfg.seed)
-        if name == "one-by-one":
-            est._ktree_batch = 1
+        est._ktree_batch = 1 if name == "one-by-one" else classes  # together: the whole round, whatever the device
         return est
 
     with warnings.catch_warnings():
@@ -173,6 +174,14 @@ def run_ktrees(cfg: KTreesConfig, log: Any = print) -> dict[str, Any]:
             result = {"system": name, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
         results.append(result)
     by = {r["system"]: r for r in results}
+    default = None
+    if cfg.device != "numpy":
+        from mdhom.devices import get_device
+        from mdhom.trees.ktrees_opencl import default_batch
+
+        dev = get_device(cfg.device if cfg.device is not None else "auto")
+        precision = by.get("together", {}).get("precision", "double")
+        default = default_batch(dev, X.shape[0], len(np.unique(y)), precision == "quantized")
     base = by.get("together", {}).get("round_median_s")
     for r in results:
         if r.get("status") == "ok" and base:
@@ -182,7 +191,7 @@ def run_ktrees(cfg: KTreesConfig, log: Any = print) -> dict[str, Any]:
         by["one-by-one"]["same_model"] = models["together"] == models["one-by-one"]
     return {"benchmark": "ktrees", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "parameters": asdict(cfg),
             "workload": {"kind": kind, "train_rows": int(X.shape[0]), "test_rows": int(Xt.shape[0]),
-                         "features": int(X.shape[1]), "classes": int(len(np.unique(y)))},
+                         "features": int(X.shape[1]), "classes": int(len(np.unique(y))), "default_batch": default},
             "machine": machine_info(), "versions": versions(),
             "ratio_note": "ratio_to_together = system's median seconds per round / together's", "results": results}
 
@@ -190,7 +199,8 @@ def run_ktrees(cfg: KTreesConfig, log: Any = print) -> dict[str, Any]:
 def format_table(report: dict[str, Any]) -> str:
     w = report["workload"]
     lines = [f"{w['kind']}: {w['train_rows']} x {w['features']} train, {w['test_rows']} test, {w['classes']} classes, "
-             f"{report['parameters']['rounds']} rounds, depth {report['parameters']['max_depth']}",
+             f"{report['parameters']['rounds']} rounds, depth {report['parameters']['max_depth']}; the device's "
+             f"default batch: {w.get('default_batch') or 'all'} tree(s)",
              f"{'system':14s} {'s/round':>9s} {'ratio':>7s} {'fit s':>8s} {'build s':>8s} {'accuracy':>9s} "
              f"{'mlogloss':>9s}  note"]
     for r in report["results"]:
