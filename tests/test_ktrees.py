@@ -242,3 +242,24 @@ def test_bench_quick_runs_and_checks_the_models(tmp_path, capsys):
     assert json.loads(out.read_text())["benchmark"] == "ktrees"
     assert main(["bench", "ktrees", "--quick", "--classes", "1"]) == 2
     assert "--classes must be at least 2" in capsys.readouterr().err
+
+
+def test_sparse_input_is_missing_where_not_stored(tmp_path):
+    """A CSR matrix's absent entries are missing values (XGBoost's meaning), as NaN in a dense matrix."""
+    from scipy import sparse
+
+    X, y = _data(n=300, k=3, seed=14, nan=0.0)
+    X[np.random.default_rng(0).random(X.shape) < 0.3] = 0.0
+    dense = np.where(X == 0.0, np.nan, X)
+    kw = dict(n_estimators=3, max_depth=3, multi_strategy=KTREES, device="numpy")
+    a = _doc(TreeBoostClassifier(**kw).fit(sparse.csr_matrix(X), y), tmp_path)
+    b = _doc(TreeBoostClassifier(**kw).fit(dense, y), tmp_path)
+    assert a["trees"] == b["trees"]
+
+
+def test_default_batch_follows_the_device(device):
+    """GPUs grow a round's trees at once; CPUs as many as their cache holds a level's row arrays of."""
+    from mdhom.trees.ktrees_opencl import default_batch
+
+    assert default_batch(device, 100, 10, False) == 10
+    assert default_batch(device, 10**9, 10, True) == (10 if device.type == "gpu" else 1)
