@@ -263,3 +263,12 @@ def test_default_batch_follows_the_device(device):
 
     assert default_batch(device, 100, 10, False) == 10
     assert default_batch(device, 10**9, 10, True) == (10 if device.type == "gpu" else 1)
+
+
+def test_quality_script_runs():
+    from mdhom.bench.ktrees_quality import compare
+
+    rows = compare(rounds=2, max_depth=2, folds=2, device="numpy", log=lambda _: None)
+    names = [r["system"] for r in rows]
+    assert names[:2] == ["mdhom one_output_per_tree", "mdhom multi_output_tree"]
+    assert all(0.5 < r["accuracy"] <= 1.0 for r in rows)
