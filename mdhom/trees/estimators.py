@@ -393,9 +393,11 @@ class TreeBoostClassifier(_TreeBoost):
     """Gradient-boosted trees for classification: binary, multiclass (softmax) and multi-label.
 
     A 1-D ``y`` of any label values (numbers, strings) gives ``classes_``; two classes train a binary
-    logistic model, more a softmax model with one multi-output tree per round. A 2-D 0/1 indicator ``y``
-    trains the multi-label logistic objective, one output per label in the leaves; ``predict`` then returns
-    the 0/1 matrix and ``predict_proba`` the per-label probabilities.
+    logistic model, more a softmax model with one multi-output tree per round, or with
+    ``multi_strategy="one_output_per_tree"`` one tree per class and round, the round's trees grown together
+    (depth-wise only; :mod:`mdhom.trees.ktrees`). A 2-D 0/1 indicator ``y`` trains the multi-label logistic
+    objective, one output per label in the leaves (or one tree per label); ``predict`` then returns the 0/1 matrix
+    and ``predict_proba`` the per-label probabilities.
 
     ``X`` may be a numpy array, a data frame or a scipy.sparse matrix; NaN is missing, and so is an entry a
     sparse matrix does not store (XGBoost's meaning: it takes the learned default direction), while a stored 0
