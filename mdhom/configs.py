@@ -357,6 +357,7 @@ def lookup(
     sizes: Mapping[str, int],
     description: Description | None = None,
     dirs: Iterable[Path] | None = None,
+    warn: bool = True,
 ) -> tuple[dict[str, int] | None, str]:
     """The best stored configuration, and where it came from (so a learner can show what it loaded).
 
@@ -368,7 +369,8 @@ def lookup(
     ``"<type>"``, then ``None`` (the caller uses ``description.default_config``). With ``description``
     given, a stored configuration that fails ``description.check_config`` on this device is skipped with
     one warning and the chain goes on, so the result is always valid; without it the caller validates.
-    Warns once per device when its own file has nothing for the kernel, and once per corrupt file.
+    Warns once per device when its own file has nothing for the kernel (unless ``warn`` is false: for entries
+    whose absence is normal), and once per corrupt file.
     """
     if os.environ.get(TUNED_ENV, "1") == "0":
         return None, "disabled"
@@ -389,17 +391,19 @@ def lookup(
                 continue
             picked = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}")
             if picked is not None:
-                _warn_once(
-                    "untuned", device.key,
-                    f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'}: using the "
-                    f"{group!r} defaults; run `mdhom tune --device {device.key}` once for its best parameters",
-                )
+                if warn:
+                    _warn_once(
+                        "untuned", device.key,
+                        f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'}: using the "
+                        f"{group!r} defaults; run `mdhom tune --device {device.key}` once for its best parameters",
+                    )
                 return picked[0], f"defaults {group} {picked[1]}"
-    _warn_once(
-        "untuned", device.key,
-        f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'} and no defaults apply: using the "
-        f"heuristic configuration; run `mdhom tune --device {device.key}` once for its best parameters",
-    )
+    if warn:
+        _warn_once(
+            "untuned", device.key,
+            f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'} and no defaults apply: using the "
+            f"heuristic configuration; run `mdhom tune --device {device.key}` once for its best parameters",
+        )
     return None, "heuristic"
 
 

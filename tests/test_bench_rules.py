@@ -110,3 +110,18 @@ def test_examplewise_complete_runs_on_the_device_beside_the_numpy_reference():
 def test_bench_rules_refuses_bad_sizes(capsys):
     assert main(["bench", "rules", "--quick", "--rules", "1"]) == 2
     assert "--rules must be at least 2" in capsys.readouterr().err
+
+
+def test_rules_sparse_quick_measures_both_input_forms(tmp_path):
+    """``python -m mdhom.bench.rules_sparse --quick``: each fit in its own process, dense and CSR input giving the
+    same model file, the memory figures present."""
+    from mdhom.bench import rules_sparse
+
+    out = tmp_path / "sparse.json"
+    assert rules_sparse.main(["--quick", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "rules-sparse" and len(report["results"]) == 4
+    for dense, sparse in zip(report["results"][::2], report["results"][1::2], strict=True):
+        assert dense["form"] == "dense" and sparse["form"] == "sparse" and dense["bins"] == sparse["bins"]
+        assert dense["model_sha"] == sparse["model_sha"] and dense["rules"] > 1
+        assert sparse["input_mib"] < dense["input_mib"] and sparse["fit_seconds"] > 0

@@ -166,6 +166,7 @@ def test_every_rule_option_is_a_flag(tmp_path):
                  "--label-binning", "none",
                  "--feature-binning", "equal-width:8", "--feature-sampling", "none", "--instance-sampling", "0.8",
                  "--label-sampling", "0.5", "--max-conditions", "2", "--min-coverage", "3", "--random-state", "4",
+                 "--holdout", "random:0.25", "--global-pruning", "post-pruning{min_rules=5,interval=2}",
                  "--device", "numpy", "--precision", "double", "--model", str(model)]) == 0
     params = json.loads(model.read_text())["params"]
     from mdhom.rules.options import TABLE
@@ -175,7 +176,10 @@ def test_every_rule_option_is_a_flag(tmp_path):
                       "l2_regularization_weight": 0.5, "loss": "logistic_examplewise", "head_type": "single",
                       "label_binning": "none", "binary_predictor": "output-wise", "feature_binning": ["equal-width", 8],
                       "feature_sampling": None, "instance_sampling": 0.8, "label_sampling": 0.5, "max_conditions": 2,
-                      "min_coverage": 3, "random_state": 4, "device": "numpy", "precision": "double"}
+                      "min_coverage": 3, "random_state": 4, "device": "numpy", "precision": "double",
+                      "holdout": ["random", 0.25],
+                      "global_pruning": {"method": "post-pruning", "use_holdout_set": True,
+                                         "remove_unused_rules": True, "min_rules": 5, "interval": 2}}
     est = mdhom.load_model(model)
     assert all(len(r.conditions) <= 2 and r.labels.size == 1 for r in est.rules_.rules)
 
@@ -199,7 +203,7 @@ def test_rule_errors_are_reported(table, tmp_path, capsys):
         (["--data", train, "--labels", xml, "--learner", "rules", "--max-depth", "3"], "does not take the tree options"),
         (["--data", train, "--labels", xml, "--feature-binning", "equal-depth:8"], "feature_binning"),
         (["--data", train, "--labels", xml, "--max-rules", "0"], "max_rules"),
-        (["--data", train, "--labels", xml, "--max-rules", "5", "--eval-data", test], "no early stopping"),
+        (["--data", train, "--labels", xml, "--max-rules", "5", "--eval-data", test], "no separate evaluation set"),
     ]
     for flags, message in cases:
         assert main(["train", *flags, "--model", str(tmp / "m.json")]) == 2, flags

@@ -89,3 +89,24 @@ def test_round_seconds_trains_for_real(cpu_device):
     work = Workload(rows=2000, rounds=3, leaves=7)
     t = endtoend.round_seconds(cpu_device, work, make_higgs_like(2000, 28, 0, 0.0, 0))
     assert 0 < t < 10
+
+
+def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypatch):
+    """``mdhom tune --recheck``: the check alone, on the entries a device file holds; what does not pay is stored
+    with its heuristic's configuration."""
+    from mdhom.tuning import driver
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("slow", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
+    configs.store_results(cpu_device, entries, tmp_path / "user")
+    monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
+    res, path = driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), tmp_path / "out",
+                               echo=lambda s: None)
+    assert res.kept == ["fast"]
+    doc = json.loads(path.read_text())["kernels"]
+    assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
+    assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "none"))
+    if configs.find_device_file(cpu_device.key) is None:  # no file shipped for this device either
+        with pytest.raises(ValueError, match="no tuned-config file"):
+            driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None)

@@ -83,8 +83,13 @@ def tune_device(
     """
     if device.checker:
         raise ValueError(f"{device.key} is a checker (simulator): its timings mean nothing, tune a real device")
+    from mdhom.trees.layouts import is_layout
+
     budget = trials or (QUICK_TRIALS if quick else FULL_TRIALS)
-    todo = plan(kernels, quick)
+    names = None if kernels is None else list(kernels)
+    layouts = None if names is None else [k for k in names if is_layout(k)]
+    studied = None if names is None else [k for k in names if not is_layout(k)]
+    todo = [] if studied == [] else plan(studied, quick)
     make_runner = runner_factory or (
         lambda k, d, s: LiveRunner(k, d, s, repeats=5 if quick else 9, warmup=1 if quick else 2)
     )
@@ -123,6 +128,19 @@ def tune_device(
             (r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
             for r in results if r.config is not None
         ]
+        unchecked = []
+        if end_to_end is not None and layouts != []:
+            from mdhom.trees.estimators import resolve_precision
+            from mdhom.trees.layouts import kernel_name
+            from mdhom.tuning.layouts import layout_entries
+
+            echo("layouts: training rounds of each of the tree backend's layouts")
+            found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts)
+            # the check trains in the learner's default precision: other precisions' layouts were compared end
+            # to end by their own stage, and go in as it chose
+            checked = kernel_name(resolve_precision(device, None))
+            entries += [e for e in found if e[0] == checked]
+            unchecked = [e for e in found if e[0] != checked]
         if entries and end_to_end is not None:
             from mdhom.tuning.endtoend import check, choose
 
@@ -132,16 +150,47 @@ def tune_device(
             echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
                  f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
                  f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
+        entries += unchecked
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
     return results, path
+
+
+def recheck(device: Any, work: Any, directory: Path | None = None,
+            echo: Callable[[str], None] = print) -> tuple[Any, Path]:
+    """The end-to-end check alone, on the entries the device's tuned file holds (its tuned configurations against
+    their heuristics' :mod:`mdhom.tuning.endtoend`), without new studies: for a file tuned before the check
+    timed what it times now. Stores what pays, as a tune would; returns the check's result and the file."""
+    from mdhom.trees.estimators import resolve_precision
+    from mdhom.trees.layouts import is_layout, kernel_name
+    from mdhom.tuning.endtoend import check, choose
+
+    hit = configs.find_device_file(device.key)
+    if hit is None:
+        raise ValueError(f"{device.key} has no tuned-config file to check; run `mdhom tune` first")
+    path, doc = hit
+    checked_layout = kernel_name(resolve_precision(device, None))
+    entries = [(k, c, e, body.get("description_hash")) for k, body in doc["kernels"].items()
+               if not is_layout(k) or k == checked_layout
+               for c, e in body["classes"].items() if "default_config" in e and "default_s" in e]
+    if not entries:
+        raise ValueError(f"{path} holds no tuned entry with its heuristic's configuration to check against")
+    echo(f"end-to-end check of {path}: training rounds with its configurations against the heuristics")
+    res = check(device, entries, work, echo)
+    echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
+         f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
+         f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
+    return res, configs.store_results(device, choose(entries, res.kept), directory, stale=stale_entry)
 
 
 def stale_entry(kernel: str, stored_hash: str | None) -> bool:
     """Whether a stored kernel entry is of code no longer shipped: a kernel no longer registered, or a description
     hash that no size class of the registered kernel has now (a configuration tuned for an older version)."""
     from mdhom import tunable
+    from mdhom.trees.layouts import LAYOUT_HASH, is_layout
 
+    if is_layout(kernel):
+        return stored_hash != LAYOUT_HASH
     known = tunable.registered()
     if kernel not in known:
         return True
@@ -206,4 +255,4 @@ class _Bar:
             self.bar.close()
 
 
-__all__ = ["FULL_TRIALS", "QUICK_TRIALS", "Plan", "format_result", "plan", "tune_device", "versions"]
+__all__ = ["FULL_TRIALS", "QUICK_TRIALS", "Plan", "format_result", "plan", "recheck", "tune_device", "versions"]

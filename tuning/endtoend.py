@@ -4,7 +4,9 @@ Each study times one kernel at one size class in isolation; whether the configur
 faster is another question (the learner builds kernels at its own sizes, launches them thousands of times per
 round between host work, and one kernel's speed moves another's caches). So after the studies, the tuner trains
 a few rounds of a real fit (a Higgs-shaped workload, loss-guided trees, the learner's default precision) with
-the candidate device file and with no stored configuration at all (``MDHOM_TUNED=0``, the heuristics), and
+the candidate device file and with no stored configuration at all (``MDHOM_TUNED=0``, the heuristics): a
+loss-guided fit and a depth-wise one, whose round times count as their geometric mean (the two policies run the
+same kernels at other sizes: the H100's file from a loss-guided check alone made depth-wise rounds 8% slower), and
 keeps a kernel's tuned configurations only where the round with them is faster: one kernel at a time, in the
 order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor default
 takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
@@ -17,6 +19,7 @@ other work on the machine does not decide a comparison.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import statistics
 import tempfile
@@ -40,11 +43,19 @@ class Workload:
     leaves: int
     bins: int = 63
     repeats: int = 3
+    depth: int = 8  # the depth-wise fit's max_depth (its max_leaves is 2^depth)
+    policies: tuple[str, ...] = ("lossguide", "depthwise")
+
+    def fits(self) -> list[dict[str, Any]]:
+        """The estimator parameters of each fit the check times."""
+        return [dict(n_estimators=self.rounds, grow_policy=p, max_bin=self.bins,
+                     max_leaves=self.leaves if p == "lossguide" else 2 ** self.depth,
+                     max_depth=0 if p == "lossguide" else self.depth) for p in self.policies]
 
     @classmethod
     def for_tune(cls, quick: bool, gpu: bool = False) -> Workload:
         if quick:
-            return cls(rows=20_000, rounds=6, leaves=31, repeats=2)
+            return cls(rows=20_000, rounds=6, leaves=31, repeats=2, depth=5)
         return cls(rows=2_000_000 if gpu else 200_000, rounds=12, leaves=255)
 
 
@@ -80,20 +91,28 @@ def _env(**values: str | None) -> Iterator[None]:
         _set_env(saved)
 
 
-def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
-    """Median seconds per round (rounds 2..n) of one fit of ``work`` on ``device``."""
+def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], **params: Any) -> tuple[float, Any]:
+    """The geometric mean over ``work``'s fits of their median seconds per round (rounds 2..n) on ``device``,
+    and the last fitted estimator."""
     import warnings
 
     from mdhom import TreeBoostClassifier
     from mdhom.configs import TunedConfigWarning
 
     X, y = data
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TunedConfigWarning)
-        est = TreeBoostClassifier(n_estimators=work.rounds, grow_policy="lossguide", max_leaves=work.leaves,
-                                  max_depth=0, max_bin=work.bins, device=device).fit(X, y)
-    times = list(est.round_times_[1:]) or list(est.round_times_)
-    return float(statistics.median(times))
+    logs, est = [], None
+    for fit in work.fits():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TunedConfigWarning)
+            est = TreeBoostClassifier(**fit, device=device, **params).fit(X, y)
+        times = list(est.round_times_[1:]) or list(est.round_times_)
+        logs.append(math.log(statistics.median(times)))
+    return math.exp(sum(logs) / len(logs)), est
+
+
+def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
+    """Seconds per round of ``work`` on ``device`` (:func:`fit_rounds`)."""
+    return fit_rounds(device, work, data)[0]
 
 
 def as_heuristic(entry: dict[str, Any]) -> dict[str, Any]:

@@ -77,6 +77,7 @@ def profile_fit(rows: int = 20_000, features: int = 120, labels: int = 101, rule
         if ws is not None and "launches" in seen:
             seen.update(launches=ws.launches - seen["launches"], syncs=ws.syncs - seen["syncs"],
                         steps=learner.search.steps - seen["steps"])
+        learner.pruning, learner.n_induced = None, len(model.rules) + 1  # what induction.induce leaves (no pruning)
         return model, learner
 
     params = {**SETTINGS[setting], "max_rules": rules, "random_state": seed, "feature_binning": ("equal-width", bins),

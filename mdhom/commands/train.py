@@ -240,7 +240,9 @@ def run_rules(args: argparse.Namespace, X: Any, y: Any) -> int:
 
     _, rule_names = _option_names()
     if args.eval_data:
-        raise ValueError("--eval-data: RuleBoostClassifier has no early stopping on a holdout yet")
+        raise ValueError("--eval-data: RuleBoostClassifier takes no separate evaluation set; its early stopping "
+                         "measures a holdout split off the training data, as mlrl-boomer's (--global-pruning "
+                         "pre-pruning, --holdout)")
     Y = np.asarray(y)
     Y = Y[:, None] if Y.ndim == 1 else Y
     est = RuleBoostClassifier(**{n: getattr(args, n) for n in rule_names if hasattr(args, n)})

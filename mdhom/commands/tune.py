@@ -16,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "shipped in the package). Interrupted tunes resume from the study storage.",
     )
     p.add_argument("--device", default="auto", help="device key, substring, 'cpu', 'gpu' or 'auto' (default)")
-    p.add_argument("--kernels", nargs="+", metavar="K", help="kernels to tune (default: all registered)")
+    p.add_argument("--kernels", nargs="+", metavar="K",
+                   help="kernels to tune, and the tree layouts (tree_layout_<precision>, timed as training "
+                        "rounds with the end-to-end check); default: all registered kernels and layouts")
     p.add_argument("--trials", type=int, help="distinct configurations measured per study (default 60, quick 12)")
     p.add_argument("--minutes", type=float, help="time budget for the whole tune, shared over the studies")
     p.add_argument("--quick", action="store_true", help="small size classes and few trials: a couple of minutes")
@@ -32,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-check", action="store_true",
                    help="skip the end-to-end check (training rounds with the new configurations against the "
                    "heuristics, keeping only the kernels whose configurations pay)")
+    p.add_argument("--recheck", action="store_true",
+                   help="run only the end-to-end check on the device's stored file (its tuned configurations "
+                   "against their heuristics, no new studies) and store what pays")
     p.add_argument("--report", action="store_true", help="print the stored table instead of tuning")
     p.add_argument("--plot", type=Path, metavar="DIR", help="with --report: optimisation-history plots into DIR")
     p.add_argument("--update-defaults", action="store_true",
@@ -50,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
         for name, k in sorted(tunable.registered().items()):
             classes = ", ".join(f"{c} {s}" for c, s in k.size_classes.items())
             print(f"{name:<16} {k.doc}\n{'':<16} {classes}")
+        from mdhom.trees.layouts import FIELDS, PRECISIONS, kernel_name
+
+        for precision in PRECISIONS:
+            print(f"{kernel_name(precision):<16} the tree backend's layout ({', '.join(FIELDS)}) for {precision} "
+                  f"fits, timed as training rounds")
         return 0
     if args.report:
         from mdhom.tuning.report import plot_histories, report
@@ -72,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
     device = mdhom.get_device(args.device)
     directory = args.out or configs.write_dir(into_package=args.into_package)
     storage = args.storage or default_storage()
+    if args.recheck:
+        from mdhom.tuning.driver import recheck
+
+        _, path = recheck(device, Workload.for_tune(args.quick, device.type == "gpu"), directory,
+                          echo=lambda line: print(line, flush=True))
+        print(f"wrote {path}")
+        return 0
     print(f"tuning {device.key} ({device.name}) into {directory}; studies in {storage}", flush=True)
     try:
         results, path = tune_device(

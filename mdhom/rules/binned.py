@@ -25,16 +25,28 @@ from __future__ import annotations
 import numpy as np
 
 from mdhom.learn.binning import bin_dtype
+from mdhom.rules.features import Features, columns
 from mdhom.rules.heads import Head
 
 
-def bin_matrix(X: np.ndarray, edges: list[np.ndarray]) -> tuple[np.ndarray, int]:
-    """(bins (n, F) of :func:`mdhom.learn.binning.bin_dtype`, n_bins): each value's bin, NaN in the last one."""
+def bin_matrix(X: np.ndarray | Features, edges: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """(bins (n, F) of :func:`mdhom.learn.binning.bin_dtype`, n_bins): each value's bin, NaN in the last one. A
+    sparse matrix is binned column by column from its stored entries (the absent rows take the bin of 0), never
+    densified to float64."""
+    X = columns(X)
     n_bins = max((e.size for e in edges), default=0) + 2
     out = np.empty(X.shape, bin_dtype(n_bins))
     for f, e in enumerate(edges):
-        b = np.searchsorted(e, X[:, f], side="left")
-        b[np.isnan(X[:, f])] = n_bins - 1
+        if X.sparse:
+            rows, values = X.stored(f)
+            out[:, f] = np.searchsorted(e, 0.0, side="left")
+            b = np.searchsorted(e, values, side="left")
+            b[np.isnan(values)] = n_bins - 1
+            out[rows, f] = b
+            continue
+        col = X.column(f)
+        b = np.searchsorted(e, col, side="left")
+        b[np.isnan(col)] = n_bins - 1
         out[:, f] = b
     return out, n_bins
 

@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn.params import OptionParams
-from mdhom.learn.validation import as_matrix, check_feature_names, feature_names, is_sparse, not_fitted_error
+from mdhom.learn.validation import check_feature_names, feature_names, not_fitted_error
 from mdhom.rules import options as O
+from mdhom.rules.features import Features, as_features
 from mdhom.rules.induction import InductionParams, bin_edges, induce
 from mdhom.rules.losses import make_loss
-from mdhom.rules.model import FORMAT, VERSION, RuleList, read_json, save_json
+from mdhom.rules.model import FORMAT, RuleList, read_json, save_json
 from mdhom.rules.predictors import LabelVectors, resolved_predictor
+from mdhom.rules.pruning import resolved_holdout
 
 
 def as_label_matrix(y: Any) -> tuple[np.ndarray, list[str] | None]:
@@ -43,13 +45,6 @@ def as_label_matrix(y: Any) -> tuple[np.ndarray, list[str] | None]:
     return Y.astype(np.float64), names
 
 
-def dense_features(X: Any, allow_empty: bool = False) -> np.ndarray:
-    """X as a dense float64 matrix. scipy.sparse input is densified with 0 for an absent entry (mlrl-boomer's
-    meaning, unlike the trees' "missing"): the rule search works on dense columns in this release."""
-    Xa = as_matrix(X, allow_empty=allow_empty)
-    return Xa.toarray() if is_sparse(Xa) else Xa
-
-
 class RuleBoostClassifier(OptionParams):
     __doc__ = ("Gradient-boosted multi-label classification rules in the BOOMER style (mlrl-boomer's algorithm "
                "and defaults): a default rule, then one greedily grown rule per round.\n\n" + O.TABLE.docstring())
@@ -71,6 +66,8 @@ class RuleBoostClassifier(OptionParams):
         label_sampling: float | None = O.DEFAULTS["label_sampling"],
         max_conditions: int = O.DEFAULTS["max_conditions"],
         min_coverage: int = O.DEFAULTS["min_coverage"],
+        holdout: Any = O.DEFAULTS["holdout"],
+        global_pruning: Any = O.DEFAULTS["global_pruning"],
         random_state: int | None = O.DEFAULTS["random_state"],
         device: Any = O.DEFAULTS["device"],
         precision: str = O.DEFAULTS["precision"],
@@ -89,6 +86,8 @@ class RuleBoostClassifier(OptionParams):
         self.label_sampling = label_sampling
         self.max_conditions = max_conditions
         self.min_coverage = min_coverage
+        self.holdout = holdout
+        self.global_pruning = global_pruning
         self.random_state = random_state
         self.device = device
         self.precision = precision
@@ -105,7 +104,7 @@ class RuleBoostClassifier(OptionParams):
     def fit(self, X: Any, y: Any) -> RuleBoostClassifier:
         """Learn the default rule and up to ``max_rules - 1`` rules; returns self."""
         p = O.validate(self.get_params())
-        Xa = dense_features(X)
+        Xa = as_features(X)  # scipy.sparse stays sparse (CSC), an absent entry is 0: mdhom.rules.features
         Y, label_names = as_label_matrix(y)
         if Y.shape[0] != Xa.shape[0]:
             raise ValueError(f"X has {Xa.shape[0]} rows but y has {Y.shape[0]}")
@@ -124,13 +123,18 @@ class RuleBoostClassifier(OptionParams):
             instance_sampling=p["instance_sampling"], label_sampling=p["label_sampling"],
             max_conditions=p["max_conditions"], min_coverage=p["min_coverage"],
             seed=0 if p["random_state"] is None else p["random_state"], quantized=precision == "quantized",
-            label_binning=O.resolved_label_binning(p["loss"], p["head_type"], p["label_binning"]))
+            label_binning=O.resolved_label_binning(p["loss"], p["head_type"], p["label_binning"]),
+            holdout=resolved_holdout(p["holdout"], p["global_pruning"]), global_pruning=p["global_pruning"])
         rules, learner = induce(Xa, Y, loss, ip, bin_edges(Xa, p["feature_binning"]), device)
         rules.feature_names = None if names is None else [str(s) for s in names]
         rules.label_names = label_names
         if resolved_predictor(p["binary_predictor"], loss) == "example-wise":
             rules.label_vectors = LabelVectors.of(Y)
-        self._set_fitted(rules, p, head, Xa.shape[1])
+        pruning = learner.pruning
+        record = None if pruning is None else {"n_induced_rules": int(learner.n_induced), "rules": pruning.sizes,
+                                               "loss": pruning.losses}
+        self._set_fitted(rules, p, head, Xa.shape[1], record)
+        self.holdout_indices_ = np.empty(0, np.intp) if learner.held is None else learner.held
         self.precision_ = precision
         # where the fit ran: each rule's host-clock seconds; on a device the kernels' configurations, the
         # seconds spent building them, and the device's key (None for device='numpy')
@@ -141,12 +145,22 @@ class RuleBoostClassifier(OptionParams):
         self.kernel_configs_ = {} if search is None else search.ws.kernel_configs()
         return self
 
-    def _set_fitted(self, rules: RuleList, p: dict[str, Any], head: str, n_features: int) -> None:
+    def _set_fitted(self, rules: RuleList, p: dict[str, Any], head: str, n_features: int,
+                    pruning: dict[str, Any] | None = None) -> None:
+        """The fitted attributes of a fit or a model file; ``pruning``: global pruning's record (n_induced_rules,
+        and the model sizes measured and their losses), None without global pruning."""
         self.rules_ = rules
         self._params = dict(p)
         self.head_type_ = head
         self.n_features_in_ = n_features
         self.n_outputs_ = rules.n_labels
+        # the rules that predict and the rules learned, the default rule counted (mlrl-boomer's counting); global
+        # pruning's measurements: the model sizes and the mean loss of each (empty without global pruning)
+        self.n_rules_ = len(rules.used_rules) + 1
+        self._pruning = pruning
+        self.n_induced_rules_ = len(rules) + 1 if pruning is None else int(pruning["n_induced_rules"])
+        self.pruning_rules_ = np.asarray([] if pruning is None else pruning["rules"], np.int64)
+        self.pruning_loss_ = np.asarray([] if pruning is None else pruning["loss"], np.float64)
         if rules.feature_names is not None:
             self.feature_names_in_ = np.asarray(rules.feature_names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
@@ -158,7 +172,7 @@ class RuleBoostClassifier(OptionParams):
         """Raw scores (examples x labels): the default rule's plus those of every covering rule."""
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = dense_features(X, allow_empty=True)
+        Xa: Features = as_features(X, allow_empty=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
@@ -187,13 +201,17 @@ class RuleBoostClassifier(OptionParams):
         self._check_fitted()
         from mdhom import __version__
 
-        params = {k: getattr(v, "key", v) for k, v in self._params.items()}
-        for name in ("feature_binning", "label_binning"):
-            if isinstance(params[name], tuple):
+        params = {k: getattr(v, "key", v) for k, v in self._params.items()
+                  if k not in O.WRITTEN_WHEN_SET or v != O.DEFAULTS[k]}
+        for name in ("feature_binning", "label_binning", "holdout"):
+            if isinstance(params.get(name), tuple):
                 params[name] = list(params[name])
-        doc = {"format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
-               "params": params, "loss": self._params["loss"], "head_type": self.head_type_,
-               "n_features": self.n_features_in_, "n_labels": self.rules_.n_labels, **self.rules_.to_document()}
+        doc = {"format": FORMAT, "version": self.rules_.version, "mdhom_version": __version__,
+               "estimator": type(self).__name__, "params": params, "loss": self._params["loss"],
+               "head_type": self.head_type_, "n_features": self.n_features_in_, "n_labels": self.rules_.n_labels,
+               **self.rules_.to_document()}
+        if self._pruning is not None:
+            doc["global_pruning_result"] = self._pruning
         save_json(path, doc)
 
     def load_model(self, path: str | os.PathLike) -> RuleBoostClassifier:
@@ -210,6 +228,7 @@ class RuleBoostClassifier(OptionParams):
             params = O.TABLE.validate(given)
             n_features, n_labels = int(doc["n_features"]), int(doc["n_labels"])
             head = O.resolved_head(params.get("loss", O.DEFAULTS["loss"]), doc["head_type"])
+            pruning = _pruning_record(doc.get("global_pruning_result"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{where}: damaged mdhom rule model ({exc})") from None
         rules = RuleList.from_document(doc, n_features, where)
@@ -222,5 +241,18 @@ class RuleBoostClassifier(OptionParams):
             raise ValueError(f"{where}: damaged mdhom rule model (the example-wise predictor needs label_vectors, "
                              "and only it has them)")
         self.set_params(**{**O.DEFAULTS, **params})
-        self._set_fitted(rules, {**O.DEFAULTS, **params}, head, n_features)
+        self._set_fitted(rules, {**O.DEFAULTS, **params}, head, n_features, pruning)
         return self
+
+
+def _pruning_record(record: Any) -> dict[str, Any] | None:
+    """A model file's ``global_pruning_result``, checked (None where the file has none)."""
+    if record is None:
+        return None
+    sizes, losses, induced = record["rules"], record["loss"], record["n_induced_rules"]
+    if not (isinstance(sizes, list) and isinstance(losses, list) and len(sizes) == len(losses)
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in sizes)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in losses)
+            and isinstance(induced, int) and not isinstance(induced, bool) and induced >= 1):
+        raise ValueError("global_pruning_result must hold n_induced_rules and equally long lists of rules and loss")
+    return {"n_induced_rules": induced, "rules": list(sizes), "loss": [float(v) for v in losses]}

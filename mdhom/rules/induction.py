@@ -5,7 +5,8 @@ of best head quality, and stops when no condition improves the rule, at ``max_co
 covers ``min_coverage`` examples or fewer; after the first condition a rule keeps the labels its head chose,
 mlrl-boomer's ``max_head_refinements=1``), recomputes the head on every covered example when instances were
 sampled, shrinks it, adds it to the covered examples' scores and updates their gradient statistics. Training
-stops early when no condition is left to add.
+stops early when no condition is left to add, or where global pruning (:mod:`mdhom.rules.pruning`) stops it;
+examples of a holdout set take part in no search (weight 0) but their scores follow the model.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn.binning import feature_edges
+from mdhom.rules.features import Features, columns
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import RuleLoss, packed_index
 from mdhom.rules.model import Condition, Rule, RuleList
+from mdhom.rules.pruning import GlobalPruning, holdout_rows
 from mdhom.rules.quantized import QuantizedStatistics
 from mdhom.rules.refinement import SearchSpace, best_refinement, covered_by
 
 
 def equal_width_edges(values: np.ndarray, bins: int) -> np.ndarray:
-    """Edges of ``bins`` equal-width bins over the finite values, only where a bin boundary separates values."""
+    """Edges of ``bins`` equal-width bins over the finite values, only where a bin boundary separates values (the
+    values' multiplicity does not matter: a sparse column's absent rows are one 0.0)."""
     v = values[~np.isnan(values)]
     if v.size == 0 or v.min() == v.max():
         return np.empty(0)
@@ -36,15 +40,20 @@ def equal_width_edges(values: np.ndarray, bins: int) -> np.ndarray:
     return edges[occupied[1:] - 1]
 
 
-def bin_edges(X: np.ndarray, binning: tuple[str, int] | None) -> list[np.ndarray] | None:
-    """Per feature the thresholds a binned search may use, or None for exact thresholds."""
+def bin_edges(X: np.ndarray | Features, binning: tuple[str, int] | None) -> list[np.ndarray] | None:
+    """Per feature the thresholds a binned search may use, or None for exact thresholds. A sparse matrix's column
+    is its stored entries and one 0.0 weighing as many rows as are absent, which gives the dense column's edges
+    (equal-frequency cuts count the weights, exact integers)."""
     if binning is None:
         return None
     method, bins = binning
-    ones = np.ones(X.shape[0])
-    if method == "equal-width":
-        return [equal_width_edges(X[:, f], bins) for f in range(X.shape[1])]
-    return [feature_edges(X[:, f], ones, bins) for f in range(X.shape[1])]
+    X = columns(X)
+    out = []
+    for f in range(X.shape[1]):
+        values, weights = X.distribution(f)
+        out.append(equal_width_edges(values, bins) if method == "equal-width" else
+                   feature_edges(values, weights, bins))
+    return out
 
 
 def sample_size(n: int, spec: Any) -> int:
@@ -78,9 +87,11 @@ class InductionParams:
     seed: int
     quantized: bool = False  # fixed-point statistics per rule (mdhom.rules.quantized)
     label_binning: Any = None  # a mdhom.rules.label_binning.LabelBinning for complete heads of the example-wise loss
+    holdout: tuple[str, float] | None = None  # (method, holdout_set_size) as resolved (pruning.resolved_holdout)
+    global_pruning: Any = "none"  # "none" or the checked dict of pruning.check_global_pruning
 
 
-def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
+def rule_covered(X: np.ndarray | Features, conditions: list[Condition]) -> np.ndarray:
     """The rows of ``X`` that satisfy every condition."""
     covered = np.ones(X.shape[0], bool)
     for c in conditions:
@@ -91,12 +102,20 @@ def rule_covered(X: np.ndarray, conditions: list[Condition]) -> np.ndarray:
 class Learner:
     """Training state: scores and gradient statistics of every example, and the rules so far. ``device``: run the
     refinement search on that OpenCL device (binned features, every loss and head; see
-    :mod:`mdhom.rules.device`), else in numpy."""
+    :mod:`mdhom.rules.device`), else in numpy. ``held``: the ascending rows of a holdout set (None: none), weight 0
+    in every search."""
 
-    def __init__(self, X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
-                 edges: list[np.ndarray] | None, device: Any = None) -> None:
-        self.X, self.Y, self.loss, self.p = X, Y, loss, p
-        self.space = SearchSpace(X, edges)
+    def __init__(self, X: np.ndarray | Features, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
+                 edges: list[np.ndarray] | None, device: Any = None, held: np.ndarray | None = None) -> None:
+        self.X, self.Y, self.loss, self.p = columns(X), Y, loss, p
+        n = Y.shape[0]
+        self.held = held
+        self.in_train = np.ones(n, bool)
+        if held is not None:
+            self.in_train[held] = False
+        self.train_rows = np.flatnonzero(self.in_train)
+        self.touched: Any = None  # called with the rows whose scores each head changes (global pruning's measure)
+        self.space = SearchSpace(self.X, edges)
         self.S = np.zeros(Y.shape)
         # a device search of complete heads over the example-wise loss builds the packed Hessians from the
         # gradients itself: the host keeps G only (H None), not the 20000 x 5151 doubles of a 101-label fit
@@ -126,6 +145,8 @@ class Learner:
     def apply(self, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a head to the scores of ``rows`` and update their statistics: of the head's labels only where the
         loss is decomposable (element by element, so the same numbers as recomputing every label)."""
+        if self.touched is not None:
+            self.touched(rows)
         if self.loss.decomposable and labels.size == 1:  # a single-label head: one column, gathered once
             col = int(labels[0])
             s = self.S[rows, col] + scores[0]
@@ -241,10 +262,11 @@ class Learner:
         p, n = self.p, self.X.shape[0]
         n_labels, n_features = self.Y.shape[1], self.X.shape[1]
         labels = draw(self.rng, n_labels, sample_size(n_labels, p.label_sampling))
-        weights = np.ones(n)
-        if p.instance_sampling is not None:
+        weights = self.in_train.astype(np.float64)
+        if p.instance_sampling is not None:  # drawn from the training examples (all of them without a holdout)
+            pool = self.train_rows
             weights = np.zeros(n)
-            weights[draw(self.rng, n, sample_size(n, p.instance_sampling))] = 1.0
+            weights[pool[draw(self.rng, pool.size, sample_size(pool.size, p.instance_sampling))]] = 1.0
         head = self.head(p.head_type, labels)
         device = self.search
         changed = None
@@ -297,26 +319,53 @@ class Learner:
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
             used = used.restricted(chosen)
-            total = self.atoms(used, np.flatnonzero(covered)).sum(axis=0)
+            total = self.atoms(used, np.flatnonzero(covered & self.in_train)).sum(axis=0)
         out_labels, scores = used.predict(total)
         scores = scores * p.shrinkage
         self.apply(np.flatnonzero(covered), out_labels, scores)
         return Rule(tuple(conditions), out_labels, scores)
 
 
-def induce(X: np.ndarray, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
+def induce(X: np.ndarray | Features, Y: np.ndarray, loss: RuleLoss, p: InductionParams,
            edges: list[np.ndarray] | None, device: Any = None) -> tuple[RuleList, Learner]:
     """The rule list of a fit (``max_rules`` counts the default rule, as in mlrl-boomer) and the learner that grew
     it (its device search, if any, holds the fit's kernels and counters); ``device``: the OpenCL device of the
-    refinement search (None: numpy). ``learner.rule_seconds`` holds each rule's host-clock time."""
-    learner = Learner(X, Y, loss, p, edges, device)
+    refinement search (None: numpy). ``learner.rule_seconds`` holds each rule's host-clock time,
+    ``learner.held`` the holdout rows (or None), ``learner.pruning`` the :class:`GlobalPruning` (or None) and
+    ``learner.n_induced`` the rules learned, the default rule counted (more than the model keeps where global pruning
+    removed some).
+
+    The loop is mlrl-boomer's sequential assemblage: before each rule the stopping criteria see the model so far
+    (``max_rules``, and global pruning, which measures it), so the last model measured is the final one."""
+    held = None if p.holdout is None else holdout_rows(Y, p.holdout, p.seed)
+    learner = Learner(X, Y, loss, p, edges, device, held)
     model = RuleList(learner.default_rule())
     learner.rule_seconds = []
-    for _ in range(p.max_rules - 1):
+    pruning = None
+    if p.global_pruning != "none":
+        measured = held if p.global_pruning["use_holdout_set"] and held is not None else learner.train_rows
+        pruning = GlobalPruning(p.global_pruning, loss.name, Y, measured)
+        learner.touched = pruning.touch
+    n_rules, used = 1, 0
+    while True:
+        if pruning is not None:
+            stop, chosen = pruning.test(n_rules, learner.S)
+            used = chosen or used
+            if stop:
+                break
+        if n_rules >= p.max_rules:
+            break
         t0 = time.perf_counter()
         rule = learner.grow()
         learner.rule_seconds.append(time.perf_counter() - t0)
         if rule is None:
             break
         model.rules.append(rule)
+        n_rules += 1
+    learner.pruning, learner.n_induced = pruning, n_rules
+    if used:  # the number of rules global pruning chose, the default rule counted
+        if p.global_pruning["remove_unused_rules"]:
+            del model.rules[used - 1:]
+        else:
+            model.n_used = used
     return model, learner

@@ -1,7 +1,8 @@
 """Rules, the rule list a fit learns, prediction on raw features, and the versioned JSON model file.
 
-Format ``mdhom.ruleboost`` version 2 (one JSON object; version 1 files, which predate the example-wise predictor,
-are read as output-wise models):
+Format ``mdhom.ruleboost`` version 2 or 3 (one JSON object; version 1 files, which predate the example-wise
+predictor, are read as output-wise models; a file is written at the lowest version that holds it, so version 3 only
+where ``n_used_rules`` is set, and readers of version 2 refuse what they would mispredict):
 
 * ``format``, ``version``, ``mdhom_version``, ``estimator`` ("RuleBoostClassifier");
 * ``params`` (every option of :mod:`mdhom.rules.options`), ``loss``, ``head_type`` (as resolved), ``n_features``,
@@ -11,9 +12,14 @@ are read as output-wise models):
   threshold]``; NaN satisfies neither operator), ``labels`` (ascending label indices) and ``scores`` (one per
   label, shrinkage applied);
 * with the example-wise predictor, ``label_vectors`` (the distinct training label vectors in order of first
-  occurrence, each as its list of label indices) and ``label_vector_counts`` (how often each occurred).
+  occurrence, each as its list of label indices) and ``label_vector_counts`` (how often each occurred);
+* version 3: ``n_used_rules``, the number of rules, the default rule counted, that predict (global pruning with
+  ``remove_unused_rules=false``; the rules after them stay in the file);
+* with global pruning, ``global_pruning_result``: ``n_induced_rules`` (the rules learned, the default rule counted),
+  ``rules`` and ``loss`` (each model size measured and its mean loss); informative, prediction does not read it.
+  The options added after version 2 (``holdout``, ``global_pruning``) are in ``params`` only where they are set.
 
-The raw score of an example is the default scores plus the scores of every rule whose conditions it meets.
+The raw score of an example is the default scores plus the scores of every used rule whose conditions it meets.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn import model_files
+from mdhom.rules.features import Features, columns
 from mdhom.rules.predictors import LabelVectors
 
 FORMAT = "mdhom.ruleboost"
-VERSION = 2
+VERSION = 3  # the newest version read and written (written only where the file needs it: n_used_rules)
 
 
 @dataclass(frozen=True)
@@ -37,9 +44,8 @@ class Condition:
     op: str  # "<=" or ">"
     threshold: float
 
-    def holds(self, X: np.ndarray) -> np.ndarray:
-        col = X[:, self.feature]
-        return col <= self.threshold if self.op == "<=" else col > self.threshold
+    def holds(self, X: np.ndarray | Features) -> np.ndarray:
+        return columns(X).holds(self.feature, self.op, self.threshold)
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Rule:
     labels: np.ndarray  # intp, ascending
     scores: np.ndarray  # float64, one per label
 
-    def covers(self, X: np.ndarray) -> np.ndarray:
+    def covers(self, X: np.ndarray | Features) -> np.ndarray:
         out = np.ones(X.shape[0], bool)
         for c in self.conditions:
             out &= c.holds(X)
@@ -64,6 +70,7 @@ class RuleList:
     feature_names: list[str] | None = None
     label_names: list[str] | None = None
     label_vectors: LabelVectors | None = None  # the example-wise predictor's candidates
+    n_used: int | None = None  # the rules that predict, the default rule counted (None: every rule)
 
     @property
     def n_labels(self) -> int:
@@ -72,10 +79,17 @@ class RuleList:
     def __len__(self) -> int:
         return len(self.rules)
 
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Raw scores (n, labels): the default scores plus the heads of the covering rules, in rule order."""
+    @property
+    def used_rules(self) -> list[Rule]:
+        """The rules that predict: all, or the first ``n_used - 1`` after the default rule."""
+        return self.rules if self.n_used is None else self.rules[: self.n_used - 1]
+
+    def decision_function(self, X: np.ndarray | Features) -> np.ndarray:
+        """Raw scores (n, labels): the default scores plus the heads of the covering rules, in rule order (``X``
+        dense, or :class:`~mdhom.rules.features.Features` over a sparse matrix: absent entries are 0)."""
+        X = columns(X)
         S = np.tile(self.default_scores, (X.shape[0], 1))
-        for rule in self.rules:
+        for rule in self.used_rules:
             rows = np.flatnonzero(rule.covers(X))
             if rows.size:
                 S[np.ix_(rows, rule.labels)] += rule.scores
@@ -92,7 +106,9 @@ class RuleList:
 
     def __str__(self) -> str:
         lines = [f"{{}} => ({self._head(np.arange(self.n_labels), self.default_scores)})"]
-        for rule in self.rules:
+        for i, rule in enumerate(self.rules):
+            if i == len(self.used_rules):
+                lines.append(f"# the {len(self.rules) - i} rules below are not used for prediction (global pruning)")
             body = " & ".join(f"{self._feature(c.feature)} {c.op} {c.threshold:.6g}" for c in rule.conditions)
             lines.append(f"{{{body}}} => ({self._head(rule.labels, rule.scores)})")
         return "\n".join(lines)
@@ -108,7 +124,13 @@ class RuleList:
             "feature_names": self.feature_names,
             "label_names": self.label_names,
             **vectors,
+            **({} if self.n_used is None else {"n_used_rules": self.n_used}),
         }
+
+    @property
+    def version(self) -> int:
+        """The lowest format version that holds this rule list (see the module's description)."""
+        return 2 if self.n_used is None else 3
 
     @classmethod
     def from_document(cls, doc: dict[str, Any], n_features: int, where: str) -> RuleList:
@@ -130,7 +152,11 @@ class RuleList:
                     raise ValueError(f"rule {i} has a bad head")
                 rules.append(Rule(tuple(conds), labels, scores))
             vectors = LabelVectors.from_document(doc, n_labels) if "label_vectors" in doc else None
-            return cls(default, rules, doc.get("feature_names"), doc.get("label_names"), vectors)
+            n_used = doc.get("n_used_rules")
+            if n_used is not None and (isinstance(n_used, bool) or not isinstance(n_used, int)
+                                       or not 1 <= n_used <= len(rules) + 1):
+                raise ValueError(f"n_used_rules must be an integer in [1, {len(rules) + 1}], got {n_used!r}")
+            return cls(default, rules, doc.get("feature_names"), doc.get("label_names"), vectors, n_used)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{where}: damaged mdhom rule model ({exc})") from None
 

@@ -10,6 +10,7 @@ import numbers
 from typing import Any
 
 from mdhom.learn.options import Option, OptionTable, choice, device_spec, integer, real, seed
+from mdhom.rules.pruning import check_global_pruning, check_holdout
 
 LOSSES = ("logistic_labelwise", "logistic_examplewise", "squared_error")
 HEAD_TYPES = ("auto", "single", "complete")
@@ -112,6 +113,25 @@ TABLE = OptionTable((
     Option("max_conditions", "int", 0, "Most conditions in a rule's body; 0 means no limit.", integer(0)),
     Option("min_coverage", "int", 1, "Fewest training examples a rule must cover (mlrl-boomer's min_coverage); "
            "refinement stops once a rule covers this many or fewer.", integer(1)),
+    Option("holdout", "any", "auto", "mlrl-boomer's holdout set, split off once before training: its examples "
+           "take part in no rule's search (their weight is 0) but their scores follow the model, for global_pruning "
+           "to measure the loss on. 'auto' (a stratified output-wise holdout of 0.33 where global_pruning measures on "
+           "a holdout set, else none), 'none', 'random', 'stratified-output-wise' (each label's share of relevant "
+           "examples kept), 'stratified-example-wise' (each label vector's share kept), with holdout_set_size 0.33, "
+           "or (method, holdout_set_size) (also 'method:size' or mlrl-boomer's 'random{holdout_set_size=0.2}'). "
+           "Drawn from random_state; the held-out rows are the fitted attribute holdout_indices_.", check_holdout),
+    Option("global_pruning", "any", "none", "mlrl-boomer's global pruning (early stopping): 'none', "
+           "'pre-pruning' (stop once the loss, measured every update_interval rules, improves by less than "
+           "min_improvement between the num_past and the num_recent last measurements, aggregated by 'min', 'max' "
+           "or 'avg', tested every stop_interval rules; defaults use_holdout_set=true, remove_unused_rules=true, "
+           "min_rules=100, update_interval=1, stop_interval=1, num_past=50, num_recent=50, aggregation='avg', "
+           "min_improvement=0.005) or 'post-pruning' (learn max_rules, keep the number of least loss, a multiple of "
+           "interval and at least min_rules; defaults use_holdout_set=true, remove_unused_rules=true, min_rules=100, "
+           "interval=1). Options in mlrl-boomer's bracket notation ('pre-pruning{min_rules=50,num_recent=20}') or "
+           "as a dict with 'method'. Rule counts include the default rule. The loss is measured on the holdout set "
+           "(use_holdout_set, with holdout='auto' or a method) or on the training examples; what happened is in the "
+           "fitted attributes n_rules_, n_induced_rules_, pruning_rules_ and pruning_loss_ (mlrl-boomer's "
+           "evaluation measure, the mean loss per example and label).", check_global_pruning),
     Option("random_state", "int", None, "Seed of the sampling draws (None draws from seed 0: fits are "
            "reproducible).", seed),
     Option("device", "any", "numpy", "Where the refinement search runs: 'numpy' (the reference), or an OpenCL "
@@ -129,6 +149,9 @@ TABLE = OptionTable((
 ))
 
 DEFAULTS = TABLE.defaults
+# options a model file's params block holds only where they differ from the default, so that a fit that does not use
+# them writes the bytes it wrote before they existed (files without them read as the defaults)
+WRITTEN_WHEN_SET = ("holdout", "global_pruning")
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,9 @@ Per feature, the covered examples' atoms (weighted by the instance weights) summ
 prefix sum over the values in ascending order gives the statistics of "x <= t" at every boundary between distinct
 values, the total minus it those of "x > t"; the head's quality of both is the scalar function; an arg-min over
 (feature, boundary, operator) in that order picks the condition, ties to the first. NaN satisfies no condition.
+A sparse matrix (:class:`mdhom.rules.features.Features`) is searched from its stored entries: where 0 is the most
+frequent value of the covered rows, its sum is the total less the others', so the absent rows are never visited
+(the same sums, to the bit, as the dense matrix's search).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mdhom.rules.binned import best_binned, bin_matrix
+from mdhom.rules.features import Features, columns
 from mdhom.rules.heads import Head
 
 
@@ -38,12 +42,10 @@ class SearchSpace:
     (:func:`mdhom.rules.binned.bin_matrix`: NaN in the last of ``n_bins``), as :mod:`mdhom.rules.binned` and the
     device kernels do; a condition "bin <= b" is the raw threshold ``edges[f][b]``."""
 
-    def __init__(self, X: np.ndarray, edges: list[np.ndarray] | None = None) -> None:
-        self.X = X
+    def __init__(self, X: np.ndarray | Features, edges: list[np.ndarray] | None = None) -> None:
+        self.X = X = columns(X)
         self.edges = edges
-        if edges is None:
-            self.values = X
-        else:
+        if edges is not None:
             self.bins, self.n_bins = bin_matrix(X, edges)
 
     def threshold(self, feature: int, lo: float, hi: float) -> float:
@@ -53,10 +55,9 @@ class SearchSpace:
         return float(lo if t >= hi else t)
 
 
-def covered_by(X: np.ndarray, feature: int, op: str, threshold: float) -> np.ndarray:
+def covered_by(X: np.ndarray | Features, feature: int, op: str, threshold: float) -> np.ndarray:
     """Rows of ``X`` that satisfy the condition (NaN satisfies neither operator)."""
-    col = X[:, feature]
-    return col <= threshold if op == "<=" else col > threshold
+    return columns(X).holds(feature, op, threshold)
 
 
 def _value_segments(space: SearchSpace, f: int, rows: np.ndarray, A: np.ndarray, ones: np.ndarray,
@@ -65,7 +66,14 @@ def _value_segments(space: SearchSpace, f: int, rows: np.ndarray, A: np.ndarray,
     ``f`` over the covered ``rows`` (``A``: their weighted atoms, ``total`` its column sums; ``ones``: 1.0 where
     their weight is non-zero), or None when fewer than two distinct values remain. The most frequent value's sum is
     the total less the others', so a sparse feature (mostly one value, as enron's words) costs only its other rows."""
-    x = space.values[rows, f]
+    if space.X.sparse:
+        return _stored_segments(space.X, f, rows, A, ones, total)
+    return _dense_segments(space.X.X[rows, f], A, ones, total)
+
+
+def _dense_segments(x: np.ndarray, A: np.ndarray, ones: np.ndarray,
+                    total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_value_segments` of the covered rows' values ``x``."""
     valid = ~np.isnan(x)
     values, inv = np.unique(x[valid], return_inverse=True)
     d = values.size
@@ -82,6 +90,46 @@ def _value_segments(space: SearchSpace, f: int, rows: np.ndarray, A: np.ndarray,
     valid_total = total if valid.all() else total - A[~valid].sum(axis=0)
     sums[big] = valid_total - sums[others].sum(axis=0)
     return values, sums, np.bincount(inv, weights=ones[where], minlength=d)
+
+
+def _stored_segments(X: Features, f: int, rows: np.ndarray, A: np.ndarray, ones: np.ndarray,
+                     total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_value_segments` of a sparse feature from its stored entries among the covered ``rows``. Where 0
+    (absent, or stored as 0) is the most frequent value, as in a text set's words, the other values' rows are the
+    stored ones, and the arithmetic is :func:`_dense_segments`' on the same rows in the same order, so the same
+    bits; otherwise the covered rows' values are built and searched as dense."""
+    stored, values = X.stored(f)
+    m = rows.size
+    at = np.searchsorted(rows, stored)  # the stored entries among the covered rows, by position in ``rows``
+    hit = at < m
+    hit[hit] = rows[at[hit]] == stored[hit]
+    at, values = at[hit], values[hit]
+    nan = np.isnan(values)
+    nz = ~nan & (values != 0.0)
+    n_zero = m - at.size + int(np.count_nonzero(~nz & ~nan))  # absent rows, and stored zeros
+    distinct, inv_nz, count_nz = np.unique(values[nz], return_inverse=True, return_counts=True)
+    z = int(np.searchsorted(distinct, 0.0))
+    if n_zero == 0 or count_nz[:z].max(initial=0) >= n_zero or count_nz[z:].max(initial=0) > n_zero:
+        x = np.zeros(m)
+        x[at] = values
+        return _dense_segments(x, A, ones, total)  # 0 is not the first most frequent value: as dense
+    d = distinct.size + 1
+    if d < 2:
+        return None
+    per_value = np.insert(count_nz, z, n_zero)
+    out_values = np.insert(distinct, z, 0.0)
+    group = inv_nz.reshape(-1) + (inv_nz.reshape(-1) >= z)  # the stored non-zero rows' value index
+    others = np.delete(np.arange(d), z)
+    pos = at[nz][np.argsort(group, kind="stable")]  # rows of the other values, value by value
+    starts = np.concatenate([[0], np.cumsum(per_value[others])[:-1]]).astype(np.intp)
+    sums = np.zeros((d, A.shape[1]))
+    sums[others] = np.add.reduceat(A[pos], starts, axis=0)
+    valid_total = total if not nan.any() else total - A[at[nan]].sum(axis=0)
+    sums[z] = valid_total - sums[others].sum(axis=0)
+    counts = np.zeros(d)
+    counts[others] = np.bincount(group, weights=ones[at[nz]], minlength=d)[others]
+    counts[z] = ones.sum() - ones[at[nan]].sum() - counts[others].sum()
+    return out_values, sums, counts
 
 
 def best_refinement(space: SearchSpace, covered: np.ndarray, weights: np.ndarray, atoms: np.ndarray, head: Head,

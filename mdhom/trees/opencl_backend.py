@@ -38,6 +38,9 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
+from mdhom.trees.layouts import Layout
+from mdhom.trees.layouts import kernel_name as layout_name
+from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
@@ -72,6 +75,9 @@ class OpenCLTreeKernels:
     point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
     ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
     the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
+    ``row_index``, ``whole_rows``, ``columns`` and ``lookahead`` left at ``None`` come from the layout ``mdhom tune``
+    stored for the device and precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
+    ``layout_source`` say which), else from the heuristics above.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
 
@@ -102,6 +108,11 @@ class OpenCLTreeKernels:
         self.whole_rows = (self.ws.device.type == "cpu") if whole_rows is None else bool(whole_rows)
         self.device, self.precision = self.ws.device, precision
         self._lookahead = lookahead
+        self._whole_rows, self._columns = whole_rows, columns
+        # the choices left at None come from the device's tuned layout where `mdhom tune` stored one (resolved
+        # with the shape, in _resolve_rows), else from the heuristics here and in _resolve_rows and load
+        self.layout: Layout | None = None
+        self.layout_source = "heuristic"
         self.lookahead = 0  # decided at load: it needs numeric splits of quantized histograms
         self.scores_: ScoreUpdater | None = None
         self.binner: DeviceBinner | None = None
@@ -123,6 +134,9 @@ class OpenCLTreeKernels:
 
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         out = self.ws.kernel_configs()
+        if getattr(self, "hist", None) is not None:  # loaded: the layout in effect, stored or heuristic
+            out[layout_name(self.precision)] = {"config": self.effective_layout().config(),
+                                                "source": self.layout_source}
         if self.binner is not None:
             out[self.binner.desc.name] = {"config": dict(self.binner.comp.config), "source": self.binner.config_source}
         return out
@@ -130,7 +144,11 @@ class OpenCLTreeKernels:
     def _resolve_rows(self, n_feat: int, n_bins: int, n_outputs: int, feature_major: bool | None) -> None:
         """Row-index mode or not, and the bins' layout, once the shape is known."""
         ws = self.ws
+        self._tuned_layout(n_feat)
+        layout = self.layout
         row_index = self._row_index
+        if row_index is None and layout is not None:
+            row_index = bool(layout.row_index) and not feature_major
         if row_index is None:
             # GPUs, quantized, where a node's histogram fits in local memory. H100, 10.5M Higgs rows, per round
             # 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
@@ -144,6 +162,26 @@ class OpenCLTreeKernels:
             # row and split
             row_index = row_index or (ws.device.type == "cpu" and n_feat >= WIDE_ROWS and not feature_major)
         ws.set_row_index(bool(row_index), feature_major)
+
+    def effective_layout(self) -> Layout:
+        """The layout this fit runs (after ``load``): what was asked for, less what the data rules out (sparse
+        input is read through the row index; whole rows need a node's histogram in local memory)."""
+        ws = self.ws
+        return Layout(int(ws.row_index), int(self.hist.whole_rows), int(ws.columns), int(self.lookahead))
+
+    def _tuned_layout(self, n_feat: int) -> None:
+        """The stored layout's choices for the options the caller left at None (:mod:`mdhom.trees.layouts`)."""
+        if None not in (self._row_index, self._whole_rows, self._columns, self._lookahead):
+            return
+        layout, source = stored_layout(self.ws.device, self.precision, n_feat)
+        self.layout, self.layout_source = layout, source
+        if layout is None:
+            return
+        self.ws.config_sources[layout_name(self.precision)] = source
+        if self._whole_rows is None:
+            self.whole_rows = bool(layout.whole_rows)
+        if self._columns is None:
+            self.ws.want_columns = bool(layout.columns)
 
     def bin_rows(self, mapper: BinMapper) -> Callable[[object], cl_array.Array | np.ndarray]:
         """How rows become bins in this backend's layout, straight into ``load`` (the mapper's bins exactly):
@@ -221,6 +259,8 @@ class OpenCLTreeKernels:
         # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
+        if self._lookahead is None and self.layout is not None:
+            want = self.layout.lookahead
         self.lookahead = want if ahead else 0
         self.rows = RowPartitioner(ws, ahead=ahead)
         self.hist = HistogramBuilder(ws, self.whole_rows)

@@ -1,0 +1,106 @@
+"""The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
+
+Four choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
+same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
+2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
+work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
+bins (``columns``) and how many loss-guided levels are split on the device per round trip (``lookahead``).
+Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
+comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
+heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
+kernel-level measurement can compare layouts whose kernels differ.
+
+A layout is stored in the tuned file as a pseudo-kernel ``tree_layout_<precision>`` (the candidates differ per
+precision: whole-row histograms are quantized only) whose configuration holds the four choices as integers,
+with :data:`LAYOUT_HASH` in place of a description hash, so that a layout stored under other choices is
+re-tuned rather than carried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+from mdhom import configs
+from mdhom.devices import Device
+
+FIELDS = ("row_index", "whole_rows", "columns", "lookahead")
+LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
+PRECISIONS = ("double", "single", "quantized")
+PREFIX = "tree_layout_"
+
+
+@dataclass(frozen=True)
+class Layout:
+    row_index: int
+    whole_rows: int
+    columns: int
+    lookahead: int
+
+    def config(self) -> dict[str, int]:
+        return {k: int(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def of(cls, config: dict[str, int]) -> Layout:
+        missing = [f for f in FIELDS if f not in config]
+        if missing:
+            raise ValueError(f"a stored tree layout lacks {', '.join(missing)}")
+        return cls(**{f: int(config[f]) for f in FIELDS})
+
+    def text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.config().items())
+
+
+def kernel_name(precision: str) -> str:
+    """The tuned file's name for the layouts of fits in ``precision``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return PREFIX + precision
+
+
+def is_layout(kernel: str) -> bool:
+    return kernel in {PREFIX + p for p in PRECISIONS}
+
+
+def candidates(precision: str) -> list[Layout]:
+    """Every distinct layout of a fit in ``precision``: the row index always reads whole rows, and only it has a
+    column copy; whole rows and the device-side levels need quantized histograms."""
+    quantized = precision == "quantized"
+    out = []
+    for row_index in (0, 1):
+        for whole_rows in ((0, 1) if quantized and not row_index else (int(quantized and row_index),)):
+            for columns in ((0, 1) if row_index else (0,)):
+                for lookahead in ((0, 1) if quantized else (0,)):
+                    out.append(Layout(row_index, whole_rows, columns, lookahead))
+    return out
+
+
+def stored(device: Device, precision: str, n_features: int) -> tuple[Layout | None, str]:
+    """The layout ``mdhom tune`` stored for fits of ``n_features`` features in ``precision`` on ``device`` (the
+    size class nearest), and where it came from; (None, source) when there is none (the heuristic decides).
+    Devices tuned before layouts were tuned have none: that is not warned about, the heuristic is the layout
+    every earlier release used."""
+    if _forced:
+        return _forced[-1], "forced by the tuner" if _forced[-1] is not None else "heuristic (forced by the tuner)"
+    config, source = configs.lookup(device, kernel_name(precision), {"feat": max(1, n_features)}, warn=False)
+    if config is None:
+        return None, source
+    try:
+        return Layout.of(config), source
+    except ValueError:
+        return None, "heuristic"
+
+
+_forced: list[Layout | None] = []
+
+
+@contextlib.contextmanager
+def forcing(layout: Layout | None) -> Iterator[None]:
+    """Fits in the block use ``layout`` (None: the heuristic's) whatever is stored: the tuner times candidates
+    this way, and the heuristic it compares them with, without writing files for each."""
+    _forced.append(layout)
+    try:
+        yield
+    finally:
+        _forced.pop()

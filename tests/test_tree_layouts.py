@@ -1,0 +1,150 @@
+"""The tree backend's layouts as a tuning choice: the candidates, the tuner's layout stage (timed with a model
+of a machine, so its decisions are checked exactly), and fits that take a stored layout (on every device: a
+layout moves data differently, never to other trees)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdhom import TreeBoostClassifier, configs
+from mdhom.trees import layouts
+from mdhom.trees.layouts import LAYOUT_HASH, Layout, candidates, kernel_name
+from mdhom.tuning.endtoend import Workload
+
+VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
+HEURISTIC = Layout(0, 1, 0, 0)
+
+
+def test_candidates_are_distinct_and_consistent():
+    q, d = candidates("quantized"), candidates("double")
+    assert len(set(q)) == len(q) == 8 and len(set(d)) == len(d) == 3
+    assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
+    assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
+    assert not any(c.whole_rows or c.lookahead for c in d)  # both need quantized histograms
+    with pytest.raises(ValueError, match="precision"):
+        kernel_name("half")
+    with pytest.raises(ValueError, match="lacks"):
+        Layout.of({"row_index": 1})
+
+
+def _machine(times: dict[Layout, float]):
+    """Seconds per round by the layout in force (the heuristic's is HEURISTIC); a layout missing from ``times``
+    fails as a device would."""
+    def timer(device, work, data, precision):
+        layout = layouts._forced[-1] or HEURISTIC
+        if layout not in times:
+            raise RuntimeError("out of resources")
+        return times[layout], layout.config()
+    return timer
+
+
+def _stage(cpu, times, only=("tree_layout_quantized",)):
+    return layouts_stage(cpu, Workload(rows=300, rounds=2, leaves=3, repeats=2), VERSIONS, "2026-11-24T00:00:00Z",
+                         echo=lambda s: None, timer=_machine(times), only=list(only))
+
+
+def layouts_stage(*a, **k):
+    from mdhom.tuning.layouts import layout_entries
+
+    return layout_entries(*a, **k)
+
+
+def test_the_stage_proposes_the_fastest_layout(cpu):
+    fast = Layout(1, 1, 1, 0)
+    times = {c: 1.0 for c in candidates("quantized")} | {fast: 0.5}
+    times.pop(Layout(1, 1, 0, 1))  # one candidate the device cannot run: skipped, counted
+    ((name, cls, entry, h),) = _stage(cpu, times)
+    assert (name, h) == ("tree_layout_quantized", LAYOUT_HASH)
+    assert entry["config"] == fast.config() and entry["median_s"] == 0.5
+    assert entry["default_config"] == HEURISTIC.config() and entry["default_s"] == 1.0
+    assert entry["failed_trials"] == 1 and entry["trials"] == 7
+
+
+def test_the_heuristic_stays_where_nothing_beats_it_by_the_margin(cpu):
+    times = {c: 1.0 for c in candidates("quantized")} | {Layout(1, 1, 1, 0): 0.99}
+    ((_, _, entry, _),) = _stage(cpu, times)
+    assert entry["config"] == entry["default_config"] == HEURISTIC.config()
+
+
+def test_stale_layouts_are_retuned():
+    from mdhom.tuning.driver import stale_entry
+
+    assert not stale_entry("tree_layout_quantized", LAYOUT_HASH)
+    assert stale_entry("tree_layout_quantized", "layout-v0:row_index")
+
+
+def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
+    from mdhom.tuning import driver, endtoend
+    from mdhom.tuning import layouts as stage
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    fast = Layout(1, 1, 0, 0)
+    monkeypatch.setattr(stage, "fit_seconds", _machine({c: 1.0 for c in candidates("quantized")} | {fast: 0.4}))
+
+    def rounds(device, work, data):  # the end-to-end check (on devices whose default precision is quantized)
+        if os.environ.get(configs.TUNED_ENV) == "0":
+            return 1.0
+        path = Path(os.environ[configs.TUNED_DIR_ENV]) / configs.device_file_name(device.key)
+        e = json.loads(path.read_text())["kernels"]["tree_layout_quantized"]["classes"]["higgs28"]
+        return 0.4 if e["config"] != e["default_config"] else 1.0
+
+    monkeypatch.setattr(endtoend, "round_seconds", rounds)
+    results, path = driver.tune_device(cpu, ["tree_layout_quantized"], directory=tmp_path / "out", echo=lambda s: None,
+                                       progress_bar=False, end_to_end=Workload(rows=300, rounds=2, leaves=3,
+                                                                               repeats=1))
+    assert results == []  # no kernel study ran
+    doc = json.loads(path.read_text())["kernels"]
+    assert "tree_layout_quantized" in doc  # beside whatever the package ships for this device
+    assert doc["tree_layout_quantized"]["classes"]["higgs28"]["config"] == fast.config()
+
+
+def _data(n=3000, seed=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + rng.normal(scale=0.5, size=n) > 0).astype(int)
+    return X, y
+
+
+@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1), Layout(0, 0, 0, 0)], ids=lambda v: v.text())
+def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, tmp_path, monkeypatch):
+    X, y = _data()
+    kw = dict(n_estimators=4, grow_policy="lossguide", max_depth=0, max_leaves=15, precision="quantized",
+              random_state=1)
+    with layouts.forcing(None):  # whatever the package ships for this device
+        heuristic = TreeBoostClassifier(device=device, **kw).fit(X, y)
+    entry = {"sizes": {"feat": 28, "row": 1000}, "config": layout.config(), "median_s": 1.0,
+             "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
+             "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
+    configs.store_results(device, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path / "tuned")
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "tuned"))
+    stored = TreeBoostClassifier(device=device, **kw).fit(X, y)
+    ran = stored.kernel_configs_["tree_layout_quantized"]
+    assert ran["source"].startswith("tuned") and ran["config"] == layout.config()
+    assert heuristic.kernel_configs_["tree_layout_quantized"]["source"].startswith("heuristic")
+    paths = []
+    for i, est in enumerate((heuristic, stored)):
+        est.save_model(tmp_path / f"m{i}.json")
+        paths.append((tmp_path / f"m{i}.json").read_bytes())
+    assert paths[0] == paths[1]  # the layout moves data differently, never to other trees
+    monkeypatch.setenv(configs.TUNED_ENV, "0")  # tuning off: the heuristic's layout again
+    off = TreeBoostClassifier(device=device, **kw).fit(X, y)
+    assert off.kernel_configs_["tree_layout_quantized"]["source"] == "disabled"
+
+
+def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypatch):
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    X, _ = _data(500)
+    bins = np.clip((X * 8 + 32).astype(np.int64), 0, 62).astype(np.uint8)
+    with layouts.forcing(Layout(1, 1, 1, 0)):
+        forced = OpenCLTreeKernels(cpu, "quantized")
+        forced.load(bins, 64, 1)
+        mine = OpenCLTreeKernels(cpu, "quantized", row_index=False, whole_rows=False)
+        mine.load(bins, 64, 1)
+    assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0)
+    assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0

@@ -1,0 +1,101 @@
+"""The layout stage of ``mdhom tune``: which of the tree backend's layouts (:mod:`mdhom.trees.layouts`) trains
+fastest on this device, timed as training rounds.
+
+Layouts run different kernels (rows moved or read through an index, a feature or a whole row per work-item), so
+no kernel-level study compares them; the stage trains the end-to-end check's workload with every candidate
+forced (:func:`mdhom.trees.layouts.forcing`) and with the heuristic's choice, alternating so that a burst of other
+work on the machine does not decide, and proposes the fastest where it beats the heuristic by the check's
+margin. Its entries go into the same end-to-end check as the kernels' (:mod:`mdhom.tuning.endtoend`), which keeps
+them only where the round with them is faster, and are stored like theirs: the chosen layout as ``config``, the
+heuristic's as ``default_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mdhom.tuning.endtoend import MARGIN, Workload
+
+Timer = Callable[[Any, Workload, tuple[Any, Any], str], tuple[float, dict[str, int]]]
+
+
+def fit_seconds(device: Any, work: Workload, data: tuple[Any, Any], precision: str) -> tuple[float, dict[str, int]]:
+    """Seconds per round of ``work`` in ``precision`` under the layout in force (the end-to-end check's measure,
+    :func:`mdhom.tuning.endtoend.fit_rounds`), and the layout the fits ran (what the data allowed of the one
+    asked for)."""
+    from mdhom.trees.layouts import kernel_name
+    from mdhom.tuning.endtoend import fit_rounds
+
+    seconds, est = fit_rounds(device, work, data, precision=precision)
+    return seconds, dict(est.kernel_configs_.get(kernel_name(precision), {}).get("config", {}))
+
+
+def precisions(device: Any) -> list[str]:
+    """The precisions whose layouts are tuned: the learner's default on the device, and quantized (the fast
+    mode, and the default on GPUs)."""
+    from mdhom.trees.estimators import resolve_precision
+
+    return list(dict.fromkeys([resolve_precision(device, None), "quantized"]))
+
+
+def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: str,
+                   echo: Callable[[str], None] = print, timer: Timer | None = None,
+                   only: list[str] | None = None) -> list[tuple[str, str, dict[str, Any], str]]:
+    """One tuned-file entry per precision (see the module docstring), as
+    (pseudo-kernel, size class, entry, :data:`mdhom.trees.layouts.LAYOUT_HASH`). ``only``: the layout names to
+    tune (default: every precision's). ``timer`` times one fit (tests pass a model of the machine)."""
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+    from mdhom.trees.layouts import LAYOUT_HASH, Layout, candidates, forcing, kernel_name
+
+    timer = timer or fit_seconds
+    data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+    out = []
+    for precision in precisions(device):
+        name = kernel_name(precision)
+        if only is not None and name not in only:
+            continue
+        cands: list[Layout | None] = [None, *candidates(precision)]  # None: the heuristic's choice
+
+        def timed(layout: Layout | None, precision: str = precision) -> tuple[float, dict[str, int]]:
+            with forcing(layout):
+                return timer(device, work, data, precision)
+
+        timed(None)  # builds and first-touch costs out of the way
+        best: dict[int, float] = {}
+        ran: dict[int, dict[str, int]] = {}
+        failed = 0
+        for rep in range(work.repeats):
+            order = range(len(cands)) if rep % 2 == 0 else range(len(cands) - 1, -1, -1)
+            for i in order:
+                if i in ran and not ran[i]:
+                    continue  # failed before
+                try:
+                    t, what = timed(cands[i])
+                except Exception as exc:  # noqa: BLE001 - a layout the device cannot run is no candidate
+                    if i not in ran:
+                        failed += 1
+                        echo(f"  {name} {cands[i].text() if cands[i] else 'heuristic'}: failed ({exc})")
+                    ran[i] = {}
+                    continue
+                best[i] = min(best.get(i, t), t)
+                ran[i] = what
+        if 0 not in best:
+            echo(f"  {name}: the heuristic layout does not train here; no layout stored")
+            continue
+        heuristic = Layout.of(ran[0])
+        for i in sorted(best):
+            label = "heuristic" if i == 0 else cands[i].text()
+            echo(f"  {name} {label}: {best[i] * 1e3:.2f} ms/round")
+        # candidates that ran as the heuristic's layout are the heuristic: its time counts for them
+        pick = min((i for i in best if i > 0), key=lambda i: best[i], default=0)
+        chosen, t_chosen = heuristic, best[0]
+        if pick and best[pick] < best[0] * (1.0 - MARGIN) and Layout.of(ran[pick]) != heuristic:
+            chosen, t_chosen = Layout.of(ran[pick]), best[pick]
+        echo(f"{name}: {chosen.text()} ({t_chosen * 1e3:.2f} ms/round; heuristic {heuristic.text()}, "
+             f"{best[0] * 1e3:.2f} ms/round: {best[0] / t_chosen:.2f}x)")
+        entry = {"sizes": {"feat": 28, "row": work.rows}, "config": chosen.config(), "median_s": t_chosen,
+                 "default_config": heuristic.config(), "default_s": best[0], "trials": len(best) - 1,
+                 "failed_trials": failed, "date": date, "versions": dict(versions)}
+        out.append((name, "higgs28", entry, LAYOUT_HASH))
+    return out
