@@ -89,6 +89,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves, 5 profiled rounds, in-process"
     )
     t.set_defaults(func=run_trees)
+    kt = kinds.add_parser(
+        "ktrees",
+        help="multiclass boosting: a round's K trees grown together against one after another (and XGBoost)",
+        description="Fits mdhom's one_output_per_tree mode with the round's K trees grown together and with the "
+        "same trees grown one after another through the same kernels (their models must be the same bytes), the "
+        "multi_output_tree mode and XGBoost's CPU hist (one_output_per_tree) on one K-class workload; reports the "
+        "median seconds per round (builds excluded), fit seconds, test accuracy and log loss.",
+    )
+    kt.add_argument("--rows", type=int, default=None, help="training rows (default 1000000; --quick: 3000)")
+    kt.add_argument("--test-rows", type=int, default=None, help="test rows (default 100000; --quick: 1000)")
+    kt.add_argument("--features", type=int, default=None, help="features (default 28)")
+    kt.add_argument("--classes", type=int, default=None, help="classes K (default 10; --quick: 4)")
+    kt.add_argument("--rounds", type=int, default=None, help="boosting rounds (default 20; --quick: 3)")
+    kt.add_argument("--max-depth", type=int, default=None, help="depth of every tree (default 6; --quick: 3)")
+    kt.add_argument("--bins", type=int, default=None, help="histogram bins per feature (default 63)")
+    kt.add_argument("--learning-rate", type=float, default=None, help="shrinkage (default 0.3)")
+    kt.add_argument("--device", default=None, help="mdhom device spec: auto, cpu, gpu, numpy, a key or substring")
+    kt.add_argument("--precision", default=None, help="mdhom precision (double, quantized); default: the device's")
+    kt.add_argument("--threads", type=int, default=None, help="threads of a CPU device and of XGBoost (default: all)")
+    kt.add_argument("--seed", type=int, default=None, help="workload and library seed (default 0)")
+    kt.add_argument("--digits", action="store_true", default=None,
+                    help="sklearn's load_digits (1797 x 64, 10 classes, a 75/25 split) instead of synthetic rows")
+    kt.add_argument("--systems", default=None,
+                    help="comma list of together, one-by-one, multi-output, xgboost-cpu (default: all)")
+    kt.add_argument("--out", default=None, help="JSON report path")
+    kt.add_argument("--quick", action="store_true", help="CI size: 3000 rows, 4 classes, 3 rounds of depth 3")
+    kt.set_defaults(func=run_ktrees)
     fr = kinds.add_parser(
         "forests",
         help="random forests on Higgs-shaped data: mdhom against scikit-learn (all cores) and XGBoost's RF mode",
@@ -269,6 +296,28 @@ def _check_positive(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         if getattr(config, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
+
+
+def run_ktrees(args: argparse.Namespace) -> int:
+    from mdhom.bench.ktrees import KTreesConfig, format_table, run_ktrees
+    from mdhom.bench.trees import write_json
+
+    overrides = {name: getattr(args, name) for name in ("rows", "test_rows", "features", "classes", "rounds",
+                                                        "max_depth", "bins", "learning_rate", "device", "precision",
+                                                        "threads", "seed", "digits")}
+    if args.systems is not None:
+        overrides["systems"] = tuple(a.strip() for a in args.systems.split(",") if a.strip())
+    config = KTreesConfig.quick_config(**overrides) if args.quick else \
+        KTreesConfig(**{k: v for k, v in overrides.items() if v is not None})
+    _check_positive(config, ("rows", "test_rows", "features", "rounds", "max_depth", "bins"))
+    if config.classes < 2:
+        raise ValueError(f"--classes must be at least 2, got {config.classes}")
+    report = run_ktrees(config, log=lambda _: None)
+    print(format_table(report))
+    if args.out:
+        write_json(report, args.out)
+        print(f"report written to {args.out}")
+    return 1 if any(r["status"] == "failed" for r in report["results"]) else 0
 
 
 def run_forests(args: argparse.Namespace) -> int:

@@ -35,6 +35,8 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.forests.walk_kernels",  # ... and the fitted forest's prediction walk
     "mdhom.forests.sampled",  # ... and the sampled level (only the drawn features binned)
     "mdhom.forests.chain_kernels",  # the classifier chains' prediction (rows x chains x trees)
+    "mdhom.forests.boost_level",  # a multiclass boosting round's K trees over the tree dimension (one per output)
+    "mdhom.forests.boost_gradients",  # ... and their gradients, class-major
 )
 
 Heuristic = Callable[[Description, Device, Mapping[str, int]], dict[str, int]]

@@ -22,8 +22,7 @@ import numpy as np
 
 from mdhom.learn.binning import BinMapper, sample_rows
 from mdhom.learn.losses import Loss, make_loss
-from mdhom.learn.metrics import Metric, resolve, spec_names
-from mdhom.learn.model_files import decode_classes, encode_classes
+from mdhom.learn.metrics import Metric, resolve
 from mdhom.learn.params import OptionParams
 from mdhom.learn.validation import (
     as_matrix,
@@ -41,14 +40,11 @@ from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams, TreeKernels
 from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
 from mdhom.trees.model import (
-    FORMAT,
-    VERSION,
     Ensemble,
     Tree,
-    check_document,
     read_json,
-    save_json,
 )
+from mdhom.trees.model_io import TreeModelFiles
 from mdhom.trees.reference import category_modes
 
 # rows x trees from which predict walks the trees on the fit's OpenCL device (below, the numpy walk is faster
@@ -99,10 +95,12 @@ def limit_threads(device: Any, n_jobs: int | None) -> Any:
     return with_threads(get_device(device if device is not None else "auto"), n_jobs)
 
 
-class _TreeBoost(OptionParams):
+class _TreeBoost(TreeModelFiles, OptionParams):
     """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
 
     _options = P.TABLE
+    # one_output_per_tree: trees grown together per batch (None: a round's all; the benchmark's 1: one after another)
+    _ktree_batch: int | None = None
 
     def __init__(
         self,
@@ -111,6 +109,7 @@ class _TreeBoost(OptionParams):
         max_depth: int | None = P.DEFAULTS["max_depth"],
         max_leaves: int = P.DEFAULTS["max_leaves"],
         grow_policy: str = P.DEFAULTS["grow_policy"],
+        multi_strategy: str = P.DEFAULTS["multi_strategy"],
         max_bin: int = P.DEFAULTS["max_bin"],
         bin_sample: int = P.DEFAULTS["bin_sample"],
         reg_lambda: float = P.DEFAULTS["reg_lambda"],
@@ -137,6 +136,7 @@ class _TreeBoost(OptionParams):
         self.max_depth = max_depth
         self.max_leaves = max_leaves
         self.grow_policy = grow_policy
+        self.multi_strategy = multi_strategy
         self.max_bin = max_bin
         self.bin_sample = bin_sample
         self.reg_lambda = reg_lambda
@@ -202,7 +202,13 @@ class _TreeBoost(OptionParams):
         t0 = time.perf_counter()
         device = limit_threads(p["device"], p["n_jobs"])
         precision = resolve_precision(device, p["precision"])
-        kernels = make_kernels(device, precision)
+        per_round = loss.n_outputs if p["multi_strategy"] == "one_output_per_tree" else 1  # trees of a round
+        if per_round > 1:
+            from mdhom.trees.ktrees import make_ktree_kernels
+
+            kernels = make_ktree_kernels(device, precision, p, categorical, self._ktree_batch)
+        else:
+            kernels = make_kernels(device, precision)
         # before the edges are learned (a loop over features), with the fewest bins any data needs; then exactly
         stored = int(Xa.nnz) if is_sparse(Xa) else None
         kernels.check_size(Xa.shape[0], Xa.shape[1], 2, loss.n_outputs, stored)
@@ -282,13 +288,18 @@ class _TreeBoost(OptionParams):
             if n_cols < n_features:
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
-            kernels.compute_gradients(keep)
-            tree = grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)
-            if ensemble.categories is not None:
-                tree.set_categories(ensemble.categories)
-            trees.append(tree)
+            if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
+                grown = kernels.grow_round(keep, mask, grow, threshold)
+            else:
+                kernels.compute_gradients(keep)
+                grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
+            for tree in grown:
+                if ensemble.categories is not None:
+                    tree.set_categories(ensemble.categories)
+                trees.append(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
-                raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
+                for tree in grown:
+                    raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
                 for m in metrics:
                     results[f"validation_{k}"][m.name].append(m.score(ye, raw, we))
             kernels.sync()
@@ -302,10 +313,10 @@ class _TreeBoost(OptionParams):
                     print(f"[{it}]\t{text}", flush=True)
                 if patience and it - best >= patience:
                     break
-        if patience:
-            trees = trees[: best + 1]
+        if patience:  # whole rounds (one_output_per_tree grows a tree per output each)
+            trees = trees[: (best + 1) * len(grown)]
         else:
-            best = len(trees) - 1
+            best = len(trees) // len(grown) - 1
         return trees, times, results, best
 
     def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:
@@ -378,93 +389,15 @@ class _TreeBoost(OptionParams):
         self._forest = (ens, repr(device), predictor)  # the ensemble itself: a refit makes a new one
         return predictor
 
-    # --------------------------------------------------------------------------------------- model files
-
-    def save_model(self, path: str | os.PathLike) -> None:
-        """Write the fitted model as versioned JSON (format in :mod:`mdhom.trees.model`), atomically."""
-        self._check_fitted()
-        from mdhom import __version__
-
-        # the parameters the model was fitted with (a random_state generator saved as the seed drawn from it)
-        params = {k: getattr(v, "key", v) for k, v in self._params.items()}
-        params["eval_metric"] = spec_names(params["eval_metric"])
-        ens = self._ensemble
-        doc = {
-            "format": FORMAT, "version": VERSION, "mdhom_version": __version__, "estimator": type(self).__name__,
-            "objective": self.objective_, "params": params, "n_features": ens.n_features,
-            "n_outputs": ens.n_outputs, "base_score": ens.base_score.tolist(),
-            "classes": encode_classes(getattr(self, "classes_", None)),
-            "target": self._target_info(),
-            "feature_names": None if getattr(self, "feature_names_in_", None) is None
-            else [str(s) for s in self.feature_names_in_],
-            "best_iteration": int(self.best_iteration_),
-            "precision": getattr(self, "precision_", None),
-            "bin_edges": [e.tolist() for e in self._bin_edges],
-            "trees": [t.to_json() for t in ens.trees],
-        }
-        if ens.categories is not None:
-            doc["categories"] = [None if c is None else [int(x) for x in c] for c in ens.categories]
-        labels = getattr(self, "_category_labels", None)
-        if labels is not None:
-            doc["category_labels"] = [None if c is None else encode_classes(c) for c in labels]
-        save_json(path, doc)
-
-    def load_model(self, path: str | os.PathLike) -> _TreeBoost:
-        """Restore a file written by ``save_model`` into this estimator (XGBoost's scikit-learn method): the
-        trees, the fitted attributes and the parameters the model was fitted with; returns self. A file of
-        the other estimator kind is refused (``mdhom.load_model`` picks the kind from the file)."""
-        doc = read_json(path)
-        kind = doc.get("estimator")
-        if kind != type(self).__name__:
-            raise ValueError(f"{os.fspath(path)} holds a {kind} model, not a {type(self).__name__}; load it with "
-                             f"{kind}().load_model or mdhom.load_model")
-        return self._restore(doc, os.fspath(path))
-
-    def _restore(self, doc: dict[str, Any], where: str) -> _TreeBoost:
-        try:
-            check_document(doc)
-            params = P.validate({k: v for k, v in doc["params"].items() if k in P.BY_NAME})
-            self.set_params(**{**P.DEFAULTS, **params})
-            n_features, n_outputs = int(doc["n_features"]), int(doc["n_outputs"])
-            trees = [Tree.from_json(t, n_outputs, n_features) for t in doc["trees"]]
-            base = np.asarray(doc["base_score"], np.float64).reshape(n_outputs)
-            cats = doc.get("categories")
-            if cats is not None:
-                cats = [None if c is None else np.asarray(c, np.int64).reshape(-1) for c in cats]
-            ensemble = Ensemble(n_features, n_outputs, base, trees, categories=cats)
-            ensemble.check_categories()
-            labels = doc.get("category_labels")
-            self._category_labels = None if labels is None else [None if c is None else decode_classes(c)
-                                                                  for c in labels]
-            self.__dict__.pop("_forest", None)
-            edges = [np.asarray(e, np.float64) for e in doc["bin_edges"]]
-            self._restore_target(doc["target"], decode_classes(doc["classes"]))
-            self._set_fitted(ensemble, doc["objective"], {**P.DEFAULTS, **params}, edges)
-            if doc.get("feature_names") is not None:
-                self.feature_names_in_ = np.asarray(doc["feature_names"], dtype=object)
-            elif hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-            self.best_iteration_ = int(doc["best_iteration"])
-            self.precision_ = doc.get("precision") or params.get("precision") or "double"  # older files: double
-            self.evals_result_ = {}
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
-            raise ValueError(f"{where}: damaged mdhom model file ({type(exc).__name__}: {exc})") from None
-        return self
-
-    def _target_info(self) -> dict[str, Any]:
-        return {}
-
-    def _restore_target(self, info: dict[str, Any], classes: np.ndarray | None) -> None:
-        pass
-
-
 class TreeBoostClassifier(_TreeBoost):
     """Gradient-boosted trees for classification: binary, multiclass (softmax) and multi-label.
 
     A 1-D ``y`` of any label values (numbers, strings) gives ``classes_``; two classes train a binary
-    logistic model, more a softmax model with one multi-output tree per round. A 2-D 0/1 indicator ``y``
-    trains the multi-label logistic objective, one output per label in the leaves; ``predict`` then returns
-    the 0/1 matrix and ``predict_proba`` the per-label probabilities.
+    logistic model, more a softmax model with one multi-output tree per round, or with
+    ``multi_strategy="one_output_per_tree"`` one tree per class and round, the round's trees grown together
+    (depth-wise only; :mod:`mdhom.trees.ktrees`). A 2-D 0/1 indicator ``y`` trains the multi-label logistic
+    objective, one output per label in the leaves (or one tree per label); ``predict`` then returns the 0/1 matrix
+    and ``predict_proba`` the per-label probabilities.
 
     ``X`` may be a numpy array, a data frame or a scipy.sparse matrix; NaN is missing, and so is an entry a
     sparse matrix does not store (XGBoost's meaning: it takes the learned default direction), while a stored 0

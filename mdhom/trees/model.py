@@ -1,18 +1,23 @@
 """Trees as flat arrays, prediction on raw features, and the versioned JSON model file.
 
-Format ``mdhom.treeboost`` version 1 (one JSON object):
+Format ``mdhom.treeboost`` version 2 (one JSON object; version 1 files, which lack the one-tree-per-output fields,
+read as they always did):
 
 * ``format``, ``version``, ``mdhom_version``; ``estimator`` ("TreeBoostClassifier" | "TreeBoostRegressor");
 * ``objective``, ``params`` (every option of :mod:`mdhom.trees.params`), ``n_features``, ``n_outputs``,
   ``base_score`` (one raw score per output), ``classes`` (``{"dtype", "values"}`` or null), ``best_iteration``;
 * ``bin_edges``: per feature, the edges used in training (informative; prediction does not need them);
-* ``trees``: one object per boosting round with arrays indexed by node id (0 = root): ``left``, ``right``
+* ``trees``: one object per tree (one per round, or ``trees_per_round`` per round) with arrays indexed by node id
+  (0 = root): ``left``, ``right``
   (child ids, -1 at leaves), ``feature`` (-1 at leaves), ``threshold`` (go left when ``x <= threshold``;
   null means +inf, i.e. every non-missing value goes left), ``default_left`` (where NaN goes), ``value``
   (per node, one leaf value per output, learning rate applied; used at leaves), ``gain`` (of the node's
   split, 0 at leaves) and ``cover`` (hessian sum of the node's rows, summed over outputs); where the model has
   categorical splits, ``categories``: per node null, or the category codes that go left (the node's
-  ``threshold`` is then null and unused).
+  ``threshold`` is then null and unused). A tree of a one-tree-per-output model (``multi_strategy``
+  "one_output_per_tree", format version 2) has ``output``, the one output it scores, and one ``value`` per node.
+* ``trees_per_round`` (version 2; absent: 1): the trees of a round, in output order (``best_iteration`` counts
+  rounds).
 * ``categories`` (models with categorical features): per feature null (numeric) or its known category codes;
   a code outside them, NaN or a negative code is missing and follows the split's default direction.
   ``category_labels``: per feature null, or the labels of a pandas ``category`` column (code = position).
@@ -32,7 +37,7 @@ from mdhom.learn import model_files
 from mdhom.learn.validation import is_sparse, sparse_chunks
 
 FORMAT = "mdhom.treeboost"
-VERSION = 1
+VERSION = 2  # 2: one-tree-per-output models (``output``, ``trees_per_round``); reads 1 and 2
 
 
 @dataclass
@@ -59,6 +64,8 @@ class Tree:
     # per node None, or the category codes that go left at a categorical split (saved)
     categories: list[np.ndarray | None] | None = None
     cat_left: CategoryTables | None = None  # the same splits in bins, while training; not saved
+    # one-tree-per-output models: the output this tree scores (``value`` is zero in every other column)
+    output: int | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -83,6 +90,9 @@ class Tree:
             "threshold": thr, "default_left": self.default_left.tolist(), "value": self.value.tolist(),
             "gain": self.gain.tolist(), "cover": self.cover.tolist(),
         }
+        if self.output is not None:  # one output: its column only
+            out["output"] = int(self.output)
+            out["value"] = self.value[:, self.output:self.output + 1].tolist()
         if self.categories is not None:
             out["categories"] = [None if c is None else [int(x) for x in c] for c in self.categories]
         return out
@@ -93,12 +103,19 @@ class Tree:
         if not isinstance(d, dict):
             raise ValueError("a tree is not a JSON object")
         n = len(d["left"])
+        output = d.get("output")
+        if output is None:
+            value = _reals(d["value"], "value").reshape(n, n_outputs)
+        else:  # one output's column, the others zero
+            if isinstance(output, bool) or not isinstance(output, int) or not 0 <= output < n_outputs:
+                raise ValueError(f"a tree's output {output!r} is not one of the model's {n_outputs} outputs")
+            value = np.zeros((n, n_outputs))
+            value[:, output] = _reals(d["value"], "value").reshape(n)
         tree = cls(
             left=_ints(d["left"], "left"), right=_ints(d["right"], "right"), feature=_ints(d["feature"], "feature"),
             threshold=_reals([np.inf if t is None else t for t in d["threshold"]], "threshold"),
-            default_left=_bools(d["default_left"], "default_left"),
-            value=_reals(d["value"], "value").reshape(n, n_outputs),
-            gain=_reals(d["gain"], "gain"), cover=_reals(d["cover"], "cover"),
+            default_left=_bools(d["default_left"], "default_left"), value=value,
+            gain=_reals(d["gain"], "gain"), cover=_reals(d["cover"], "cover"), output=output,
         )
         cats = d.get("categories")
         if cats is not None:
@@ -210,9 +227,17 @@ def check_document(doc: dict[str, Any]) -> None:
     trees = doc["trees"]
     if not isinstance(trees, list):
         raise ValueError("trees is not a list")
+    per_round = doc.get("trees_per_round", 1)
+    if isinstance(per_round, bool) or not isinstance(per_round, int) or per_round not in (1, n_outputs) \
+            or len(trees) % per_round:
+        raise ValueError(f"trees_per_round {per_round!r} is neither 1 nor the {n_outputs} outputs, or does not "
+                         f"divide the {len(trees)} trees")
+    if per_round > 1 and any(not isinstance(t, dict) or t.get("output") != i % per_round for i, t in enumerate(trees)):
+        raise ValueError("the trees of a round must score the outputs in order (tree i: output i % trees_per_round)")
+    rounds = len(trees) // per_round
     best = doc["best_iteration"]
-    if isinstance(best, bool) or not isinstance(best, int) or not -1 <= best < max(1, len(trees)):
-        raise ValueError(f"best_iteration {best!r} does not index the {len(trees)} trees")
+    if isinstance(best, bool) or not isinstance(best, int) or not -1 <= best < max(1, rounds):
+        raise ValueError(f"best_iteration {best!r} does not index the {rounds} rounds")
     if doc.get("precision") not in (None, "double", "single", "quantized"):
         raise ValueError(f"unknown precision {doc.get('precision')!r}")
 

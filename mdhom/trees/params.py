@@ -51,7 +51,8 @@ def _categorical_feature(v: Any) -> Any:
 
 
 TABLE = OptionTable((
-    Option("n_estimators", "int", 100, "Boosting rounds (trees; one multi-output tree per round).", integer(1)),
+    Option("n_estimators", "int", 100, "Boosting rounds (one multi-output tree per round, or one tree per output with "
+           "multi_strategy='one_output_per_tree').", integer(1)),
     Option("learning_rate", "float", 0.1, "Shrinkage applied to every leaf value.", real(0.0, lo_open=True)),
     Option("max_depth", "int", 6, "Deepest level a tree may reach; 0, -1 (LightGBM's spelling) or None means no "
            "limit (then bound the tree by max_leaves). It applies to 'lossguide' too, as in XGBoost: pass -1 for "
@@ -61,6 +62,13 @@ TABLE = OptionTable((
     Option("grow_policy", "str", "depthwise", "'depthwise' grows level by level (XGBoost's default); "
            "'lossguide' splits the leaf of largest gain first (LightGBM's leaf-wise growth).",
            choice("depthwise", "lossguide")),
+    Option("multi_strategy", "str", "multi_output_tree", "How a round fits several outputs (multiclass classes, "
+           "multi-label labels; XGBoost's option and values): 'multi_output_tree' grows one tree with a leaf value "
+           "per output (its gain summed over outputs); 'one_output_per_tree' grows one tree per output, each on its "
+           "own output's gradients (XGBoost's and LightGBM's default), the round's trees level by level together on "
+           "the device (one launch per level for all of them). 'one_output_per_tree' grows depth-wise only and "
+           "refuses grow_policy='lossguide', categorical features and precision='single'. One output (binary, "
+           "regression): both are the same.", choice("multi_output_tree", "one_output_per_tree")),
     Option("max_bin", "int", 255, "Most histogram bins per feature (2..65535); NaN gets one extra bin of its own. Up "
            "to 255 bins are stored in a byte per value, more in two (twice the bin matrix, and histograms grow with "
            "the bins).", integer(2, 65535)),
