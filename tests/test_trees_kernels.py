@@ -12,6 +12,7 @@ import pytest
 from mdhom.components import gradients as gr
 from mdhom.components import histogram as hg
 from mdhom.components import lanes as ln
+from mdhom.components import lookahead
 from mdhom.components import partition as pt
 from mdhom.components import predictor as pr
 from mdhom.components import scores as sc
@@ -365,9 +366,9 @@ def test_split_from_search(device, n_outputs):
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    want = pt.split_from_search_reference(res, last, n_left, allow, 500, n_bins)
+    want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins)
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
-    desc = pt.split_from_search(n_bins, n_outputs, prec)
+    desc = lookahead.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
         got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500)

@@ -1,0 +1,133 @@
+"""The loss-guided look-ahead's split tables, made on the device: a step whose splits the device decides from
+the split search it just ran, before the host has read the result (the row partitioner's ``apply_searched``
+launches it; ``OpenCLTreeKernels(lookahead=k)`` uses it, a tuned layout choice).
+
+=======================  =========================  ==================================================================
+kernel                   index space                combine operators
+=======================  =========================  ==================================================================
+tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel
+=======================  =========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.lanes import defines
+from mdhom.components.specs import KernelSpec, elementwise
+from mdhom.components.split import SPLIT_EPS, result_type
+from mdhom.components.tables import SPLIT_RECORD, split_table
+from mdhom.mdh import Concat, Description, Input, Param
+
+
+@lru_cache(maxsize=8)
+def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Description:
+    """The split table of a step the device decides alone: a loss-guided look-ahead splits the nodes of the split
+    search just run before the host has seen its result (``RowPartitioner.apply_searched``).
+
+    Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
+    search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
+    split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
+    the rows that went left (``n_left``), and splits by the node's best split (``res``, the search's packed result)
+    where it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
+    ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
+    child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
+    ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
+    ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound of
+    the rows, and indices past the last range find it."""
+    res = result_type(precision)
+    n_cand = int(n_bins) - 2
+    return Description(
+        "tree_split_from_search", ["entry"], [Concat()], SPLIT_RECORD,
+        scalar="""
+__global const lr_t* rs = (__global const lr_t*)res;
+__global const tree_split_t* last = (__global const tree_split_t*)last_tab;
+const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
+int first = 0;
+for (int e = 0; e < entry; ++e) {
+    if (tree_ahead(rs, allow, e)) first += tree_ahead_count(last, n_left, n_entries, e);
+}
+const int idx = ok ? rs[entry * TREE_OUTPUTS].index : 0;
+double sl = 0.0, sr = 0.0;
+for (int k = 0; k < TREE_OUTPUTS && ok; ++k) {
+    sl += (double)rs[entry * TREE_OUTPUTS + k].lh;
+    sr += (double)rs[entry * TREE_OUTPUTS + k].rh;
+}
+out.node = -1;
+out.feature = idx / (2 * N_CAND);
+out.bin = (idx / 2) % N_CAND;
+out.default_left = (idx % 2) == 0;
+out.left = base + 2 * entry;
+out.right = base + 2 * entry + 1;
+out.begin = (entry < n_entries) ? tree_ahead_begin(last, n_left, n_entries, entry) : 0;
+out.count = ok ? tree_ahead_count(last, n_left, n_entries, entry) : 0;
+out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
+out.first = first;
+out.cats = -1;""",
+        inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
+                Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
+        params=[Param("n_entries", "int"), Param("base", "int")],
+        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + f"""
+#define N_CAND {n_cand}
+/* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
+inline int tree_ahead_left(__global const tree_split_t* last, const int n_entries, const int e) {{
+    const int built = n_entries / 2;  /* the built children come first */
+    return (e < built) == (last[e < built ? e : e - built].next_child == 0);
+}}
+inline int tree_ahead_begin(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
+                            const int e) {{
+    const int i = e < n_entries / 2 ? e : e - n_entries / 2;
+    return tree_ahead_left(last, n_entries, e) ? last[i].begin : last[i].begin + n_left[i];
+}}
+inline int tree_ahead_count(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
+                            const int e) {{
+    const int i = e < n_entries / 2 ? e : e - n_entries / 2;
+    return tree_ahead_left(last, n_entries, e) ? n_left[i] : last[i].count - n_left[i];
+}}
+/* whether entry e splits: allowed, and a finite gain above SPLIT_EPS */
+inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e) {{
+    const double g = (double)res[e * TREE_OUTPUTS].gain;
+    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r};
+}}
+""",
+    )
+
+
+def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, allow: np.ndarray,
+                                base: int, n_bins: int) -> np.ndarray:
+    """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
+    last step's split table (at least n_entries / 2 records), ``allow`` per entry; n_entries + 1 records."""
+    m = len(res)
+    half = m // 2
+    out = split_table(m + 1)
+    i = np.arange(m) % max(half, 1)
+    built_left = last_tab["next_child"][i] == 0
+    left = (np.arange(m) < half) == built_left
+    nl = n_left[i].astype(np.int64)
+    begin = np.where(left, last_tab["begin"][i], last_tab["begin"][i] + nl)
+    count = np.where(left, nl, last_tab["count"][i] - nl)
+    gain = res["gain"][:, 0].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+    idx = np.where(ok, res["index"][:, 0], 0)
+    n_cand = n_bins - 2
+    sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
+    sr = res["rh"].astype(np.float64).cumsum(axis=1)[:, -1]
+    out["node"] = -1
+    out["feature"][:m], out["bin"][:m] = idx // (2 * n_cand), (idx // 2) % n_cand
+    out["default_left"][:m] = idx % 2 == 0
+    out["default_left"][m] = 1
+    out["left"] = base + 2 * np.arange(m + 1)
+    out["right"] = out["left"] + 1
+    out["begin"][:m] = begin
+    out["count"][:m] = np.where(ok, count, 0)
+    out["next_child"][:m] = np.where(ok & ~(sl <= sr), 1, 0)
+    out["next_child"][m] = -1
+    out["first"] = np.concatenate([[0], np.cumsum(out["count"][:m])])
+    return out
+
+
+AHEAD = KernelSpec("tree_split_from_search", elementwise())
+SPECS = (AHEAD,)
