@@ -268,20 +268,21 @@ def size_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     return math.sqrt(sum((math.log(max(1, a[d])) - math.log(max(1, b[d]))) ** 2 for d in common))
 
 
-def nearest_class(classes: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, int]) -> str | None:
+def nearest_class(classes: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, int],
+                  within: float | None = None) -> str | None:
     """Name of the class whose ``sizes`` are nearest to ``sizes`` in log-distance (ties: the first).
 
     A class where a shared dimension has size 1 is not used for sizes where it is larger (or the other way
     round): it says nothing about parallelism along that dimension. (The histogram tuned for one node walked
     the 64 nodes of a depthwise level one after another in each work-group: 3x slower on the H200.)
-    None when no class qualifies."""
+    None when no class qualifies, or (``within``) none lies within that log-distance."""
     best, best_d = None, math.inf
     for name, entry in classes.items():
         theirs = entry["sizes"]
         if any((int(sizes[k]) == 1) != (int(theirs[k]) == 1) for k in sizes if k in theirs):
             continue
         d = size_distance(sizes, theirs)
-        if d < best_d:
+        if d < best_d and (within is None or d <= within):
             best, best_d = name, d
     return best
 
@@ -307,12 +308,12 @@ _HASHES: dict[int, tuple[Any, str]] = {}
 
 def _pick(
     kernels: Mapping[str, Any], kernel: str, sizes: Mapping[str, int], device: Device,
-    description: Description | None, source: str,
+    description: Description | None, source: str, within: float | None = None,
 ) -> tuple[dict[str, int], str] | None:
     entry = kernels.get(kernel)
     if not entry:
         return None
-    cls = nearest_class(entry["classes"], sizes)
+    cls = nearest_class(entry["classes"], sizes, within)
     if cls is None:
         return None
     config = {k: int(v) for k, v in entry["classes"][cls]["config"].items()}
@@ -358,6 +359,7 @@ def lookup(
     description: Description | None = None,
     dirs: Iterable[Path] | None = None,
     warn: bool = True,
+    within: float | None = None,
 ) -> tuple[dict[str, int] | None, str]:
     """The best stored configuration, and where it came from (so a learner can show what it loaded).
 
@@ -370,7 +372,8 @@ def lookup(
     given, a stored configuration that fails ``description.check_config`` on this device is skipped with
     one warning and the chain goes on, so the result is always valid; without it the caller validates.
     Warns once per device when its own file has nothing for the kernel (unless ``warn`` is false: for entries
-    whose absence is normal), and once per corrupt file.
+    whose absence is normal), and once per corrupt file. ``within``: only size classes within that log-distance
+    count (a choice measured at one shape that says nothing about shapes far from it).
     """
     if os.environ.get(TUNED_ENV, "1") == "0":
         return None, "disabled"
@@ -378,7 +381,7 @@ def lookup(
     hit = find_device_file(device.key, dir_list)
     if hit is not None:
         path, doc = hit
-        picked = _pick(doc["kernels"], kernel, sizes, device, description, str(path))
+        picked = _pick(doc["kernels"], kernel, sizes, device, description, str(path), within)
         if picked is not None:
             return picked[0], f"tuned {path.name} {picked[1]}"
     for d in dir_list:
@@ -389,7 +392,7 @@ def lookup(
             body = doc["groups"].get(group)
             if not body:
                 continue
-            picked = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}")
+            picked = _pick(body["kernels"], kernel, sizes, device, description, f"defaults group {group}", within)
             if picked is not None:
                 if warn:
                     _warn_once(

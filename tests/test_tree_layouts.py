@@ -117,7 +117,7 @@ def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, tmp_pa
               random_state=1)
     with layouts.forcing(None):  # whatever the package ships for this device
         heuristic = TreeBoostClassifier(device=device, **kw).fit(X, y)
-    entry = {"sizes": {"feat": 28, "row": 1000}, "config": layout.config(), "median_s": 1.0,
+    entry = {"sizes": {"feat": X.shape[1], "row": 1000}, "config": layout.config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
     configs.store_results(device, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path / "tuned")
@@ -148,3 +148,13 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
         mine.load(bins, 64, 1)
     assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0)
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
+
+
+def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_path, monkeypatch):
+    entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0).config(), "median_s": 1.0,
+             "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
+             "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
+    configs.store_results(cpu, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path)
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
+    assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0)
+    assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call

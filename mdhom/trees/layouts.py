@@ -19,6 +19,7 @@ re-tuned rather than carried.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -29,6 +30,9 @@ FIELDS = ("row_index", "whole_rows", "columns", "lookahead")
 LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
 PRECISIONS = ("double", "single", "quantized")
 PREFIX = "tree_layout_"
+# a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
+# pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
+WITHIN = math.log(2.0)
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,14 @@ def candidates(precision: str) -> list[Layout]:
 
 def stored(device: Device, precision: str, n_features: int) -> tuple[Layout | None, str]:
     """The layout ``mdhom tune`` stored for fits of ``n_features`` features in ``precision`` on ``device`` (the
-    size class nearest), and where it came from; (None, source) when there is none (the heuristic decides).
+    size class nearest, within :data:`WITHIN`), and where it came from; (None, source) when there is none (the
+    heuristic decides).
     Devices tuned before layouts were tuned have none: that is not warned about, the heuristic is the layout
     every earlier release used."""
     if _forced:
         return _forced[-1], "forced by the tuner" if _forced[-1] is not None else "heuristic (forced by the tuner)"
-    config, source = configs.lookup(device, kernel_name(precision), {"feat": max(1, n_features)}, warn=False)
+    config, source = configs.lookup(device, kernel_name(precision), {"feat": max(1, n_features)}, warn=False,
+                                    within=WITHIN)
     if config is None:
         return None, source
     try:
