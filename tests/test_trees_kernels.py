@@ -15,6 +15,7 @@ from mdhom.components import lanes as ln
 from mdhom.components import lookahead
 from mdhom.components import partition as pt
 from mdhom.components import predictor as pr
+from mdhom.components import quantize as qz
 from mdhom.components import scores as sc
 from mdhom.components import split as sp
 from mdhom.components import tables as tb
@@ -389,14 +390,13 @@ def test_hist_siblings(device):
 
 # ------------------------------------------------------------------------------------------------ quantized
 def _quantized_gh(rng, n_rows, n_out):
-    """int32 fixed-point (g, h) as a round makes them (the scale of reference.quantization_exponents)."""
-    from mdhom.trees import reference as ref
+    """int32 fixed-point (g, h) as a round makes them (mdhom.components.quantize.quantize_gh)."""
+    from mdhom.components.quantize import quantize_gh
 
     grad, hess = rng.standard_normal((n_rows, n_out)), rng.random((n_rows, n_out))
     grad[rng.random(n_rows) < 0.2] = 0.0
-    am = np.stack([np.abs(grad).max(0), np.abs(hess).max(0)], -1)
-    scale, _ = ref.quantization_scales(ref.quantization_exponents(am, n_rows))
-    return ref.quantize(grad, scale[:, 0]).astype(np.int32), ref.quantize(hess, scale[:, 1]).astype(np.int32)
+    gq, hq, _ = quantize_gh(grad, hess)
+    return gq.astype(np.int32), hq.astype(np.int32)
 
 
 def _grouped_quantized_case(seed, n_rows, n_feat, n_bins, n_out):
@@ -458,8 +458,6 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
 
 def test_quantize_and_absmax(device):
     """The round's scale: max |g|, |h| (NaN shows as inf) and rint(x * 2^k), bit for bit the reference's."""
-    from mdhom.trees import reference as ref
-
     rng = np.random.default_rng(43)
     n, k = 1031, 3
     gh = np.stack([rng.standard_normal((n, k)) * 3, rng.random((n, k))], -1)
@@ -471,18 +469,18 @@ def test_quantize_and_absmax(device):
     for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=44):
         got = run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_max, err_msg=str(cfg))
-    scale, inv = ref.quantization_scales(ref.quantization_exponents(want_max, n))
+    scale, inv = qz.quantization_scales(qz.quantization_exponents(want_max, n))
     bound = 2.0**QUANT_BITS
     assert np.all(n * want_max * scale <= bound) and np.all(n * want_max * scale * 2 > bound)
     got = run(quant, device, None, {"pos": n, "output": k}, gh=gh, scale=scale)
-    np.testing.assert_array_equal(got["g"], ref.quantize(gh[..., 0], scale[:, 0]))
-    np.testing.assert_array_equal(got["h"], ref.quantize(gh[..., 1], scale[:, 1]))
+    np.testing.assert_array_equal(got["g"], qz.quantize(gh[..., 0], scale[:, 0]))
+    np.testing.assert_array_equal(got["h"], qz.quantize(gh[..., 1], scale[:, 1]))
     bad = gh.copy()
     bad[3, 0, 1] = np.nan
     got = run(absmax, device, None, {"pos": n, "output": k}, gh=bad)
     assert np.isinf(got["h"][0])
     with pytest.raises(ValueError, match="not finite"):
-        ref.quantization_exponents(np.stack([got["g"], got["h"]], -1), n)
+        qz.quantization_exponents(np.stack([got["g"], got["h"]], -1), n)
 
 
 @pytest.mark.parametrize("params", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0)],

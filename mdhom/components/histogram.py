@@ -36,7 +36,7 @@ from mdhom.components.lanes import (
     hist_gh_type,
     is_quantized,
 )
-from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
+from mdhom.components.quantize import quantize_gh
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
@@ -281,10 +281,8 @@ def _hist_inputs(s, rng):
 def _hist_q_inputs(s, rng):
     """The root pass of a round in quantized mode: int32 (g, h) at the scale a round of ``pos`` rows uses."""
     n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
-    g, h = rng.standard_normal((n, k)), rng.random((n, k))
-    am = np.stack([np.abs(g).max(0), np.abs(h).max(0)], -1)
-    scale, _ = quantization_scales(quantization_exponents(am, n))
-    gh = np.stack([quantize(g, scale[:, 0]), quantize(h, scale[:, 1])], axis=-1).astype(np.int32)
+    gq, hq, _ = quantize_gh(rng.standard_normal((n, k)), rng.random((n, k)))
+    gh = np.stack([gq, hq], axis=-1).astype(np.int32)
     return {"bins": rng.integers(0, b, size=(n, f)).astype(np.uint8), "gh": gh,
             "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32), "n_rows": n}
 

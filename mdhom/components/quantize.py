@@ -64,6 +64,18 @@ def quantize(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(x, np.float64) * scale).astype(np.int64)
 
 
+def quantize_gh(grad: np.ndarray, hess: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A round's (g, h), (n_rows, n_outputs) each, in its fixed point: int64 g and h and ``inv_scale`` (n_outputs,
+    2), each output's scale from its largest |g| and |h| over the rows (what tree_gh_absmax and tree_quantize_gh
+    compute on a device; 0 rows: exponent 0)."""
+    n = grad.shape[0]
+    absmax = np.zeros((grad.shape[1], 2))
+    if n:
+        absmax[:, 0], absmax[:, 1] = np.abs(grad).max(axis=0), np.abs(hess).max(axis=0)
+    scale, inv_scale = quantization_scales(quantization_exponents(absmax, n))
+    return quantize(grad, scale[:, 0]), quantize(hess, scale[:, 1]), inv_scale
+
+
 def to_real(q: np.ndarray, inv_scale: np.ndarray | None) -> np.ndarray:
     """Integer sums to float64 (round to nearest even) times 2^-k (exact); reals pass through."""
     if inv_scale is None:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
+from mdhom.components.quantize import quantize_gh
 from mdhom.components.split import SPLIT_EPS, SplitParams, Splits
 from mdhom.forests import boost_level as BL
 from mdhom.forests import histogram as FH
@@ -274,11 +274,7 @@ class NumpyKTrees(HostEvals):
             h[~keep] = 0.0
         self.inv_scale = None
         if self.precision == "quantized":
-            absmax = np.zeros((self.n_outputs, 2))
-            if self.n_rows:
-                absmax[:, 0], absmax[:, 1] = np.abs(g).max(axis=0), np.abs(h).max(axis=0)
-            scale, self.inv_scale = quantization_scales(quantization_exponents(absmax, self.n_rows))
-            g, h = quantize(g, scale[:, 0]), quantize(h, scale[:, 1])
+            g, h, self.inv_scale = quantize_gh(g, h)
         self.gh = np.stack([g, h], axis=-1)  # (n, K, 2)
         self.leaf = np.empty((self.n_outputs, self.n_rows), np.int32)  # each output's tree's leaf codes
 

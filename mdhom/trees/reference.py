@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize, to_real
+from mdhom.components.quantize import quantize_gh, to_real
 from mdhom.components.split import SPLIT_EPS
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
@@ -390,12 +390,7 @@ class NumpyTreeKernels:
         self.grad = np.asarray(grad, np.float64).reshape(n, self.n_outputs)
         self.hess = np.asarray(hess, np.float64).reshape(n, self.n_outputs)
         if self.precision == "quantized":
-            absmax = np.zeros((self.n_outputs, 2))
-            if n:
-                absmax[:, 0], absmax[:, 1] = np.abs(self.grad).max(axis=0), np.abs(self.hess).max(axis=0)
-            scale, self.inv_scale = quantization_scales(quantization_exponents(absmax, n))
-            self.grad = quantize(self.grad, scale[:, 0])
-            self.hess = quantize(self.hess, scale[:, 1])
+            self.grad, self.hess, self.inv_scale = quantize_gh(self.grad, self.hess)
 
     def reset_rows(self) -> None:
         self.row_node[:] = 0
