@@ -130,15 +130,12 @@ def tune_device(
         ]
         unchecked = []
         if end_to_end is not None and layouts != []:
-            from mdhom.trees.estimators import resolve_precision
-            from mdhom.trees.layouts import kernel_name
             from mdhom.tuning.layouts import layout_entries
 
             echo("layouts: training rounds of each of the tree backend's layouts")
             found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts)
-            # the check trains in the learner's default precision: other precisions' layouts were compared end
-            # to end by their own stage, and go in as it chose
-            checked = kernel_name(resolve_precision(device, None))
+            # other precisions' layouts were compared end to end by their own stage, and go in as it chose
+            checked = checked_layout(device)
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
         if entries and end_to_end is not None:
@@ -147,13 +144,20 @@ def tune_device(
             echo("end-to-end check: training rounds with the new configurations against the heuristics")
             res = check(device, entries, end_to_end, echo)
             entries = choose(entries, res.kept)
-            echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
-                 f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
-                 f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
+            echo(res.summary())
         entries += unchecked
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
     return results, path
+
+
+def checked_layout(device: Any) -> str:
+    """The layout the end-to-end check can judge: that of the learner's default precision on ``device``, the
+    precision its fits train in."""
+    from mdhom.trees.estimators import resolve_precision
+    from mdhom.trees.layouts import kernel_name
+
+    return kernel_name(resolve_precision(device, None))
 
 
 def recheck(device: Any, work: Any, directory: Path | None = None,
@@ -161,25 +165,22 @@ def recheck(device: Any, work: Any, directory: Path | None = None,
     """The end-to-end check alone, on the entries the device's tuned file holds (its tuned configurations against
     their heuristics' :mod:`mdhom.tuning.endtoend`), without new studies: for a file tuned before the check
     timed what it times now. Stores what pays, as a tune would; returns the check's result and the file."""
-    from mdhom.trees.estimators import resolve_precision
-    from mdhom.trees.layouts import is_layout, kernel_name
+    from mdhom.trees.layouts import is_layout
     from mdhom.tuning.endtoend import check, choose
 
     hit = configs.find_device_file(device.key)
     if hit is None:
         raise ValueError(f"{device.key} has no tuned-config file to check; run `mdhom tune` first")
     path, doc = hit
-    checked_layout = kernel_name(resolve_precision(device, None))
+    checked = checked_layout(device)
     entries = [(k, c, e, body.get("description_hash")) for k, body in doc["kernels"].items()
-               if not is_layout(k) or k == checked_layout
+               if not is_layout(k) or k == checked
                for c, e in body["classes"].items() if "default_config" in e and "default_s" in e]
     if not entries:
         raise ValueError(f"{path} holds no tuned entry with its heuristic's configuration to check against")
     echo(f"end-to-end check of {path}: training rounds with its configurations against the heuristics")
     res = check(device, entries, work, echo)
-    echo(f"end to end: {res.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
-         f"{res.tuned_seconds * 1e3:.2f} with the stored configurations ({res.speedup:.2f}x); tuned "
-         f"configurations kept for {', '.join(res.kept) or 'no kernel'}")
+    echo(res.summary())
     return res, configs.store_results(device, choose(entries, res.kept), directory, stale=stale_entry)
 
 

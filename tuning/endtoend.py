@@ -71,6 +71,12 @@ class CheckResult:
     def speedup(self) -> float:
         return self.heuristic_seconds / self.tuned_seconds if self.tuned_seconds > 0 else float("nan")
 
+    def summary(self) -> str:
+        """The line a tune ends with: rounds with the heuristics and with what is stored, and what was kept."""
+        return (f"end to end: {self.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
+                f"{self.tuned_seconds * 1e3:.2f} with the stored configurations ({self.speedup:.2f}x); tuned "
+                f"configurations kept for {', '.join(self.kept) or 'no kernel'}")
+
 
 def _set_env(values: dict[str, str | None]) -> None:
     for k, v in values.items():
