@@ -91,18 +91,20 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     return grown
 
 
-@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "row-index"])
+@pytest.mark.parametrize("row_index,blocks", [(False, 0), (True, 0), (False, 96), (True, 64)],
+                         ids=["moved", "row-index", "moved-blocks", "row-index-blocks"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
-def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index):
+def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks):
     """Exact mode on arbitrary gradients; the parallel-fold mode on gradients whose sums are exact in any
     order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend). With
     rows moved by the partition, and read through the row index (wide rows on CPUs): a node's rows in ascending
-    order either way, so the exact fold is the reference's."""
+    order either way, so the exact fold is the reference's. The partition a work-item per row, or in blocks
+    (CPUs' layout; small blocks here, so that a node spans many)."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}
-    dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index)
+    dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index, blocks=blocks)
     ref = NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, n_out)
@@ -118,7 +120,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index):
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4
-    assert dev.ws.row_index == row_index and dev.hist.d_hist.name == "tree_histogram"
+    assert dev.ws.row_index == row_index and dev.hist.d_hist.name == "tree_histogram" and dev.rows.blocks == blocks
     # a second tree from fresh gradients reuses every build
     grad2 = -grad
     for b in (dev, ref):
@@ -129,11 +131,12 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index):
     assert dev.build_seconds == built and dev.ws.computations == comps
 
 
-def test_grow_lossguide_side_by_side(device):
+@pytest.mark.parametrize("blocks", [0, 100])
+def test_grow_lossguide_side_by_side(device, blocks):
     """One leaf at a time (LightGBM's leaf-wise order): partitions touch only that leaf's range of rows."""
     n_bins = 33
     bins, grad, hess = make_data(12, 1031, 5, n_bins, 1)
-    dev, ref = OpenCLTreeKernels(device), NumpyTreeKernels()
+    dev, ref = OpenCLTreeKernels(device, blocks=blocks), NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, 1)
         b.set_gradients(grad[:, 0], hess[:, 0])
@@ -232,8 +235,12 @@ def quantized_configs(device, n_feat):
     return out
 
 
-ROW_MODES = {"moved": {"row_index": False, "whole_rows": False}, "whole-rows": {"row_index": False, "whole_rows": True},
-             "row-index": {"row_index": True, "columns": False}, "row-index-columns": {"row_index": True, "columns": True}}
+ROW_MODES = {"moved": {"row_index": False, "whole_rows": False, "blocks": 0},
+             "whole-rows": {"row_index": False, "whole_rows": True, "blocks": 0},
+             "whole-rows-blocks": {"row_index": False, "whole_rows": True, "blocks": 80},
+             "row-index": {"row_index": True, "columns": False, "blocks": 0},
+             "row-index-columns": {"row_index": True, "columns": True, "blocks": 0},
+             "row-index-columns-blocks": {"row_index": True, "columns": True, "blocks": 80}}
 
 
 @pytest.mark.parametrize("rows", ROW_MODES)

@@ -36,7 +36,7 @@ CODE = textwrap.dedent("""
         "tree_partition_flags": {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 8},
     }
     for exact, configs in ((True, None), (False, parallel)):
-        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX)
+        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX, blocks=BLOCKS)
         ref = NumpyTreeKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, n_out)
@@ -75,7 +75,7 @@ CODE = textwrap.dedent("""
         w = rng.random(n_rows) + 0.5
         base = loss.base_score(y, w)
         keep = rng.random(n_rows) < 0.8
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX), NumpyKernels()
+        dev, ref = OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX, blocks=BLOCKS), NumpyKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, k)
             b.set_objective(loss, y, w, base)
@@ -200,29 +200,31 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
     assert "CATEGORICAL-OK" in run.stdout, run.explain()
 
 
-@pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False}", 9),
-                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': 2}", 9),
-                                          ("{'row_index': True, 'columns': False, 'lookahead': 1}", 9),
-                                          ("{'row_index': True, 'columns': True}", 300)],
-                         ids=["moved", "whole-rows", "row-index", "row-index-16-bit-bins"])
+@pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False, 'blocks': 0}", 9),
+                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': 2, 'blocks': 8}", 9),
+                                          ("{'row_index': True, 'columns': False, 'lookahead': 1, 'blocks': 0}", 9),
+                                          ("{'row_index': True, 'columns': True, 'blocks': 8}", 300)],
+                         ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, integer scans and subtraction) under the checker, equal to the numpy reference; with rows
     moved and a feature per lane, whole rows per point, and rows read through the row index (the 300-bin case
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
-    launched for an upper bound of the rows)."""
+    launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
+    spans several blocks)."""
     run = run_under_oclgrind(QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)), timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 
 
-@pytest.mark.parametrize("row_index, n_bins", [(False, 9), (True, 9), (False, 300)],
-                         ids=["moved", "row-index", "16-bit-bins"])
-def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins):
+@pytest.mark.parametrize("row_index, n_bins, blocks", [(False, 9, 0), (True, 9, 16), (False, 300, 16)],
+                         ids=["moved", "row-index-blocks", "16-bit-bins-blocks"])
+def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks):
     """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs),
-    and with 16-bit bins (300 bins: the scatter moves two bytes a cell)."""
-    code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins))
+    and with 16-bit bins (300 bins: the scatter moves two bytes a cell); partitions a work-item per row or in
+    blocks of 16 rows."""
+    code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins)).replace("BLOCKS", str(blocks))
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "TREES-OK" in run.stdout, run.explain()

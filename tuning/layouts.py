@@ -55,7 +55,8 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
         name = kernel_name(precision)
         if only is not None and name not in only:
             continue
-        cands: list[Layout | None] = [None, *candidates(precision)]  # None: the heuristic's choice
+        # None: the heuristic's choice
+        cands: list[Layout | None] = [None, *candidates(precision, device.type == "cpu")]
 
         def timed(layout: Layout | None, precision: str = precision) -> tuple[float, dict[str, int]]:
             with forcing(layout):

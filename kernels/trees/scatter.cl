@@ -108,3 +108,103 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
 #endif
 }
+
+/* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
+ * split only (`blk`: per block its split's index and its first compact index; each split has at least one block,
+ * empty for an empty node, so its counts and slot tables are written). A block is one work-item that walks its
+ * indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
+ * earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right destinations in order:
+ * the same stable partition as tree_scatter_rows, with no per-row prefix counts and no per-row search of the split
+ * table (XGBoost's CPU partition: per-thread blocks, then their counts). tree_block_copy_back copies the block home.
+ * The split read: bins in position order (moved rows) or row order through ridx (TREE_MOVE_ROWS=0), laid out
+ * features x rows when `split_cols` (the partition's column copy), else as the bins are. */
+inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ridx, const int p, const int split_cols,
+                         const int n_rows, const int n_feat, __global const tree_split_t* t,
+                         __global const tree_split_t* split_tab) {
+#if TREE_MOVE_ROWS
+    const long r = p;
+#else
+    const long r = ridx[p];
+#endif
+    const tree_bin_t b = split_cols ? bins[(long)t->feature * n_rows + r] : bins[TREE_BIN_AT(r, t->feature, n_rows)];
+    return tree_goes_left(b, t, (__global const uchar*)split_tab);
+}
+
+inline int tree_block_end(__global const tree_split_t* t, const int i0, const int blk_rows) {
+    return min(i0 + blk_rows, t->first + t->count);
+}
+
+__kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, __global const int* restrict ridx,
+                                __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
+                                const int n_blk, const int blk_rows, const int split_cols, const int n_rows,
+                                const int n_feat, __global int* restrict blk_left)
+{
+    const int b = get_global_id(0);
+    if (b >= n_blk) return;
+    __global const tree_split_t* t = split_tab + blk[2 * b];
+    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
+    int nl = 0;
+    for (int i = i0; i < end; ++i) nl += tree_block_go(split_bins, ridx, i + shift, split_cols, n_rows, n_feat, t, split_tab);
+    blk_left[b] = nl;
+}
+
+__kernel void tree_block_scatter(__global const int* restrict ridx,
+                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
+                                 __global int* restrict tmp_ridx,
+                                 __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
+                                 __global const tree_bin_t* restrict split_bins, const int split_cols,
+                                 const int n, const int n_rows, const int n_feat, const int n_out,
+                                 __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
+                                 const int n_blk, const int blk_rows, __global const int* restrict blk_left,
+                                 __global int* restrict n_left, __global int* restrict slot_begin,
+                                 __global int* restrict slot_count)
+{
+    const int b = get_global_id(0);
+    if (b >= n_blk) return;
+    const int s = blk[2 * b];
+    __global const tree_split_t* t = split_tab + s;
+    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
+    int before = 0, nl = 0;
+    for (int c = b - 1; c >= 0 && blk[2 * c] == s; --c) before += blk_left[c];
+    for (int c = b; c < n_blk && blk[2 * c] == s; ++c) nl += blk_left[c];
+    nl += before;
+    if (i0 == t->first) {
+        n_left[s] = nl;
+        if (t->next_child >= 0) {
+            slot_begin[s] = (t->next_child == 0) ? t->begin : t->begin + nl;
+            slot_count[s] = (t->next_child == 0) ? nl : t->count - nl;
+        }
+    }
+    int dl = t->first + before, dr = t->first + nl + (i0 - t->first - before);
+    for (int i = i0; i < end; ++i) {
+        const int p = i + shift;
+        const int d = tree_block_go(split_bins, ridx, p, split_cols, n_rows, n_feat, t, split_tab) ? dl++ : dr++;
+        tmp_ridx[d] = ridx[p];
+#if TREE_MOVE_ROWS
+        tree_move_bins(tmp_bins, d, n, bins, p, n_rows, n_feat);
+        for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
+#endif
+    }
+}
+
+__kernel void tree_block_copy_back(__global int* restrict ridx, __global tree_bin_t* restrict bins,
+                                   __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
+                                   __global const tree_bin_t* restrict tmp_bins,
+                                   __global const tree_gh_word_t* restrict tmp_gh,
+                                   const int n, const int n_rows, const int n_feat, const int n_out,
+                                   __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
+                                   const int n_blk, const int blk_rows)
+{
+    const int b = get_global_id(0);
+    if (b >= n_blk) return;
+    __global const tree_split_t* t = split_tab + blk[2 * b];
+    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
+    for (int i = i0; i < end; ++i) {
+        const int p = i + shift;
+        ridx[p] = tmp_ridx[i];
+#if TREE_MOVE_ROWS
+        tree_move_bins(bins, p, n_rows, tmp_bins, i, n, n_feat);
+        for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
+#endif
+    }
+}

@@ -1,10 +1,12 @@
 """The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
 
-Four choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
+Five choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
 same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
 2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
-bins (``columns``) and how many loss-guided levels are split on the device per round trip (``lookahead``).
+bins (``columns``), how many loss-guided levels are split on the device per round trip (``lookahead``) and
+whether the partition walks rows in blocks of ``blocks`` rows, a work-item each (XGBoost's CPU partition; 0: a
+work-item per row and a prefix count, what GPUs want; on PoCL blocks make a loss-guided round 1.2-1.3x faster).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
 comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
 heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
@@ -26,10 +28,12 @@ from dataclasses import asdict, dataclass
 from mdhom import configs
 from mdhom.devices import Device
 
-FIELDS = ("row_index", "whole_rows", "columns", "lookahead")
+FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks")
 LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
 PRECISIONS = ("double", "single", "quantized")
 PREFIX = "tree_layout_"
+# rows per block of the block partition where a device takes it: the CPUs' heuristic and their one candidate
+BLOCK_ROWS = 2048
 # a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
 # pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
 WITHIN = math.log(2.0)
@@ -41,6 +45,7 @@ class Layout:
     whole_rows: int
     columns: int
     lookahead: int
+    blocks: int
 
     def config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}
@@ -67,16 +72,18 @@ def is_layout(kernel: str) -> bool:
     return kernel in {PREFIX + p for p in PRECISIONS}
 
 
-def candidates(precision: str) -> list[Layout]:
-    """Every distinct layout of a fit in ``precision``: the row index always reads whole rows, and only it has a
-    column copy; whole rows and the device-side levels need quantized histograms."""
+def candidates(precision: str, cpu: bool) -> list[Layout]:
+    """Every distinct layout of a fit in ``precision`` on a CPU (``cpu``) or a GPU: the row index always reads whole
+    rows, and only it has a column copy; whole rows and the device-side levels need quantized histograms; block
+    partitions are CPUs' (a work-item walking thousands of rows leaves a GPU idle)."""
     quantized = precision == "quantized"
     out = []
     for row_index in (0, 1):
         for whole_rows in ((0, 1) if quantized and not row_index else (int(quantized and row_index),)):
             for columns in ((0, 1) if row_index else (0,)):
                 for lookahead in ((0, 1) if quantized else (0,)):
-                    out.append(Layout(row_index, whole_rows, columns, lookahead))
+                    for blocks in ((0, BLOCK_ROWS) if cpu else (0,)):
+                        out.append(Layout(row_index, whole_rows, columns, lookahead, blocks))
     return out
 
 
