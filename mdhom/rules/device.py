@@ -1,26 +1,29 @@
-"""The rule refinement on an OpenCL device: a thin driver over the trees' histogram and split-scan descriptions
-and the split evaluator's score description with the rule head's quality plugged in, plus small kernels of its
-own (:mod:`mdhom.rules.device_kernels` declares them and lists every kernel of a step; complete heads over a coupled
-Hessian run :mod:`mdhom.rules.device_coupled`'s). :mod:`mdhom.rules.binned` is the numpy reference of every step,
-to the bit.
+"""The rule refinement on an OpenCL device: a thin driver over its own step histogram (the trees' histogram operators,
+reading the statistics in place), the trees' split-scan description and the split evaluator's score description with
+the rule head's quality plugged in, plus small kernels of its own (:mod:`mdhom.rules.device_kernels` declares them
+and lists every kernel of a step; complete heads over a coupled Hessian run :mod:`mdhom.rules.device_coupled`'s).
+:mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
 
-:meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and
-reads them at once: step j narrows the mask by step j - 1's winner on the device (``rule_cover_best``), and after
-a single-label head's first step the device picks the head's label itself (``rule_head_columns``, and
+:meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and reads
+them at once: step j narrows the mask by step j - 1's winner on the device (``rule_cover_best``), and after a
+single-label head's first step the device picks the head's label itself (``rule_head_columns``, and
 ``rule_head_scale`` for quantized statistics), so that a rule's steps follow each other without the host. The
 learner keeps the steps up to the first it rejects (:meth:`mdhom.rules.induction.Learner._batch`).
 
-The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples
-floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
-index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
-and label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's
-head is added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise
-loss send G only, their Hessian entries are built from it on the device), the head's tables in one copy when they
-change, a batch's feature samples in one copy. No upload waits: pyopencl's event of a copy from host memory
-waits for it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram
-adds rows in ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds
-bins in order (``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so
-every device chooses the conditions the numpy reference chooses and the model files are byte-identical.
+The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples floor(log2(F - 1) +
+1) of F features per step: 7 of mediamill's 120), the histogram reading their columns of a features x rows copy of
+the bins through the sample's table (``fidx``; the samples of several steps go up in one copy,
+:meth:`DeviceRefinement.stage_features`); their index in the sample maps back to the feature on the host. Per step
+that is 5 launches (histogram, scan, score and its combine, result) and one read, plus a cover per kept condition; a
+rule starts from an all-ones mask filled once per fit. The coverage mask, the statistics (G, H of every example and
+label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's head is
+added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise loss send
+G only, their Hessian entries are built from it on the device), the head's tables in one copy when they change, the
+feature samples of several steps in one copy. No upload waits: pyopencl's event of a copy from host memory waits for
+it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram adds rows in
+ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
+(``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device chooses
+the conditions the numpy reference chooses and the model files are byte-identical.
 """
 
 from __future__ import annotations
