@@ -35,7 +35,7 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_cover", "rule_cover_best", "rule_head_columns",
+@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_histogram_q", "rule_cover", "rule_cover_best", "rule_head_columns",
                                     "rule_head_scale", "rule_feature_bins",
                                     "tree_split_score_rule_single", "tree_split_score_rule_complete",
                                     "rule_coupled_quality"])
@@ -57,6 +57,32 @@ def test_kernels_agree_with_their_numpy_references(device, kernel):
         for field in got.dtype.names or (None,):  # bit for bit, field by field (not the structs' padding)
             g, w = (got, want) if field is None else (got[field], want[field])
             assert g.tobytes() == w.tobytes(), (kernel, field, cfg)
+
+
+@pytest.mark.parametrize("precision", ["double", "quantized"])
+def test_step_histogram_matches_bincount(device, precision):
+    """The fused step histogram (statistics read in place through the head's columns, the mask and the sample's
+    feature-major bins) against np.bincount over the atoms' values, bit for bit: double with the exact pins (one
+    lane, rows ascending) at 1023 rows over three work-groups of features and outputs; quantized also with the rows
+    over three work-groups and the local histogram's atomics."""
+    from mdhom.rules import device_kernels as dk
+
+    spec = dk.HISTOGRAM_Q if precision == "quantized" else dk.HISTOGRAM
+    t = spec.tuning
+    rng = np.random.default_rng(7)
+    sizes = {"feat": 5, "output": 4, "pos": 1023}
+    desc = t.describe(sizes)
+    spread = {"NUM_WG_feat": 3, "NUM_WG_output": 3, "NUM_WG_pos": 3, "NUM_WI_pos": 4}
+    if precision == "quantized":
+        cfgs = [spread, dict(spread, PARTIALS_LOCAL=1)]
+    else:
+        cfgs = [{**spread, **spec.exact_pins}]
+    for cfg in [{**spec.heuristic(desc, device, sizes), **spec.exact_pins}] + cfgs:
+        args = t.make_inputs(sizes, rng)
+        got = Computation(desc, device, cfg, sizes)(sizes, **args)
+        want = np.asarray(t.reference(args)).reshape(got.shape)
+        for field in ("g", "h"):
+            assert got[field].tobytes() == want[field].tobytes(), (field, cfg)
 
 
 @pytest.mark.parametrize("kind, loss, l1, lb, precision", [
@@ -204,7 +230,7 @@ def test_model_files_are_identical_to_numpy(tmp_path, device, kw):
     assert len(ref.rules_) > 5 and ref.device_key_ is None and est.device_key_ == device.key
     quantized = kw.get("precision") == "quantized"
     assert ref.precision_ == est.precision_ == ("quantized" if quantized else "double")
-    assert ("tree_histogram_q" if quantized else "tree_histogram") in est.kernel_configs_
+    assert ("rule_histogram_q" if quantized else "rule_histogram") in est.kernel_configs_
     coupled = any(k.startswith("rule_coupled_quality") for k in est.kernel_configs_)
     assert coupled == (kw.get("loss") == "logistic_examplewise" and kw["head_type"] != "single")
     assert got == want
@@ -237,6 +263,8 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
                                                "NUM_WG_bin": 2, "NUM_WI_bin": 2, "NUM_WG_dir": 1, "NUM_WI_dir": 2,
                                                "NUM_WI_COMBINE": 2},
             "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
+            "rule_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WG_output": 1, "NUM_WI_output": 2,
+                               "NUM_WG_pos": 3, "NUM_WI_pos": 4, "NUM_WI_COMBINE": 4},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_cover_best": {"NUM_WG_row": 2, "NUM_WI_row": 8},
             "rule_head_columns": {"NUM_WG_i": 2, "NUM_WI_i": 1},
@@ -262,7 +290,7 @@ from mdhom.rules.label_binning import LabelBinning
 from mdhom.rules import device_coupled
 device_coupled.SORT_TILE = 8  # several tiles of the counting sort at 37 rows
 parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PARTIALS_LOCAL=1),
-                  rule_atoms_q=parallel["rule_atoms"])
+                  rule_atoms_q=parallel["rule_atoms"], rule_histogram_q=dict(parallel["rule_histogram"], PARTIALS_LOCAL=1))
 runs = [(configs, False, None, "double") for configs in (None, parallel)] + [(parallel_q, False, None, "quantized")]
 runs += [(configs, True, None, "double") for configs in (None, parallel)] + [(parallel, True, LabelBinning(0.5, 1, 0),
                                                                                "double")]

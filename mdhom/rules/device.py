@@ -1,26 +1,29 @@
-"""The rule refinement on an OpenCL device: a thin driver over the trees' histogram and split-scan descriptions
-and the split evaluator's score description with the rule head's quality plugged in, plus small kernels of its
-own (:mod:`mdhom.rules.device_kernels` declares them and lists every kernel of a step; complete heads over a coupled
-Hessian run :mod:`mdhom.rules.device_coupled`'s). :mod:`mdhom.rules.binned` is the numpy reference of every step,
-to the bit.
+"""The rule refinement on an OpenCL device: a thin driver over its own step histogram (the trees' histogram operators,
+reading the statistics in place), the trees' split-scan description and the split evaluator's score description with
+the rule head's quality plugged in, plus small kernels of its own (:mod:`mdhom.rules.device_kernels` declares them
+and lists every kernel of a step; complete heads over a coupled Hessian run :mod:`mdhom.rules.device_coupled`'s).
+:mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
 
-:meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and
-reads them at once: step j narrows the mask by step j - 1's winner on the device (``rule_cover_best``), and after
-a single-label head's first step the device picks the head's label itself (``rule_head_columns``, and
+:meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and reads
+them at once: step j narrows the mask by step j - 1's winner on the device (``rule_cover_best``), and after a
+single-label head's first step the device picks the head's label itself (``rule_head_columns``, and
 ``rule_head_scale`` for quantized statistics), so that a rule's steps follow each other without the host. The
 learner keeps the steps up to the first it rejects (:meth:`mdhom.rules.induction.Learner._batch`).
 
-The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples
-floor(log2(F - 1) + 1) of F features per step: 7 of mediamill's 120), on a copy of their bins made per step; their
-index in the sample maps back to the feature on the host. The coverage mask, the statistics (G, H of every example
-and label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's
-head is added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise
-loss send G only, their Hessian entries are built from it on the device), the head's tables in one copy when they
-change, a batch's feature samples in one copy. No upload waits: pyopencl's event of a copy from host memory
-waits for it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram
-adds rows in ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds
-bins in order (``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so
-every device chooses the conditions the numpy reference chooses and the model files are byte-identical.
+The histogram, scan and score run over the sampled features only (mlrl-boomer's default samples floor(log2(F - 1) +
+1) of F features per step: 7 of mediamill's 120), the histogram reading their columns of a features x rows copy of
+the bins through the sample's table (``fidx``; the samples of several steps go up in one copy,
+:meth:`DeviceRefinement.stage_features`); their index in the sample maps back to the feature on the host. Per step
+that is 5 launches (histogram, scan, score and its combine, result) and one read, plus a cover per kept condition; a
+rule starts from an all-ones mask filled once per fit. The coverage mask, the statistics (G, H of every example and
+label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's head is
+added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise loss send
+G only, their Hessian entries are built from it on the device), the head's tables in one copy when they change, the
+feature samples of several steps in one copy. No upload waits: pyopencl's event of a copy from host memory waits for
+it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram adds rows in
+ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
+(``np.cumsum``'s), the quality is the reference's arithmetic and ties go to the lower index, so every device chooses
+the conditions the numpy reference chooses and the model files are byte-identical.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from collections.abc import Mapping
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components import histogram as hg
 from mdhom.components import split as sp
 from mdhom.components.lanes import bin_ctype, hist_gh_type, split_type
 from mdhom.components.workspace import Bound, Workspace
@@ -53,6 +55,12 @@ _BEST = split_type("double").dtype  # the score kernel's winner (split_t), one r
 # --timed --lookahead 1,8,1,8,4, the same model file each); on the 2-core PoCL machine batching was slightly slower
 # too. So one step per read-back by default; the batches stay an option (DeviceRefinement(lookahead=k))
 LOOKAHEAD = 1
+# the most feature samples of a rule's steps that go up in one copy (stage_features): a rule of the mediamill-shaped
+# benchmark takes ~14 steps, so one copy per rule instead of one per step
+AHEAD = 16
+# the coverage masks: cov2 covers every row; a rule's first cover reads it and writes cov0, later covers alternate
+_MASKS = (0, 1, 2)
+_NEXT = (1, 0, 0)
 
 
 class DeviceRefinement:
@@ -93,13 +101,17 @@ class DeviceRefinement:
         cl.enqueue_copy(queue, ws["bins"], bins)
         # H (n x h_width) is allocated by the first start() that sends one: complete heads of the example-wise
         # loss build its entries from G on the device, which at 101 labels spares 0.8 GB of device memory
+        # the bins feature-major too: the histogram and rule_cover_best read a sampled feature's column in place
+        ws.ensure("fbins", bins.nbytes)
+        cl.enqueue_copy(queue, ws["fbins"], np.ascontiguousarray(bins.T))
+        # feature samples: a row of n_feat per step, for a rule's steps drawn ahead (stage_features) or a batch's
+        self.fidx_rows = max(self.lookahead, AHEAD)
         for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("weight", 8 * n), ("cov0", n), ("cov1", n),
-                             ("gh", cell * n * slots),
+                             ("cov2", n),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
-                             ("res", dk.SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.lookahead),
+                             ("res", dk.SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.fidx_rows),
                              ("res_batch", self._res_stride * self.lookahead),
-                             ("sbins", bins.nbytes), ("slot_begin", 4), ("slot_count", 4), ("cols1", 8),
-                             ("inv1", 32)):
+                             ("sbins", bins.nbytes), ("cols1", 8), ("inv1", 32)):
             ws.ensure(name, nbytes)
         # the head's tables (its gradient columns, then from ``n_labels`` its Hessian columns; 2^-k per slot; a
         # coupled head's label pairs), one section each of one buffer at the device's alignment, so that restrict()
@@ -112,33 +124,30 @@ class DeviceRefinement:
             end += -(-nbytes // align) * align
         ws.ensure("head", end)
         self._tab = {name: ws["head"].get_sub_region(at, nbytes) for name, (at, nbytes) in self._head_at.items()}
-        # the histogram's one node owns rows 0 .. n
-        cl.enqueue_copy(queue, ws["slot_begin"], np.zeros(1, np.int32))
-        cl.enqueue_copy(queue, ws["slot_count"], np.array([n], np.int32))
-        self.cur = 0  # the coverage mask is cov0 or cov1 (ping-pong: the cover kernel reads one, writes the other)
-        k_at = ws.build(dk.ATOMS_Q if q else dk.ATOMS, dk.atoms(precision), {"row": n, "slot": slots})
+        # the coverage mask: cov2 covers every row (filled once: a rule starts from it), then cov0 and cov1 take
+        # turns (the cover kernel reads one and writes the other; _NEXT)
+        ws.record("fill", [cl.enqueue_fill_buffer(queue, ws["cov2"], np.ones(1, np.uint8), 0, n)])
+        self.cur = 2
         self._tables = {"full": lambda: (self._tab["cols"], self._tab["inv_scale"]),
                         "one": lambda: (ws["cols1"], ws["inv1"])}
-        # per head tables (the head's own, or the label a batch's first step chose) and coverage mask
-        self.k_atoms = {(t, c): Bound(ws, k_at, lambda t=t, c=c: (ws["gh"], dict(
-            G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"], cols=self._tables[t]()[0])))
-            for t in self._tables for c in (0, 1)}
         k_cov = ws.build(dk.COVER, dk.cover(bin_ctype(nb)), {"row": n})
-        self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{1 - c}"], dict(covered=ws[f"cov{c}"],
-                                                                                bins=ws["bins"]))) for c in (0, 1)]
-        # a batch's later steps narrow the mask by the winner the device holds, over the bins that step searched
+        self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{_NEXT[c]}"], dict(covered=ws[f"cov{c}"],
+                                                                                 bins=ws["bins"]))) for c in _MASKS]
+        # a batch's later steps narrow the mask by the winner the device holds, over the features that step searched
         k_cb = ws.build(dk.COVER_BEST, dk.cover_best(bin_ctype(nb)), {"row": n})
-        self.k_cover_best = {(src, c): Bound(ws, k_cb, lambda src=src, c=c: (ws[f"cov{1 - c}"], dict(
-            covered=ws[f"cov{c}"], bins=ws[src], best=ws["best"], best_value=ws["best"])))
-            for src in ("bins", "sbins") for c in (0, 1)}
+        self.k_cover_best = [Bound(ws, k_cb, lambda c=c: (ws[f"cov{_NEXT[c]}"], dict(
+            covered=ws[f"cov{c}"], bins=ws["fbins"], fidx=ws["fidx"], best=ws["best"], best_value=ws["best"])))
+            for c in _MASKS]
+        # the sampled features' bins side by side: what the coupled heads' counting sort reads
         k_fb = ws.build(dk.FEATURE_BINS, dk.feature_bins(bin_ctype(nb)), {"row": n, "feat": f})
         self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
-        self.d_hist = hg.histogram(nb, precision)
-        k_hist = ws.build(hg.histogram_spec(precision), self.d_hist, {"node": 1, "feat": f, "output": slots, "pos": n})
-        # the histogram over every feature's bins, or over the sampled features' copy
-        self.k_hist = {src: Bound(ws, k_hist, lambda src=src: (ws["hist"], dict(
-            bins=ws[src], gh=ws["gh"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
-            for src in ("bins", "sbins")}
+        # a step's statistics (heads that are not coupled), per head tables (the head's own, or the label a batch's
+        # first step chose) and coverage mask
+        self.d_hist = dk.histogram(nb, precision, bin_ctype(nb))
+        k_hist = ws.build(dk.HISTOGRAM_Q if q else dk.HISTOGRAM, self.d_hist, {"feat": f, "output": slots, "pos": n})
+        self.k_hist = {(t, c): Bound(ws, k_hist, lambda t=t, c=c: (ws["hist"], dict(
+            bins=ws["fbins"], fidx=ws["fidx"], G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"],
+            cols=self._tables[t]()[0]))) for t in self._tables for c in _MASKS}
         self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
@@ -234,9 +243,9 @@ class DeviceRefinement:
                 raise ValueError("a quantized refinement takes example weights of 0 or 1")
             self._put("weight", ws["weight"], weights, np.float64)
             self._weights = np.array(weights, np.float64)
-        self.cur = 0
+        self.cur = 2  # every row
         self.masks += 1
-        ws.record("fill", [cl.enqueue_fill_buffer(ws.queue, ws["cov0"], np.ones(1, np.uint8), 0, self.n)])
+        self._staged = 0
         self.restrict(head)
 
     def _put(self, key: str, dst: cl.Buffer, values: np.ndarray, dtype: np.dtype, offset: int = 0) -> None:
@@ -292,26 +301,43 @@ class DeviceRefinement:
         self._pending.append(cl.enqueue_copy(ws.queue, ws["head"], host, is_blocking=False))
         self.head = head
 
-    def best(self, features: np.ndarray):  # noqa: ANN201 - a Refinement or None
-        """The best condition over the sampled ``features`` (ascending) for the rows covered now; one read."""
+    def stage_features(self, feature_sets: list[np.ndarray]) -> None:
+        """The feature samples of the rule's next steps (at most :attr:`fidx_rows`), drawn ahead by the caller, in one
+        copy: :meth:`best` with ``row=j`` searches ``feature_sets[j]`` (the same search as :meth:`best` without a
+        row, which copies its sample itself)."""
+        m = len(feature_sets)
+        if m > self.fidx_rows:
+            raise ValueError(f"at most {self.fidx_rows} feature samples go up at once, got {m}")
+        table = self.ws.staging("fidx", m * self.n_feat, np.int32)
+        for j, fs in enumerate(feature_sets):
+            table[j * self.n_feat: j * self.n_feat + len(fs)] = fs
+        self._pending.append(cl.enqueue_copy(self.ws.queue, self.ws["fidx"], table, is_blocking=False))
+        self._staged = m
+
+    def best(self, features: np.ndarray, row: int | None = None):  # noqa: ANN201 - a Refinement or None
+        """The best condition over the sampled ``features`` (ascending) for the rows covered now; one read.
+        ``row``: the row of :meth:`stage_features`' table that holds ``features`` (None: copied now)."""
         ws, head = self.ws, self.head
         n, nb, k = self.n, self.n_bins, head.k
         features = np.asarray(features)
         f = len(features)  # the searched features: a sample's index maps back through ``features``
         if nb <= 2 or f == 0:
             return None
-        if f < self.n_feat:
+        if row is None or not 0 <= row < self._staged:
             self._put("fidx", ws["fidx"], features, np.int32)
-            ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat, fidx0=0))
+            self._staged, row = 0, 0
         if head.coupled:
+            if f < self.n_feat:  # the counting sort reads the sampled features' bins side by side
+                ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat,
+                                                                   fidx0=row * self.n_feat))
             return self._best_coupled(features)
-        self._search(f, self.k_result)
-        host = self._read(np.empty(k + 1, dk.SIDE.dtype), ws["res"])
+        self._search(f, self.k_result, fidx0=row * self.n_feat)
+        host = self._read_pinned("res", k + 1, dk.SIDE.dtype)
         self.steps += 1
         return self._refinement(host, features)
 
-    def _search(self, f: int, result: Bound, k: int | None = None, tables: str = "full") -> None:
-        """Launch one step's search over ``f`` features (their bins in place) into ``result``'s buffer, for the head
+    def _search(self, f: int, result: Bound, k: int | None = None, tables: str = "full", fidx0: int = 0) -> None:
+        """Launch one step's search over the ``f`` features ``fidx[fidx0 ..]`` into ``result``'s buffer, for the head
         (``k`` labels; ``tables`` "one": the single label a batch's first step chose, :func:`head_columns`)."""
         ws, n, nb = self.ws, self.n, self.n_bins
         k = self.head.k if k is None else k
@@ -320,15 +346,22 @@ class DeviceRefinement:
             self._put("mask", ws["mask"], np.ones(f, np.uint8), np.uint8)
             self._mask_key = f
         g_stride, h_stride = (n, n) if ws.quantized else (self.n_labels, self.h_width)
-        ws.record(dk.ATOMS_Q.name if ws.quantized else dk.ATOMS.name, self.k_atoms[tables, self.cur](
-            {"row": n, "slot": k + 1}, g_stride=g_stride, h_stride=h_stride, k=k,
+        ws.record(self.d_hist.name, self.k_hist[tables, self.cur](
+            {"feat": f, "output": k + 1, "pos": n}, n_rows=n, fidx0=fidx0, g_stride=g_stride, h_stride=h_stride, k=k,
             h_at=1 if tables == "one" else self.n_labels))
-        ws.record(self.d_hist.name, self.k_hist["sbins" if f < self.n_feat else "bins"](
-            {"node": 1, "feat": f, "output": k + 1, "pos": n}, n_rows=n))
         ws.record("tree_split_scan", self.k_scan({"node": 1, "feat": f, "output": k + 1, "bin": nb}))
         ws.record(head_gain(kind).kernel_name, self._score(kind, k, tables)(
             {"node": 1, "feat": f, "bin": nb - 2, "dir": 2}, l2=self.l2, l1=self.l1, min_coverage=self.min_coverage))
         ws.record("rule_refine_result", result({"slot": k + 1}, n_feat=f, n_bins=nb))
+
+    def _read_pinned(self, key: str, count: int, dtype: np.dtype) -> np.ndarray:
+        """The step's blocking read of ``count`` records of buffer ``key`` into pinned host memory reused per key
+        (NVIDIA's driver: half the host time of a read into pageable memory, :meth:`Workspace.read_later`); valid
+        until the next read of ``key``."""
+        host, _event = self.ws.read_later(key, self.ws[key], count, dtype)
+        self.ws.sync()
+        self._pending.clear()
+        return host
 
     def _refinement(self, host: np.ndarray, features: np.ndarray, k: int | None = None):  # noqa: ANN202
         """The condition (a Refinement, or None) a step's read-back (k + 1 SIDE records) names, ``features`` the
@@ -376,24 +409,17 @@ class DeviceRefinement:
         if self.n_bins <= 2 or any(len(fs) == 0 for fs in sets):
             return [None] * m
         n, nb, k = self.n, self.n_bins, head.k
-        sampled = [len(fs) < self.n_feat for fs in sets]
-        if any(sampled):  # every step's sample in one upload, step j's at row j
-            table = ws.staging("fidx", m * self.n_feat, np.int32)
-            for j, fs in enumerate(sets):
-                table[j * self.n_feat: j * self.n_feat + len(fs)] = fs
-            self._pending.append(cl.enqueue_copy(ws.queue, ws["fidx"], table, is_blocking=False))
+        self.stage_features(sets)  # every step's sample in one upload, step j's at row j
+        self._staged = 0  # the table is the batch's: a later best() without a row copies its own
         for j, fs in enumerate(sets):
-            if j:  # narrow the mask by step j - 1's winner, over the bins it searched
-                src = "sbins" if sampled[j - 1] else "bins"
-                ws.record("rule_cover_best", self.k_cover_best[src, self.cur]({"row": n}, n_feat=len(sets[j - 1]),
-                                                                              n_bins=nb))
-                self.cur = 1 - self.cur
+            if j:  # narrow the mask by step j - 1's winner, over the features it searched
+                ws.record("rule_cover_best", self.k_cover_best[self.cur]({"row": n}, n_feat=len(sets[j - 1]),
+                                                                         n_bins=nb, fidx0=(j - 1) * self.n_feat))
+                self.cur = _NEXT[self.cur]
                 self.masks += 1
-            if sampled[j]:
-                ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": len(fs)}, n_feat=self.n_feat,
-                                                                   fidx0=j * self.n_feat))
             tables = "one" if restrict_first and j else "full"
-            self._search(len(fs), self.k_result_batch[tables, j], 1 if tables == "one" else k, tables)
+            self._search(len(fs), self.k_result_batch[tables, j], 1 if tables == "one" else k, tables,
+                         fidx0=j * self.n_feat)
             if restrict_first and j == 0 and m > 1:  # the label of step 0's winner: the later steps' head
                 hk = {"k": k, "l2": self.l2, "l1": self.l1}
                 ws.record("rule_head_columns", self.k_head_columns({"i": 2}, h_at=self.n_labels, **hk))
@@ -417,7 +443,7 @@ class DeviceRefinement:
         self.ws.record("rule_cover", self.k_cover[self.cur]({"row": self.n}, n_feat=self.n_feat, feat=found.feature,
                                                               bin=found.bin, op=0 if found.op == "<=" else 1,
                                                               missing=self.n_bins - 1))
-        self.cur = 1 - self.cur
+        self.cur = _NEXT[self.cur]
         self.masks += 1
 
     # ------------------------------------------------------------------------------------------ coupled heads
@@ -462,16 +488,16 @@ class DeviceRefinement:
             "hist": [Bound(ws, k_hist, lambda c=c: (ws["c_hist"], dict(
                 G=ws["G"], weight=ws["weight"], gcol=self._tab["cols"], pair_r=self._tab["pair_r"],
                 pair_c=self._tab["pair_c"], srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"],
-                covered=ws[f"cov{c}"]))) for c in (0, 1)],
+                covered=ws[f"cov{c}"]))) for c in _MASKS],
             "sort_count": {(src, c): Bound(ws, k_sc, lambda src=src, c=c: (ws["c_count"], dict(
-                bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in (0, 1)},
+                bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in _MASKS},
             "sort_offsets": Bound(ws, k_so, lambda: (ws["c_off"], dict(count=ws["c_count"]))),
             "sort_rows": {(src, c): Bound(ws, k_sr, lambda src=src, c=c: (ws["c_srows"], dict(
-                bins=ws[src], **lists(c), off=ws["c_off"]))) for src in ("bins", "sbins") for c in (0, 1)},
+                bins=ws[src], **lists(c), off=ws["c_off"]))) for src in ("bins", "sbins") for c in _MASKS},
             # the list of covered rows, per coverage mask
-            "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in (0, 1)],
+            "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in _MASKS],
             "cover_rows": [Bound(ws, k_cr, lambda c=c: (ws["c_ridx"], dict(covered=ws[f"cov{c}"], at=ws["c_at"])))
-                           for c in (0, 1)],
+                           for c in _MASKS],
             "scan": Bound(ws, k_scan, lambda: (ws["c_scan"], dict(hist=ws["c_hist"]))),
             "quality": Bound(ws, k_q, lambda: (ws["best"], dict(scan=ws["c_scan"]))),
             "result": Bound(ws, k_res, lambda: (ws["c_res"], dict(scan=ws["c_scan"], best=ws["best"],

@@ -6,17 +6,22 @@ split scan and the split evaluator's score description with the rule head's qual
 the algorithm. :mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
 
 One refinement step, all on the device, ends in a few dozen bytes (the chosen condition, its quality and the sums
-of its side):
+of its side). Heads that are not coupled: a histogram, a scan, the score and its combine, the result (5 launches);
+a kept condition adds the cover:
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
+rule_histogram(_q)     feat x output x pos              sums per (sampled feature, slot, bin) over the covered
+                                                        rows of a row's (g, h) per head label and the count
+                                                        slot, read where they lie (the statistics, the mask,
+                                                        the sample's bins feature-major: no atoms or bins copy
+                                                        first; exact order pinned)
 rule_atoms             row x slot                       concat: a row's (g, h) per head label where it is
-                                                        covered (else 0), and the count slot
-rule_feature_bins      row x feat                       concat: the sampled features' bins side by side (skipped
-                                                        when every feature is searched)
-tree_histogram         node x feat x output x pos       sums per (feature, slot, bin) over the rows (one node,
-                                                        the head's slots as outputs; exact order pinned)
+                                                        covered (else 0), and the count slot (the numpy form of
+                                                        the histogram's input; tested, not launched by a fit)
+rule_feature_bins      row x feat                       concat: the sampled features' bins side by side (the
+                                                        coupled heads' counting sort reads them)
 tree_split_scan        node x feat x output x bin       inclusive prefix sums over bins (exact order pinned)
 tree_split_score_rule_ node x feat x bin x dir          argmax over (feature, bin, operator) of minus the
   single / _complete                                    head's quality (kernels/rules/head_quality.cl)
@@ -42,7 +47,7 @@ from mdhom.components import split as sp
 from mdhom.components.lanes import gh_type, hist_ctype, hist_gh_type, is_quantized, split_type
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
 from mdhom.devices import Device
-from mdhom.mdh import Concat, Description, Input, Param, Struct
+from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Struct
 from mdhom.rules import binned
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
@@ -88,6 +93,63 @@ if (slot < k) {{
     )
 
 
+_HIST_BODY = """
+if (covered[pos] != 0) {{
+    const int mdh_b = bins[(long)fidx[fidx0 + feat] * n_rows + pos];
+    const int mdh_s = weight[pos] != 0.0;
+    if (output < k) {{
+        if (mdh_s) {{
+{stats}
+        }}
+    }} else {{
+{count}
+    }}
+}}
+"""
+
+
+@lru_cache(maxsize=8)
+def histogram(n_bins: int, precision: str = "double", bin_type: str = "uchar") -> Description:
+    """The refinement step's statistics: per (sampled feature, slot, bin) the sums over the covered rows of
+    :func:`atoms`' values, read where they lie: slot < k the (g, h) of head label ``cols[slot]`` / Hessian column
+    ``cols[h_at + slot]`` (times the weight; quantized, int32 fixed point, label-major, weights 0 or 1), slot k the
+    counts (covered; covered with non-zero weight); the feature ``fidx[fidx0 + feat]`` of ``bins`` held
+    feature-major (``bins[f * n_rows + row]``: a sample's column is contiguous, so no copy of the sampled bins is
+    made). One launch instead of the atoms, the sampled bins' copy and the trees' histogram over them. Uncovered rows
+    and zero weights add nothing: a sum that starts at 0.0 is never -0.0, so leaving out the 0.0 the atoms held is
+    exact, and the pinned fold (one lane, rows ascending) adds what ``np.bincount`` adds in its order. Output: the
+    trees' one-node histogram layout, (feat, slot) atoms of ``n_bins`` (g, h) pairs. Quantized, the fold may run as
+    int32 atomics into a local histogram per work-group (``PARTIALS_LOCAL``)."""
+    q = is_quantized(precision)
+    stat = hist_ctype(precision)
+    w, one = ("", "1") if q else (" * weight[pos]", "1.0")
+    g_at, h_at = (("(long)cols[output] * g_stride + pos", "(long)cols[h_at + output] * h_stride + pos") if q else
+                  ("(long)pos * g_stride + cols[output]", "(long)pos * h_stride + cols[h_at + output]"))
+    add = ("            {t}.v[mdh_b].g {op} G[{g}]{w};\n            {t}.v[mdh_b].h {op} H[{h}]{w};")
+    count = "        {t}.v[mdh_b].g {op} {one};\n        if (mdh_s) {t}.v[mdh_b].h {op} {one};"
+
+    def body(t: str, op: str) -> str:
+        return _HIST_BODY.format(stats=add.format(t=t, op=op, g=g_at, h=h_at, w=w),
+                                 count=count.format(t=t, op=op, one=one))
+
+    atomic = _HIST_BODY.format(
+        stats=f"""            const int mdh_g = G[{g_at}], mdh_h = H[{h_at}];
+            if (mdh_g != 0) atomic_add(&acc->v[mdh_b].g, mdh_g);
+            if (mdh_h != 0) atomic_add(&acc->v[mdh_b].h, mdh_h);""",
+        count="        atomic_add(&acc->v[mdh_b].g, 1);\n        if (mdh_s) atomic_add(&acc->v[mdh_b].h, 1);")
+    return Description(
+        "rule_histogram_q" if q else "rule_histogram", ["feat", "output", "pos"], [Concat(), Concat(), Reduce(SUM)],
+        Array(hist_gh_type(precision), int(n_bins)),
+        scalar=body("out", "="), accumulate=body("acc", "+="), accumulate_atomic=atomic if q else None,
+        inputs=[Input("bins", bin_type, ("*",), gather=True), Input("fidx", "int", ("*",), gather=True),
+                Input("G", stat, ("*",), gather=True), Input("H", stat, ("*",), gather=True),
+                Input("weight", "double", ("*",), gather=True), Input("covered", "uchar", ("*",), gather=True),
+                Input("cols", "int", ("*",), gather=True)],
+        params=[Param("n_rows", "int"), Param("fidx0", "int"), Param("g_stride", "int"), Param("h_stride", "int"),
+                Param("k", "int"), Param("h_at", "int")],
+    )
+
+
 @lru_cache(maxsize=2)
 def cover(bin_type: str = "uchar") -> Description:
     """The coverage mask after adding "bin <= b" (op 0) or "bin > b" (op 1) on ``feat``; the missing bin
@@ -106,21 +168,23 @@ out = (covered != 0 && mdh_b != missing && (op == 0 ? mdh_b <= bin : mdh_b > bin
 @lru_cache(maxsize=2)
 def cover_best(bin_type: str = "uchar") -> Description:
     """:func:`cover` with the condition the score kernel chose (its split_t ``best``: the flat index over (feature,
-    bin, operator) of the searched features, whose bins ``bins`` holds side by side, ``n_feat`` of them), read on
-    the device: the next refinement step is launched before the host has read this one's winner. No winner (value
-    -inf, or an index out of range) covers nothing (the host discards that step's successors)."""
+    bin, operator) of the ``n_feat`` searched features ``fidx[fidx0 ..]``, whose bins ``bins`` holds feature-major,
+    as :func:`histogram` reads them), read on the device: the next refinement step is launched before the host has
+    read this one's winner. No winner (value -inf, or an index out of range) covers nothing (the host discards that
+    step's successors)."""
     return Description(
         "rule_cover_best", ["row"], [Concat()], "uchar",
         scalar=f"""
 const int mdh_i = best[{_BEST_INDEX}];
 const int mdh_n = n_bins - 2;
 const int mdh_ok = best_value[0] > -INFINITY && mdh_n > 0 && mdh_i >= 0 && mdh_i < n_feat * mdh_n * 2;
-const int mdh_b = mdh_ok ? bins[(long)row * n_feat + mdh_i / (2 * mdh_n)] : 0;
+const int mdh_b = mdh_ok ? bins[(long)fidx[fidx0 + mdh_i / (2 * mdh_n)] * SIZE_row + row] : 0;
 const int mdh_t = mdh_ok ? (mdh_i / 2) % mdh_n : 0;
 out = (mdh_ok && covered != 0 && mdh_b != n_bins - 1 && (mdh_i % 2 == 0 ? mdh_b <= mdh_t : mdh_b > mdh_t)) ? 1 : 0;""",
         inputs=[Input("covered", "uchar", ("row",)), Input("bins", bin_type, ("*",), gather=True),
-                Input("best", "int", ("*",), gather=True), Input("best_value", "double", ("*",), gather=True)],
-        params=[Param("n_feat", "int"), Param("n_bins", "int")],
+                Input("fidx", "int", ("*",), gather=True), Input("best", "int", ("*",), gather=True),
+                Input("best_value", "double", ("*",), gather=True)],
+        params=[Param("n_feat", "int"), Param("n_bins", "int"), Param("fidx0", "int")],
     )
 
 
@@ -376,24 +440,62 @@ def _head_scale_ref(a):  # noqa: ANN001, ANN202
 
 
 def _cover_best_inputs(s, rng):  # noqa: ANN001, ANN202
-    n, f, nb = int(s["row"]), 7, 34
+    n, f, total, nb = int(s["row"]), 7, 19, 34
     best = np.zeros(1, _BEST)
-    best["value"], best["index"] = 0.25, 2 * (nb - 2) * 4 + 2 * 13 + 1  # feature 4, bin 13, ">"
+    best["value"], best["index"] = 0.25, 2 * (nb - 2) * 4 + 2 * 13 + 1  # feature 4 of the sample, bin 13, ">"
     raw = best.view(np.uint8)
-    return {"covered": (rng.random(n) < 0.8).astype(np.uint8), "bins": rng.integers(0, nb, n * f).astype(np.uint8),
-            "best": raw.view(np.int32).copy(), "best_value": raw.view(np.float64).copy(), "n_feat": f, "n_bins": nb}
+    fidx = np.concatenate([rng.integers(0, total, 3), np.sort(rng.choice(total, f, replace=False))]).astype(np.int32)
+    return {"covered": (rng.random(n) < 0.8).astype(np.uint8), "bins": rng.integers(0, nb, total * n).astype(np.uint8),
+            "fidx": fidx, "best": raw.view(np.int32).copy(), "best_value": raw.view(np.float64).copy(), "n_feat": f,
+            "n_bins": nb, "fidx0": 3}
 
 
 def _cover_best_ref(a):  # noqa: ANN001, ANN202
     best = a["best"].view(np.uint8).view(_BEST)[0]
-    nb, f = a["n_bins"], a["n_feat"]
+    nb, f, n = a["n_bins"], a["n_feat"], a["covered"].size
     idx, n_cand = int(best["index"]), nb - 2
     if not (best["value"] > -np.inf and n_cand > 0 and 0 <= idx < f * n_cand * 2):
-        return np.zeros(a["covered"].size, np.uint8)
+        return np.zeros(n, np.uint8)
     at, rest = divmod(idx, 2 * n_cand)
     b, op = divmod(rest, 2)
-    return _cover_ref({"covered": a["covered"], "bins": a["bins"], "n_feat": f, "feat": at, "bin": b, "op": op,
-                       "missing": nb - 1})
+    feat = int(a["fidx"][a["fidx0"] + at])
+    return _cover_ref({"covered": a["covered"], "bins": a["bins"].reshape(-1, n).T.ravel(),
+                       "n_feat": a["bins"].size // n, "feat": feat, "bin": b, "op": op, "missing": nb - 1})
+
+
+_TUNE_BINS = 34  # the tuner's and tests' histograms: 32 bins + an empty one + missing
+
+
+def _histogram_inputs(quantized: bool):  # noqa: ANN202
+    """A step's inputs: ``feat`` of 19 features sampled (from row 3 of the table), bins feature-major, the
+    statistics of ``output`` + 2 labels (label-major int32 when quantized, else example-major doubles; a head of
+    ``output`` - 1 of them), 0/1 weights and a mask."""
+    def make(s, rng):  # noqa: ANN001, ANN202
+        n, f, slots, total = int(s["pos"]), int(s["feat"]), int(s["output"]), 19
+        a = (_atoms_q_inputs if quantized else _atoms_inputs)({"row": n, "slot": slots}, rng)
+        if quantized:  # sums over 20000 rows within int32, as the fit's exponent rule keeps them
+            a["G"], a["H"] = a["G"] >> 6, a["H"] >> 6
+        fidx = np.concatenate([rng.integers(0, total, 3), np.sort(rng.choice(total, f, replace=False))])
+        return {"bins": rng.integers(0, _TUNE_BINS, total * n).astype(np.uint8), "fidx": fidx.astype(np.int32),
+                "G": a["G"], "H": a["H"], "weight": a["weight"], "covered": a["covered"], "cols": a["cols"],
+                "n_rows": n, "fidx0": 3, "g_stride": a["g_stride"], "h_stride": a["h_stride"], "k": a["k"],
+                "h_at": a["h_at"]}
+    return make
+
+
+def _histogram_ref(a):  # noqa: ANN001, ANN202
+    """np.bincount per (feature, slot) over :func:`_atoms_ref`'s values, rows ascending from 0.0 (the pinned fold's
+    order); (feat, slot) atoms of ``_TUNE_BINS`` (g, h) cells."""
+    n, k = a["n_rows"], a["k"]
+    vals = _atoms_ref(a)
+    bins = a["bins"].reshape(-1, n)[a["fidx"][a["fidx0"]:]]
+    out = np.zeros((bins.shape[0], k + 1, _TUNE_BINS), vals.dtype)
+    for j in range(bins.shape[0]):
+        for slot in range(k + 1):
+            for lane in ("g", "h"):
+                sums = np.bincount(bins[j], weights=vals[lane][:, slot].astype(np.float64), minlength=_TUNE_BINS)
+                out[lane][j, slot] = sums  # integer lanes: exact integers below 2^53, cast on assignment
+    return out
 
 
 def _cover_ref(a):  # noqa: ANN001, ANN202
@@ -439,7 +541,40 @@ HEAD_SCALE = KernelSpec("rule_head_scale", description_default, tuning=Tuning(
 FEATURE_BINS = KernelSpec("rule_feature_bins", elementwise("row"), tuning=Tuning(
     lambda s: feature_bins(), {c: {"row": n, "feat": 7} for c, n in _ROW_CLASSES.items()}, _feature_bins_inputs,
     _feature_bins_ref, doc="rule refinement: the sampled features' bins side by side"))
+def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The trees' one-node histogram heuristic (:func:`mdhom.components.histogram.histogram_heuristic`) without
+    the node dimension: a work-group per (feature, row chunk); quantized on a GPU with the local histogram
+    (PARTIALS_LOCAL) and 256 work-items over rows; on CPUs the rows of a feature folded in one lane per group."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    cu = max(1, dev.compute_units)
+    cfg["NUM_WG_feat"] = sizes["feat"]
+    if desc.name == "rule_histogram":
+        if gpu:
+            cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 16
+        else:
+            cfg["NUM_WG_pos"] = pow2_at_most(2 * cu, 64)
+    elif gpu and cfg.get("PARTIALS_LOCAL"):
+        cfg["NUM_WI_pos"], cfg["NUM_WG_pos"] = 256, 16
+    elif gpu:
+        cfg["NUM_WI_pos"] = cfg["NUM_WG_pos"] = 16
+    else:
+        cfg["NUM_WG_pos"] = pow2_at_most(max(1, 2 * cu // max(1, sizes["feat"])), 64)
+    return cfg
+
+
+_HIST_CLASSES = {"mediamill_first": {"feat": 7, "output": 102, "pos": 20000},
+                 "mediamill_single": {"feat": 7, "output": 2, "pos": 20000},
+                 "emotions": {"feat": 7, "output": 7, "pos": 400}}
+# exact mode pins the row fold to one lane (rows ascending: np.bincount's order)
+HISTOGRAM = KernelSpec("rule_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1},
+                       tuning=Tuning(lambda s: histogram(_TUNE_BINS), _HIST_CLASSES, _histogram_inputs(False),
+                                     _histogram_ref, doc="rule refinement: a step's statistics per (sampled feature, "
+                                     "slot, bin) over the covered rows, read in place (exact: one lane per sum)"))
+HISTOGRAM_Q = KernelSpec("rule_histogram_q", histogram_heuristic, tuning=Tuning(
+    lambda s: histogram(_TUNE_BINS, "quantized"), _HIST_CLASSES, _histogram_inputs(True), _histogram_ref,
+    doc="rule refinement (quantized): a step's int32 statistics per (sampled feature, slot, bin), read in place"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, COVER, COVER_BEST, HEAD_COLUMNS, HEAD_SCALE, FEATURE_BINS,
-         RESULT)
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, HISTOGRAM, HISTOGRAM_Q, COVER, COVER_BEST, HEAD_COLUMNS,
+         HEAD_SCALE, FEATURE_BINS, RESULT)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name

@@ -72,6 +72,43 @@ def draw(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     return np.sort(rng.choice(n, size, replace=False))
 
 
+class _Draws:
+    """A rule's feature samples drawn ahead for the device (:meth:`DeviceRefinement.stage_features`: one copy for
+    several steps instead of one per step: 8, then up to :attr:`DeviceRefinement.fidx_rows`, so that short rules draw
+    few samples they do not use), with the generator's state after each draw: :meth:`rewind` puts it back to its
+    state after the last sample a step used, so later draws see the numbers one draw per step leaves."""
+
+    FIRST = 8
+
+    def __init__(self, rng: np.random.Generator, n: int, size: int) -> None:
+        self.rng, self.n, self.size = rng, n, size
+        self.sets: list[np.ndarray] = []
+        self.states: list[Any] = []
+        self.start = rng.bit_generator.state  # before any draw: where rewind goes when no step drew
+        self.at = 0  # the samples steps have used
+        self.base = 0  # the index of the device table's first sample
+
+    def next(self, device: Any, steps: int, max_conditions: int) -> tuple[np.ndarray, int]:
+        """The next step's sample and its row in the device's table (a new table when the last one is used up;
+        never more samples than ``max_conditions`` leaves steps for)."""
+        if self.at == len(self.sets):
+            m = min(device.fidx_rows, self.FIRST if not self.sets else 2 * self.FIRST)
+            if max_conditions:
+                m = max(1, min(m, max_conditions - steps))
+            bitgen = self.rng.bit_generator
+            self.base = len(self.sets)
+            for _ in range(m):
+                self.sets.append(draw(self.rng, self.n, self.size))
+                self.states.append(bitgen.state)
+            device.stage_features(self.sets[self.base:])
+        self.at += 1
+        return self.sets[self.at - 1], self.at - 1 - self.base
+
+    def rewind(self) -> None:
+        """The generator as one draw per step would have left it."""
+        self.rng.bit_generator.state = self.states[self.at - 1] if self.at else self.start
+
+
 @dataclass(frozen=True)
 class InductionParams:
     max_rules: int
@@ -129,6 +166,7 @@ class Learner:
         self.rng = np.random.default_rng(p.seed)
         self.quant = QuantizedStatistics(X.shape[0], self.G.shape[1], h_width) if p.quantized else None
         self.search = None
+        self._fbins: np.ndarray | None = None  # the bins features x rows (_covered_binned), made at first need
         if device is not None:
             from mdhom.rules.device import DeviceRefinement
 
@@ -137,6 +175,22 @@ class Learner:
             self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
                                            h_width, p.l1, p.l2, p.min_coverage,
                                            precision="quantized" if p.quantized else "double")
+
+    def _covered_binned(self, conditions: list[Condition], bins: list[int]) -> np.ndarray:
+        """:func:`rule_covered` from the bins (a condition's bin ``b`` holds the same rows: ``x <= edges[b]`` is
+        ``bin <= b``, ``x > edges[b]`` is ``b < bin < missing``, and NaN's missing bin satisfies neither), read from
+        a features x rows copy: a contiguous column of bytes instead of a strided one of doubles."""
+        if self._fbins is None:
+            self._fbins = np.ascontiguousarray(self.space.bins.T)
+        missing = self.space.n_bins - 1
+        covered = np.ones(self.X.shape[0], bool)
+        for c, b in zip(conditions, bins, strict=True):
+            col = self._fbins[c.feature]
+            if c.op == "<=":
+                covered &= col <= b
+            else:
+                covered &= (col > b) & (col < missing)
+        return covered
 
     def head(self, kind: str, labels: np.ndarray) -> Head:
         return Head(kind, not self.loss.decomposable, labels, self.Y.shape[1], self.p.l1, self.p.l2,
@@ -280,23 +334,32 @@ class Learner:
             device.start(self.G, self.H if self.H is not None or head.coupled else self.hessians(), weights,
                          head, self.quant, changed)
         conditions: list[Condition] = []
+        kept_bins: list[int] = []  # the bin of each condition (the device path's covered rows come from the bins)
         best = None
         used = head
+        ahead = _Draws(self.rng, n_features, sample_size(n_features, p.feature_sampling)) \
+            if device is not None and not head.coupled and device.lookahead <= 1 else None
         while p.max_conditions == 0 or len(conditions) < p.max_conditions:
             if device is not None and not head.coupled and device.lookahead > 1:
                 # the steps go to the device in batches (a single-label head's label chosen there too)
                 best, used = self._batch(head, conditions, best, used)
+                kept_bins = [-1]
                 break
-            features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
+            if ahead is not None:  # the samples of the next steps go up together; the generator is put back below
+                features, row = ahead.next(device, len(conditions), p.max_conditions)
+                found = device.best(features, row)
+            else:
+                features = draw(self.rng, n_features, sample_size(n_features, p.feature_sampling))
             if device is None:
                 found = best_refinement(self.space, covered, weights, atoms, head, features, p.min_coverage)
-            else:
+            elif ahead is None:
                 found = device.best(features)
             # a condition must improve the rule: the first one on quality 0 (no rule; mlrl-boomer's minQuality)
             if found is None or not found.quality < (0.0 if best is None else best.quality):
                 break
             best, used = found, head
             conditions.append(Condition(found.feature, found.op, found.threshold))
+            kept_bins.append(found.bin)
             if device is None:
                 covered &= covered_by(self.X, found.feature, found.op, found.threshold)
             else:
@@ -311,10 +374,13 @@ class Learner:
                         device.restrict(head)
             if found.n_covered <= p.min_coverage:
                 break
+        if ahead is not None:
+            ahead.rewind()
         if best is None:
             return None
         if device is not None:  # the device holds the mask; the host needs the rows once, for the scores
-            covered = rule_covered(self.X, conditions)
+            covered = self._covered_binned(conditions, kept_bins) if -1 not in kept_bins else \
+                rule_covered(self.X, conditions)
         total = best.total
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
