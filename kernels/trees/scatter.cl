@@ -110,8 +110,9 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
- * split only (`blk`: per block its split's index and its first compact index; each split has at least one block,
- * empty for an empty node, so its counts and slot tables are written). A block is one work-item that walks its
+ * split only (`blk`, from int `blk_at` on: per block its split's index and its first compact index; each split has
+ * at least one block, empty for an empty node, so its counts and slot tables are written). The block table follows
+ * the split table in its buffer (one upload per split step), so `blk` is that buffer. A block is one work-item that walks its
  * indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
  * earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right destinations in order:
  * the same stable partition as tree_scatter_rows, with no per-row prefix counts and no per-row search of the split
@@ -136,11 +137,12 @@ inline int tree_block_end(__global const tree_split_t* t, const int i0, const in
 
 __kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, __global const int* restrict ridx,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
-                                const int n_blk, const int blk_rows, const int split_cols, const int n_rows,
-                                const int n_feat, __global int* restrict blk_left)
+                                const int blk_at, const int n_blk, const int blk_rows, const int split_cols,
+                                const int n_rows, const int n_feat, __global int* restrict blk_left)
 {
     const int b = get_global_id(0);
     if (b >= n_blk) return;
+    blk += blk_at;
     __global const tree_split_t* t = split_tab + blk[2 * b];
     const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
     int nl = 0;
@@ -155,12 +157,13 @@ __kernel void tree_block_scatter(__global const int* restrict ridx,
                                  __global const tree_bin_t* restrict split_bins, const int split_cols,
                                  const int n, const int n_rows, const int n_feat, const int n_out,
                                  __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
-                                 const int n_blk, const int blk_rows, __global const int* restrict blk_left,
-                                 __global int* restrict n_left, __global int* restrict slot_begin,
-                                 __global int* restrict slot_count)
+                                 const int blk_at, const int n_blk, const int blk_rows,
+                                 __global const int* restrict blk_left, __global int* restrict n_left,
+                                 __global int* restrict slot_begin, __global int* restrict slot_count)
 {
     const int b = get_global_id(0);
     if (b >= n_blk) return;
+    blk += blk_at;
     const int s = blk[2 * b];
     __global const tree_split_t* t = split_tab + s;
     const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
@@ -193,10 +196,11 @@ __kernel void tree_block_copy_back(__global int* restrict ridx, __global tree_bi
                                    __global const tree_gh_word_t* restrict tmp_gh,
                                    const int n, const int n_rows, const int n_feat, const int n_out,
                                    __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
-                                   const int n_blk, const int blk_rows)
+                                   const int blk_at, const int n_blk, const int blk_rows)
 {
     const int b = get_global_id(0);
     if (b >= n_blk) return;
+    blk += blk_at;
     __global const tree_split_t* t = split_tab + blk[2 * b];
     const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
     for (int i = i0; i < end; ++i) {

@@ -239,11 +239,11 @@ class RowPartitioner:
         self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
         self.blocks = 0 if ws.sparse else int(blocks)
         self._blk_counts = cl.Kernel(prg, "tree_block_counts")
-        self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None])
+        self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 6 + [None])
         self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
-        self._blk_scatter.set_scalar_arg_dtypes([None] * 7 + [i32] * 5 + [None, None, i32, i32] + [None] * 4)
+        self._blk_scatter.set_scalar_arg_dtypes([None] * 7 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
         self._blk_copy_back = cl.Kernel(prg, "tree_block_copy_back")
-        self._blk_copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, i32])
+        self._blk_copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, i32, i32])
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -396,12 +396,18 @@ class RowPartitioner:
         block = tab.view(np.int32).reshape(ns, len(SPLIT_FIELDS))
         for j, col in enumerate(cols):
             block[:, j] = col
-        if row is None:
+        blocks = self._block_table(count) if self.blocks else None
+        if row is None and blocks is None:
             ws.send(ws["split_tab"], tab)
         else:
-            ws.put("split_cats", ws["split_tab"], with_left_tables(tab, row, cat_left), np.uint8)
-        if self.blocks:
-            self._block_launch(n, count, ws["split_tab"])
+            raw = tab.view(np.uint8) if row is None else with_left_tables(tab, row, cat_left)
+            if blocks is not None:  # the block table after the records (and left tables), int-aligned
+                blk_at = -(-raw.size // 4)
+                raw = np.concatenate([raw, np.zeros(4 * blk_at - raw.size, np.uint8), blocks.view(np.uint8)])
+            ws.ensure("split_tab", raw.size)
+            ws.put("split_tab", ws["split_tab"], raw, np.uint8)
+        if blocks is not None:
+            self._block_launch(n, blocks.size // 2, blk_at, ws["split_tab"])
         else:
             events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
             ws.record("tree_partition", events, n * self.part_bytes)
@@ -468,32 +474,34 @@ class RowPartitioner:
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
 
-    def _block_launch(self, n: int, count: np.ndarray, tab: cl.Buffer) -> None:
-        """The partition in blocks of ``blocks`` compact indices (kernels/trees/scatter.cl, block mode): the block
-        table (each block's split and first index) goes up with the split table; a block is a work-item, a
-        work-group of one (PoCL compiles a kernel per work-group size: one size keeps it to one build)."""
-        ws, q, br = self.ws, self.ws.queue, self.blocks
+    def _block_table(self, count: np.ndarray) -> np.ndarray:
+        """Per block of ``blocks`` compact indices (kernels/trees/scatter.cl, block mode): its split's index and its
+        first compact index (int32 pairs); an empty split gets one empty block."""
+        br = self.blocks
         count = np.asarray(count, np.int64)
         nb = np.maximum(1, -(-count // br))
-        n_blk = int(nb.sum())
         first = np.cumsum(count) - count
         split = np.repeat(np.arange(count.size), nb)
-        k = np.arange(n_blk) - np.repeat(np.cumsum(nb) - nb, nb)
-        blk = np.stack([split, first[split] + k * br], axis=1)
-        ws.ensure("blk", 8 * n_blk)
+        k = np.arange(split.size) - np.repeat(np.cumsum(nb) - nb, nb)
+        return np.stack([split, first[split] + k * br], axis=1).astype(np.int32).reshape(-1)
+
+    def _block_launch(self, n: int, n_blk: int, blk_at: int, tab: cl.Buffer) -> None:
+        """The partition in blocks: the block table is in ``tab`` from int ``blk_at`` on (uploaded with the split
+        table); a block is a work-item, a work-group of one (PoCL compiles a kernel per work-group size: one size
+        keeps it to one build)."""
+        ws, q, br = self.ws, self.ws.queue, self.blocks
         ws.ensure("blk_left", 4 * n_blk)
-        ws.put("blk", ws["blk"], blk, np.int32)
         sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
         cols = int(self.split_bins is not ws.bins)
         g = (n_blk,)
-        ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, ws["blk"], n_blk, br,
-                                                      cols, ws.n_rows, ws.n_features, ws["blk_left"])],
+        ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, tab, blk_at, n_blk,
+                                                      br, cols, ws.n_rows, ws.n_features, ws["blk_left"])],
                   n * self.part_bytes)
         ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh,
-                                self.split_bins, cols, n, *sizes, tab, ws["blk"], n_blk, br, ws["blk_left"],
+                                self.split_bins, cols, n, *sizes, tab, tab, blk_at, n_blk, br, ws["blk_left"],
                                 ws["n_left"], ws["slot_begin"], ws["slot_count"]),
               self._blk_copy_back(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh,
-                                  n, *sizes, tab, ws["blk"], n_blk, br)]
+                                  n, *sizes, tab, tab, blk_at, n_blk, br)]
         ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
