@@ -104,7 +104,8 @@ def tune_device(
         h = configs.description_hash(desc)
         hashes[f"{p.kernel.name}/{p.size_class}"] = h
         dims = p.kernel.dim_sizes(p.sizes)
-        space = SearchSpace(desc, device, dims, baseline=p.kernel.baseline_config(device, p.sizes))
+        space = SearchSpace(desc, device, dims, fixed=dict(getattr(p.kernel, "fixed", {})),
+                            baseline=p.kernel.baseline_config(device, p.sizes))
         label = f"{p.kernel.name} {p.size_class}"
         bar = _Bar(label, budget, enabled=progress_bar)
         try:
