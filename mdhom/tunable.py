@@ -114,11 +114,14 @@ class TunableKernel:
     # The configuration the user of the kernel runs when nothing is tuned (a learner's own heuristic); the
     # tuner starts from it and keeps it unless a configuration beats it. None: the description's default.
     baseline: Callable[[Description, Device, Mapping[str, int]], dict[str, int]] | None = None
+    # parameters held fixed in the search (the exact pins the kernel's learner always runs it under)
+    fixed: dict[str, int] = field(default_factory=dict)
 
     def baseline_config(self, device: Device, sizes: Mapping[str, int]) -> dict[str, int]:
         desc = self.describe(sizes)
         dims = self.dim_sizes(sizes)
-        return self.baseline(desc, device, dims) if self.baseline else desc.default_config(device, dims)
+        cfg = self.baseline(desc, device, dims) if self.baseline else desc.default_config(device, dims)
+        return {**cfg, **self.fixed}
 
     def describe(self, sizes: Mapping[str, int]) -> Description:
         """The description for a size class."""

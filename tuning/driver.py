@@ -104,7 +104,8 @@ def tune_device(
         h = configs.description_hash(desc)
         hashes[f"{p.kernel.name}/{p.size_class}"] = h
         dims = p.kernel.dim_sizes(p.sizes)
-        space = SearchSpace(desc, device, dims, baseline=p.kernel.baseline_config(device, p.sizes))
+        space = SearchSpace(desc, device, dims, fixed=dict(getattr(p.kernel, "fixed", {})),
+                            baseline=p.kernel.baseline_config(device, p.sizes))
         label = f"{p.kernel.name} {p.size_class}"
         bar = _Bar(label, budget, enabled=progress_bar)
         try:
@@ -139,12 +140,20 @@ def tune_device(
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
         if entries and end_to_end is not None:
-            from mdhom.tuning.endtoend import check, choose
+            from mdhom.tuning.endtoend import check, check_forests, choose, is_forest_kernel
 
-            echo("end-to-end check: training rounds with the new configurations against the heuristics")
-            res = check(device, entries, end_to_end, echo)
-            entries = choose(entries, res.kept)
-            echo(res.summary())
+            forest = [e for e in entries if is_forest_kernel(e[0])]
+            entries = [e for e in entries if not is_forest_kernel(e[0])]
+            if entries:
+                echo("end-to-end check: training rounds with the new configurations against the heuristics")
+                res = check(device, entries, end_to_end, echo)
+                entries = choose(entries, res.kept)
+                echo(res.summary())
+            if forest:  # forest kernels run in no boosting round: forest fits and predictions judge them
+                echo("end-to-end check: forest fits with the new forest configurations against the heuristics")
+                res = check_forests(device, forest, end_to_end, echo)
+                entries += choose(forest, res.kept)
+                echo(res.summary())
         entries += unchecked
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mdhom import configs
 
 # a candidate must beat what it replaces by this much to stay: timing noise is not a win
@@ -186,3 +188,49 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     for line in trace:
         echo(line)
     return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace)
+
+
+# ------------------------------------------------------------------------------------------------ forests
+FOREST_PREFIX = "forest_"  # the random forests' kernels: judged by forest fits, not boosting rounds
+
+
+def is_forest_kernel(kernel: str) -> bool:
+    """Whether a kernel runs in a random forest's fit or prediction (and only there)."""
+    return kernel.startswith(FOREST_PREFIX)
+
+
+def forest_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
+    """Seconds of one random-forest fit (``work.rounds`` trees of depth ``work.depth`` + 2, sqrt features: the
+    sampled level) and one device prediction of its training rows (the walker's kernels), on ``device``: what
+    the forest kernels' configurations must make faster to be kept."""
+    import time
+    import warnings
+
+    from mdhom import RandomForestClassifier
+    from mdhom.configs import TunedConfigWarning
+    from mdhom.forests.walker import ForestWalker
+
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TunedConfigWarning)
+        t0 = time.perf_counter()
+        est = RandomForestClassifier(n_estimators=work.rounds, max_depth=work.depth + 2, max_bin=work.bins,
+                                     random_state=0, device=device).fit(X, y)
+        fit = time.perf_counter() - t0
+        walker = ForestWalker(_device(device), est._forest)
+        walker.tree_sums(X[:1])  # builds out of the timing
+        t0 = time.perf_counter()
+        walker.tree_sums(np.asarray(X, np.float64))
+    return fit + time.perf_counter() - t0
+
+
+def _device(device: Any) -> Any:
+    from mdhom.devices import get_device
+
+    return get_device(device)
+
+
+def check_forests(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
+                  echo: Callable[[str], None] = print) -> CheckResult:
+    """:func:`check` of the forest kernels' entries on forest fits and predictions (:func:`forest_seconds`)."""
+    return check(device, entries, work, echo, timer=forest_seconds)

@@ -91,6 +91,9 @@ class Tuning:
     doc: str = ""
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     quick_points: int = 1 << 22
+    # parameters the search holds at these values: a kernel whose learner always runs it under its exact pins is
+    # tuned under them (else the tuner times, and stores, an order of summation no fit would run)
+    fixed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class KernelSpec:
         t = self.tuning
         return TunableKernel(self.name, t.describe, t.size_classes, t.make_inputs, t.reference,
                              tolerances=dict(t.tolerances), quick_points=t.quick_points, doc=t.doc,
-                             baseline=self.heuristic)
+                             baseline=self.heuristic, fixed=dict(t.fixed))
 
 
 def all_specs() -> dict[str, KernelSpec]:

@@ -169,7 +169,7 @@ def _walk_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 WALK = KernelSpec("ecc_walk", walk_heuristic, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1}, tuning=Tuning(
-    lambda s: walk(), _WALK_CLASSES, _walk_inputs, _walk_ref,
+    lambda s: walk(), _WALK_CLASSES, _walk_inputs, _walk_ref, fixed={"NUM_WI_tree": 1, "NUM_WG_tree": 1},
     doc="classifier chains' forests at one chain position: rows x chains x trees, summed over each chain's trees"))
 STORE = KernelSpec("ecc_store", elementwise("row"))
 VOTE = KernelSpec("ecc_vote", elementwise("row"), exact_pins={"NUM_WI_chain": 1, "NUM_WG_chain": 1})

@@ -168,6 +168,10 @@ class _Forest(OptionParams):
             del self.feature_names_in_
         device = getattr(backend, "device", None)
         self.device_ = "numpy" if device is None else device.key
+        # what each kernel ran with and where that came from (a tuned file, defaults, the heuristic), as the
+        # boosting trees' kernel_configs_: a user sees whether the device's tuned configurations were used
+        ws = getattr(backend, "ws", None)
+        self.kernel_configs_ = {} if ws is None else ws.kernel_configs()
         return self
 
     @staticmethod

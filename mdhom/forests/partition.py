@@ -14,8 +14,9 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import bin_ctype
-from mdhom.components.specs import KernelSpec, ones, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
+from mdhom.forests import tuning_inputs as TI
 from mdhom.mdh import SUM, Concat, Description, Input, Scan
 
 
@@ -178,9 +179,18 @@ def _scan(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str,
     return cfg
 
 
-ROUTE = KernelSpec("forest_route", _rows)
-LEFT_SCAN = KernelSpec("forest_left_scan", _scan)
-PARTITION = KernelSpec("forest_partition", _rows)
+# tuned at the levels of a 1M-row forest and of emotions- and mediamill-shaped chain ensembles
+# (mdhom.forests.tuning_inputs); integer scans and moves of whole rows: no order to pin
+_POS_CLASSES = {k: {("pos" if d == "row" else d): v for d, v in c.items()} for k, c in TI.ROW_CLASSES.items()}
+ROUTE = KernelSpec("forest_route", _rows, tuning=Tuning(
+    lambda s: route(TI.N_BINS), TI.ROW_CLASSES, TI.route_inputs, TI.route_ref,
+    doc="every (tree, row)'s slot at the next level, by its node's split"))
+LEFT_SCAN = KernelSpec("forest_left_scan", _scan, tuning=Tuning(
+    lambda s: left_scan(), _POS_CLASSES, TI.left_scan_inputs, TI.left_scan_ref,
+    doc="per tree, the exclusive count over positions of rows going to a left child"))
+PARTITION = KernelSpec("forest_partition", _rows, tuning=Tuning(
+    lambda s: partition(), _POS_CLASSES, TI.partition_inputs, TI.partition_ref,
+    doc="every split node's rows stably partitioned, left first (a scatter)"))
 BAG_SCAN = KernelSpec("forest_bag_scan", _scan)
 BAG_ORDER = KernelSpec("forest_bag_order", _rows)
 BAG_SLOTS = KernelSpec("forest_bag_slots", _rows)

@@ -33,10 +33,11 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import bin_ctype
-from mdhom.components.specs import KernelSpec, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, pow2_at_most
 from mdhom.devices import Device
 from mdhom.forests import histogram as H
 from mdhom.forests import split as S
+from mdhom.forests import tuning_inputs as TI
 from mdhom.forests.layout import lane_layout
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar
 
@@ -108,6 +109,7 @@ for (int f = 0; f < FOREST_FEATURES; ++f) {
 }
 const long b = slot_begin[slot];
 const int cnt = slot_count[slot];
+for (int i = 0; i < FOREST_WIDTH; ++i) out.v[i] = 0;  /* the whole row defined: unused entries zero */
 int live = 0;
 for (int i = 0; i < nd; ++i)
     if (forest_nonconst(bins + (long)df[i] * n_rows, order + b, cnt)) { out.v[1 + live] = df[i]; live += 1; }
@@ -393,8 +395,20 @@ def _scalar_slots(desc: Description, dev: Device, sizes: Mapping[str, int]) -> d
     return cfg
 
 
-CANDIDATES = KernelSpec("forest_candidates", _scalar_slots)
-SLOT_TOTALS = KernelSpec("forest_slot_totals", _totals_heuristic)
-SAMPLED_SPLIT = KernelSpec("forest_sampled_split", _scalar_slots)
-CAND_SPLIT = KernelSpec("forest_cand_split", S.per_slot)
+# tuned at the levels of a 500-tree forest on 1M x 28 rows and of emotions- and mediamill-shaped chain ensembles
+# (mdhom.forests.tuning_inputs); every kernel here folds integers or concatenates: no order to pin
+CANDIDATES = KernelSpec("forest_candidates", _scalar_slots, tuning=Tuning(
+    lambda s: candidates(TI.N_BINS, TI.N_FEAT, TI.WIDTH), TI.slot_classes(), TI.candidates_inputs,
+    TI.candidates_ref, quick_points=64,
+    doc="each node's drawn, non-constant features (a row scan per drawn feature that stops at the first other bin)"))
+SLOT_TOTALS = KernelSpec("forest_slot_totals", _totals_heuristic, tuning=Tuning(
+    lambda s: slot_totals("int", TI.OUTPUTS), TI.slot_classes(pos=True, lane=True), TI.slot_totals_inputs,
+    TI.slot_totals_ref, doc="class counts, weight and rows of every node of a level (ragged rows per node)"))
+SAMPLED_SPLIT = KernelSpec("forest_sampled_split", _scalar_slots, tuning=Tuning(
+    lambda s: sampled_split(TI.N_BINS, "int", TI.OUTPUTS, TI.CRITERION, TI.WIDTH), TI.slot_classes(feat=True),
+    TI.sampled_split_inputs, TI.sampled_split_ref, quick_points=320,
+    doc="the best cut of each (node, candidate): from its histogram, or from a small node's rows sorted by bin"))
+CAND_SPLIT = KernelSpec("forest_cand_split", S.per_slot, tuning=Tuning(
+    lambda s: cand_split("int", TI.OUTPUTS, TI.CRITERION, TI.WIDTH), TI.slot_classes(), TI.cand_split_inputs,
+    TI.cand_split_ref, doc="each node's split among its candidates' cuts (ties to the earlier drawn)"))
 SPECS = (CANDIDATES, SLOT_TOTALS, SAMPLED_SPLIT, CAND_SPLIT)

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from mdhom.components.predictor import FOREST_NODE
-from mdhom.components.specs import KernelSpec, elementwise
+from mdhom.components.specs import KernelSpec, Tuning, elementwise
 from mdhom.devices import Device
+from mdhom.forests import tuning_inputs as TI
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar
 
 
@@ -70,7 +71,14 @@ def _rows_of_trees(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     return cfg
 
 
-# read whole lookup buffers (the node table, X by feature): not tunable until the generator has any-extent inputs
-LEAVES = KernelSpec("forest_leaves", _rows_of_trees)
-LEAF_SUMS = KernelSpec("forest_leaf_sums", _rows_of_trees, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1})
+_SUM_PINS = {"NUM_WI_tree": 1, "NUM_WG_tree": 1}
+# tuned on the 500-tree forest of depth 10 (mdhom.forests.tuning_inputs); the leaf sums under their exact pins (the
+# walker always runs them so) and checked bit for bit: a tuned configuration cannot move a prediction's last bit
+LEAVES = KernelSpec("forest_leaves", _rows_of_trees, tuning=Tuning(
+    lambda s: leaves(), TI.WALK_CLASSES, TI.leaves_inputs, TI.leaves_ref,
+    doc="the leaf each row reaches in each tree of a fitted forest (tree-major)"))
+LEAF_SUMS = KernelSpec("forest_leaf_sums", _rows_of_trees, exact_pins=_SUM_PINS, tuning=Tuning(
+    lambda s: leaf_sums(TI.LEAF_VALUES), TI.WALK_CLASSES, TI.leaf_sums_inputs, TI.leaf_sums_ref,
+    tolerances={"double": (0.0, 0.0)}, fixed=dict(_SUM_PINS),
+    doc="per row, its leaves' values summed over the trees in tree order (exact pins)"))
 SPECS = (LEAVES, LEAF_SUMS)

@@ -16,10 +16,11 @@ import pyopencl.array as cl_array
 
 from mdhom.components.predictor import forest_table
 from mdhom.components.specs import KernelSpec
+from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import walk_kernels as WK
 from mdhom.forests.model import Forest
-from mdhom.mdh import Computation, Description, build_within_limits
+from mdhom.mdh import Computation, Description
 
 LEAF_BUDGET = 256 << 20  # bytes of leaf ids (rows x trees int32) per block of rows
 
@@ -32,6 +33,9 @@ class ForestWalker:
             raise ValueError(f"forest_leaf_sums carries at most {WK.MAX_WALK_VALUES} values per leaf, "
                              f"not {forest.value.shape[1]}")
         self.device = device
+        # builds only: configurations tuned for the device where stored (else the heuristics), with the exact pins
+        # that keep the leaf sums in tree order (the numpy walk's bits under any configuration)
+        self.ws = Workspace(device, precision="double", exact=True)
         self.n_trees, self.n_values = forest.n_trees, int(forest.value.shape[1])
         raw, roots, values = forest_table(forest.as_trees(), None)
         q = device.queue
@@ -42,9 +46,11 @@ class ForestWalker:
         self.c_sums = self._build(WK.LEAF_SUMS, WK.leaf_sums(self.n_values))
 
     def _build(self, spec: KernelSpec, desc: Description) -> Computation:
-        cfg = spec.heuristic(desc, self.device, {"row": 1 << 20, "tree": max(1, self.n_trees)})
-        cfg.update(spec.exact_pins)  # leaf sums in tree order: the numpy walk's bits
-        return build_within_limits(desc, self.device, cfg)
+        return self.ws.build(spec, desc, {"row": 1 << 20, "tree": max(1, self.n_trees)})
+
+    def kernel_configs(self) -> dict[str, dict[str, object]]:
+        """Each prediction kernel's configuration and where it came from (tuned file, defaults, heuristic)."""
+        return self.ws.kernel_configs()
 
     def tree_sums(self, X: np.ndarray) -> np.ndarray:
         """(n_rows, n_values): per row of float64 ``X`` (NaN where missing), the sum over trees of its leaves'
