@@ -7,15 +7,16 @@ Before, the host added a rule's head to the covered examples' scores, recomputed
 single-label head): ~1.9 ms of host numpy per rule on PoCL, more than the rule's kernels on a GPU. Here the scores
 ``S`` (label-major doubles, one upload per fit after the default rule), the labels ``Y`` (label-major bytes, one
 upload) and the int32 fixed point the refinement reads (``GHq``: the gradient columns, then the Hessian columns at
-an aligned offset) live on the device, and a rule's head is applied by five md_hom kernels:
+an aligned offset) live on the device, and a rule's head is applied by five md_hom kernels (one exp per row):
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
-rule_apply_scores      slot x row                       concat: a head label's new score column (the head's
-                                                        score added where the row is covered)
+rule_apply_scores_<l>  slot x row                       concat: a head label's new scores (the head's score
+                                                        added where the row is covered) and the loss's (g, h)
+                                                        at them (<l>: logistic_labelwise, squared_error)
 rule_stat_absmax       row x slot                       max over rows, concat over slots: max |g|, max |h| of
-                                                        each column, (g, h) recomputed from the scores
+                                                        each new column
 rule_stat_scale        slot x part                      concat, scattered to the column: 2^k and 2^-k with the
                                                         trees' exponent rule, in exact integer arithmetic
 rule_stat_quantize     slot x part x row                concat, scattered to the column: rint((g | h) * 2^k)
@@ -45,7 +46,7 @@ from mdhom.components.quantize import MAX_EXPONENT, QUANT_BITS, quantization_exp
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones
 from mdhom.devices import Device
 from mdhom.learn import portable
-from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce
+from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce, Struct
 from mdhom.rules.losses import make_loss
 
 # the losses whose statistics update runs on the device: decomposable, one Hessian column per label
@@ -93,38 +94,43 @@ inline int rule_quant_exponent(const double m, const long n_rows) {
 """
 
 
-# the score column a slot reads: the source's slot-th column (a new score column) or the column of its label
-_SRC = "src[(long)(by_col ? cols[slot] : slot) * SIZE_row + row]"
-_GH = f"""
-double mdh_g, mdh_h;
-rule_loss_gh({_SRC}, (double)Y[(long)cols[slot] * SIZE_row + row], &mdh_g, &mdh_h);"""
-_STAT_INPUTS = [Input("src", "double", ("*",), gather=True), Input("Y", "uchar", ("*",), gather=True),
-                Input("cols", "int", ("*",), gather=True)]
-
-
-@lru_cache(maxsize=1)
-def apply_scores() -> Description:
-    """The new score columns of a head's labels ``cols[slot]``: ``S + score[slot]`` where the row is covered, the
-    old score elsewhere (:meth:`Learner.apply`'s ``S[rows, col] + score``). Written beside ``S`` (slot-major), not
-    into it: the statistics are recomputed from them and :func:`commit_scores` puts them back."""
-    return Description(
-        "rule_apply_scores", ["slot", "row"], [Concat(), Concat()], "double",
-        scalar="const double mdh_s = S[(long)cols[slot] * SIZE_row + row];\n"
-               "out = covered != 0 ? mdh_s + score[slot] : mdh_s;",
-        inputs=[Input("S", "double", ("*",), gather=True), Input("covered", "uchar", ("row",)),
-                Input("cols", "int", ("*",), gather=True), Input("score", "double", ("*",), gather=True)],
-    )
+# a row of a head's column after the head: its new score and the loss's (g, h) there
+SGH = Struct("rule_sgh_t", (("s", "double"), ("g", "double"), ("h", "double")))
+# read as doubles (s, g, h at 0, 1, 2 of a record): the new column's row
+_NEW = [Input("new", "double", ("*",), gather=True)]
+_ROW = "const long mdh_r = 3 * ((long)slot * SIZE_row + row);\n"
 
 
 @lru_cache(maxsize=2)
-def stat_absmax(loss: str) -> Description:
-    """max |g| and max |h| over every row of each slot's column (NaN as +inf), (g, h) from the scores: the
-    fixed-point scale's input (:func:`mdhom.rules.quantized._quantize`'s ``absmax``). ``by_col``: the source is
-    ``S`` (slot ``cols[slot]``'s column), else the new columns of :func:`apply_scores` (slot-major)."""
+def apply_scores(loss: str) -> Description:
+    """The new score columns of a head's labels ``cols[slot]`` and the loss's (g, h) at them (one exp per row, which
+    :func:`stat_absmax` and :func:`stat_quantize` then read): ``S + score[slot]`` where the row is covered and
+    ``add`` is set, the old score elsewhere (:meth:`Learner.apply`'s ``S[rows, col] + score``; ``add`` 0: the
+    statistics of the scores as they are, after the upload). Written beside ``S`` (slot-major), not into it:
+    :func:`commit_scores` puts the scores back."""
     return Description(
-        f"rule_stat_absmax_{loss}", ["row", "slot"], [Reduce(MAX), Concat()], gh_type("double"),
-        scalar=_GH + "\nout.g = isnan(mdh_g) ? INFINITY : fabs(mdh_g);\nout.h = isnan(mdh_h) ? INFINITY : fabs(mdh_h);",
-        inputs=_STAT_INPUTS, params=[Param("by_col", "int")], preamble=_preamble(loss),
+        f"rule_apply_scores_{loss}", ["slot", "row"], [Concat(), Concat()], SGH,
+        scalar="""
+const long mdh_i = (long)cols[slot] * SIZE_row + row;
+const double mdh_s = S[mdh_i];
+out.s = (add && covered != 0) ? mdh_s + score[slot] : mdh_s;
+rule_loss_gh(out.s, (double)Y[mdh_i], &out.g, &out.h);""",
+        inputs=[Input("S", "double", ("*",), gather=True), Input("Y", "uchar", ("*",), gather=True),
+                Input("covered", "uchar", ("row",)), Input("cols", "int", ("*",), gather=True),
+                Input("score", "double", ("*",), gather=True)],
+        params=[Param("add", "int")], preamble=_preamble(loss),
+    )
+
+
+@lru_cache(maxsize=1)
+def stat_absmax() -> Description:
+    """max |g| and max |h| over every row of each slot's new column (NaN as +inf): the fixed-point scale's input
+    (:func:`mdhom.rules.quantized._quantize`'s ``absmax``)."""
+    return Description(
+        "rule_stat_absmax", ["row", "slot"], [Reduce(MAX), Concat()], gh_type("double"),
+        scalar=_ROW + "const double mdh_g = new[mdh_r + 1], mdh_h = new[mdh_r + 2];\n"
+                      "out.g = isnan(mdh_g) ? INFINITY : fabs(mdh_g);\nout.h = isnan(mdh_h) ? INFINITY : fabs(mdh_h);",
+        inputs=_NEW,
     )
 
 
@@ -148,20 +154,18 @@ out_at = part == 0 ? (idx_t)cols[slot] : (idx_t)h_base + cols[h_at + slot];""",
     )
 
 
-@lru_cache(maxsize=2)
-def stat_quantize(loss: str) -> Description:
-    """``rint(g * 2^k)`` (part 0) and ``rint(h * 2^k)`` (part 1) of every row of each slot's column, scattered into
-    the refinement's label-major int32 statistics (gradient column c at ``c * rows``, Hessian column c at
+@lru_cache(maxsize=1)
+def stat_quantize() -> Description:
+    """``rint(g * 2^k)`` (part 0) and ``rint(h * 2^k)`` (part 1) of every row of each slot's new column, scattered
+    into the refinement's label-major int32 statistics (gradient column c at ``c * rows``, Hessian column c at
     ``h_off + c * rows``): :func:`mdhom.components.quantize.quantize`."""
     return Description(
-        f"rule_stat_quantize_{loss}", ["slot", "part", "row"], [Concat(), Concat(), Concat()], "int",
-        scalar=_GH + """
-const int mdh_c = part == 0 ? cols[slot] : cols[h_at + slot];
-out = (int)rint((part == 0 ? mdh_g : mdh_h) * scale[2 * (part == 0 ? mdh_c : h_base + mdh_c)]);
+        "rule_stat_quantize", ["slot", "part", "row"], [Concat(), Concat(), Concat()], "int",
+        scalar=_ROW + """const int mdh_c = part == 0 ? cols[slot] : cols[h_at + slot];
+out = (int)rint(new[mdh_r + 1 + part] * scale[2 * (part == 0 ? mdh_c : h_base + mdh_c)]);
 out_at = (part == 0 ? 0 : h_off) + (idx_t)mdh_c * SIZE_row + row;""",
-        inputs=[*_STAT_INPUTS, Input("scale", "double", ("*",), gather=True)],
-        params=[Param("by_col", "int"), Param("h_base", "int"), Param("h_at", "int"), Param("h_off", "long")],
-        preamble=_preamble(loss), scatter=True,
+        inputs=[*_NEW, Input("cols", "int", ("*",), gather=True), Input("scale", "double", ("*",), gather=True)],
+        params=[Param("h_base", "int"), Param("h_at", "int"), Param("h_off", "long")], scatter=True,
     )
 
 
@@ -170,8 +174,8 @@ def commit_scores() -> Description:
     """The new score columns back into ``S`` (every row: an uncovered one's is its old score)."""
     return Description(
         "rule_commit_scores", ["slot", "row"], [Concat(), Concat()], "double",
-        scalar="out = src[(long)slot * SIZE_row + row];\nout_at = (idx_t)cols[slot] * SIZE_row + row;",
-        inputs=[Input("src", "double", ("*",), gather=True), Input("cols", "int", ("*",), gather=True)],
+        scalar=_ROW + "out = new[mdh_r];\nout_at = (idx_t)cols[slot] * SIZE_row + row;",
+        inputs=[*_NEW, Input("cols", "int", ("*",), gather=True)],
         scatter=True,
     )
 
@@ -197,32 +201,62 @@ def loss_statistics(loss: str, Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray
     return make_loss(loss).statistics(np.asarray(Y, np.float64), S)
 
 
-def _stat_problem(s: Mapping[str, int], rng: np.random.Generator, loss: str, by_col: int = 1) -> dict:
-    """``slot`` columns of ``row`` rows: scores with extremes (0, +-40, tiny), labels, a column order."""
-    n, k = int(s["row"]), int(s["slot"])
-    S = rng.normal(size=(k, n)) * 3.0
-    S[0, : min(n, 4)] = [0.0, -0.0, 40.0, -1e-300][: min(n, 4)]
-    cols = rng.permutation(k).astype(np.int32)
-    return {"src": S.ravel(), "Y": rng.integers(0, 2, k * n).astype(np.uint8), "cols": cols, "by_col": by_col}
+def _apply_inputs(loss: str):  # noqa: ANN202
+    """``slot`` of ``slot`` + 3 label columns of ``row`` rows: scores with extremes (0, -0, 40, tiny, huge), labels,
+    a mask, the head's scores."""
+    def make(s, rng):  # noqa: ANN001, ANN202
+        n, k = int(s["row"]), int(s["slot"])
+        L = k + 3
+        S = rng.normal(size=(L, n)) * 3.0
+        S[:, : min(n, 5)] = np.array([0.0, -0.0, 40.0, -1e-300, -800.0])[: min(n, 5)]
+        return {"S": S.ravel(), "Y": rng.integers(0, 2, L * n).astype(np.uint8),
+                "covered": (rng.random(n) < 0.6).astype(np.uint8),
+                "cols": rng.choice(L, k, replace=False).astype(np.int32), "score": rng.normal(size=k), "add": 1}
+    return make
 
 
-def _columns(a: Mapping) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of each slot's column, (row, slot)."""
-    k = a["cols"].size
-    n = a["src"].size // k if a["by_col"] else a["src"].size // k
-    src, Y = a["src"].reshape(-1, n), a["Y"].reshape(-1, n)
-    S = src[a["cols"]] if a["by_col"] else src[:k]
-    return S.T, Y[a["cols"]].T
-
-
-def _absmax_ref(loss: str):  # noqa: ANN202
+def _apply_ref(loss: str):  # noqa: ANN202
     def ref(a):  # noqa: ANN001, ANN202
-        S, Y = _columns(a)
-        g, h = loss_statistics(loss, Y, S)
-        out = np.zeros(S.shape[1], gh_type("double").dtype)
-        out["g"], out["h"] = np.abs(g).max(axis=0), np.abs(h).max(axis=0)
+        n = a["covered"].size
+        S = a["S"].reshape(-1, n)[a["cols"]]
+        new = np.where(a["covered"][None] != 0, S + a["score"][:, None], S) if a["add"] else S
+        g, h = loss_statistics(loss, a["Y"].reshape(-1, n)[a["cols"]], new)
+        out = np.zeros(new.shape, SGH.dtype)
+        out["s"], out["g"], out["h"] = new, g, h
         return out
     return ref
+
+
+def _new_columns(s: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
+    """``slot`` new columns of ``row`` rows as :func:`apply_scores` leaves them (logistic statistics)."""
+    n, k = int(s["row"]), int(s["slot"])
+    S = rng.normal(size=(k, n)) * 3.0
+    g, h = loss_statistics("logistic_labelwise", rng.integers(0, 2, (k, n)), S)
+    new = np.zeros((k, n), SGH.dtype)
+    new["s"], new["g"], new["h"] = S, g, h
+    new["g"][0, 0] = -0.0
+    return new
+
+
+def _flat(new: np.ndarray) -> np.ndarray:
+    """(slot, row) new columns as the kernels read them, doubles, and one more holding the slot count (the kernels
+    never read it; the references take the shape from it)."""
+    return np.append(new.view(np.float64).ravel(), float(new.shape[0]))
+
+
+def _unflat(flat: np.ndarray) -> np.ndarray:
+    return flat[:-1].view(SGH.dtype).reshape(int(flat[-1]), -1)
+
+
+def _absmax_inputs(s, rng):  # noqa: ANN001, ANN202
+    return {"new": _flat(_new_columns(s, rng))}
+
+
+def _absmax_ref(a):  # noqa: ANN001, ANN202
+    new = _unflat(a["new"])
+    out = np.zeros(new.shape[0], gh_type("double").dtype)
+    out["g"], out["h"] = np.abs(new["g"]).max(axis=1), np.abs(new["h"]).max(axis=1)
+    return out
 
 
 def _scale_inputs(s, rng):  # noqa: ANN001, ANN202
@@ -243,56 +277,39 @@ def _scale_ref(a):  # noqa: ANN001, ANN202
     return out
 
 
-def _quantize_inputs(loss: str):  # noqa: ANN202
-    def make(s, rng):  # noqa: ANN001, ANN202
-        a = _stat_problem(s, rng, loss)
-        k = a["cols"].size
-        S, Y = _columns(a)
-        g, h = loss_statistics(loss, Y, S)
-        scale, _ = quantization_scales(quantization_exponents(
-            np.stack([np.abs(g).max(axis=0), np.abs(h).max(axis=0)], axis=1), S.shape[0]))
-        table = np.zeros((2 * k, 2))  # per column (scale, inv): gradient columns, then Hessian columns
-        table[np.concatenate([a["cols"], k + a["cols"]]), 0] = scale.T.ravel()
-        return {**a, "scale": table.ravel(), "h_base": k, "h_at": 0, "h_off": k * S.shape[0]}
-    return make
+def _quantize_inputs(s, rng):  # noqa: ANN001, ANN202
+    """New columns, a column order, and a scale table (per column (2^k, 2^-k): gradient columns, then Hessian
+    columns) from their maxima, as :func:`stat_scale` leaves it."""
+    new = _new_columns(s, rng)
+    k, n = new.shape
+    cols = rng.permutation(k).astype(np.int32)
+    am = np.stack([np.abs(new["g"]).max(axis=1), np.abs(new["h"]).max(axis=1)], axis=1)
+    scale, _ = quantization_scales(quantization_exponents(am, n))
+    table = np.zeros((2 * k, 2))
+    table[np.concatenate([cols, k + cols]), 0] = scale.T.ravel()
+    return {"new": _flat(new), "cols": cols, "scale": table.ravel(), "h_base": k, "h_at": 0, "h_off": k * n}
 
 
-def _quantize_ref(loss: str):  # noqa: ANN202
-    def ref(a):  # noqa: ANN001, ANN202
-        S, Y = _columns(a)
-        n, k = S.shape
-        g, h = loss_statistics(loss, Y, S)
-        table = a["scale"].reshape(-1, 2)[:, 0]
-        out = np.zeros((2, k, n), np.int32)
-        for j, c in enumerate(a["cols"]):
-            out[0, c] = np.rint(g[:, j] * table[c]).astype(np.int64)
-            out[1, c] = np.rint(h[:, j] * table[a["h_base"] + c]).astype(np.int64)
-        return out.ravel()
-    return ref
-
-
-def _apply_inputs(s, rng):  # noqa: ANN001, ANN202
-    n, k = int(s["row"]), int(s["slot"])
-    L = k + 3
-    return {"S": rng.normal(size=L * n), "covered": (rng.random(n) < 0.6).astype(np.uint8),
-            "cols": rng.choice(L, k, replace=False).astype(np.int32), "score": rng.normal(size=k)}
-
-
-def _apply_ref(a):  # noqa: ANN001, ANN202
-    n = a["covered"].size
-    S = a["S"].reshape(-1, n)[a["cols"]]
-    return np.where(a["covered"][None] != 0, S + a["score"][:, None], S)
+def _quantize_ref(a):  # noqa: ANN001, ANN202
+    new = _unflat(a["new"])
+    k, n = new.shape
+    table = a["scale"].reshape(-1, 2)[:, 0]
+    out = np.zeros((2, k, n), np.int32)
+    for j, c in enumerate(a["cols"]):
+        out[0, c] = np.rint(new["g"][j] * table[c]).astype(np.int64)
+        out[1, c] = np.rint(new["h"][j] * table[a["h_base"] + c]).astype(np.int64)
+    return out.ravel()
 
 
 def _commit_inputs(s, rng):  # noqa: ANN001, ANN202
-    n, k = int(s["row"]), int(s["slot"])
-    return {"src": rng.normal(size=k * n), "cols": rng.permutation(k).astype(np.int32)}
+    new = _new_columns(s, rng)
+    return {"new": _flat(new), "cols": rng.permutation(new.shape[0]).astype(np.int32)}
 
 
 def _commit_ref(a):  # noqa: ANN001, ANN202
-    k = a["cols"].size
-    out = np.zeros((k, a["src"].size // k))
-    out[a["cols"]] = a["src"].reshape(k, -1)
+    new = _unflat(a["new"])
+    out = np.zeros(new.shape)
+    out[a["cols"]] = new["s"]
     return out.ravel()
 
 
@@ -321,24 +338,23 @@ def absmax_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -
 
 
 _ROWS = {"rows_1e3": 10**3, "rows_2e4": 20000}
-APPLY = KernelSpec("rule_apply_scores", elementwise("row"), tuning=Tuning(
-    lambda s: apply_scores(), {c: {"slot": 1, "row": n} for c, n in _ROWS.items()}, _apply_inputs, _apply_ref,
-    doc="rule statistics: a head's new score columns (the head added to the covered rows)"))
-ABSMAX = {loss: KernelSpec(f"rule_stat_absmax_{loss}", absmax_heuristic, tuning=Tuning(
-    lambda s, loss=loss: stat_absmax(loss), {c: {"row": n, "slot": 1} for c, n in _ROWS.items()},
-    lambda s, rng, loss=loss: _stat_problem(s, rng, loss), _absmax_ref(loss),
-    doc=f"rule statistics: max |g|, |h| per column of the {loss} loss from the scores")) for loss in LOSSES}
+APPLY = {loss: KernelSpec(f"rule_apply_scores_{loss}", elementwise("row"), tuning=Tuning(
+    lambda s, loss=loss: apply_scores(loss), {c: {"slot": 1, "row": n} for c, n in _ROWS.items()},
+    _apply_inputs(loss), _apply_ref(loss),
+    doc=f"rule statistics: a head's new score columns and the {loss} loss's (g, h) there")) for loss in LOSSES}
+ABSMAX = KernelSpec("rule_stat_absmax", absmax_heuristic, tuning=Tuning(
+    lambda s: stat_absmax(), {c: {"row": n, "slot": 1} for c, n in _ROWS.items()}, _absmax_inputs, _absmax_ref,
+    doc="rule statistics: max |g|, |h| of each new column"))
 SCALE = KernelSpec("rule_stat_scale", description_default, tuning=Tuning(
     lambda s: stat_scale(), {"one": {"slot": 1, "part": 2}, "all": {"slot": 101, "part": 2}}, _scale_inputs,
     _scale_ref, doc="rule statistics: a column's fixed-point exponent from its max, exactly"))
-QUANTIZE = {loss: KernelSpec(f"rule_stat_quantize_{loss}", elementwise("row"), tuning=Tuning(
-    lambda s, loss=loss: stat_quantize(loss), {c: {"slot": 1, "part": 2, "row": n} for c, n in _ROWS.items()},
-    _quantize_inputs(loss), _quantize_ref(loss),
-    doc=f"rule statistics: the {loss} loss's (g, h) of a column as int32 fixed point")) for loss in LOSSES}
+QUANTIZE = KernelSpec("rule_stat_quantize", elementwise("row"), tuning=Tuning(
+    lambda s: stat_quantize(), {c: {"slot": 1, "part": 2, "row": n} for c, n in _ROWS.items()}, _quantize_inputs,
+    _quantize_ref, doc="rule statistics: the (g, h) of the new columns as int32 fixed point"))
 COMMIT = KernelSpec("rule_commit_scores", elementwise("row"), tuning=Tuning(
     lambda s: commit_scores(), {c: {"slot": 1, "row": n} for c, n in _ROWS.items()}, _commit_inputs, _commit_ref,
     doc="rule statistics: the new score columns back into the scores"))
 HEAD_INV = KernelSpec("rule_head_inv", description_default, tuning=Tuning(
     lambda s: head_inv(), {"single": {"slot": 2}, "all": {"slot": 102}}, _head_inv_inputs, _head_inv_ref,
     doc="rule refinement (quantized): a head's 2^-k per slot from the device's per-column table"))
-SPECS = (APPLY, *ABSMAX.values(), SCALE, *QUANTIZE.values(), COMMIT, HEAD_INV)
+SPECS = (*APPLY.values(), ABSMAX, SCALE, QUANTIZE, COMMIT, HEAD_INV)

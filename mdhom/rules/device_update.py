@@ -37,31 +37,31 @@ class DeviceStatistics:
         self.n_cols = L  # gradient columns; the Hessian columns (one per label) follow in the scale table
         # the head of the last rule: its shrunk scores, then its labels at an aligned offset (one copy, two regions)
         self._at_cols = _aligned(8 * L, align)
-        for name, nbytes in (("st_S", 8 * L * n), ("st_Y", L * n), ("st_new", 8 * L * n), ("st_absmax", 16 * L),
+        # st_new: the new columns' (s, g, h) records, every column's after the upload
+        for name, nbytes in (("st_S", 8 * L * n), ("st_Y", L * n), ("st_new", 24 * L * n), ("st_absmax", 16 * L),
                              ("st_scale", 16 * 2 * L), ("st_all", 4 * L), ("st_head", self._at_cols + 4 * L)):
             ws.ensure(name, nbytes)
         self._score = ws["st_head"].get_sub_region(0, 8 * L)
         self._cols = ws["st_head"].get_sub_region(self._at_cols, 4 * L)
         sizes = {"slot": L, "row": n}
-        k_apply = ws.build(ds.APPLY, ds.apply_scores(), sizes)
-        k_abs = ws.build(ds.ABSMAX[loss], ds.stat_absmax(loss), {"row": n, "slot": L})
+        k_apply = ws.build(ds.APPLY[loss], ds.apply_scores(loss), sizes)
+        k_abs = ws.build(ds.ABSMAX, ds.stat_absmax(), {"row": n, "slot": L})
         k_scale = ws.build(ds.SCALE, ds.stat_scale(), {"slot": L, "part": 2})
-        k_quant = ws.build(ds.QUANTIZE[loss], ds.stat_quantize(loss), {"slot": L, "part": 2, "row": n})
+        k_quant = ws.build(ds.QUANTIZE, ds.stat_quantize(), {"slot": L, "part": 2, "row": n})
         k_commit = ws.build(ds.COMMIT, ds.commit_scores(), sizes)
         k_inv = ws.build(ds.HEAD_INV, ds.head_inv(), {"slot": L + 1})
-        # per coverage mask (a Bound binds its buffers once)
-        self.k_apply = {m: Bound(ws, k_apply, lambda m=m: (ws["st_new"], dict(
-            S=ws["st_S"], covered=ws[m], cols=self._cols, score=self._score))) for m in masks}
-        # per source: every column of S (after the upload) or the head's new columns
-        srcs = {"all": (lambda: ws["st_S"], lambda: ws["st_all"]), "head": (lambda: ws["st_new"], lambda: self._cols)}
-        self.k_absmax = {key: Bound(ws, k_abs, lambda s=s, c=c: (ws["st_absmax"], dict(
-            src=s(), Y=ws["st_Y"], cols=c()))) for key, (s, c) in srcs.items()}
-        self.k_scale = {key: Bound(ws, k_scale, lambda c=c: (ws["st_scale"], dict(absmax=ws["st_absmax"], cols=c())))
-                        for key, (_, c) in srcs.items()}
-        self.k_quant = {key: Bound(ws, k_quant, lambda s=s, c=c: (gh, dict(src=s(), Y=ws["st_Y"], cols=c(),
-                                                                              scale=ws["st_scale"])))
-                        for key, (s, c) in srcs.items()}
-        self.k_commit = Bound(ws, k_commit, lambda: (ws["st_S"], dict(src=ws["st_new"], cols=self._cols)))
+        # per column table (every column after the upload, or the head's) and coverage mask (a Bound binds once)
+        tables = {"all": lambda: ws["st_all"], "head": lambda: self._cols}
+        self.k_apply = {(t, m): Bound(ws, k_apply, lambda c=c, m=m: (ws["st_new"], dict(
+            S=ws["st_S"], Y=ws["st_Y"], covered=ws[m], cols=c(), score=self._score)))
+            for t, c in tables.items() for m in masks}
+        self.k_absmax = Bound(ws, k_abs, lambda: (ws["st_absmax"], dict(new=ws["st_new"])))
+        self.k_scale = {t: Bound(ws, k_scale, lambda c=c: (ws["st_scale"], dict(absmax=ws["st_absmax"], cols=c())))
+                        for t, c in tables.items()}
+        self.k_quant = {t: Bound(ws, k_quant, lambda c=c: (gh, dict(new=ws["st_new"], cols=c(), scale=ws["st_scale"])))
+                        for t, c in tables.items()}
+        self.k_commit = Bound(ws, k_commit, lambda: (ws["st_S"], dict(new=ws["st_new"], cols=self._cols)))
+        self._mask0 = masks[0]
         self._k_inv = k_inv
         self._inv: dict[tuple[int, int], Bound] = {}
         # once per fit: the scores after the default rule, the labels, and every column's fixed point
@@ -69,16 +69,17 @@ class DeviceStatistics:
         cl.enqueue_copy(queue, ws["st_S"], np.ascontiguousarray(S.T, np.float64))
         cl.enqueue_copy(queue, ws["st_Y"], np.ascontiguousarray(Y.T, np.uint8))
         cl.enqueue_copy(queue, ws["st_all"], np.arange(L, dtype=np.int32))
+        ws.record("rule_apply_scores", self.k_apply["all", self._mask0]({"slot": L, "row": n}, add=0))
         self._requantize("all", L)
 
-    def _requantize(self, src: str, k: int) -> None:
-        """The fixed point of ``k`` columns (every column: ``src`` "all"; the head's new ones: "head")."""
+    def _requantize(self, table: str, k: int) -> None:
+        """The fixed point of the ``k`` new columns (every column: ``table`` "all"; the head's: "head")."""
         ws, n = self.ws, self.n
-        by_col = int(src == "all")
-        ws.record("rule_stat_absmax", self.k_absmax[src]({"row": n, "slot": k}, by_col=by_col))
-        ws.record("rule_stat_scale", self.k_scale[src]({"slot": k, "part": 2}, n_rows=n, h_base=self.n_cols, h_at=0))
-        ws.record("rule_stat_quantize", self.k_quant[src]({"slot": k, "part": 2, "row": n}, by_col=by_col,
-                                                           h_base=self.n_cols, h_at=0, h_off=self.h_off))
+        ws.record("rule_stat_absmax", self.k_absmax({"row": n, "slot": k}))
+        ws.record("rule_stat_scale", self.k_scale[table]({"slot": k, "part": 2}, n_rows=n, h_base=self.n_cols,
+                                                          h_at=0))
+        ws.record("rule_stat_quantize", self.k_quant[table]({"slot": k, "part": 2, "row": n}, h_base=self.n_cols,
+                                                             h_at=0, h_off=self.h_off))
 
     def apply(self, labels: np.ndarray, scores: np.ndarray, mask: str, pending: list) -> None:
         """Add a head (``labels``, shrunk ``scores``) to the scores of the rows mask ``mask`` covers and re-quantize
@@ -91,7 +92,7 @@ class DeviceStatistics:
         host[: 8 * k].view(np.float64)[:] = np.asarray(scores, np.float64).ravel()
         host[self._at_cols: self._at_cols + 4 * k].view(np.int32)[:] = labels
         pending.append(cl.enqueue_copy(ws.queue, ws["st_head"], host, is_blocking=False))
-        ws.record("rule_apply_scores", self.k_apply[mask]({"slot": k, "row": n}))
+        ws.record("rule_apply_scores", self.k_apply["head", mask]({"slot": k, "row": n}, add=1))
         self._requantize("head", k)
         ws.record("rule_commit_scores", self.k_commit({"slot": k, "row": n}))
 
