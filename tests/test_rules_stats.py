@@ -60,7 +60,7 @@ def test_device_exponent_is_the_rational_rule(device):
                 "n_rows": n, "h_base": k, "h_at": k}
         desc = ds.stat_scale()
         dims = {"slot": k, "part": 2}
-        got = Computation(desc, device, ds.SCALE.heuristic(desc, device, dims), dims)(dims, **args)
+        got = Computation(desc, device, ds.SCALE.heuristic(desc, device, dims), dims)(dims, **args).ravel()
         want = np.ldexp(1.0, [quantization_exponent(x, n) for x in m])
         np.testing.assert_array_equal(got["g"][:k], want)
         np.testing.assert_array_equal(got["g"][k:], want)
@@ -123,7 +123,7 @@ def test_model_files_are_numpys_with_the_update_on_the_device(tmp_path, device, 
           **kw}
     want, ref = _doc(tmp_path, "numpy", X, Y, **kw)
     got, est = _doc(tmp_path, device, X, Y, **kw)
-    assert len(ref.rules_) > 5 and "rule_apply_scores" in est.kernel_configs_
+    assert len(ref.rules_) > 5 and any(k.startswith("rule_apply_scores") for k in est.kernel_configs_)
     assert got == want
 
 

@@ -16,9 +16,11 @@ the bins through the sample's table (``fidx``; the samples of several steps go u
 :meth:`DeviceRefinement.stage_features`); their index in the sample maps back to the feature on the host. Per step
 that is 5 launches (histogram, scan, score and its combine, result) and one read, plus a cover per kept condition; a
 rule starts from an all-ones mask filled once per fit. The coverage mask, the statistics (G, H of every example and
-label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's head is
-added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise loss send
-G only, their Hessian entries are built from it on the device), the head's tables in one copy when they change, the
+label) and the bins stay on the device. Quantized with a label-wise loss the statistics are updated there after each
+rule (:meth:`load_statistics`, :meth:`apply_head`: :mod:`mdhom.rules.device_update`) and none go up per rule;
+otherwise G and H go up once per rule (the host updates them after the rule's head is added, for the covered rows;
+quantized, only the columns that changed; complete heads of the example-wise loss send G only, their Hessian entries
+are built from it on the device), the head's tables in one copy when they change, the
 feature samples of several steps in one copy. No upload waits: pyopencl's event of a copy from host memory waits for
 it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram adds rows in
 ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
