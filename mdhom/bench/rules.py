@@ -158,7 +158,7 @@ def record_rules() -> Iterator[Any]:
     from mdhom.bench.profile import KernelRecorder
     from mdhom.rules import device
 
-    recorder = KernelRecorder(calls=("start", "restrict", "best", "best_batch", "add"), starts=("start",))
+    recorder = KernelRecorder(calls=("start", "restrict", "best", "best_batch", "add", "apply_head"), starts=("start",))
     original = device.DeviceRefinement.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:

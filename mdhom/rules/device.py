@@ -16,9 +16,11 @@ the bins through the sample's table (``fidx``; the samples of several steps go u
 :meth:`DeviceRefinement.stage_features`); their index in the sample maps back to the feature on the host. Per step
 that is 5 launches (histogram, scan, score and its combine, result) and one read, plus a cover per kept condition; a
 rule starts from an all-ones mask filled once per fit. The coverage mask, the statistics (G, H of every example and
-label) and the bins stay on the device; G and H go up once per rule (the host updates them after the rule's head is
-added, for the covered rows; quantized, only the columns that changed; complete heads of the example-wise loss send
-G only, their Hessian entries are built from it on the device), the head's tables in one copy when they change, the
+label) and the bins stay on the device. Quantized with a label-wise loss the statistics are updated there after each
+rule (:meth:`load_statistics`, :meth:`apply_head`: :mod:`mdhom.rules.device_update`) and none go up per rule;
+otherwise G and H go up once per rule (the host updates them after the rule's head is added, for the covered rows;
+quantized, only the columns that changed; complete heads of the example-wise loss send G only, their Hessian entries
+are built from it on the device), the head's tables in one copy when they change, the
 feature samples of several steps in one copy. No upload waits: pyopencl's event of a copy from host memory waits for
 it when deleted, so the driver keeps those events until the next read-back. Exact mode: the histogram adds rows in
 ascending order from 0.0 (one lane per (feature, slot): ``np.bincount``'s order) and the scan adds bins in order
@@ -106,7 +108,22 @@ class DeviceRefinement:
         cl.enqueue_copy(queue, ws["fbins"], np.ascontiguousarray(bins.T))
         # feature samples: a row of n_feat per step, for a rule's steps drawn ahead (stage_features) or a batch's
         self.fidx_rows = max(self.lookahead, AHEAD)
-        for name, nbytes in (("G", stat.itemsize * n * self.n_labels), ("weight", 8 * n), ("cov0", n), ("cov1", n),
+        # quantized, the int32 statistics in one buffer (the gradient columns, then the Hessian columns at an aligned
+        # offset: the device's statistics update writes both in one launch, mdhom.rules.device_update); double, G
+        # here and H at the first start() that sends it
+        self._stats: dict[str, cl.Buffer] = {}
+        self.h_off = 0
+        if q:
+            g_bytes = 4 * n * self.n_labels
+            at = -(-g_bytes // align) * align
+            ws.ensure("GHq", at + 4 * n * self.h_width)
+            self._stats = {"G": ws["GHq"].get_sub_region(0, g_bytes),
+                           "H": ws["GHq"].get_sub_region(at, 4 * n * self.h_width)}
+            self.h_off = at // 4
+        else:
+            ws.ensure("G", stat.itemsize * n * self.n_labels)
+        self.stats = None  # a DeviceStatistics once the statistics live on the device (load_statistics)
+        for name, nbytes in (("weight", 8 * n), ("cov0", n), ("cov1", n),
                              ("cov2", n),
                              ("hist", cell * f * slots * nb), ("scan", cell * f * slots * nb), ("best", _BEST.itemsize),
                              ("res", dk.SIDE.dtype.itemsize * slots), ("mask", f), ("fidx", 4 * f * self.fidx_rows),
@@ -146,7 +163,8 @@ class DeviceRefinement:
         self.d_hist = dk.histogram(nb, precision, bin_ctype(nb))
         k_hist = ws.build(dk.HISTOGRAM_Q if q else dk.HISTOGRAM, self.d_hist, {"feat": f, "output": slots, "pos": n})
         self.k_hist = {(t, c): Bound(ws, k_hist, lambda t=t, c=c: (ws["hist"], dict(
-            bins=ws["fbins"], fidx=ws["fidx"], G=ws["G"], H=ws["H"], weight=ws["weight"], covered=ws[f"cov{c}"],
+            bins=ws["fbins"], fidx=ws["fidx"], G=self._stat("G"), H=self._stat("H"), weight=ws["weight"],
+            covered=ws[f"cov{c}"],
             cols=self._tables[t]()[0]))) for t in self._tables for c in _MASKS}
         self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": f, "output": slots, "bin": nb})
@@ -223,12 +241,12 @@ class DeviceRefinement:
         example-wise logistic loss, whose Hessian entries the coupled histogram builds from ``G``:
         :meth:`mdhom.rules.losses.LogisticExampleWise.hessian`), so only n x L doubles go up per rule."""
         ws = self.ws
-        if ws.quantized:
+        if self.stats is not None:  # the statistics are on the device, updated there after each rule
+            self.has_h = True
+        elif ws.quantized:
             if quant is None or changed is None:
                 raise ValueError("a quantized refinement needs the fixed-point statistics and their changed columns")
             for name, q, cols in (("G", quant.Gq, changed[0]), ("H", quant.Hq, changed[1])):
-                if name == "H":
-                    ws.ensure("H", 4 * self.n * self.h_width)
                 self._put_columns(name, q, cols)
             self.has_h = True
         else:
@@ -267,14 +285,14 @@ class DeviceRefinement:
 
     def _put_columns(self, name: str, q: np.ndarray, cols: np.ndarray) -> None:
         """Label-major int32 columns ``cols`` of ``q`` (C, n) to the device, one copy per run of adjacent columns."""
-        ws, n = self.ws, self.n
+        n = self.n
         cols = np.asarray(cols, np.intp)
         if cols.size == 0:
             return
         breaks = np.flatnonzero(np.diff(cols) != 1) + 1
         for run in np.split(cols, breaks):
             a, b = int(run[0]), int(run[-1]) + 1
-            self._put(name, ws[name], q[a:b], np.int32, offset=4 * n * a)
+            self._put(name, self._stat(name), q[a:b], np.int32, offset=4 * n * a)
 
     def restrict(self, head: Head) -> None:
         """The head whose labels the next steps score (its gradient and Hessian columns go up)."""
@@ -285,7 +303,7 @@ class DeviceRefinement:
         if not head.coupled and not self.has_h:
             raise ValueError("a head that is not coupled reads the Hessians: start() needs H")
         tables = {}
-        if ws.quantized:
+        if ws.quantized and self.stats is None:
             tables["inv_scale"] = (self.quant.inv_scale(head.labels, head.h_columns), np.float64)
         if head.coupled:  # each packed entry's two labels, the larger first (the coupled histogram's pair_r, pair_c)
             sub_r, sub_c = packed_index(head.k)
@@ -299,7 +317,38 @@ class DeviceRefinement:
             host[at: at + np.asarray(values).size * np.dtype(dtype).itemsize].view(dtype)[:] = np.ravel(values)
         # one copy (the gaps between tables as they are); its event kept, so that the copy does not wait
         self._pending.append(cl.enqueue_copy(ws.queue, ws["head"], host, is_blocking=False))
+        if ws.quantized and self.stats is not None:  # the head's 2^-k from the device's per-column scales
+            self.stats.head_inv(self._tab["inv_scale"], self._tab["cols"], head.k, self.n_labels)
         self.head = head
+
+    def _stat(self, name: str) -> cl.Buffer:
+        """The statistics buffer ``name`` ("G" or "H") the histogram reads."""
+        return self._stats[name] if self._stats else self.ws[name]
+
+    # ------------------------------------------------------------------------------------------ statistics update
+    def load_statistics(self, loss: str, Y: np.ndarray, S: np.ndarray) -> None:
+        """From now on the statistics live on the device (quantized, a label-wise loss): the scores ``S`` and labels
+        ``Y`` go up once and every column is quantized there; after each rule :meth:`apply_head` updates them, and
+        :meth:`start` sends none (:mod:`mdhom.rules.device_update`)."""
+        from mdhom.rules.device_update import DeviceStatistics
+
+        if not self.ws.quantized or self.h_width != self.n_labels:
+            raise ValueError("the device statistics update runs quantized, for label-wise losses")
+        align = max(1, int(self.ws.device.cl_device.mem_base_addr_align) // 8)
+        self.stats = DeviceStatistics(self.ws, loss, Y, S, self.ws["GHq"], self.h_off, align,
+                                      tuple(f"cov{c}" for c in _MASKS))
+
+    def apply_head(self, labels: np.ndarray, scores: np.ndarray) -> None:
+        """Add a rule's head to the scores of the rows the current mask covers and re-quantize its columns, on the
+        device (no read-back)."""
+        self.stats.apply(labels, scores, f"cov{self.cur}", self._pending)
+
+    def cover_rule(self, found: list) -> None:
+        """The mask of a rule from every row and its kept conditions (Refinements): a batch's mask may have gone past
+        the rule's last condition or stopped before it."""
+        self.cur = 2
+        for f in found:
+            self.add(f)
 
     def stage_features(self, feature_sets: list[np.ndarray]) -> None:
         """The feature samples of the rule's next steps (at most :attr:`fidx_rows`), drawn ahead by the caller, in one

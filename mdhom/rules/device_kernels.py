@@ -49,6 +49,7 @@ from mdhom.components.specs import KernelSpec, Tuning, description_default, elem
 from mdhom.devices import Device
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Struct
 from mdhom.rules import binned
+from mdhom.rules import device_stats as ds
 from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_gain
 from mdhom.rules.heads import Head
 
@@ -575,6 +576,7 @@ HISTOGRAM_Q = KernelSpec("rule_histogram_q", histogram_heuristic, tuning=Tuning(
     lambda s: histogram(_TUNE_BINS, "quantized"), _HIST_CLASSES, _histogram_inputs(True), _histogram_ref,
     doc="rule refinement (quantized): a step's int32 statistics per (sampled feature, slot, bin), read in place"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
+# the statistics update after a rule (mdhom.rules.device_stats) is listed here: the spec collection reads this module
 SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, HISTOGRAM, HISTOGRAM_Q, COVER, COVER_BEST, HEAD_COLUMNS,
-         HEAD_SCALE, FEATURE_BINS, RESULT)
+         HEAD_SCALE, FEATURE_BINS, RESULT, *ds.SPECS)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name

@@ -128,6 +128,14 @@ class InductionParams:
     global_pruning: Any = "none"  # "none" or the checked dict of pruning.check_global_pruning
 
 
+def _device_losses() -> tuple[str, ...]:
+    """The losses whose statistics a quantized device fit updates on the device (imported late: numpy fits never
+    load OpenCL)."""
+    from mdhom.rules.device_stats import LOSSES
+
+    return tuple(LOSSES)
+
+
 def rule_covered(X: np.ndarray | Features, conditions: list[Condition]) -> np.ndarray:
     """The rows of ``X`` that satisfy every condition."""
     covered = np.ones(X.shape[0], bool)
@@ -153,6 +161,11 @@ class Learner:
         self.train_rows = np.flatnonzero(self.in_train)
         self.touched: Any = None  # called with the rows whose scores each head changes (global pruning's measure)
         self.space = SearchSpace(self.X, edges)
+        # after the default rule a quantized device fit of a label-wise loss updates the statistics on the device
+        # (mdhom.rules.device_update): the host's S, G and H are then copies made when read (_s_behind: S is
+        # read back from the device; _gh_behind: G and H are recomputed from S, the same bits as the updates)
+        self.on_device = device is not None and p.quantized and loss.name in _device_losses()
+        self._s_behind = self._gh_behind = False
         self.S = np.zeros(Y.shape)
         # a device search of complete heads over the example-wise loss builds the packed Hessians from the
         # gradients itself: the host keeps G only (H None), not the 20000 x 5151 doubles of a 101-label fit
@@ -175,6 +188,60 @@ class Learner:
             self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
                                            h_width, p.l1, p.l2, p.min_coverage,
                                            precision="quantized" if p.quantized else "double")
+
+    @property
+    def S(self) -> np.ndarray:
+        """The scores (n, L); read back from the device where it updates them."""
+        if self._s_behind:
+            self._S, self._s_behind = self.search.stats.scores(), False
+        return self._S
+
+    @S.setter
+    def S(self, value: np.ndarray) -> None:
+        self._S, self._s_behind = value, False
+
+    def _statistics(self) -> None:
+        if self._gh_behind:
+            self._G, self._H = self.loss.statistics(self.Y, self.S)
+            self._gh_behind = False
+
+    @property
+    def G(self) -> np.ndarray:
+        """The gradients (n, L); recomputed from the scores where the device updates the statistics."""
+        self._statistics()
+        return self._G
+
+    @G.setter
+    def G(self, value: np.ndarray) -> None:
+        self._G = value
+
+    @property
+    def H(self) -> np.ndarray | None:
+        """The Hessians (n, L or L(L+1)/2; None: built from the gradients where needed, ``lazy_h``)."""
+        self._statistics()
+        return self._H
+
+    @H.setter
+    def H(self, value: np.ndarray | None) -> None:
+        self._H = value
+
+    def _apply_on_device(self, covered: np.ndarray | None, labels: np.ndarray, scores: np.ndarray) -> None:
+        """:meth:`apply` on the device, for the rows its mask covers; the host keeps its scores current only while
+        global pruning measures them (``touched``: ``covered`` is then the rule's rows), else reads them when
+        asked."""
+        if self.touched is not None:
+            rows = np.flatnonzero(covered)
+            self.touched(rows)
+            S = self.S  # current before this rule: read back once if it was not kept
+            if labels.size == 1:  # the host path's operations, to the bit
+                col = int(labels[0])
+                S[rows, col] = S[rows, col] + scores[0]
+            else:
+                S[np.ix_(rows, labels)] += scores
+        self.search.apply_head(labels, scores)
+        self._gh_behind = True
+        if self.touched is None:
+            self._s_behind = True
 
     def _covered_binned(self, conditions: list[Condition], bins: list[int]) -> np.ndarray:
         """:func:`rule_covered` from the bins (a condition's bin ``b`` holds the same rows: ``x <= edges[b]`` is
@@ -263,16 +330,20 @@ class Learner:
         head = self.head("complete", np.arange(self.Y.shape[1]))
         labels, scores = head.predict(self.column_sums(head))
         self.apply(np.arange(self.X.shape[0]), labels, scores)
+        if self.on_device:  # the scores go up once; the device quantizes every column and updates them from now on
+            self.search.load_statistics(self.loss.name, self.Y, self.S)
         return scores
 
-    def _batch(self, head: Head, conditions: list[Condition], best: Any, used: Head) -> tuple[Any, Head]:
+    def _batch(self, head: Head, conditions: list[Condition], best: Any, used: Head,
+               kept: list | None = None) -> tuple[Any, Head]:
         """A rule's body on the device, several steps per read-back (3, then 6, ... up to
         :attr:`DeviceRefinement.lookahead`): the same conditions as one step at a time. Each batch draws its steps'
         features ahead (the generator's state after each draw kept), the device searches step j over the rows step
         j - 1's winner covers (after a single-label head's first step, for the label it chose), and the host keeps
         the steps up to the first that does not improve the rule (or that leaves ``min_coverage`` rows or fewer),
         then puts the generator back to its state after that step's draw: later draws see the numbers one step at
-        a time would have left. Appends to ``conditions``; returns the rule's best refinement (None: none) and the
+        a time would have left. Appends to ``conditions`` (and the kept Refinements to ``kept``); returns the rule's
+        best refinement (None: none) and the
         head it was found with (``used`` until a step is kept)."""
         p, device = self.p, self.search
         n_features = self.X.shape[1]
@@ -296,6 +367,8 @@ class Learner:
                     return best, used
                 best, used = found, head
                 conditions.append(Condition(found.feature, found.op, found.threshold))
+                if kept is not None:
+                    kept.append(found)
                 if len(conditions) == 1:
                     chosen, _ = head.predict(found.total)
                     if chosen.size < head.k:
@@ -324,11 +397,13 @@ class Learner:
         head = self.head(p.head_type, labels)
         device = self.search
         changed = None
-        if self.quant is not None:  # fixed point, the same on every device: the columns this rule reads
-            changed = self.quant.refresh(self.G, self.H, head.labels, head.h_columns)
+        if self.quant is not None and not self.on_device:  # fixed point, the same on every device: the columns
+            changed = self.quant.refresh(self.G, self.H, head.labels, head.h_columns)  # this rule reads
         if device is None:
             atoms = self.atoms(head)
             covered = np.ones(n, bool)
+        elif self.on_device:  # the statistics are on the device already
+            device.start(None, None, weights, head)
         else:
             # complete heads need the gradients only; a head of one sampled label reads the Hessians' diagonal
             device.start(self.G, self.H if self.H is not None or head.coupled else self.hessians(), weights,
@@ -337,12 +412,13 @@ class Learner:
         kept_bins: list[int] = []  # the bin of each condition (the device path's covered rows come from the bins)
         best = None
         used = head
+        kept: list = []  # a batch's kept Refinements (the device's mask is rebuilt from them)
         ahead = _Draws(self.rng, n_features, sample_size(n_features, p.feature_sampling)) \
             if device is not None and not head.coupled and device.lookahead <= 1 else None
         while p.max_conditions == 0 or len(conditions) < p.max_conditions:
             if device is not None and not head.coupled and device.lookahead > 1:
                 # the steps go to the device in batches (a single-label head's label chosen there too)
-                best, used = self._batch(head, conditions, best, used)
+                best, used = self._batch(head, conditions, best, used, kept)
                 kept_bins = [-1]
                 break
             if ahead is not None:  # the samples of the next steps go up together; the generator is put back below
@@ -378,17 +454,26 @@ class Learner:
             ahead.rewind()
         if best is None:
             return None
-        if device is not None:  # the device holds the mask; the host needs the rows once, for the scores
+        host_rows = not self.on_device or p.instance_sampling is not None or self.touched is not None
+        if device is not None and host_rows:  # the device holds the mask; the host needs the rows once
             covered = self._covered_binned(conditions, kept_bins) if -1 not in kept_bins else \
                 rule_covered(self.X, conditions)
         total = best.total
         if p.instance_sampling is not None:  # mlrl-boomer's recalculate_predictions: on every covered example
             chosen, _ = used.predict(total)
             used = used.restricted(chosen)
-            total = self.atoms(used, np.flatnonzero(covered & self.in_train)).sum(axis=0)
+            rows = np.flatnonzero(covered & self.in_train)
+            atoms = self.search.stats.atoms(self.search.ws["GHq"], used.labels, used.h_columns, rows) \
+                if self.on_device else self.atoms(used, rows)
+            total = atoms.sum(axis=0)
         out_labels, scores = used.predict(total)
         scores = scores * p.shrinkage
-        self.apply(np.flatnonzero(covered), out_labels, scores)
+        if self.on_device:
+            if kept_bins == [-1]:  # a batched body: the device's mask is the rule's again
+                device.cover_rule(kept)
+            self._apply_on_device(covered if host_rows else None, out_labels, scores)
+        else:
+            self.apply(np.flatnonzero(covered), out_labels, scores)
         return Rule(tuple(conditions), out_labels, scores)
 
 
