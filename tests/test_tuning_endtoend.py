@@ -91,6 +91,25 @@ def test_round_seconds_trains_for_real(cpu_device):
     assert 0 < t < 10
 
 
+def test_recheck_judges_forest_kernels_by_forest_fits(cpu_device, tmp_path, monkeypatch):
+    """A forest kernel runs in no boosting round: the recheck times it on forest fits, as a tune does (boosting
+    rounds would keep or drop it by noise), and the tree kernels on training rounds."""
+    from mdhom.tuning import driver
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"),
+               ("forest_x", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
+    configs.store_results(cpu_device, entries, tmp_path / "user")
+    # rounds: only "fast" pays; forest fits: only "forest_x" does
+    monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "forest_x": 1.3}))
+    monkeypatch.setattr(endtoend, "forest_seconds", _machine({"fast": 1.3, "forest_x": 0.5}))
+    kept, path = driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), tmp_path / "out",
+                                echo=lambda s: None)
+    assert sorted(kept) == ["fast", "forest_x"]
+    doc = json.loads(path.read_text())["kernels"]
+    assert doc["forest_x"]["classes"]["c"]["config"] == {"NUM_WI_i": 4}
+
+
 def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypatch):
     """``mdhom tune --recheck``: the check alone, on the entries a device file holds; what does not pay is stored
     with its heuristic's configuration."""
@@ -100,9 +119,9 @@ def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypa
     entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("slow", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
     configs.store_results(cpu_device, entries, tmp_path / "user")
     monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
-    res, path = driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), tmp_path / "out",
-                               echo=lambda s: None)
-    assert res.kept == ["fast"]
+    kept, path = driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), tmp_path / "out",
+                                echo=lambda s: None)
+    assert kept == ["fast"]
     doc = json.loads(path.read_text())["kernels"]
     assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
     assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}

@@ -140,24 +140,37 @@ def tune_device(
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
         if entries and end_to_end is not None:
-            from mdhom.tuning.endtoend import check, check_forests, choose, is_forest_kernel
-
-            forest = [e for e in entries if is_forest_kernel(e[0])]
-            entries = [e for e in entries if not is_forest_kernel(e[0])]
-            if entries:
-                echo("end-to-end check: training rounds with the new configurations against the heuristics")
-                res = check(device, entries, end_to_end, echo)
-                entries = choose(entries, res.kept)
-                echo(res.summary())
-            if forest:  # forest kernels run in no boosting round: forest fits and predictions judge them
-                echo("end-to-end check: forest fits with the new forest configurations against the heuristics")
-                res = check_forests(device, forest, end_to_end, echo)
-                entries += choose(forest, res.kept)
-                echo(res.summary())
+            entries, _ = checked_entries(device, entries, end_to_end, echo)
         entries += unchecked
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
     return results, path
+
+
+def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str], None] = print
+                    ) -> tuple[list, list[str]]:
+    """``entries`` as the end-to-end checks keep them (what does not pay goes in with its heuristic's
+    configuration), and the kernels kept: the kernels of boosting rounds judged by training rounds, forest kernels by
+    forest fits and predictions (they run in no boosting round, so rounds would judge them by noise)."""
+    from mdhom.tuning.endtoend import check, check_forests, choose, is_forest_kernel
+
+    forest = [e for e in entries if is_forest_kernel(e[0])]
+    rounds = [e for e in entries if not is_forest_kernel(e[0])]
+    out: list = []
+    kept: list[str] = []
+    if rounds:
+        echo("end-to-end check: training rounds with the new configurations against the heuristics")
+        res = check(device, rounds, work, echo)
+        out += choose(rounds, res.kept)
+        kept += res.kept
+        echo(res.summary())
+    if forest:
+        echo("end-to-end check: forest fits with the new forest configurations against the heuristics")
+        res = check_forests(device, forest, work, echo)
+        out += choose(forest, res.kept)
+        kept += res.kept
+        echo(res.summary())
+    return out, kept
 
 
 def checked_layout(device: Any) -> str:
@@ -170,12 +183,11 @@ def checked_layout(device: Any) -> str:
 
 
 def recheck(device: Any, work: Any, directory: Path | None = None,
-            echo: Callable[[str], None] = print) -> tuple[Any, Path]:
+            echo: Callable[[str], None] = print) -> tuple[list[str], Path]:
     """The end-to-end check alone, on the entries the device's tuned file holds (its tuned configurations against
     their heuristics' :mod:`mdhom.tuning.endtoend`), without new studies: for a file tuned before the check
-    timed what it times now. Stores what pays, as a tune would; returns the check's result and the file."""
+    timed what it times now. Stores what pays, as a tune would; returns the kernels kept and the file."""
     from mdhom.trees.layouts import is_layout
-    from mdhom.tuning.endtoend import check, choose
 
     hit = configs.find_device_file(device.key)
     if hit is None:
@@ -187,10 +199,9 @@ def recheck(device: Any, work: Any, directory: Path | None = None,
                for c, e in body["classes"].items() if "default_config" in e and "default_s" in e]
     if not entries:
         raise ValueError(f"{path} holds no tuned entry with its heuristic's configuration to check against")
-    echo(f"end-to-end check of {path}: training rounds with its configurations against the heuristics")
-    res = check(device, entries, work, echo)
-    echo(res.summary())
-    return res, configs.store_results(device, choose(entries, res.kept), directory, stale=stale_entry)
+    echo(f"end-to-end check of {path}")
+    chosen, kept = checked_entries(device, entries, work, echo)
+    return kept, configs.store_results(device, chosen, directory, stale=stale_entry)
 
 
 def stale_entry(kernel: str, stored_hash: str | None) -> bool:
