@@ -300,3 +300,21 @@ def test_a_tune_drops_other_kernels_entries_of_an_older_version(cpu, tmp_path):
     path = configs.store_results(cpu, [("gh_sum", "now", _entry(cfg, sizes), configs.description_hash(
         gh.describe(next(iter(gh.classes(True).values())))))], d, stale=stale_entry)
     assert set(json.loads(path.read_text())["kernels"]) == {"histogram", "gh_sum"}
+
+
+def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
+    """A device file without a kernel that no tune stores (no tuning declared) asks for no re-run of `mdhom tune`:
+    no re-run could silence it; a tunable kernel the file lacks does."""
+    from mdhom.components import histogram as hg
+    from mdhom.components import partition as pt
+    from mdhom.components.workspace import Workspace
+
+    configs.store_results(cpu, [("other_kernel", "c", _entry({"NUM_WI_i": 2}, {"i": 64}), None)], tmp_path / "pkg")
+    ws = Workspace(cpu, "quantized")
+    assert pt.LEAF_ROWS.tuning is None and hg.HISTOGRAM_ROWS.tuning is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg, source = ws.config(pt.LEAF_ROWS, pt.leaf_rows(), {"pos": 1000})
+    assert source == "heuristic"
+    with pytest.warns(TunedConfigWarning, match="not tuned for tree_histogram_rows"):
+        ws.config(hg.HISTOGRAM_ROWS, hg.histogram_rows(64, 28), {"node": 1, "pos": 1000})

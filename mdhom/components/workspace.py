@@ -124,7 +124,8 @@ class Workspace:
         if cfg is None:
             from mdhom.configs import lookup
 
-            cfg, source = lookup(self.device, desc.name, sizes, desc)
+            # "re-run mdhom tune" only for kernels a tune stores: of the others no tune can silence it
+            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuning is not None)
         if cfg is None:
             cfg = spec.heuristic(desc, self.device, sizes)
             source = "heuristic" if source == "heuristic" else f"heuristic ({source})"
