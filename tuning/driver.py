@@ -158,18 +158,14 @@ def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str],
     rounds = [e for e in entries if not is_forest_kernel(e[0])]
     out: list = []
     kept: list[str] = []
-    if rounds:
-        echo("end-to-end check: training rounds with the new configurations against the heuristics")
-        res = check(device, rounds, work, echo)
-        out += choose(rounds, res.kept)
-        kept += res.kept
-        echo(res.summary())
-    if forest:
-        echo("end-to-end check: forest fits with the new forest configurations against the heuristics")
-        res = check_forests(device, forest, work, echo)
-        out += choose(forest, res.kept)
-        kept += res.kept
-        echo(res.summary())
+    for what, part, checker in (("training rounds with the new configurations", rounds, check),
+                                ("forest fits with the new forest configurations", forest, check_forests)):
+        if part:
+            echo(f"end-to-end check: {what} against the heuristics")
+            res = checker(device, part, work, echo)
+            out += choose(part, res.kept)
+            kept += res.kept
+            echo(res.summary())
     return out, kept
 
 
