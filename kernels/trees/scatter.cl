@@ -54,6 +54,19 @@ inline void tree_move_bins(__global tree_bin_t* dst, const long d, const long ds
 #endif
 }
 
+/* The row at index s of (row order, bins, (g, h)) of src_rows rows to index d of the dst_rows-row destination; with
+ * TREE_MOVE_ROWS=0 only its row index moves. */
+inline void tree_move_row(__global int* dst_ridx, __global tree_bin_t* dst_bins, __global tree_gh_word_t* dst_gh,
+                          const long d, const long dst_rows, __global const int* src_ridx,
+                          __global const tree_bin_t* src_bins, __global const tree_gh_word_t* src_gh, const long s,
+                          const long src_rows, const int n_feat, const int n_out) {
+    dst_ridx[d] = src_ridx[s];
+#if TREE_MOVE_ROWS
+    tree_move_bins(dst_bins, d, dst_rows, src_bins, s, src_rows, n_feat);
+    for (int k = 0; k < 2 * n_out; ++k) dst_gh[d * 2 * n_out + k] = src_gh[s * 2 * n_out + k];
+#endif
+}
+
 __kernel void tree_scatter_rows(__global const int* restrict ridx,
                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
                                 __global int* restrict tmp_ridx,
@@ -84,11 +97,7 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx,
     const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
     const int left_before = incl[i] - f - base;
     const int d = f ? first + left_before : first + nl + (i - first - left_before);
-    tmp_ridx[d] = ridx[p];
-#if TREE_MOVE_ROWS
-    tree_move_bins(tmp_bins, d, n, bins, p, n_rows, n_feat);
-    for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
-#endif
+    tree_move_row(tmp_ridx, tmp_bins, tmp_gh, d, n, ridx, bins, gh, p, n_rows, n_feat, n_out);
 }
 
 __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* restrict bins,
@@ -102,11 +111,7 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
     if (i - t->first >= t->count) return;
     const int p = t->begin + (i - t->first);
-    ridx[p] = tmp_ridx[i];
-#if TREE_MOVE_ROWS
-    tree_move_bins(bins, p, n_rows, tmp_bins, i, n, n_feat);
-    for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
-#endif
+    tree_move_row(ridx, bins, gh, p, n_rows, tmp_ridx, tmp_bins, tmp_gh, i, n, n_feat, n_out);
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
@@ -182,11 +187,7 @@ __kernel void tree_block_scatter(__global const int* restrict ridx,
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
         const int d = tree_block_go(split_bins, ridx, p, split_cols, n_rows, n_feat, t, split_tab) ? dl++ : dr++;
-        tmp_ridx[d] = ridx[p];
-#if TREE_MOVE_ROWS
-        tree_move_bins(tmp_bins, d, n, bins, p, n_rows, n_feat);
-        for (int k = 0; k < 2 * n_out; ++k) tmp_gh[(long)d * 2 * n_out + k] = gh[(long)p * 2 * n_out + k];
-#endif
+        tree_move_row(tmp_ridx, tmp_bins, tmp_gh, d, n, ridx, bins, gh, p, n_rows, n_feat, n_out);
     }
 }
 
@@ -205,10 +206,6 @@ __kernel void tree_block_copy_back(__global int* restrict ridx, __global tree_bi
     const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
-        ridx[p] = tmp_ridx[i];
-#if TREE_MOVE_ROWS
-        tree_move_bins(bins, p, n_rows, tmp_bins, i, n, n_feat);
-        for (int k = 0; k < 2 * n_out; ++k) gh[(long)p * 2 * n_out + k] = tmp_gh[(long)i * 2 * n_out + k];
-#endif
+        tree_move_row(ridx, bins, gh, p, n_rows, tmp_ridx, tmp_bins, tmp_gh, i, n, n_feat, n_out);
     }
 }
