@@ -65,9 +65,10 @@ def test_profiled_rule_fit_splits_a_rules_time(device):
     profile = {"status": "ok", **summarize(list(est.rule_times_), recorder.rounds())}
     m = profile["mean_per_round"]
     assert profile["rounds_profiled"] == len(est.rules_)
-    atoms = "rule_atoms_q" if est.precision_ == "quantized" else "rule_atoms"  # quantized on GPUs by default
+    # a refinement step's fused histogram (quantized on GPUs by default)
+    hist = "rule_histogram_q" if est.precision_ == "quantized" else "rule_histogram"
     # a rule's steps go to the device in batches (best_batch), one step at a time where a batch would not pay
-    assert atoms in m["kernels"] and {"best", "best_batch"} & set(m["backend_calls"])
+    assert hist in m["kernels"] and {"best", "best_batch"} & set(m["backend_calls"])
     assert 0 < m["kernel_total_seconds"] < m["wall_seconds"]
     assert "s/rule" in format_profile(profile, None, "mdhom", "rule")
 
