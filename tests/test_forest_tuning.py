@@ -100,6 +100,7 @@ def test_stored_forest_configs_are_used_and_grow_the_same_model(device, tmp_path
     y = (X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(scale=0.5, size=700) > 0).astype(int)
     kw = dict(n_estimators=6, max_depth=6, random_state=2, device=device)  # sqrt(12) = 3: the sampled level
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "none"))
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "none")  # not the shipped files either
     configs.reset_warnings()
     plain = RandomForestClassifier(**kw).fit(X, y)
     fit_kernels = [k for k in FOREST_TUNABLES if k in plain.kernel_configs_]
