@@ -16,6 +16,11 @@
 #ifndef SCAN_TILED
 #define SCAN_TILED 0
 #endif
+% if desc.chunked:
+#ifndef CHUNKED
+#define CHUNKED 0
+#endif
+% endif
 
 #define WG_SIZE (${" * ".join("NUM_WI_" + d for d in dims)})
 /* Work-items along the concatenated dimensions, and those that combine through local memory (along reduced

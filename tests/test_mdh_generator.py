@@ -6,6 +6,7 @@ are not powers of two (3, 5, 7, ...), because sizes need not be divisible by the
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -283,3 +284,67 @@ def test_private_scratch_is_a_build_time_choice_checked_at_launch(device):
         mdh.Description(
             "bad", ["i"], [mdh.Concat()], "double", "out = 0.0;", params=[mdh.Param("work_len", "int")],
             scratch=mdh.Scratch("work", "double", "work_len", private=(0,)))
+
+
+def chunked_twin(desc: mdh.Description) -> mdh.Description:
+    """``desc`` offering CHUNKED (the same computation: only the schedule differs)."""
+    return mdh.Description(desc.name + "_chunked", desc.dims, desc.combine, desc.atom, desc.scalar, desc.inputs,
+                           desc.params, desc.accumulate, desc.preamble, desc.accumulate_atomic, dict(desc.extents),
+                           desc.scatter, desc.scratch, chunked=True)
+
+
+@pytest.mark.parametrize("name", ["histogram_q32", "sum_3d", "argmax_rows", "column_max", "gh_sum"])
+def test_chunked_shares_equal_strided_shares(device, name):
+    """CHUNKED=1 (each work-item a contiguous run of every dimension) computes what the strided shares do, over one
+    and several work-groups, sizes the runs do not divide, concatenated and reduced dimensions; integer and
+    order-free (max, argmax) results to the bit. It is offered only where a description asks for it."""
+    case = copy.copy(CASES[name]).prepare(np.random.default_rng(17))
+    assert "CHUNKED" not in case.description.parameter_names()
+    twin = chunked_twin(case.description)
+    assert "CHUNKED" in twin.parameter_names()
+    case.description = twin
+    rng = np.random.default_rng(3)
+    exact = name in ("histogram_q32", "sum_3d", "argmax_rows", "column_max")
+    ran = 0
+    for _ in range(4 * RANDOM_CONFIGS):
+        cfg = random_config(twin, device, case.sizes, rng)
+        try:
+            comps = {c: mdh.Computation(twin, device, {**cfg, "CHUNKED": c}, case.sizes) for c in (0, 1)}
+        except mdh.ConfigError:
+            continue  # beyond what the compiled kernel can run on this device (registers)
+        got = {c: comp(**case.inputs) for c, comp in comps.items()}
+        assert_matches(case, got[1], {**cfg, "CHUNKED": 1})
+        if exact:
+            assert got[0].tobytes() == got[1].tobytes(), cfg
+        ran += 1
+        if ran == RANDOM_CONFIGS:
+            break
+    assert ran == RANDOM_CONFIGS, f"only {ran} random configurations were runnable"
+
+
+def test_chunked_ragged_and_scattered(device):
+    """CHUNKED with ragged extents (each slot folds its own count of rows) and with a scattering description."""
+    ragged = mdh.Description(
+        "ragged_sum", ["slot", "pos"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "long", "out = (long)x[slot * SIZE_pos + pos];",
+        inputs=[mdh.Input("x", "int", ("*",), gather=True), mdh.Input("count", "int", ("slot",), gather=True)],
+        extents={"pos": "count[slot]"}, chunked=True)
+    rng = np.random.default_rng(19)
+    x = rng.integers(-1000, 1000, (13, 101)).astype(np.int32)
+    count = rng.integers(0, 102, 13).astype(np.int32)
+    want = np.array([x[i, :c].sum() for i, c in enumerate(count)], np.int64)
+    scatter = mdh.Description(
+        "scatter_rows_c", ["r"], [mdh.Concat()], "float", "out = x * 2;\nout_at = perm[r];",
+        inputs=[mdh.Input("x", "float", ("r",)), mdh.Input("perm", "int", ("r",), gather=True)], scatter=True,
+        chunked=True)
+    xs = rng.standard_normal(301).astype(np.float32)
+    perm = rng.permutation(301).astype(np.int32)
+    want_s = np.empty_like(xs)
+    want_s[perm] = 2 * xs
+    for c in (0, 1):
+        for wg, wi in ((1, 1), (3, 5), (2, 16)):
+            cfg = {"NUM_WG_slot": 2, "NUM_WI_slot": 1, "NUM_WG_pos": wg, "NUM_WI_pos": wi, "NUM_WI_COMBINE": 4,
+                   "CHUNKED": c}
+            got = mdh.Computation(ragged, device, cfg)({"slot": 13, "pos": 101}, x=x.reshape(-1), count=count)
+            np.testing.assert_array_equal(got, want, err_msg=str(cfg))
+            got = mdh.Computation(scatter, device, {"NUM_WG_r": wg, "NUM_WI_r": wi, "CHUNKED": c})(x=xs, perm=perm)
+            np.testing.assert_array_equal(got, want_s, err_msg=str(cfg))

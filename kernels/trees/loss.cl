@@ -14,18 +14,19 @@
 #define TREE_EXP_EXACT 0
 #endif
 
-/* exp(x) for x <= 0: 2^k * p(r), x = k ln2 + r, p the degree-13 Taylor polynomial by Horner's rule. */
+/* exp(x) for x <= 0: 2^k * p(r), x = k ln2 + r, p the degree-13 Taylor polynomial by Horner's rule; rint and ldexp
+ * are the generator's exact inline forms (mdh_rint, mdh_ldexp: the library calls' bits, without the calls). */
 inline tree_real_t tree_exp_nonpositive(tree_real_t x) {
 #if TREE_EXP_EXACT
     x = (x < TREE_EXP_MIN) ? TREE_EXP_MIN : x;
-    const tree_real_t k = rint(x * TREE_INV_LN2);
+    const tree_real_t k = mdh_rint(x * TREE_INV_LN2);
     const tree_real_t r = (x - k * TREE_LN2_HI) - k * TREE_LN2_LO;
     tree_real_t p = TREE_EXP_C0;
     p = p * r + TREE_EXP_C1; p = p * r + TREE_EXP_C2; p = p * r + TREE_EXP_C3; p = p * r + TREE_EXP_C4;
     p = p * r + TREE_EXP_C5; p = p * r + TREE_EXP_C6; p = p * r + TREE_EXP_C7; p = p * r + TREE_EXP_C8;
     p = p * r + TREE_EXP_C9; p = p * r + TREE_EXP_C10; p = p * r + TREE_EXP_C11; p = p * r + TREE_EXP_C12;
     p = p * r + TREE_EXP_C13;
-    return ldexp(p, (int)k);
+    return mdh_ldexp(p, (int)k);  /* p in [0.70, 1.42]: within mdh_ldexp's domain */
 #else
     return exp(x);
 #endif

@@ -44,6 +44,7 @@ def gather_gh(precision: str = "double") -> Description:
         scalar="const long i = (long)ridx[pos] * SIZE_output + output; out.g = grad[i]; out.h = hess[i];",
         inputs=[Input("ridx", "int", ("pos",), gather=True), Input("grad", r, (1,), gather=True),
                 Input("hess", r, (1,), gather=True)],
+        chunked=True,
     )
 
 
@@ -58,6 +59,7 @@ def gh_absmax() -> Description:
                "out.g = isnan(gh[i]) ? INFINITY : fabs(gh[i]);\n"
                "out.h = isnan(gh[i + 1]) ? INFINITY : fabs(gh[i + 1]);",
         inputs=[Input("gh", "double", ("pos", "output", 2), gather=True)],
+        chunked=True,
     )
 
 
@@ -70,10 +72,11 @@ def quantize_gh() -> Description:
     return Description(
         "tree_quantize_gh", ["pos", "output"], [Concat(), Concat()], GHQ,
         scalar="const long i = 2 * ((long)pos * SIZE_output + output);\n"
-               "out.g = (int)rint(gh[i] * scale[2 * output]);\n"
-               "out.h = (int)rint(gh[i + 1] * scale[2 * output + 1]);",
+               "out.g = (int)mdh_rint(gh[i] * scale[2 * output]);\n"
+               "out.h = (int)mdh_rint(gh[i + 1] * scale[2 * output + 1]);",
         inputs=[Input("gh", "double", ("pos", "output", 2), gather=True),
                 Input("scale", "double", ("output", 2), gather=True)],
+        chunked=True,
     )
 
 
@@ -122,6 +125,7 @@ out.g = g; out.h = h;""",
                 Input("w", r, ("row",), gather=True), Input("keep", "uchar", (1,), gather=True)],
         params=[Param("use_keep", "int"), Param("factor", r)],
         preamble=f"typedef {r} tree_real_t;\n" + _loss_defines(kind, precision) + snippet("loss.cl"),
+        chunked=True,
     )
 
 

@@ -68,6 +68,7 @@ out_at = ridx[pos];""",
         inputs=[Input("ridx", "int", ("pos",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
         params=[Param("n_leaves", "int")],
         scatter=True,
+        chunked=True,
     )
 
 

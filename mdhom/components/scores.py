@@ -31,6 +31,7 @@ def score_update(precision: str = "double") -> Description:
         scalar="out = scores[(long)row * SIZE_output + output] + value[(long)row_node[row] * SIZE_output + output];",
         inputs=[Input("scores", r, ("row", "output"), gather=True), Input("row_node", "int", ("row",), gather=True),
                 Input("value", r, (1,), gather=True)],
+        chunked=True,
     )
 
 

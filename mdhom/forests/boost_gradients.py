@@ -109,8 +109,8 @@ def quantize_gh() -> Description:
     return Description(
         "boost_quantize_gh", ["cls", "pos"], [Concat(), Concat()], GHQ,
         scalar="const long i = 2 * ((long)cls * SIZE_pos + pos);\n"
-               "out.g = (int)rint(gh[i] * scale[2 * cls]);\n"
-               "out.h = (int)rint(gh[i + 1] * scale[2 * cls + 1]);",
+               "out.g = (int)mdh_rint(gh[i] * scale[2 * cls]);\n"
+               "out.h = (int)mdh_rint(gh[i + 1] * scale[2 * cls + 1]);",
         inputs=[Input("gh", "double", ("*",), gather=True), Input("scale", "double", ("*",), gather=True)],
     )
 

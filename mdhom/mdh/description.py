@@ -201,6 +201,11 @@ class Description:
     ``scatter=True`` (concatenation-only descriptions) lets the scalar function choose where its atom lands:
     it may set ``out_at`` (an ``idx_t``, preset to the point's own output position; -1 writes nothing). The
     positions a launch writes must be distinct (a permutation, such as a stable partition of rows by node).
+
+    ``chunked=True`` adds the tuning parameter ``CHUNKED``: 1 gives each work-item one contiguous run of every
+    dimension instead of a strided share. CPU runtimes run a work-group's items one after another, so strided
+    shares walk memory a stride at a time (PoCL, 500k rows: a score update 2.4 ms strided, 0.55 ms chunked). A
+    reduction folds in another order under it, so exact-order pins keep one work-item per reduction (or 0).
     """
 
     name: str
@@ -216,6 +221,7 @@ class Description:
     extents: tuple[tuple[str, str], ...] = ()
     scatter: bool = False
     scratch: Scratch | None = None
+    chunked: bool = False
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -233,6 +239,7 @@ class Description:
         extents: dict[str, str] | None = None,
         scatter: bool = False,
         scratch: Scratch | None = None,
+        chunked: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -248,6 +255,7 @@ class Description:
         set_(self, "extents", tuple((extents or {}).items()))
         set_(self, "scatter", bool(scatter))
         set_(self, "scratch", scratch)
+        set_(self, "chunked", bool(chunked))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -294,6 +302,9 @@ class Description:
         self._validate_extents(reduces, scans)
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
+        if self.chunked and scans:
+            raise DescriptionError(f"{self.name}: `chunked` is for concatenated and reduced dimensions (a scan's "
+                                   "work-items already take contiguous chunks unless SCAN_TILED)")
         seen = set(names)
         self._validate_scratch(scans)
         for p in self.params:
@@ -424,6 +435,7 @@ class Description:
         names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
         names += ("SCAN_TILED",) if self.scan_dim else ()
         names += ("SCRATCH_PRIVATE",) if self.private_scratch else ()
+        names += ("CHUNKED",) if self.chunked else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -484,7 +496,9 @@ class Description:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
         # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
-        missing = [p for p in self.parameter_names() if p not in config and p not in ("SCAN_TILED", "SCRATCH_PRIVATE")]
+        # ... and CHUNKED (absent means 0: strided shares)
+        missing = [p for p in self.parameter_names()
+                   if p not in config and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED")]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -512,7 +526,7 @@ class Description:
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
-        for switch in ("PARTIALS_LOCAL", "SCAN_TILED"):
+        for switch in ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED"):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
         if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
@@ -540,6 +554,8 @@ class Description:
             space.append(Parameter("SCAN_TILED", (0, 1), default["SCAN_TILED"]))
         if self.accumulate_atomic:
             space.append(Parameter("PARTIALS_LOCAL", (0, 1), default["PARTIALS_LOCAL"]))
+        if self.chunked:
+            space.append(Parameter("CHUNKED", (0, 1), default["CHUNKED"]))
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
             space.append(Parameter("SCRATCH_PRIVATE", (0, *self.private_scratch), default["SCRATCH_PRIVATE"]))
         return space
@@ -588,6 +604,8 @@ class Description:
             cfg["PARTIALS_LOCAL"] = int(usable)
         if self.private_scratch:  # the length is a launch argument: only the global slice holds every length
             cfg["SCRATCH_PRIVATE"] = 0
+        if self.chunked:  # CPUs run a work-group's items one after another: contiguous runs stream
+            cfg["CHUNKED"] = int(device.type == "cpu")
         return cfg
 
 

@@ -162,7 +162,7 @@ def stat_quantize() -> Description:
     return Description(
         "rule_stat_quantize", ["slot", "part", "row"], [Concat(), Concat(), Concat()], "int",
         scalar=_ROW + """const int mdh_c = part == 0 ? cols[slot] : cols[h_at + slot];
-out = (int)rint(new[mdh_r + 1 + part] * scale[2 * (part == 0 ? mdh_c : h_base + mdh_c)]);
+out = (int)mdh_rint(new[mdh_r + 1 + part] * scale[2 * (part == 0 ? mdh_c : h_base + mdh_c)]);
 out_at = (part == 0 ? 0 : h_off) + (idx_t)mdh_c * SIZE_row + row;""",
         inputs=[*_NEW, Input("cols", "int", ("*",), gather=True), Input("scale", "double", ("*",), gather=True)],
         params=[Param("h_base", "int"), Param("h_at", "int"), Param("h_off", "long")], scatter=True,
