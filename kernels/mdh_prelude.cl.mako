@@ -31,7 +31,7 @@ ${type_helpers}
 #endif
 % endif
 
-% if exact_pow2:
+% if exact_rounding:
 /* Exact rounding without library calls, emitted where the description's code calls them. A library call per value
  * stays scalar on CPU runtimes (PoCL: ~8 ns per rint, 10x the rest of a quantisation); these are the same IEEE
  * operations a vector unit has, and give the library functions' bits.

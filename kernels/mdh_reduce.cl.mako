@@ -14,6 +14,20 @@
 ## CHUNKED=1 (descriptions with chunked=True): each work-item takes one contiguous run of every dimension instead of
 ## a strided share, which is what CPUs stream (they run a work-group's items one after another). A mako comment, so
 ## that the source, and the stored configurations' description hashes, of other descriptions stay as they were.
+## The loop over a work-item's share of reduced dimension d (its strided share, or its contiguous run with CHUNKED).
+<%def name="lane_loop(d)">\
+% if desc.chunked:
+#if CHUNKED
+        const idx_t mdh_chunk_${d} = (${bounds[d]} + (idx_t)NUM_WG_${d} * NUM_WI_${d} - 1) / ((idx_t)NUM_WG_${d} * NUM_WI_${d});
+        const idx_t mdh_end_${d} = min((idx_t)${bounds[d]}, (wg_${d} * NUM_WI_${d} + wi_${d} + 1) * mdh_chunk_${d});
+        for (idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * mdh_chunk_${d}; ${d} < mdh_end_${d}; ++${d}) {
+#else
+% endif
+        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
+% if desc.chunked:
+#endif
+% endif
+</%def>\
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
@@ -32,10 +46,10 @@ ${tile.decompose()}
 #if CHUNKED
     const idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * iters_${d} + k_${d};
 #else
+% endif
     const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
+% if desc.chunked:
 #endif
-% else:
-    const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
 % endif
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
@@ -52,17 +66,7 @@ ${tile.decompose()}
     barrier(CLK_LOCAL_MEM_FENCE);
     if (active) {
 % for d in lane_dims:
-% if desc.chunked:
-#if CHUNKED
-        const idx_t mdh_chunk_${d} = (${bounds[d]} + (idx_t)NUM_WG_${d} * NUM_WI_${d} - 1) / ((idx_t)NUM_WG_${d} * NUM_WI_${d});
-        const idx_t mdh_end_${d} = min((idx_t)${bounds[d]}, (wg_${d} * NUM_WI_${d} + wi_${d} + 1) * mdh_chunk_${d});
-        for (idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * mdh_chunk_${d}; ${d} < mdh_end_${d}; ++${d}) {
-#else
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
-#endif
-% else:
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
-% endif
+${lane_loop(d)}\
 % endfor
             mdh_fold_atomic(&mdh_lacc[c_lane], ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:
@@ -85,17 +89,7 @@ ${tile.decompose()}
     atom_t acc = mdh_neutral();
     if (active) {
 % for d in lane_dims:
-% if desc.chunked:
-#if CHUNKED
-        const idx_t mdh_chunk_${d} = (${bounds[d]} + (idx_t)NUM_WG_${d} * NUM_WI_${d} - 1) / ((idx_t)NUM_WG_${d} * NUM_WI_${d});
-        const idx_t mdh_end_${d} = min((idx_t)${bounds[d]}, (wg_${d} * NUM_WI_${d} + wi_${d} + 1) * mdh_chunk_${d});
-        for (idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * mdh_chunk_${d}; ${d} < mdh_end_${d}; ++${d}) {
-#else
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
-#endif
-% else:
-        for (idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d}; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d}) {
-% endif
+${lane_loop(d)}\
 % endfor
             mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:

@@ -348,3 +348,33 @@ def test_chunked_ragged_and_scattered(device):
             np.testing.assert_array_equal(got, want, err_msg=str(cfg))
             got = mdh.Computation(scatter, device, {"NUM_WG_r": wg, "NUM_WI_r": wi, "CHUNKED": c})(x=xs, perm=perm)
             np.testing.assert_array_equal(got, want_s, err_msg=str(cfg))
+
+
+def test_exact_rounding_helpers_give_the_library_bits(device):
+    """``mdh_rint`` and ``mdh_ldexp``, which a description's code may call instead of the library (a scalar call on
+    CPU runtimes), give numpy's ``rint`` and ``ldexp`` bit for bit: ties to even, signed zeros, the 2^52 edge,
+    infinities and NaN; ``ldexp`` over its domain (0.5 <= |p| < 2) into and below the subnormal range."""
+    if not device.has_fp64:
+        pytest.skip(f"{device.key} has no double precision")
+    rint = mdh.Description("exact_rint", ["i"], [mdh.Concat()], "double", "out = mdh_rint(x);",
+                           inputs=[mdh.Input("x", "double", ("i",))])
+    ldexp = mdh.Description("exact_ldexp", ["i"], [mdh.Concat()], "double", "out = mdh_ldexp(p, k);",
+                            inputs=[mdh.Input("p", "double", ("i",)), mdh.Input("k", "int", ("i",))])
+    assert "mdh_rint" in mdh.Computation(rint, device, None).source
+    rng = np.random.default_rng(23)
+    edges = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999999999999994, 1e-300, -1e-300,
+                      2.0**52 - 0.5, 2.0**52, 2.0**52 + 1, -(2.0**52 + 3), 2.0**53 + 2, 1e300, np.inf, -np.inf,
+                      np.nan, 4503599627370495.5, -4503599627370495.5])
+    x = np.concatenate([edges, rng.standard_normal(1000) * 10.0 ** rng.integers(-3, 12, 1000),
+                        rng.integers(-10**6, 10**6, 500) + 0.5])
+    got = mdh.Computation(rint, device, None)(x=x)
+    assert np.array_equal(got.view(np.int64), np.rint(x).view(np.int64))
+    k = np.concatenate([np.array([0, 1, 1023, -1, -1021, -1022, -1023, -1024, -1074, -1075, -1076, -1077, -2042,
+                                  -2100], np.int32), rng.integers(-1100, 1024, 1500).astype(np.int32)])
+    p = rng.uniform(0.5, 2.0, k.size) * rng.choice([-1.0, 1.0], k.size)
+    p[:4] = [0.5, np.nextafter(2.0, 0.0), 0.0, np.nan]
+    got = mdh.Computation(ldexp, device, None)(p=p, k=k)
+    want = np.ldexp(p, k)
+    nan = np.isnan(want)
+    assert nan.any() and np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))

@@ -87,7 +87,7 @@ def template_context(desc: Description) -> dict:
         "scan_dim": desc.scan_dim,
         "inclusive": bool(scan.inclusive) if scan else True,
         # exact rounding helpers (mdh_rint, mdh_ldexp) where the description's code calls them
-        "exact_pow2": desc.double_fp and any("mdh_rint" in t or "mdh_ldexp" in t for t in (
+        "exact_rounding": desc.double_fp and any("mdh_rint" in t or "mdh_ldexp" in t for t in (
             desc.scalar, desc.preamble, desc.accumulate or "", desc.accumulate_atomic or "")),
         "type_declaration": desc.atom.declaration("atom_t"),
         "type_helpers": helpers(desc.atom),
