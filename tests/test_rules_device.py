@@ -35,7 +35,7 @@ def _problem(n=301, F=7, L=4, seed=5, loss="logistic_labelwise"):
     return rng, X, edges, G, H
 
 
-@pytest.mark.parametrize("kernel", ["rule_atoms", "rule_atoms_q", "rule_histogram_q", "rule_cover", "rule_cover_best", "rule_head_columns",
+@pytest.mark.parametrize("kernel", ["rule_histogram_q", "rule_cover", "rule_cover_best", "rule_head_columns",
                                     "rule_head_scale", "rule_feature_bins",
                                     "tree_split_score_rule_single", "tree_split_score_rule_complete",
                                     "rule_coupled_quality"])
@@ -262,7 +262,6 @@ parallel = {"tree_histogram": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat"
             "tree_split_score_rule_complete": {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_feat": 2, "NUM_WI_feat": 1,
                                                "NUM_WG_bin": 2, "NUM_WI_bin": 2, "NUM_WG_dir": 1, "NUM_WI_dir": 2,
                                                "NUM_WI_COMBINE": 2},
-            "rule_atoms": {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_slot": 1, "NUM_WI_slot": 2},
             "rule_histogram": {"NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WG_output": 1, "NUM_WI_output": 2,
                                "NUM_WG_pos": 3, "NUM_WI_pos": 4, "NUM_WI_COMBINE": 4},
             "rule_cover": {"NUM_WG_row": 2, "NUM_WI_row": 8},
@@ -290,7 +289,7 @@ from mdhom.rules.label_binning import LabelBinning
 from mdhom.rules import device_coupled
 device_coupled.SORT_TILE = 8  # several tiles of the counting sort at 37 rows
 parallel_q = dict(parallel, tree_histogram_q=dict(parallel["tree_histogram"], PARTIALS_LOCAL=1),
-                  rule_atoms_q=parallel["rule_atoms"], rule_histogram_q=dict(parallel["rule_histogram"], PARTIALS_LOCAL=1))
+                  rule_histogram_q=dict(parallel["rule_histogram"], PARTIALS_LOCAL=1))
 runs = [(configs, False, None, "double") for configs in (None, parallel)] + [(parallel_q, False, None, "quantized")]
 runs += [(configs, True, None, "double") for configs in (None, parallel)] + [(parallel, True, LabelBinning(0.5, 1, 0),
                                                                                "double")]

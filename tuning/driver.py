@@ -150,16 +150,17 @@ def tune_device(
 def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str], None] = print
                     ) -> tuple[list, list[str]]:
     """``entries`` as the end-to-end checks keep them (what does not pay goes in with its heuristic's
-    configuration), and the kernels kept: the kernels of boosting rounds judged by training rounds, forest kernels by
-    forest fits and predictions (they run in no boosting round, so rounds would judge them by noise)."""
-    from mdhom.tuning.endtoend import check, check_forests, choose, is_forest_kernel
+    configuration), and the kernels kept: each kernel judged by the fits it runs in (:data:`endtoend.CHECKS`:
+    forest kernels by forest fits and predictions, rule kernels by rule fits, the rest by boosting rounds), since
+    fits it does not run in would keep or drop it by noise."""
+    from mdhom.tuning.endtoend import CHECKS, choose
 
-    forest = [e for e in entries if is_forest_kernel(e[0])]
-    rounds = [e for e in entries if not is_forest_kernel(e[0])]
+    groups: list[list] = [[] for _ in CHECKS]
+    for e in entries:
+        groups[next(i for i, (_, claims, _) in enumerate(CHECKS) if claims(e[0]))].append(e)
     out: list = []
     kept: list[str] = []
-    for what, part, checker in (("training rounds with the new configurations", rounds, check),
-                                ("forest fits with the new forest configurations", forest, check_forests)):
+    for (what, _, checker), part in zip(CHECKS, groups, strict=True):
         if part:
             echo(f"end-to-end check: {what} against the heuristics")
             res = checker(device, part, work, echo)

@@ -10,7 +10,9 @@ same kernels at other sizes: the H100's file from a loss-guided check alone made
 keeps a kernel's tuned configurations only where the round with them is faster: one kernel at a time, in the
 order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor default
 takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
-end-to-end speedup over the heuristics.
+end-to-end speedup over the heuristics. Kernels that run in no boosting round are judged the same way by the fits
+they run in (:data:`CHECKS`): random-forest kernels by a forest fit and prediction, the rule refinement's kernels
+by the seconds per rule of two rule fits.
 
 Measurements alternate between the variants compared and keep the fastest of several medians, so a burst of
 other work on the machine does not decide a comparison.
@@ -37,6 +39,22 @@ MARGIN = 0.02
 
 
 @dataclass(frozen=True)
+class RuleWork:
+    """The rule fits that judge the rule kernels (:func:`rule_seconds`): mediamill's shape for the label-wise loss
+    with single-label heads (in the device's default precision), and a smaller one for complete heads of the
+    example-wise loss (float64 statistics, a coupled label Hessian): the two refinements whose kernels differ."""
+
+    rows: int = 20_000
+    features: int = 120
+    labels: int = 101
+    rules: int = 16  # per fit, the default rule counted; rules 2.. are timed
+    coupled_rows: int = 4_000
+    coupled_labels: int = 20
+    coupled_rules: int = 5
+    bins: int = 32  # equal-width feature bins (the device search needs binned features)
+
+
+@dataclass(frozen=True)
 class Workload:
     """The fit the check times: sized so that a round takes tens of milliseconds on a CPU device."""
 
@@ -47,6 +65,7 @@ class Workload:
     repeats: int = 3
     depth: int = 8  # the depth-wise fit's max_depth (its max_leaves is 2^depth)
     policies: tuple[str, ...] = ("lossguide", "depthwise")
+    rules: RuleWork = RuleWork()
 
     def fits(self) -> list[dict[str, Any]]:
         """The estimator parameters of each fit the check times."""
@@ -57,7 +76,8 @@ class Workload:
     @classmethod
     def for_tune(cls, quick: bool, gpu: bool = False) -> Workload:
         if quick:
-            return cls(rows=20_000, rounds=6, leaves=31, repeats=2, depth=5)
+            return cls(rows=20_000, rounds=6, leaves=31, repeats=2, depth=5,
+                       rules=RuleWork(2_000, 12, 6, 6, 600, 6, 4))
         return cls(rows=2_000_000 if gpu else 200_000, rounds=12, leaves=255)
 
 
@@ -136,13 +156,15 @@ def choose(entries: list[tuple[str, str, dict[str, Any], str | None]],
 
 def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
           echo: Callable[[str], None] = print,
-          timer: Callable[[Any, Workload, tuple[Any, Any]], float] | None = None) -> CheckResult:
-    """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit under the
-    environment in force (tests pass a model of the machine)."""
+          timer: Callable[[Any, Workload, Any], float] | None = None, data: Any = None) -> CheckResult:
+    """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit of ``data``
+    (default: ``work.rows`` Higgs-shaped rows) under the environment in force (tests pass a model of the
+    machine)."""
     from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
 
     timer = timer or round_seconds
-    data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+    if data is None:
+        data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
     kernels = list(dict.fromkeys(k for k, _, _, _ in entries))
     with tempfile.TemporaryDirectory(prefix="mdhom-e2e-") as tmp:
         def with_kernels(keep: list[str]) -> Path:
@@ -234,3 +256,61 @@ def check_forests(device: Any, entries: list[tuple[str, str, dict[str, Any], str
                   echo: Callable[[str], None] = print) -> CheckResult:
     """:func:`check` of the forest kernels' entries on forest fits and predictions (:func:`forest_seconds`)."""
     return check(device, entries, work, echo, timer=forest_seconds)
+
+
+# ------------------------------------------------------------------------------------------------ rules
+RULE_PREFIXES = ("rule_", "tree_split_score_rule_")  # the rule refinement's kernels: judged by rule fits
+
+
+def is_rule_kernel(kernel: str) -> bool:
+    """Whether a kernel runs in a rule fit (and only there: the split scan it shares with the trees is judged by
+    boosting rounds)."""
+    return kernel.startswith(RULE_PREFIXES)
+
+
+def rule_data(work: Workload) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """The multi-label sets of the rule check: (X, Y) of the label-wise fit and of the coupled one."""
+    from mdhom.bench.rules import make_multilabel
+
+    r = work.rules
+    return (make_multilabel(r.rows, r.features, r.labels, 0)[:2],
+            make_multilabel(r.coupled_rows, r.features, r.coupled_labels, 1)[:2])
+
+
+def rule_seconds(device: Any, work: Workload, data: tuple[tuple[Any, Any], tuple[Any, Any]]) -> float:
+    """The geometric mean of the median seconds per rule (rules 2..n) of a label-wise fit with single-label heads
+    and an example-wise fit with complete heads (label binning as mlrl-boomer decides) on ``device``: what the
+    rule kernels' configurations must make faster to be kept."""
+    import warnings
+
+    from mdhom import RuleBoostClassifier
+    from mdhom.bench.boomer import SETTINGS
+    from mdhom.configs import TunedConfigWarning
+
+    r = work.rules
+    fits = ((data[0], SETTINGS["labelwise-single"], r.rules), (data[1], SETTINGS["examplewise-complete"],
+                                                               r.coupled_rules))
+    logs = []
+    for (X, Y), setting, rules in fits:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TunedConfigWarning)
+            est = RuleBoostClassifier(**setting, max_rules=rules, feature_binning=("equal-width", r.bins),
+                                      random_state=0, device=device).fit(X, Y)
+        times = list(est.rule_times_[1:]) or list(est.rule_times_)
+        logs.append(math.log(max(statistics.median(times), 1e-9)))
+    return math.exp(sum(logs) / len(logs))
+
+
+def check_rules(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
+                echo: Callable[[str], None] = print) -> CheckResult:
+    """:func:`check` of the rule kernels' entries on rule fits (:func:`rule_seconds`)."""
+    return check(device, entries, work, echo, timer=rule_seconds, data=rule_data(work))
+
+
+# which fits judge a kernel's entries: (what the check times, whether a kernel belongs to it, the check); a kernel
+# goes to the first that claims it
+CHECKS: tuple[tuple[str, Callable[[str], bool], Callable[..., CheckResult]], ...] = (
+    ("forest fits with the new forest configurations", is_forest_kernel, check_forests),
+    ("rule fits with the new rule configurations", is_rule_kernel, check_rules),
+    ("training rounds with the new configurations", lambda kernel: True, check),
+)

@@ -17,9 +17,6 @@ rule_histogram(_q)     feat x output x pos              sums per (sampled featur
                                                         slot, read where they lie (the statistics, the mask,
                                                         the sample's bins feature-major: no atoms or bins copy
                                                         first; exact order pinned)
-rule_atoms             row x slot                       concat: a row's (g, h) per head label where it is
-                                                        covered (else 0), and the count slot (the numpy form of
-                                                        the histogram's input; tested, not launched by a fit)
 rule_feature_bins      row x feat                       concat: the sampled features' bins side by side (the
                                                         coupled heads' counting sort reads them)
 tree_split_scan        node x feat x output x bin       inclusive prefix sums over bins (exact order pinned)
@@ -60,40 +57,6 @@ _BEST_INDEX = _BEST.fields["index"][1] // 4  # int offset of the argmax index in
 
 
 # ------------------------------------------------------------------------------------------------ descriptions
-@lru_cache(maxsize=2)
-def atoms(precision: str = "double") -> Description:
-    """Per (row, slot): slot < k the (g, h) of head label ``cols[slot]`` / Hessian column ``cols[h_at + slot]``
-    times the row's weight where the row is covered with non-zero weight, else 0; slot k the counts (covered;
-    covered with non-zero weight) as 1 / 0. The histogram's (pos, output, 2) input: :func:`binned.slot_values`.
-    One ``cols`` table for both columns, so that :func:`head_columns` writes a restricted head's in one launch.
-    Quantized, G and H hold int32 fixed point, label-major, and the weights are 0 or 1 (instance sampling draws
-    without replacement), so a selected row adds its integers as they are."""
-    q = is_quantized(precision)
-    stat = hist_ctype(precision)
-    one, zero, w = ("1", "0", "") if q else ("1.0", "0.0", " * weight")
-    # double: example-major (row * stride + column); quantized: label-major (column * stride + row), so a column's
-    # rows are contiguous (coalesced reads; a changed column goes up as one copy)
-    g_at, h_at = (("(long)cols[slot] * g_stride + row", "(long)cols[h_at + slot] * h_stride + row") if q else
-                  ("(long)row * g_stride + cols[slot]", "(long)row * h_stride + cols[h_at + slot]"))
-    return Description(
-        "rule_atoms_q" if q else "rule_atoms", ["row", "slot"], [Concat(), Concat()], hist_gh_type(precision),
-        scalar=f"""
-const int mdh_c = covered != 0;
-const int mdh_s = mdh_c && weight != 0.0;
-if (slot < k) {{
-    out.g = mdh_s ? G[{g_at}]{w} : {zero};
-    out.h = mdh_s ? H[{h_at}]{w} : {zero};
-}} else {{
-    out.g = mdh_c ? {one} : {zero};
-    out.h = mdh_s ? {one} : {zero};
-}}""",
-        inputs=[Input("G", stat, ("*",), gather=True), Input("H", stat, ("*",), gather=True),
-                Input("weight", "double", ("row",)), Input("covered", "uchar", ("row",)),
-                Input("cols", "int", ("*",), gather=True)],
-        params=[Param("g_stride", "int"), Param("h_stride", "int"), Param("k", "int"), Param("h_at", "int")],
-    )
-
-
 _HIST_BODY = """
 if (covered[pos] != 0) {{
     const int mdh_b = bins[(long)fidx[fidx0 + feat] * n_rows + pos];
@@ -111,16 +74,17 @@ if (covered[pos] != 0) {{
 
 @lru_cache(maxsize=8)
 def histogram(n_bins: int, precision: str = "double", bin_type: str = "uchar") -> Description:
-    """The refinement step's statistics: per (sampled feature, slot, bin) the sums over the covered rows of
-    :func:`atoms`' values, read where they lie: slot < k the (g, h) of head label ``cols[slot]`` / Hessian column
-    ``cols[h_at + slot]`` (times the weight; quantized, int32 fixed point, label-major, weights 0 or 1), slot k the
-    counts (covered; covered with non-zero weight); the feature ``fidx[fidx0 + feat]`` of ``bins`` held
-    feature-major (``bins[f * n_rows + row]``: a sample's column is contiguous, so no copy of the sampled bins is
-    made). One launch instead of the atoms, the sampled bins' copy and the trees' histogram over them. Uncovered rows
-    and zero weights add nothing: a sum that starts at 0.0 is never -0.0, so leaving out the 0.0 the atoms held is
-    exact, and the pinned fold (one lane, rows ascending) adds what ``np.bincount`` adds in its order. Output: the
-    trees' one-node histogram layout, (feat, slot) atoms of ``n_bins`` (g, h) pairs. Quantized, the fold may run as
-    int32 atomics into a local histogram per work-group (``PARTIALS_LOCAL``)."""
+    """The refinement step's statistics: per (sampled feature, slot, bin) the sums over the covered rows of each
+    row's atoms (:func:`mdhom.rules.binned.slot_values`), read where they lie: slot < k the (g, h) of head label
+    ``cols[slot]`` / Hessian column ``cols[h_at + slot]`` (times the weight; quantized, int32 fixed point,
+    label-major, weights 0 or 1), slot k the counts (covered; covered with non-zero weight); the feature
+    ``fidx[fidx0 + feat]`` of ``bins`` held feature-major (``bins[f * n_rows + row]``: a sample's column is
+    contiguous, so no copy of the sampled bins is made). One launch instead of an atoms pass, the sampled bins' copy
+    and the trees' histogram over them. Uncovered rows and zero weights add nothing: a sum that starts at 0.0 is never
+    -0.0, so leaving out the 0.0 an atom would hold is exact, and the pinned fold (one lane, rows ascending) adds what
+    ``np.bincount`` adds in its order. Output: the trees' one-node histogram layout, (feat, slot) atoms of ``n_bins``
+    (g, h) pairs. Quantized, the fold may run as int32 atomics into a local histogram per work-group
+    (``PARTIALS_LOCAL``)."""
     q = is_quantized(precision)
     stat = hist_ctype(precision)
     w, one = ("", "1") if q else (" * weight[pos]", "1.0")
@@ -211,7 +175,7 @@ inline int rule_head_label(__global const double* res, const int k, const double
 @lru_cache(maxsize=1)
 def head_columns() -> Description:
     """A batch's first step chose a single-label head's label (:func:`rule_head_label` of its winner's sides
-    ``res``): the restricted head's ``cols`` table for :func:`atoms` (its label's gradient column, then its Hessian
+    ``res``): the restricted head's ``cols`` table for :func:`histogram` (its label's gradient column, then its Hessian
     column: ``h_at`` 1) from the full head's (``cols``, Hessian columns from ``h_at``), on the device, so that the
     next steps launch before the host reads the first."""
     return Description(
@@ -357,6 +321,7 @@ def _score_ref(kind: str):  # noqa: ANN202
 
 
 def _atoms_inputs(s, rng):  # noqa: ANN001, ANN202
+    """A step's statistics as the histogram reads them (``slot`` = head labels + the count slot), in place."""
     n, k = int(s["row"]), int(s["slot"]) - 1
     L = k + 3
     return {"G": rng.normal(size=n * L), "H": rng.random(n * L), "weight": (rng.random(n) < 0.8).astype(float),
@@ -374,6 +339,7 @@ def _atoms_q_inputs(s, rng):  # noqa: ANN001, ANN202
 
 
 def _atoms_ref(a):  # noqa: ANN001, ANN202
+    """Each row's (g, h) per slot, as :func:`mdhom.rules.binned.slot_values` makes them: what the histogram sums."""
     n, k = a["weight"].size, a["k"]
     gcol, hcol = a["cols"][:k], a["cols"][a["h_at"]: a["h_at"] + k]
     if a["G"].dtype.kind == "i":  # quantized: label-major
@@ -521,12 +487,6 @@ def _score_spec(kind: str) -> KernelSpec:
 
 SCORE_SINGLE = _score_spec("single")
 SCORE_COMPLETE = _score_spec("complete")
-ATOMS = KernelSpec("rule_atoms", elementwise("row"), tuning=Tuning(
-    lambda s: atoms(), {c: {"row": n, "slot": 7} for c, n in _ROW_CLASSES.items()}, _atoms_inputs, _atoms_ref,
-    doc="rule refinement: the covered rows' (g, h) per head label and the count slot"))
-ATOMS_Q = KernelSpec("rule_atoms_q", elementwise("row"), tuning=Tuning(
-    lambda s: atoms("quantized"), {c: {"row": n, "slot": 7} for c, n in _ROW_CLASSES.items()}, _atoms_q_inputs,
-    _atoms_ref, doc="rule refinement (quantized): the covered rows' int32 (g, h) per head label and the count slot"))
 COVER = KernelSpec("rule_cover", elementwise("row"), tuning=Tuning(
     lambda s: cover(), {c: {"row": n} for c, n in _ROW_CLASSES.items()}, _cover_inputs, _cover_ref,
     doc="rule refinement: the coverage mask after a condition"))
@@ -577,6 +537,6 @@ HISTOGRAM_Q = KernelSpec("rule_histogram_q", histogram_heuristic, tuning=Tuning(
     doc="rule refinement (quantized): a step's int32 statistics per (sampled feature, slot, bin), read in place"))
 RESULT = KernelSpec("rule_refine_result", description_default)  # k + 1 work-items: nothing to tune
 # the statistics update after a rule (mdhom.rules.device_stats) is listed here: the spec collection reads this module
-SPECS = (SCORE_SINGLE, SCORE_COMPLETE, ATOMS, ATOMS_Q, HISTOGRAM, HISTOGRAM_Q, COVER, COVER_BEST, HEAD_COLUMNS,
+SPECS = (SCORE_SINGLE, SCORE_COMPLETE, HISTOGRAM, HISTOGRAM_Q, COVER, COVER_BEST, HEAD_COLUMNS,
          HEAD_SCALE, FEATURE_BINS, RESULT, *ds.SPECS)
 assert SCORE_SINGLE.name == SINGLE_HEAD_GAIN.kernel_name and SCORE_COMPLETE.name == COMPLETE_HEAD_GAIN.kernel_name
