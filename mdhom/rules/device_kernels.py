@@ -527,11 +527,13 @@ def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
 _HIST_CLASSES = {"mediamill_first": {"feat": 7, "output": 102, "pos": 20000},
                  "mediamill_single": {"feat": 7, "output": 2, "pos": 20000},
                  "emotions": {"feat": 7, "output": 7, "pos": 400}}
-# exact mode pins the row fold to one lane (rows ascending: np.bincount's order)
-HISTOGRAM = KernelSpec("rule_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1},
-                       tuning=Tuning(lambda s: histogram(_TUNE_BINS), _HIST_CLASSES, _histogram_inputs(False),
-                                     _histogram_ref, doc="rule refinement: a step's statistics per (sampled feature, "
-                                     "slot, bin) over the covered rows, read in place (exact: one lane per sum)"))
+# exact mode pins the row fold to one lane (rows ascending: np.bincount's order), and a double fit is always exact:
+# the tuner searches the other parameters under the pins
+_PINS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}
+HISTOGRAM = KernelSpec("rule_histogram", histogram_heuristic, exact_pins=_PINS, tuning=Tuning(
+    lambda s: histogram(_TUNE_BINS), _HIST_CLASSES, _histogram_inputs(False), _histogram_ref, fixed=_PINS,
+    doc="rule refinement: a step's statistics per (sampled feature, slot, bin) over the covered rows, read in place "
+        "(exact: one lane per sum)"))
 HISTOGRAM_Q = KernelSpec("rule_histogram_q", histogram_heuristic, tuning=Tuning(
     lambda s: histogram(_TUNE_BINS, "quantized"), _HIST_CLASSES, _histogram_inputs(True), _histogram_ref,
     doc="rule refinement (quantized): a step's int32 statistics per (sampled feature, slot, bin), read in place"))

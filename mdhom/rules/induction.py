@@ -187,7 +187,8 @@ class Learner:
                 raise ValueError("the device refinement searches binned features: set feature_binning")
             self.search = DeviceRefinement(device, self.space.bins, self.space.n_bins, edges, Y.shape[1],
                                            h_width, p.l1, p.l2, p.min_coverage,
-                                           precision="quantized" if p.quantized else "double")
+                                           precision="quantized" if p.quantized else "double",
+                                           searched=sample_size(self.X.shape[1], p.feature_sampling))
 
     @property
     def S(self) -> np.ndarray:
