@@ -325,3 +325,24 @@ def test_tune_disk_full_is_one_line_and_keeps_the_earlier_file(cpu, tmp_path, mo
     assert "Traceback" not in err
     assert path.read_bytes() == before and json.loads(before)["kernels"]["gh_sum"]
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_every_tunable_verifies_in_the_tuner(device):
+    """Every registered kernel's baseline configuration passes the tuner's own check (its runner: inputs on the
+    device, the launch, the comparison with the reference) at its smallest quick size class: a kernel whose
+    tuning inputs or reference disagree with its launch would fail every trial of a tune (rule_stat_quantize did:
+    a scattered output compared by the index space's shape)."""
+    from mdhom import tunable
+    from mdhom.tuning.measure import OK, LiveRunner
+
+    bad = {}
+    for name, kern in sorted(tunable.registered().items()):
+        classes = kern.classes(quick=True)
+        cls = min(classes, key=kern.points)
+        if kern.points(cls) > 1 << 21:
+            continue  # a quick class still too large for a test (the histograms' root passes)
+        sizes = classes[cls]
+        m = LiveRunner(kern, device, sizes, repeats=1, warmup=0).evaluate(kern.baseline_config(device, sizes))
+        if m.status != OK:
+            bad[name] = m.message
+    assert not bad, bad

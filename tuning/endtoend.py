@@ -88,6 +88,7 @@ class CheckResult:
     kept: list[str]  # kernels whose tuned configurations stay
     dropped: list[str]  # kernels stored with their heuristic configurations: the tuned ones did not pay
     trace: list[str] = field(default_factory=list)
+    unit: str = "round"  # what the seconds are per: a boosting round, a forest fit, a rule
 
     @property
     def speedup(self) -> float:
@@ -95,7 +96,7 @@ class CheckResult:
 
     def summary(self) -> str:
         """The line a tune ends with: rounds with the heuristics and with what is stored, and what was kept."""
-        return (f"end to end: {self.heuristic_seconds * 1e3:.2f} ms/round with the heuristics, "
+        return (f"end to end: {self.heuristic_seconds * 1e3:.2f} ms/{self.unit} with the heuristics, "
                 f"{self.tuned_seconds * 1e3:.2f} with the stored configurations ({self.speedup:.2f}x); tuned "
                 f"configurations kept for {', '.join(self.kept) or 'no kernel'}")
 
@@ -156,7 +157,8 @@ def choose(entries: list[tuple[str, str, dict[str, Any], str | None]],
 
 def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
           echo: Callable[[str], None] = print,
-          timer: Callable[[Any, Workload, Any], float] | None = None, data: Any = None) -> CheckResult:
+          timer: Callable[[Any, Workload, Any], float] | None = None, data: Any = None,
+          unit: str = "round") -> CheckResult:
     """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit of ``data``
     (default: ``work.rows`` Higgs-shaped rows) under the environment in force (tests pass a model of the
     machine)."""
@@ -192,7 +194,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         current = with_kernels(keep)
         trace = []
         base, best = compare(None, current)
-        trace.append(f"heuristic {base * 1e3:.2f} ms/round, all new configurations {best * 1e3:.2f} ms/round")
+        trace.append(f"heuristic {base * 1e3:.2f} ms/{unit}, all new configurations {best * 1e3:.2f} ms/{unit}")
         for k in kernels:
             trial_keep = [x for x in keep if x != k]
             trial = with_kernels(trial_keep)
@@ -209,7 +211,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
             keep = []
     for line in trace:
         echo(line)
-    return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace)
+    return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace, unit)
 
 
 # ------------------------------------------------------------------------------------------------ forests
@@ -255,7 +257,7 @@ def _device(device: Any) -> Any:
 def check_forests(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
                   echo: Callable[[str], None] = print) -> CheckResult:
     """:func:`check` of the forest kernels' entries on forest fits and predictions (:func:`forest_seconds`)."""
-    return check(device, entries, work, echo, timer=forest_seconds)
+    return check(device, entries, work, echo, timer=forest_seconds, unit="fit")
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -304,7 +306,7 @@ def rule_seconds(device: Any, work: Workload, data: tuple[tuple[Any, Any], tuple
 def check_rules(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
                 echo: Callable[[str], None] = print) -> CheckResult:
     """:func:`check` of the rule kernels' entries on rule fits (:func:`rule_seconds`)."""
-    return check(device, entries, work, echo, timer=rule_seconds, data=rule_data(work))
+    return check(device, entries, work, echo, timer=rule_seconds, data=rule_data(work), unit="rule")
 
 
 # which fits judge a kernel's entries: (what the check times, whether a kernel belongs to it, the check); a kernel

@@ -137,7 +137,10 @@ class LiveRunner:
             launch = comp.enqueue(self.dim_sizes, **self.args)
             first = launch.kernel_seconds()
             if self.verify:
-                why = self.kernel.compare(launch.out.get(), self.expected)
+                got = launch.out.get()
+                if self.description.scatter:  # a scattered output is a buffer: its order, not the index space's shape
+                    got = got.reshape(np.shape(self.expected))
+                why = self.kernel.compare(got, self.expected)
                 if why is not None:
                     return Measurement(WRONG, message=why)
             out = launch.out
