@@ -91,20 +91,24 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     return grown
 
 
-@pytest.mark.parametrize("row_index,blocks", [(False, 0), (True, 0), (False, 96), (True, 64)],
-                         ids=["moved", "row-index", "moved-blocks", "row-index-blocks"])
+@pytest.mark.parametrize("row_index,blocks,feature_major", [(False, 0, None), (True, 0, None), (False, 96, None),
+                                                           (True, 64, None), (False, 0, True), (False, 96, True)],
+                         ids=["moved", "row-index", "moved-blocks", "row-index-blocks", "moved-features-major",
+                              "moved-blocks-features-major"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
-def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks):
+def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, feature_major):
     """Exact mode on arbitrary gradients; the parallel-fold mode on gradients whose sums are exact in any
     order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend). With
     rows moved by the partition, and read through the row index (wide rows on CPUs): a node's rows in ascending
     order either way, so the exact fold is the reference's. The partition a work-item per row, or in blocks
-    (CPUs' layout; small blocks here, so that a node spans many)."""
+    (CPUs' layout; small blocks here, so that a node spans many). Moved rows features-major too (GPUs' default
+    there): each feature's column holds both halves of the positions."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}
-    dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index, blocks=blocks)
+    dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index, blocks=blocks,
+                            feature_major=feature_major)
     ref = NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, n_out)

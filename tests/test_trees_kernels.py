@@ -333,17 +333,22 @@ def test_score_update_and_predict_bins(device, feature_major):
 
 
 def test_leaf_rows(device):
-    """Every row's node from the nodes' position ranges, written through the output view ridx[pos]."""
+    """Every row's node from the nodes' position ranges, each in either half of the positions, written through the
+    output view ridx[half + pos]."""
     rng = np.random.default_rng(41)
     n = 3001
-    ridx = rng.permutation(n).astype(np.int32)
     begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
-    node = rng.permutation(200)[:50].astype(np.int32)
-    tab = np.stack([begin, node], axis=1).reshape(-1)
-    got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50)
-    want = pt.leaf_rows_reference(ridx, tab)
     ends = np.append(begin[1:], n)
-    assert all(np.all(want[ridx[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
+    half = np.where(rng.random(50) < 0.5, n, 0).astype(np.int32)
+    ridx = np.full(2 * n, -1, np.int32)  # the rows where the ranges are; the other half's stale entries are -1
+    perm = rng.permutation(n).astype(np.int32)
+    for b, e, h in zip(begin, ends, half, strict=True):
+        ridx[h + b:h + e] = perm[b:e]
+    node = rng.permutation(200)[:50].astype(np.int32)
+    tab = np.stack([begin, node, half], axis=1).reshape(-1)
+    got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50)
+    want = pt.leaf_rows_reference(ridx, tab, n)
+    assert all(np.all(want[perm[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
     np.testing.assert_array_equal(got, want)
 
 
@@ -367,12 +372,14 @@ def test_split_from_search(device, n_outputs):
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins)
+    n_rows = 9000  # positions a half: the records' ranges lie in the first, their children in the second
+    want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows)
+    assert (want["begin"][:m] >= n_rows).all()
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
     desc = lookahead.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
         got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500)
+                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
 
 

@@ -36,7 +36,8 @@ CODE = textwrap.dedent("""
         "tree_partition_flags": {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 8},
     }
     for exact, configs in ((True, None), (False, parallel)):
-        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX, blocks=BLOCKS)
+        dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX, blocks=BLOCKS,
+                                feature_major=FEATURE_MAJOR)
         ref = NumpyTreeKernels()
         for b in (dev, ref):
             b.load(bins, n_bins, n_out)
@@ -75,7 +76,8 @@ CODE = textwrap.dedent("""
         w = rng.random(n_rows) + 0.5
         base = loss.base_score(y, w)
         keep = rng.random(n_rows) < 0.8
-        dev, ref = OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX, blocks=BLOCKS), NumpyKernels()
+        dev, ref = (OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX, blocks=BLOCKS,
+                                      feature_major=FEATURE_MAJOR), NumpyKernels())
         for b in (dev, ref):
             b.load(bins, n_bins, k)
             b.set_objective(loss, y, w, base)
@@ -218,13 +220,16 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 
 
-@pytest.mark.parametrize("row_index, n_bins, blocks", [(False, 9, 0), (True, 9, 16), (False, 300, 16)],
-                         ids=["moved", "row-index-blocks", "16-bit-bins-blocks"])
-def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks):
+@pytest.mark.parametrize("row_index, n_bins, blocks, feature_major",
+                         [(False, 9, 0, None), (True, 9, 16, None), (False, 300, 16, None), (False, 9, 16, False)],
+                         ids=["moved", "row-index-blocks", "16-bit-bins-blocks", "moved-rows-major-blocks"])
+def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks, feature_major):
     """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs),
     and with 16-bit bins (300 bins: the scatter moves two bytes a cell); partitions a work-item per row or in
-    blocks of 16 rows."""
+    blocks of 16 rows. Moved rows are features-major by default here (Oclgrind is a GPU-type device: both halves of
+    the positions in each feature's column), and rows-major as on CPUs (a row's bins moved as 4-byte words)."""
     code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins)).replace("BLOCKS", str(blocks))
+    code = code.replace("FEATURE_MAJOR", str(feature_major))
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "TREES-OK" in run.stdout, run.explain()

@@ -1,11 +1,16 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
+ * Positions come in two halves of n_rows each (the row order `ridx`, and with TREE_MOVE_ROWS the bins and (g, h)
+ * in position order): a node's rows lie at `begin .. begin + count` in one half, and a split writes its children
+ * to the same range of the other half (tree_flip), so nothing is copied back: the parent's half is free once its
+ * rows are read, and no other node's range overlaps the children's (ranges of live nodes tile [0, n_rows) once
+ * each half is taken modulo n_rows). Node ranges in the tables are these combined positions.
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
  * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
  * order), computed here from the inclusive go-left counts `incl` (tree_partition_flags); its node is written
  * once per tree, by tree_leaf_rows, from the ranges, not here (a scattered write per row and step). Its bins
  * and (g, h) pairs move with it, so they stay in position order (contiguous per node). Destinations are a
- * permutation of [0, n), so every write goes to a distinct place: no races. tree_scatter_rows writes into
- * n-sized scratch buffers in compact order, tree_copy_back copies them home.
+ * permutation of the split ranges in the other half, so every write goes to a distinct place read by no one: no
+ * races.
  * Why not generated: one launch writes the row order, the moved bins and (g, h), the left counts and the next
  * histogram's slot tables; md_hom descriptions have one output each, and a launch per output is host time
  * per split step on GPUs (~20-30 us each on the H100), where a loss-guided round is mostly host time.
@@ -19,7 +24,8 @@
  * through ridx.
  * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1,
  * -D TREE_ROW_WORDS=w (rows x features: a row's bins are w 4-byte words, moved as words; 0: byte by byte)
- * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. */
+ * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. `stride`: positions per feature
+ * column of features-major bins (both halves: 2 n_rows). */
 #ifndef TREE_MOVE_ROWS
 #define TREE_MOVE_ROWS 1
 #endif
@@ -41,37 +47,41 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
-/* A row's bins from index s of `src` (a buffer of src_rows rows) to index d of `dst`: 4-byte words where a row is
- * contiguous and a whole number of words (TREE_ROW_WORDS), else bin by bin. */
-inline void tree_move_bins(__global tree_bin_t* dst, const long d, const long dst_rows, __global const tree_bin_t* src,
-                           const long s, const long src_rows, const int n_feat) {
-#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
-    __global uint* dw = (__global uint*)dst + d * TREE_ROW_WORDS;
-    __global const uint* sw = (__global const uint*)src + s * TREE_ROW_WORDS;
-    for (int w = 0; w < TREE_ROW_WORDS; ++w) dw[w] = sw[w];
-#else
-    for (int f = 0; f < n_feat; ++f) dst[TREE_BIN_AT(d, f, dst_rows)] = src[TREE_BIN_AT(s, f, src_rows)];
-#endif
+/* The position in the other half: where a split's children go. */
+inline int tree_flip(const int b, const int n_rows) {
+    return b < n_rows ? b + n_rows : b - n_rows;
 }
 
-/* The row at index s of (row order, bins, (g, h)) of src_rows rows to index d of the dst_rows-row destination; with
- * TREE_MOVE_ROWS=0 only its row index moves. */
-inline void tree_move_row(__global int* dst_ridx, __global tree_bin_t* dst_bins, __global tree_gh_word_t* dst_gh,
-                          const long d, const long dst_rows, __global const int* src_ridx,
-                          __global const tree_bin_t* src_bins, __global const tree_gh_word_t* src_gh, const long s,
-                          const long src_rows, const int n_feat, const int n_out) {
-    dst_ridx[d] = src_ridx[s];
+/* The row at position s to position d (the other half), within the same buffers: its row index, and with
+ * TREE_MOVE_ROWS its bins (4-byte words where a row is contiguous and a whole number of words, TREE_ROW_WORDS, else
+ * bin by bin) and (g, h). */
+inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d,
+                          const long s, const long stride, const int n_feat, const int n_out) {
+    ridx[d] = ridx[s];
 #if TREE_MOVE_ROWS
-    tree_move_bins(dst_bins, d, dst_rows, src_bins, s, src_rows, n_feat);
-    for (int k = 0; k < 2 * n_out; ++k) dst_gh[d * 2 * n_out + k] = src_gh[s * 2 * n_out + k];
+#if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
+    __global uint* w = (__global uint*)bins;
+    for (int k = 0; k < TREE_ROW_WORDS; ++k) w[d * TREE_ROW_WORDS + k] = w[s * TREE_ROW_WORDS + k];
+#else
+    for (int f = 0; f < n_feat; ++f) bins[TREE_BIN_AT(d, f, stride)] = bins[TREE_BIN_AT(s, f, stride)];
+#endif
+    for (int k = 0; k < 2 * n_out; ++k) gh[d * 2 * n_out + k] = gh[s * 2 * n_out + k];
 #endif
 }
 
-__kernel void tree_scatter_rows(__global const int* restrict ridx,
-                                __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
-                                __global int* restrict tmp_ridx,
-                                __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
-                                const int n, const int n_rows, const int n_feat, const int n_out,
+/* A split's left count and, for its next_child, the child's range in the other half (the next histogram's slot). */
+inline void tree_split_counts(__global const tree_split_t* t, const int s, const int nl, const int n_rows,
+                              __global int* n_left, __global int* slot_begin, __global int* slot_count) {
+    n_left[s] = nl;
+    if (t->next_child >= 0) {
+        const int dst = tree_flip(t->begin, n_rows);
+        slot_begin[s] = (t->next_child == 0) ? dst : dst + nl;
+        slot_count[s] = (t->next_child == 0) ? nl : t->count - nl;
+    }
+}
+
+__kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh,
+                                const int n, const int n_rows, const int stride, const int n_feat, const int n_out,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
                                 __global int* restrict slot_count)
@@ -79,13 +89,9 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx,
     const int i = get_global_id(0);
     if (i < n_split) {
         __global const tree_split_t* t = split_tab + i;
-        const int begin = t->begin, count = t->count, first = t->first;
+        const int count = t->count, first = t->first;
         const int nl = (count > 0) ? incl[first + count - 1] - ((first > 0) ? incl[first - 1] : 0) : 0;
-        n_left[i] = nl;
-        if (t->next_child >= 0) {
-            slot_begin[i] = (t->next_child == 0) ? begin : begin + nl;
-            slot_count[i] = (t->next_child == 0) ? nl : count - nl;
-        }
+        tree_split_counts(t, i, nl, n_rows, n_left, slot_begin, slot_count);
     }
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
@@ -96,22 +102,8 @@ __kernel void tree_scatter_rows(__global const int* restrict ridx,
     const int nl = incl[first + t->count - 1] - base;
     const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
     const int left_before = incl[i] - f - base;
-    const int d = f ? first + left_before : first + nl + (i - first - left_before);
-    tree_move_row(tmp_ridx, tmp_bins, tmp_gh, d, n, ridx, bins, gh, p, n_rows, n_feat, n_out);
-}
-
-__kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* restrict bins,
-                             __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
-                             __global const tree_bin_t* restrict tmp_bins, __global const tree_gh_word_t* restrict tmp_gh,
-                             const int n, const int n_rows, const int n_feat, const int n_out,
-                             __global const tree_split_t* restrict split_tab, const int n_split)
-{
-    const int i = get_global_id(0);
-    if (i >= n) return;
-    __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
-    if (i - t->first >= t->count) return;
-    const int p = t->begin + (i - t->first);
-    tree_move_row(ridx, bins, gh, p, n_rows, tmp_ridx, tmp_bins, tmp_gh, i, n, n_feat, n_out);
+    const int d = f ? left_before : nl + (i - first - left_before);
+    tree_move_row(ridx, bins, gh, tree_flip(t->begin, n_rows) + d, p, stride, n_feat, n_out);
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
@@ -121,18 +113,18 @@ __kernel void tree_copy_back(__global int* restrict ridx, __global tree_bin_t* r
  * indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
  * earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right destinations in order:
  * the same stable partition as tree_scatter_rows, with no per-row prefix counts and no per-row search of the split
- * table (XGBoost's CPU partition: per-thread blocks, then their counts). tree_block_copy_back copies the block home.
+ * table (XGBoost's CPU partition: per-thread blocks, then their counts).
  * The split read: bins in position order (moved rows) or row order through ridx (TREE_MOVE_ROWS=0), laid out
- * features x rows when `split_cols` (the partition's column copy), else as the bins are. */
+ * features x rows when `split_cols` (the partition's column copy, row order), else as the bins are. */
 inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ridx, const int p, const int split_cols,
-                         const int n_rows, const int n_feat, __global const tree_split_t* t,
+                         const int n_rows, const int stride, const int n_feat, __global const tree_split_t* t,
                          __global const tree_split_t* split_tab) {
 #if TREE_MOVE_ROWS
     const long r = p;
 #else
     const long r = ridx[p];
 #endif
-    const tree_bin_t b = split_cols ? bins[(long)t->feature * n_rows + r] : bins[TREE_BIN_AT(r, t->feature, n_rows)];
+    const tree_bin_t b = split_cols ? bins[(long)t->feature * n_rows + r] : bins[TREE_BIN_AT(r, t->feature, stride)];
     return tree_goes_left(b, t, (__global const uchar*)split_tab);
 }
 
@@ -143,7 +135,7 @@ inline int tree_block_end(__global const tree_split_t* t, const int i0, const in
 __kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, __global const int* restrict ridx,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
                                 const int blk_at, const int n_blk, const int blk_rows, const int split_cols,
-                                const int n_rows, const int n_feat, __global int* restrict blk_left)
+                                const int n_rows, const int stride, const int n_feat, __global int* restrict blk_left)
 {
     const int b = get_global_id(0);
     if (b >= n_blk) return;
@@ -151,16 +143,14 @@ __kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, 
     __global const tree_split_t* t = split_tab + blk[2 * b];
     const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
     int nl = 0;
-    for (int i = i0; i < end; ++i) nl += tree_block_go(split_bins, ridx, i + shift, split_cols, n_rows, n_feat, t, split_tab);
+    for (int i = i0; i < end; ++i)
+        nl += tree_block_go(split_bins, ridx, i + shift, split_cols, n_rows, stride, n_feat, t, split_tab);
     blk_left[b] = nl;
 }
 
-__kernel void tree_block_scatter(__global const int* restrict ridx,
-                                 __global const tree_bin_t* restrict bins, __global const tree_gh_word_t* restrict gh,
-                                 __global int* restrict tmp_ridx,
-                                 __global tree_bin_t* restrict tmp_bins, __global tree_gh_word_t* restrict tmp_gh,
-                                 __global const tree_bin_t* restrict split_bins, const int split_cols,
-                                 const int n, const int n_rows, const int n_feat, const int n_out,
+__kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh,
+                                 __global const tree_bin_t* split_bins, const int split_cols,
+                                 const int n_rows, const int stride, const int n_feat, const int n_out,
                                  __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
                                  const int blk_at, const int n_blk, const int blk_rows,
                                  __global const int* restrict blk_left, __global int* restrict n_left,
@@ -176,36 +166,12 @@ __kernel void tree_block_scatter(__global const int* restrict ridx,
     for (int c = b - 1; c >= 0 && blk[2 * c] == s; --c) before += blk_left[c];
     for (int c = b; c < n_blk && blk[2 * c] == s; ++c) nl += blk_left[c];
     nl += before;
-    if (i0 == t->first) {
-        n_left[s] = nl;
-        if (t->next_child >= 0) {
-            slot_begin[s] = (t->next_child == 0) ? t->begin : t->begin + nl;
-            slot_count[s] = (t->next_child == 0) ? nl : t->count - nl;
-        }
-    }
-    int dl = t->first + before, dr = t->first + nl + (i0 - t->first - before);
+    if (i0 == t->first) tree_split_counts(t, s, nl, n_rows, n_left, slot_begin, slot_count);
+    const int dst = tree_flip(t->begin, n_rows);
+    int dl = dst + before, dr = dst + nl + (i0 - t->first - before);
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
-        const int d = tree_block_go(split_bins, ridx, p, split_cols, n_rows, n_feat, t, split_tab) ? dl++ : dr++;
-        tree_move_row(tmp_ridx, tmp_bins, tmp_gh, d, n, ridx, bins, gh, p, n_rows, n_feat, n_out);
-    }
-}
-
-__kernel void tree_block_copy_back(__global int* restrict ridx, __global tree_bin_t* restrict bins,
-                                   __global tree_gh_word_t* restrict gh, __global const int* restrict tmp_ridx,
-                                   __global const tree_bin_t* restrict tmp_bins,
-                                   __global const tree_gh_word_t* restrict tmp_gh,
-                                   const int n, const int n_rows, const int n_feat, const int n_out,
-                                   __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
-                                   const int blk_at, const int n_blk, const int blk_rows)
-{
-    const int b = get_global_id(0);
-    if (b >= n_blk) return;
-    blk += blk_at;
-    __global const tree_split_t* t = split_tab + blk[2 * b];
-    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
-    for (int i = i0; i < end; ++i) {
-        const int p = i + shift;
-        tree_move_row(ridx, bins, gh, p, n_rows, tmp_ridx, tmp_bins, tmp_gh, i, n, n_feat, n_out);
+        const int d = tree_block_go(split_bins, ridx, p, split_cols, n_rows, stride, n_feat, t, split_tab) ? dl++ : dr++;
+        tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out);
     }
 }

@@ -493,7 +493,7 @@ class HistogramBuilder:
                                       len(self.classes) - 1)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
-        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.n_rows), rows * self.row_bytes)
+        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.pos_stride), rows * self.row_bytes)
         if transient:
             self._small_holds = (self.gen, -1, n)
             return DeviceHist(-1, n, nodes, self.gen)

@@ -30,8 +30,9 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
     search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
     split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
-    the rows that went left (``n_left``), and splits by the node's best split (``res``, the search's packed result)
-    where it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
+    the rows that went left (``n_left``; a record's children lie in the other half of the positions, ``n_rows`` a
+    half: kernels/trees/scatter.cl), and splits by the node's best split (``res``, the search's packed result) where
+    it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
     ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
     ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
@@ -61,14 +62,14 @@ out.bin = (idx / 2) % N_CAND;
 out.default_left = (idx % 2) == 0;
 out.left = base + 2 * entry;
 out.right = base + 2 * entry + 1;
-out.begin = (entry < n_entries) ? tree_ahead_begin(last, n_left, n_entries, entry) : 0;
+out.begin = (entry < n_entries) ? tree_ahead_begin(last, n_left, n_entries, entry, n_rows) : 0;
 out.count = ok ? tree_ahead_count(last, n_left, n_entries, entry) : 0;
 out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
 out.first = first;
 out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
                 Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
-        params=[Param("n_entries", "int"), Param("base", "int")],
+        params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
@@ -77,9 +78,10 @@ inline int tree_ahead_left(__global const tree_split_t* last, const int n_entrie
     return (e < built) == (last[e < built ? e : e - built].next_child == 0);
 }}
 inline int tree_ahead_begin(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
-                            const int e) {{
+                            const int e, const int n_rows) {{
     const int i = e < n_entries / 2 ? e : e - n_entries / 2;
-    return tree_ahead_left(last, n_entries, e) ? last[i].begin : last[i].begin + n_left[i];
+    const int dst = last[i].begin < n_rows ? last[i].begin + n_rows : last[i].begin - n_rows;  /* the other half */
+    return tree_ahead_left(last, n_entries, e) ? dst : dst + n_left[i];
 }}
 inline int tree_ahead_count(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
                             const int e) {{
@@ -96,9 +98,10 @@ inline int tree_ahead(__global const lr_t* res, __global const int* allow, const
 
 
 def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, allow: np.ndarray,
-                                base: int, n_bins: int) -> np.ndarray:
+                                base: int, n_bins: int, n_rows: int) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
-    last step's split table (at least n_entries / 2 records), ``allow`` per entry; n_entries + 1 records."""
+    last step's split table (at least n_entries / 2 records), ``allow`` per entry, ``n_rows`` positions a half;
+    n_entries + 1 records."""
     m = len(res)
     half = m // 2
     out = split_table(m + 1)
@@ -106,7 +109,9 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: n
     built_left = last_tab["next_child"][i] == 0
     left = (np.arange(m) < half) == built_left
     nl = n_left[i].astype(np.int64)
-    begin = np.where(left, last_tab["begin"][i], last_tab["begin"][i] + nl)
+    parent = last_tab["begin"][i].astype(np.int64)
+    dst = np.where(parent < n_rows, parent + n_rows, parent - n_rows)
+    begin = np.where(left, dst, dst + nl)
     count = np.where(left, nl, last_tab["count"][i] - nl)
     gain = res["gain"][:, 0].astype(np.float64)
     with np.errstate(invalid="ignore"):

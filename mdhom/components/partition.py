@@ -3,6 +3,12 @@
 matrix and the (g, h) pairs moved along (LightGBM's ordered bins and gradients), so a node's histogram streams
 through one contiguous range.
 
+Positions come in two halves of ``n_rows`` (the row order, and the bins and (g, h) where they move): a node's
+rows lie in one half, and a split writes its children to the same range of the other half, so nothing is copied
+back (a node at depth d sits in half d mod 2; ranges in the tables are these combined positions; modulo
+``n_rows`` the live nodes' ranges tile the rows). PoCL, 500k Higgs rows, 255 leaves: the scatter with its copy
+back took 28-31 ms a round, ~40 bytes a row each way twice.
+
 A split step uploads one split table (:data:`mdhom.components.tables.SPLIT_RECORD`), visits only the rows of the
 nodes it splits (their ranges end to end: the compact index space), and partitions each stably (left rows first,
 each side in its old order), so rows stay in ascending order inside a node: the order the numpy reference sums
@@ -16,16 +22,16 @@ kernel                 index space                      combine operators
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
 tree_leaf_rows         pos                              concat, scattered to ridx[pos]: the node of each row
 tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
-                       the move there and back
+                       in the other half of the positions, and the move there
 =====================  ===============================  ======================================================
 
 On CPUs the partition runs in blocks instead (``blocks`` rows each, a work-item per block; the layout choice
 ``blocks`` of :mod:`mdhom.trees.layouts`): ``tree_block_counts`` counts each block's rows going left and
-``tree_block_scatter`` walks its block again in order, writing left and right rows from its split's earlier
-blocks' counts. A work-item per row costs a search of the split table and a prefix count per row, which on a CPU
-cost more than the rows' bytes (PoCL, 500k Higgs rows, 255 leaves: 0.10 s of partition kernels per round against
-0.04 s in blocks of 2048). Blocks are hand-written for the reason the scatter is: one launch writes the rows, their
-bins and (g, h), the left counts and the next histogram's slot tables.
+``tree_block_scatter`` walks its block again in order, writing left and right rows (to the other half) from its
+split's earlier blocks' counts. A work-item per row costs a search of the split table and a prefix count per row,
+which on a CPU cost more than the rows' bytes (PoCL, 500k Higgs rows, 255 leaves: 0.10 s of partition kernels per
+round against 0.04 s in blocks of 2048). Blocks are hand-written for the reason the scatter is: one launch writes the
+rows, their bins and (g, h), the left counts and the next histogram's slot tables.
 """
 
 from __future__ import annotations
@@ -49,34 +55,35 @@ SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
 @lru_cache(maxsize=1)
 def leaf_rows() -> Description:
-    """Every row's node from the nodes' position ranges: ``row_node[ridx[pos]]`` = the node whose range holds
-    ``pos`` (``leaf_tab``: ``n_leaves`` pairs (begin, node) in ascending ``begin``, ranges covering every
-    position). The partition keeps only the row order per step; a row's node is written once per tree, when
-    something reads it (the score update, the host), instead of a scattered 4-byte write per row and split
-    step. It scatters (``out_at = ridx[pos]``): a permutation of positions into rows, so no two points write one
-    place."""
+    """Every row's node from the nodes' position ranges: ``row_node[ridx[half + pos]]`` = the node whose range holds
+    ``pos`` (``leaf_tab``: ``n_leaves`` triples (begin, node, half) in ascending ``begin``, ranges within
+    [0, n_rows) covering every position, each in the half of positions that starts at ``half``). The partition keeps
+    only the row order per step; a row's node is written once per tree, when something reads it (the score update,
+    the host), instead of a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a
+    permutation of positions into rows, so no two points write one place."""
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
 int lo = 0, hi = n_leaves - 1;
 while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (leaf_tab[2 * mid] <= pos) lo = mid; else hi = mid - 1;
+    if (leaf_tab[3 * mid] <= pos) lo = mid; else hi = mid - 1;
 }
-out = leaf_tab[2 * lo + 1];
-out_at = ridx[pos];""",
-        inputs=[Input("ridx", "int", ("pos",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
+out = leaf_tab[3 * lo + 1];
+out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
+        inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
         params=[Param("n_leaves", "int")],
         scatter=True,
         chunked=True,
     )
 
 
-def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray) -> np.ndarray:
-    """``tree_leaf_rows`` in numpy: the node of each row."""
-    begin, node = leaf_tab.reshape(-1, 2).T
-    out = np.empty(ridx.size, np.int32)
-    out[ridx] = node[np.searchsorted(begin, np.arange(ridx.size), side="right") - 1]
+def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int) -> np.ndarray:
+    """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
+    begin, node, half = leaf_tab.reshape(-1, 3).T
+    at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
+    out = np.empty(n_rows, np.int32)
+    out[ridx[half[at] + np.arange(n_rows)]] = node[at]
     return out
 
 
@@ -201,9 +208,6 @@ class RowPartitioner:
                 {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.n_features))
         self.split_bins = split_bins
         moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
-        self.tmp_ridx = ws.buf(4 * rows)
-        self.tmp_bins = ws.buf(max(1, ws.n_rows * ws.n_features * ws.bin_bytes) if moved else 1)
-        self.tmp_gh = ws.buf(rows * ws.n_outputs * ws.gh_dtype.itemsize if moved else 1)
         self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
         self.ensure(16)
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
@@ -235,28 +239,23 @@ class RowPartitioner:
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
         i32 = np.int32
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
-        self._scatter.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, None, None, None])
-        self._copy_back = cl.Kernel(prg, "tree_copy_back")
-        self._copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, i32])
+        self._scatter.set_scalar_arg_dtypes([None] * 3 + [i32] * 5 + [None, None, i32, None, None, None])
         self.blocks = 0 if ws.sparse else int(blocks)
         self._blk_counts = cl.Kernel(prg, "tree_block_counts")
-        self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 6 + [None])
+        self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 7 + [None])
         self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
-        self._blk_scatter.set_scalar_arg_dtypes([None] * 7 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
-        self._blk_copy_back = cl.Kernel(prg, "tree_block_copy_back")
-        self._blk_copy_back.set_scalar_arg_dtypes([None] * 6 + [i32] * 4 + [None, None, i32, i32, i32])
+        self._blk_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
         self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
-        # bytes per row the partition (the go-left counts) and the scatter with its copy back must move by design
-        # (profiles): the partition reads the split feature's bin (and the row index) and writes the counts; the
-        # scatter reads the counts and the row order, writes it to scratch and copies it back, with the row's bins
-        # and (g, h) when rows move
+        # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
+        # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
+        # counts and moves the row order to the other half, with the row's bins and (g, h) when rows move
         row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
         self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
-        self.scatter_bytes = 4 + 4 + 4 + 8 + 4 * (row if moved else 0)
+        self.scatter_bytes = 4 + 4 + 8 + 2 * (row if moved else 0)
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         self.dirty = True
@@ -282,14 +281,21 @@ class RowPartitioner:
         self.begin[:] = 0
         self.count[:] = 0
         self.count[0] = ws.n_rows
+        self.names = None
         self.nodes_written = False  # row_node may hold the last tree's leaves: settle() writes the root's 0s
         if not self.dirty:
             return False
         q = ws.queue
         events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows))]
-        if ws.n_rows and ws.n_features and not ws.row_index:
-            nbytes = ws.n_rows * ws.n_features * ws.bin_bytes
-            events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, byte_count=nbytes))
+        if ws.n_rows and ws.n_features and not ws.row_index:  # into the first half of the positions
+            if ws.feature_major:  # each feature's column holds both halves
+                col = ws.n_rows * ws.bin_bytes
+                events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, src_origin=(0, 0), dst_origin=(0, 0),
+                                              region=(col, ws.n_features), src_pitches=(col,),
+                                              dst_pitches=(ws.pos_stride * ws.bin_bytes,)))
+            else:
+                events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig,
+                                              byte_count=ws.n_rows * ws.n_features * ws.bin_bytes))
         ws.record("tree_reset_rows", events)
         self.dirty = False
         return True
@@ -314,8 +320,14 @@ class RowPartitioner:
             self._room(max(int(lo.max()), int(hi.max())) + 1)
             gone = (node != lo) & (node != hi)
             self.count[node[gone]] = 0
-            self.begin[lo], self.count[lo] = b0, n_left
-            self.begin[hi], self.count[hi] = b0 + n_left, c0 - n_left
+            dst = self._flip(b0)  # the children's rows: the same range of the other half
+            self.begin[lo], self.count[lo] = dst, n_left
+            self.begin[hi], self.count[hi] = dst + n_left, c0 - n_left
+
+    def _flip(self, begin: np.ndarray) -> np.ndarray:
+        """The same positions in the other half (kernels/trees/scatter.cl's tree_flip)."""
+        n = self.ws.n_rows
+        return np.where(begin < n, begin + n, begin - n)
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""
@@ -410,7 +422,7 @@ class RowPartitioner:
         if blocks is not None:
             self._block_launch(n, blocks.size // 2, blk_at, ws["split_tab"])
         else:
-            events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features)
+            events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
             ws.record("tree_partition", events, n * self.part_bytes)
             ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"]), n * self.scatter_bytes)
         self._tab = "split_tab"
@@ -450,9 +462,9 @@ class RowPartitioner:
             ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
             self._ones = vals.size if allow.all() else 0
         make, flags = self._ahead_bound(self._tab, out)
-        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base)))
+        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows))
         ns = m + 1  # and the sentinel
-        ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.n_rows, n_feat=ws.n_features),
+        ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features),
                   n * self.part_bytes)
         ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out]), n * self.scatter_bytes)
         self._tab = out
@@ -492,48 +504,41 @@ class RowPartitioner:
         keeps it to one build)."""
         ws, q, br = self.ws, self.ws.queue, self.blocks
         ws.ensure("blk_left", 4 * n_blk)
-        sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
         cols = int(self.split_bins is not ws.bins)
         g = (n_blk,)
         ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, tab, blk_at, n_blk,
-                                                      br, cols, ws.n_rows, ws.n_features, ws["blk_left"])],
+                                                      br, cols, ws.n_rows, ws.pos_stride, ws.n_features,
+                                                      ws["blk_left"])],
                   n * self.part_bytes)
-        ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh,
-                                self.split_bins, cols, n, *sizes, tab, tab, blk_at, n_blk, br, ws["blk_left"],
-                                ws["n_left"], ws["slot_begin"], ws["slot_count"]),
-              self._blk_copy_back(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx, self.tmp_bins, self.tmp_gh,
-                                  n, *sizes, tab, tab, blk_at, n_blk, br)]
+        ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
+                                ws.n_features, ws.n_outputs, tab, tab, blk_at, n_blk, br, ws["blk_left"],
+                                ws["n_left"], ws["slot_begin"], ws["slot_count"])]
         ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
-        """The scatter and the copy back of the ``n`` compact indices of the ``ns`` records of table ``tab``."""
+        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the other half."""
         ws, q = self.ws, self.ws.queue
         wi = 64
-        sizes = (ws.n_rows, ws.n_features, ws.n_outputs)
-        scatter = self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh,
-                                self.tmp_ridx, self.tmp_bins, self.tmp_gh, n, *sizes, tab,
-                                self.incl, ns, ws["n_left"], ws["slot_begin"], ws["slot_count"])
-        # the rows back home: one kernel (a column per feature when feature-major; one launch is also cheaper
-        # on the host than three buffer copies when row-major)
-        return [scatter, self._copy_back(q, (math.ceil(n / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, self.tmp_ridx,
-                                         self.tmp_bins, self.tmp_gh, n, *sizes, tab, ns)]
+        return [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, n, ws.n_rows,
+                              ws.pos_stride, ws.n_features, ws.n_outputs, tab, self.incl, ns, ws["n_left"],
+                              ws["slot_begin"], ws["slot_count"])]
 
     def relabel(self, node_map: np.ndarray) -> None:
-        """Rename every row's node: ``node_map[node]`` (the host's ranges; rows learn it at :meth:`settle`)."""
-        ws = self.ws
-        node_map = np.asarray(node_map, np.int32).reshape(-1)
+        """Rename every row's node: ``node_map[node]`` (rows learn it at :meth:`settle`). The ranges stay those of
+        the nodes renamed: the nodes renamed to one may sit at different depths, so in both halves."""
         self.resolve()
         self._prepared = None
-        # a renamed node's range spans the ranges of all the nodes renamed to it
-        old = np.flatnonzero(self.count[: node_map.size])
-        new = node_map[old].astype(np.int64)
-        begin = np.full(max(self.begin.size, int(new.max()) + 1 if new.size else 0), ws.n_rows, np.int64)
-        count = np.zeros(begin.size, np.int64)
-        np.minimum.at(begin, new, self.begin[old])
-        np.add.at(count, new, self.count[old])
-        begin[count == 0] = 0
-        self.begin, self.count = begin, count
+        self.names = np.asarray(node_map, np.int64).reshape(-1)
         self.nodes_written = False
+
+    def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes that hold rows, and the name each goes by (:meth:`relabel`)."""
+        node = np.flatnonzero(self.count > 0)
+        names = self.names
+        if names is None:
+            return node, node
+        known = node < names.size
+        return node, np.where(known, names[np.minimum(node, max(names.size - 1, 0))], node)
 
     def settle(self) -> None:
         """Write every row's node into ``row_node`` from the host's ranges (one ``tree_leaf_rows`` pass), where a
@@ -542,13 +547,15 @@ class RowPartitioner:
             return
         self.resolve()
         ws = self.ws
-        node = np.flatnonzero(self.count > 0)
-        live = sorted(zip(self.begin[node].tolist(), node.tolist(), strict=True))
-        if ws.n_rows and live:
-            tab = np.asarray(live, np.int32).reshape(-1)
+        node, name = self._pieces()
+        begin = self.begin[node]
+        half = np.where(begin >= ws.n_rows, ws.n_rows, 0)
+        order = np.argsort(begin - half, kind="stable")
+        if ws.n_rows and node.size:
+            tab = np.stack([begin - half, name, half], axis=1)[order].astype(np.int32).reshape(-1)
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
-            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=len(live)))
+            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=int(node.size)))
         self.nodes_written = True
 
     def row_nodes(self) -> np.ndarray:
@@ -559,9 +566,9 @@ class RowPartitioner:
 
     def node_rows(self, node: int) -> np.ndarray:
         """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
-        renamed by ``relabel`` holds the ranges of the nodes below it, each ascending.)"""
+        renamed by ``relabel`` holds the rows of the nodes below it.)"""
         self.resolve()
-        b, c = (int(v[0]) for v in self._ranges(np.array([node])))
-        if not c:
-            return np.zeros(0, np.int32)
-        return np.sort(self.ws.read(np.empty(c, np.int32), self.ws.ridx, 4 * b))
+        held, name = self._pieces()
+        parts = [self.ws.read(np.empty(int(self.count[p]), np.int32), self.ws.ridx, 4 * int(self.begin[p]))
+                 for p in held[name == node]]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int32)

@@ -256,8 +256,8 @@ class Workspace:
         if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
             raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256 bins)")
         n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
-        if n_rows >= 2**31 - 1 or n_rows * n_feat >= 2**62:
-            raise ValueError("more than 2^31 - 2 rows are not supported")
+        if n_rows >= 2**30 or n_rows * n_feat >= 2**61:  # positions in two halves (the partition's) as int32
+            raise ValueError("more than 2^30 - 1 rows are not supported")
         if not on_device and bins.size and int(bins.max()) >= n_bins:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
@@ -294,14 +294,20 @@ class Workspace:
             flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
             self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
             self.count(host.nbytes)
-        # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode
-        self.bins = self.bins_orig if self.row_index else self.buf(n_cells)
+        # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode. Positions come
+        # in two halves of n_rows (mdhom.components.partition: a split moves a node's rows to the other half, so
+        # nothing is copied back), for the row order and whatever moves with it; features-major bins hold both
+        # halves in each feature's column (pos_stride positions)
+        moved = not self.row_index
+        self.bins = self.buf(2 * n_cells) if moved else self.bins_orig
+        self.pos_stride = 2 * rows if moved and self.feature_major else rows
         self.columns = self.want_columns and self.row_index and not self.sparse and not self.feature_major
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
-        self.gh = self.buf(rows * n_outputs * self.gh_dtype.itemsize)  # position order (int32 pairs when quantized)
+        # position order when rows move (both halves; the round's (g, h) are made in the first), else row order
+        self.gh = self.buf((2 if moved else 1) * rows * n_outputs * self.gh_dtype.itemsize)
         self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
         self.count(4 * rows)
-        self.ridx = self.buf(4 * rows)
+        self.ridx = self.buf(8 * rows)
         self.row_node = self.buf(4 * rows)
         self.node_bytes = self.n_features * self.n_outputs * self.n_bins * self.gh_dtype.itemsize
         self.cells = self.node_bytes // self.hist_elem.itemsize  # histogram lanes per node
