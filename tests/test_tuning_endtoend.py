@@ -39,6 +39,15 @@ def _machine(effects: dict[str, float]):
     return timer
 
 
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    """No shipped or user device file takes part: a check stores into a copy of the device file it finds, and a
+    shipped entry of a kernel the test does not model would be timed for real (rule kernels: full rule fits)."""
+    monkeypatch.setattr(configs, "user_dir", lambda: tmp_path / "no-user")
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "no-pkg")
+    monkeypatch.delenv(configs.TUNED_DIR_ENV, raising=False)
+
+
 @pytest.fixture
 def cpu_device():
     devs = [d for d in mdhom.compute_devices() if d.type == "cpu"]

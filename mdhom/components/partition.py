@@ -535,10 +535,9 @@ class RowPartitioner:
         """The nodes that hold rows, and the name each goes by (:meth:`relabel`)."""
         node = np.flatnonzero(self.count > 0)
         names = self.names
-        if names is None:
+        if names is None or names.size == 0:
             return node, node
-        known = node < names.size
-        return node, np.where(known, names[np.minimum(node, max(names.size - 1, 0))], node)
+        return node, np.where(node < names.size, names[np.minimum(node, names.size - 1)], node)
 
     def settle(self) -> None:
         """Write every row's node into ``row_node`` from the host's ranges (one ``tree_leaf_rows`` pass), where a
