@@ -250,6 +250,7 @@ class RowPartitioner:
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
         self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
+        self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
         # counts and moves the row order to the other half, with the row's bins and (g, h) when rows move
