@@ -119,7 +119,11 @@ ${lane_loop(d)}\
     if (active) {
         idx_t mdh_at = ${concat_index};
         const atom_t mdh_v = mdh_scalar(&mdh_at, ${point_args}, MDH_FN_ARGS);
+% if desc.scatter_add:
+        if (mdh_at >= 0 && mdh_v != 0) atomic_add(&mdh_out[mdh_at], mdh_v);
+% else:
         if (mdh_at >= 0) mdh_out[mdh_at] = mdh_v;
+% endif
     }
 % else:
     if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);

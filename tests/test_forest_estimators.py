@@ -134,7 +134,7 @@ def test_thresholds_and_importances_are_the_per_node_ones():
     X[::4, 3] = np.nan  # "every value left, missing right": a split past the last edge, threshold +inf
     mapper = BinMapper(15).fit(X)
     bins = mapper.transform(X)
-    w = np.stack([np.bincount(rng.integers(0, 600, 600), minlength=600) for _ in range(7)]).astype(np.int32)
+    w = G.Bag(rng.integers(0, 2**64, 7, dtype=np.uint64), 600, 600, True, np.ones(600, np.int32))
     grown = G.grow(G.NumpyForest(), bins, mapper.n_bins, np.eye(2, dtype=np.int32)[y], w,
                    rng.integers(0, 2**32, 7, dtype=np.uint32), G.GrowSpec((2,), "gini", None, 2, 1, 2))
     want = np.zeros(grown.feature.size)

@@ -160,6 +160,37 @@ def test_bag_kernels_match_reference(device, config):
     assert np.array_equal(slots.reshape(T + 1, N), P.bag_slots_reference(weight))
 
 
+@pytest.mark.parametrize("config", [None, {"NUM_WG_draw": 3, "NUM_WI_draw": 7, "NUM_WG_tree": 2}])
+def test_bootstrap_and_bag_counts_match_reference(device, config):
+    """Bag weights drawn and counted on the device: the numpy stream's rows (seeds at both ends of 64 bits), with
+    sample weights, fewer draws than rows and no bootstrap; then each tree's in-bag rows."""
+    rng = np.random.default_rng(3)
+    seeds = np.array([0, 2**64 - 1, 2**63 + 12345, 7], np.uint64)
+    sw = rng.integers(0, 4, N).astype(np.int32)  # zeros too: a drawn row of weight 0 stays out of the bag
+    sizes = {"tree": len(seeds), "draw": N}
+    boot = _comp(P.bootstrap(), device, config)
+    counts = _comp(P.bag_counts(), device, None if config is None else {"NUM_WG_row": 3, "NUM_WI_row": 7})
+    for bootstrap, n_draw in ((True, N), (True, N // 3), (False, N)):
+        want = P.bootstrap_reference(seeds, N, n_draw, bootstrap, sw)
+        got = boot(sizes=sizes, seed=seeds, sample_weight=sw, n_draw=np.int32(n_draw),
+                   bootstrap=np.int32(bootstrap)).reshape(len(seeds), N)
+        assert np.array_equal(got, want), (bootstrap, n_draw)
+        assert want.sum() > 0 and (not bootstrap or (want == 0).any())
+        inbag = counts(sizes={"tree": len(seeds), "row": N}, weight=want.reshape(-1))
+        assert np.array_equal(inbag, (want > 0).sum(1))
+
+
+def test_draw_stream_is_uniform_and_seeded():
+    """The counter-based draws: every row about equally often, other seeds other rows, a prefix of a longer
+    stream the shorter stream."""
+    rows = P.draw_rows(99, 400_000, 1000)
+    counts = np.bincount(rows, minlength=1000)
+    assert rows.min() >= 0 and rows.max() < 1000
+    assert abs(counts.std() / np.sqrt(400) - 1) < 0.15  # a multinomial's spread
+    assert np.array_equal(P.draw_rows(99, 1000, 1000), rows[:1000])
+    assert not np.array_equal(P.draw_rows(100, 1000, 1000), rows[:1000])
+
+
 def test_forest_grows_identically_on_device(device):
     from mdhom.forests.opencl_backend import OpenCLForest
 
@@ -169,7 +200,7 @@ def test_forest_grows_identically_on_device(device):
     bins = np.clip((X * 3 + 8).astype(int), 0, 14).astype(np.uint8)
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
     stat = np.eye(2, dtype=np.int32)[y]
-    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(5)]).astype(np.int32)
+    w = G.Bag(rng.integers(0, 2**64, 5, dtype=np.uint64), n, n, True, np.ones(n, np.int32))
     seeds = rng.integers(0, 2**32, 5, dtype=np.uint32)
     spec = G.GrowSpec((2,), "gini", None, 2, 1, 2)
     a = G.grow(G.NumpyForest(), bins, 16, stat, w, seeds, spec)
@@ -257,7 +288,7 @@ def test_forest_kernels_clean_under_oclgrind(oclgrind_device):
         for crit, stat, outs in (("entropy", np.eye(3, dtype=np.int32)[rng.integers(0, 3, n)], (3,)),
                                  ("squared_error", rng.integers(-2**40, 2**40, (n, 1)), (1,))):
             bins = rng.integers(0, 7, (n, 3)).astype(np.uint8)
-            w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(3)]).astype(np.int32)
+            w = G.Bag(rng.integers(0, 2**64, 3, dtype=np.uint64), n, n, True, np.ones(n, np.int32))
             seeds = rng.integers(0, 2**32, 3, dtype=np.uint32)
             spec = G.GrowSpec(outs, crit, 4, 2, 1, 2)
             a = G.grow(G.NumpyForest(), bins, 8, stat, w, seeds, spec)

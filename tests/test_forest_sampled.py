@@ -148,7 +148,7 @@ def test_sampled_forest_grows_identically(device):
     bins[:, 6] = X[:, 6] > 1.5
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
     stat = np.eye(2, dtype=np.int32)[y]
-    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(4)]).astype(np.int32)
+    w = G.Bag(rng.integers(0, 2**64, 4, dtype=np.uint64), n, n, True, np.ones(n, np.int32))
     seeds = rng.integers(0, 2**32, 4, dtype=np.uint32)
     for max_features in (1, 3):
         spec = G.GrowSpec((2,), "gini", None, 2, 1, max_features)
@@ -202,7 +202,7 @@ def test_deepest_level_takes_totals_only(device, criterion):
         stat, outputs = np.eye(2, dtype=np.int32)[(y > 0).astype(int)], (2,)
     else:
         stat, outputs = np.rint((y - y.mean()) * 2**20).astype(np.int64)[:, None], (1,)
-    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(3)]).astype(np.int32)
+    w = G.Bag(rng.integers(0, 2**64, 3, dtype=np.uint64), n, n, True, np.ones(n, np.int32))
     seeds = rng.integers(0, 2**32, 3, dtype=np.uint32)
     for max_features in (2, 8):
         spec = G.GrowSpec(outputs, criterion, depth, 2, 1, max_features)
@@ -229,7 +229,7 @@ def test_sampled_kernels_clean_under_oclgrind(oclgrind_device):
                                  ("squared_error", rng.integers(-2**40, 2**40, (n, 1)), (1,))):
             bins = rng.integers(0, 7, (n, 6)).astype(np.uint8)
             bins[:, 1] = 2
-            w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(2)]).astype(np.int32)
+            w = G.Bag(rng.integers(0, 2**64, 2, dtype=np.uint64), n, n, True, np.ones(n, np.int32))
             seeds = rng.integers(0, 2**32, 2, dtype=np.uint32)
             spec = G.GrowSpec(outs, crit, 4, 2, 1, 2)
             a = G.grow(G.NumpyForest(), bins, 8, stat, w, seeds, spec)

@@ -43,6 +43,18 @@ def test_unsupported_operator_mix_and_counts():
         mdh.Operator.named("no_such_op")
 
 
+def test_scatter_add_needs_one_32_bit_integer_and_no_reduction():
+    with pytest.raises(mdh.DescriptionError, match="one int or uint"):
+        mdh.Description("s", ["i"], [mdh.Concat()], "double", "out = x;", inputs=[mdh.Input("x", "double", ("i",))],
+                        scatter="add")
+    with pytest.raises(mdh.DescriptionError, match="concatenated dimensions only"):
+        mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "int", "out = x;", inputs=[mdh.Input("x", "int", ("i",))],
+                        scatter="add")
+    with pytest.raises(mdh.DescriptionError, match="scatter must be"):
+        mdh.Description("s", ["i"], [mdh.Concat()], "int", "out = x;", inputs=[mdh.Input("x", "int", ("i",))],
+                        scatter="max")
+
+
 def test_input_dtype_mismatch(device):
     comp = mdh.Computation(_sum(), device)
     with pytest.raises(TypeError, match=r"input 'x' must have dtype float32 \(float\), got float64"):

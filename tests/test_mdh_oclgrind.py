@@ -29,6 +29,7 @@ plan = [
     ("gh_sum", {"row": 41, "out_k": 2}, {"NUM_WG_row": 4, "NUM_WI_row": 4, "NUM_WG_out_k": 1, "NUM_WI_out_k": 2, "NUM_WI_COMBINE": 8}),
     ("scan_inclusive", {"i": 2, "j": 45}, {"NUM_WG_i": 1, "NUM_WI_i": 2, "NUM_WG_j": 3, "NUM_WI_j": 4, "NUM_WI_COMBINE": 16}),
     ("scan_exclusive", {"i": 2, "j": 23, "k": 2}, {"NUM_WG_i": 2, "NUM_WI_i": 1, "NUM_WG_j": 1, "NUM_WI_j": 5, "NUM_WG_k": 1, "NUM_WI_k": 2, "NUM_WI_COMBINE": 4}),
+    ("key_count", {"i": 2, "j": 37}, {"NUM_WG_i": 1, "NUM_WI_i": 2, "NUM_WG_j": 2, "NUM_WI_j": 5}),  # atomic adds
     ("scan_max", {"i": 50}, {"NUM_WG_i": 4, "NUM_WI_i": 3, "NUM_WI_COMBINE": 8}),
     ("packed_solve", {"sys": 11}, {"NUM_WG_sys": 2, "NUM_WI_sys": 3}),  # scratch slices of 20 per work-item
     ("packed_solve", {"sys": 11}, {"NUM_WG_sys": 2, "NUM_WI_sys": 3, "SCRATCH_PRIVATE": 32}),  # ... in private memory
@@ -73,7 +74,7 @@ print("ok chunked lookup")
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 16, run.explain()
+    assert run.stdout.count("ok ") == 17, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -5,9 +5,9 @@ seed, after a two-tree warm-up that makes the program builds):
 
 - a timed fit, its wall time split into phases by timing the calls that make them up: the bin edges
   (``BinMapper.fit``), binning the rows (``bin_rows``: on the device for OpenCL), the bag order (on the host:
-  the numpy backend, and OpenCL CPUs inside ``start``), the backend's start (uploads, builds, the root level),
-  the levels' split searches, the deepest level's totals, the routing, and the rest (the estimator's and
-  grower's own host work: bootstrap draws, bookkeeping, thresholds, importances); with the launches and
+  the numpy backend, and OpenCL CPUs inside ``start``), the backend's start (the bag's draws and counts, uploads,
+  builds, the root level), the levels' split searches, the deepest level's totals, the routing, and the rest
+  (the estimator's and grower's own host work: bookkeeping, thresholds, importances); with the launches and
   blocking reads per level. Launches return at once, so a phase also holds the device time of earlier launches
   it waits for (a level's first blocking step waits for the previous level's routing and partition;
   ``bin_rows`` only enqueues, ``start`` waits for it);
@@ -78,7 +78,7 @@ def _fit(est: Any, X: np.ndarray, y: np.ndarray, profile: bool) -> dict[str, Any
                 if not hasattr(backend, name):  # a backend of another version (comparing commits)
                     continue
                 method = _timer(seconds, key)(getattr(backend, name))
-                if name in ("level", "totals", "route") and ws is not None:
+                if name in ("start", "level", "totals", "route") and ws is not None:
                     method = _counted(method, name, ws, per_level)
                 setattr(backend, name, method)
             return backend
@@ -108,8 +108,9 @@ def _counted(f: Callable[..., Any], name: str, ws: Any, log: list[dict[str, Any]
     def counted(*args: Any) -> Any:
         launches, syncs, t0 = ws.launches, ws.syncs, time.perf_counter()
         result = f(*args)
-        slots = args[-1] if name == "route" else args[0]
-        log.append({"call": name, "slots": len(slots), "s": time.perf_counter() - t0,
+        # slots: the level's (route: its last argument), or at the start every tree's root (its bag, argument 3)
+        slots = args[3].n_trees if name == "start" else len(args[-1] if name == "route" else args[0])
+        log.append({"call": name, "slots": slots, "s": time.perf_counter() - t0,
                     "launches": ws.launches - launches, "syncs": ws.syncs - syncs})
         return result
     return counted

@@ -43,7 +43,6 @@ BATCH_BYTES = 1 << 30  # device bytes of per-(tree, row) state (weights, orders,
 # chain's forest, where numpy walks position by position in Python (measured on PoCL, emotions-sized: the device
 # from about 200 rows x 3000 trees)
 DEVICE_PREDICT_MIN = 1 << 18
-BOOTSTRAP_CHUNK = 256  # trees whose bootstrap samples are drawn in one call (fixed: the model must not depend on it)
 
 
 class ClassifierChainEnsemble(OptionParams):
@@ -169,7 +168,8 @@ class ClassifierChainEnsemble(OptionParams):
         rank = np.argsort(orders, axis=1)  # position of each label in each chain
         parts: list[tuple[G.GrownForest, np.ndarray]] = []
         for pos in range(n_lab):
-            weight = self._bootstrap(rng, c * e, n, n_draw, p["bootstrap"])
+            bag = G.Bag(rng.integers(0, 2**64, c * e, dtype=np.uint64, endpoint=False), n, n_draw, p["bootstrap"],
+                        np.ones(n, np.int32))
             seeds = rng.integers(0, 2**32, c * e, dtype=np.uint32)
             spec = G.GrowSpec((2,), p["criterion"], p["max_depth"], split, leaf,
                               FP.resolve_max_features(p["max_features"], n_x + pos))
@@ -180,7 +180,7 @@ class ClassifierChainEnsemble(OptionParams):
                 trees = slice(lo * e, hi * e)
                 per_tree = H.PerTree(np.repeat(2 * orders[lo:hi, pos], e).astype(np.int32),
                                      np.repeat(mask[lo:hi], e, axis=0), 2)
-                grown = G.grow(backend, bins, mapper.n_bins, stat, weight[trees], seeds[trees], spec, per_tree)
+                grown = G.grow(backend, bins, mapper.n_bins, stat, bag.take(trees), seeds[trees], spec, per_tree)
                 parts.append(grown)
         self._model = ChainForests(n_x, orders, e, _assemble(parts, mapper, n_x + n_lab))
         self._fit_params = p
@@ -210,18 +210,6 @@ class ClassifierChainEnsemble(OptionParams):
         if m > n:
             raise ValueError(f"max_samples={m} exceeds the {n} rows of X")
         return int(m)
-
-    @staticmethod
-    def _bootstrap(rng: np.random.Generator, n_trees: int, n: int, n_draw: int, bootstrap: bool) -> np.ndarray:
-        """(trees, rows) int32 bootstrap counts, drawn in fixed chunks of trees (one vectorised bincount each)."""
-        if not bootstrap:
-            return np.ones((n_trees, n), np.int32)
-        out = np.empty((n_trees, n), np.int32)
-        for lo in range(0, n_trees, BOOTSTRAP_CHUNK):
-            k = min(BOOTSTRAP_CHUNK, n_trees - lo)
-            idx = rng.integers(0, n, (k, n_draw)) + (np.arange(k, dtype=np.int64) * n)[:, None]
-            out[lo:lo + k] = np.bincount(idx.reshape(-1), minlength=k * n).reshape(k, n)
-        return out
 
     # ------------------------------------------------------------------------------------------ prediction
     def _votes(self, X: Any) -> np.ndarray:

@@ -139,23 +139,19 @@ class _Forest(OptionParams):
         rng = np.random.default_rng(p["random_state"])
         n_draw = self._n_draw(p, n)
         t = p["n_estimators"]
-        # trees x rows int32 (the kernels' weights): counts of the bootstrap times the sample weights
-        if int(sw.max()) * max(1, n_draw) > _INT32:
+        # each tree's bag: its draw stream, drawn and counted (times the sample weights) where the trees grow
+        bag = G.Bag(rng.integers(0, 2**64, t, dtype=np.uint64, endpoint=False), n, n_draw, p["bootstrap"],
+                    sw.astype(np.int32))
+        if bag.weight_bound > _INT32:
             raise ValueError("the bootstrap weights of a tree could sum beyond 2^31: use fewer rows or smaller "
                              "sample weights")
-        weight = np.empty((t, n), np.int32)
-        for k in range(t):
-            weight[k] = np.bincount(rng.integers(0, n, n_draw), minlength=n) if p["bootstrap"] else 1
-        if np.any(sw != 1):
-            weight *= sw.astype(np.int32)[None, :]
-        tree_weight = int(weight.sum(axis=1, dtype=np.int64).max())
-        stat = self._statistics(target, tree_weight, p["precision"])
+        stat = self._statistics(target, bag.weight_bound, p["precision"])
         seeds = rng.integers(0, 2**32, t, dtype=np.uint32)
         leaf = P.resolve_count(p["min_samples_leaf"], n)
         spec = G.GrowSpec(outputs, p["criterion"], p["max_depth"],
                           max(P.resolve_count(p["min_samples_split"], n), 2 * leaf), leaf,
                           P.resolve_max_features(p["max_features"], n_feat))
-        grown = G.grow(backend, bins, mapper.n_bins, stat, weight, seeds, spec)
+        grown = G.grow(backend, bins, mapper.n_bins, stat, bag, seeds, spec)
         thresholds = _thresholds(mapper, grown)
         self._forest = Forest(n_feat, grown.offsets, grown.feature, thresholds, grown.left,
                               self._leaf_values(grown.totals, outputs), _importances(grown, n_feat))

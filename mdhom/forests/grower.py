@@ -42,6 +42,36 @@ class GrowSpec:
         return self.criterion != "squared_error"
 
 
+@dataclass(frozen=True)
+class Bag:
+    """What every tree's bag weights are made from: its draw stream's seed (:func:`~mdhom.forests.partition.
+    draw_rows`), ``n_draw`` draws of the rows with replacement (``bootstrap``; else every row once), times the rows'
+    whole-number sample weights. The backend makes the weights where the trees grow."""
+
+    seeds: np.ndarray  # (trees,) uint64
+    n_rows: int
+    n_draw: int
+    bootstrap: bool
+    sample_weight: np.ndarray  # (rows,) int32
+
+    @property
+    def n_trees(self) -> int:
+        return int(self.seeds.size)
+
+    @property
+    def weight_bound(self) -> int:
+        """At least any tree's sum of weights (exactly it when the sample weights are all one)."""
+        sw = self.sample_weight.astype(np.int64)
+        return int(self.n_draw * sw.max(initial=0)) if self.bootstrap else int(sw.sum())
+
+    def take(self, trees: np.ndarray | slice) -> Bag:
+        return Bag(self.seeds[trees], self.n_rows, self.n_draw, self.bootstrap, self.sample_weight)
+
+    def weights(self) -> np.ndarray:
+        """(trees, rows) int32: the numpy reference of ``forest_bootstrap``."""
+        return P.bootstrap_reference(self.seeds, self.n_rows, self.n_draw, self.bootstrap, self.sample_weight)
+
+
 @dataclass
 class Slots:
     """A batch of nodes: one entry per (tree, node). ``begin`` is absolute in the trees x rows position order."""
@@ -66,11 +96,12 @@ class ForestBackend(Protocol):
         """The mapper's bins of dense float64 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
         ...
 
-    def start(self, bins: Any, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
-              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> None:
-        """Take a batch of trees' data (``per_tree``: their own target columns and features) and make the root
-        level from the weights: each tree's position order (:func:`bag_order`) and every in-bag row in its
-        tree's root slot (:func:`mdhom.forests.partition.bag_slots_reference`)."""
+    def start(self, bins: Any, n_bins: int, stat: np.ndarray, bag: Bag, spec: GrowSpec,
+              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> np.ndarray:
+        """Take a batch of trees' data (``per_tree``: their own target columns and features), make their bag
+        weights (:meth:`Bag.weights`) and the root level from them: each tree's position order
+        (:func:`bag_order`) and every in-bag row in its tree's root slot
+        (:func:`mdhom.forests.partition.bag_slots_reference`). Returns each tree's in-bag rows (int32)."""
         ...
 
     def level(self, slots: Slots, spec: GrowSpec, whole: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -93,11 +124,13 @@ class NumpyForest:
     def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> np.ndarray:
         return mapper.transform(X)
 
-    def start(self, bins, n_bins, stat, weight, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
+    def start(self, bins, n_bins, stat, bag, spec, xlogx, per_tree=None):  # noqa: ANN001, ANN201
+        weight = bag.weights()
         self.bins, self.n_bins, self.stat, self.weight = bins, n_bins, stat, weight
-        self.order = bag_order(weight > 0)[0]
+        self.order, counts = bag_order(weight > 0)
         self.row_slot, self.xlogx = P.bag_slots_reference(weight), xlogx
         self.per_tree = per_tree
+        return counts
 
     def level(self, slots, spec, whole):  # noqa: ANN001, ANN201
         hist = H.histogram_reference(self.bins, self.stat, self.weight, self.order, slots.begin, slots.count,
@@ -159,18 +192,16 @@ def bag_order(inbag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, counts
 
 
-def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray, weight: np.ndarray,
+def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray, bag: Bag,
          seeds: np.ndarray, spec: GrowSpec, per_tree: H.PerTree | None = None) -> GrownForest:
-    """Grow ``len(weight)`` trees on the binned rows together (``weight``: trees x rows bootstrap counts;
-    ``per_tree``: each tree's own target columns of ``stat`` and allowed features, the forests of many
-    classifier chains in one batch)."""
-    n_trees, n = weight.shape
+    """Grow ``bag.n_trees`` trees on the binned rows together (``per_tree``: each tree's own target columns of
+    ``stat`` and allowed features, the forests of many classifier chains in one batch)."""
+    n_trees, n = bag.n_trees, bag.n_rows
     lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
-    counts = np.count_nonzero(weight, axis=1)  # in-bag rows per tree (weights are counts, never negative)
-    xlogx = S.xlogx_table(int(weight.sum(axis=1).max()) if spec.criterion == "entropy" else 0)
-    # the backend makes the bag order and the root slots (an OpenCL device from the weights it holds: the host's
-    # per-tree scans and the trees x rows uploads were most of a many-tree fit's host time)
-    backend.start(bins, n_bins, stat, weight, spec, xlogx, per_tree)
+    xlogx = S.xlogx_table(bag.weight_bound if spec.criterion == "entropy" else 0)
+    # the backend makes the bag weights, the bag order and the root slots (an OpenCL device on the device: the
+    # host's draws, per-tree scans and trees x rows uploads were most of a many-tree fit's host time)
+    counts = backend.start(bins, n_bins, stat, bag, spec, xlogx, per_tree)
     trees = np.arange(n_trees, dtype=np.int32)
     slots = Slots(trees * np.int32(n), counts.astype(np.int32), trees, np.zeros(n_trees, np.int32),
                   seeds.astype(np.uint32), np.full(n_trees, -1, np.int32))

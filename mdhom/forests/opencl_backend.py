@@ -24,7 +24,7 @@ from mdhom.forests import histogram as H
 from mdhom.forests import partition as P
 from mdhom.forests import sampled as SM
 from mdhom.forests import split as S
-from mdhom.forests.grower import GrowSpec, Slots, bag_order
+from mdhom.forests.grower import Bag, GrowSpec, Slots, bag_order
 from mdhom.learn.binning import BinMapper
 
 
@@ -83,11 +83,11 @@ class OpenCLForest:
         self.ws.put(name, buf, values, np.int32)
         return buf
 
-    def start(self, bins: np.ndarray | DeviceBins, n_bins: int, stat: np.ndarray, weight: np.ndarray, spec: GrowSpec,
-              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> None:
+    def start(self, bins: np.ndarray | DeviceBins, n_bins: int, stat: np.ndarray, bag: Bag, spec: GrowSpec,
+              xlogx: np.ndarray, per_tree: H.PerTree | None = None) -> np.ndarray:
         ws = self.ws
         self.n, self.n_feat = bins.shape
-        self.n_trees = weight.shape[0]
+        self.n_trees = bag.n_trees
         self.n_bins = n_bins
         self.lane = "int" if stat.dtype == np.int32 else "long"
         self.per_tree = per_tree
@@ -108,15 +108,19 @@ class OpenCLForest:
         if getattr(self, "_stat_src", None) is not stat:
             self._upload("stat", stat.astype(self.lane_dtype))
             self._stat_src = stat
-        self._upload("weight", np.asarray(weight, np.int32))
+        counts = self._bag(bag)
         # the partition's and routing's outputs are written whole before they are read: allocated, not sent
+        size = self.n_trees * self.n
         for name in ("order", "order_next", "row_slot", "new_slot"):
-            ws.ensure(name, max(16, 4 * weight.size))
-        ws.ensure("scan", 4 * max(1, weight.size))
+            ws.ensure(name, max(16, 4 * size))
+        ws.ensure("scan", 4 * max(1, size))
         if not self.bag_on_device:  # the root level on the host, sent
+            weight = np.empty((self.n_trees, self.n), np.int32)
+            if size:
+                ws.read(weight, ws["weight"])
             self._upload("order", bag_order(weight > 0)[0])
             self._upload("row_slot", P.bag_slots_reference(weight))
-        elif weight.size:  # from the weights on the device: grower.bag_order's order, bag_slots' slots
+        elif size:  # from the weights on the device: grower.bag_order's order, bag_slots' slots
             cells = {"tree": self.n_trees, "row": self.n}
             for name, spec_, desc, out, extra in (
                     ("forest_bag_scan", P.BAG_SCAN, P.bag_scan(), "scan", {}),
@@ -165,6 +169,29 @@ class OpenCLForest:
         self._prev_whole = False
         self.c_scan = ws.build(P.LEFT_SCAN, P.left_scan(), {"tree": self.n_trees, "pos": self.n})
         self.c_part = ws.build(P.PARTITION, P.partition(), {"tree": self.n_trees, "pos": self.n})
+        return counts
+
+    def _bag(self, bag: Bag) -> np.ndarray:
+        """The trees' bag weights into "weight" (``forest_bootstrap``: drawn and counted on the device, so neither
+        the draws nor trees x rows weights cross the bus) and their in-bag rows per tree (read back)."""
+        ws = self.ws
+        size = bag.n_trees * self.n
+        weight = ws.ensure("weight", max(16, 4 * size))
+        counts = np.zeros(bag.n_trees, np.int32)
+        if not size:
+            return counts
+        cells = {"tree": bag.n_trees, "row": self.n}
+        ws.fill("forest_bootstrap", weight, 0, 4 * size)
+        self._put("bag_seed", bag.seeds.view(np.int32))  # uint64 seeds as int32 pairs (little-endian devices)
+        self._put("sample_weight", bag.sample_weight)
+        self._launch("forest_bootstrap", ws.build(P.BOOTSTRAP, P.bootstrap(), {"tree": bag.n_trees, "draw": self.n}),
+                     weight, {"tree": bag.n_trees, "draw": self.n},
+                     {"n_draw": np.int32(bag.n_draw), "bootstrap": np.int32(bag.bootstrap)},
+                     seed=ws["bag_seed"], sample_weight=ws["sample_weight"])
+        counted = ws.ensure("bag_counts", max(16, 4 * bag.n_trees))
+        self._launch("forest_bag_counts", ws.build(P.BAG_COUNTS, P.bag_counts(), cells), counted, cells, {},
+                     weight=weight)
+        return ws.read(counts, counted)
 
     def _launch(self, name: str, comp, out: cl.Buffer, sizes: dict, params: dict, **buffers: cl.Buffer) -> None:  # noqa: ANN001
         self.ws.record(name, comp.bind(out, self.ws.queue, **buffers)(sizes, **params))

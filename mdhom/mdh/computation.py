@@ -263,8 +263,9 @@ class Computation:
         index64 = self._index64(bound, arrays)
         idx = np.int64 if index64 else np.int32
         shape = self.output_shape(bound)
-        if out is None:
-            out = cl_array.empty(queue, shape, self.desc.atom.dtype)
+        if out is None:  # a scatter that adds starts from zeros; every other output is written whole
+            make = cl_array.zeros if self.desc.scatter_add else cl_array.empty
+            out = make(queue, shape, self.desc.atom.dtype)
         elif tuple(out.shape) != shape or out.dtype != self.desc.atom.dtype:
             raise ValueError(
                 f"{self.desc.name}: out must have shape {shape} and dtype {self.desc.atom.dtype}, "

@@ -201,6 +201,10 @@ class Description:
     ``scatter=True`` (concatenation-only descriptions) lets the scalar function choose where its atom lands:
     it may set ``out_at`` (an ``idx_t``, preset to the point's own output position; -1 writes nothing). The
     positions a launch writes must be distinct (a permutation, such as a stable partition of rows by node).
+    ``scatter="add"`` lets positions repeat: each atom (one ``int`` or ``uint``) is added to the output at
+    ``out_at`` with a global atomic, so the output holds its earlier contents plus the sum of the atoms sent
+    there (a count per key over a data-dependent key: bootstrap draws counted per row). Integer additions
+    commute, so the result does not depend on the configuration or the order the atomics land in.
 
     ``chunked=True`` adds the tuning parameter ``CHUNKED``: 1 gives each work-item one contiguous run of every
     dimension instead of a strided share. CPU runtimes run a work-group's items one after another, so strided
@@ -220,6 +224,7 @@ class Description:
     preamble: str = ""
     extents: tuple[tuple[str, str], ...] = ()
     scatter: bool = False
+    scatter_add: bool = False
     scratch: Scratch | None = None
     chunked: bool = False
     double_fp: bool = field(default=False)
@@ -237,7 +242,7 @@ class Description:
         preamble: str = "",
         accumulate_atomic: str | None = None,
         extents: dict[str, str] | None = None,
-        scatter: bool = False,
+        scatter: bool | str = False,
         scratch: Scratch | None = None,
         chunked: bool = False,
     ) -> None:
@@ -253,7 +258,10 @@ class Description:
         set_(self, "accumulate_atomic", accumulate_atomic)
         set_(self, "preamble", preamble)
         set_(self, "extents", tuple((extents or {}).items()))
+        if scatter not in (False, True, "add"):
+            raise DescriptionError(f"{name}: scatter must be False, True or \"add\", not {scatter!r}")
         set_(self, "scatter", bool(scatter))
+        set_(self, "scatter_add", scatter == "add")
         set_(self, "scratch", scratch)
         set_(self, "chunked", bool(chunked))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
@@ -302,6 +310,9 @@ class Description:
         self._validate_extents(reduces, scans)
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
+        if self.scatter_add and self.atom.scalars not in (("int",), ("uint",)):
+            raise DescriptionError(f"{self.name}: scatter=\"add\" adds atoms of one int or uint with global atomics; "
+                                   f"this atom is {self.atom!r}")
         if self.chunked and scans:
             raise DescriptionError(f"{self.name}: `chunked` is for concatenated and reduced dimensions (a scan's "
                                    "work-items already take contiguous chunks unless SCAN_TILED)")

@@ -70,6 +70,14 @@ HISTOGRAM_Q64 = Description(
     accumulate_atomic="atom_add(&acc->v[bins].g, g); atom_add(&acc->v[bins].h, h);",
     inputs=[Input("bins", "uchar", ("row", "feat")), Input("g", "long", ("row",)), Input("h", "long", ("row",))],
 )
+# Weighted counts per key (a bincount per row of keys): a scatter whose positions repeat, each point's weight added
+# at its key with an integer atomic; the output starts at zero. Keys < 0 count nowhere.
+KEY_COUNT = Description(
+    "key_count", ["i", "j"], [Concat(), Concat()], "int",
+    "out = w;\nout_at = key < 0 ? -1 : (idx_t)i * n_keys + key;",
+    inputs=[Input("key", "int", ("i", "j")), Input("w", "int", ("i", "j"))],
+    params=[Param("n_keys", "int")], scatter="add",
+)
 SCAN_INCLUSIVE = Description(
     "scan_inclusive", ["i", "j"], [Concat(), Scan(SUM, inclusive=True)], "long", "out = (long)x;",
     inputs=[Input("x", "int", ("i", "j"))],
@@ -210,6 +218,22 @@ def _gh_inputs(s, rng):
     return {"g": rng.standard_normal((s["row"], s["out_k"])), "h": rng.random((s["row"], s["out_k"]))}
 
 
+def _key_count_inputs(s, rng):
+    # more points than keys (collisions), some negative keys, zero weights and weights of both signs
+    n_keys = max(1, s["j"] // 3)
+    return {"key": rng.integers(-2, n_keys, size=(s["i"], s["j"])).astype(np.int32),
+            "w": rng.integers(-3, 7, size=(s["i"], s["j"])).astype(np.int32), "n_keys": np.int32(n_keys)}
+
+
+def _key_count_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
+    key, w, k = a["key"], a["w"], int(a["n_keys"])
+    out = np.zeros(key.shape[0] * key.shape[1], np.int64)
+    rows = np.repeat(np.arange(key.shape[0]), key.shape[1]).reshape(key.shape)
+    ok = key >= 0
+    np.add.at(out, (rows * k + key)[ok], w[ok])
+    return out.astype(np.int32).reshape(key.shape)
+
+
 def _hist_inputs(s, rng):
     return {
         "bins": rng.integers(0, HIST_BINS, size=(s["row"], s["feat"])).astype(np.uint8),
@@ -236,6 +260,7 @@ def all_cases(scale: int = 1) -> list[Case]:
              {"row": 2053 * scale, "feat": 5}),
         Case("histogram_q64", HISTOGRAM_Q64, _hist_q_inputs(np.int64, 2**40), _hist_q_ref(GHQ64.dtype),
              {"row": 1031 * scale, "feat": 3}),
+        Case("key_count", KEY_COUNT, _key_count_inputs, _key_count_ref, {"i": 3, "j": 1031 * scale}),
         Case("scan_inclusive", SCAN_INCLUSIVE, _uniform(np.int32, "i", "j"),
              lambda a: np.cumsum(a["x"].astype(np.int64), 1), {"i": 3, "j": 1000 * scale + 9}),
         Case("scan_exclusive", SCAN_EXCLUSIVE, _uniform(np.float64, "i", "j", "k"),
