@@ -62,11 +62,20 @@ def use_sampled(max_features: int, n_features: int) -> bool:
 
 
 _NONCONST = """
-/* whether a feature takes more than one bin on a node's rows: a scan that stops at the first other bin */
+/* whether a feature takes more than one bin on a node's rows: a scan that stops at the first other bin. A feature
+ * constant on a node is read to its last row by one work-item; 16 independent loads per test keep that many reads
+ * in flight instead of one (H100, 500 trees on 1M rows: a scan a row at a time was 4.0 of a fit's 6.3 s of
+ * kernels, its three-valued features constant on many large nodes) */
 inline int forest_nonconst(__global const FOREST_BIN_T* col, __global const int* ord, const int cnt) {
     if (cnt < 2) return 0;
     const FOREST_BIN_T b0 = col[ord[0]];
-    for (int i = 1; i < cnt; ++i)
+    int i = 1;
+    for (; i + 16 <= cnt; i += 16) {
+        int d = 0;
+        for (int u = 0; u < 16; ++u) d |= col[ord[i + u]] != b0;
+        if (d) return 1;
+    }
+    for (; i < cnt; ++i)
         if (col[ord[i]] != b0) return 1;
     return 0;
 }
