@@ -30,6 +30,8 @@ stored entries' bins scattered into it. Memory beyond the bin matrix is proporti
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -69,7 +71,9 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
         return np.empty(0)
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
-    distinct, start = np.unique(v, return_index=True)
+    # the distinct values and where each one's run starts: np.unique's result, without sorting the sorted again
+    start = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
+    distinct = v[start]
     if distinct.size <= 1:
         return np.empty(0)
     if distinct.size <= max_bin:
@@ -168,19 +172,20 @@ class BinMapper:
                 sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
             w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
             columns = ((X[:, j], w) for j in range(X.shape[1]))
-        self.edges, self.categories = [], []
+        def learn(j: int, col: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+            if cat[j]:  # every category a candidate: the last real bin (never one) stays empty
+                return np.empty(0), feature_categories(col, w, self.max_bin - 1)
+            return feature_edges(col, w, max(self.max_bin - 1 if nan[j] else self.max_bin, 1)), None
+
+        # features apart on the usable cores: numpy's sorts release the GIL (1M x 28 rows, 200k sampled: 0.9 s
+        # one feature after another on one core); each feature's edges are the same either way
+        with ThreadPoolExecutor(max(1, min(X.shape[1], len(os.sched_getaffinity(0))))) as pool:
+            learned = list(pool.map(lambda a: learn(*a), ((j, c, w) for j, (c, w) in enumerate(columns))))
+        self.edges = [e for e, _ in learned]
+        self.categories = [c for _, c in learned]
         need = 1
-        for j, (col, w) in enumerate(columns):
-            if cat[j]:
-                # every category a candidate: the last real bin (never one) stays empty
-                self.categories.append(feature_categories(col, w, self.max_bin - 1))
-                self.edges.append(np.empty(0))
-                need = max(need, self.categories[-1].size + 1)
-                continue
-            limit = self.max_bin - 1 if nan[j] else self.max_bin
-            self.edges.append(feature_edges(col, w, max(limit, 1)))
-            self.categories.append(None)
-            need = max(need, self.edges[-1].size + 1 + int(nan[j]))
+        for j, (edges, codes) in enumerate(learned):
+            need = max(need, codes.size + 1 if codes is not None else edges.size + 1 + int(nan[j]))
         self.n_bins = max(2, need + 1)
         return self
 
