@@ -12,7 +12,8 @@ from mdhom import configs
 from mdhom.mdh import Computation
 
 FOREST_TUNABLES = ("forest_candidates", "forest_slot_totals", "forest_sampled_split", "forest_cand_split",
-                   "forest_route", "forest_left_scan", "forest_partition", "forest_leaves", "forest_leaf_sums")
+                   "forest_route", "forest_left_scan", "forest_partition", "forest_leaves", "forest_leaf_sums",
+                   "forest_node_totals", "forest_feature_split", "forest_node_split")
 SMALL = 1500  # rows of the shrunk smallest class (the classes are 1M-row fits; the kernels' logic is the same)
 
 
@@ -114,6 +115,30 @@ def test_stored_forest_configs_are_used_and_grow_the_same_model(device, tmp_path
         ran = tuned.kernel_configs_[k]
         assert ran["source"].startswith("tuned"), (k, ran)
         assert ran["config"] != plain.kernel_configs_[k]["config"], k
+    assert _bytes(plain, tmp_path / "a.json") == _bytes(tuned, tmp_path / "b.json")
+
+
+def test_stored_dense_level_configs_are_used_and_grow_the_same_model(device, tmp_path, monkeypatch):
+    """The dense level (every feature searched: the regressor's default) runs its stored configurations too."""
+    from mdhom import RandomForestClassifier
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(600, 6))
+    y = (X[:, 0] - X[:, 1] + rng.normal(scale=0.5, size=600) > 0).astype(int)
+    kw = dict(n_estimators=5, max_depth=5, max_features=None, random_state=3, device=device)
+    dense = ("forest_node_totals", "forest_feature_split", "forest_node_split")
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "none"))
+    monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "none")
+    configs.reset_warnings()
+    plain = RandomForestClassifier(**kw).fit(X, y)
+    assert set(dense) <= set(plain.kernel_configs_)
+    _store(device, dense, tmp_path / "tuned")
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "tuned"))
+    configs.reset_warnings()
+    tuned = RandomForestClassifier(**kw).fit(X, y)
+    for k in dense:
+        assert tuned.kernel_configs_[k]["source"].startswith("tuned"), (k, tuned.kernel_configs_[k])
+        assert tuned.kernel_configs_[k]["config"] != plain.kernel_configs_[k]["config"], k
     assert _bytes(plain, tmp_path / "a.json") == _bytes(tuned, tmp_path / "b.json")
 
 

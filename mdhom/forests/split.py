@@ -14,8 +14,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.specs import KernelSpec, ones
+from mdhom.components.specs import KernelSpec, Tuning, ones
 from mdhom.devices import Device
+from mdhom.forests import tuning_inputs as TI
 from mdhom.forests.layout import lane_layout
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct
 
@@ -330,7 +331,14 @@ def per_slot(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[s
     return cfg
 
 
-NODE_TOTALS = KernelSpec("forest_node_totals", per_slot)
-FEATURE_SPLIT_SPEC = KernelSpec("forest_feature_split", per_slot)
-NODE_SPLIT_SPEC = KernelSpec("forest_node_split", per_slot)
+# the dense level's split search (tuned at a forest's roots and a deeper level: mdhom.forests.tuning_inputs)
+NODE_TOTALS = KernelSpec("forest_node_totals", per_slot, tuning=Tuning(
+    lambda s: node_totals("int"), TI.dense_classes(totals=True), TI.node_totals_inputs, TI.node_totals_ref,
+    doc="a node's class counts, weight and rows: its first feature's histogram summed over bins (dense level)"))
+FEATURE_SPLIT_SPEC = KernelSpec("forest_feature_split", per_slot, tuning=Tuning(
+    lambda s: feature_split("int", TI.OUTPUTS, TI.CRITERION), TI.dense_classes(feat=True), TI.feature_split_inputs,
+    TI.feature_split_ref, doc="the best cut of every (node, feature) histogram (dense level)"))
+NODE_SPLIT_SPEC = KernelSpec("forest_node_split", per_slot, tuning=Tuning(
+    lambda s: node_split("int", TI.OUTPUTS, TI.CRITERION, TI.N_FEAT), TI.dense_classes(), TI.node_split_inputs,
+    TI.node_split_ref, doc="each node's split among its features in a random order, as scikit-learn's splitter"))
 SPECS = (NODE_TOTALS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC)

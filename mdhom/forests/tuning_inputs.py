@@ -46,6 +46,13 @@ ROW_CLASSES: dict[str, dict[str, int]] = {
     "emotions_2048x400": {"tree": 2048, "row": 400, "per": 8},
     "mediamill_1024x3e4": {"tree": 1024, "row": 30000, "per": 16},
 }
+# the dense level (forest_node_totals, forest_feature_split, forest_node_split: a split search over every feature,
+# the regressor's default and max_features above half the features): 28 features' histograms of 256 bins per node,
+# a forest's roots and a level of 16 nodes per tree (``per_bin``: rows per bin, about a node's rows / 256)
+DENSE_CLASSES: dict[str, dict[str, int]] = {
+    "dense_roots_64": {"slot": 64, "per_bin": 2500},
+    "dense_level_1024": {"slot": 1024, "per_bin": 40},
+}
 # prediction (forest_leaves: tree x row, forest_leaf_sums: row x tree): the 500-tree forest of depth 10
 WALK_CLASSES: dict[str, dict[str, int]] = {
     "forest_500x8192": {"tree": 500, "row": 8192},
@@ -363,3 +370,80 @@ def leaf_sums_ref(a: Mapping[str, Any]) -> np.ndarray:
     for k in range(t):
         acc += value[leaf[k]]
     return acc
+
+
+# --------------------------------------------------------------------------------------------------- dense level
+def dense_classes(*, feat: bool = False, totals: bool = False) -> dict[str, dict[str, int]]:
+    """:data:`DENSE_CLASSES` with the dimensions a dense-level kernel has beside ``slot``."""
+    out = {}
+    for name, c in DENSE_CLASSES.items():
+        d = dict(c)
+        if feat:
+            d["feat"] = N_FEAT
+        if totals:
+            d.update(lane=LANES, bin=N_BINS)
+        out[name] = d
+    return out
+
+
+def dense_histograms(s: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
+    """(slot, feat, bin, lanes) int32 class-count histograms: each feature's bins hold a node's rows (a random
+    share of the bins in use, Poisson counts of ``per_bin``), lanes class 0, class 1, their weight, the rows."""
+    n_slots, per_bin = int(s["slot"]), int(s["per_bin"])
+    used = rng.random((n_slots, N_FEAT, N_BINS)) < 0.7
+    used[:, :3] = False  # a few features constant on some nodes: one bin in use
+    used[:, :3, 0] = True
+    counts = rng.poisson(per_bin / 2, (n_slots, N_FEAT, N_BINS, 2)) * used[..., None]
+    hist = np.zeros((n_slots, N_FEAT, N_BINS, LANES), np.int32)
+    hist[..., :2] = counts
+    hist[..., 2] = counts.sum(-1)
+    hist[..., 3] = (hist[..., 2] * 2 + 2) // 3  # distinct rows of the bootstrap sample
+    return hist
+
+
+def node_totals_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict[str, Any]:
+    return {"hist": dense_histograms(s, rng).reshape(-1), "n_feat": np.int32(N_FEAT)}
+
+
+def node_totals_ref(a: Mapping[str, Any]) -> np.ndarray:
+    from mdhom.forests import split as S
+
+    hist = a["hist"].reshape(-1, int(a["n_feat"]), N_BINS, LANES)
+    return S.node_totals_reference(hist).astype(np.int32)
+
+
+def feature_split_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict[str, Any]:
+    from mdhom.forests import split as S
+
+    return {"hist": dense_histograms(s, rng).reshape(-1), "xlogx": S.xlogx_table(0), "n_bins": np.int32(N_BINS),
+            "min_leaf": np.int32(1)}
+
+
+def feature_split_ref(a: Mapping[str, Any]) -> np.ndarray:
+    from mdhom.forests import split as S
+
+    hist = a["hist"].reshape(-1, N_FEAT, N_BINS, LANES).astype(np.int64)
+    return S.feature_split_reference(hist, OUTPUTS, CRITERION, int(a["min_leaf"]), a["xlogx"])
+
+
+def node_split_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict[str, Any]:
+    """The split records and node totals a dense level hands ``forest_node_split``: of random histograms, drawing
+    ``N_CAND`` features per node (sqrt of 28) by each node's seed and id."""
+    from mdhom.forests import split as S
+
+    hist = dense_histograms(s, rng).astype(np.int64)
+    n_slots = hist.shape[0]
+    xlogx = S.xlogx_table(0)
+    return {"fsplit": S.feature_split_reference(hist, OUTPUTS, CRITERION, 1, xlogx).view(np.int32).reshape(-1),
+            "totals": S.node_totals_reference(hist).astype(np.int32).reshape(-1),
+            "slot_seed": rng.integers(0, 2**32, n_slots, dtype=np.uint32),
+            "slot_node": rng.integers(0, 1024, n_slots).astype(np.int32), "xlogx": xlogx,
+            "max_features": np.int32(N_CAND)}
+
+
+def node_split_ref(a: Mapping[str, Any]) -> np.ndarray:
+    from mdhom.forests import split as S
+
+    fsplit = a["fsplit"].view(S.FEATURE_SPLIT.dtype).reshape(-1, N_FEAT)
+    return S.node_split_reference(fsplit, a["totals"].reshape(-1, LANES).astype(np.int64), a["slot_seed"],
+                                  a["slot_node"], int(a["max_features"]), OUTPUTS, CRITERION, a["xlogx"])
