@@ -155,6 +155,15 @@ def test_rule_seconds_fits_for_real(cpu_device):
     assert 0 < t < 10
 
 
+def test_forest_seconds_fits_for_real(cpu_device):
+    """The forest check's timer at toy size: a sampled-level fit, a device prediction and a dense-level fit."""
+    from mdhom.bench.trees import make_higgs_like
+
+    X, y = make_higgs_like(1500, 28, 0)[:2]
+    t = endtoend.forest_seconds(cpu_device, Workload(rows=1500, rounds=4, leaves=3, depth=2), (X, y))
+    assert 0 < t < 30
+
+
 def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypatch):
     """``mdhom tune --recheck``: the check alone, on the entries a device file holds; what does not pay is stored
     with its heuristic's configuration."""
