@@ -147,6 +147,7 @@ def test_rule_kernels_are_judged_by_rule_fits(cpu_device, tmp_path, monkeypatch)
     assert any("rule fits" in line for line in seen) and any("forest fits" in line for line in seen)
     assert [e[0] for e in chosen] and {e[0] for e in chosen} == set(effects)
     assert endtoend.is_rule_kernel("rule_coupled_quality") and not endtoend.is_rule_kernel("tree_split_scan")
+    assert endtoend.is_forest_kernel("ecc_walk") and not endtoend.is_forest_kernel("tree_histogram_rows")
 
 
 def test_rule_seconds_fits_for_real(cpu_device):
@@ -156,7 +157,8 @@ def test_rule_seconds_fits_for_real(cpu_device):
 
 
 def test_forest_seconds_fits_for_real(cpu_device):
-    """The forest check's timer at toy size: a sampled-level fit, a device prediction and a dense-level fit."""
+    """The forest check's timer at toy size: a sampled-level fit, a device prediction, a dense-level fit and a
+    classifier chain ensemble's fit and prediction."""
     from mdhom.bench.trees import make_higgs_like
 
     X, y = make_higgs_like(1500, 28, 0)[:2]

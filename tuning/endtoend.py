@@ -11,8 +11,8 @@ keeps a kernel's tuned configurations only where the round with them is faster: 
 order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor default
 takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
 end-to-end speedup over the heuristics. Kernels that run in no boosting round are judged the same way by the fits
-they run in (:data:`CHECKS`): random-forest kernels by a forest fit and prediction, the rule refinement's kernels
-by the seconds per rule of two rule fits.
+they run in (:data:`CHECKS`): forest and chain kernels by forest and chain fits and predictions, the rule
+refinement's kernels by the seconds per rule of two rule fits.
 
 Measurements alternate between the variants compared and keep the fastest of several medians, so a burst of
 other work on the machine does not decide a comparison.
@@ -215,23 +215,25 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
 
 
 # ------------------------------------------------------------------------------------------------ forests
-FOREST_PREFIX = "forest_"  # the random forests' kernels: judged by forest fits, not boosting rounds
+FOREST_PREFIXES = ("forest_", "ecc_")  # forests' and chains' kernels: judged by forest fits, not boosting rounds
 
 
 def is_forest_kernel(kernel: str) -> bool:
-    """Whether a kernel runs in a random forest's fit or prediction (and only there)."""
-    return kernel.startswith(FOREST_PREFIX)
+    """Whether a kernel runs in a random forest's or a classifier chain ensemble's fit or prediction (only there)."""
+    return kernel.startswith(FOREST_PREFIXES)
 
 
 def forest_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
     """Seconds of one random-forest fit (``work.rounds`` trees of depth ``work.depth`` + 2, sqrt features: the
-    sampled level), one device prediction of its training rows (the walker's kernels) and a fit of a quarter of
-    the trees searching every feature (the dense level: ``max_features=None``), on ``device``: what the forest
-    kernels' configurations must make faster to be kept."""
+    sampled level), one device prediction of its training rows (the walker's kernels), a fit of a quarter of
+    the trees searching every feature (the dense level: ``max_features=None``) and a classifier chain ensemble
+    (8 chains x 4 trees, six labels) fitted on a hundredth of the rows and predicting all of them (the chains'
+    batched forests and ``ecc_walk``), on ``device``: what the forest kernels' configurations must make faster
+    to be kept."""
     import time
     import warnings
 
-    from mdhom import RandomForestClassifier
+    from mdhom import ClassifierChainEnsemble, RandomForestClassifier
     from mdhom.configs import TunedConfigWarning
     from mdhom.forests.walker import ForestWalker
 
@@ -248,7 +250,12 @@ def forest_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
         walker.tree_sums(np.asarray(X, np.float64))
         RandomForestClassifier(n_estimators=max(1, work.rounds // 4), max_depth=work.depth, max_features=None,
                                max_bin=work.bins, random_state=0, device=device).fit(X, y)
-    return fit + time.perf_counter() - t0  # the first fit, the prediction and the dense-level fit
+        Y = (X[:, :6] + X[:, 6:12] > 0).astype(np.int32)
+        n_fit = max(200, len(X) // 100)
+        ecc = ClassifierChainEnsemble(n_chains=8, n_estimators=4, max_depth=work.depth, max_bin=work.bins,
+                                      random_state=0, device=device).fit(X[:n_fit], Y[:n_fit])
+        ecc.predict_proba(X)  # rows x 32 trees: the device walk from 2^18
+    return fit + time.perf_counter() - t0  # the first fit, the prediction, the dense-level fit and the chains
 
 
 def _device(device: Any) -> Any:
