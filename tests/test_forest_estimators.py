@@ -74,6 +74,45 @@ def test_regressor_file_is_the_references(device, case, tmp_path):
     assert np.array_equal(dev.predict(X), ref.predict(X))
 
 
+@pytest.mark.parametrize("kw", [dict(criterion="entropy"), dict(max_samples=0.4), dict(bootstrap=False)])
+def test_weighted_bags_are_the_references(device, kw, tmp_path):
+    """Sample weights (zeros too) times the device's draws: the numpy reference's model file, for the classifier
+    (entropy's x log x table sized by the heaviest tree) and the regressor (its fixed-point scale likewise)."""
+    X, y = _cancer()
+    sw = np.random.default_rng(2).integers(0, 4, len(y))
+    for Est, target in ((RandomForestClassifier, y), (RandomForestRegressor, X[:, 0] * 2 + y)):
+        if Est is RandomForestRegressor and kw.get("criterion"):
+            continue
+        args = dict(kw, n_estimators=4, random_state=5, max_bin=31)
+        ref = Est(device="numpy", **args).fit(X, target, sample_weight=sw)
+        dev = Est(device=device, **args).fit(X, target, sample_weight=sw)
+        assert _file(dev, tmp_path, "d.json") == _file(ref, tmp_path, "r.json"), Est.__name__
+
+
+def test_bag_weights_bounds_and_checks():
+    """A bag's heaviest tree, exactly (unequal weights draw every tree's rows); bad bags and weights refused."""
+    from mdhom.forests.grower import Bag
+
+    sw = np.random.default_rng(1).integers(0, 5, 200)
+    for boot, n_draw in ((True, 200), (True, 70), (False, 200)):
+        bag = Bag(np.arange(6, dtype=np.uint64) * 977, 200, n_draw, boot, sw)
+        assert bag.max_tree_weight == int(bag.weights().sum(axis=1, dtype=np.int64).max())
+        assert bag.max_tree_weight <= bag.worst_weight
+    ones = Bag(np.arange(3, dtype=np.uint64), 50, 30, True, np.ones(50))
+    assert ones.max_tree_weight == 30 and ones.weights().sum(axis=1).tolist() == [30, 30, 30]
+    assert Bag(np.zeros(0, np.uint64), 5, 5, True, np.ones(5)).weights().shape == (0, 5)
+    with pytest.raises(ValueError, match="at most the rows"):
+        Bag(np.arange(2, dtype=np.uint64), 10, 11, True, np.ones(10))
+    with pytest.raises(ValueError, match="at most the rows"):
+        Bag(np.arange(2, dtype=np.uint64), 10, 5, False, np.ones(10))
+    with pytest.raises(ValueError, match="sample weights"):
+        Bag(np.arange(2, dtype=np.uint64), 3, 3, True, [1, 2**31, 1])
+    X, y = _cancer(60)
+    for sw in ([2**31 + 5] + [1] * 59, [2**32] + [1] * 59):
+        with pytest.raises(ValueError, match="beyond 2\\^31"):
+            RandomForestClassifier(n_estimators=2, device="numpy").fit(X, y, sample_weight=sw)
+
+
 def test_device_prediction_is_the_numpy_walk(device, monkeypatch):
     """rows x trees on the device (the boosting trees' md_hom forest walk), the same bits as the numpy walk."""
     from mdhom.components.predictor import ForestPredictor

@@ -140,12 +140,11 @@ class _Forest(OptionParams):
         n_draw = self._n_draw(p, n)
         t = p["n_estimators"]
         # each tree's bag: its draw stream, drawn and counted (times the sample weights) where the trees grow
-        bag = G.Bag(rng.integers(0, 2**64, t, dtype=np.uint64, endpoint=False), n, n_draw, p["bootstrap"],
-                    sw.astype(np.int32))
-        if bag.weight_bound > _INT32:
+        if int(sw.max(initial=0)) * max(1, n_draw) > _INT32 or int(sw.sum()) > _INT32:
             raise ValueError("the bootstrap weights of a tree could sum beyond 2^31: use fewer rows or smaller "
                              "sample weights")
-        stat = self._statistics(target, bag.weight_bound, p["precision"])
+        bag = G.Bag(rng.integers(0, 2**64, t, dtype=np.uint64, endpoint=False), n, n_draw, p["bootstrap"], sw)
+        stat = self._statistics(target, bag.max_tree_weight, p["precision"])
         seeds = rng.integers(0, 2**32, t, dtype=np.uint32)
         leaf = P.resolve_count(p["min_samples_leaf"], n)
         spec = G.GrowSpec(outputs, p["criterion"], p["max_depth"],

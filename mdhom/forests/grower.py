@@ -13,6 +13,7 @@ launch of each kernel serves every node of every tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,6 +25,7 @@ from mdhom.forests import split as S
 from mdhom.learn.binning import BinMapper
 
 HIST_BUDGET = 256 << 20  # bytes of histograms per batch of slots
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -42,29 +44,53 @@ class GrowSpec:
         return self.criterion != "squared_error"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bag:
     """What every tree's bag weights are made from: its draw stream's seed (:func:`~mdhom.forests.partition.
-    draw_rows`), ``n_draw`` draws of the rows with replacement (``bootstrap``; else every row once), times the rows'
-    whole-number sample weights. The backend makes the weights where the trees grow."""
+    draw_rows`), ``n_draw`` draws of the rows with replacement (``bootstrap``; else every row once, ``n_draw`` the
+    rows), times the rows' whole-number sample weights. The backend makes the weights where the trees grow."""
 
     seeds: np.ndarray  # (trees,) uint64
     n_rows: int
     n_draw: int
     bootstrap: bool
-    sample_weight: np.ndarray  # (rows,) int32
+    sample_weight: np.ndarray  # (rows,) whole numbers in [0, 2^31)
+
+    def __post_init__(self) -> None:
+        sw = np.asarray(self.sample_weight)
+        if sw.shape != (self.n_rows,):
+            raise ValueError(f"a bag over {self.n_rows} rows needs {self.n_rows} sample weights, got {sw.shape}")
+        if sw.size and (sw.min() < 0 or sw.max() > INT32_MAX):
+            raise ValueError("sample weights of a forest must be whole numbers in [0, 2^31)")
+        if not 0 <= self.n_draw <= self.n_rows or (not self.bootstrap and self.n_draw != self.n_rows):
+            raise ValueError(f"{self.n_draw} draws of {self.n_rows} rows (bootstrap={self.bootstrap}): the draws "
+                             "are at most the rows, and all of them without bootstrap")
+        # the device takes the seeds as raw 64-bit words and the weights as int32
+        object.__setattr__(self, "seeds", np.ascontiguousarray(self.seeds, np.uint64).reshape(-1))
+        object.__setattr__(self, "sample_weight", sw.astype(np.int32))
 
     @property
     def n_trees(self) -> int:
         return int(self.seeds.size)
 
     @property
-    def weight_bound(self) -> int:
-        """At least any tree's sum of weights (exactly it when the sample weights are all one)."""
+    def worst_weight(self) -> int:
+        """The most a tree's weights could sum to (every draw the heaviest row): what must stay below 2^31."""
         sw = self.sample_weight.astype(np.int64)
         return int(self.n_draw * sw.max(initial=0)) if self.bootstrap else int(sw.sum())
 
+    @cached_property
+    def max_tree_weight(self) -> int:
+        """The largest sum of weights of any tree, exactly: the fixed-point scale of regression targets and the
+        entropy's x log x table follow it. Equal sample weights give it without drawing; unequal ones draw every
+        tree's rows on the host (numpy, what every fit cost before the bags moved to the device)."""
+        sw = self.sample_weight.astype(np.int64)
+        if not self.bootstrap or not sw.size or np.all(sw == sw[0]):
+            return self.worst_weight
+        return max((int(sw[P.draw_rows(int(s), self.n_draw, self.n_rows)].sum()) for s in self.seeds), default=0)
+
     def take(self, trees: np.ndarray | slice) -> Bag:
+        """The bag of some of the trees (a batch of a chain position's forests)."""
         return Bag(self.seeds[trees], self.n_rows, self.n_draw, self.bootstrap, self.sample_weight)
 
     def weights(self) -> np.ndarray:
@@ -198,8 +224,8 @@ def grow(backend: ForestBackend, bins: np.ndarray, n_bins: int, stat: np.ndarray
     ``stat`` and allowed features, the forests of many classifier chains in one batch)."""
     n_trees, n = bag.n_trees, bag.n_rows
     lanes = (stat.shape[1] if per_tree is None else per_tree.n_stats) + 2
-    xlogx = S.xlogx_table(bag.weight_bound if spec.criterion == "entropy" else 0)
-    # the backend makes the bag weights, the bag order and the root slots (an OpenCL device on the device: the
+    xlogx = S.xlogx_table(bag.max_tree_weight if spec.criterion == "entropy" else 0)
+    # the backend makes the bag weights, the bag order and the root slots (an OpenCL backend on its device: the
     # host's draws, per-tree scans and trees x rows uploads were most of a many-tree fit's host time)
     counts = backend.start(bins, n_bins, stat, bag, spec, xlogx, per_tree)
     trees = np.arange(n_trees, dtype=np.int32)

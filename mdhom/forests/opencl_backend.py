@@ -46,9 +46,10 @@ class OpenCLForest:
 
     ``sampled``: levels histogram only each node's drawn features (:mod:`mdhom.forests.sampled`); None decides
     per grow (:func:`mdhom.forests.sampled.use_sampled`). ``bag_on_device``: the root level (bag order, root
-    slots) made by the device's kernels from the weights it holds, or on the host and sent; None: on GPUs (1M
-    rows x 50 trees: ~0.5 s of host scans and 400 MB of uploads there; PoCL runs the kernels slower than numpy
-    runs the scans). Either way the trees are the same."""
+    slots) made by the device's kernels from the weights it holds, or on the host from the weights read back and
+    sent; None: on GPUs (1M rows x 50 trees: ~0.5 s of host scans and 400 MB each way there; PoCL runs the
+    kernels slower than numpy runs the scans, and its reads are copies in host memory). Either way the trees are
+    the same."""
 
     def __init__(self, device: str | Device | None = "auto", sampled: bool | None = None,
                  bag_on_device: bool | None = None) -> None:

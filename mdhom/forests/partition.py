@@ -154,8 +154,9 @@ def draw_rows(seed: int, n_draw: int, n_rows: int) -> np.ndarray:
 @lru_cache(maxsize=1)
 def bootstrap() -> Description:
     """Every tree's bag weights (tree x row int32): the sample weight of a row times the number of the tree's
-    ``n_draw`` draws that hit it, or (``bootstrap`` 0) the sample weight. Launched over (tree, draw) with
-    ``SIZE_draw`` = the rows, so the output is the index space; draws past ``n_draw`` add nothing. The output
+    ``n_draw`` (at most the rows) draws that hit it, or (``bootstrap`` 0) the sample weight. Launched over
+    (tree, draw) with ``SIZE_draw`` = the rows, so the output is the index space; draws past ``n_draw`` add nothing.
+    The output
     starts at zero; counts are integer atomics, the same in every order."""
     return Description(
         "forest_bootstrap", ["tree", "draw"], [Concat(), Concat()], "int",
@@ -174,8 +175,9 @@ if (draw < n_draw) {
 
 def bootstrap_reference(seeds: np.ndarray, n_rows: int, n_draw: int, bootstrap: bool,
                         sample_weight: np.ndarray) -> np.ndarray:
+    """(trees, rows) int32 bag weights of :func:`bootstrap` (``n_draw`` at most the rows)."""
     sw = np.asarray(sample_weight, np.int32)
-    if not bootstrap:
+    if not bootstrap or not len(seeds):
         return np.broadcast_to(sw, (len(seeds), n_rows)).copy()
     return np.stack([np.bincount(draw_rows(int(s), n_draw, n_rows), minlength=n_rows).astype(np.int32) * sw
                      for s in np.asarray(seeds, np.uint64)]).reshape(len(seeds), n_rows)
