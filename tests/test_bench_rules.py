@@ -89,10 +89,17 @@ def test_bench_rules_quick_end_to_end(tmp_path, capsys, monkeypatch, installed):
         r = systems[(setting, "mdhom")]
         assert r["status"] == "ok" and r["seconds_per_rule"] > 0 and 0 <= r["hamming"] < 0.5
         assert 1 < r["rules"] <= report["parameters"]["rules"]
+        # the marginal figure: the fit of n rules less the default rule's fit, over the n - 1 rules after it
+        assert 0 < r["default_rule_fit_seconds"] < r["warm_fit_seconds"]
+        assert r["marginal_seconds_per_rule"] == pytest.approx(
+            (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1))
+    assert "marginal" in text
     if installed:
         assert report["anchors"].startswith("mlrl-boomer 0.")
         assert systems[("labelwise-single", "mlrl-boomer (its defaults)")]["status"] == "ok"
-        assert "ratio_to_mdhom" in systems[("examplewise-complete", "mlrl-boomer (mdhom's settings)")]
+        anchor = systems[("examplewise-complete", "mlrl-boomer (mdhom's settings)")]
+        assert "ratio_to_mdhom" in anchor and anchor["marginal_ratio_to_mdhom"] == pytest.approx(
+            anchor["marginal_seconds_per_rule"] / systems[("examplewise-complete", "mdhom")]["marginal_seconds_per_rule"])
     else:
         assert report["anchors"] == "mlrl-boomer not installed" and len(report["results"]) == 2
         assert "mlrl-boomer not installed" in text
