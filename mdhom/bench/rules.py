@@ -228,7 +228,8 @@ def run_rules(config: RulesConfig, log: Callable[[str], None] = print) -> dict[s
             log(f"{setting}: {name}: running")
             r = _result(name, setting, fit)
             results.append(r)
-            log(f"{setting}: {name}: " + (f"{r['seconds_per_rule']:.4g} s/rule, Hamming {r['hamming']:.4f}, "
+            log(f"{setting}: {name}: " + (f"{r['seconds_per_rule']:.4g} s/rule, marginal "
+                                          f"{r['marginal_seconds_per_rule'] or 0:.4g}, Hamming {r['hamming']:.4f}, "
                                           f"micro-F1 {r['micro_f1']:.4f}" if r["status"] == "ok" else r["reason"]))
         mdhom = next(r for r in results if r["setting"] == setting and r["system"] == "mdhom")
         for r in results:
