@@ -133,3 +133,22 @@ def test_rules_sparse_quick_measures_both_input_forms(tmp_path):
         assert dense["form"] == "dense" and sparse["form"] == "sparse" and dense["bins"] == sparse["bins"]
         assert dense["model_sha"] == sparse["model_sha"] and dense["rules"] > 1
         assert sparse["input_mib"] < dense["input_mib"] and sparse["fit_seconds"] > 0
+
+
+def test_rules_quality_reports_each_settings_parameters():
+    """The quality report names the parameters of every setting it ran (once it printed the label-wise ones under
+    every table), from a small run on emotions' split."""
+    from shared_data import DATA
+
+    from mdhom.bench import rules_quality
+
+    config = rules_quality.QualityConfig(datasets=["emotions"], seeds=[1], max_rules=3, folder=str(DATA),
+                                         settings=["labelwise-single", "examplewise-complete-unbinned"])
+    report = rules_quality.run_quality(config, log=lambda _: None)
+    settings = report["boomer_settings"]
+    assert list(settings) == config.settings
+    assert settings["examplewise-complete-unbinned"]["loss"] == "logistic-non-decomposable"
+    assert settings["examplewise-complete-unbinned"]["head_type"] == "complete"
+    assert settings["labelwise-single"]["loss"] == "logistic-decomposable"
+    text = rules_quality.format_quality(report)
+    assert text.count("mlrl-boomer settings for ") == 2 and [r["setting"] for r in report["results"]] == config.settings

@@ -102,8 +102,8 @@ def run_quality(config: QualityConfig, log: Any = print) -> dict[str, Any]:
             rows.append(row)
     return {"benchmark": "rules-quality", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "config": asdict(config), "mlrl_boomer": version or "not installed", "bars": BARS,
-            "boomer_settings": boomer_params({**SETTINGS["labelwise-single"], "max_rules": config.max_rules,
-                                              **config.extra}),
+            "boomer_settings": {setting: boomer_params({**SETTINGS[setting], "max_rules": config.max_rules,
+                                                        **config.extra}) for setting in config.settings},
             "results": rows}
 
 
@@ -122,5 +122,6 @@ def format_quality(report: dict[str, Any]) -> str:
                      f"{m['micro_f1']:>10.4f}{cell(b['micro_f1'] if b else 0)}{m['fit_seconds']:>9.1f}"
                      f"{(b['fit_seconds'] if b else float('nan')):>9.1f}  "
                      f"{('yes' if r['within_bar'] else 'NO') if b else 'mlrl-boomer not installed'}")
-    lines.append("mlrl-boomer settings (mdhom takes the same): " + json.dumps(report["boomer_settings"]))
+    lines += [f"mlrl-boomer settings for {setting} (mdhom takes the same; seeds as listed): " + json.dumps(params)
+              for setting, params in report["boomer_settings"].items()]
     return "\n".join(lines)
