@@ -65,6 +65,8 @@ def compare(
     else a message naming the first field that differs, where and by how much."""
     tol = {**TOLERANCES, **(tolerances or {})}
     got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape and got.size == want.size and got.dtype == want.dtype:
+        want = want.reshape(got.shape)  # the same elements in C order (an array atom's axis split off, say)
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
     if (got.dtype.names is None) != (want.dtype.names is None) or (
@@ -116,6 +118,8 @@ class TunableKernel:
     baseline: Callable[[Description, Device, Mapping[str, int]], dict[str, int]] | None = None
     # parameters held fixed in the search (the exact pins the kernel's learner always runs it under)
     fixed: dict[str, int] = field(default_factory=dict)
+    # applies(device, sizes): whether a class is the variant that device's learner builds (None: all are)
+    applies: Callable[[Device, Mapping[str, int]], bool] | None = None
 
     def baseline_config(self, device: Device, sizes: Mapping[str, int]) -> dict[str, int]:
         desc = self.describe(sizes)
@@ -137,13 +141,16 @@ class TunableKernel:
         desc = self.describe(self.size_classes[size_class])
         return math.prod(int(self.size_classes[size_class].get(d, 1)) for d in desc.dim_names)
 
-    def classes(self, quick: bool = False) -> dict[str, dict[str, int]]:
-        """The size classes to tune; in quick mode only those within ``quick_points`` (at least the smallest)."""
-        if not quick:
-            return dict(self.size_classes)
-        ordered = sorted(self.size_classes, key=self.points)
+    def classes(self, quick: bool = False, device: Device | None = None) -> dict[str, dict[str, int]]:
+        """The size classes to tune; in quick mode only those within ``quick_points`` (at least the smallest); for
+        a ``device``, only the classes that apply to it (all, without one: every variant any device builds)."""
+        pool = {c: s for c, s in self.size_classes.items()
+                if device is None or self.applies is None or self.applies(device, s)}
+        if not quick or not pool:
+            return dict(pool)
+        ordered = sorted(pool, key=self.points)
         kept = [c for c in ordered if self.points(c) <= self.quick_points] or ordered[:1]
-        return {c: self.size_classes[c] for c in kept}
+        return {c: pool[c] for c in kept}
 
     def compare(self, got: np.ndarray, want: np.ndarray) -> str | None:
         """``None`` if ``got`` is correct, else why not (see :func:`compare`)."""

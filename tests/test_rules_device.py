@@ -471,3 +471,36 @@ def test_coupled_sort_and_histogram_kernels_match_numpy(device):
         got_hist = hist.reshape(f, nb, -1)  # lanes padded to whole blocks of 3
         assert not got_hist[..., lanes:].any()
         assert got_hist[..., :lanes].tobytes() == np.ascontiguousarray(want_hist).tobytes(), spread
+
+
+@pytest.mark.parametrize("block", [1, 8])
+def test_coupled_histogram_tuner_inputs_match_their_reference(device, block):
+    """The example-wise histogram is tunable: its tuner inputs (covered rows grouped by bin, a few of weight 0)
+    through the heuristic and a spread configuration under the exact pins give the reference's sums bit for bit,
+    for the GPUs' variant (a lane per work-item) and the CPUs' (8 lanes), as the tuner compares them."""
+    from mdhom.rules import device_coupled as dc
+
+    t = dc.HISTOGRAM.tuning
+    sizes = {"feat": 3, "bin": 6, "blk": dc.lanes_of(4) // block, "pos": 157, "n_labels": 4, "block": block}
+    desc = t.describe(sizes)
+    dims = {d: sizes[d] for d in desc.dim_names}
+    args = t.make_inputs(sizes, np.random.default_rng(11))
+    want = t.reference(args)
+    assert want.shape == (3, 6, dc.lanes_of(4)) and want[..., -2].sum() == (args["covered"] != 0).sum() * 3
+    for cfg in (dc.HISTOGRAM.heuristic(desc, device, dims), {"NUM_WG_feat": 2, "NUM_WG_bin": 3, "NUM_WI_blk": 2}):
+        got = Computation(desc, device, {**cfg, **dc.HISTOGRAM.exact_pins}, dims)(dims, **args)
+        assert dc.HISTOGRAM.tunable().compare(got, want) is None, cfg
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def test_coupled_histogram_classes_follow_the_devices_variant(device):
+    """A device tunes only the histogram variant its learner builds (lane_block), so its file's entry is never
+    of another kernel version; without a device every variant is a class (what the stale check knows)."""
+    from mdhom.rules import device_coupled as dc
+    from tuning.driver import plan
+
+    kern = dc.HISTOGRAM.tunable()
+    mine = kern.classes(device=device)
+    assert mine and all(s["block"] == dc.lane_block(device) for s in mine.values())
+    assert set(kern.classes()) == set(dc.HISTOGRAM.tuning.size_classes) > set(mine)
+    assert {p.size_class for p in plan(["rule_coupled_histogram"], True, device)} <= set(mine)

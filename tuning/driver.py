@@ -42,7 +42,8 @@ def versions(device: Any) -> dict[str, str]:
             "driver": device.driver_version}
 
 
-def plan(kernel_names: Iterable[str] | None = None, quick: bool = False) -> list[Plan]:
+def plan(kernel_names: Iterable[str] | None = None, quick: bool = False, device: Any = None) -> list[Plan]:
+    """The (kernel, size class) studies to run; with a ``device``, only the classes that apply to it."""
     from mdhom import tunable
 
     known = tunable.registered()
@@ -50,7 +51,7 @@ def plan(kernel_names: Iterable[str] | None = None, quick: bool = False) -> list
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return [Plan(known[n], c, dict(s)) for n in names for c, s in known[n].classes(quick).items()]
+    return [Plan(known[n], c, dict(s)) for n in names for c, s in known[n].classes(quick, device).items()]
 
 
 def tune_device(
@@ -89,7 +90,7 @@ def tune_device(
     names = None if kernels is None else list(kernels)
     layouts = None if names is None else [k for k in names if is_layout(k)]
     studied = None if names is None else [k for k in names if not is_layout(k)]
-    todo = [] if studied == [] else plan(studied, quick)
+    todo = [] if studied == [] else plan(studied, quick, device)
     make_runner = runner_factory or (
         lambda k, d, s: LiveRunner(k, d, s, repeats=5 if quick else 9, warmup=1 if quick else 2)
     )

@@ -381,11 +381,76 @@ def quality_reference(a: Mapping) -> np.ndarray:
     return out
 
 
+def _histogram_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict:
+    """A step's covered rows (70%, a few of weight 0) grouped by bin per feature, as the sort leaves them (one
+    tile), and the example-wise loss's gradients of every label."""
+    from mdhom.rules.losses import make_loss, packed_index
+
+    n, f, nb, k = int(s["pos"]), int(s["feat"]), int(s["bin"]), int(s["n_labels"])
+    G = make_loss("logistic_examplewise").gradients((rng.random((n, k)) < 0.3).astype(float),
+                                                    rng.normal(size=(n, k)))
+    covered = (rng.random(n) < 0.7).astype(np.uint8)
+    rows = np.flatnonzero(covered)
+    bins = rng.integers(0, nb, (rows.size, f))
+    counts = np.stack([np.bincount(bins[:, j], minlength=nb) for j in range(f)])
+    srows = np.zeros((f, n), np.int32)
+    for j in range(f):
+        srows[j, : rows.size] = rows[np.argsort(bins[:, j], kind="stable")]
+    labels = np.arange(k, dtype=np.int32)
+    sub_r, sub_c = packed_index(k)
+    return {"G": G.ravel(), "weight": np.where(rng.random(n) < 0.05, 0.0, 1.0), "gcol": labels,
+            "pair_r": labels[sub_r], "pair_c": labels[sub_c], "srows": srows.ravel(),
+            "off": (np.cumsum(counts, axis=1) - counts).astype(np.int32).ravel(),
+            "at": (np.cumsum(covered) - covered).astype(np.int32), "covered": covered, "feat0": 0, "g_stride": k,
+            "k": k, "width": lanes_of(k) - 2, "n_tiles": 1, "n_rows": n}
+
+
+def histogram_reference(a: Mapping) -> np.ndarray:
+    """The histogram's (feat, bin, lane) from its inputs (one tile): ``binned.statistics`` of the covered rows,
+    each feature's bins read back from the grouped list. The size classes' lanes are whole blocks (no padding)."""
+    from mdhom.rules.losses import make_loss
+
+    k, n = int(a["k"]), int(a["n_rows"])
+    covered, at = np.asarray(a["covered"]) != 0, np.asarray(a["at"])
+    n_cov = int(at[-1]) + int(covered[-1])
+    f = np.asarray(a["srows"]).size // n
+    nb = np.asarray(a["off"]).size // f
+    off = np.append(np.asarray(a["off"]).reshape(f, nb), np.full((f, 1), n_cov), axis=1)
+    srows = np.asarray(a["srows"]).reshape(f, n)
+    bins = np.zeros((n, f), np.int64)
+    for j in range(f):
+        for b in range(nb):
+            bins[srows[j, off[j, b]: off[j, b + 1]], j] = b
+    G = np.asarray(a["G"]).reshape(n, k)
+    head = Head("complete", True, np.arange(k), k, 0.0, 1.0)
+    values = binned.slot_values(head.gather(G, make_loss("logistic_examplewise").hessian(G)), covered,
+                                np.asarray(a["weight"]))
+    return binned.statistics(bins, nb, values, np.flatnonzero(covered))
+
+
+_HISTOGRAM_PINS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # each sum in the reference's order: rows ascending
+
+
+def _histogram_class(n_labels: int, block: int) -> dict[str, int]:
+    assert lanes_of(n_labels) % block == 0  # whole blocks: the reference has no padding lanes
+    return {"feat": 7, "bin": 34, "blk": lanes_of(n_labels) // block, "pos": 4000, "n_labels": n_labels,
+            "block": block}
+
+
+# 20 and 100 labels (232 and 5152 lanes: whole blocks of 8; mediamill's 101 builds nearest the second), each in
+# the GPUs' variant (a lane per work-item) and the CPUs' (8 lanes: lane_block)
+_HISTOGRAM_CLASSES = {f"labels_{k}{'' if b == 1 else f'_lanes_{b}'}": _histogram_class(k, b)
+                      for k in (20, 100) for b in (1, 8)}
+
 _CLASSES = {"labels_6": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 6},
             "labels_20": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 20},
             "labels_101_binned": {"feat": 7, "bin": 32, "dir": 2, "n_labels": 101, "label_binning": 1}}
 
-HISTOGRAM = KernelSpec("rule_coupled_histogram", histogram_heuristic, exact_pins={"NUM_WI_pos": 1, "NUM_WG_pos": 1})
+HISTOGRAM = KernelSpec("rule_coupled_histogram", histogram_heuristic, exact_pins=_HISTOGRAM_PINS, tuning=Tuning(
+    lambda s: histogram(int(s["block"])), _HISTOGRAM_CLASSES, _histogram_inputs, histogram_reference,
+    doc="rule refinement, example-wise loss: a step's statistics per (feature, bin, lane) over the covered rows",
+    tolerances={"double": (0.0, 0.0)}, fixed=dict(_HISTOGRAM_PINS),
+    applies=lambda dev, s: int(s["block"]) == lane_block(dev)))
 SORT_COUNT = KernelSpec("rule_sort_count", sort_count_heuristic)
 SORT_OFFSETS = KernelSpec("rule_sort_offsets", description_default)
 SORT_ROWS = KernelSpec("rule_sort_rows", elementwise("pos"))
