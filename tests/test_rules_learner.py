@@ -216,3 +216,31 @@ def test_bad_targets_and_shapes_are_refused():
     with pytest.raises(ValueError, match="no probability model"):
         RuleBoostClassifier(max_rules=3, loss="squared_error").fit(X, Y).predict_proba(X)
     assert est.predict(X[:0]).shape == (0, Y.shape[1])
+
+
+@pytest.mark.parametrize("labels", [np.arange(7), np.array([1, 4, 5])])
+def test_default_rule_sums_from_gradients_alone_are_the_packed_hessians_sums(labels):
+    """A device fit of complete heads over the example-wise loss keeps only the gradients (no n x L(L+1)/2
+    Hessians): the default rule's column sums built from them are ``head.gather(G, H).sum(axis=0)`` bit for bit."""
+    from types import SimpleNamespace
+
+    from mdhom.rules.heads import Head
+    from mdhom.rules.induction import Learner
+    from mdhom.rules.losses import make_loss
+
+    rng = np.random.default_rng(4)
+    loss = make_loss("logistic_examplewise")
+    G, H = loss.statistics((rng.random((3001, 7)) < 0.3).astype(float), rng.normal(size=(3001, 7)))
+    head = Head("complete", True, labels, 7, 0.0, 1.0)
+    want = head.gather(G, H).sum(axis=0)
+    got = Learner.column_sums(SimpleNamespace(G=G, H=None), head)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_label_vectors_keep_the_order_of_first_occurrence_and_counts():
+    Y = np.random.default_rng(2).random((500, 9)) < 0.2
+    v = LabelVectors.of(Y)
+    firsts = [int(np.flatnonzero((Y == row).all(axis=1))[0]) for row in v.vectors.astype(bool)]
+    assert firsts == sorted(firsts) and len(set(map(bytes, v.vectors))) == len(v.vectors)
+    assert v.counts.sum() == 500 and all(c == int((Y == r.astype(bool)).all(axis=1).sum())
+                                         for r, c in zip(v.vectors, v.counts, strict=True))
