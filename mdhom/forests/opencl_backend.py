@@ -109,17 +109,18 @@ class OpenCLForest:
         if getattr(self, "_stat_src", None) is not stat:
             self._upload("stat", stat.astype(self.lane_dtype))
             self._stat_src = stat
-        counts = self._bag(bag)
+        counts = self._bag(bag, count=self.bag_on_device)
         # the partition's and routing's outputs are written whole before they are read: allocated, not sent
         size = self.n_trees * self.n
         for name in ("order", "order_next", "row_slot", "new_slot"):
             ws.ensure(name, max(16, 4 * size))
         ws.ensure("scan", 4 * max(1, size))
-        if not self.bag_on_device:  # the root level on the host, sent
+        if not self.bag_on_device:  # the root level on the host (its order gives the in-bag counts too), sent
             weight = np.empty((self.n_trees, self.n), np.int32)
             if size:
                 ws.read(weight, ws["weight"])
-            self._upload("order", bag_order(weight > 0)[0])
+            order, counts = bag_order(weight > 0)
+            self._upload("order", order)
             self._upload("row_slot", P.bag_slots_reference(weight))
         elif size:  # from the weights on the device: grower.bag_order's order, bag_slots' slots
             cells = {"tree": self.n_trees, "row": self.n}
@@ -172,9 +173,10 @@ class OpenCLForest:
         self.c_part = ws.build(P.PARTITION, P.partition(), {"tree": self.n_trees, "pos": self.n})
         return counts
 
-    def _bag(self, bag: Bag) -> np.ndarray:
+    def _bag(self, bag: Bag, count: bool = True) -> np.ndarray:
         """The trees' bag weights into "weight" (``forest_bootstrap``: drawn and counted on the device, so neither
-        the draws nor trees x rows weights cross the bus) and their in-bag rows per tree (read back)."""
+        the draws nor trees x rows weights cross the bus) and, with ``count``, their in-bag rows per tree (read
+        back; the host's root level counts them itself)."""
         ws = self.ws
         size = bag.n_trees * self.n
         weight = ws.ensure("weight", max(16, 4 * size))
@@ -189,6 +191,8 @@ class OpenCLForest:
                      weight, {"tree": bag.n_trees, "draw": self.n},
                      {"n_draw": np.int32(bag.n_draw), "bootstrap": np.int32(bag.bootstrap)},
                      seed=ws["bag_seed"], sample_weight=ws["sample_weight"])
+        if not count:
+            return counts
         counted = ws.ensure("bag_counts", max(16, 4 * bag.n_trees))
         self._launch("forest_bag_counts", ws.build(P.BAG_COUNTS, P.bag_counts(), cells), counted, cells, {},
                      weight=weight)
