@@ -152,3 +152,34 @@ def test_rules_quality_reports_each_settings_parameters():
     assert settings["labelwise-single"]["loss"] == "logistic-decomposable"
     text = rules_quality.format_quality(report)
     assert text.count("mlrl-boomer settings for ") == 2 and [r["setting"] for r in report["results"]] == config.settings
+
+
+def test_marginal_is_none_without_a_rule_after_the_default_or_a_positive_difference():
+    assert rules._marginal(3.0, 1.0, 3) == {"default_rule_fit_seconds": 1.0, "marginal_seconds_per_rule": 1.0}
+    assert rules._marginal(3.0, 1.0, 1)["marginal_seconds_per_rule"] is None
+    assert rules._marginal(0.4, 0.5, 3)["marginal_seconds_per_rule"] is None  # noise on a tiny fit
+
+
+def test_mdhom_marginal_fits_on_a_device_run_again_with_built_programs(device, monkeypatch):
+    """On an OpenCL device the bench fits n rules (programs built), the default rule alone, then n rules again,
+    and takes the marginal figure from the last two; numpy fits n rules and the default rule alone."""
+    from mdhom import RuleBoostClassifier
+
+    calls = []
+    original = RuleBoostClassifier.fit
+
+    def fit(self, X, Y, **kw):  # noqa: ANN001, ANN202
+        calls.append(self.max_rules)
+        return original(self, X, Y, **kw)
+
+    monkeypatch.setattr(RuleBoostClassifier, "fit", fit)
+    config = rules.RulesConfig.quick_config(settings=["labelwise-single"], device=device.key, anchors=False,
+                                            numpy_line=False)
+    data = rules.make_multilabel(config.rows, config.features, config.labels, 0, config.test_rows)
+    r = rules._fit_mdhom(config, "labelwise-single", data)
+    assert calls == [config.rules, 1, config.rules] and r["device"] != "numpy"
+    assert r["marginal_seconds_per_rule"] == pytest.approx(
+        (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1))
+    calls.clear()
+    rules._fit_mdhom(config, "labelwise-single", data, device="numpy")
+    assert calls == [config.rules, 1]

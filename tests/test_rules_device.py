@@ -497,7 +497,7 @@ def test_coupled_histogram_classes_follow_the_devices_variant(device):
     """A device tunes only the histogram variant its learner builds (lane_block), so its file's entry is never
     of another kernel version; without a device every variant is a class (what the stale check knows)."""
     from mdhom.rules import device_coupled as dc
-    from tuning.driver import plan
+    from mdhom.tuning.driver import plan
 
     kern = dc.HISTOGRAM.tunable()
     mine = kern.classes(device=device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 
+import numpy as np
 import optuna
 import pytest
 
@@ -337,7 +338,7 @@ def test_every_tunable_verifies_in_the_tuner(device):
 
     bad = {}
     for name, kern in sorted(tunable.registered().items()):
-        classes = kern.classes(quick=True)
+        classes = kern.classes(quick=True, device=device)
         cls = min(classes, key=kern.points)
         if kern.points(cls) > 1 << 21:
             continue  # a quick class still too large for a test (the histograms' root passes)
@@ -346,3 +347,15 @@ def test_every_tunable_verifies_in_the_tuner(device):
         if m.status != OK:
             bad[name] = m.message
     assert not bad, bad
+
+
+def test_compare_splits_only_the_references_last_axis():
+    """A result whose trailing axes hold the reference's last axis (an array atom's lanes) is compared element for
+    element; any other same-size layout is still a shape error, and a wrong value is still found."""
+    want = np.arange(3 * 6 * 16, dtype=np.float64).reshape(3, 6, 16)
+    assert tunable.compare(want.reshape(3, 6, 2, 8), want) is None
+    assert "shape" in tunable.compare(want.reshape(6, 3, 16), want)
+    assert "shape" in tunable.compare(want.reshape(3, 6, 16, 1).transpose(0, 1, 3, 2).reshape(3, 96), want)
+    bad = want.reshape(3, 6, 2, 8).copy()
+    bad[1, 2, 1, 3] += 1.0
+    assert "differ" in tunable.compare(bad, want)

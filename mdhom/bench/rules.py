@@ -26,7 +26,8 @@ Seconds per rule: the fit's seconds over its rules (binning and, for mdhom, prog
 also the median of its rules' own times (``rule_times_``). The marginal seconds per rule, (fit of n rules - fit of
 the default rule alone) / (n - 1), take what every fit pays once (binning, sorting, uploads) out of both sides' figure,
 as a fit of many rules would; mdhom's two fits for it run after its first, so that its OpenCL programs are built (as
-pyopencl's cache of built programs has them in a later process) and the difference is rules only.
+pyopencl's cache of built programs has them in a later process) and the difference is the rules' work (with, for
+mdhom, what its first rule sets up: the search's buffers and kernels).
 A separate profiled mdhom fit splits a rule's time into kernels, launches and transfers, and host work, as
 ``mdhom bench trees`` does for rounds.
 """
@@ -155,9 +156,10 @@ def _fit_mdhom(config: RulesConfig, setting: str, data: tuple, device: str | Non
 
 
 def _marginal(fit_n: float, fit_1: float, rules: int) -> dict[str, Any]:
-    """The marginal seconds per rule of a fit of ``rules`` rules against a fit of the default rule alone."""
-    return {"default_rule_fit_seconds": fit_1,
-            "marginal_seconds_per_rule": (fit_n - fit_1) / (rules - 1) if rules > 1 else None}
+    """The marginal seconds per rule of a fit of ``rules`` rules against a fit of the default rule alone (None when
+    there is no rule after the default one, or the difference is not positive: timing noise on a tiny fit)."""
+    m = (fit_n - fit_1) / (rules - 1) if rules > 1 else 0.0
+    return {"default_rule_fit_seconds": fit_1, "marginal_seconds_per_rule": m if m > 0 else None}
 
 
 def _fit_boomer(kwargs: dict[str, Any], data: tuple) -> dict[str, Any]:
@@ -229,13 +231,14 @@ def run_rules(config: RulesConfig, log: Callable[[str], None] = print) -> dict[s
             r = _result(name, setting, fit)
             results.append(r)
             log(f"{setting}: {name}: " + (f"{r['seconds_per_rule']:.4g} s/rule, marginal "
-                                          f"{r['marginal_seconds_per_rule'] or 0:.4g}, Hamming {r['hamming']:.4f}, "
-                                          f"micro-F1 {r['micro_f1']:.4f}" if r["status"] == "ok" else r["reason"]))
+                                          f"{_fmt(r['marginal_seconds_per_rule'], '.4g', 0)}, Hamming "
+                                          f"{r['hamming']:.4f}, micro-F1 {r['micro_f1']:.4f}"
+                                          if r["status"] == "ok" else r["reason"]))
         mdhom = next(r for r in results if r["setting"] == setting and r["system"] == "mdhom")
         for r in results:
             if r["setting"] == setting and r["status"] == "ok" and mdhom["status"] == "ok":
                 r["ratio_to_mdhom"] = r["seconds_per_rule"] / mdhom["seconds_per_rule"]
-                if r["marginal_seconds_per_rule"] and mdhom["marginal_seconds_per_rule"]:
+                if r["marginal_seconds_per_rule"] is not None and mdhom["marginal_seconds_per_rule"] is not None:
                     r["marginal_ratio_to_mdhom"] = r["marginal_seconds_per_rule"] / mdhom["marginal_seconds_per_rule"]
         if config.profile_rules > 0 and mdhom["status"] == "ok" and mdhom["device"] != "numpy":
             mdhom["profile"] = _profile(config, setting, data)
@@ -250,8 +253,8 @@ def run_rules(config: RulesConfig, log: Callable[[str], None] = print) -> dict[s
             "results": results}
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return f"{(format(value, spec) if value is not None else '-'):>10}"
+def _fmt(value: float | None, spec: str, width: int = 10) -> str:
+    return f"{(format(value, spec) if value is not None else '-'):>{width}}"
 
 
 def format_rules(report: dict[str, Any]) -> str:
@@ -275,7 +278,7 @@ def format_rules(report: dict[str, Any]) -> str:
         lines.append(f"{r['setting']:<22}{system:<32}{r['seconds_per_rule']:>10.4g}"
                      f"{(f'{median:.4g}' if median is not None else '-'):>10}{r.get('ratio_to_mdhom', 1.0):>10.3g}"
                      f"{_fmt(r.get('marginal_seconds_per_rule'), '.4g')}"
-                     f"{_fmt(r.get('marginal_ratio_to_mdhom', 1.0 if r['system'] == 'mdhom' else None), '.3g')}"
+                     f"{_fmt(r.get('marginal_ratio_to_mdhom'), '.3g')}"
                      f"{r['hamming']:>9.4f}{r['micro_f1']:>9.4f}")
     lines.append("s/rule: fit seconds / rules (binning, builds included); median: mdhom's median rule (rules 2..n); "
                  "marginal: (fit of n rules - fit of the default rule) / (n - 1), mdhom's programs built")
