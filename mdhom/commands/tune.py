@@ -52,8 +52,17 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         from mdhom import tunable
 
+        present = [d for d in mdhom.devices() if not d.checker]
+
+        def where(k: tunable.TunableKernel, sizes: dict[str, int]) -> str:
+            """For a class that applies only to some devices, which of this machine's it is tuned on."""
+            if k.applies is None:
+                return ""
+            keys = [d.key for d in present if k.applies(d, sizes)]
+            return f" (tuned on {', '.join(keys) if keys else 'none of the devices here'})"
+
         for name, k in sorted(tunable.registered().items()):
-            classes = ", ".join(f"{c} {s}" for c, s in k.size_classes.items())
+            classes = ", ".join(f"{c} {s}{where(k, s)}" for c, s in k.size_classes.items())
             print(f"{name:<16} {k.doc}\n{'':<16} {classes}")
         from mdhom.trees.layouts import FIELDS, PRECISIONS, kernel_name
 
