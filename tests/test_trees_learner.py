@@ -430,3 +430,19 @@ def test_quantized_numpy_fit_is_close_to_double():
     for ta, tb in zip(a._ensemble.trees, b._ensemble.trees, strict=True):
         assert np.array_equal(ta.feature, tb.feature) and np.array_equal(ta.bin, tb.bin)
         np.testing.assert_allclose(ta.value, tb.value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("y", [
+    np.array([2, 0, 2, 5]), np.array([1.0, 0.0, 1.0], np.float32), np.array([True, False, True]),
+    np.array([5, 2, 9, 2], np.uint8), np.array([-1, 3, 3]), np.array([0.5, 1.0]), np.array([2.0, 70000.0]),
+    np.array([-0.0, 1.0, 0.0]), np.array(["b", "a", "b"]), np.array([3], np.int16), np.array([1.0, 1e300])],
+    ids=["int", "float32", "bool", "uint8", "negative", "fraction", "large", "negative-zero", "str", "one", "huge"])
+def test_class_codes_are_np_unique_with_inverse(y):
+    """Labels counted (small non-negative integers of any numeric dtype) or sorted (the rest) give np.unique's
+    classes, dtype and codes."""
+    from mdhom.learn.validation import class_codes
+
+    classes, codes = class_codes(y)
+    want, inverse = np.unique(y, return_inverse=True)
+    assert classes.dtype == want.dtype and np.array_equal(classes, want)
+    assert np.array_equal(codes, inverse.reshape(-1))

@@ -30,6 +30,7 @@ from mdhom.learn.validation import (
     as_target,
     check_feature_names,
     check_weights,
+    class_codes,
     feature_names,
     is_sparse,
     not_fitted_error,
@@ -335,7 +336,7 @@ class RandomForestClassifier(_Forest):
                              "RandomForestRegressor for a continuous target")
         classes, stats = [], []
         for j in range(cols.shape[1]):
-            c, idx = np.unique(cols[:, j], return_inverse=True)
+            c, idx = class_codes(cols[:, j])
             classes.append(c)
             stats.append(np.eye(len(c), dtype=np.int32)[idx.reshape(-1)])
         self._multi = y.ndim == 2

