@@ -90,16 +90,21 @@ def test_bench_rules_quick_end_to_end(tmp_path, capsys, monkeypatch, installed):
         assert r["status"] == "ok" and r["seconds_per_rule"] > 0 and 0 <= r["hamming"] < 0.5
         assert 1 < r["rules"] <= report["parameters"]["rules"]
         # the marginal figure: the fit of n rules less the default rule's fit, over the n - 1 rules after it
-        assert 0 < r["default_rule_fit_seconds"] < r["warm_fit_seconds"]
-        assert r["marginal_seconds_per_rule"] == pytest.approx(
-            (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1))
+        assert 0 < r["default_rule_fit_seconds"] and 0 < r["warm_fit_seconds"]
+        diff = (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1)
+        assert (r["marginal_seconds_per_rule"] == pytest.approx(diff)) if diff > 0 else \
+            r["marginal_seconds_per_rule"] is None
     assert "marginal" in text
     if installed:
         assert report["anchors"].startswith("mlrl-boomer 0.")
         assert systems[("labelwise-single", "mlrl-boomer (its defaults)")]["status"] == "ok"
         anchor = systems[("examplewise-complete", "mlrl-boomer (mdhom's settings)")]
-        assert "ratio_to_mdhom" in anchor and anchor["marginal_ratio_to_mdhom"] == pytest.approx(
-            anchor["marginal_seconds_per_rule"] / systems[("examplewise-complete", "mdhom")]["marginal_seconds_per_rule"])
+        ours = systems[("examplewise-complete", "mdhom")]["marginal_seconds_per_rule"]
+        assert "ratio_to_mdhom" in anchor
+        if anchor["marginal_seconds_per_rule"] is not None and ours is not None:
+            assert anchor["marginal_ratio_to_mdhom"] == pytest.approx(anchor["marginal_seconds_per_rule"] / ours)
+        else:  # a tiny fit's difference lost in timing noise: no figure, no ratio
+            assert "marginal_ratio_to_mdhom" not in anchor
     else:
         assert report["anchors"] == "mlrl-boomer not installed" and len(report["results"]) == 2
         assert "mlrl-boomer not installed" in text
@@ -178,8 +183,9 @@ def test_mdhom_marginal_fits_on_a_device_run_again_with_built_programs(device, m
     data = rules.make_multilabel(config.rows, config.features, config.labels, 0, config.test_rows)
     r = rules._fit_mdhom(config, "labelwise-single", data)
     assert calls == [config.rules, 1, config.rules] and r["device"] != "numpy"
-    assert r["marginal_seconds_per_rule"] == pytest.approx(
-        (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1))
+    diff = (r["warm_fit_seconds"] - r["default_rule_fit_seconds"]) / (r["rules"] - 1)
+    # a fast device's few rules can cost less than the timing noise: then no figure rather than a negative one
+    assert (r["marginal_seconds_per_rule"] == pytest.approx(diff)) if diff > 0 else r["marginal_seconds_per_rule"] is None
     calls.clear()
     rules._fit_mdhom(config, "labelwise-single", data, device="numpy")
     assert calls == [config.rules, 1]
