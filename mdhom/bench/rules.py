@@ -276,7 +276,7 @@ def format_rules(report: dict[str, Any]) -> str:
         notes += [f"  {r['setting']} {r['system']}: {w}" for w in r.get("warnings", [])]
         system = r["system"] + (f" ({r['precision']})" if r.get("precision") else "")
         lines.append(f"{r['setting']:<22}{system:<32}{r['seconds_per_rule']:>10.4g}"
-                     f"{(f'{median:.4g}' if median is not None else '-'):>10}{r.get('ratio_to_mdhom', 1.0):>10.3g}"
+                     f"{_fmt(median, '.4g')}{r.get('ratio_to_mdhom', 1.0):>10.3g}"
                      f"{_fmt(r.get('marginal_seconds_per_rule'), '.4g')}"
                      f"{_fmt(r.get('marginal_ratio_to_mdhom'), '.3g')}"
                      f"{r['hamming']:>9.4f}{r['micro_f1']:>9.4f}")

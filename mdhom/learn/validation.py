@@ -257,8 +257,8 @@ SMALL_CLASSES = 1 << 16  # labels 0 .. SMALL_CLASSES - 1 are counted, not sorted
 def class_codes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(y, return_inverse=True)`` for a 1-D label vector, as (classes, codes). Labels that are small
     non-negative integers (of any numeric dtype: 0/1 floats included) are counted instead of sorted: 10.5M float32
-    labels take 0.05 instead of 0.8 s on a 2-core machine. A -0.0 among float labels takes the sort, whose class
-    value it may be."""
+    labels take 0.10 s against np.unique's 0.18-0.39 s on a 2-core machine. A -0.0 among float labels takes the
+    sort, whose class value it may be."""
     y = np.asarray(y).reshape(-1)
     if y.size and y.dtype.kind in "biuf":
         lo, hi = y.min(), y.max()

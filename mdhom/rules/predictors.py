@@ -43,7 +43,7 @@ class LabelVectors:
         Yb = np.ascontiguousarray(Y, dtype=np.uint8)
         # each row as one opaque item: np.unique sorts bytes instead of comparing rows column by column (30x faster
         # at 20000 x 101); the order of first occurrence does not depend on how they were sorted
-        rows = Yb.view(np.dtype((np.void, max(1, Yb.shape[1])))).ravel() if Yb.shape[1] else np.zeros(len(Yb), "V1")
+        rows = Yb.view(np.dtype((np.void, Yb.shape[1]))).ravel() if Yb.shape[1] else np.zeros(len(Yb), "V1")
         unique, first, counts = np.unique(rows, return_index=True, return_counts=True)
         order = np.argsort(first, kind="stable")
         return cls(Yb[first[order]], counts[order].astype(np.int64))
