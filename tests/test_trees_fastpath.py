@@ -177,7 +177,13 @@ class _LookaheadNumpy(_BatchedNumpy):
         self.lookahead = levels
 
 
-@pytest.mark.parametrize("ahead", [0, 1, 3], ids=["batched", "look-ahead-1", "look-ahead-3"])
+class _SpeculativeNumpy(_BatchedNumpy):
+    """... and with batches that take the searched children of every leaf the walk may still reach."""
+
+    speculate = True
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3, -1], ids=["batched", "look-ahead-1", "look-ahead-3", "speculative"])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(31, 0, 1, 3), (200, 0, 1, 4), (40, 4, 1, 5), (0, 6, 1, 6),
                                                  (25, 0, 3, 7), (64, 9, 2, 8)])
 def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahead):
@@ -189,7 +195,8 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahe
     g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((2500, k))
     h = np.repeat(h, k, axis=1)
     bins = BinMapper(31).fit(X).transform(X)
-    seq, bat = NumpyKernels(), (_LookaheadNumpy(ahead) if ahead else _BatchedNumpy())
+    seq = NumpyKernels()
+    bat = _SpeculativeNumpy() if ahead < 0 else (_LookaheadNumpy(ahead) if ahead else _BatchedNumpy())
     trees = []
     for kern in (seq, bat):
         kern.load(bins, 32, k)
@@ -220,7 +227,7 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
     syncs = []
     for ahead in (0, 1, 2):
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead)
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=False)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs

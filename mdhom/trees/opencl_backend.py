@@ -45,6 +45,7 @@ from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
 LOOKAHEAD_GPU = 0  # loss-guided levels split on the device per round trip, by default on GPUs (see load)
+SPECULATE = {False: True, True: True}  # by default, on CPUs and on GPUs: batches reach below the heap's leaves
 
 
 def _workspace_attribute(name: str, writable: bool = False) -> property:
@@ -97,7 +98,8 @@ class OpenCLTreeKernels:
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
-                 columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None) -> None:
+                 columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None,
+                 speculate: bool | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -120,6 +122,7 @@ class OpenCLTreeKernels:
         self.layout: Layout | None = None
         self.layout_source = "heuristic"
         self.lookahead = 0  # decided at load: it needs numeric splits of quantized histograms
+        self.speculate = SPECULATE[self.ws.device.type == "gpu"] if speculate is None else bool(speculate)
         self.scores_: ScoreUpdater | None = None
         self.binner: DeviceBinner | None = None
 

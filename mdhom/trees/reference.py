@@ -296,6 +296,7 @@ class NumpyTreeKernels:
     # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
     batch_lossguide = False
     lookahead = 0  # ... and look_ahead is the reference of the devices' look-ahead steps
+    speculate = False
     build_seconds = 0.0
     cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
 
