@@ -539,24 +539,33 @@ class _Candidates:
         batch. (Before ranking, a cheaper bound prunes: the heap leaves of gain above ``m`` besides the chain's
         head, plus the chain's length, pop first.) Some of a batch is searched in vain, which costs device work
         but no round trip; which candidates are searched never changes the tree."""
-        keys = sorted(k for k, _ in heap)  # -gain, ascending: heap leaves of gain > m are bisect_left(keys, -m)
+        heads = sorted(heap)  # by gain, largest first
+        keys = [k for k, _ in heads]  # -gain, ascending: heap leaves of gain > m are bisect_left(keys, -m)
+        children, gains = self.children, self.gain
         known: list[tuple[float, int, bool]] = []
-        for key, t in heap:
-            head = tree_of[t]
+        for key, t in heads:
+            above = bisect.bisect_left(keys, key)
+            if above + 1 > room:
+                break  # and so every later head, of no larger gain
             g_head = -key
-            stack = [(head, g_head, 1)]
+            stack = [(tree_of[t], g_head, 1, above)]
             while stack:
-                x, m, length = stack.pop()
-                if bisect.bisect_left(keys, -m) - (g_head > m) + length > room:
-                    continue
-                kids = self.children.get(x)
+                x, m, length, above = stack.pop()
+                kids = children.get(x)
                 known.append((-m, x, kids is None))
                 if kids is None:
                     continue
                 for c in kids:
-                    gain = self.gain.get(c)  # None: not searched (the depth limit rules out its split)
-                    if gain is not None and gain > SPLIT_EPS:
-                        stack.append((c, min(m, gain), length + 1))
+                    gain = gains.get(c)  # None: not searched (the depth limit rules out its split)
+                    if gain is None or gain <= SPLIT_EPS:
+                        continue
+                    if gain < m:
+                        above_c = bisect.bisect_left(keys, -gain) - (g_head > gain)
+                        if above_c + length + 1 > room:
+                            continue
+                        stack.append((c, gain, length + 1, above_c))
+                    elif above + length + 1 <= room:
+                        stack.append((c, m, length + 1, above))
         known.sort()
         lim = int(min(room, len(known)))
         return [x for _, x, fresh in known[:lim] if fresh]
