@@ -235,6 +235,14 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
         syncs.append(dev.syncs - s0)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and syncs[2] < syncs[1] < syncs[0], syncs
+    for ahead in (0, 1):  # batches that reach below the heap's leaves, with and without look-ahead: the same tree
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True)
+        dev.load(bins, m.n_bins, k)
+        dev.set_gradients(g, h)
+        s0 = dev.syncs
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+        assert dev.syncs - s0 <= syncs[ahead], (ahead, dev.syncs - s0, syncs)
     default = ob.OpenCLTreeKernels(device, precision="quantized")
     default.load(bins, m.n_bins, k)
     assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
