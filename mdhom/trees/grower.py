@@ -11,7 +11,6 @@ siblings by one subtraction (``siblings``) however many of the level's nodes spl
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -534,41 +533,28 @@ class _Candidates:
 
         A best-first walk pops a node when it tops the heap, so in the order of its chain value ``m``: the least
         gain on its path from the heap (a child of larger gain than its parent pops right after it). Every known
-        candidate of larger ``m`` pops before it (candidates not yet searched may add more), so a candidate ranked
-        ``room`` or later by ``m`` among the known ones is never split; ranked earlier it may be, and joins the
-        batch. (Before ranking, a cheaper bound prunes: the heap leaves of gain above ``m`` besides the chain's
-        head, plus the chain's length, pop first.) Some of a batch is searched in vain, which costs device work
-        but no round trip; which candidates are searched never changes the tree."""
-        heads = sorted(heap)  # by gain, largest first
-        keys = [k for k, _ in heads]  # -gain, ascending: heap leaves of gain > m are bisect_left(keys, -m)
+        candidate of larger ``m`` pops before it (candidates not yet searched may add more), so a candidate
+        outside the ``room`` known candidates of largest ``m`` is never split; inside, it may be, and joins the
+        batch. Those ``room`` are what the same walk over the known candidates pops first, which is how they are
+        found (at most ``room`` pops). Some of a batch is searched in vain, which costs device work but no round
+        trip; which candidates are searched never changes the tree."""
+        pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
+        heapq.heapify(pq)
         children, gains = self.children, self.gain
-        known: list[tuple[float, int, bool]] = []
-        for key, t in heads:
-            above = bisect.bisect_left(keys, key)
-            if above + 1 > room:
-                break  # and so every later head, of no larger gain
-            g_head = -key
-            stack = [(tree_of[t], g_head, 1, above)]
-            while stack:
-                x, m, length, above = stack.pop()
-                kids = children.get(x)
-                known.append((-m, x, kids is None))
-                if kids is None:
-                    continue
-                for c in kids:
-                    gain = gains.get(c)  # None: not searched (the depth limit rules out its split)
-                    if gain is None or gain <= SPLIT_EPS:
-                        continue
-                    if gain < m:
-                        above_c = bisect.bisect_left(keys, -gain) - (g_head > gain)
-                        if above_c + length + 1 > room:
-                            continue
-                        stack.append((c, gain, length + 1, above_c))
-                    elif above + length + 1 <= room:
-                        stack.append((c, m, length + 1, above))
-        known.sort()
-        lim = int(min(room, len(known)))
-        return [x for _, x, fresh in known[:lim] if fresh]
+        out: list[int] = []
+        left = room
+        while pq and left > 0:
+            key, x = heapq.heappop(pq)
+            left -= 1
+            kids = children.get(x)
+            if kids is None:
+                out.append(x)
+                continue
+            for c in kids:
+                gain = gains.get(c)  # None: not searched (the depth limit rules out its split)
+                if gain is not None and gain > SPLIT_EPS:
+                    heapq.heappush(pq, (key if -gain < key else -gain, c))  # -min(m, gain)
+        return out
 
     def leaf_map(self, tree_of: dict[int, int], tree_left: list[int]) -> np.ndarray:
         """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
