@@ -261,3 +261,27 @@ def test_rows_sit_in_the_final_leaves_after_batched_growth(device):
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     for node in np.flatnonzero(want.left < 0):
         np.testing.assert_array_equal(dev.node_rows(int(node)), np.flatnonzero(ref.row_nodes() == node))
+
+
+@pytest.mark.parametrize("whole_rows", [True, False], ids=["whole-rows", "feature-lanes"])
+def test_profiled_histogram_bytes_are_the_rows_it_reads(device, whole_rows):
+    """A profile's bytes for the histogram are the rows each launch reads x a row's bytes: the root's all rows, a
+    child's only its own (bandwidth figures divide them by the kernel's time)."""
+    X, g, h = _data(11, 3000, 5)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    kern = ob.OpenCLTreeKernels(device, precision="quantized", whole_rows=whole_rows)
+    kern.load(bins, m.n_bins, 1)
+    kern.set_gradients(g, h)
+    kern.profile = True
+    row = kern.hist.row_bytes
+    splits = kern.best_splits(kern.histograms(np.array([0], np.int32)), np.ones(5, bool), PARAMS)
+    name = kern.hist.d_hist.name
+    root = kern.kernel_bytes[name]
+    assert root == 3000 * row
+    kern.apply_splits(np.array([0], np.int32), splits.feature[:1], splits.bin[:1], splits.default_left[:1],
+                      np.array([1], np.int32), np.array([2], np.int32))
+    kern.histograms(np.array([1], np.int32))
+    left = kern.node_rows(1).size
+    assert 0 < left < 3000
+    assert kern.kernel_bytes[name] == (3000 + left) * row

@@ -488,8 +488,8 @@ class HistogramBuilder:
         else:
             sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
         if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
-            rows = max(1, self.ws.n_rows)
-            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if rows // c <= max_count),
+            n_rows = max(1, self.ws.n_rows)
+            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n_rows // c <= max_count),
                                       len(self.classes) - 1)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
