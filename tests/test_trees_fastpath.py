@@ -207,6 +207,57 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahe
     _same(got, want)
     np.testing.assert_array_equal(bat.row_nodes(), seq.row_nodes())
     assert want.n_nodes > 20 and bat.searches < (want.n_nodes - 1) // 2
+    if ahead < 0:  # reaching below the heap's leaves takes fewer round trips than batches of the heap's leaves
+        heap_only = _BatchedNumpy()
+        heap_only.load(bins, 32, k)
+        heap_only.set_gradients(g, h)
+        _same(grow_tree(heap_only, None, np.ones(6, bool), GrowParams(PARAMS, 0.1, depth, leaves, True),
+                        lambda f, b: float(b)), want)
+        assert bat.searches < heap_only.searches, (bat.searches, heap_only.searches)
+
+
+def _mirror(seed: int, n: int = 300, k: int = 2):
+    """Two halves told apart by feature 0, the gradients of one the negation of the other's: every split of one
+    half has a twin of exactly the same gain in the other, ties of gains all over the tree."""
+    rng = np.random.default_rng(seed)
+    half = n // 2
+    xa = rng.standard_normal((half, 3))
+    ga = rng.integers(-2, 3, (half, k)).astype(float) + 1.0
+    X = np.vstack([np.c_[np.zeros(half), xa], np.c_[np.ones(half), xa]])
+    return X, np.vstack([ga, -ga]), np.ones((n, k))
+
+
+@pytest.mark.parametrize("ahead", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
+    """With gains tied across the tree, every speculative batch holds the leaf the walk waits for (candidates tied
+    with the last one in the leaf budget join too), and the tree is the sequential walk's."""
+    from mdhom.trees import grower as G
+
+    X, g, h = _mirror(seed)
+    bins = BinMapper(31).fit(X).transform(X)
+    gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, 0, 255, True)
+    orig, calls = G._Candidates.reachable, {"n": 0, "without_top": 0, "tied": 0}
+
+    def spy(self, heap, tree_of, room):
+        calls["n"] += 1
+        assert calls["n"] < 1000, "the walk does not progress"
+        out = orig(self, heap, tree_of, room)
+        calls["without_top"] += tree_of[heap[0][1]] not in out
+        calls["tied"] += sum(key == heap[0][0] for key, _ in heap) > 1
+        return out
+
+    monkeypatch.setattr(G._Candidates, "reachable", spy)
+    seq, spec = NumpyKernels(), _SpeculativeNumpy()
+    spec.lookahead = ahead
+    trees = []
+    for kern in (seq, spec):
+        kern.load(bins, 32, 2)
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(4, bool), gp, lambda f, b: float(b)))
+    _same(trees[1], trees[0])
+    np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+    assert calls["tied"] > 0 and calls["without_top"] == 0, calls
 
 
 @pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])

@@ -531,21 +531,24 @@ class _Candidates:
         leaves and the searched descendants of expanded ones alike, so a batch reaches a level deeper below every
         leaf the budget may reach, not only below the heap's leaves.
 
-        A best-first walk pops a node when it tops the heap, so in the order of its chain value ``m``: the least
-        gain on its path from the heap (a child of larger gain than its parent pops right after it). Every known
-        candidate of larger ``m`` pops before it (candidates not yet searched may add more), so a candidate
-        outside the ``room`` known candidates of largest ``m`` is never split; inside, it may be, and joins the
-        batch. Those ``room`` are what the same walk over the known candidates pops first, which is how they are
-        found (at most ``room`` pops). Some of a batch is searched in vain, which costs device work but no round
-        trip; which candidates are searched never changes the tree."""
+        A best-first walk pops a node when it tops the heap, so in non-increasing order of its chain value ``m``:
+        the least gain on its path from the heap (a child of larger gain than its parent pops right after it).
+        Every known candidate of strictly larger ``m`` pops before it (candidates not yet searched may add more),
+        so a candidate with ``room`` or more known candidates of larger ``m`` is never split; any other may be,
+        and joins the batch. They are what the same walk over the known candidates pops first: ``room`` pops,
+        then every candidate tied in ``m`` with the last of them (the walk itself breaks ties by tree id, which
+        this one does not know). The walk's next leaf, of the largest gain on the heap, is always among them.
+        Some of a batch is searched in vain, which costs device work but no round trip; which candidates are
+        searched never changes the tree."""
         pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
         heapq.heapify(pq)
         children, gains = self.children, self.gain
         out: list[int] = []
-        left = room
-        while pq and left > 0:
+        left, last = room, None
+        while pq and (left > 0 or pq[0][0] == last):  # and every candidate tied with the last one in the budget
             key, x = heapq.heappop(pq)
             left -= 1
+            last = key
             kids = children.get(x)
             if kids is None:
                 out.append(x)
@@ -601,10 +604,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
         at = tree_of[node]
         if at not in cand.children:
             if kernels.speculate:
-                batch = cand.reachable(heap, tree_of, limit - n_leaves)
-                if at not in batch:  # a tie of gains may rank other candidates first: the walk needs this one
-                    batch.insert(0, at)
-                cand.expand(batch)
+                cand.expand(cand.reachable(heap, tree_of, limit - n_leaves))
                 continue
             room = int(min(limit - n_leaves, len(heap)))
             batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
