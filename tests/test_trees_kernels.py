@@ -383,12 +383,17 @@ def test_split_from_search(device, n_outputs):
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
 
 
-def test_hist_siblings(device):
+@pytest.mark.parametrize("chunked", [0, 1], ids=["strided", "chunked"])
+def test_hist_siblings(device, chunked):
+    """Both schedules (CHUNKED, the CPUs' default: PoCL, 500k Higgs rows, 255 leaves, 3.6 against 8.0 ms of the
+    kernel a round) on every device, Oclgrind included."""
     rng = np.random.default_rng(31)
     parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))
     desc = hg.hist_siblings("double")
+    sizes = {"side": 2, "node": 3, "cell": 37}
+    cfg = {**hg.SIBLINGS.heuristic(desc, device, sizes), "CHUNKED": chunked}
     for index in (None, np.array([4, 0, 2])):
-        got = run(desc, device, None, {"side": 2, "node": 3, "cell": 37}, child=child, parent=("o", parent, None),
+        got = run(desc, device, cfg, sizes, child=child, parent=("o", parent, None),
                   pidx=("o", np.zeros(1, np.int32) if index is None else index.astype(np.int32), None),
                   use_index=int(index is not None), pnode0=1 if index is None else 0)
         want = hg.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)

@@ -212,6 +212,7 @@ if (side == 0) {
         inputs=[Input("child", r, ("node", "cell"), gather=True), Input("parent", r, (1,), gather=True),
                 Input("pidx", "int", (1,), gather=True)],
         params=[Param("use_index", "int"), Param("pnode0", "int")],
+        chunked=True,
     )
 
 
