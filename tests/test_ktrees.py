@@ -13,9 +13,10 @@ from mdhom import TreeBoostClassifier, load_model
 from mdhom.learn.binning import BinMapper
 from mdhom.learn.losses import make_loss
 from mdhom.trees.backend import SplitParams
-from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+from mdhom.trees.grower import GrowParams, grow_tree
 from mdhom.trees.ktrees import NumpyKTrees, grow_round
 from mdhom.trees.model import VERSION
+from mdhom.trees.numpy_backend import NumpyKernels
 
 KTREES = "one_output_per_tree"
 

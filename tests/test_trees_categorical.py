@@ -11,7 +11,7 @@ import pytest
 from mdhom import TreeBoostClassifier, TreeBoostRegressor, load_model
 from mdhom.learn.binning import BinMapper
 from mdhom.trees.backend import SplitParams
-from mdhom.trees.grower import fast_best_splits
+from mdhom.trees.numpy_backend import fast_best_splits
 from mdhom.trees.reference import ONE_VS_REST, SORTED, best_splits, category_modes
 
 EFFECT = np.array([2.0, -1.0, 0.5, 3.0, -2.0, 0.0, 1.0, -3.0, 2.5])

@@ -12,7 +12,8 @@ import pytest
 from mdhom.learn.binning import BinMapper, sample_rows
 from mdhom.trees import opencl_backend as ob
 from mdhom.trees.backend import SplitParams
-from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+from mdhom.trees.grower import GrowParams, grow_tree
+from mdhom.trees.numpy_backend import NumpyKernels
 
 PARAMS = SplitParams(reg_lambda=1.0, reg_alpha=0.0, min_split_gain=0.0, min_child_weight=1e-3)
 

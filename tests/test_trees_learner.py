@@ -13,8 +13,9 @@ from mdhom.learn.losses import Logistic, Softmax, SquaredError, canonical_object
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams
 from mdhom.trees.estimators import make_kernels
-from mdhom.trees.grower import GrowParams, NumpyKernels, fast_best_splits, grow_tree
+from mdhom.trees.grower import GrowParams, grow_tree
 from mdhom.trees.model import Ensemble
+from mdhom.trees.numpy_backend import NumpyKernels, fast_best_splits
 from mdhom.trees.reference import NumpyTreeKernels, best_splits
 
 

@@ -67,7 +67,8 @@ CODE = textwrap.dedent("""
         assert np.allclose(dev.to_host(sib[0]), sib[1], atol=1e-12)
 
     # a device-resident round per loss: gradients, the tree, score and eval-set updates
-    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.grower import GrowParams, grow_tree
+    from mdhom.trees.numpy_backend import NumpyKernels
     from mdhom.learn.losses import make_loss
     grow = GrowParams(params, 0.3, 3, 0, False)
     for objective, k in (("reg:squarederror", 1), ("binary:logistic", 1), ("multi:softmax", 3),
@@ -99,7 +100,8 @@ QUANTIZED = textwrap.dedent("""
     import numpy as np
     from mdhom.learn.binning import bin_dtype
     from mdhom.trees.backend import SplitParams
-    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.grower import GrowParams, grow_tree
+    from mdhom.trees.numpy_backend import NumpyKernels
     from mdhom.learn.losses import make_loss
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
@@ -158,7 +160,8 @@ QUANTIZED = textwrap.dedent("""
 CATEGORICAL = textwrap.dedent("""
     import numpy as np
     from mdhom.trees.backend import SplitParams
-    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.grower import GrowParams, grow_tree
+    from mdhom.trees.numpy_backend import NumpyKernels
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
     from mdhom.learn.losses import make_loss
     from mdhom.trees.reference import ONE_VS_REST, SORTED

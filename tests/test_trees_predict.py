@@ -49,7 +49,8 @@ def test_numpy_device_never_predicts_on_a_device(monkeypatch):
 CODE = textwrap.dedent("""
     import numpy as np
     from mdhom.components.predictor import ForestPredictor
-    from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+    from mdhom.trees.grower import GrowParams, grow_tree
+    from mdhom.trees.numpy_backend import NumpyKernels
     from mdhom.trees.model import Ensemble
     from mdhom import TreeBoostClassifier
 

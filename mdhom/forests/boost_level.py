@@ -22,7 +22,7 @@ boost_score_update     row x class          concat: + the leaf value of the clas
 =====================  ===================  ==============================================================
 
 Double precision is the numpy reference's arithmetic exactly (the histogram folds a slot's rows in position order
-under exact mode's pins, the gain is :func:`mdhom.trees.grower.fast_best_splits`'s operations in its order), and
+under exact mode's pins, the gain is :func:`mdhom.trees.numpy_backend.fast_best_splits`'s operations in its order), and
 quantized histograms are int32 sums, exact in any order: either way the trees are the existing grower's bit for
 bit (``tests/test_ktrees.py`` grows each class's tree with :func:`mdhom.trees.grower.grow_tree` to check).
 """
@@ -216,9 +216,9 @@ def _real(q: np.ndarray, inv: float | None) -> np.ndarray:
 
 def feature_split_reference(hist: np.ndarray, feature_mask: np.ndarray, slot_tree: np.ndarray, tree_col: np.ndarray,
                             params: Mapping[str, float], inv_scale: np.ndarray | None = None) -> np.ndarray:
-    """(slot, feat) FEATURE_SPLIT records in the kernel's (and :func:`mdhom.trees.grower.fast_best_splits`')
+    """(slot, feat) FEATURE_SPLIT records in the kernel's (and :func:`mdhom.trees.numpy_backend.fast_best_splits`')
     operations and order."""
-    from mdhom.trees.grower import _score
+    from mdhom.trees.numpy_backend import _score
 
     n_slots, n_feat, n_bins, _ = hist.shape
     lam, alpha = params["reg_lambda"], params["reg_alpha"]

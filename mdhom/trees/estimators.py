@@ -39,13 +39,14 @@ from mdhom.learn.validation import (
 )
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams, TreeKernels
-from mdhom.trees.grower import GrowParams, NumpyKernels, grow_tree
+from mdhom.trees.grower import GrowParams, grow_tree
 from mdhom.trees.model import (
     Ensemble,
     Tree,
     read_json,
 )
 from mdhom.trees.model_io import TreeModelFiles
+from mdhom.trees.numpy_backend import NumpyKernels
 from mdhom.trees.reference import category_modes
 
 # rows x trees from which predict walks the trees on the fit's OpenCL device (below, the numpy walk is faster
