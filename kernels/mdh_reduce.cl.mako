@@ -33,7 +33,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
 #if PARTIALS_LOCAL
-    __local atom_t mdh_lacc[C_LANES];
+    __local atom_t mdh_lacc[C_LANES]${" __attribute__((aligned(8)))" if desc.packed_pairs else ""};
 #elif R_LANES > 1
     __local atom_t mdh_lm[WG_SIZE];
 #endif
@@ -82,11 +82,23 @@ ${lane_loop(d)}\
         __global uint* mdh_dst = (__global uint*)&mdh_out[o];
 #endif
         __local const uint* mdh_src = (__local const uint*)&mdh_lacc[c_lane];
+% if desc.packed_pairs:
+#if PACKED
+        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 8); w += R_LANES) {
+            const uint mdh_a = mdh_src[2 * w];
+            mdh_dst[2 * w] = mdh_a;
+            mdh_dst[2 * w + 1] = mdh_src[2 * w + 1] + (uint)(as_int(mdh_a) < 0);  /* the borrow of a negative a */
+        }
+#else
         for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];
+#endif
+% else:
+        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];
+% endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);  /* the next iteration zeroes what was just read */
 #else
-    atom_t acc = mdh_neutral();
+    atom_t acc${" __attribute__((aligned(8)))" if desc.packed_pairs else ""} = mdh_neutral();
     if (active) {
 % for d in lane_dims:
 ${lane_loop(d)}\
@@ -96,6 +108,11 @@ ${lane_loop(d)}\
         }
 % endfor
     }
+% if desc.packed_pairs:
+#if PACKED
+    mdh_unpack_pairs(&acc);
+#endif
+% endif
 #if R_LANES > 1
     mdh_lm[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);

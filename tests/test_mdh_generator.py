@@ -172,6 +172,49 @@ def test_local_atomic_partials_equal_private_partials(device, name):
     assert got[0].tobytes() == got[1].tobytes()
 
 
+def packed_twin(desc: mdh.Description) -> mdh.Description:
+    """The (int g, int h) histogram ``desc`` with its folds through the pair helpers, offering PACKED."""
+    return mdh.Description(desc.name + "_packed", desc.dims, desc.combine, desc.atom, desc.scalar, desc.inputs,
+                           desc.params, "mdh_add_pair(&acc.v[bins].g, g, h);", desc.preamble,
+                           "mdh_atomic_add_pair(&acc->v[bins].g, g, h);", packed_pairs=True)
+
+
+def test_packed_pairs_equal_two_int32_lanes(device):
+    """PACKED=1 adds each (g, h) as one 64-bit word (private memory, or local 64-bit atomics): the same bits as two
+    int32 adds, over several work-groups and work-items, with g sums of both signs (the borrow a negative g sum
+    takes from h is given back)."""
+    case = copy.copy(CASES["histogram_q32"]).prepare(np.random.default_rng(23))
+    twin = packed_twin(case.description)
+    assert "PACKED" in twin.parameter_names() and "PACKED" not in case.description.parameter_names()
+    want = case.expected()
+    assert (want["g"] < 0).any() and (want["g"] > 0).any()
+    base = {"NUM_WG_row": 3, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4}
+    modes = [(0, 0), (0, 1)] + ([(1, 0), (1, 1)] if device.has_int64_atomics else [])
+    got = {m: mdh.Computation(twin, device, {**base, "PARTIALS_LOCAL": m[0], "PACKED": m[1]}, case.sizes)(**case.inputs)
+           for m in modes}
+    plain = case.run(device, {**base, "PARTIALS_LOCAL": 0})
+    assert_matches(case, plain, "two int32 lanes")
+    for m, g in got.items():
+        assert g.tobytes() == plain.tobytes(), m
+
+
+def test_packed_pairs_are_checked(device):
+    """PACKED needs an atom of int pairs (a description error otherwise) and, with local partials, 64-bit local
+    atomics (a configuration error on a device without them)."""
+    import dataclasses
+
+    q64 = examples.HISTOGRAM_Q64
+    with pytest.raises(mdh.DescriptionError, match="packed_pairs"):
+        mdh.Description("bad", q64.dims, q64.combine, q64.atom, q64.scalar, q64.inputs, accumulate=q64.accumulate,
+                        accumulate_atomic=q64.accumulate_atomic, packed_pairs=True)
+    twin = packed_twin(examples.HISTOGRAM_Q32)
+    dev = dataclasses.replace(device, has_int64_atomics=False)
+    cfg = {**twin.default_config(dev, None), "PARTIALS_LOCAL": 1, "PACKED": 1}
+    with pytest.raises(mdh.ConfigError, match="64-bit"):
+        twin.check_config(cfg, dev)
+    twin.check_config({**cfg, "PARTIALS_LOCAL": 0}, dev)  # private packing needs no atomics
+
+
 @pytest.mark.parametrize("name", ["histogram", "scan_exclusive", "argmax_rows"])
 def test_bound_launch_equals_checked_enqueue(device, name):
     """Buffers bound once at the largest size; every smaller size gives what a checked enqueue gives."""

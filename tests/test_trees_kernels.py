@@ -421,13 +421,20 @@ def _grouped_quantized_case(seed, n_rows, n_feat, n_bins, n_out):
     return bins, gq, hq, counts, ridx, begin, count, hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
 
 
+# (PARTIALS_LOCAL, PACKED): private partials, 32-bit or packed 64-bit adds; local 32-bit or packed 64-bit atomics
+# (the packed ones give a negative g sum's borrow back to h)
+_LOCAL_PACKED = ((0, 0), (0, 1), (1, 0), (1, 1))
+
+
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
-    """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), any split of
-    rows over work-items and work-groups, gives the reference's sums bit for bit."""
+    """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), (g, h) added as
+    two 32-bit or one packed 64-bit word, any split of rows over work-items and work-groups, gives the reference's
+    sums bit for bit."""
     n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(41, n_rows, n_feat, n_bins, n_out)
     assert 2**22 < np.abs(want).max() < 2**30  # the scale uses much of the int32 lanes' range
+    assert (want[..., 0] < 0).any() and (want[..., 0] > 0).any()  # g sums of both signs: the packed borrow
     desc = hg.histogram(n_bins, "quantized", feature_major)
     assert desc.name == "tree_histogram_q" and "PARTIALS_LOCAL" in desc.parameter_names()
     sizes = {"node": len(counts), "feat": n_feat, "output": n_out, "pos": max(counts)}
@@ -436,7 +443,7 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
     gh = np.stack([gq[ridx], hq[ridx]], axis=-1)
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2,
-              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl} for pl in (0, 1)]
+              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl, "PACKED": pk} for pl, pk in _LOCAL_PACKED]
     cfgs = fixed + configs(desc, device, sizes, seed=42, n=3)
     for cfg in cfgs:
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
@@ -459,8 +466,8 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     gh = np.stack([gq[order], hq[order]], axis=-1).reshape(-1)
     extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
-    fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl}
-             for pl in (0, 1)]
+    fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl,
+              "PACKED": pk} for pl, pk in _LOCAL_PACKED]
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra)

@@ -109,20 +109,22 @@ QUANTIZED = textwrap.dedent("""
     n_rows, n_feat, n_bins, k = 71, 3, N_BINS, 2
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
+    mode = MODE
+    local = int(not mode["blocks"])  # blocks are the CPUs' layout: private partials there, as on CPUs
     configs = {
         # local-memory partials with 32-bit atomics, several work-groups along rows (so the combine kernel runs),
         # two features per work-group (two local accumulators)
         "tree_histogram_q": {**one(("node", "feat", "output", "pos")), "NUM_WI_feat": 2, "NUM_WG_feat": 2,
                              "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4,
-                             "PARTIALS_LOCAL": 1},
+                             "PARTIALS_LOCAL": 1, "PACKED": 0},
         "tree_split_scan": {**one(("node", "feat", "output", "bin")), "NUM_WI_bin": 4, "NUM_WG_bin": 2,
                             "NUM_WI_COMBINE": 8},
         "tree_gh_absmax": {**one(("pos", "output")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4},
-        # whole rows per point, a node's histogram per work-group in local memory, partials of 3 groups combined
-        "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2,
-                                "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": 1},
+        # whole rows per point, a node's histogram per work-group in local memory (packed 64-bit atomics) or, in
+        # blocks, per work-item in private memory (packed 64-bit adds); partials of 3 groups combined
+        "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8 if local else 1, "NUM_WG_pos": 3,
+                                "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1},
     }
-    mode = MODE
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
@@ -137,7 +139,7 @@ QUANTIZED = textwrap.dedent("""
         b.set_objective(loss, y, w, base)
         b.add_eval(bins[:29], base)
     hist_name = "tree_histogram_rows" if any(mode.values()) else "tree_histogram_q"
-    assert dev.ws.computations[hist_name].config["PARTIALS_LOCAL"] == 1
+    assert dev.ws.computations[hist_name].config == configs[hist_name]
     for round_ in range(2):
         keep = rng.random(n_rows) < 0.8
         for b in (dev, ref):
@@ -214,7 +216,8 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                          ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
-    work-groups, integer scans and subtraction) under the checker, equal to the numpy reference; with rows
+    work-groups, 32-bit or packed 64-bit, or packed in private memory, integer scans and subtraction) under the
+    checker, equal to the numpy reference; with rows
     moved and a feature per lane, whole rows per point, and rows read through the row index (the 300-bin case
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions

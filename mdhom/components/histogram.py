@@ -58,10 +58,9 @@ if (pos < mdh_cnt) {{
 }}
 """
 _HIST_ADD = "    {target}.v[mdh_b].g {op} gh[mdh_gi];\n    {target}.v[mdh_b].h {op} gh[mdh_gi + 1];"
+_HIST_ADD_PAIR = "    mdh_add_pair(&acc.v[mdh_b].g, gh[mdh_gi], gh[mdh_gi + 1]);"  # int32 lanes: PACKED may pack them
 # rows left out by subsampling quantise to (0, 0): no atomics for them
-_HIST_ATOMIC = """    const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
-    if (mdh_g != 0) atomic_add(&acc->v[mdh_b].g, mdh_g);
-    if (mdh_h != 0) atomic_add(&acc->v[mdh_b].h, mdh_h);"""
+_HIST_ATOMIC = "    mdh_atomic_add_pair(&acc->v[mdh_b].g, gh[mdh_gi], gh[mdh_gi + 1]);"
 
 
 def histogram_name(precision: str) -> str:
@@ -95,8 +94,8 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         histogram_name(precision), ["node", "feat", "output", "pos"], [Concat(), Concat(), Concat(), Reduce(SUM)],
         Array(hist_gh_type(precision), int(n_bins)),
         scalar=_HIST_BODY.format(body=_HIST_ADD.format(target="out", op="=")),
-        accumulate=_HIST_BODY.format(body=_HIST_ADD.format(target="acc", op="+=")),
-        accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None,
+        accumulate=_HIST_BODY.format(body=_HIST_ADD_PAIR if q else _HIST_ADD.format(target="acc", op="+=")),
+        accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None, packed_pairs=q,
         # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
         # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
         inputs=[
@@ -133,8 +132,8 @@ if (pos < mdh_cnt) {{
 }}
 """
 _ROWS_ADD = "            acc.v[mdh_c].g += mdh_g;\n            acc.v[mdh_c].h += mdh_h;"
-_ROWS_ATOMIC = ("            if (mdh_g != 0) atomic_add(&acc->v[mdh_c].g, mdh_g);\n"
-                "            if (mdh_h != 0) atomic_add(&acc->v[mdh_c].h, mdh_h);")
+_ROWS_ADD_PAIR = "            mdh_add_pair(&acc.v[mdh_c].g, mdh_g, mdh_h);"
+_ROWS_ATOMIC = "            mdh_atomic_add_pair(&acc->v[mdh_c].g, mdh_g, mdh_h);"
 
 
 @lru_cache(maxsize=32)
@@ -157,8 +156,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     return Description(
         "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
         scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out.")),
-        accumulate=_ROWS_BODY.format(body=_ROWS_ADD),
-        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC),
+        accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR),
+        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC), packed_pairs=True,
         inputs=inputs, params=[Param("n_rows", "int")],
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
         f"#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
