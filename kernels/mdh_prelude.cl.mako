@@ -17,6 +17,11 @@ typedef int idx_t;
 
 ${type_declaration}
 ${type_helpers}
+% for sw in desc.switches:
+#ifndef ${sw}
+#define ${sw} 0
+#endif
+% endfor
 % if desc.packed_pairs:
 #ifndef PACKED
 #define PACKED 0

@@ -215,6 +215,23 @@ def test_packed_pairs_are_checked(device):
     twin.check_config({**cfg, "PARTIALS_LOCAL": 0}, dev)  # private packing needs no atomics
 
 
+def test_switches_are_tuning_parameters_of_the_description(device):
+    """A description's switches are 0/1 parameters of its own code (``#if NAME``): in the space, 0 where a stored
+    configuration lacks one, both values computing what the code says; a name of the generator's is refused."""
+    desc = mdh.Description("halve_or_double", ["i"], [mdh.Concat()], "int", "out = HALVE ? x / 2 : 2 * x;",
+                           inputs=[mdh.Input("x", "int", ("i",))], switches=("HALVE",))
+    assert {p.name: p.values for p in desc.parameter_space(device)}["HALVE"] == (0, 1)
+    cfg = {k: v for k, v in desc.default_config(device, {"i": 37}).items() if k != "HALVE"}
+    desc.check_config(cfg, device)  # absent: 0
+    x = np.arange(37, dtype=np.int32)
+    for halve, want in ((0, 2 * x), (1, x // 2)):
+        np.testing.assert_array_equal(mdh.Computation(desc, device, {**cfg, "HALVE": halve})(x=x), want)
+    for bad in ("CHUNKED", "NUM_WI_i", "lower"):
+        with pytest.raises(mdh.DescriptionError, match="switch"):
+            mdh.Description("bad", ["i"], [mdh.Concat()], "int", "out = x;", inputs=[mdh.Input("x", "int", ("i",))],
+                            switches=(bad,))
+
+
 @pytest.mark.parametrize("name", ["histogram", "scan_exclusive", "argmax_rows"])
 def test_bound_launch_equals_checked_enqueue(device, name):
     """Buffers bound once at the largest size; every smaller size gives what a checked enqueue gives."""

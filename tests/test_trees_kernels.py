@@ -21,6 +21,7 @@ from mdhom.components import split as sp
 from mdhom.components import tables as tb
 from mdhom.components.quantize import QUANT_BITS
 from mdhom.components.workspace import opaque, view
+from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import Computation, ConfigError, build_within_limits
 from mdhom.trees.backend import SplitParams
 
@@ -414,7 +415,7 @@ def _quantized_gh(rng, n_rows, n_out):
 def _grouped_quantized_case(seed, n_rows, n_feat, n_bins, n_out):
     """Bins, int32 (g, h), five nodes' row ranges (one empty, one of a single row) and the reference histograms."""
     rng = np.random.default_rng(seed)
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     gq, hq = _quantized_gh(rng, n_rows, n_out)
     counts = [257, 0, 129, 1, 513]
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
@@ -454,12 +455,16 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
 
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
-def test_histogram_rows_is_exact_under_every_configuration(device, feature_major, row_index):
+@pytest.mark.parametrize("n_feat, n_bins", [(5, 17), (8, 17), (6, 300)], ids=["bytes", "words", "wide-words"])
+def test_histogram_rows_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins):
     """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
-    sums bit for bit, with rows moved into position order or read through the row index."""
-    n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
+    sums bit for bit, with rows moved into position order or read through the row index; rows-major rows of a
+    whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS)."""
+    n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
     desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
+    words = n_feat != 5 and not feature_major
+    assert ("ROW_WORDS" in desc.parameter_names()) == words
     sizes = {"node": len(counts), "pos": max(counts)}
     order = np.arange(n_rows) if row_index else ridx  # indexed: bins and (g, h) stay in row order
     stored = np.ascontiguousarray(bins[order].T if feature_major else bins[order]).reshape(-1)
@@ -468,6 +473,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl,
               "PACKED": pk} for pl, pk in _LOCAL_PACKED]
+    fixed += [{**c, "ROW_WORDS": 1} for c in fixed] if words else []
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra)

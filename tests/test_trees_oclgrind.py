@@ -106,7 +106,9 @@ QUANTIZED = textwrap.dedent("""
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
     rng = np.random.default_rng(1)
-    n_rows, n_feat, n_bins, k = 71, 3, N_BINS, 2
+    # 4 one-byte bins: a row is a 32-bit word; 3 with 300 bins (a node's whole-row histogram fits local memory)
+    n_rows, n_bins, k = 71, N_BINS, 2
+    n_feat = 4 if n_bins <= 256 else 3
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
     mode = MODE
@@ -123,7 +125,9 @@ QUANTIZED = textwrap.dedent("""
         # whole rows per point, a node's histogram per work-group in local memory (packed 64-bit atomics) or, in
         # blocks, per work-item in private memory (packed 64-bit adds); partials of 3 groups combined
         "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8 if local else 1, "NUM_WG_pos": 3,
-                                "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1},
+                                "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1,
+                                # rows read through the row index are rows-major here: a row's bins as words
+                                **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {})},
     }
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
@@ -216,8 +220,8 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                          ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
-    work-groups, 32-bit or packed 64-bit, or packed in private memory, integer scans and subtraction) under the
-    checker, equal to the numpy reference; with rows
+    work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
+    and subtraction) under the checker, equal to the numpy reference; with rows
     moved and a feature per lane, whole rows per point, and rows read through the row index (the 300-bin case
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions

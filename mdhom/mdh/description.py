@@ -199,6 +199,10 @@ class Description:
     a negative sum of a took from the high half is given back once the fold is done. Sums are exact integers
     either way, so both values of ``PACKED`` write the same bits (provided each sum fits its int32 lane).
 
+    ``switches``, optional, names 0/1 tuning parameters of the description's own code (``#if NAME``): a variant
+    the description can express both ways, whose speed depends on the device (a row read as 32-bit words or byte by
+    byte). 0 where a stored configuration lacks one (it was tuned before the switch existed).
+
     ``extents``, optional, makes reduced dimensions *ragged*: ``{"pos": "count[slot]"}`` bounds the fold along
     ``pos`` at each point of the concatenated dimensions by an OpenCL expression over them, ``SIZE_<dim>``,
     parameters and gathered inputs (and by ``SIZE_pos``). This is the tree dimension's shape: the nodes of many
@@ -235,6 +239,7 @@ class Description:
     scratch: Scratch | None = None
     chunked: bool = False
     packed_pairs: bool = False
+    switches: tuple[str, ...] = ()
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -254,6 +259,7 @@ class Description:
         scratch: Scratch | None = None,
         chunked: bool = False,
         packed_pairs: bool = False,
+        switches: tuple[str, ...] = (),
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -274,6 +280,7 @@ class Description:
         set_(self, "scratch", scratch)
         set_(self, "chunked", bool(chunked))
         set_(self, "packed_pairs", bool(packed_pairs))
+        set_(self, "switches", tuple(switches))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -321,6 +328,10 @@ class Description:
                                   or itemsize(self.atom) % 8):
             raise DescriptionError(f"{self.name}: `packed_pairs` needs `accumulate_atomic` and an atom of (int, int) "
                                    "pairs")
+        for sw in self.switches:
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("NUM_", "MDH_", "SIZE_")) or sw in (
+                    "PARTIALS_LOCAL", "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED"):
+                raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's own")
         self._validate_extents(reduces, scans)
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
@@ -462,6 +473,7 @@ class Description:
         names += ("SCRATCH_PRIVATE",) if self.private_scratch else ()
         names += ("CHUNKED",) if self.chunked else ()
         names += ("PACKED",) if self.packed_pairs else ()
+        names += self.switches
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -523,8 +535,8 @@ class Description:
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
         # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
         # ... and CHUNKED (absent means 0: strided shares), and PACKED (absent means 0: (g, h) added as two int32)
-        missing = [p for p in self.parameter_names()
-                   if p not in config and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED")]
+        missing = [p for p in self.parameter_names() if p not in config
+                   and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", *self.switches)]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -552,7 +564,7 @@ class Description:
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
-        for switch in ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED"):
+        for switch in ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", *self.switches):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
         if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
@@ -588,6 +600,7 @@ class Description:
             space.append(Parameter("CHUNKED", (0, 1), default["CHUNKED"]))
         if self.packed_pairs:
             space.append(Parameter("PACKED", (0, 1), default["PACKED"]))
+        space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
             space.append(Parameter("SCRATCH_PRIVATE", (0, *self.private_scratch), default["SCRATCH_PRIVATE"]))
         return space
@@ -642,6 +655,7 @@ class Description:
             # CPUs: one 64-bit add per pair in private memory (PoCL 1.2-1.5x, Intel's runtime 1.5-1.7x faster whole-row
             # histograms, 2-core EPYC). GPUs: the H100 ran packed 64-bit local atomics 2.5x slower than two 32-bit ones.
             cfg["PACKED"] = int(device.type == "cpu" and not cfg.get("PARTIALS_LOCAL"))
+        cfg.update(dict.fromkeys(self.switches, 0))  # the description's heuristic decides them
         return cfg
 
 
