@@ -331,7 +331,8 @@ class Description:
         for sw in self.switches:
             if not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("NUM_", "MDH_", "SIZE_")) or sw in (
                     "PARTIALS_LOCAL", "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED"):
-                raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's own")
+                raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's "
+                                       "own")
         self._validate_extents(reduces, scans)
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
