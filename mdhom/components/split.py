@@ -306,11 +306,15 @@ def cat_scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int])
 
 
 def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
+    (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
+    EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
+    items."""
     cfg = ones(desc, dev, sizes)
-    gpu = dev.type == "gpu"
-    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64 if gpu else 16)
-    cfg["NUM_WI_dir"] = 2
-    cfg["NUM_WG_node"] = 256 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    if dev.type == "gpu":
+        cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
+        cfg["NUM_WI_dir"] = 2
+    cfg["NUM_WG_node"] = 256 if dev.type == "gpu" else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     return cfg
 
 
