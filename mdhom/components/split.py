@@ -314,7 +314,8 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     if dev.type == "gpu":
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
-    cfg["NUM_WG_node"] = 256 if dev.type == "gpu" else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    # built at node=1, launched for batches
+    cfg["NUM_WG_node"] = 256 if dev.type == "gpu" else 2 * max(1, dev.compute_units)
     return cfg
 
 
