@@ -332,6 +332,13 @@ def _pick(
             cls = f"{cls} [tuned for another version of the kernel: re-run `mdhom tune --kernels {kernel}`]"
         from mdhom.mdh.computation import within_local_memory
 
+        # a 0/1 switch of another variant of the kernel (a row read as words where this variant's rows are not whole
+        # words) means nothing here: dropped, not a reason to throw the configuration away
+        names = set(description.parameter_names())
+        foreign = sorted(p for p, v in config.items() if p not in names and not p.startswith("NUM_") and v in (0, 1))
+        if foreign:
+            config = {p: v for p, v in config.items() if p not in foreign}
+            cls = f"{cls} ({', '.join(foreign)} not offered by this variant)"
         # atoms grow with the problem (a histogram's bins): a stored configuration drops local partials and
         # work-items where this variant's would overflow local memory, rather than being thrown away
         fitted = within_local_memory(description, device, config)

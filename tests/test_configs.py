@@ -318,3 +318,20 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     assert source == "heuristic"
     with pytest.warns(TunedConfigWarning, match="not tuned for tree_histogram_rows"):
         ws.config(hg.HISTOGRAM_ROWS, hg.histogram_rows(64, 28), {"node": 1, "pos": 1000})
+
+
+def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
+    """A stored whole-row histogram tuned where rows are whole 32-bit words (ROW_WORDS) serves a variant whose rows
+    are not (27 one-byte bins a row): the switch is dropped, the rest of the configuration kept, no warning."""
+    from mdhom.components import histogram as hg
+
+    words, bytes_ = hg.histogram_rows(64, 28), hg.histogram_rows(64, 27)
+    assert "ROW_WORDS" in words.parameter_names() and "ROW_WORDS" not in bytes_.parameter_names()
+    cfg = {**hg.rows_heuristic(words, cpu, {"node": 1, "pos": 1000}), "ROW_WORDS": 1, "NUM_WG_pos": 8}
+    configs.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, {"node": 1, "pos": 1000}),
+                                 configs.description_hash(words))], tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, source = configs.lookup(cpu, "tree_histogram_rows", {"node": 1, "pos": 1000}, bytes_, dirs=[tmp_path])
+    assert got == {k: v for k, v in cfg.items() if k != "ROW_WORDS"} and "ROW_WORDS not offered" in source
+    assert configs.lookup(cpu, "tree_histogram_rows", {"node": 1, "pos": 1000}, words, dirs=[tmp_path])[0] == cfg
