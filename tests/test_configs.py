@@ -335,3 +335,13 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
         got, source = configs.lookup(cpu, "tree_histogram_rows", {"node": 1, "pos": 1000}, bytes_, dirs=[tmp_path])
     assert got == {k: v for k, v in cfg.items() if k != "ROW_WORDS"} and "ROW_WORDS not offered" in source
     assert configs.lookup(cpu, "tree_histogram_rows", {"node": 1, "pos": 1000}, words, dirs=[tmp_path])[0] == cfg
+    # a generator parameter the variant lacks is not a switch of another variant: the entry is refused as before
+    hist = hg.histogram(64, "double")
+    assert "PARTIALS_LOCAL" not in hist.parameter_names()
+    bad = {**hg.histogram_heuristic(hist, cpu, {"node": 1, "feat": 28, "output": 1, "pos": 1000}), "PARTIALS_LOCAL": 1}
+    configs.store_results(cpu, [("tree_histogram", "c", _entry(bad, {"node": 1, "feat": 28, "output": 1, "pos": 1000}),
+                                 None)], tmp_path)
+    with pytest.warns(TunedConfigWarning, match="PARTIALS_LOCAL"):
+        got = configs.lookup_config(cpu, "tree_histogram", {"node": 1, "feat": 28, "output": 1, "pos": 1000}, hist,
+                                    dirs=[tmp_path])
+    assert got is None

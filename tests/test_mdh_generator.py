@@ -207,12 +207,19 @@ def test_packed_pairs_are_checked(device):
     with pytest.raises(mdh.DescriptionError, match="packed_pairs"):
         mdh.Description("bad", q64.dims, q64.combine, q64.atom, q64.scalar, q64.inputs, accumulate=q64.accumulate,
                         accumulate_atomic=q64.accumulate_atomic, packed_pairs=True)
-    twin = packed_twin(examples.HISTOGRAM_Q32)
+    q32 = examples.HISTOGRAM_Q32
+    with pytest.raises(mdh.DescriptionError, match="mdh_add_pair"):  # folds that PACKED could not pack
+        mdh.Description("bad", q32.dims, q32.combine, q32.atom, q32.scalar, q32.inputs, accumulate=q32.accumulate,
+                        accumulate_atomic=q32.accumulate_atomic, packed_pairs=True)
+    twin = packed_twin(q32)
     dev = dataclasses.replace(device, has_int64_atomics=False)
     cfg = {**twin.default_config(dev, None), "PARTIALS_LOCAL": 1, "PACKED": 1}
     with pytest.raises(mdh.ConfigError, match="64-bit"):
         twin.check_config(cfg, dev)
     twin.check_config({**cfg, "PARTIALS_LOCAL": 0}, dev)  # private packing needs no atomics
+    # a configuration that does not say PACKED (stored before it existed) builds unpacked local atomics there
+    stored = {k: v for k, v in cfg.items() if k != "PACKED"}
+    assert mdh.build_within_limits(twin, dev, stored).config["PACKED"] == 0
 
 
 def test_switches_are_tuning_parameters_of_the_description(device):

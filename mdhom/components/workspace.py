@@ -288,6 +288,8 @@ class Workspace:
                 cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+            if host.ctypes.data % 64:  # a view at an odd offset: kernels may read whole words of a row (ROW_WORDS)
+                host = host.copy()
             # a CPU device reads the host array in place (PoCL and Intel's runtime run in this process: a copy
             # would hold the matrix twice); the buffer keeps the array alive and nothing writes the row order
             mf = cl.mem_flags

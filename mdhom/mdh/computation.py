@@ -375,6 +375,8 @@ def build_within_limits(
     """
     device = get_device(device)
     cfg = {**desc.default_config(device, dict(sizes) if sizes else None), **(config or {})}
+    if desc.packed_pairs and "PACKED" not in (config or {}):  # the default for this configuration's partials
+        cfg["PACKED"] = desc.packed_default(device, cfg)
     cfg = within_local_memory(desc, device, cfg)
     for _ in range(64):
         try:

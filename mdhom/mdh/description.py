@@ -166,6 +166,8 @@ class Parameter:
 
 
 ATOMIC_LANES = ("int", "uint", "long", "ulong")
+# the generator's own 0/1 tuning parameters (a description's `switches` are others)
+GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED")
 
 
 def _pow2_upto(n: int) -> tuple[int, ...]:
@@ -197,7 +199,8 @@ class Description:
     (LightGBM's packed histogram): one 64-bit atomic instead of two 32-bit ones (``mdh_atomic_add_pair``, which
     needs cl_khr_int64_base_atomics) or one load, add and store in private memory (``mdh_add_pair``); the borrow
     a negative sum of a took from the high half is given back once the fold is done. Sums are exact integers
-    either way, so both values of ``PACKED`` write the same bits (provided each sum fits its int32 lane).
+    either way, so both values of ``PACKED`` write the same bits, provided every partial sum (a work-item's or a
+    work-group's) fits its int32 lane, not only the total (the tree learner's quantisation keeps all within 2^30).
 
     ``switches``, optional, names 0/1 tuning parameters of the description's own code (``#if NAME``): a variant
     the description can express both ways, whose speed depends on the device (a row read as 32-bit words or byte by
@@ -328,9 +331,13 @@ class Description:
                                   or itemsize(self.atom) % 8):
             raise DescriptionError(f"{self.name}: `packed_pairs` needs `accumulate_atomic` and an atom of (int, int) "
                                    "pairs")
+        if self.packed_pairs and ("mdh_atomic_add_pair" not in self.accumulate_atomic
+                                  or "mdh_add_pair" not in (self.accumulate or "")):
+            raise DescriptionError(f"{self.name}: with `packed_pairs` the folds add their pairs through mdh_add_pair "
+                                   "(`accumulate`) and mdh_atomic_add_pair (`accumulate_atomic`), which PACKED packs")
         for sw in self.switches:
-            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("NUM_", "MDH_", "SIZE_")) or sw in (
-                    "PARTIALS_LOCAL", "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED"):
+            if (not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("NUM_", "MDH_", "SIZE_"))
+                    or sw in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE")):
                 raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's "
                                        "own")
         self._validate_extents(reduces, scans)
@@ -518,6 +525,12 @@ class Description:
         """Whether the local-memory partials need 64-bit atomics (cl_khr_int64_base_atomics)."""
         return bool(self.accumulate_atomic) and any(t in ("long", "ulong") for t in self.atom.scalars)
 
+    def packed_default(self, device: Device, config: Mapping[str, int]) -> int:
+        """``PACKED`` for a configuration that does not say: CPUs pack their private adds (the whole-row histogram
+        1.2-1.5x faster on PoCL, 1.5-1.7x on Intel's runtime, 2-core EPYC); local atomics stay 32-bit (the H100 ran
+        packed 64-bit local atomics 2.5x slower than two 32-bit ones)."""
+        return int(device.type == "cpu" and not config.get("PARTIALS_LOCAL"))
+
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
         privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
@@ -535,7 +548,7 @@ class Description:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
         # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
-        # ... and CHUNKED (absent means 0: strided shares), and PACKED (absent means 0: (g, h) added as two int32)
+        # ... and CHUNKED (absent means 0: strided shares), PACKED (absent: builds take packed_default) and switches
         missing = [p for p in self.parameter_names() if p not in config
                    and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", *self.switches)]
         if missing:
@@ -565,7 +578,7 @@ class Description:
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
-        for switch in ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", *self.switches):
+        for switch in (*GENERATOR_SWITCHES, *self.switches):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
         if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
@@ -653,9 +666,7 @@ class Description:
         if self.chunked:  # CPUs run a work-group's items one after another: contiguous runs stream
             cfg["CHUNKED"] = int(device.type == "cpu")
         if self.packed_pairs:
-            # CPUs: one 64-bit add per pair in private memory (PoCL 1.2-1.5x, Intel's runtime 1.5-1.7x faster whole-row
-            # histograms, 2-core EPYC). GPUs: the H100 ran packed 64-bit local atomics 2.5x slower than two 32-bit ones.
-            cfg["PACKED"] = int(device.type == "cpu" and not cfg.get("PARTIALS_LOCAL"))
+            cfg["PACKED"] = self.packed_default(device, cfg)
         cfg.update(dict.fromkeys(self.switches, 0))  # the description's heuristic decides them
         return cfg
 
