@@ -527,7 +527,7 @@ class Description:
 
     def packed_default(self, device: Device, config: Mapping[str, int]) -> int:
         """``PACKED`` for a configuration that does not say: CPUs pack their private adds (the whole-row histogram
-        1.2-1.5x faster on PoCL, 1.5-1.7x on Intel's runtime, 2-core EPYC); local atomics stay 32-bit (the H100 ran
+        1.15-1.6x faster on PoCL, 1.5-1.7x on Intel's runtime, 2-core EPYC); local atomics stay 32-bit (the H100 ran
         packed 64-bit local atomics 2.5x slower than two 32-bit ones)."""
         return int(device.type == "cpu" and not config.get("PARTIALS_LOCAL"))
 
