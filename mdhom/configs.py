@@ -334,11 +334,11 @@ def _pick(
 
         # a 0/1 switch of another variant of the kernel (a row read as words where this variant's rows are not whole
         # words) means nothing here: dropped, not a reason to throw the configuration away
-        from mdhom.mdh.description import GENERATOR_SWITCHES
+        from mdhom.mdh.description import is_generator_parameter
 
         names = set(description.parameter_names())
-        foreign = sorted(p for p, v in config.items() if p not in names and v in (0, 1)
-                         and not p.startswith("NUM_") and p not in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE"))
+        foreign = sorted(p for p, v in config.items()
+                         if p not in names and v in (0, 1) and not is_generator_parameter(p))
         if foreign:
             config = {p: v for p, v in config.items() if p not in foreign}
             cls = f"{cls} ({', '.join(foreign)} not offered by this variant)"

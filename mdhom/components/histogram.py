@@ -40,6 +40,7 @@ from mdhom.components.quantize import quantize_gh
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
+from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce
 
 # ------------------------------------------------------------------------------------------------ histogram
@@ -182,7 +183,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
 def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse: bool = False) -> int:
     """32-bit words per row of bins where a row may be read as words (rows x features, dense, a whole number of
     words per row, so every row starts on a word), else 0."""
-    row_bytes = n_features * (1 if bin_ctype(n_bins) == "uchar" else 2)
+    row_bytes = n_features * np.dtype(bin_dtype(n_bins)).itemsize
     return 0 if feature_major or sparse or row_bytes % 4 else row_bytes // 4
 
 

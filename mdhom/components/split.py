@@ -311,11 +311,11 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
     items."""
     cfg = ones(desc, dev, sizes)
-    if dev.type == "gpu":
+    gpu = dev.type == "gpu"
+    if gpu:
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
-    # built at node=1, launched for batches
-    cfg["NUM_WG_node"] = 256 if dev.type == "gpu" else 2 * max(1, dev.compute_units)
+    cfg["NUM_WG_node"] = 256 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     return cfg
 
 

@@ -170,6 +170,12 @@ ATOMIC_LANES = ("int", "uint", "long", "ulong")
 GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED")
 
 
+def is_generator_parameter(name: str) -> bool:
+    """Whether ``name`` is a tuning parameter of the generator's (work-groups and items, its switches, the scratch's
+    place), as opposed to a switch of a description's own code."""
+    return name.startswith("NUM_") or name in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE")
+
+
 def _pow2_upto(n: int) -> tuple[int, ...]:
     out, v = [], 1
     while v <= max(1, n):
@@ -336,8 +342,8 @@ class Description:
             raise DescriptionError(f"{self.name}: with `packed_pairs` the folds add their pairs through mdh_add_pair "
                                    "(`accumulate`) and mdh_atomic_add_pair (`accumulate_atomic`), which PACKED packs")
         for sw in self.switches:
-            if (not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("NUM_", "MDH_", "SIZE_"))
-                    or sw in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE")):
+            if (not re.fullmatch(r"[A-Z][A-Z0-9_]*", sw) or sw.startswith(("MDH_", "SIZE_"))
+                    or is_generator_parameter(sw)):
                 raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's "
                                        "own")
         self._validate_extents(reduces, scans)
@@ -586,10 +592,9 @@ class Description:
                               f"{self.private_scratch}, got {config['SCRATCH_PRIVATE']}")
         if config.get("PARTIALS_LOCAL") and self.atomic_64 and not device.has_int64_atomics:
             raise ConfigError(f"{self.name}: local 64-bit atomics (cl_khr_int64_base_atomics) missing on {device.key}")
-        if int(config.get("PACKED", 0)) and config.get("PARTIALS_LOCAL"):
-            if not device.has_int64_atomics:
-                raise ConfigError(f"{self.name}: PACKED=1 needs local 64-bit atomics (cl_khr_int64_base_atomics), "
-                                  f"missing on {device.key}")
+        if int(config.get("PACKED", 0)) and config.get("PARTIALS_LOCAL") and not device.has_int64_atomics:
+            raise ConfigError(f"{self.name}: PACKED=1 needs local 64-bit atomics (cl_khr_int64_base_atomics), "
+                              f"missing on {device.key}")
 
     def parameter_space(self, device: Device, sizes: dict[str, int] | None = None) -> list[Parameter]:
         """The tuning parameters and their valid values on ``device`` (powers of two, bounded by the
