@@ -31,17 +31,30 @@ ${type_helpers}
 #endif
 /* PACKED=1 adds an int32 pair (a, b) as one 64-bit word, a + b * 2^32 with a sign-extended (one atomic, or one
  * load, add and store, instead of two). Where a's running sum is negative, the high half lacks the borrow, which
- * mdh_unpack_pair gives back once the fold is done: the pair's sums are exact integers either way. */
+ * mdh_unpack_pairs gives back once the fold is done: the pair's sums are exact integers either way. */
 inline ulong mdh_pack_pair(const int a, const int b) { return (ulong)(long)a + ((ulong)(uint)b << 32); }
 
-/* Adds (a, b) to the pair at p in local memory, skipping zeros (rows left out by subsampling). */
-inline void mdh_atomic_add_pair(volatile __local int* p, const int a, const int b) {
+#ifndef SPLIT_PAIRS
+#define SPLIT_PAIRS 0
+#endif
+/* SPLIT_PAIRS=1 keeps a work-group's accumulator in local memory as two planes, every pair's a and then every
+ * pair's b (copied out interleaved): neighbouring pairs' a lanes then sit in neighbouring banks, where interleaved
+ * they share every other bank. Only where the pairs are added as two 32-bit atomics (PACKED=0). */
+#define MDH_PAIRS ((idx_t)(sizeof(atom_t) / 8))
+
+/* Adds (a, b) to pair c (lanes 2c, 2c + 1) of the work-group's accumulator in local memory, skipping zeros (rows
+ * left out by subsampling). */
+inline void mdh_atomic_add_pair(__local atom_t* acc, const idx_t c, const int a, const int b) {
+    volatile __local int* w = (volatile __local int*)acc;
 #if PACKED && defined(PARTIALS_LOCAL) && PARTIALS_LOCAL
-    const ulong w = mdh_pack_pair(a, b);
-    if (w != 0) atom_add((volatile __local ulong*)p, w);
+    const ulong v = mdh_pack_pair(a, b);
+    if (v != 0) atom_add((volatile __local ulong*)(w + 2 * c), v);
+#elif SPLIT_PAIRS
+    if (a != 0) atomic_add(w + c, a);
+    if (b != 0) atomic_add(w + MDH_PAIRS + c, b);
 #else
-    if (a != 0) atomic_add(p, a);
-    if (b != 0) atomic_add(p + 1, b);
+    if (a != 0) atomic_add(w + 2 * c, a);
+    if (b != 0) atomic_add(w + 2 * c + 1, b);
 #endif
 }
 

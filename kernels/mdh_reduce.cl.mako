@@ -89,6 +89,11 @@ ${lane_loop(d)}\
             mdh_dst[2 * w] = mdh_a;
             mdh_dst[2 * w + 1] = mdh_src[2 * w + 1] + (uint)(as_int(mdh_a) < 0);  /* the borrow of a negative a */
         }
+#elif SPLIT_PAIRS
+        for (idx_t w = r_lane; w < MDH_PAIRS; w += R_LANES) {  /* the two planes, interleaved again */
+            mdh_dst[2 * w] = mdh_src[w];
+            mdh_dst[2 * w + 1] = mdh_src[MDH_PAIRS + w];
+        }
 #else
         for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];
 #endif

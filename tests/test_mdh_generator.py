@@ -173,24 +173,29 @@ def test_local_atomic_partials_equal_private_partials(device, name):
 
 
 def packed_twin(desc: mdh.Description) -> mdh.Description:
-    """The (int g, int h) histogram ``desc`` with its folds through the pair helpers, offering PACKED."""
+    """The (int g, int h) histogram ``desc`` with its folds through the pair helpers, offering PACKED and
+    SPLIT_PAIRS."""
     return mdh.Description(desc.name + "_packed", desc.dims, desc.combine, desc.atom, desc.scalar, desc.inputs,
                            desc.params, "mdh_add_pair(&acc.v[bins].g, g, h);", desc.preamble,
-                           "mdh_atomic_add_pair(&acc->v[bins].g, g, h);", packed_pairs=True)
+                           "mdh_atomic_add_pair(acc, bins, g, h);", packed_pairs=True)
 
 
 def test_packed_pairs_equal_two_int32_lanes(device):
-    """PACKED=1 adds each (g, h) as one 64-bit word (private memory, or local 64-bit atomics): the same bits as two
-    int32 adds, over several work-groups and work-items, with g sums of both signs (the borrow a negative g sum
-    takes from h is given back)."""
+    """PACKED=1 adds each (g, h) as one 64-bit word (private memory, or local 64-bit atomics), SPLIT_PAIRS=1 keeps
+    the local accumulator's g and h lanes in two planes: the same bits as two interleaved int32 adds, over several
+    work-groups and work-items, with g sums of both signs (the borrow a negative g sum takes from h is given
+    back)."""
     case = copy.copy(CASES["histogram_q32"]).prepare(np.random.default_rng(23))
     twin = packed_twin(case.description)
-    assert "PACKED" in twin.parameter_names() and "PACKED" not in case.description.parameter_names()
+    assert {"PACKED", "SPLIT_PAIRS"} <= set(twin.parameter_names())
+    assert "PACKED" not in case.description.parameter_names()
     want = case.expected()
     assert (want["g"] < 0).any() and (want["g"] > 0).any()
     base = {"NUM_WG_row": 3, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4}
-    modes = [(0, 0), (0, 1)] + ([(1, 0), (1, 1)] if device.has_int64_atomics else [])
-    got = {m: mdh.Computation(twin, device, {**base, "PARTIALS_LOCAL": m[0], "PACKED": m[1]}, case.sizes)(**case.inputs)
+    # (PARTIALS_LOCAL, PACKED, SPLIT_PAIRS)
+    modes = [(0, 0, 0), (0, 1, 0), (0, 1, 1), (1, 0, 0), (1, 0, 1)] + ([(1, 1, 0)] if device.has_int64_atomics else [])
+    got = {m: mdh.Computation(twin, device, {**base, "PARTIALS_LOCAL": m[0], "PACKED": m[1], "SPLIT_PAIRS": m[2]},
+                              case.sizes)(**case.inputs)
            for m in modes}
     plain = case.run(device, {**base, "PARTIALS_LOCAL": 0})
     assert_matches(case, plain, "two int32 lanes")
@@ -217,9 +222,13 @@ def test_packed_pairs_are_checked(device):
     with pytest.raises(mdh.ConfigError, match="64-bit"):
         twin.check_config(cfg, dev)
     twin.check_config({**cfg, "PARTIALS_LOCAL": 0}, dev)  # private packing needs no atomics
+    with pytest.raises(mdh.ConfigError, match="SPLIT_PAIRS"):  # one 64-bit word per pair, or pairs kept apart
+        twin.check_config({**cfg, "SPLIT_PAIRS": 1}, dataclasses.replace(device, has_int64_atomics=True))
+    twin.check_config({**cfg, "PACKED": 0, "SPLIT_PAIRS": 1}, dev)
     # a configuration that does not say PACKED (stored before it existed) builds unpacked local atomics there
     stored = {k: v for k, v in cfg.items() if k != "PACKED"}
     assert mdh.build_within_limits(twin, dev, stored).config["PACKED"] == 0
+    twin.check_config({k: v for k, v in stored.items() if k != "SPLIT_PAIRS"}, dev)  # absent: 0
 
 
 def test_switches_are_tuning_parameters_of_the_description(device):

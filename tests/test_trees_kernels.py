@@ -422,15 +422,15 @@ def _grouped_quantized_case(seed, n_rows, n_feat, n_bins, n_out):
     return bins, gq, hq, counts, ridx, begin, count, hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
 
 
-# (PARTIALS_LOCAL, PACKED): private partials, 32-bit or packed 64-bit adds; local 32-bit or packed 64-bit atomics
-# (the packed ones give a negative g sum's borrow back to h)
-_LOCAL_PACKED = ((0, 0), (0, 1), (1, 0), (1, 1))
+# (PARTIALS_LOCAL, PACKED, SPLIT_PAIRS): private partials, 32-bit or packed 64-bit adds; local 32-bit atomics into
+# interleaved pairs or two planes, or packed 64-bit atomics (the packed ones give a negative g sum's borrow back to h)
+_LOCAL_PACKED = ((0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 0, 1), (1, 1, 0))
 
 
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
     """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), (g, h) added as
-    two 32-bit or one packed 64-bit word, any split of rows over work-items and work-groups, gives the reference's
+    two 32-bit (interleaved or in two planes) or one packed 64-bit word, any split of rows over work-items and work-groups, gives the reference's
     sums bit for bit."""
     n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(41, n_rows, n_feat, n_bins, n_out)
@@ -444,7 +444,7 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
     gh = np.stack([gq[ridx], hq[ridx]], axis=-1)
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2,
-              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl, "PACKED": pk} for pl, pk in _LOCAL_PACKED]
+              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp} for pl, pk, sp in _LOCAL_PACKED]
     cfgs = fixed + configs(desc, device, sizes, seed=42, n=3)
     for cfg in cfgs:
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
@@ -459,7 +459,8 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
 def test_histogram_rows_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins):
     """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
     sums bit for bit, with rows moved into position order or read through the row index; rows-major rows of a
-    whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS)."""
+    whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS); each work-item
+    from its own feature on (ROTATE) or all from the first."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
     desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
@@ -472,8 +473,8 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl,
-              "PACKED": pk} for pl, pk in _LOCAL_PACKED]
-    fixed += [{**c, "ROW_WORDS": 1} for c in fixed] if words else []
+              "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp)} for pl, pk, sp in _LOCAL_PACKED]
+    fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra)

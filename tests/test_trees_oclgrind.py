@@ -114,18 +114,20 @@ QUANTIZED = textwrap.dedent("""
     mode = MODE
     local = int(not mode["blocks"])  # blocks are the CPUs' layout: private partials there, as on CPUs
     configs = {
-        # local-memory partials with 32-bit atomics, several work-groups along rows (so the combine kernel runs),
-        # two features per work-group (two local accumulators)
+        # local-memory partials with 32-bit atomics (g and h in two planes), several work-groups along rows (so the
+        # combine kernel runs), two features per work-group (two local accumulators)
         "tree_histogram_q": {**one(("node", "feat", "output", "pos")), "NUM_WI_feat": 2, "NUM_WG_feat": 2,
                              "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4,
-                             "PARTIALS_LOCAL": 1, "PACKED": 0},
+                             "PARTIALS_LOCAL": 1, "PACKED": 0, "SPLIT_PAIRS": 1},
         "tree_split_scan": {**one(("node", "feat", "output", "bin")), "NUM_WI_bin": 4, "NUM_WG_bin": 2,
                             "NUM_WI_COMBINE": 8},
         "tree_gh_absmax": {**one(("pos", "output")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4},
         # whole rows per point, a node's histogram per work-group in local memory (packed 64-bit atomics) or, in
-        # blocks, per work-item in private memory (packed 64-bit adds); partials of 3 groups combined
+        # blocks, per work-item in private memory (packed 64-bit adds); partials of 3 groups combined; each work-item
+        # from its own feature on
         "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8 if local else 1, "NUM_WG_pos": 3,
                                 "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1,
+                                "SPLIT_PAIRS": 0, "ROTATE": 1,
                                 # rows read through the row index are rows-major here: a row's bins as words
                                 **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {})},
     }

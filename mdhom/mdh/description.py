@@ -167,7 +167,7 @@ class Parameter:
 
 ATOMIC_LANES = ("int", "uint", "long", "ulong")
 # the generator's own 0/1 tuning parameters (a description's `switches` are others)
-GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED")
+GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS")
 
 
 def is_generator_parameter(name: str) -> bool:
@@ -207,6 +207,9 @@ class Description:
     a negative sum of a took from the high half is given back once the fold is done. Sums are exact integers
     either way, so both values of ``PACKED`` write the same bits, provided every partial sum (a work-item's or a
     work-group's) fits its int32 lane, not only the total (the tree learner's quantisation keeps all within 2^30).
+    It also adds ``SPLIT_PAIRS``: 1 keeps the local accumulator as two planes (every a, then every b), so the a lanes
+    of neighbouring pairs fall in neighbouring banks instead of every other one (32-bit atomics only). The folds
+    name a pair by its index in the atom: ``mdh_atomic_add_pair(acc, c, a, b)`` adds to lanes 2c and 2c + 1.
 
     ``switches``, optional, names 0/1 tuning parameters of the description's own code (``#if NAME``): a variant
     the description can express both ways, whose speed depends on the device (a row read as 32-bit words or byte by
@@ -486,7 +489,7 @@ class Description:
         names += ("SCAN_TILED",) if self.scan_dim else ()
         names += ("SCRATCH_PRIVATE",) if self.private_scratch else ()
         names += ("CHUNKED",) if self.chunked else ()
-        names += ("PACKED",) if self.packed_pairs else ()
+        names += ("PACKED", "SPLIT_PAIRS") if self.packed_pairs else ()
         names += self.switches
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
@@ -554,9 +557,10 @@ class Description:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
         # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
-        # ... and CHUNKED (absent means 0: strided shares), PACKED (absent: builds take packed_default) and switches
+        # ... and CHUNKED (absent means 0: strided shares), PACKED (absent: builds take packed_default), SPLIT_PAIRS
+        # (absent means 0: interleaved pairs) and switches
         missing = [p for p in self.parameter_names() if p not in config
-                   and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", *self.switches)]
+                   and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", *self.switches)]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -595,6 +599,9 @@ class Description:
         if int(config.get("PACKED", 0)) and config.get("PARTIALS_LOCAL") and not device.has_int64_atomics:
             raise ConfigError(f"{self.name}: PACKED=1 needs local 64-bit atomics (cl_khr_int64_base_atomics), "
                               f"missing on {device.key}")
+        if int(config.get("PACKED", 0)) and int(config.get("SPLIT_PAIRS", 0)) and config.get("PARTIALS_LOCAL"):
+            raise ConfigError(f"{self.name}: PACKED=1 adds a pair in local memory as one 64-bit word, which "
+                              "SPLIT_PAIRS=1 keeps apart: at most one of them")
 
     def parameter_space(self, device: Device, sizes: dict[str, int] | None = None) -> list[Parameter]:
         """The tuning parameters and their valid values on ``device`` (powers of two, bounded by the
@@ -619,6 +626,7 @@ class Description:
             space.append(Parameter("CHUNKED", (0, 1), default["CHUNKED"]))
         if self.packed_pairs:
             space.append(Parameter("PACKED", (0, 1), default["PACKED"]))
+            space.append(Parameter("SPLIT_PAIRS", (0, 1), default["SPLIT_PAIRS"]))
         space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
             space.append(Parameter("SCRATCH_PRIVATE", (0, *self.private_scratch), default["SCRATCH_PRIVATE"]))
@@ -672,6 +680,7 @@ class Description:
             cfg["CHUNKED"] = int(device.type == "cpu")
         if self.packed_pairs:
             cfg["PACKED"] = self.packed_default(device, cfg)
+            cfg["SPLIT_PAIRS"] = 0
         cfg.update(dict.fromkeys(self.switches, 0))  # the description's heuristic decides them
         return cfg
 
