@@ -122,6 +122,28 @@ def test_failures_and_wrong_results_are_failed_trials_not_a_crash(cpu):
     assert res.seconds in ok_times  # a wrong configuration never wins, however fast
 
 
+def test_a_kernel_limit_rejects_the_larger_work_groups_of_its_variant(cpu):
+    """A configuration that a built kernel refused (it runs at most 16 work-items per group) teaches the study the
+    limit: larger work-groups of the same variant are rejected from then on without a build, smaller ones are still
+    measured."""
+    space = _space(cpu)
+    table: dict = _synthetic_table(space)
+    dims = space.description.dim_names
+    wg = lambda c: math.prod(c[f"NUM_WI_{d}"] for d in dims)  # noqa: E731
+    for cfg in space.enumerate():
+        if wg(cfg) > 16:
+            table[config_key(cfg)] = {"status": "invalid", "message": "kernel 'main' runs at most 16 work-items",
+                                      "limit": ["main", 16]}
+    assert wg(space.default) > 16  # the study starts with a refused configuration
+    seen = []
+    res = run_study(space, ReplayRunner(table, on_evaluate=seen.append), kernel="gh_sum", size_class="t",
+                    device_key=cpu.key, desc_hash="h", budget=25, seed=0)
+    assert [wg(c) > 16 for c in seen] == [True] + [False] * (len(seen) - 1)
+    assert res.measured == 25 and res.failed == 1
+    assert space.check({**space.default, "NUM_WI_row": 32}) is not None
+    assert space.check({**space.default, "NUM_WI_row": 16}) is None
+
+
 def test_interrupted_study_resumes_from_storage(cpu, tmp_path):
     space = _space(cpu)
     table = _synthetic_table(space)

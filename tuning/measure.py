@@ -32,6 +32,8 @@ class Measurement:
     seconds: float | None = None
     samples: list[float] = field(default_factory=list)
     message: str = ""
+    # (kernel, work-items): the most a built kernel runs per group, where that refused the configuration
+    limit: tuple[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,12 +124,14 @@ class LiveRunner:
     def _measure(self, config: dict[str, int], key: str) -> Measurement:
         import pyopencl as cl
 
-        from mdhom.mdh import BuildError, Computation, ConfigError
+        from mdhom.mdh import BuildError, Computation, ConfigError, KernelLimitError
 
         t0 = time.perf_counter()
         try:
             comp = Computation(self.description, self.device, config, self.dim_sizes)
             comp.program(comp._index64(self.dim_sizes, self.args))
+        except KernelLimitError as exc:
+            return Measurement(INVALID, message=str(exc), limit=(exc.kernel, exc.limit))
         except ConfigError as exc:
             return Measurement(INVALID, message=str(exc))
         except BuildError as exc:

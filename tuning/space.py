@@ -75,6 +75,8 @@ class SearchSpace:
         unknown = set(self.fixed) - {p.name for p in self.parameters}
         if unknown:
             raise ValueError(f"{self.description.name}: cannot fix unknown parameter(s) {sorted(unknown)}")
+        # per variant of the code (its 0/1 parameters): the most work-items per group its built kernels ran
+        self.limits: dict[tuple, dict[str, int]] = {}
         try:
             self._max_alloc = int(self.device.cl_device.max_mem_alloc_size)
         except Exception:  # noqa: BLE001 - a device object without the OpenCL handle (tests): global memory
@@ -88,6 +90,18 @@ class SearchSpace:
         return math.prod(int(config[f"NUM_WG_{d}"]) for d in self.description.lane_dims) > 1
 
     # ------------------------------------------------------------------ validity
+    def _variant(self, config: Mapping[str, int]) -> tuple:
+        """The parameters that choose the code rather than its work-groups: a kernel's registers, and so the most
+        work-items per group it runs, follow them."""
+        return tuple(sorted((k, int(v)) for k, v in config.items() if not k.startswith("NUM_")))
+
+    def learn_limit(self, config: Mapping[str, int], kernel: str, limit: int) -> None:
+        """A built kernel of ``config``'s variant runs at most ``limit`` work-items per group: configurations of
+        that variant asking for more are rejected from now on instead of each costing a build (on the H100 most
+        failed trials of the whole-row histogram were such: 256 at most where 1024 were asked)."""
+        known = self.limits.setdefault(self._variant(config), {})
+        known[kernel] = max(known.get(kernel, 0), int(limit))
+
     def check(self, config: Mapping[str, int]) -> str | None:
         """``None`` when ``config`` may be built, else the reason it is rejected."""
         cfg = {k: int(v) for k, v in config.items()}
@@ -97,6 +111,13 @@ class SearchSpace:
             return str(exc)
         if cfg == self.default:
             return None
+        known = self.limits.get(self._variant(cfg), {})
+        wg = math.prod(cfg[f"NUM_WI_{d}"] for d in self.description.dim_names)
+        if wg > known.get("main", wg):
+            return f"{wg} work-items per group, above the {known['main']} this variant's main kernel runs"
+        if cfg.get("NUM_WI_COMBINE", 1) > known.get("combine", cfg.get("NUM_WI_COMBINE", 1)):
+            return (f"NUM_WI_COMBINE={cfg['NUM_WI_COMBINE']}, above the {known['combine']} this variant's combining "
+                    "kernel runs")
         for d in self.description.dim_names:
             n = self.sizes.get(d)
             if n is not None and cfg[f"NUM_WG_{d}"] * cfg[f"NUM_WI_{d}"] > _next_pow2(n):

@@ -197,6 +197,8 @@ def run_study(
             raise TrialFailed(key)
         m = runner.evaluate(config)
         if not m.ok:
+            if m.limit is not None:
+                space.learn_limit(config, *m.limit)
             cache[key] = ("fail", None)
             trial.set_user_attr("failure", f"{m.status}: {m.message}"[:500])
             raise TrialFailed(f"{m.status}: {m.message}")
