@@ -352,15 +352,21 @@ HISTOGRAM_Q = KernelSpec(
     tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _ROOT, _hist_q_inputs, _hist_ref,
                   doc="int32 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features"))
 def _rows_inputs(s, rng):
-    """What a whole-row histogram call of the learner sees: ``node`` nodes of ``pos`` rows each, the rows of all
-    of them a random permutation of the matrix read through the row index (GPUs' default), int32 (g, h) at the
-    scale a round of that many rows uses, 63 bins + missing, rows x features."""
+    """What a whole-row histogram call of the learner sees: ``node`` nodes, the longest of ``pos`` rows and the
+    others of ``pos / 64 .. pos`` (log-uniform: a loss-guided batch's nodes differ that much, and a build is chosen
+    by its longest node), each a disjoint random set of the matrix's rows in ascending order (the partition keeps
+    a node's rows so) read through the row index (GPUs' default), int32 (g, h) at the scale a round of that many
+    rows uses, 63 bins + missing, rows x features."""
     n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
     n = n_nodes * per
     a = _hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
+    count = np.full(n_nodes, per, np.int64)
+    count[1:] = np.maximum(1, per * np.exp(-rng.random(n_nodes - 1) * np.log(64))).astype(np.int64)
+    begin = np.cumsum(count) - count
+    rows = rng.permutation(n)
+    ridx = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
     return {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
-            "slot_begin": np.arange(0, n, per, dtype=np.int32), "slot_count": np.full(n_nodes, per, np.int32),
-            "ridx": rng.permutation(n).astype(np.int32)}
+            "slot_begin": begin.astype(np.int32), "slot_count": count.astype(np.int32), "ridx": ridx.astype(np.int32)}
 
 
 def _rows_ref(a, n_bins: int = 64):
