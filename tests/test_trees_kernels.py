@@ -430,8 +430,8 @@ _LOCAL_PACKED = ((0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 0, 1), (1, 1, 0))
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_histogram_quantized_is_exact_under_every_configuration(device, feature_major):
     """int32 sums: every configuration, PARTIALS_LOCAL 0 (private partials) and 1 (local atomics), (g, h) added as
-    two 32-bit (interleaved or in two planes) or one packed 64-bit word, any split of rows over work-items and work-groups, gives the reference's
-    sums bit for bit."""
+    two 32-bit (interleaved or in two planes) or one packed 64-bit word, any split of rows over work-items and
+    work-groups, gives the reference's sums bit for bit."""
     n_rows, n_feat, n_bins, n_out = 1031, 5, 17, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(41, n_rows, n_feat, n_bins, n_out)
     assert 2**22 < np.abs(want).max() < 2**30  # the scale uses much of the int32 lanes' range
@@ -444,7 +444,8 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
     gh = np.stack([gq[ridx], hq[ridx]], axis=-1)
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "feat", "output", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WG_feat": 2, "NUM_WI_feat": 2, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2,
-              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp} for pl, pk, sp in _LOCAL_PACKED]
+              "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp}
+             for pl, pk, sp in _LOCAL_PACKED]
     cfgs = fixed + configs(desc, device, sizes, seed=42, n=3)
     for cfg in cfgs:
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,

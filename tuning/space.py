@@ -115,9 +115,9 @@ class SearchSpace:
         wg = math.prod(cfg[f"NUM_WI_{d}"] for d in self.description.dim_names)
         if wg > known.get("main", wg):
             return f"{wg} work-items per group, above the {known['main']} this variant's main kernel runs"
-        if cfg.get("NUM_WI_COMBINE", 1) > known.get("combine", cfg.get("NUM_WI_COMBINE", 1)):
-            return (f"NUM_WI_COMBINE={cfg['NUM_WI_COMBINE']}, above the {known['combine']} this variant's combining "
-                    "kernel runs")
+        combine = cfg.get("NUM_WI_COMBINE", 1)
+        if combine > known.get("combine", combine):
+            return f"NUM_WI_COMBINE={combine}, above the {known['combine']} this variant's combining kernel runs"
         for d in self.description.dim_names:
             n = self.sizes.get(d)
             if n is not None and cfg[f"NUM_WG_{d}"] * cfg[f"NUM_WI_{d}"] > _next_pow2(n):
