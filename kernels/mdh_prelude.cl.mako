@@ -58,9 +58,9 @@ inline void mdh_atomic_add_pair(__local atom_t* acc, const idx_t c, const int a,
 #endif
 }
 
-/* Adds (a, b) to the pair at p in private memory. Packed, every access to the accumulator between its zeroing
- * and its copy out (both whole-atom copies) is a ulong one, so type-based alias analysis cannot reorder them; the
- * accumulator is 8-byte aligned (vload2 / vstore2 instead ran 4x slower on PoCL). */
+/* Adds (a, b) to the pair at p in private memory. Packed, every access to the accumulator from its zeroing (ulong
+ * words) to mdh_unpack_pairs is a ulong one, so type-based alias analysis cannot reorder them; the accumulator is
+ * 8-byte aligned (vload2 / vstore2 instead ran 4x slower on PoCL). */
 inline void mdh_add_pair(int* p, const int a, const int b) {
 #if PACKED
     *(ulong*)p += mdh_pack_pair(a, b);
@@ -73,7 +73,7 @@ inline void mdh_add_pair(int* p, const int a, const int b) {
 /* The borrow a negative sum of a took from b, given back to every pair of a packed private accumulator. */
 inline void mdh_unpack_pairs(atom_t* acc) {
     ulong* p = (ulong*)acc;
-    for (idx_t i = 0; i < (idx_t)(sizeof(atom_t) / 8); ++i) {
+    for (idx_t i = 0; i < MDH_PAIRS; ++i) {
         const ulong w = p[i];
         p[i] = w + ((ulong)(as_int((uint)w) < 0) << 32);
     }

@@ -84,7 +84,7 @@ ${lane_loop(d)}\
         __local const uint* mdh_src = (__local const uint*)&mdh_lacc[c_lane];
 % if desc.packed_pairs:
 #if PACKED
-        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 8); w += R_LANES) {
+        for (idx_t w = r_lane; w < MDH_PAIRS; w += R_LANES) {
             const uint mdh_a = mdh_src[2 * w];
             mdh_dst[2 * w] = mdh_a;
             mdh_dst[2 * w + 1] = mdh_src[2 * w + 1] + (uint)(as_int(mdh_a) < 0);  /* the borrow of a negative a */
@@ -103,7 +103,19 @@ ${lane_loop(d)}\
     }
     barrier(CLK_LOCAL_MEM_FENCE);  /* the next iteration zeroes what was just read */
 #else
-    atom_t acc${" __attribute__((aligned(8)))" if desc.packed_pairs else ""} = mdh_neutral();
+% if desc.packed_pairs:
+#if PACKED
+    /* zeroed as ulong words: from here to mdh_unpack_pairs every access is a ulong one, so type-based alias
+     * analysis sees one type (zeroed through its int lanes, Intel's CPU compiler read the packed sums of a ragged
+     * fold as undefined) */
+    atom_t acc __attribute__((aligned(8)));
+    for (idx_t mdh_i = 0; mdh_i < MDH_PAIRS; ++mdh_i) ((ulong*)&acc)[mdh_i] = 0;
+#else
+    atom_t acc = mdh_neutral();
+#endif
+% else:
+    atom_t acc = mdh_neutral();
+% endif
     if (active) {
 % for d in lane_dims:
 ${lane_loop(d)}\

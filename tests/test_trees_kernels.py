@@ -461,7 +461,8 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
     sums bit for bit, with rows moved into position order or read through the row index; rows-major rows of a
     whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS); each work-item
-    from its own feature on (ROTATE) or all from the first."""
+    from its own feature on (ROTATE) or all from the first; private partials over contiguous runs of a node's rows
+    (CHUNKED), nodes of unequal counts (the fold is ragged)."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
     desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
@@ -474,7 +475,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl,
-              "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp)} for pl, pk, sp in _LOCAL_PACKED]
+              "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl} for pl, pk, sp in _LOCAL_PACKED]
     fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,

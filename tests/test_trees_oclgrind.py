@@ -124,10 +124,10 @@ QUANTIZED = textwrap.dedent("""
         "tree_gh_absmax": {**one(("pos", "output")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 4},
         # whole rows per point, a node's histogram per work-group in local memory (packed 64-bit atomics) or, in
         # blocks, per work-item in private memory (packed 64-bit adds); partials of 3 groups combined; each work-item
-        # from its own feature on
+        # from its own feature on; in blocks, each work-item folds a contiguous run of its node's rows (CHUNKED)
         "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8 if local else 1, "NUM_WG_pos": 3,
                                 "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1,
-                                "SPLIT_PAIRS": 0, "ROTATE": 1,
+                                "SPLIT_PAIRS": 0, "ROTATE": 1, "CHUNKED": 1 - local,
                                 # rows read through the row index are rows-major here: a row's bins as words
                                 **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {})},
     }
