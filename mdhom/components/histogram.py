@@ -21,6 +21,7 @@ tree_hist_siblings     side x node x cell               concat: [child, parent -
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -363,40 +364,66 @@ HISTOGRAM_Q = KernelSpec(
 def _rows_inputs(s, rng):
     """What a whole-row histogram call of the learner sees: ``node`` nodes, the longest of ``pos`` rows and the
     others of ``pos / 64 .. pos`` (log-uniform: a loss-guided batch's nodes differ that much, and a build is chosen
-    by its longest node), each a disjoint random set of the matrix's rows in ascending order (the partition keeps
-    a node's rows so) read through the row index (GPUs' default), int32 (g, h) at the scale a round of that many
-    rows uses, 63 bins + missing, rows x features."""
+    by its longest node), int32 (g, h) at the scale a round of that many rows uses, 63 bins + missing, rows x
+    features. Read through the row index (``row_index`` 1, GPUs' layout): each node a disjoint random set of the
+    matrix's rows in ascending order (the partition keeps a node's rows so); moved (0, CPUs' layout): the nodes'
+    rows contiguous, one range after another."""
     n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
     n = n_nodes * per
     a = _hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
     count = np.full(n_nodes, per, np.int64)
     count[1:] = np.maximum(1, per * np.exp(-rng.random(n_nodes - 1) * np.log(64))).astype(np.int64)
     begin = np.cumsum(count) - count
-    rows = rng.permutation(n)
-    ridx = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
-    return {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
-            "slot_begin": begin.astype(np.int32), "slot_count": count.astype(np.int32), "ridx": ridx.astype(np.int32)}
+    out = {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
+           "slot_begin": begin.astype(np.int32), "slot_count": count.astype(np.int32)}
+    if s.get("row_index", 1):
+        rows = rng.permutation(n)
+        out["ridx"] = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
+        out["ridx"] = out["ridx"].astype(np.int32)
+    return out
 
 
 def _rows_ref(a, n_bins: int = 64):
     n = a["n_rows"]
     bins = a["bins"].reshape(n, -1)
     gh = a["gh"].reshape(n, -1, 2)
-    h = histogram_reference(bins, gh[..., 0], gh[..., 1], a["ridx"], a["slot_begin"], a["slot_count"], n_bins)
+    ridx = a["ridx"] if "ridx" in a else np.arange(n)
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, a["slot_begin"], a["slot_count"], n_bins)
     return gh_struct(h).reshape(h.shape[0], -1)
 
 
-# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes): 10^7 rows in one node, in 8, 64
-# and 512 nodes, and a root of 10^6 rows; through the row index, as GPUs run it
-_ROW_CLASSES = {"rows_1e6_nodes_1": {"node": 1, "pos": 10**6, "feat": 28, "n_bins": 64}}
-_ROW_CLASSES.update({f"rows_1e7_nodes_{c}": {"node": c, "pos": 10**7 // c, "feat": 28, "n_bins": 64}
-                     for c in (1, 8, 64, 512)})
+# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes), in the variant the device's layout
+# reads (``row_index``): GPUs 10^7 rows in one node, in 8, 64 and 512 nodes, and a root of 10^6 rows; CPUs 10^6 rows
+# in 1, 8 and 64 nodes (a trial of 10^7 rows takes seconds there)
+def _row_class(prefix: str, nodes: int, rows: int, row_index: int) -> tuple[str, dict[str, int]]:
+    return (f"{prefix}_1e{round(math.log10(rows))}_nodes_{nodes}",
+            {"node": nodes, "pos": rows // nodes, "feat": 28, "n_bins": 64, "row_index": row_index})
+
+
+_ROW_CLASSES = dict([_row_class("rows", 1, 10**6, 1)] + [_row_class("rows", c, 10**7, 1) for c in (1, 8, 64, 512)]
+                    + [_row_class("index", c, 10**6, 1) for c in (8, 64)]
+                    + [_row_class("moved", c, 10**6, 0) for c in (1, 8, 64)])
+
+
+def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """Whether a class is the variant the device's fits read (its tuned layout's, else the backend's heuristic:
+    GPUs read rows through the row index, CPUs move them, at 28 features) at the sizes tuned on its type."""
+    from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
+
+    layout, _ = stored(device, "quantized", int(s["feat"]))
+    row_index = layout.row_index if layout is not None else int(device.type == "gpu")
+    total = s["node"] * s["pos"]
+    sized = (total >= 10**7 or s["node"] == 1) if device.type == "gpu" else total <= 10**6
+    return int(s.get("row_index", 1)) == int(row_index) and sized
+
+
 HISTOGRAM_ROWS = KernelSpec(
     "tree_histogram_rows", rows_heuristic,
-    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1, False, True), _ROW_CLASSES,
-                  _rows_inputs, _rows_ref,
-                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item), rows read through the "
-                      "row index, in 1 to 512 nodes"))
+    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1, False,
+                                           bool(s.get("row_index", 1))),
+                  _ROW_CLASSES, _rows_inputs, _rows_ref, applies=_rows_variant_applies,
+                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item) in 1 to 512 nodes, rows "
+                      "read through the row index or moved, as the device's layout reads them"))
 # the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
 # form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit
 SUBTRACT = KernelSpec("tree_hist_subtract", elementwise(gpu_groups_per_cu=4))
