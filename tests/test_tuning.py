@@ -381,3 +381,27 @@ def test_compare_splits_only_the_references_last_axis():
     bad = want.reshape(3, 6, 2, 8).copy()
     bad[1, 2, 1, 3] += 1.0
     assert "differ" in tunable.compare(bad, want)
+
+
+def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, monkeypatch, tmp_path):
+    """The tuner times the whole-row histogram as the device's layout reads rows (moved on CPUs, through the row
+    index on GPUs, or as a stored layout says), at the sizes of its device type: a CPU tuned on the row-index variant
+    (what every device was tuned on before) would store configurations for a kernel its fits never build."""
+    import dataclasses
+
+    from mdhom.components.histogram import HISTOGRAM_ROWS
+    from mdhom.trees.layouts import Layout, forcing
+
+    monkeypatch.setenv("MDHOM_TUNED_DIR", str(tmp_path))  # no stored layout: the heuristics decide
+    kernel = HISTOGRAM_ROWS.tunable()
+    fresh = dataclasses.replace(cpu, key="test-no-such-device-v0")
+    names = {t: sorted(kernel.classes(device=dataclasses.replace(fresh, type=t))) for t in ("cpu", "gpu")}
+    assert names["cpu"] == ["moved_1e6_nodes_1", "moved_1e6_nodes_64", "moved_1e6_nodes_8"]
+    assert names["gpu"] == ["rows_1e6_nodes_1", "rows_1e7_nodes_1", "rows_1e7_nodes_512", "rows_1e7_nodes_64",
+                            "rows_1e7_nodes_8"]
+    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048)):
+        assert sorted(kernel.classes(device=fresh)) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
+    for name, sizes in kernel.classes(device=fresh).items():  # each class describes the variant it is named for
+        assert ("ridx" in {i.name for i in kernel.describe(sizes).inputs}) == (not name.startswith("moved")), name
+    kernel.describe(kernel.size_classes["moved_1e6_nodes_8"]).check_config(
+        kernel.baseline_config(fresh, kernel.size_classes["moved_1e6_nodes_8"]), fresh)

@@ -413,7 +413,7 @@ def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
     layout, _ = stored(device, "quantized", int(s["feat"]))
     row_index = layout.row_index if layout is not None else int(device.type == "gpu")
     total = s["node"] * s["pos"]
-    sized = (total >= 10**7 or s["node"] == 1) if device.type == "gpu" else total <= 10**6
+    sized = (total > 10**6 or s["node"] == 1) if device.type == "gpu" else total <= 10**6
     return int(s.get("row_index", 1)) == int(row_index) and sized
 
 
