@@ -122,9 +122,9 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
  * features x rows when `split_cols` (the partition's column copy, row order), else as the bins are. */
 /* A split's rule and the address step of its feature's bins, read once per block into private memory: the loops
  * below write through pointers the compiler cannot tell apart from the table's, and would read them again per row.
- * With the (g, h) word count a constant (TREE_GH_WORDS), PoCL, 500k Higgs rows, 255 leaves, 2 cores: the block
- * partition's two kernels 38.1 -> 19.9 ms a round (the scatter 34% -> 76% of a copy). Passed by value: Oclgrind
- * cannot run what LLVM makes of a pointer to it. */
+ * With the (g, h) word count a constant (TREE_GH_WORDS), PoCL, 500k Higgs rows, 255 leaves, 2 cores: 1.06x a round
+ * (alternating fits in one process, old and new partition code). Passed by value: Oclgrind cannot run what LLVM
+ * makes of a pointer to it. */
 typedef struct {
     long at, step;     /* the split feature's bin of position p: split_bins[at + r * step], r = p or ridx[p] */
     int bin, cats, default_left;

@@ -177,7 +177,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     features' bins at once instead of contending for one feature's few). The row fold is ragged (a node folds its own
     rows, not the longest node's count) and ``CHUNKED`` (a work-item folds one contiguous run of its node's rows, what
     a CPU streams; strided shares made every work-group read every cache line of the rows: PoCL, 500k binned Higgs
-    rows, 255 leaves, the round's histograms 37 -> 22 ms)."""
+    rows in one node, kernel alone, 10.6-14.7 ms strided at 8 work-groups, 4.7 at 2, 3.5 chunked with ROW_WORDS)."""
     f, k, b = int(n_features), int(n_outputs), int(n_bins)
     inputs = [
         Input("bins", bin_ctype(b), ("*",), gather=True),
