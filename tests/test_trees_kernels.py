@@ -476,6 +476,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": pl,
               "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl} for pl, pk, sp in _LOCAL_PACKED]
+    fixed += [{**c, "CHUNKED": 1 - c["CHUNKED"]} for c in fixed]
     fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,

@@ -383,7 +383,7 @@ def test_compare_splits_only_the_references_last_axis():
     assert "differ" in tunable.compare(bad, want)
 
 
-def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, monkeypatch, tmp_path):
+def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, monkeypatch):
     """The tuner times the whole-row histogram as the device's layout reads rows (moved on CPUs, through the row
     index on GPUs, or as a stored layout says), at the sizes of its device type: a CPU tuned on the row-index variant
     (what every device was tuned on before) would store configurations for a kernel its fits never build."""
@@ -392,7 +392,7 @@ def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, 
     from mdhom.components.histogram import HISTOGRAM_ROWS
     from mdhom.trees.layouts import Layout, forcing
 
-    monkeypatch.setenv("MDHOM_TUNED_DIR", str(tmp_path))  # no stored layout: the heuristics decide
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # no stored layout (nor the defaults' groups): the heuristics decide
     kernel = HISTOGRAM_ROWS.tunable()
     fresh = dataclasses.replace(cpu, key="test-no-such-device-v0")
     names = {t: sorted(kernel.classes(device=dataclasses.replace(fresh, type=t))) for t in ("cpu", "gpu")}
@@ -401,7 +401,33 @@ def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, 
                             "rows_1e7_nodes_8"]
     with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048)):
         assert sorted(kernel.classes(device=fresh)) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
-    for name, sizes in kernel.classes(device=fresh).items():  # each class describes the variant it is named for
+    assert kernel.classes(device=dataclasses.replace(fresh, type="accelerator")) == {}  # builds no whole rows
+    with forcing(Layout(row_index=0, whole_rows=0, columns=0, lookahead=0, blocks=2048)):
+        assert kernel.classes(device=fresh) == {}
+    for name, sizes in kernel.size_classes.items():  # each class describes the variant it is named for
         assert ("ridx" in {i.name for i in kernel.describe(sizes).inputs}) == (not name.startswith("moved")), name
     kernel.describe(kernel.size_classes["moved_1e6_nodes_8"]).check_config(
         kernel.baseline_config(fresh, kernel.size_classes["moved_1e6_nodes_8"]), fresh)
+
+
+def test_a_tune_that_changes_the_layout_says_which_variants_to_tune_again(cpu, monkeypatch):
+    """Kernel studies run before the layout stage, in the variant of the layout stored then: when the stage stores a
+    layout that reads rows the other way, the whole-row histogram just tuned is not what the fits build, and the
+    tuner says to tune it again (and says nothing when the layout kept the variant)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from mdhom.components.histogram import HISTOGRAM_ROWS
+    from mdhom.trees.layouts import Layout, forcing
+    from mdhom.tuning.driver import _say_variants_changed
+
+    monkeypatch.setenv("MDHOM_TUNED", "0")
+    kernel = HISTOGRAM_ROWS.tunable()
+    fresh = dataclasses.replace(cpu, key="test-no-such-device-v0", type="cpu")
+    todo = [SimpleNamespace(kernel=kernel, size_class=c) for c in kernel.classes(False, fresh)]  # moved rows
+    said: list[str] = []
+    _say_variants_changed(todo, fresh, False, said.append)
+    assert said == []
+    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048)):
+        _say_variants_changed(todo, fresh, False, said.append)
+    assert len(said) == 1 and "--kernels tree_histogram_rows" in said[0], said

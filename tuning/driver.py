@@ -145,7 +145,24 @@ def tune_device(
         entries += unchecked
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
+            _say_variants_changed(todo, device, quick, echo)
     return results, path
+
+
+def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[str], None]) -> None:
+    """A size class may be the variant of the device's layout (``Tuning.applies``): where this tune stored a layout
+    that builds other variants than the kernel studies ran (the whole-row histogram of moved rows or of the row
+    index), those studies tuned code the fits no longer build; say which kernels to tune again."""
+    studied: dict[str, set[str]] = {}
+    for p in todo:
+        studied.setdefault(p.kernel.name, set()).add(p.size_class)
+    by_name = {p.kernel.name: p.kernel for p in todo}
+    stale = sorted(name for name, classes in studied.items()
+                   if getattr(by_name[name], "applies", None) is not None
+                   and set(by_name[name].classes(quick, device)) - classes)
+    if stale:
+        echo(f"the tuned layout builds other variants of {', '.join(stale)}: run `mdhom tune --device {device.key} "
+             f"--kernels {' '.join(stale)}` again to tune them")
 
 
 def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str], None] = print

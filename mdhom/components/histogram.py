@@ -392,29 +392,38 @@ def _rows_ref(a, n_bins: int = 64):
     return gh_struct(h).reshape(h.shape[0], -1)
 
 
-# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes), in the variant the device's layout
-# reads (``row_index``): GPUs 10^7 rows in one node, in 8, 64 and 512 nodes, and a root of 10^6 rows; CPUs 10^6 rows
-# in 1, 8 and 64 nodes (a trial of 10^7 rows takes seconds there)
 def _row_class(prefix: str, nodes: int, rows: int, row_index: int) -> tuple[str, dict[str, int]]:
+    """A size class of the whole-row histogram: ``rows`` rows in ``nodes`` nodes, read through the row index or
+    moved (``row_index``), named so that the tuned file says which."""
     return (f"{prefix}_1e{round(math.log10(rows))}_nodes_{nodes}",
             {"node": nodes, "pos": rows // nodes, "feat": 28, "n_bins": 64, "row_index": row_index})
 
 
+# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes), in the variant the device's layout
+# reads (``row_index``): GPUs through the row index, 10^7 rows in one node and in 8, 64 and 512 nodes, and a root of
+# 10^6 rows (``rows_*``); CPUs 10^6 rows in 1, 8 and 64 nodes (a trial of 10^7 rows takes seconds there), moved
+# (``moved_*``) or, where a CPU's layout reads the row index, ``rows_1e6_nodes_1`` and ``index_*``
 _ROW_CLASSES = dict([_row_class("rows", 1, 10**6, 1)] + [_row_class("rows", c, 10**7, 1) for c in (1, 8, 64, 512)]
                     + [_row_class("index", c, 10**6, 1) for c in (8, 64)]
                     + [_row_class("moved", c, 10**6, 0) for c in (1, 8, 64)])
 
 
 def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """Whether a class is the variant the device's fits read (its tuned layout's, else the backend's heuristic:
-    GPUs read rows through the row index, CPUs move them, at 28 features) at the sizes tuned on its type."""
+    """Whether a class is the variant the device's fits build, at the sizes tuned on its type. The layout is the
+    device's tuned one, else the backend's heuristic (:mod:`mdhom.trees.opencl_backend`: GPUs read rows through the
+    row index, other devices move them; CPUs build whole-row histograms of moved rows, accelerators none). A tune
+    that changes the layout tunes this kernel in the new variant on its next run (the tuner says so)."""
     from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
 
     layout, _ = stored(device, "quantized", int(s["feat"]))
-    row_index = layout.row_index if layout is not None else int(device.type == "gpu")
+    if layout is not None:
+        row_index, whole = layout.row_index, layout.row_index or layout.whole_rows
+    else:
+        row_index = int(device.type == "gpu")
+        whole = row_index or int(device.type == "cpu")
     total = s["node"] * s["pos"]
-    sized = (total > 10**6 or s["node"] == 1) if device.type == "gpu" else total <= 10**6
-    return int(s.get("row_index", 1)) == int(row_index) and sized
+    sized = total <= 10**6 if device.type == "cpu" else (total > 10**6 or s["node"] == 1)
+    return bool(whole) and int(s.get("row_index", 1)) == int(row_index) and sized
 
 
 HISTOGRAM_ROWS = KernelSpec(

@@ -229,7 +229,7 @@ class RowPartitioner:
         t0 = time.perf_counter()
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
-                f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * max(1, ws.n_outputs)}"]
+                f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
         row_bins = ws.n_features * ws.bin_bytes
         if moved and not ws.feature_major and row_bins % 4 == 0:
             opts.append(f"-DTREE_ROW_WORDS={row_bins // 4}")
