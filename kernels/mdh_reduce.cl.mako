@@ -111,10 +111,10 @@ ${lane_loop(d)}\
     atom_t acc __attribute__((aligned(8)));
     for (idx_t mdh_i = 0; mdh_i < MDH_PAIRS; ++mdh_i) ((ulong*)&acc)[mdh_i] = 0;
 #else
+% endif
     atom_t acc = mdh_neutral();
+% if desc.packed_pairs:
 #endif
-% else:
-    atom_t acc = mdh_neutral();
 % endif
     if (active) {
 % for d in lane_dims:

@@ -158,7 +158,7 @@ def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[
         studied.setdefault(p.kernel.name, set()).add(p.size_class)
     by_name = {p.kernel.name: p.kernel for p in todo}
     stale = sorted(name for name, classes in studied.items()
-                   if getattr(by_name[name], "applies", None) is not None
+                   if by_name[name].applies is not None
                    and set(by_name[name].classes(quick, device)) - classes)
     if stale:
         echo(f"the tuned layout builds other variants of {', '.join(stale)}: run `mdhom tune --device {device.key} "
