@@ -6,6 +6,7 @@ import pytest
 
 from mdhom.components import histogram as hg
 from mdhom.components import specs, tables
+from mdhom.components.histogram_builder import HistogramBuilder
 from mdhom.components.split import XGBOOST_GAIN, Gain, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import get_device
@@ -61,7 +62,7 @@ def test_plugged_in_gain(device):
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
 
-    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), hg.HistogramBuilder(ws)
+    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
     evaluator = SplitEvaluator(ws, LEFT_HESSIAN)
     assert evaluator.d_score.name == "tree_split_score_left_hessian"
     grads.set_gradients(g, h)

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.histogram import FEW_NODES, LEVEL_NODES
+from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import (
     REALS,
     defines,
@@ -369,7 +369,7 @@ def score_spec(gain: Gain) -> KernelSpec:
 # ------------------------------------------------------------------------------------------------ the evaluator
 class SplitEvaluator:
     """The best split of every node of a batch of histograms (in the workspace's ``hist_work``, where
-    :meth:`mdhom.components.histogram.HistogramBuilder.to_work` puts them), under a pluggable :class:`Gain`."""
+    :meth:`mdhom.components.histogram_builder.HistogramBuilder.to_work` puts them), under a pluggable :class:`Gain`."""
 
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain

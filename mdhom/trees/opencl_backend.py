@@ -26,7 +26,8 @@ import pyopencl.array as cl_array
 
 from mdhom.components.binning import DeviceBinner
 from mdhom.components.gradients import GradientSource
-from mdhom.components.histogram import DeviceHist, HistogramBuilder, rows_fit
+from mdhom.components.histogram import rows_fit
+from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater

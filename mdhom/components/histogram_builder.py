@@ -1,0 +1,275 @@
+"""The histogram builder: a tree's histograms in an arena on the device (one slot per node), built per call for the
+listed nodes, their siblings by subtraction, and the copies into the split search's input. The descriptions it
+launches, their heuristics and tuner inputs are :mod:`mdhom.components.histogram`'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mdhom.components.histogram import (
+    HISTOGRAM_ROWS,
+    SIBLINGS,
+    hist_siblings,
+    histogram,
+    histogram_rows,
+    histogram_spec,
+    rows_fit,
+)
+from mdhom.components.workspace import Bound, Workspace
+
+
+@dataclass
+class DeviceHist:
+    """A handle to histograms on the device: ``n_nodes`` consecutive node slots of the tree's arena, each
+    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`)."""
+
+    slot: int
+    n_nodes: int
+    nodes: np.ndarray
+    gen: int
+
+
+# The node count the batch builds of the split search are configured for (depthwise levels and loss-guided batches
+# hold 2 .. ~2^depth nodes); searches of up to FEW_NODES nodes (one or two splits' children) run the build
+# configured for one node. Histograms: a build per class of node counts, (count, role), a call taking the first
+# class that holds it.
+LEVEL_NODES = 64
+FEW_NODES = 4
+NODE_CLASSES = ((1, ""), (8, "few"), (LEVEL_NODES, "levels"))
+
+
+def row_classes(rows: int) -> tuple[tuple[int, str], ...]:
+    """Whole-row histograms: builds by rows per node (the work-groups a node gets follow its rows), as node
+    counts that share the rows: every row in one node, an eighth, a 64th, a 512th (above 1024 rows a node)."""
+    out = [(1, "")]
+    for c, role in ((8, "few"), (64, "levels"), (512, "small")):
+        if rows // c >= 1024:
+            out.append((c, role))
+    return tuple(out)
+
+
+class HistogramBuilder:
+    """Histograms of listed nodes into the tree's arena, and the arena's bookkeeping (handles, sibling
+    subtraction, copies into the split search's input ``hist_work``).
+
+    The rows of node ``i`` of a call are ``slot_begin[i] .. + slot_count[i]`` (positions), tables that the
+    row partitioner fills (:meth:`mdhom.components.partition.RowPartitioner.slots`)."""
+
+    def __init__(self, ws: Workspace, whole_rows: bool = False) -> None:
+        self.ws = ws
+        p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
+        rows = max(1, ws.n_rows)
+        # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
+        # memory; always in row-index mode
+        # row-index mode builds whole rows where it can (quantized, fits), else a feature per lane through ridx
+        self.whole_rows = ws.quantized and rows_fit(ws.device, f, k, b) and (ws.row_index or whole_rows)
+        if self.whole_rows:
+            self.spec = HISTOGRAM_ROWS
+            self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index, ws.sparse)
+            dims = {}
+        else:
+            self.spec = histogram_spec(p)
+            self.d_hist = histogram(b, p, ws.feature_major, ws.row_index, ws.sparse)
+            dims = {"feat": f, "output": k}
+        self.d_sib = hist_siblings(p)
+        # one build per class of node counts (NODE_CLASSES): the split of work-groups between nodes and rows is
+        # fixed at build time, and a batch of many small nodes wants it otherwise than one node of every row
+        self.classes = row_classes(rows) if self.whole_rows else NODE_CLASSES
+        builds = [ws.build(self.spec, self.d_hist, {"node": c, **dims, "pos": max(1, rows // c)}, role=r)
+                  for c, r in self.classes]
+        sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
+        self.nb = ws.node_bytes
+        # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
+        self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
+        self.ensure(16)
+        ws.ensure("arena", 64 * self.nb)
+
+        ridx = {"ridx": ws.ridx} if ws.row_index else {}
+
+        def hist_buffers():  # noqa: ANN202
+            return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
+                                          slot_count=ws["slot_count"], **ridx)
+
+        self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
+        self.k_sib = Bound(ws, sib, lambda: (ws["hist_work"], dict(child=ws["hist_small"], parent=ws["arena"],
+                                                                   pidx=ws["pidx"])))
+        self.gen = 0
+        self.reset()
+
+    def ensure(self, n: int) -> None:
+        """Room for ``n`` nodes per call (histograms), 2n per split search."""
+        ws, nb = self.ws, self.nb
+        for name, nbytes in (("hist_small", n * nb), ("hist_work", 2 * n * nb), ("slot_begin", 8 * n),
+                             ("slot_count", 8 * n), ("pidx", 8 * n)):
+            if nbytes > ws.capacity(name):
+                ws.ensure(name, nbytes)
+                self._small_holds = self._work_holds = None
+
+    def reset(self) -> None:
+        """A new tree: an empty arena; handles of the previous tree become invalid."""
+        self.gen += 1
+        self.top = 0
+        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
+        self._work_holds: tuple[int, int, int] | None = None  # ... and hist_work
+
+    def check(self, hist: DeviceHist, transient: bool = False) -> None:
+        """A handle of this tree; a transient one (``build(transient=True)``) only where allowed, and only while
+        hist_small still holds it."""
+        if hist.gen != self.gen:
+            raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
+        if hist.slot < 0 and (not transient or self._small_holds != (hist.gen, hist.slot, hist.n_nodes)):
+            raise ValueError("a transient histogram handle is only the child of the next siblings call")
+
+    def _alloc(self, n: int) -> int:
+        slot = self.top
+        self.ws.ensure("arena", (slot + n) * self.nb, keep=slot * self.nb)
+        self.top = slot + n
+        return slot
+
+    def _copy(self, dst: str, dst_slot: int, src: str, src_slot: int, n: int) -> None:
+        ws, nb = self.ws, self.nb
+        ws.copy("tree_copy", ws[dst], dst_slot * nb, ws[src], src_slot * nb, n * nb)
+
+    def zeros(self, nodes: np.ndarray) -> DeviceHist:
+        n = int(nodes.size)
+        slot = self._alloc(n)
+        self.ws.fill("tree_fill", self.ws["arena"], slot * self.nb, n * self.nb)
+        return DeviceHist(slot, n, np.asarray(nodes, np.int32), self.gen)
+
+    def build(self, nodes: np.ndarray, max_count: int, rows: int = 0, transient: bool = False) -> DeviceHist:
+        """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest; ``rows``, their
+        rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are read once).
+        ``transient``: the handle is only the child of the next ``siblings`` call, which copies it with its
+        siblings into the arena anyway; it gets no copy of its own (a launch per split step)."""
+        nodes = np.asarray(nodes, np.int32).reshape(-1)
+        n = int(nodes.size)
+        if n == 0 or max_count == 0:
+            return self.zeros(nodes)
+        ws = self.ws
+        if self.whole_rows:
+            sizes = {"node": n, "pos": max_count}
+        else:
+            sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
+        if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
+            n_rows = max(1, self.ws.n_rows)
+            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n_rows // c <= max_count),
+                                      len(self.classes) - 1)]
+        else:  # by node count: the first class that holds them
+            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
+        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.pos_stride), rows * self.row_bytes)
+        if transient:
+            self._small_holds = (self.gen, -1, n)
+            return DeviceHist(-1, n, nodes, self.gen)
+        slot = self._alloc(n)
+        self._copy("arena", slot, "hist_small", 0, n)
+        self._small_holds = (self.gen, slot, n)
+        return DeviceHist(slot, n, nodes, self.gen)
+
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
+        """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch)."""
+        self.check(child, transient=True)
+        n = child.n_nodes
+        self.ensure(n)
+        if self._small_holds != (child.gen, child.slot, n):
+            self._copy("hist_small", 0, "arena", child.slot, n)
+            self._small_holds = (child.gen, child.slot, n)
+        run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))  # a contiguous run of parents: no index table
+        if not run:
+            self.ws.put("pidx", self.ws["pidx"], parent_slots, np.int32)
+        self.ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self.ws.cells},
+                                                        use_index=int(not run),
+                                                        pnode0=int(parent_slots[0]) if run else 0))
+        self._work_holds = None
+
+    def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray) -> DeviceHist:
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._alloc(0), 0, nodes, self.gen)
+        self._siblings_to_work(parent_slots, child)
+        slot = self._alloc(2 * n)
+        self._copy("arena", slot, "hist_work", 0, 2 * n)
+        self._work_holds = (self.gen, slot, 2 * n)
+        return DeviceHist(slot, 2 * n, nodes, self.gen)
+
+    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
+        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
+        n = child.n_nodes
+        idx = np.arange(n) if index is None else np.asarray(index, np.int64).reshape(-1)
+        if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
+            raise ValueError("siblings: one parent node per child, within the parent handle")
+        self.check(parent)
+        nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
+        return self._siblings_into_arena(idx + parent.slot, child, nodes)
+
+    def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
+        """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
+        of this tree (loss-guided batches split leaves searched in different steps)."""
+        if len(parents) != child.n_nodes:
+            raise ValueError("siblings_from: one parent node per child")
+        for h, i in parents:
+            self.check(h)
+            if not 0 <= i < h.n_nodes:
+                raise ValueError("siblings_from: a parent index outside its handle")
+        slots = np.array([h.slot + i for h, i in parents], np.int64)
+        pnodes = np.array([h.nodes[i] if h.nodes.size else -1 for h, i in parents], np.int32)
+        return self._siblings_into_arena(slots, child, np.concatenate([child.nodes, pnodes]))
+
+    def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
+        if parent.n_nodes != child.n_nodes:
+            raise ValueError(f"subtract: node counts differ, {parent.n_nodes} and {child.n_nodes}")
+        n = child.n_nodes
+        if n == 0:
+            return DeviceHist(self._alloc(0), 0, parent.nodes, self.gen)
+        self.check(parent)
+        self._siblings_to_work(parent.slot + np.arange(n), child)
+        slot = self._alloc(n)
+        self._copy("arena", slot, "hist_work", n, n)
+        return DeviceHist(slot, n, parent.nodes, self.gen)
+
+    def take(self, hist: DeviceHist, index: np.ndarray) -> DeviceHist:
+        """The listed nodes of a multi-node handle (device copies, one per run of consecutive nodes)."""
+        self.check(hist)
+        index = np.asarray(index, np.int64).reshape(-1)
+        slot = self._alloc(index.size)
+        i = 0
+        while i < index.size:
+            j = i + 1
+            while j < index.size and index[j] == index[j - 1] + 1:
+                j += 1
+            self._copy("arena", slot + i, "arena", hist.slot + int(index[i]), j - i)
+            i = j
+        return DeviceHist(slot, int(index.size), hist.nodes[index] if hist.nodes.size else hist.nodes, self.gen)
+
+    def concat(self, hists: list[DeviceHist]) -> DeviceHist:
+        n = sum(h.n_nodes for h in hists)
+        nodes = np.concatenate([h.nodes for h in hists]) if hists else np.zeros(0, np.int32)
+        slot = self._alloc(n)
+        at = slot
+        for h in hists:
+            self.check(h)
+            self._copy("arena", at, "arena", h.slot, h.n_nodes)
+            at += h.n_nodes
+        return DeviceHist(slot, n, nodes, self.gen)
+
+    def to_work(self, hist: DeviceHist) -> None:
+        """The handle's histograms into hist_work, where the split search reads them (no copy when there)."""
+        self.check(hist)
+        n = hist.n_nodes
+        if self.ws.capacity("hist_work") < n * self.nb:
+            self.ensure(-(-n // 2))
+        if self._work_holds != (hist.gen, hist.slot, n):
+            self._copy("hist_work", 0, "arena", hist.slot, n)
+            self._work_holds = (hist.gen, hist.slot, n)
+
+    def to_host(self, hist: DeviceHist) -> np.ndarray:
+        """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
+        sums when quantized (as the numpy reference keeps them)."""
+        self.check(hist)
+        ws = self.ws
+        h = np.empty((hist.n_nodes, ws.n_features, ws.n_outputs, ws.n_bins), ws.gh_dtype)
+        ws.read(h, ws["arena"], hist.slot * self.nb)
+        arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
+        arr = arr.astype(np.int64 if ws.quantized else np.float64)
+        return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))
