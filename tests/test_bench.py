@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import types
 
 import numpy as np
 import pytest
@@ -738,3 +739,41 @@ def test_issue_shape_trains_in_little_extra_memory_on_numpy():
     if r["peak_source"] != "VmHWM":
         pytest.skip("the peak RSS cannot be reset here (no /proc/self/clear_refs)")
     assert r["growth_mib"] < 80, r
+
+
+class _FakeEvent:
+    def __init__(self, start_s: float, end_s: float) -> None:
+        self.profile = types.SimpleNamespace(start=int(start_s * 1e9), end=int(end_s * 1e9))
+
+
+def test_timeline_summary_is_the_union_of_kernel_intervals_per_round():
+    from mdhom.bench.profile import format_profile, summarize, summarize_timeline
+
+    ev = _FakeEvent
+    events = [None, ("a", ev(0.0, 1.0)),  # round 1: skipped in the medians
+              None, ("a", ev(10.0, 11.0)), ("b", ev(10.5, 12.0)), ("c", ev(13.0, 14.0)),  # busy 3 of a 4 s span
+              None, ("a", ev(20.0, 21.0)), ("b", ev(20.2, 20.4)), ("c", ev(22.0, 23.0))]  # busy 2 of 3
+    t = summarize_timeline([5.0, 5.0, 4.0], events)
+    assert t["rounds"] == 3 and t["launches"] == 7 / 3
+    assert t["busy_seconds"] == pytest.approx(2.5) and t["span_seconds"] == pytest.approx(3.5)
+    assert t["wall_seconds"] == pytest.approx(4.5)
+    rounds = [{"kernel_seconds": {"a": 1.0}, "call_seconds": {}}] * 3
+    text = format_profile({"status": "ok", **summarize([5.0, 5.0, 4.0], rounds), "timeline": t})
+    assert "device busy, unserialised fit" in text and "55.6%" in text  # 2.5 of 4.5
+
+
+def test_timeline_of_a_real_fit_runs_unserialised(device):
+    """The timeline fit records every launch without turning profiling on (no waits per launch), and its busy
+    time lies within the kernels' span."""
+    from mdhom import TreeBoostClassifier
+    from mdhom.bench.profile import record_timeline, summarize_timeline
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 5))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    with record_timeline() as recorder:
+        model = TreeBoostClassifier(n_estimators=3, max_leaves=7, device=device).fit(X, y)
+    assert recorder.backend is not None and recorder.backend.profile is False
+    t = summarize_timeline(list(model.round_times_), recorder.events)
+    assert t["rounds"] == 3 and t["launches"] > 5
+    assert 0 < t["busy_seconds"] <= t["span_seconds"] + 1e-9

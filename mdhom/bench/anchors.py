@@ -245,10 +245,25 @@ class Mdhom(System):
             from mdhom.bench.profile import copy_bandwidth
 
             copy = copy_bandwidth(recorder.backend.device)
-            return {"status": "ok", **summarize(list(model.round_times_), recorder.rounds()),
-                    "copy_bytes_per_second": copy}
+            out = {"status": "ok", **summarize(list(model.round_times_), recorder.rounds()),
+                   "copy_bytes_per_second": copy}
+            del model, recorder
+            gc.collect()
+            out["timeline"] = self._timeline(X, y, params, rounds)
+            return out
         except Exception as exc:  # the timed run stands without its profile
             return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+
+
+    def _timeline(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any], rounds: int) -> dict[str, Any] | None:
+        """A third fit, at full speed, whose launches' events tell how much of each round the device was busy."""
+        from mdhom.bench.profile import record_timeline, summarize_timeline
+
+        with record_timeline() as recorder:
+            model = self.cls(**{**params, "n_estimators": rounds}).fit(X, y)
+        if recorder.backend is None:
+            return None
+        return summarize_timeline(list(model.round_times_), recorder.events)
 
 
 # ------------------------------------------------------------------------------------------ LightGBM

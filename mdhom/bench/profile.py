@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KernelRecorder", "record_fit", "summarize", "format_profile"]
+__all__ = ["KernelRecorder", "record_fit", "record_timeline", "summarize", "summarize_timeline", "format_profile"]
 
 # the TreeKernels protocol's calls (mdhom.trees.backend); any the backend lacks are skipped
 BACKEND_CALLS = (
@@ -163,6 +163,89 @@ def record_fit() -> Iterator[KernelRecorder]:
             recorder.mark()
 
 
+class TimelineRecorder:
+    """Collects the launches' events of the backend the estimator creates (``timeline``: no waits, so the fit runs
+    at full speed), a ``None`` between rounds (at each round's gradients, as :class:`KernelRecorder` cuts)."""
+
+    def __init__(self, starts: tuple[str, ...] = ROUND_STARTS) -> None:
+        self.starts = starts
+        self.events: list[tuple[str, Any] | None] = []
+        self.backend: Any = None
+        self.unsupported: str | None = None
+
+    def wrap(self, kernels: Any) -> Any:
+        if self.backend is not None:
+            return kernels
+        if not hasattr(kernels, "timeline"):
+            self.unsupported = f"{type(kernels).__name__} keeps no timeline of its launches"
+            return kernels
+        kernels.timeline = self.events
+        self.backend = kernels
+        for name in self.starts:
+            method = getattr(kernels, name, None)
+            if callable(method):
+                setattr(kernels, name, self._cut(method))
+        return kernels
+
+    def _cut(self, method: Any) -> Any:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.events.append(None)
+            return method(*args, **kwargs)
+
+        return call
+
+
+@contextlib.contextmanager
+def record_timeline() -> Iterator[TimelineRecorder]:
+    """:func:`record_fit` for :class:`TimelineRecorder`."""
+    from mdhom.trees import estimators
+
+    recorder = TimelineRecorder()
+    original = estimators.make_kernels
+
+    def make_kernels(*args: Any, **kwargs: Any) -> Any:
+        return recorder.wrap(original(*args, **kwargs))
+
+    estimators.make_kernels = make_kernels
+    try:
+        yield recorder
+    finally:
+        estimators.make_kernels = original
+
+
+def summarize_timeline(wall: list[float], events: list[tuple[str, Any] | None], skip: int = 1) -> dict[str, Any]:
+    """Per round of an unserialised fit: the device's span (first kernel start to last kernel end) and busy time
+    (the union of its kernels' intervals); medians over rounds ``skip+1 .. n``. Busy well below the wall time says
+    the device waits for the host (launches, read-backs, the host's decisions between steps). The fit has
+    ended, so every event is complete (each round ends in a sync)."""
+    rounds: list[list[tuple[float, float]]] = []
+    for item in events:
+        if item is None:
+            rounds.append([])
+        elif rounds:
+            rounds[-1].append(item[1])
+    spans, busy = [], []
+    for evs in rounds:
+        if not evs:
+            continue
+        iv = sorted((e.profile.start * 1e-9, e.profile.end * 1e-9) for e in evs)
+        total, end = 0.0, iv[0][0]
+        for a, b in iv:
+            total += max(0.0, b - max(a, end))
+            end = max(end, b)
+        spans.append(end - iv[0][0])
+        busy.append(total)
+    n = min(len(wall), len(spans))
+    steady = slice(skip, n) if n > skip else slice(0, n)
+
+    def med(vals: list[float]) -> float:
+        return float(np.median(vals[steady])) if vals[steady] else 0.0
+
+    return {"rounds": n, "wall_seconds": med(list(wall)), "span_seconds": med(spans), "busy_seconds": med(busy),
+            "launches": len([e for e in events if e is not None]) / max(1, len(rounds))}
+
+
 def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip: int = 1) -> dict[str, Any]:
     """Per-round rows and their mean over rounds ``skip+1 .. n`` (round 1 builds programs: excluded).
 
@@ -274,6 +357,11 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
     lines.append(f"{'wall, profiled run':<40}{m['wall_seconds']:>11.4g}{'':>8}{1:>8.1%}")
     if unprofiled_median is not None:
         lines.append(f"{'wall, timed run (median, no profiling)':<40}{unprofiled_median:>11.4g}")
+    t = profile.get("timeline")
+    if t and t.get("wall_seconds"):
+        lines.append(f"{'device busy, unserialised fit (median)':<40}{t['busy_seconds']:>11.4g}{t['launches']:>8.1f}"
+                     f"{t['busy_seconds'] / t['wall_seconds']:>8.1%}  of its {t['wall_seconds']:.4g} s {unit}"
+                     f" (kernels' span {t['span_seconds']:.4g} s)")
     if m.get("backend_calls"):
         lines.append("backend calls (host time, their kernels included):")
         for name, c in m["backend_calls"].items():

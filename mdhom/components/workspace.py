@@ -70,6 +70,7 @@ class Workspace:
         self.device = get_device(device)
         self._queue: cl.CommandQueue | None = None  # chosen at the first command: see ``profile``
         self._profile = False
+        self._timeline: list[tuple[str, cl.Event] | None] | None = None
         self.precision = precision
         self.quantized = lanes.is_quantized(precision)
         self.rp = "single" if precision == "single" else "double"  # the precision of the real-valued kernels
@@ -171,8 +172,15 @@ class Workspace:
         """The fit's in-order queue: the device's profiling queue when ``profile`` was on before the first command,
         else its queue without profiling (cheaper per command)."""
         if self._queue is None:
-            self._queue = self.device.queue if self._profile else self.device.fast_queue
+            self._queue = self.device.queue if self._profile or self._timeline is not None else self.device.fast_queue
         return self._queue
+
+    def _to_profiling_queue(self) -> None:
+        """Finish the queue without profiling, if one was used, and go on in the profiling one (re-binding)."""
+        if self._queue is not None and self._queue is not self.device.queue:
+            self._queue.finish()
+            self._queue = self.device.queue
+            self.version += 1
 
     @property
     def profile(self) -> bool:
@@ -183,11 +191,22 @@ class Workspace:
 
     @profile.setter
     def profile(self, on: bool) -> None:
-        if on and self._queue is not None and self._queue is not self.device.queue:
-            self._queue.finish()
-            self._queue = self.device.queue
-            self.version += 1
+        if on:
+            self._to_profiling_queue()
         self._profile = bool(on)
+
+    @property
+    def timeline(self) -> list[tuple[str, cl.Event] | None] | None:
+        """A list that every launch's ``(name, event)`` pairs are appended to, without waiting (in the profiling
+        queue), or None. ``profile`` serialises launches, so it cannot tell how much of a round the device was busy
+        while the host enqueued the next work; the events of a fit at full speed can (the benches' timeline)."""
+        return self._timeline
+
+    @timeline.setter
+    def timeline(self, events: list[tuple[str, cl.Event] | None] | None) -> None:
+        if events is not None:
+            self._to_profiling_queue()
+        self._timeline = events
 
     def adopt(self, arr: cl_array.Array) -> None:
         """Wait for the queue that made a device array given to this workspace, where it is not this one: two
@@ -356,6 +375,8 @@ class Workspace:
         that launched it (launches serialised: device time never overlaps the host work it is compared with),
         and add ``nbytes``, what the launch must move by design, to :attr:`kernel_bytes`."""
         self.launches += len(events)
+        if self._timeline is not None:
+            self._timeline.extend((name, e) for e in events)
         if self.profile:
             if events:
                 cl.wait_for_events(events)

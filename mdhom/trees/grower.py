@@ -345,6 +345,10 @@ class _Candidates:
         self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
         # per node searched: whether its left child is the smaller (decided once per search, as arrays)
         self.small_left: dict[int, bool] = {0: bool(left_smaller(splits.left_sum, splits.right_sum)[0])}
+        # per node searched: its best split's (feature, bin, default_left) as Python scalars, for expand's table
+        # (numpy item reads per node cost more than the search's read-back on a GPU host)
+        self.rule: dict[int, tuple[int, int, bool]] = {
+            0: (int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
         self.depth: dict[int, int] = {0: 0}
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
@@ -357,32 +361,28 @@ class _Candidates:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split."""
         kernels, ns = self.kernels, len(batch)
-        feature, bin_, default_left, left_small, tables = [], [], [], [], []
-        for node in batch:
-            sp, i = self.found[node]
-            feature.append(sp.feature[i])
-            bin_.append(sp.bin[i])
-            default_left.append(sp.default_left[i])
-            if sp.cat_left is not None:
-                tables.append(sp.cat_left[i])
-            left_small.append(self.small_left[node])
-        lo = np.arange(self.n_ids, self.n_ids + 2 * ns, 2, dtype=np.int32)
-        hi = lo + 1
+        rule, small_left, depth, kids = self.rule, self.small_left, self.depth, self.children
+        rules = [rule[node] for node in batch]
+        feature = [r[0] for r in rules]
+        left_small = [small_left[node] for node in batch]
+        first = self.n_ids
         self.n_ids += 2 * ns
-        grow = [k for k, node in enumerate(batch) if _can_split(self.depth[node] + 1, self.params)]
+        lo = np.arange(first, first + 2 * ns, 2, dtype=np.int32)
+        grow = [k for k, node in enumerate(batch) if _can_split(depth[node] + 1, self.params)]
         cats = None
-        if any_categorical(self.params, feature):
-            cats = np.stack(tables)  # every search of a fit with categorical features carries its tables
-        kernels.apply_splits(np.asarray(batch, np.int32), np.asarray(feature, np.int32), np.asarray(bin_, np.int32),
-                             np.asarray(default_left, bool), lo, hi,
-                             small_left=np.asarray(left_small) if len(grow) == ns else None, cat_left=cats)
+        if any_categorical(self.params, feature):  # every search of a fit with categorical features has tables
+            cats = np.stack([sp.cat_left[i] for sp, i in (self.found[node] for node in batch)])
+        kernels.apply_splits(np.array(batch, np.int32), np.array(feature, np.int32),
+                             np.array([r[1] for r in rules], np.int32), np.array([r[2] for r in rules], bool),
+                             lo, lo + 1, small_left=np.array(left_small) if len(grow) == ns else None, cat_left=cats)
         for k, node in enumerate(batch):
-            self.children[node] = (int(lo[k]), int(hi[k]))
-            self.depth[int(lo[k])] = self.depth[int(hi[k])] = self.depth[node] + 1
+            c = first + 2 * k
+            kids[node] = (c, c + 1)
+            depth[c] = depth[c + 1] = depth[node] + 1
         if not grow:
             return
-        small = [int(lo[k] if left_small[k] else hi[k]) for k in grow]
-        large = [int(hi[k] if left_small[k] else lo[k]) for k in grow]
+        small = [first + 2 * k + (0 if left_small[k] else 1) for k in grow]
+        large = [first + 2 * k + (1 if left_small[k] else 0) for k in grow]
         h_small = kernels.histograms(np.asarray(small, np.int32), transient=True)
         pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
         children = small + large
@@ -424,11 +424,14 @@ class _Candidates:
         n_in = len(nodes) if n_in is None else n_in
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
         gains = found.gain.tolist()
+        rules = list(zip(found.feature.tolist(), found.bin.tolist(), found.default_left.tolist(), strict=True))
+        hist, found_, gain, small_left, rule = self.hist, self.found, self.gain, self.small_left, self.rule
         for node, j in zip(nodes, at, strict=True):
-            self.hist[node] = (pair, j, n_in)
-            self.found[node] = (found, j)
-            self.gain[node] = gains[j]
-            self.small_left[node] = smaller[j]
+            hist[node] = (pair, j, n_in)
+            found_[node] = (found, j)
+            gain[node] = gains[j]
+            small_left[node] = smaller[j]
+            rule[node] = rules[j]
         return smaller
 
     def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:

@@ -132,6 +132,7 @@ class OpenCLTreeKernels:
     # ------------------------------------------------------------------------------------------ counters
     build_seconds = _workspace_attribute("build_seconds")
     profile = _workspace_attribute("profile", writable=True)  # the bench's recorder turns profiling on
+    timeline = _workspace_attribute("timeline", writable=True)  # ... or collects its launches' events unserialised
     kernel_seconds = _workspace_attribute("kernel_seconds", writable=True)  # ... and counts calls in its own dict
     kernel_bytes = _workspace_attribute("kernel_bytes")  # bytes moved by design, per kernel (when profiling)
     syncs = _workspace_attribute("syncs")
