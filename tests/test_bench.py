@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import types
 
 import numpy as np
 import pytest
@@ -741,30 +740,28 @@ def test_issue_shape_trains_in_little_extra_memory_on_numpy():
     assert r["growth_mib"] < 80, r
 
 
-class _FakeEvent:
-    def __init__(self, start_s: float, end_s: float) -> None:
-        self.profile = types.SimpleNamespace(start=int(start_s * 1e9), end=int(end_s * 1e9))
-
-
 def test_timeline_summary_is_the_union_of_kernel_intervals_per_round():
     from mdhom.bench.profile import format_profile, summarize, summarize_timeline
 
-    ev = _FakeEvent
-    events = [None, ("a", ev(0.0, 1.0)),  # round 1: skipped in the medians
-              None, ("a", ev(10.0, 11.0)), ("b", ev(10.5, 12.0)), ("c", ev(13.0, 14.0)),  # busy 3 of a 4 s span
-              None, ("a", ev(20.0, 21.0)), ("b", ev(20.2, 20.4)), ("c", ev(22.0, 23.0))]  # busy 2 of 3
-    t = summarize_timeline([5.0, 5.0, 4.0], events)
-    assert t["rounds"] == 3 and t["launches"] == 7 / 3
+    s = 10**9  # device nanoseconds, at a realistic offset (the unit of OpenCL profiling timestamps)
+    base = 1_700_000_000 * s
+    rounds = [[(base, base + s)],  # round 1: skipped in the medians
+              [(base + 10 * s, base + 11 * s), (base + 10 * s + s // 2, base + 12 * s), (base + 13 * s, base + 14 * s)],
+              [(base + 20 * s, base + 21 * s), (base + 20 * s + s // 5, base + 20 * s + 2 * s // 5),
+               (base + 22 * s, base + 23 * s)]]  # busy 3 of a 4 s span, then 2 of 3
+    t = summarize_timeline([5.0, 5.0, 4.0], rounds)
+    assert t["rounds"] == 3 and t["launches"] == 3
     assert t["busy_seconds"] == pytest.approx(2.5) and t["span_seconds"] == pytest.approx(3.5)
     assert t["wall_seconds"] == pytest.approx(4.5)
-    rounds = [{"kernel_seconds": {"a": 1.0}, "call_seconds": {}}] * 3
-    text = format_profile({"status": "ok", **summarize([5.0, 5.0, 4.0], rounds), "timeline": t})
+    profile = {"status": "ok", **summarize([5.0, 5.0, 4.0], [{"kernel_seconds": {"a": 1.0}, "call_seconds": {}}] * 3)}
+    text = format_profile({**profile, "timeline": {"status": "ok", **t}})
     assert "device busy, unserialised fit" in text and "55.6%" in text  # 2.5 of 4.5
+    assert "device busy" not in format_profile({**profile, "timeline": {"status": "failed", "reason": "x"}})
 
 
 def test_timeline_of_a_real_fit_runs_unserialised(device):
-    """The timeline fit records every launch without turning profiling on (no waits per launch), and its busy
-    time lies within the kernels' span."""
+    """The timeline fit records its rounds' launches without turning profiling on (no waits per launch): every
+    launch of a round but the fit's setup ones, each within the round's kernels' span."""
     from mdhom import TreeBoostClassifier
     from mdhom.bench.profile import record_timeline, summarize_timeline
 
@@ -773,7 +770,14 @@ def test_timeline_of_a_real_fit_runs_unserialised(device):
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
     with record_timeline() as recorder:
         model = TreeBoostClassifier(n_estimators=3, max_leaves=7, device=device).fit(X, y)
-    assert recorder.backend is not None and recorder.backend.profile is False
-    t = summarize_timeline(list(model.round_times_), recorder.events)
-    assert t["rounds"] == 3 and t["launches"] > 5
-    assert 0 < t["busy_seconds"] <= t["span_seconds"] + 1e-9
+    backend = recorder.backend
+    assert backend is not None and backend.profile is False and backend.timeline is None  # let go after the fit
+    assert len(recorder.rounds) == 3 and not recorder.events
+    in_rounds = sum(len(r) for r in recorder.rounds)
+    assert 0 < in_rounds <= backend.launches and all(len(r) > 5 for r in recorder.rounds)
+    for r in recorder.rounds:
+        assert all(a <= b for a, b in r)
+    t = summarize_timeline(list(model.round_times_), recorder.rounds)
+    assert t["rounds"] == 3 and 0 < t["busy_seconds"] <= t["span_seconds"]
+    # the kernels of a round run within it: its span is at most its wall time (a round ends in a sync)
+    assert t["span_seconds"] <= max(model.round_times_) + 1e-3

@@ -232,7 +232,8 @@ class Mdhom(System):
                 "predict_identical": bool(np.array_equal(device_raw[:n], numpy_raw))}
 
     def _profile(self, X: np.ndarray, y: np.ndarray, cfg: Any, params: dict[str, Any]) -> dict[str, Any]:
-        """A second, shorter fit with OpenCL profiling on: where a round's time goes (mdhom/bench/profile.py)."""
+        """A second, shorter fit with OpenCL profiling on: where a round's time goes (mdhom/bench/profile.py); then
+        its timeline (a third fit of as many rounds)."""
         from mdhom.bench.profile import record_fit, summarize
 
         rounds = max(1, min(cfg.profile_rounds, cfg.rounds))
@@ -249,21 +250,24 @@ class Mdhom(System):
                    "copy_bytes_per_second": copy}
             del model, recorder
             gc.collect()
-            out["timeline"] = self._timeline(X, y, params, rounds)
-            return out
         except Exception as exc:  # the timed run stands without its profile
             return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        try:
+            out["timeline"] = self._timeline(X, y, params, rounds)
+        except Exception as exc:  # the profile stands without its timeline
+            out["timeline"] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        return out
 
 
-    def _timeline(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any], rounds: int) -> dict[str, Any] | None:
+    def _timeline(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any], rounds: int) -> dict[str, Any]:
         """A third fit, at full speed, whose launches' events tell how much of each round the device was busy."""
         from mdhom.bench.profile import record_timeline, summarize_timeline
 
         with record_timeline() as recorder:
             model = self.cls(**{**params, "n_estimators": rounds}).fit(X, y)
         if recorder.backend is None:
-            return None
-        return summarize_timeline(list(model.round_times_), recorder.events)
+            return {"status": "unavailable", "reason": recorder.unsupported or "no backend made through make_kernels"}
+        return {"status": "ok", **summarize_timeline(list(model.round_times_), recorder.rounds)}
 
 
 # ------------------------------------------------------------------------------------------ LightGBM

@@ -165,11 +165,14 @@ def record_fit() -> Iterator[KernelRecorder]:
 
 class TimelineRecorder:
     """Collects the launches' events of the backend the estimator creates (``timeline``: no waits, so the fit runs
-    at full speed), a ``None`` between rounds (at each round's gradients, as :class:`KernelRecorder` cuts)."""
+    at full speed) and cuts them into rounds at each round's gradients, as :class:`KernelRecorder` does. At a cut
+    the last round has been synced (the estimator syncs at every round's end), so its events are complete: they
+    are kept as (start, end) device nanoseconds and let go (a deep tree launches hundreds a round)."""
 
     def __init__(self, starts: tuple[str, ...] = ROUND_STARTS) -> None:
         self.starts = starts
-        self.events: list[tuple[str, Any] | None] = []
+        self.events: list[tuple[str, Any]] = []  # the backend's timeline: this round's launches so far
+        self.rounds: list[list[tuple[int, int]]] = []
         self.backend: Any = None
         self.unsupported: str | None = None
 
@@ -190,10 +193,18 @@ class TimelineRecorder:
     def _cut(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
-            self.events.append(None)
+            if not self.rounds or self.events:  # once for a run of round-starting calls with no launch between
+                self.close()
+                self.rounds.append([])
             return method(*args, **kwargs)
 
         return call
+
+    def close(self) -> None:
+        """Move the events since the last cut into the open round (those before the first: the fit's setup)."""
+        if self.rounds:
+            self.rounds[-1].extend((int(e.profile.start), int(e.profile.end)) for _, e in self.events)
+        self.events.clear()
 
 
 @contextlib.contextmanager
@@ -212,38 +223,35 @@ def record_timeline() -> Iterator[TimelineRecorder]:
         yield recorder
     finally:
         estimators.make_kernels = original
+        if recorder.backend is not None:
+            recorder.close()
+            recorder.backend.timeline = None
 
 
-def summarize_timeline(wall: list[float], events: list[tuple[str, Any] | None], skip: int = 1) -> dict[str, Any]:
-    """Per round of an unserialised fit: the device's span (first kernel start to last kernel end) and busy time
-    (the union of its kernels' intervals); medians over rounds ``skip+1 .. n``. Busy well below the wall time says
-    the device waits for the host (launches, read-backs, the host's decisions between steps). The fit has
-    ended, so every event is complete (each round ends in a sync)."""
-    rounds: list[list[tuple[float, float]]] = []
-    for item in events:
-        if item is None:
-            rounds.append([])
-        elif rounds:
-            rounds[-1].append(item[1])
-    spans, busy = [], []
-    for evs in rounds:
-        if not evs:
-            continue
-        iv = sorted((e.profile.start * 1e-9, e.profile.end * 1e-9) for e in evs)
-        total, end = 0.0, iv[0][0]
+def summarize_timeline(wall: list[float], rounds: list[list[tuple[int, int]]], skip: int = 1) -> dict[str, Any]:
+    """Per round of an unserialised fit (``rounds``: its kernels' (start, end) device nanoseconds): the device's
+    span (first kernel start to last kernel end), busy time (the union of the kernels' intervals) and launches;
+    medians over rounds ``skip+1 .. n``. Busy well below the wall time says the device waits for the host
+    (launches, read-backs, the host's decisions between steps)."""
+    spans, busy, launches = [], [], []
+    for iv in rounds:
+        iv = sorted(iv)
+        t0 = iv[0][0] if iv else 0
+        total, end = 0, t0
         for a, b in iv:
-            total += max(0.0, b - max(a, end))
+            total += max(0, b - max(a, end))
             end = max(end, b)
-        spans.append(end - iv[0][0])
-        busy.append(total)
-    n = min(len(wall), len(spans))
+        spans.append((end - t0) * 1e-9)
+        busy.append(total * 1e-9)
+        launches.append(len(iv))
+    n = min(len(wall), len(rounds))
     steady = slice(skip, n) if n > skip else slice(0, n)
 
     def med(vals: list[float]) -> float:
         return float(np.median(vals[steady])) if vals[steady] else 0.0
 
     return {"rounds": n, "wall_seconds": med(list(wall)), "span_seconds": med(spans), "busy_seconds": med(busy),
-            "launches": len([e for e in events if e is not None]) / max(1, len(rounds))}
+            "launches": med(launches)}
 
 
 def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip: int = 1) -> dict[str, Any]:
@@ -358,7 +366,7 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
     if unprofiled_median is not None:
         lines.append(f"{'wall, timed run (median, no profiling)':<40}{unprofiled_median:>11.4g}")
     t = profile.get("timeline")
-    if t and t.get("wall_seconds"):
+    if t and t.get("status") == "ok" and t.get("wall_seconds"):  # its "calls": a round's kernel events
         lines.append(f"{'device busy, unserialised fit (median)':<40}{t['busy_seconds']:>11.4g}{t['launches']:>8.1f}"
                      f"{t['busy_seconds'] / t['wall_seconds']:>8.1%}  of its {t['wall_seconds']:.4g} s {unit}"
                      f" (kernels' span {t['span_seconds']:.4g} s)")
