@@ -486,7 +486,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
 
 
 def test_quantize_and_absmax(device):
-    """The round's scale: max |g|, |h| (NaN shows as inf) and rint(x * 2^k), bit for bit the reference's."""
+    """The round's scale: max |g|, |h| (NaN shows as NaN) and rint(x * 2^k), bit for bit the reference's."""
     rng = np.random.default_rng(43)
     n, k = 1031, 3
     gh = np.stack([rng.standard_normal((n, k)) * 3, rng.random((n, k))], -1)
@@ -496,8 +496,8 @@ def test_quantize_and_absmax(device):
     absmax, quant = gr.gh_absmax(), gr.quantize_gh()
     want_max = np.abs(gh).max(axis=0)
     for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=44):
-        got = run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh)
-        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], -1), want_max, err_msg=str(cfg))
+        got = gr.absmax_values(run(absmax, device, cfg, {"pos": n, "output": k}, gh=gh))
+        np.testing.assert_array_equal(got, want_max, err_msg=str(cfg))
     scale, inv = qz.quantization_scales(qz.quantization_exponents(want_max, n))
     bound = 2.0**QUANT_BITS
     assert np.all(n * want_max * scale <= bound) and np.all(n * want_max * scale * 2 > bound)
@@ -506,10 +506,12 @@ def test_quantize_and_absmax(device):
     np.testing.assert_array_equal(got["h"], qz.quantize(gh[..., 1], scale[:, 1]))
     bad = gh.copy()
     bad[3, 0, 1] = np.nan
-    got = run(absmax, device, None, {"pos": n, "output": k}, gh=bad)
-    assert np.isinf(got["h"][0])
+    bad[4, 0, 1] = bad[900, 0, 1] = np.inf  # NaN above +inf, before and after it
+    bad[7, 1, 0] = -np.inf
+    got = gr.absmax_values(run(absmax, device, None, {"pos": n, "output": k}, gh=bad))
+    assert np.isnan(got[0, 1]) and np.isposinf(got[1, 0]) and got[0, 0] == want_max[0, 0]
     with pytest.raises(ValueError, match="not finite"):
-        qz.quantization_exponents(np.stack([got["g"], got["h"]], -1), n)
+        qz.quantization_exponents(got, n)
 
 
 @pytest.mark.parametrize("params", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0)],
