@@ -27,7 +27,7 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet
-from mdhom.components.quantize import quantization_exponents, quantization_scales
+from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
@@ -193,8 +193,43 @@ GRADIENTS = {kind: KernelSpec(
                   _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores"))
     for kind in LOSS_KINDS}
 GATHER = KernelSpec("tree_gather_gh", elementwise("pos"))
-ABSMAX = KernelSpec("tree_gh_absmax", absmax_heuristic)
-QUANTIZE = KernelSpec("tree_quantize_gh", elementwise("pos"))
+
+
+def _gh_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A round's real (g, h): signed g, non-negative h, a few exact zeros."""
+    n, k = s["pos"], s["output"]
+    gh = np.stack([rng.standard_normal((n, k)), rng.random((n, k))], axis=-1)
+    gh[:: 97] = 0.0
+    return {"gh": gh}
+
+
+def _quantize_inputs(s: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """:func:`_gh_inputs` and a scale that keeps them within the fixed point's range."""
+    return {**_gh_inputs(s, rng), "scale": np.ldexp(1.0, np.full((s["output"], 2), 20))}
+
+
+def _absmax_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
+    m = np.abs(a["gh"]).max(axis=0)  # (output, 2)
+    out = np.empty(m.shape[0], GH_BITS.dtype)
+    out["g"], out["h"] = m[:, 0].view(np.uint64), m[:, 1].view(np.uint64)
+    return out
+
+
+def _quantize_ref(a: Mapping[str, np.ndarray]) -> np.ndarray:
+    gh = a["gh"]
+    out = np.empty(gh.shape[:2], GHQ.dtype)
+    out["g"], out["h"] = quantize(gh[..., 0], a["scale"][:, 0]), quantize(gh[..., 1], a["scale"][:, 1])
+    return out
+
+
+# the round's scale and its fixed point, once a round over all rows: tuned at the Higgs shape and a softmax one
+_GH_CLASSES = {f"rows_{k}_out{o}": {"pos": v, "output": o} for k, v in _ROWS.items() if v >= 10**5 for o in (1, 4)}
+ABSMAX = KernelSpec("tree_gh_absmax", absmax_heuristic,
+                    tuning=Tuning(lambda s: gh_absmax(), _GH_CLASSES, _gh_inputs, _absmax_ref,
+                                  doc="max |g|, |h| of a round (the bits of the doubles)"))
+QUANTIZE = KernelSpec("tree_quantize_gh", elementwise("pos"),
+                      tuning=Tuning(lambda s: quantize_gh(), _GH_CLASSES, _quantize_inputs, _quantize_ref,
+                                    doc="a round's (g, h) in fixed point"))
 SPECS = (*GRADIENTS.values(), GATHER, ABSMAX, QUANTIZE)
 
 
