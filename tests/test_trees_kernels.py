@@ -501,15 +501,23 @@ def test_quantize_and_absmax(device):
     scale, inv = qz.quantization_scales(qz.quantization_exponents(want_max, n))
     bound = 2.0**QUANT_BITS
     assert np.all(n * want_max * scale <= bound) and np.all(n * want_max * scale * 2 > bound)
-    got = run(quant, device, None, {"pos": n, "output": k}, gh=gh, scale=scale)
-    np.testing.assert_array_equal(got["g"], qz.quantize(gh[..., 0], scale[:, 0]))
-    np.testing.assert_array_equal(got["h"], qz.quantize(gh[..., 1], scale[:, 1]))
+    ties = gh.copy()  # products on exact halves, both signs: rint's ties to even, not away from zero
+    for j, t in enumerate((0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5)):
+        ties[20 + j, :, 0] = t / scale[:, 0]
+        ties[30 + j, :, 1] = abs(t) / scale[:, 1]
+    want_g, want_h = qz.quantize(ties[..., 0], scale[:, 0]), qz.quantize(ties[..., 1], scale[:, 1])
+    assert want_g[20:27, 0].tolist() == [0, 0, 2, -2, 2, -2, 4]
+    for cfg in configs(quant, device, {"pos": n, "output": k}, seed=45):
+        got = run(quant, device, cfg, {"pos": n, "output": k}, gh=ties, scale=scale)
+        np.testing.assert_array_equal(got["g"], want_g, err_msg=str(cfg))
+        np.testing.assert_array_equal(got["h"], want_h, err_msg=str(cfg))
     bad = gh.copy()
     bad[3, 0, 1] = np.nan
     bad[4, 0, 1] = bad[900, 0, 1] = np.inf  # NaN above +inf, before and after it
     bad[7, 1, 0] = -np.inf
-    got = gr.absmax_values(run(absmax, device, None, {"pos": n, "output": k}, gh=bad))
-    assert np.isnan(got[0, 1]) and np.isposinf(got[1, 0]) and got[0, 0] == want_max[0, 0]
+    for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=46):  # NaN and inf across work-groups
+        got = gr.absmax_values(run(absmax, device, cfg, {"pos": n, "output": k}, gh=bad))
+        assert np.isnan(got[0, 1]) and np.isposinf(got[1, 0]) and got[0, 0] == want_max[0, 0], cfg
     with pytest.raises(ValueError, match="not finite"):
         qz.quantization_exponents(got, n)
 
