@@ -131,6 +131,10 @@ class KernelRecorder:
             }
         )
 
+    def finish(self) -> None:
+        """The last snapshot, after the fit."""
+        self.mark()
+
     def rounds(self) -> list[dict[str, dict[str, float]]]:
         """Per round: the counters' increments between consecutive marks (call ``mark`` once after the fit)."""
         out = []
@@ -140,15 +144,15 @@ class KernelRecorder:
 
 
 @contextlib.contextmanager
-def record_fit() -> Iterator[KernelRecorder]:
-    """Within the block, estimators build their backend through a recorder; yields it.
+def _recording(recorder: Any) -> Iterator[Any]:
+    """Within the block, estimators build their backend through ``recorder.wrap``; yields the recorder and calls its
+    ``finish`` on exit, where it saw a backend.
 
     Works by replacing ``mdhom.trees.estimators.make_kernels`` (module global, looked up at each fit) and
     restoring it on exit. A ``kernels_`` attribute on the fitted estimator would make this unnecessary.
     """
     from mdhom.trees import estimators
 
-    recorder = KernelRecorder()
     original = estimators.make_kernels
 
     def make_kernels(*args: Any, **kwargs: Any) -> Any:
@@ -160,7 +164,12 @@ def record_fit() -> Iterator[KernelRecorder]:
     finally:
         estimators.make_kernels = original
         if recorder.backend is not None:
-            recorder.mark()
+            recorder.finish()
+
+
+def record_fit() -> contextlib.AbstractContextManager[KernelRecorder]:
+    """A :class:`KernelRecorder` for the fits in the block (see :func:`_recording`)."""
+    return _recording(KernelRecorder())
 
 
 class TimelineRecorder:
@@ -200,6 +209,11 @@ class TimelineRecorder:
 
         return call
 
+    def finish(self) -> None:
+        """The last round's events, and the backend stops collecting."""
+        self.close()
+        self.backend.timeline = None
+
     def close(self) -> None:
         """Move the events since the last cut into the open round (those before the first: the fit's setup)."""
         if self.rounds:
@@ -207,25 +221,9 @@ class TimelineRecorder:
         self.events.clear()
 
 
-@contextlib.contextmanager
-def record_timeline() -> Iterator[TimelineRecorder]:
-    """:func:`record_fit` for :class:`TimelineRecorder`."""
-    from mdhom.trees import estimators
-
-    recorder = TimelineRecorder()
-    original = estimators.make_kernels
-
-    def make_kernels(*args: Any, **kwargs: Any) -> Any:
-        return recorder.wrap(original(*args, **kwargs))
-
-    estimators.make_kernels = make_kernels
-    try:
-        yield recorder
-    finally:
-        estimators.make_kernels = original
-        if recorder.backend is not None:
-            recorder.close()
-            recorder.backend.timeline = None
+def record_timeline() -> contextlib.AbstractContextManager[TimelineRecorder]:
+    """A :class:`TimelineRecorder` for the fits in the block (see :func:`_recording`)."""
+    return _recording(TimelineRecorder())
 
 
 def summarize_timeline(wall: list[float], rounds: list[list[tuple[int, int]]], skip: int = 1) -> dict[str, Any]:
