@@ -115,6 +115,25 @@ inline double mdh_ldexp(const double p, const int k) {
 }
 
 % endif
+% if desc.vector:
+/* The vector form's width (Vector, tuning parameter VEC; 1: point by point), and names for its types: MDH_VT(t) is
+ * the vector of VEC t's, MDH_VT2(t) of 2 * VEC (a block's pairs, split by .even and .odd). */
+#ifndef VEC
+#define VEC 1
+#endif
+#define MDH_VEC VEC
+#define MDH_CAT_(a, b) a##b
+#define MDH_CAT(a, b) MDH_CAT_(a, b)
+#if VEC > 1
+#define MDH_VEC2 MDH_CAT(MDH_TWICE_, VEC)
+#define MDH_TWICE_2 4
+#define MDH_TWICE_4 8
+#define MDH_TWICE_8 16
+#define MDH_VT(t) MDH_CAT(t, VEC)
+#define MDH_VT2(t) MDH_CAT(t, MDH_VEC2)
+#endif
+
+% endif
 % if desc.preamble:
 /* ---- preamble of the description ---- */
 ${desc.preamble}
@@ -154,6 +173,18 @@ ${desc.scalar}
     return out;
 }
 
+% if desc.vector:
+#if VEC > 1
+/* The scalar function over VEC consecutive points along ${desc.vector.dim}, from the point's own on: out[s] is the atom of
+ * the point ${desc.vector.dim} + s (a whole block; a partial one is folded point by point). */
+inline void mdh_scalar_vec(atom_t* out, ${point_params}, MDH_FN_PARAMS) {
+    {
+${desc.vector.scalar}
+    }
+}
+#endif
+
+% endif
 % if operator_source:
 /* Fold one point into the accumulator, in place: acc = combine(acc, f(point)), or the description's fused
  * form. The accumulator goes by pointer because array atoms (histograms) are kilobytes, and copying one per

@@ -28,6 +28,35 @@
 #endif
 % endif
 </%def>\
+## The vector form's dimension: a work-item's share in blocks of VEC points (mdh_vn of them within the dimension;
+## mdh_vblock: the vector form may compute the whole block).
+<%def name="vec_loop(d)">\
+#if VEC > 1
+        for (idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * VEC; ${d} < ${bounds[d]}; ${d} += (idx_t)NUM_WG_${d} * NUM_WI_${d} * VEC) {
+            const idx_t mdh_vn = min((idx_t)VEC, ${bounds[d]} - ${d});
+            const bool mdh_vblock = ${d} + VEC <= (idx_t)(${vec_reach});
+#else
+${lane_loop(d)}\
+#endif
+</%def>\
+## One point into the private accumulator, or with the vector form a block of them.
+<%def name="fold_point()">\
+% if vec_dim:
+#if VEC > 1
+            if (mdh_vblock) {
+                atom_t mdh_v[VEC];
+                mdh_scalar_vec(mdh_v, ${point_args}, MDH_FN_ARGS);
+                for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) acc = mdh_combine(acc, mdh_v[mdh_s]);
+            } else {
+                for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) mdh_fold(&acc, ${vec_tail_args}, MDH_FN_ARGS);
+            }
+#else
+            mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
+#endif
+% else:
+            mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
+% endif
+</%def>\
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
@@ -118,9 +147,13 @@ ${lane_loop(d)}\
 % endif
     if (active) {
 % for d in lane_dims:
+% if d == vec_dim:
+${vec_loop(d)}\
+% else:
 ${lane_loop(d)}\
+% endif
 % endfor
-            mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
+${fold_point()}\
 % for d in lane_dims:
         }
 % endfor

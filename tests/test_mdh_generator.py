@@ -454,3 +454,82 @@ def test_exact_rounding_helpers_give_the_library_bits(device):
     nan = np.isnan(want)
     assert nan.any() and np.array_equal(np.isnan(got), nan)
     assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))
+
+
+def _vector_descriptions(reach: str | None) -> tuple[mdh.Description, mdh.Description]:
+    """A sum of squares (long, exact) and an argmax with ties (double) over the columns of a row-padded matrix, each
+    with a vector form over ``col``; ``reach`` lets blocks run past the row's last column into its padding."""
+    x_in = [mdh.Input("x", "int", ("*",), gather=True)]
+    stride = [mdh.Param("stride", "int")]
+    sq = mdh.Description(
+        "vec_squares", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "long",
+        "const long v = x[row * stride + col];\nout = v * v;", inputs=x_in, params=stride,
+        vector=mdh.Vector("col", """
+const MDH_VT(long) v = MDH_CAT(convert_, MDH_VT(long))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+long t[VEC];
+MDH_CAT(vstore, VEC)(v * v, 0, t);
+for (int s = 0; s < VEC; ++s) out[s] = t[s];""", reach=reach))
+    arg = mdh.Description(
+        "vec_argmax", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.ARGMAX)],
+        mdh.Struct("best_t", (("value", "double"), ("index", "int"))),
+        "out.value = 0.5 * (double)x[row * stride + col];\nout.index = (int)col;", inputs=x_in, params=stride,
+        vector=mdh.Vector("col", """
+const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+double t[VEC];
+MDH_CAT(vstore, VEC)(v, 0, t);
+for (int s = 0; s < VEC; ++s) { out[s].value = t[s]; out[s].index = (int)col + s; }""", reach=reach))
+    return sq, arg
+
+
+@pytest.mark.parametrize("reach", [None, "stride"])
+def test_vector_form_equals_the_scalar_fold(device, reach):
+    """VEC (a description's vector form, Vector) folds blocks of points computed in OpenCL vector types: the same
+    sums and the same argmax (ties to the lower index) as point by point, under every width, over one and several
+    work-items and work-groups along the vectorised dimension, in rows whose length no width divides; the last,
+    partial block of a share runs point by point, or in vector form where ``reach`` allows it (the padding's lanes
+    are computed and not folded)."""
+    rows, cols, stride = 13, 101, 112
+    rng = np.random.default_rng(29)
+    x = np.full((rows, stride), 10**6, np.int32)  # padding: never a row's maximum, a large square if folded
+    x[:, :cols] = rng.integers(-50, 50, (rows, cols))  # many ties
+    sq, arg = _vector_descriptions(reach)
+    want_sq = (x[:, :cols].astype(np.int64) ** 2).sum(axis=1)
+    want_i = x[:, :cols].argmax(axis=1)
+    sizes = {"row": rows, "col": cols}
+    for desc in (sq, arg):
+        assert [p.values for p in desc.parameter_space(device, sizes) if p.name == "VEC"] == [(1, 2, 4, 8)]
+        assert desc.default_config(device, sizes)["VEC"] == 1
+    for vec in (1, 2, 4, 8):
+        for wg, wi in ((1, 1), (3, 5), (2, 16)):
+            cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_col": wg, "NUM_WI_col": wi, "NUM_WI_COMBINE": 4,
+                   "VEC": vec}
+            got = mdh.Computation(sq, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
+            np.testing.assert_array_equal(got, want_sq, err_msg=str(cfg))
+            got = mdh.Computation(arg, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
+            np.testing.assert_array_equal(got["index"], want_i, err_msg=str(cfg))
+            np.testing.assert_array_equal(got["value"], 0.5 * x[np.arange(rows), want_i], err_msg=str(cfg))
+
+
+def test_vector_form_is_declared_and_checked(device):
+    """A vector form belongs to a reduced dimension of a description whose points load nothing of their own; its
+    widths are VEC's values, absent from a stored configuration means 1, and another width is refused."""
+    sq, _ = _vector_descriptions(None)
+    assert "VEC" in sq.parameter_names() and mdh.description.is_generator_parameter("VEC")
+    cfg = sq.default_config(device, {"row": 4, "col": 9})
+    del cfg["VEC"]
+    sq.check_config(cfg, device)  # an entry stored before the vector form existed
+    with pytest.raises(mdh.ConfigError, match="VEC must be 1 or one of"):
+        sq.check_config({**cfg, "VEC": 3}, device)
+    base = dict(name="v", dims=["i", "j"], combine=[mdh.Concat(), mdh.Reduce(mdh.SUM)], atom="long",
+                scalar="out = x[i];", inputs=[mdh.Input("x", "int", ("*",), gather=True)])
+    with pytest.raises(mdh.DescriptionError, match="must be a reduced dimension"):
+        mdh.Description(**base, vector=mdh.Vector("i", "out[0] = 0;"))
+    with pytest.raises(mdh.DescriptionError, match="widths must be among 2, 4 and 8"):
+        mdh.Description(**base, vector=mdh.Vector("j", "out[0] = 0;", widths=(16,)))
+    with pytest.raises(mdh.DescriptionError, match="unknown name"):
+        mdh.Description(**base, vector=mdh.Vector("j", "out[0] = 0;", reach="SIZE_j + pad"))
+    with pytest.raises(mdh.DescriptionError, match="accumulate"):
+        mdh.Description(**base, accumulate="acc += x[i];", vector=mdh.Vector("j", "out[0] = 0;"))
+    with pytest.raises(mdh.DescriptionError, match="inputs loaded at the point"):
+        mdh.Description(**{**base, "inputs": [mdh.Input("x", "int", ("i", "j"))]},
+                        vector=mdh.Vector("j", "out[0] = 0;"))

@@ -68,13 +68,28 @@ for name, sizes, cfg in [
 got = mdh.Computation(chunked(lookup), dev, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_WG_j": 2, "NUM_WI_j": 3, "CHUNKED": 1})(c=c, x=x, t=t)
 assert np.array_equal(got, t[c] + 1)
 print("ok chunked lookup")
+
+# vector forms (VEC): blocks over several work-items, the last partial block point by point or, with reach, in
+# vector form over the row's padding
+x = np.random.default_rng(2).integers(-9, 9, (3, 24)).astype(np.int32)
+for reach in (None, "stride"):
+    vec = mdh.Description("vec_sum", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "long",
+        "out = (long)x[row * stride + col];", inputs=[mdh.Input("x", "int", ("*",), gather=True)],
+        params=[mdh.Param("stride", "int")], vector=mdh.Vector("col", '''
+long t[VEC];
+MDH_CAT(vstore, VEC)(MDH_CAT(convert_, MDH_VT(long))(MDH_CAT(vload, VEC)(0, x + row * stride + col)), 0, t);
+for (int s = 0; s < VEC; ++s) out[s] = t[s];''', reach=reach))
+    cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_col": 2, "NUM_WI_col": 2, "NUM_WI_COMBINE": 2, "VEC": 4}
+    got = mdh.Computation(vec, dev, cfg)({"row": 3, "col": 21}, x=x.reshape(-1), stride=24)
+    assert np.array_equal(got, x[:, :21].sum(axis=1)), reach
+    print("ok vector", reach, flush=True)
 """
 
 
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 17, run.explain()
+    assert run.stdout.count("ok ") == 19, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

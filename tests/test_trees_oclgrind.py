@@ -32,7 +32,7 @@ CODE = textwrap.dedent("""
         "tree_split_scan": {**one(("node", "feat", "output", "bin")), "NUM_WI_bin": 4, "NUM_WG_bin": 2,
                             "NUM_WI_COMBINE": 8},
         "tree_split_score": {**one(("node", "feat", "bin", "dir")), "NUM_WI_bin": 4, "NUM_WI_dir": 2,
-                             "NUM_WG_feat": 2, "NUM_WI_COMBINE": 4},
+                             "NUM_WG_feat": 2, "NUM_WI_COMBINE": 4, "VEC": 2},
         "tree_partition_flags": {"NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WI_COMBINE": 8},
         # contiguous runs per work-item (the CPUs' default schedule), over a cell count they do not divide
         "tree_hist_siblings": {**one(("side", "node", "cell")), "NUM_WI_cell": 4, "NUM_WG_cell": 3, "CHUNKED": 1},

@@ -61,6 +61,20 @@ def split_type(precision: str) -> Struct:
     return Struct("split_t", (("value", real_ctype(precision)), ("index", "int")))
 
 
+def vector_defines(precision: str) -> str:
+    """The vector types of a vector form's code (:class:`mdhom.mdh.Vector`, built with ``VEC > 1``): ``tree_real_v``
+    and ``tree_hist_v`` (VEC lanes), ``tree_hist_v2`` (a block's (g, h) pairs), and their loads, stores and the
+    conversion of histogram lanes to reals."""
+    r, hc = real_ctype(precision), hist_ctype(precision)
+    return (
+        "#if VEC > 1\n"
+        f"typedef MDH_VT({r}) tree_real_v;\ntypedef MDH_VT({hc}) tree_hist_v;\ntypedef MDH_VT2({hc}) tree_hist_v2;\n"
+        f"#define convert_tree_real_v MDH_CAT(convert_, MDH_VT({r}))\n"
+        "#define vload_tree_hist_v2 MDH_CAT(vload, MDH_VEC2)\n#define vstore_tree_real_v MDH_CAT(vstore, VEC)\n"
+        "#endif\n"
+    )
+
+
 def snippet(name: str) -> str:
     return resources.files("mdhom.kernels").joinpath("trees", name).read_text()
 

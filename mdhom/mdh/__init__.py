@@ -38,6 +38,7 @@ from mdhom.mdh.description import (
     Reduce,
     Scan,
     Scratch,
+    Vector,
 )
 from mdhom.mdh.types import Array, Scalar, Struct
 
@@ -73,6 +74,7 @@ __all__ = [
     "Scan",
     "Scratch",
     "Struct",
+    "Vector",
     "build_program",
     "build_within_limits",
 ]

@@ -99,6 +99,11 @@ def template_context(desc: Description) -> dict:
         "scratch_decl": scratch_decl,
         "point_params": ", ".join(f"const idx_t {d}" for d in desc.dim_names),
         "point_args": ", ".join(desc.dim_names),
+        # the vector form's dimension, and the point of a partial block's mdh_s-th point (folded one by one)
+        "vec_dim": desc.vector.dim if desc.vector else None,
+        "vec_reach": (desc.vector.reach or f"SIZE_{desc.vector.dim}") if desc.vector else None,
+        "vec_tail_args": ", ".join(f"{d} + mdh_s" if desc.vector and d == desc.vector.dim else d
+                                   for d in desc.dim_names),
         "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),
         "concat_index": _row_major(concat),
         "output_index": _row_major(desc.output_dims),

@@ -157,6 +157,37 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class Vector:
+    """The scalar function over ``VEC`` consecutive points of one reduced dimension at once, written with OpenCL
+    vector types: what a CPU runtime needs to use its vector unit. PoCL vectorises a work-group's work-items only
+    where their code has no loop of its own, so a work-item that folds a share of points runs its scalar function
+    one point at a time (the split search on a 2-core Xeon: ~18 ns a candidate, 6 divisions' worth).
+
+    ``scalar`` is OpenCL C statements that set ``out[0] .. out[MDH_VEC - 1]`` (``atom_t out[]``) to the atoms of
+    the points whose ``dim`` index is ``dim, dim + 1, ..., dim + MDH_VEC - 1`` (the other dimensions as in the
+    point); each must equal what the description's ``scalar`` gives at that point, bit for bit. The fold calls it
+    for whole blocks, so it may read every point of its block; a share's last, partial block runs the scalar
+    function point by point, unless ``reach`` (an OpenCL expression over sizes and parameters, at least the
+    dimension's size) says how many points along ``dim`` the vector form may compute: a block that ends within
+    it runs in vector form, and only its lanes within the dimension are folded. The tuning parameter ``VEC`` (1
+    or one of ``widths``) chooses the width; 1 is the plain scalar fold. The generator defines ``MDH_VT(t)`` (the
+    vector of ``VEC`` ``t``), ``MDH_VT2(t)`` (of ``2 * VEC``: pairs), ``MDH_VEC2`` and ``MDH_CAT(a, b)`` for the
+    code and its preamble (``#if VEC > 1``).
+
+    A work-item's share along ``dim`` comes in blocks of ``VEC`` points, so with several work-items along ``dim``
+    a reduction combines in another order than at ``VEC=1``: exact-order pins fix ``VEC`` to 1 where the operator
+    is not exact in every order (ARGMAX with ties to the lower index is)."""
+
+    dim: str
+    scalar: str
+    widths: tuple[int, ...] = (2, 4, 8)
+    reach: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "widths", tuple(sorted({int(w) for w in self.widths})))
+
+
+@dataclass(frozen=True)
 class Parameter:
     """One tuning parameter: the values that are valid on a device, and the heuristic default."""
 
@@ -173,7 +204,7 @@ GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLI
 def is_generator_parameter(name: str) -> bool:
     """Whether ``name`` is a tuning parameter of the generator's (work-groups and items, its switches, the scratch's
     place), as opposed to a switch of a description's own code."""
-    return name.startswith("NUM_") or name in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE")
+    return name.startswith("NUM_") or name in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE", "VEC")
 
 
 def _pow2_upto(n: int) -> tuple[int, ...]:
@@ -233,6 +264,9 @@ class Description:
     dimension instead of a strided share. CPU runtimes run a work-group's items one after another, so strided
     shares walk memory a stride at a time (PoCL, 500k rows: a score update 2.4 ms strided, 0.55 ms chunked). A
     reduction folds in another order under it, so exact-order pins keep one work-item per reduction (or 0).
+
+    ``vector``, optional (:class:`Vector`), is the scalar function over a block of points of one reduced dimension
+    in OpenCL vector types, and adds the tuning parameter ``VEC`` (its width; 1: point by point).
     """
 
     name: str
@@ -252,6 +286,7 @@ class Description:
     chunked: bool = False
     packed_pairs: bool = False
     switches: tuple[str, ...] = ()
+    vector: Vector | None = None
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -272,6 +307,7 @@ class Description:
         chunked: bool = False,
         packed_pairs: bool = False,
         switches: tuple[str, ...] = (),
+        vector: Vector | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -293,6 +329,7 @@ class Description:
         set_(self, "chunked", bool(chunked))
         set_(self, "packed_pairs", bool(packed_pairs))
         set_(self, "switches", tuple(switches))
+        set_(self, "vector", vector)
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -350,6 +387,7 @@ class Description:
                 raise DescriptionError(f"{self.name}: switch {sw!r} must be an upper-case name of the description's "
                                        "own")
         self._validate_extents(reduces, scans)
+        self._validate_vector()
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
         if self.scatter_add and self.atom.scalars not in (("int",), ("uint",)):
@@ -414,6 +452,32 @@ class Description:
         if not lengths or lengths[0].ctype != "int":
             raise DescriptionError(f"{self.name}: scratch length {sc.length!r} must name an int parameter "
                                    f"({', '.join(p.name for p in self.params) or 'none declared'})")
+
+    def _validate_vector(self) -> None:
+        vec = self.vector
+        if vec is None:
+            return
+        if not isinstance(vec, Vector):
+            raise DescriptionError(f"{self.name}: vector must be a Vector(dim, scalar), got {vec!r}")
+        if vec.dim not in self.dim_names or self.kinds[vec.dim] != "reduce":
+            raise DescriptionError(f"{self.name}: vector's dimension {vec.dim!r} must be a reduced dimension "
+                                   f"({', '.join(self.reduce_dims) or 'none'})")
+        if not vec.widths or any(w not in (2, 4, 8) for w in vec.widths):
+            raise DescriptionError(f"{self.name}: vector widths must be among 2, 4 and 8 (OpenCL loads 2 x 8 "
+                                   f"lanes at most), got {vec.widths}")
+        why = [what for what, bad in (
+            ("`accumulate` (the vector block folds through the combine operator)", self.accumulate),
+            ("`accumulate_atomic`", self.accumulate_atomic), ("`chunked`", self.chunked),
+            ("a scratch", self.scratch), (f"a ragged extent along {vec.dim}", vec.dim in dict(self.extents)),
+            ("inputs loaded at the point (gather them)", any(not i.gather for i in self.inputs))) if bad]
+        if why:
+            raise DescriptionError(f"{self.name}: a vector form does not go with {why[0]}")
+        if vec.reach is not None:
+            known = {f"SIZE_{n}" for n in self.dim_names} | {p.name for p in self.params} | _INDEX_BUILTINS
+            unknown = sorted(set(_IDENT.findall(_strip_numbers(vec.reach))) - known)
+            if unknown:
+                raise DescriptionError(f"{self.name}: vector reach ({vec.reach}) uses unknown name(s) "
+                                       f"{', '.join(unknown)}; it may use sizes and parameters")
 
     def _validate_extents(self, reduces: list, scans: list) -> None:
         if not self.extents:
@@ -491,6 +555,7 @@ class Description:
         names += ("CHUNKED",) if self.chunked else ()
         names += ("PACKED", "SPLIT_PAIRS") if self.packed_pairs else ()
         names += self.switches
+        names += ("VEC",) if self.vector else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -558,9 +623,9 @@ class Description:
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
         # ... and SCRATCH_PRIVATE (absent means 0: the global slice)
         # ... and CHUNKED (absent means 0: strided shares), PACKED (absent: builds take packed_default), SPLIT_PAIRS
-        # (absent means 0: interleaved pairs) and switches
-        missing = [p for p in self.parameter_names() if p not in config
-                   and p not in ("SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", *self.switches)]
+        # (absent means 0: interleaved pairs) and switches, and VEC (absent means 1: point by point)
+        missing = [p for p in self.parameter_names() if p not in config and p not in (
+            "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", "VEC", *self.switches)]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -591,6 +656,9 @@ class Description:
         for switch in (*GENERATOR_SWITCHES, *self.switches):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
+        if self.vector and int(config.get("VEC", 1)) not in (1, *self.vector.widths):
+            raise ConfigError(f"{self.name}: VEC must be 1 or one of the vector widths {self.vector.widths}, got "
+                              f"{config['VEC']}")
         if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
             raise ConfigError(f"{self.name}: SCRATCH_PRIVATE must be 0 or one of the scratch's private capacities "
                               f"{self.private_scratch}, got {config['SCRATCH_PRIVATE']}")
@@ -628,6 +696,8 @@ class Description:
             space.append(Parameter("PACKED", (0, 1), default["PACKED"]))
             space.append(Parameter("SPLIT_PAIRS", (0, 1), default["SPLIT_PAIRS"]))
         space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
+        if self.vector:
+            space.append(Parameter("VEC", (1, *self.vector.widths), default["VEC"]))
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
             space.append(Parameter("SCRATCH_PRIVATE", (0, *self.private_scratch), default["SCRATCH_PRIVATE"]))
         return space
@@ -682,6 +752,8 @@ class Description:
             cfg["PACKED"] = self.packed_default(device, cfg)
             cfg["SPLIT_PAIRS"] = 0
         cfg.update(dict.fromkeys(self.switches, 0))  # the description's heuristic decides them
+        if self.vector:  # ... and its width
+            cfg["VEC"] = 1
         return cfg
 
 
