@@ -498,7 +498,7 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
     sizes = {"row": rows, "col": cols}
     for desc in (sq, arg):
         assert [p.values for p in desc.parameter_space(device, sizes) if p.name == "VEC"] == [(1, 2, 4, 8)]
-        assert desc.default_config(device, sizes)["VEC"] == 1
+        assert desc.default_config(device, sizes)["VEC"] == (8 if device.type == "cpu" else 1)
     for vec in (1, 2, 4, 8):
         for wg, wi in ((1, 1), (3, 5), (2, 16)):
             cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_col": wg, "NUM_WI_col": wi, "NUM_WI_COMBINE": 4,
@@ -512,12 +512,14 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
 
 def test_vector_form_is_declared_and_checked(device):
     """A vector form belongs to a reduced dimension of a description whose points load nothing of their own; its
-    widths are VEC's values, absent from a stored configuration means 1, and another width is refused."""
+    widths are VEC's values, a configuration without VEC (stored before the vector form existed) builds the device's
+    default, and another width is refused."""
     sq, _ = _vector_descriptions(None)
     assert "VEC" in sq.parameter_names() and mdh.description.is_generator_parameter("VEC")
     cfg = sq.default_config(device, {"row": 4, "col": 9})
     del cfg["VEC"]
-    sq.check_config(cfg, device)  # an entry stored before the vector form existed
+    sq.check_config(cfg, device)
+    assert mdh.Computation(sq, device, cfg).config["VEC"] == sq.vec_default(device)
     with pytest.raises(mdh.ConfigError, match="VEC must be 1 or one of"):
         sq.check_config({**cfg, "VEC": 3}, device)
     base = dict(name="v", dims=["i", "j"], combine=[mdh.Concat(), mdh.Reduce(mdh.SUM)], atom="long",

@@ -326,15 +326,14 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     """GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
     (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
-    items; and scores 8 bins at once in vector types where the gain has a vector form (2-core Xeon, AVX-512, 256
-    nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms)."""
+    items; and scores 8 bins at once in vector types where the gain has a vector form (the description's VEC
+    default on CPUs; 2-core Xeon, AVX-512, 256 nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms,
+    Intel's runtime 2.4 -> 1.8 ms)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     if gpu:
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
-    elif "VEC" in cfg:
-        cfg["VEC"] = 8
     cfg["NUM_WG_node"] = 256 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     return cfg
 
