@@ -188,6 +188,41 @@ def test_split_score_and_sums(device, params):
         np.testing.assert_array_equal(np.stack([lr["tg"], lr["th"]], -1), want.total)
 
 
+@pytest.mark.parametrize("precision", ["double", "single", "quantized"])
+@pytest.mark.parametrize("n_out, n_bins", [(1, 64), (2, 17), (1, 6)])
+def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out, n_bins):
+    """The split score's vector form (what CPUs build: VEC bins a block, a share's last block reaching into the
+    missing bin) finds every node's best split with the scalar form's gain bits and index, under every width and
+    random configurations; features with and without missing values (default-right scored or skipped), L1 and
+    min_child_weight active, ties among integer gradients."""
+    rng = np.random.default_rng(61)
+    n_nodes, n_feat = 9, 5
+    hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
+    hist[:, :2, :, -1, :] = 0.0  # two features without missing values
+    if precision == "quantized":
+        hist = (hist * 2**20).astype(np.int32)
+    elif precision == "single":
+        hist = hist.astype(np.float32)
+    scan = sp.split_scan_reference(hist)
+    mask = np.ones(n_feat, np.uint8)
+    mask[3] = 0
+    inv = np.ldexp(1.0, -np.full((n_out, 2), 20))
+    args = dict(scan=scan, hist=hist, feature_mask=mask, reg_lambda=0.5, reg_alpha=0.25, min_split_gain=0.0,
+                min_child_weight=0.5)
+    if precision == "quantized":
+        args["inv_scale"] = ("o", inv, None)
+    sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
+    scalar, vector = sp.split_score(n_bins, n_out, precision), sp.split_score(n_bins, n_out, precision, vector=True)
+    assert "VEC" not in scalar.parameter_names() and "VEC" in vector.parameter_names()
+    want = run(scalar, device, None, sizes, **args)
+    assert np.isfinite(want["value"]).sum() >= n_nodes - 1
+    cfgs = [{**vector.default_config(device, sizes), "VEC": v} for v in (1, 2, 4, 8)]
+    for cfg in cfgs + configs(vector, device, sizes, seed=62)[1:]:
+        got = run(vector, device, cfg, sizes, **args)
+        assert got["value"].tobytes() == want["value"].tobytes(), cfg
+        np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))
+
+
 # ------------------------------------------------------------------------------------------------ partition
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])

@@ -97,13 +97,13 @@ class Gain:
     defines ``tree_gain(scan, hist, node, n_feat, feat, bin, dir, <params> TREE_INV_DECL)``: a candidate's
     gain, or -INFINITY where it is not allowed; ``params`` are its real-valued parameters in order. The kernel
     is tuned and looked up as ``tree_split_score`` for XGBoost's gain, ``tree_split_score_<name>`` for others.
-    ``vector``: the code also defines ``tree_gain_vec``, the gains of ``VEC`` consecutive bins in vector types (the
-    score kernel's :class:`mdhom.mdh.Vector` form, what CPUs vectorise)."""
+    ``vector_code``, optional, defines ``tree_gain_vec`` (built after ``code``), the gains of ``VEC`` consecutive bins
+    in vector types: the score kernel's :class:`mdhom.mdh.Vector` form, what CPUs build."""
 
     name: str
     code: str
     params: tuple[str, ...]
-    vector: bool = False
+    vector_code: str = ""
 
     @property
     def kernel_name(self) -> str:
@@ -111,7 +111,7 @@ class Gain:
 
 
 XGBOOST_GAIN = Gain("xgboost", snippet("gain_xgboost.cl"),
-                    ("reg_lambda", "reg_alpha", "min_split_gain", "min_child_weight"), vector=True)
+                    ("reg_lambda", "reg_alpha", "min_split_gain", "min_child_weight"), snippet("gain_xgboost_vec.cl"))
 
 
 # ------------------------------------------------------------------------------------------------ split scan
@@ -193,7 +193,8 @@ def split_scan_reference(hist: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------ split score
 @lru_cache(maxsize=32)
-def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Gain | None = None) -> Description:
+def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Gain | None = None,
+                vector: bool = False) -> Description:
     """Gain of every candidate (feature, bin, default direction) and the best per node.
 
     The argmax index ``(feat * n_cand + bin) * 2 + dir`` (dir 0 = default left) orders candidates exactly
@@ -201,17 +202,19 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     so the winner does not depend on the order of combination. ``bin`` has ``n_bins - 2`` candidates.
     Quantized: left, right and total sums are formed in int32 and converted to double as ``(double)q *
     inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
-    A gain with a vector form scores ``VEC`` bins at once (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes
-    of binned Higgs rows: 7.8 -> 1.1-1.6 ms in a hand-written trial of the same arithmetic).
+    ``vector`` (a gain with a vector form; what CPUs build, :func:`vector_forms`): scores ``VEC`` bins at once
+    (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6 ms in a
+    hand-written trial of the same arithmetic). GPUs build the description without it, which is the kernel their
+    tuned configurations were tuned for.
     """
     gain = gain or XGBOOST_GAIN
     hc = hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     r = real_ctype(precision)
     args = "".join(f", {p}" for p in gain.params)
-    vector = None
-    if gain.vector:
-        vector = Vector("bin", f"""
+    form = None
+    if vector and gain.vector_code:
+        form = Vector("bin", f"""
 const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
 tree_real_v mdh_g = (tree_real_v)(-INFINITY);
 if (feature_mask[feat]) mdh_g = tree_gain_vec(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir{args} TREE_INV_ARG);
@@ -232,9 +235,16 @@ for (int s = 0; s < VEC; ++s) {{ out[s].value = mdh_gains[s]; out[s].index = mdh
             Input("feature_mask", "uchar", ("feat",), gather=True),
         ] + _inv_input(precision),
         params=[Param(p, r) for p in gain.params],
-        preamble=defines(precision, b, k) + (vector_defines(precision) if vector else "") + snippet("split.cl")
-        + gain.code, vector=vector,
+        preamble=defines(precision, b, k) + (vector_defines(precision) if form else "") + snippet("split.cl")
+        + gain.code + (gain.vector_code if form else ""), vector=form,
     )
+
+
+def vector_forms(device: Device) -> bool:
+    """Whether ``device`` builds the descriptions' vector forms (:class:`mdhom.mdh.Vector`): not GPUs, which spread a
+    dimension over work-items instead (and keep the kernels their stored configurations were tuned for); CPUs and the
+    checker (Oclgrind checks the vector forms' reads too)."""
+    return device.type != "gpu" or device.checker
 
 
 def _inv_input(precision: str) -> list[Input]:
@@ -370,9 +380,11 @@ SCAN = KernelSpec(
                   doc="prefix sums of (g, h) over 64 bins per node, feature and output"))
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
-    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1))),
-                  {f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1} for n in _NODES},
-                  _score_inputs, _score_ref, doc="gain of every (feature, bin, direction) and the argmax per node"))
+    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), vector=bool(s.get("vector"))),
+                  {f"{pre}nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1, "vector": v}
+                   for pre, v in (("", 0), ("vec_", 1)) for n in _NODES},
+                  _score_inputs, _score_ref, applies=lambda dev, s: bool(s.get("vector")) == vector_forms(dev),
+                  doc="gain of every (feature, bin, direction) and the argmax per node (CPUs: in vector form)"))
 SUMS = KernelSpec("tree_split_sums", description_default)
 # categorical fits only: not tuned (a fit's categories decide their cost)
 CAT_SCAN = KernelSpec("tree_split_scan_cat", cat_scan_heuristic, exact_pins={"NUM_WI_bin2": 1, "NUM_WG_bin2": 1})
@@ -393,7 +405,7 @@ class SplitEvaluator:
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
-        self.d_score = split_score(b, k, p, gain)
+        self.d_score = split_score(b, k, p, gain, vector=vector_forms(ws.device))
         self.d_sums = split_sums(b, k, p)
         self.res_dtype = result_type(p).dtype
         self.best_dtype = split_type(p).dtype
