@@ -131,6 +131,11 @@ inline double mdh_ldexp(const double p, const int k) {
 #define MDH_TWICE_8 16
 #define MDH_VT(t) MDH_CAT(t, VEC)
 #define MDH_VT2(t) MDH_CAT(t, MDH_VEC2)
+/* MDH_IOTA: (0, 1, ..., VEC - 1), a block's lane numbers as ints */
+#define MDH_IOTA MDH_CAT(MDH_IOTA_, VEC)
+#define MDH_IOTA_2 ((int2)(0, 1))
+#define MDH_IOTA_4 ((int4)(0, 1, 2, 3))
+#define MDH_IOTA_8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
 #endif
 
 % endif

@@ -68,17 +68,25 @@ void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict m
 #endif
 ${tile.decompose()}
 % for d in concat_dims:
+<% vb = d == vec_dim %>\
+% if vb:
+    /* the vector form's dimension: the work-items share blocks of VEC points (mdh_vb_${d}), ${d} the first of one */
+    const idx_t mdh_blocks_${d} = (SIZE_${d} + VEC - 1) / VEC;
+% endif
     const idx_t stride_${d} = (idx_t)NUM_WG_${d} * NUM_WI_${d};
-    const idx_t iters_${d} = (SIZE_${d} + stride_${d} - 1) / stride_${d};
+    const idx_t iters_${d} = (${"mdh_blocks_" + d if vb else "SIZE_" + d} + stride_${d} - 1) / stride_${d};
     for (idx_t k_${d} = 0; k_${d} < iters_${d}; ++k_${d}) {
 % if desc.chunked:
 #if CHUNKED
-    const idx_t ${d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * iters_${d} + k_${d};
+    const idx_t ${"mdh_vb_" + d if vb else d} = (wg_${d} * NUM_WI_${d} + wi_${d}) * iters_${d} + k_${d};
 #else
 % endif
-    const idx_t ${d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
+    const idx_t ${"mdh_vb_" + d if vb else d} = wg_${d} * NUM_WI_${d} + wi_${d} + k_${d} * stride_${d};
 % if desc.chunked:
 #endif
+% endif
+% if vb:
+    const idx_t ${d} = mdh_vb_${d} * VEC;
 % endif
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
@@ -191,6 +199,24 @@ ${fold_point()}\
 % else:
         if (mdh_at >= 0) mdh_out[mdh_at] = mdh_v;
 % endif
+    }
+% elif vec_dim:
+    if (active) {
+#if VEC > 1
+        /* a block of the vector form's dimension: in vector form where it may compute the whole block, else (the
+         * last, partial block) point by point */
+        const idx_t mdh_vn = min((idx_t)VEC, SIZE_${vec_dim} - ${vec_dim});
+        if (${vec_dim} + VEC <= (idx_t)(${vec_reach})) {
+            atom_t mdh_v[VEC];
+            mdh_scalar_vec(mdh_v, ${point_args}, MDH_FN_ARGS);
+            for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) mdh_out[${vec_concat_index}] = mdh_v[mdh_s];
+        } else {
+            for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s)
+                mdh_out[${vec_concat_index}] = mdh_scalar(${vec_tail_args}, MDH_FN_ARGS);
+        }
+#else
+        mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);
+#endif
     }
 % else:
     if (active) mdh_out[${concat_index}] = mdh_scalar(${point_args}, MDH_FN_ARGS);

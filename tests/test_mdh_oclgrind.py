@@ -83,13 +83,26 @@ for (int s = 0; s < VEC; ++s) out[s] = t[s];''', reach=reach))
     got = mdh.Computation(vec, dev, cfg)({"row": 3, "col": 21}, x=x.reshape(-1), stride=24)
     assert np.array_equal(got, x[:, :21].sum(axis=1)), reach
     print("ok vector", reach, flush=True)
+
+# a vector form along a concatenated dimension: the logistic gradients, 8 rows a block, the last block row by row
+from mdhom.components import gradients as gr
+rng = np.random.default_rng(3)
+n = 21
+args = dict(scores=rng.standard_normal((n, 1)) * 30, y=rng.integers(0, 2, (n, 1)).astype(float), w=rng.random(n) + 0.5,
+            keep=np.ones(1, np.uint8), use_keep=0, factor=1.0)
+desc = gr.gradients("logistic", vector=True)
+cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_output": 1, "NUM_WI_output": 1, "CHUNKED": 1}
+want = mdh.Computation(desc, dev, {**cfg, "VEC": 1})({"row": n, "output": 1}, **args)
+got = mdh.Computation(desc, dev, {**cfg, "VEC": 8})({"row": n, "output": 1}, **args)
+assert got.tobytes() == want.tobytes()
+print("ok vector gradients", flush=True)
 """
 
 
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 19, run.explain()
+    assert run.stdout.count("ok ") == 20, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -308,7 +308,8 @@ def test_tunables_match_their_references(device):
 @pytest.mark.parametrize("objective,k", [("reg:squarederror", 1), ("binary:logistic", 1), ("multi:softmax", 4),
                                          ("multilabel:logistic", 3)])
 def test_gradients_match_the_losses(device, objective, k):
-    """Double precision: bit for bit the numpy loss (its portable exp included); single: to rounding."""
+    """Double precision: bit for bit the numpy loss (its portable exp included), in the vector form too (what CPUs
+    build for the logistic losses; subnormal and clamped exps among the scores); single: to rounding."""
     from mdhom.learn.losses import make_loss
 
     loss = make_loss(objective, k)
@@ -324,17 +325,21 @@ def test_gradients_match_the_losses(device, objective, k):
     g, h = loss.gradients(y, raw, w)
     g[~keep], h[~keep] = 0.0, 0.0
     factor = k / (k - 1.0) if objective == "multi:softmax" else 1.0
-    for precision in ("double", "single"):
+    sizes = {"row": n, "output": k}
+    for precision, vector in (("double", False), ("double", True), ("single", False)):
         real = ln.REALS[precision]
-        desc = gr.gradients(loss.kind, precision)
-        got = run(desc, device, None, {"row": n, "output": k}, scores=raw.astype(real), y=y.astype(real),
-                  w=w.astype(real), keep=("o", keep.astype(np.uint8), None), use_keep=1, factor=real(factor))
-        if precision == "double":
-            np.testing.assert_array_equal(got["g"], g)
-            np.testing.assert_array_equal(got["h"], h)
-        else:
-            np.testing.assert_allclose(got["g"], g, rtol=2e-5, atol=1e-6)
-            np.testing.assert_allclose(got["h"], h, rtol=2e-5, atol=1e-6)
+        desc = gr.gradients(loss.kind, precision, vector=vector)
+        # the vector form (logistic losses: VEC rows a block, the last partial one row by row) at every width
+        cfgs = [{**desc.default_config(device, sizes), "VEC": v} for v in (2, 4, 8)] if desc.vector else [None]
+        for cfg in cfgs:
+            got = run(desc, device, cfg, sizes, scores=raw.astype(real), y=y.astype(real), w=w.astype(real),
+                      keep=("o", keep.astype(np.uint8), None), use_keep=1, factor=real(factor))
+            if precision == "double":
+                np.testing.assert_array_equal(got["g"], g, err_msg=str(cfg))
+                np.testing.assert_array_equal(got["h"], h, err_msg=str(cfg))
+            else:
+                np.testing.assert_allclose(got["g"], g, rtol=2e-5, atol=1e-6)
+                np.testing.assert_allclose(got["h"], h, rtol=2e-5, atol=1e-6)
 
 
 def _small_tree(rng, n_feat, n_bins, k):

@@ -26,13 +26,13 @@ from functools import lru_cache
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet
+from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet, vector_defines, vector_forms
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
 from mdhom.learn import losses, portable
-from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce, Struct
+from mdhom.mdh import MAX, Concat, Description, Input, Param, Reduce, Struct, Vector
 
 
 @lru_cache(maxsize=4)
@@ -122,18 +122,47 @@ def _loss_defines(kind: str, precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# the vector form of the logistic loss's (g, h) (kernels/trees/loss_vec.cl): VEC rows a block, each row's bits
+_LOGISTIC_VEC = """
+tree_real_t xs[VEC], ys[VEC], ws[VEC];
+int ks[VEC];
+for (int s = 0; s < VEC; ++s) {
+    const long r = (long)row + s;
+    xs[s] = scores[r * SIZE_output + output];
+    ys[s] = y[r * SIZE_output + output];
+    ws[s] = w[r];
+    ks[s] = keep[use_keep ? r : 0];
+}
+tree_real_v g, h;
+tree_logistic_gh_vec(vload_tree_real_v(0, xs), vload_tree_real_v(0, ys), &g, &h);
+const tree_real_v wv = vload_tree_real_v(0, ws);
+tree_real_t go[VEC], ho[VEC];
+vstore_tree_real_v(g * wv, 0, go);
+vstore_tree_real_v(h * wv, 0, ho);
+for (int s = 0; s < VEC; ++s) {
+    out[s].g = ks[s] ? go[s] : (tree_real_t)0;
+    out[s].h = ks[s] ? ho[s] : (tree_real_t)0;
+}"""
+
+
 @lru_cache(maxsize=16)
-def gradients(kind: str, precision: str = "double") -> Description:
+def gradients(kind: str, precision: str = "double", vector: bool = False) -> Description:
     """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.learn.losses.Loss.gradients`.
 
     Rows with ``keep[row] == 0`` (row subsampling, when ``use_keep``) get g = h = 0; weights multiply both.
     ``y`` is (row, output) for squared error and logistic, (row, 1) class indices for softmax; ``factor``
     is softmax's K / (K - 1). Written in position order = row order (the state right after reset_rows).
+
+    ``vector`` (what CPUs build, :func:`mdhom.components.lanes.vector_forms`): the logistic loss with the portable exp
+    (double precision) computes ``VEC`` rows at once in vector types (:class:`mdhom.mdh.Vector` along ``row``), the
+    same bits; PoCL runs the exp's polynomial one row at a time otherwise (a 2-core Xeon: ~10-20 ns a row).
     """
     if kind not in LOSS_KINDS:
         raise ValueError(f"loss kind must be one of {', '.join(LOSS_KINDS)}, got {kind!r}")
     r = real_ctype(precision)
     ycols: int | str = 1 if kind == "softmax" else "output"
+    form = Vector("row", _LOGISTIC_VEC) if vector and kind == "logistic" and precision == "double" else None
+    vec_code = vector_defines(precision) + snippet("loss_vec.cl") if form else ""
     return Description(
         f"tree_gradients_{kind}", ["row", "output"], [Concat(), Concat()], gh_type(precision),
         scalar="""
@@ -147,8 +176,8 @@ out.g = g; out.h = h;""",
         inputs=[Input("scores", r, ("row", "output"), gather=True), Input("y", r, ("row", ycols), gather=True),
                 Input("w", r, ("row",), gather=True), Input("keep", "uchar", (1,), gather=True)],
         params=[Param("use_keep", "int"), Param("factor", r)],
-        preamble=f"typedef {r} tree_real_t;\n" + _loss_defines(kind, precision) + snippet("loss.cl"),
-        chunked=True,
+        preamble=f"typedef {r} tree_real_t;\n" + _loss_defines(kind, precision) + snippet("loss.cl") + vec_code,
+        chunked=True, vector=form,
     )
 
 
@@ -185,12 +214,20 @@ def _grad_ref(kind: str) -> Callable:
 
 
 # the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape
+def _grad_classes(kind: str) -> dict[str, dict[str, int]]:
+    """Rows 10^4 .. 10^7 at one output and at four (softmax: four); the logistic loss also in its vector form
+    (``vec_*``, what CPUs build)."""
+    forms = (("", 0), ("vec_", 1)) if kind == "logistic" else (("", 0),)
+    return {f"{pre}rows_{k}_out{o}": {"row": v, "output": o, **({"vector": 1} if vec else {})}
+            for pre, vec in forms for k, v in _ROWS.items()
+            for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]}
+
+
 GRADIENTS = {kind: KernelSpec(
     f"tree_gradients_{kind}", elementwise("row"),
-    tuning=Tuning(lambda s, kind=kind: gradients(kind),
-                  {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in _ROWS.items()
-                   for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]},
-                  _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores"))
+    tuning=Tuning(lambda s, kind=kind: gradients(kind, vector=bool(s.get("vector"))), _grad_classes(kind),
+                  _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores",
+                  applies=(lambda dev, s: bool(s.get("vector")) == vector_forms(dev)) if kind == "logistic" else None))
     for kind in LOSS_KINDS}
 GATHER = KernelSpec("tree_gather_gh", elementwise("pos"))
 
@@ -279,7 +316,7 @@ class GradientSource:
         from either of ``score_buffers`` (the score updater's ping-pong pair)."""
         ws = self.ws
         n, k = ws.n_rows, ws.n_outputs
-        self.d_grad = gradients(kind, ws.rp)
+        self.d_grad = gradients(kind, ws.rp, vector=vector_forms(ws.device))
         ycols = 1 if kind == "softmax" else k
         y = np.asarray(y, np.float64).reshape(n, -1)[:, :ycols]
         y_host = np.ascontiguousarray(y, ws.real).reshape(max(1, n), ycols) if n else np.zeros((1, ycols), ws.real)

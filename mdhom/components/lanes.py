@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from mdhom.components.tables import TABLE_TYPEDEFS
+from mdhom.devices import Device
 from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import Struct
 
@@ -61,6 +62,13 @@ def split_type(precision: str) -> Struct:
     return Struct("split_t", (("value", real_ctype(precision)), ("index", "int")))
 
 
+def vector_forms(device: Device) -> bool:
+    """Whether ``device`` builds the descriptions' vector forms (:class:`mdhom.mdh.Vector`): not GPUs, which spread a
+    dimension over work-items instead (and keep the kernels their stored configurations were tuned for); CPUs and the
+    checker (Oclgrind checks the vector forms' reads too)."""
+    return device.type != "gpu" or device.checker
+
+
 def vector_defines(precision: str) -> str:
     """The vector types of a vector form's code (:class:`mdhom.mdh.Vector`, built with ``VEC > 1``): ``tree_real_v``
     and ``tree_hist_v`` (VEC lanes), ``tree_hist_v2`` (a block's (g, h) pairs), and their loads, stores and the
@@ -70,7 +78,8 @@ def vector_defines(precision: str) -> str:
         "#if VEC > 1\n"
         f"typedef MDH_VT({r}) tree_real_v;\ntypedef MDH_VT({hc}) tree_hist_v;\ntypedef MDH_VT2({hc}) tree_hist_v2;\n"
         f"#define convert_tree_real_v MDH_CAT(convert_, MDH_VT({r}))\n"
-        "#define vload_tree_hist_v2 MDH_CAT(vload, MDH_VEC2)\n#define vstore_tree_real_v MDH_CAT(vstore, VEC)\n"
+        "#define vload_tree_hist_v2 MDH_CAT(vload, MDH_VEC2)\n#define vload_tree_real_v MDH_CAT(vload, VEC)\n"
+        "#define vstore_tree_real_v MDH_CAT(vstore, VEC)\n"
         "#endif\n"
     )
 

@@ -38,6 +38,7 @@ from mdhom.components.lanes import (
     snippet,
     split_type,
     vector_defines,
+    vector_forms,
 )
 from mdhom.components.specs import KernelSpec, Tuning, description_default, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
@@ -202,9 +203,9 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     so the winner does not depend on the order of combination. ``bin`` has ``n_bins - 2`` candidates.
     Quantized: left, right and total sums are formed in int32 and converted to double as ``(double)q *
     inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
-    ``vector`` (a gain with a vector form; what CPUs build, :func:`vector_forms`): scores ``VEC`` bins at once
-    (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6 ms in a
-    hand-written trial of the same arithmetic). GPUs build the description without it, which is the kernel their
+    ``vector`` (a gain with a vector form; what CPUs build, :func:`mdhom.components.lanes.vector_forms`): scores
+    ``VEC`` bins at once (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6
+    ms in a hand-written trial of the same arithmetic). GPUs build the description without it, which is the kernel their
     tuned configurations were tuned for.
     """
     gain = gain or XGBOOST_GAIN
@@ -238,13 +239,6 @@ for (int s = 0; s < VEC; ++s) {{ out[s].value = mdh_gains[s]; out[s].index = mdh
         preamble=defines(precision, b, k) + (vector_defines(precision) if form else "") + snippet("split.cl")
         + gain.code + (gain.vector_code if form else ""), vector=form,
     )
-
-
-def vector_forms(device: Device) -> bool:
-    """Whether ``device`` builds the descriptions' vector forms (:class:`mdhom.mdh.Vector`): not GPUs, which spread a
-    dimension over work-items instead (and keep the kernels their stored configurations were tuned for); CPUs and the
-    checker (Oclgrind checks the vector forms' reads too)."""
-    return device.type != "gpu" or device.checker
 
 
 def _inv_input(precision: str) -> list[Input]:
@@ -336,14 +330,15 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     """GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
     (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
-    items; and scores 8 bins at once in vector types where the gain has a vector form (the description's VEC
-    default on CPUs; 2-core Xeon, AVX-512, 256 nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms,
-    Intel's runtime 2.4 -> 1.8 ms)."""
+    items; and scores 8 bins at once in vector types where the gain has a vector form (2-core Xeon, AVX-512, 256
+    nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     if gpu:
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
+    elif "VEC" in cfg and dev.type == "cpu":  # Intel's runtime too (the description's default is 1 there)
+        cfg["VEC"] = max(desc.vector.widths)
     cfg["NUM_WG_node"] = 256 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     return cfg
 

@@ -25,13 +25,17 @@ def _lookup() -> TemplateLookup:
     return TemplateLookup(directories=[str(kernels_dir())], strict_undefined=True)
 
 
-def _row_major(names: tuple[str, ...], term: str = "{d}") -> str:
-    """Row-major linear index over ``names`` (the last varies fastest)."""
+def _row_major(names: tuple[str, ...], term: str = "{d}", shifted: str | None = None) -> str:
+    """Row-major linear index over ``names`` (the last varies fastest); ``shifted``: that dimension at ``+ mdh_s``."""
     if not names:
         return "0"
-    expr = term.format(d=names[0])
+
+    def at(d: str) -> str:
+        return f"({d} + mdh_s)" if d == shifted else term.format(d=d)
+
+    expr = at(names[0])
     for d in names[1:]:
-        expr = f"({expr}) * SIZE_{d} + {term.format(d=d)}"
+        expr = f"({expr}) * SIZE_{d} + {at(d)}"
     return expr
 
 
@@ -104,6 +108,8 @@ def template_context(desc: Description) -> dict:
         "vec_reach": (desc.vector.reach or f"SIZE_{desc.vector.dim}") if desc.vector else None,
         "vec_tail_args": ", ".join(f"{d} + mdh_s" if desc.vector and d == desc.vector.dim else d
                                    for d in desc.dim_names),
+        # the output position of a block's mdh_s-th point (the vector form of a concatenated dimension)
+        "vec_concat_index": _row_major(concat, shifted=desc.vector.dim if desc.vector else None),
         "concat_count": " * ".join(["(idx_t)1"] + [f"SIZE_{d}" for d in concat]),
         "concat_index": _row_major(concat),
         "output_index": _row_major(desc.output_dims),

@@ -158,10 +158,12 @@ class Scratch:
 
 @dataclass(frozen=True)
 class Vector:
-    """The scalar function over ``VEC`` consecutive points of one reduced dimension at once, written with OpenCL
-    vector types: what a CPU runtime needs to use its vector unit. PoCL vectorises a work-group's work-items only
-    where their code has no loop of its own, so a work-item that folds a share of points runs its scalar function
-    one point at a time (the split search on a 2-core Xeon: ~18 ns a candidate, 6 divisions' worth).
+    """The scalar function over ``VEC`` consecutive points of one reduced or concatenated dimension at once, written
+    with OpenCL vector types: what a CPU runtime needs to use its vector unit. PoCL vectorises a work-group's
+    work-items only where their code has no loop of its own, so a work-item that folds (or writes) a share of points
+    runs its scalar function one point at a time (the split search on a 2-core Xeon: ~18 ns a candidate, 6
+    divisions' worth). Along a concatenated dimension (descriptions that only concatenate) the work-items share
+    blocks of ``VEC`` points and the block's atoms are written to their points' places.
 
     ``scalar`` is OpenCL C statements that set ``out[0] .. out[MDH_VEC - 1]`` (``atom_t out[]``) to the atoms of
     the points whose ``dim`` index is ``dim, dim + 1, ..., dim + MDH_VEC - 1`` (the other dimensions as in the
@@ -171,10 +173,10 @@ class Vector:
     dimension's size) says how many points along ``dim`` the vector form may compute: a block that ends within
     it runs in vector form, and only its lanes within the dimension are folded. The tuning parameter ``VEC`` (1
     or one of ``widths``) chooses the width; 1 is the plain scalar fold. Its default (:meth:`Description.vec_default`,
-    also what a stored configuration without ``VEC`` builds) is the widest on CPUs and 1 elsewhere: GPUs spread a
-    dimension over work-items instead. The generator defines ``MDH_VT(t)`` (the
-    vector of ``VEC`` ``t``), ``MDH_VT2(t)`` (of ``2 * VEC``: pairs), ``MDH_VEC2`` and ``MDH_CAT(a, b)`` for the
-    code and its preamble (``#if VEC > 1``).
+    also what a stored configuration without ``VEC`` builds) is the widest on PoCL's CPUs and 1 elsewhere. The
+    generator defines ``MDH_VT(t)`` (the
+    vector of ``VEC`` ``t``), ``MDH_VT2(t)`` (of ``2 * VEC``: pairs), ``MDH_VEC2``, ``MDH_IOTA`` (the lanes' numbers,
+    ints) and ``MDH_CAT(a, b)`` for the code and its preamble (``#if VEC > 1``).
 
     A work-item's share along ``dim`` comes in blocks of ``VEC`` points, so with several work-items along ``dim``
     a reduction combines in another order than at ``VEC=1``: exact-order pins fix ``VEC`` to 1 where the operator
@@ -461,15 +463,19 @@ class Description:
             return
         if not isinstance(vec, Vector):
             raise DescriptionError(f"{self.name}: vector must be a Vector(dim, scalar), got {vec!r}")
-        if vec.dim not in self.dim_names or self.kinds[vec.dim] != "reduce":
-            raise DescriptionError(f"{self.name}: vector's dimension {vec.dim!r} must be a reduced dimension "
-                                   f"({', '.join(self.reduce_dims) or 'none'})")
+        if vec.dim not in self.dim_names or self.kinds[vec.dim] == "scan":
+            raise DescriptionError(f"{self.name}: vector's dimension {vec.dim!r} must be a reduced or concatenated "
+                                   f"dimension ({', '.join(self.dim_names)})")
+        if self.kinds[vec.dim] == "concat" and (self.reduce_dims or self.scan_dim or self.scatter):
+            raise DescriptionError(f"{self.name}: a vector form along a concatenated dimension is for descriptions "
+                                   "that only concatenate (no reduction, scan or scatter)")
         if not vec.widths or any(w not in (2, 4, 8) for w in vec.widths):
             raise DescriptionError(f"{self.name}: vector widths must be among 2, 4 and 8 (OpenCL loads 2 x 8 "
                                    f"lanes at most), got {vec.widths}")
         why = [what for what, bad in (
             ("`accumulate` (the vector block folds through the combine operator)", self.accumulate),
-            ("`accumulate_atomic`", self.accumulate_atomic), ("`chunked`", self.chunked),
+            ("`accumulate_atomic`", self.accumulate_atomic),
+            ("`chunked` (along a reduced dimension)", self.chunked and self.kinds[vec.dim] == "reduce"),
             ("a scratch", self.scratch), (f"a ragged extent along {vec.dim}", vec.dim in dict(self.extents)),
             ("inputs loaded at the point (gather them)", any(not i.gather for i in self.inputs))) if bad]
         if why:
@@ -608,9 +614,13 @@ class Description:
         return int(device.type == "cpu" and not config.get("PARTIALS_LOCAL"))
 
     def vec_default(self, device: Device) -> int:
-        """``VEC`` for a configuration that does not say: CPUs the widest vector form (PoCL vectorises no work-item's
-        own loop: the split search on a 2-core Xeon, 256 nodes, 6.0-6.3 -> 2.4-2.7 ms at 8 bins a block), GPUs 1."""
-        return max(self.vector.widths) if self.vector and device.type == "cpu" else 1
+        """``VEC`` for a configuration that does not say: PoCL on CPUs the widest vector form (it vectorises no
+        work-item's own loop: on a 2-core Xeon the split search, 256 nodes, 6.0-6.3 -> 2.4-2.7 ms at 8 bins a block;
+        the logistic gradients of 500k rows 7.1-9.3 -> 3.9-6.0 ms at 8 rows), 1 elsewhere: GPUs spread dimensions
+        over work-items, and Intel's CPU compiler vectorises work-items itself (its gradients 4.1-4.5 -> 5.2-5.9 ms
+        in vector form; its split search, 2.4 -> 1.8 ms, asks for it in its heuristic)."""
+        wide = self.vector and device.type == "cpu" and device.runtime == "pocl"
+        return max(self.vector.widths) if wide else 1
 
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
