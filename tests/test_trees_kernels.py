@@ -213,7 +213,11 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
         args["inv_scale"] = ("o", inv, None)
     sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
     scalar, vector = sp.split_score(n_bins, n_out, precision), sp.split_score(n_bins, n_out, precision, vector=True)
-    assert "VEC" not in scalar.parameter_names() and "VEC" in vector.parameter_names()
+    assert "VEC" not in scalar.parameter_names()
+    if precision == "single":  # OpenCL's float division may round either way: no vector form (H200: an ulp apart)
+        assert vector == scalar
+        return
+    assert "VEC" in vector.parameter_names()
     want = run(scalar, device, None, sizes, **args)
     assert np.isfinite(want["value"]).sum() >= n_nodes - 1
     cfgs = [{**vector.default_config(device, sizes), "VEC": v} for v in (1, 2, 4, 8)]

@@ -205,8 +205,9 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
     ``vector`` (a gain with a vector form; what CPUs build, :func:`mdhom.components.lanes.vector_forms`): scores
     ``VEC`` bins at once (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6
-    ms in a hand-written trial of the same arithmetic). GPUs build the description without it, which is the kernel their
-    tuned configurations were tuned for.
+    ms in a hand-written trial of the same arithmetic), where the reals are doubles: OpenCL lets a float division
+    be 2.5 ulp off, and the H200's vector float division gave other last bits than its scalar one. GPUs build the
+    description without it, which is the kernel their tuned configurations were tuned for.
     """
     gain = gain or XGBOOST_GAIN
     hc = hist_ctype(precision)
@@ -214,7 +215,7 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     r = real_ctype(precision)
     args = "".join(f", {p}" for p in gain.params)
     form = None
-    if vector and gain.vector_code:
+    if vector and gain.vector_code and r == "double":  # single: float division may round either way (below)
         form = Vector("bin", f"""
 const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
 tree_real_v mdh_g = (tree_real_v)(-INFINITY);
