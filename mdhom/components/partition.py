@@ -56,15 +56,18 @@ SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 @lru_cache(maxsize=1)
 def leaf_rows() -> Description:
     """Every row's node from the nodes' position ranges: ``row_node[ridx[half + pos]]`` = the node whose range holds
-    ``pos`` (``leaf_tab``: ``n_leaves`` triples (begin, node, half) in ascending ``begin``, ranges within
-    [0, n_rows) covering every position, each in the half of positions that starts at ``half``). The partition keeps
-    only the row order per step; a row's node is written once per tree, when something reads it (the score update,
-    the host), instead of a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a
-    permutation of positions into rows, so no two points write one place."""
+    ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` triples (begin, node, half) in ascending ``begin``, ranges
+    within [0, n_rows) covering every position, each in the half of positions that starts at ``half``; then, per
+    bucket of ``2^bucket_shift`` positions, the leaf holding its first position, so a position's search starts within a
+    few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms). The partition keeps only the row order
+    per step; a row's node is written once per tree, when something reads it (the score update, the host), instead of
+    a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
+    into rows, so no two points write one place."""
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
-int lo = 0, hi = n_leaves - 1;
+const int mdh_b = (int)(pos >> bucket_shift);
+int lo = leaf_tab[3 * n_leaves + mdh_b], hi = leaf_tab[3 * n_leaves + mdh_b + 1];
 while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
     if (leaf_tab[3 * mid] <= pos) lo = mid; else hi = mid - 1;
@@ -72,15 +75,27 @@ while (lo < hi) {
 out = leaf_tab[3 * lo + 1];
 out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
         inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
-        params=[Param("n_leaves", "int")],
+        params=[Param("n_leaves", "int"), Param("bucket_shift", "int")],
         scatter=True,
         chunked=True,
     )
 
 
-def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int) -> np.ndarray:
+def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: int) -> tuple[np.ndarray, int]:
+    """``tree_leaf_rows``'s table and bucket shift: the (begin, node, half) triples (ascending ``begin``, the first
+    0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first position (the last
+    position for the end), about four buckets a leaf."""
+    begin = np.asarray(begin, np.int64)
+    shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
+    n_buckets = -(-max(1, n_rows) >> shift)
+    first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
+    tab = np.concatenate([np.stack([begin, node, half], axis=1).reshape(-1), first])
+    return tab.astype(np.int32), shift
+
+
+def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int) -> np.ndarray:
     """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
-    begin, node, half = leaf_tab.reshape(-1, 3).T
+    begin, node, half = leaf_tab[: 3 * n_leaves].reshape(-1, 3).T
     at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
     out = np.empty(n_rows, np.int32)
     out[ridx[half[at] + np.arange(n_rows)]] = node[at]
@@ -552,10 +567,11 @@ class RowPartitioner:
         half = np.where(begin >= ws.n_rows, ws.n_rows, 0)
         order = np.argsort(begin - half, kind="stable")
         if ws.n_rows and node.size:
-            tab = np.stack([begin - half, name, half], axis=1)[order].astype(np.int32).reshape(-1)
+            tab, shift = leaf_table((begin - half)[order], name[order], half[order], ws.n_rows)
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
-            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=int(node.size)))
+            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=int(node.size),
+                                                         bucket_shift=shift))
         self.nodes_written = True
 
     def row_nodes(self) -> np.ndarray:
