@@ -26,7 +26,16 @@ from functools import lru_cache
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import GHQ, gh_struct, gh_type, real_ctype, snippet, vector_defines, vector_forms
+from mdhom.components.lanes import (
+    GHQ,
+    gh_struct,
+    gh_type,
+    real_ctype,
+    snippet,
+    vector_class_applies,
+    vector_defines,
+    vector_forms,
+)
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
 from mdhom.components.workspace import Bound, Workspace
@@ -213,7 +222,6 @@ def _grad_ref(kind: str) -> Callable:
     return reference
 
 
-# the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape
 def _grad_classes(kind: str) -> dict[str, dict[str, int]]:
     """Rows 10^4 .. 10^7 at one output and at four (softmax: four); the logistic loss also in its vector form
     (``vec_*``, what CPUs build)."""
@@ -223,11 +231,12 @@ def _grad_classes(kind: str) -> dict[str, dict[str, int]]:
             for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]}
 
 
+# the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape
 GRADIENTS = {kind: KernelSpec(
     f"tree_gradients_{kind}", elementwise("row"),
     tuning=Tuning(lambda s, kind=kind: gradients(kind, vector=bool(s.get("vector"))), _grad_classes(kind),
                   _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores",
-                  applies=(lambda dev, s: bool(s.get("vector")) == vector_forms(dev)) if kind == "logistic" else None))
+                  applies=vector_class_applies if kind == "logistic" else None))
     for kind in LOSS_KINDS}
 GATHER = KernelSpec("tree_gather_gh", elementwise("pos"))
 

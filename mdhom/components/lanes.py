@@ -69,6 +69,12 @@ def vector_forms(device: Device) -> bool:
     return device.type != "gpu" or device.checker
 
 
+def vector_class_applies(device: Device, sizes: dict[str, int]) -> bool:
+    """``Tuning.applies`` of a kernel tuned in both variants: a size class with ``vector`` 1 is the vector form's
+    (CPUs), one without it the plain description's (GPUs)."""
+    return bool(sizes.get("vector")) == vector_forms(device)
+
+
 def vector_defines(precision: str) -> str:
     """The vector types of a vector form's code (:class:`mdhom.mdh.Vector`, built with ``VEC > 1``): ``tree_real_v``
     and ``tree_hist_v`` (VEC lanes), ``tree_hist_v2`` (a block's (g, h) pairs), and their loads, stores and the

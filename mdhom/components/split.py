@@ -37,6 +37,7 @@ from mdhom.components.lanes import (
     real_ctype,
     snippet,
     split_type,
+    vector_class_applies,
     vector_defines,
     vector_forms,
 )
@@ -379,7 +380,7 @@ SCORE = KernelSpec(
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), vector=bool(s.get("vector"))),
                   {f"{pre}nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1, "vector": v}
                    for pre, v in (("", 0), ("vec_", 1)) for n in _NODES},
-                  _score_inputs, _score_ref, applies=lambda dev, s: bool(s.get("vector")) == vector_forms(dev),
+                  _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node (CPUs: in vector form)"))
 SUMS = KernelSpec("tree_split_sums", description_default)
 # categorical fits only: not tuned (a fit's categories decide their cost)
