@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from device_marks import intel_optimiser_bits
 
 from mdhom import TreeBoostClassifier, load_model
 from mdhom.learn.binning import BinMapper
@@ -87,10 +88,11 @@ def test_batches_grow_the_same_trees():
 
 
 @pytest.mark.parametrize("precision", ["double", "quantized"])
-def test_model_files_are_identical_everywhere(tmp_path, device, precision):
+def test_model_files_are_identical_everywhere(request, tmp_path, device, precision):
     """The numpy reference and the device write the same model file byte for byte (multiclass with an eval set,
     row and column sampling and missing values; multi-label), together and one tree at a time; predict_proba
     is the same bits, the device's own walk included."""
+    intel_optimiser_bits(request, device)
     from mdhom.trees import estimators
 
     X, y = _data(n=500, k=4, seed=11)

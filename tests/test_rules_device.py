@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from device_marks import intel_optimiser_bits
 
 from mdhom import RuleBoostClassifier
 from mdhom.components import specs
@@ -401,11 +402,12 @@ def test_precision_none_is_quantized_on_gpus_for_decomposable_heads_only():
     assert est.precision_ == "quantized" and len(est.rules_) > 1
 
 
-def test_coupled_sort_and_histogram_kernels_match_numpy(device):
+def test_coupled_sort_and_histogram_kernels_match_numpy(request, device):
     """The coupled search's counting sort (count, offsets, scatter) and its histogram, which builds each packed
     Hessian entry from two gradients, against numpy at awkward sizes (301 rows, tiles of 16, 3 features of 9
     bins, 4 labels: 16 lanes), heuristic and spread configurations: the sorted rows exactly, the histogram bit for
     bit against binned.statistics over the covered rows (with the reference's Hessians of the same gradients)."""
+    intel_optimiser_bits(request, device)
     import pyopencl.array as cla
 
     from mdhom.mdh import build_within_limits
@@ -474,10 +476,11 @@ def test_coupled_sort_and_histogram_kernels_match_numpy(device):
 
 
 @pytest.mark.parametrize("block", [1, 8])
-def test_coupled_histogram_tuner_inputs_match_their_reference(device, block):
+def test_coupled_histogram_tuner_inputs_match_their_reference(request, device, block):
     """The example-wise histogram is tunable: its tuner inputs (covered rows grouped by bin, a few of weight 0)
     through the heuristic and a spread configuration under the exact pins give the reference's sums bit for bit,
     for the GPUs' variant (a lane per work-item) and the CPUs' (8 lanes), as the tuner compares them."""
+    intel_optimiser_bits(request, device)
     from mdhom.rules import device_coupled as dc
 
     t = dc.HISTOGRAM.tuning
