@@ -395,17 +395,10 @@ def test_leaf_rows(device):
     want = pt.leaf_rows_reference(ridx, tab, n, 50)
     assert all(np.all(want[perm[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
-        tab, _ = pt.leaf_table(begin, node, half, n) if s == shift else _leaf_table_at(begin, node, half, n, s)
+        tab, _ = pt.leaf_table(begin, node, half, n, s)
         got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50,
                   bucket_shift=s)
         np.testing.assert_array_equal(got, want, err_msg=str(s))
-
-
-def _leaf_table_at(begin, node, half, n, shift):
-    """:func:`pt.leaf_table` with another bucket shift."""
-    n_buckets = -(-n >> shift)
-    first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, n - 1), side="right") - 1
-    return np.concatenate([np.stack([begin, node, half], axis=1).reshape(-1), first]).astype(np.int32), shift
 
 
 @pytest.mark.parametrize("n_outputs", [1, 3])

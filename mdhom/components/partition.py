@@ -81,12 +81,14 @@ out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
     )
 
 
-def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: int) -> tuple[np.ndarray, int]:
+def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: int,
+               shift: int | None = None) -> tuple[np.ndarray, int]:
     """``tree_leaf_rows``'s table and bucket shift: the (begin, node, half) triples (ascending ``begin``, the first
     0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first position (the last
-    position for the end), about four buckets a leaf."""
+    position for the end); ``shift`` None: about four buckets a leaf."""
     begin = np.asarray(begin, np.int64)
-    shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
+    if shift is None:
+        shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
     n_buckets = -(-max(1, n_rows) >> shift)
     first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
     tab = np.concatenate([np.stack([begin, node, half], axis=1).reshape(-1), first])
