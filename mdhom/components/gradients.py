@@ -35,6 +35,7 @@ from mdhom.components.lanes import (
     vector_class_applies,
     vector_defines,
     vector_forms,
+    with_vector_classes,
 )
 from mdhom.components.quantize import quantization_exponents, quantization_scales, quantize
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones
@@ -225,10 +226,9 @@ def _grad_ref(kind: str) -> Callable:
 def _grad_classes(kind: str) -> dict[str, dict[str, int]]:
     """Rows 10^4 .. 10^7 at one output and at four (softmax: four); the logistic loss also in its vector form
     (``vec_*``, what CPUs build)."""
-    forms = (("", 0), ("vec_", 1)) if kind == "logistic" else (("", 0),)
-    return {f"{pre}rows_{k}_out{o}": {"row": v, "output": o, **({"vector": 1} if vec else {})}
-            for pre, vec in forms for k, v in _ROWS.items()
-            for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]}
+    classes = {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in _ROWS.items()
+               for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]}
+    return with_vector_classes(classes) if kind == "logistic" else classes
 
 
 # the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape

@@ -69,6 +69,12 @@ def vector_forms(device: Device) -> bool:
     return device.type != "gpu" or device.checker
 
 
+def with_vector_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """A kernel's size classes, and each again as ``vec_<name>`` with ``vector`` 1: the tuner's classes of a kernel
+    whose CPUs build its vector form (:func:`vector_class_applies` says which device tunes which)."""
+    return {**classes, **{f"vec_{name}": {**sizes, "vector": 1} for name, sizes in classes.items()}}
+
+
 def vector_class_applies(device: Device, sizes: dict[str, int]) -> bool:
     """``Tuning.applies`` of a kernel tuned in both variants: a size class with ``vector`` 1 is the vector form's
     (CPUs), one without it the plain description's (GPUs)."""

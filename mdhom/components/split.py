@@ -40,6 +40,7 @@ from mdhom.components.lanes import (
     vector_class_applies,
     vector_defines,
     vector_forms,
+    with_vector_classes,
 )
 from mdhom.components.specs import KernelSpec, Tuning, description_default, ones, pow2_at_most
 from mdhom.components.workspace import Bound, Workspace
@@ -378,8 +379,8 @@ SCAN = KernelSpec(
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), vector=bool(s.get("vector"))),
-                  {f"{pre}nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1, "vector": v}
-                   for pre, v in (("", 0), ("vec_", 1)) for n in _NODES},
+                  with_vector_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1}
+                                       for n in _NODES}),
                   _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node (CPUs: in vector form)"))
 SUMS = KernelSpec("tree_split_sums", description_default)
