@@ -190,11 +190,23 @@ ${desc.vector.scalar}
 #endif
 
 % endif
+% if desc.inline_fold:
+/* INLINE=1 forces the folds inline: PoCL leaves a large fold body a call per point. */
+#ifndef INLINE
+#define INLINE 0
+#endif
+#if INLINE
+#define MDH_FOLD_INLINE __attribute__((always_inline)) inline
+#else
+#define MDH_FOLD_INLINE inline
+#endif
+
+% endif
 % if operator_source:
 /* Fold one point into the accumulator, in place: acc = combine(acc, f(point)), or the description's fused
  * form. The accumulator goes by pointer because array atoms (histograms) are kilobytes, and copying one per
  * point costs more than the work itself. */
-inline void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
+${fold_inline} void mdh_fold(atom_t* mdh_acc, ${point_params}, MDH_FN_PARAMS) {
 % if desc.accumulate:
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
@@ -215,7 +227,7 @@ ${desc.accumulate}
 
 % if desc.accumulate_atomic:
 /* The same fold with integer atomics into a work-group's accumulator in local memory (PARTIALS_LOCAL=1). */
-inline void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS) {
+${fold_inline} void mdh_fold_atomic(__local atom_t* acc, ${point_params}, MDH_FN_PARAMS) {
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor

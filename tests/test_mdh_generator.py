@@ -14,6 +14,7 @@ import pytest
 
 from mdhom import mdh
 from mdhom.mdh import examples
+from mdhom.mdh.codegen import generate
 
 CASES = {c.name: c for c in examples.all_cases()}
 RANDOM_CONFIGS = 6
@@ -246,6 +247,36 @@ def test_switches_are_tuning_parameters_of_the_description(device):
         with pytest.raises(mdh.DescriptionError, match="switch"):
             mdh.Description("bad", ["i"], [mdh.Concat()], "int", "out = x;", inputs=[mdh.Input("x", "int", ("i",))],
                             switches=(bad,))
+
+
+def test_inline_fold_is_a_generator_switch(device):
+    """``inline_fold`` offers INLINE (the folds forced inline): both values give the plain fold's bits, private and
+    local-atomic partials alike; 1 by default on CPUs, and a configuration stored without it builds the default; a
+    description that does not opt in keeps its source (no INLINE anywhere), and one without a fold is refused."""
+    case = copy.copy(CASES["histogram_q32"]).prepare(np.random.default_rng(31))
+    q32 = case.description
+    twin = mdh.Description(q32.name, q32.dims, q32.combine, q32.atom, q32.scalar, q32.inputs,
+                           accumulate=q32.accumulate, accumulate_atomic=q32.accumulate_atomic, inline_fold=True)
+    assert "INLINE" in twin.parameter_names() and "INLINE" not in q32.parameter_names()
+    assert "INLINE" not in generate(q32) and "MDH_FOLD_INLINE void mdh_fold(" in generate(twin)
+    assert {p.name: p.values for p in twin.parameter_space(device, case.sizes)}["INLINE"] == (0, 1)
+    assert twin.default_config(device, case.sizes)["INLINE"] == int(device.type == "cpu")
+    base = {"NUM_WG_row": 3, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4}
+    plain = case.run(device, {**base, "PARTIALS_LOCAL": 0})
+    assert_matches(case, plain, "the plain fold")
+    for local in (0, 1):
+        for inline in (0, 1):
+            got = mdh.Computation(twin, device, {**base, "PARTIALS_LOCAL": local, "INLINE": inline},
+                                  case.sizes)(**case.inputs)
+            assert got.tobytes() == plain.tobytes(), (local, inline)
+    stored = {**base, "PARTIALS_LOCAL": 0}
+    twin.check_config(stored, device)  # absent: the default
+    assert mdh.build_within_limits(twin, device, stored).config["INLINE"] == int(device.type == "cpu")
+    with pytest.raises(mdh.ConfigError, match="INLINE must be 0 or 1"):
+        twin.check_config({**stored, "INLINE": 2}, device)
+    with pytest.raises(mdh.DescriptionError, match="needs a fold"):
+        mdh.Description("bad", ["i"], [mdh.Concat()], "int", "out = x[i];", [mdh.Input("x", "int", ("i",))],
+                        inline_fold=True)
 
 
 @pytest.mark.parametrize("name", ["histogram", "scan_exclusive", "argmax_rows"])

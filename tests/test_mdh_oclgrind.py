@@ -69,6 +69,25 @@ got = mdh.Computation(chunked(lookup), dev, {"NUM_WG_i": 2, "NUM_WI_i": 2, "NUM_
 assert np.array_equal(got, t[c] + 1)
 print("ok chunked lookup")
 
+# a description offering INLINE, private and local-atomic partials: INLINE=0 (the same code as calls); 1 is refused
+# here, since Oclgrind cannot run what LLVM's inliner makes of the fold
+q32 = cases["histogram_q32"]
+q32.sizes = {"row": 37, "feat": 3}
+q32.prepare(np.random.default_rng(0))
+d = q32.description
+q32.description = mdh.Description(d.name, d.dims, d.combine, d.atom, d.scalar, d.inputs, accumulate=d.accumulate,
+                                   accumulate_atomic=d.accumulate_atomic, inline_fold=True)
+for local in (0, 1):
+    cfg = {"NUM_WG_row": 3, "NUM_WI_row": 5, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 2,
+           "PARTIALS_LOCAL": local, "INLINE": 0}
+    assert q32.matches(q32.run(dev, cfg)), cfg
+    print("ok inline", local, flush=True)
+try:
+    q32.description.check_config({**cfg, "INLINE": 1}, dev)
+    raise AssertionError("INLINE=1 accepted on the checker")
+except mdh.ConfigError as exc:
+    assert "Oclgrind cannot run" in str(exc), exc
+
 # vector forms (VEC): blocks over several work-items, the last partial block point by point or, with reach, in
 # vector form over the row's padding
 x = np.random.default_rng(2).integers(-9, 9, (3, 24)).astype(np.int32)
@@ -102,7 +121,7 @@ print("ok vector gradients", flush=True)
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 20, run.explain()
+    assert run.stdout.count("ok ") == 22, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -170,6 +170,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     a local copy of it (XGBoost's shared-memory histogram). ``row_index``: rows are not moved by partitioning;
     position ``p`` holds row ``ridx[p]``, whose bins and (g, h) are read in row order (XGBoost's row indices;
     rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`.
+    Moved rows (what CPUs read) take the generator's ``INLINE`` switch: PoCL calls a fold this large once per row
+    otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
 
     Its own switches: ``ROW_WORDS`` (a row's bins read as 32-bit words, where rows are whole words) and ``ROTATE``
     (each work-item walks the features from its own one on, so the work-items of a warp add to different
@@ -192,7 +194,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
         accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR),
         accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC), packed_pairs=True,
         switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
-        extents={"pos": "slot_count[node]"}, chunked=True,
+        extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index,
         inputs=inputs, params=[Param("n_rows", "int")],
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
         f"#define TREE_ROW_WORDS {words}\n"

@@ -102,6 +102,7 @@ def template_context(desc: Description) -> dict:
         "loads": loads,
         "scratch_decl": scratch_decl,
         "point_params": ", ".join(f"const idx_t {d}" for d in desc.dim_names),
+        "fold_inline": "MDH_FOLD_INLINE" if desc.inline_fold else "inline",
         "point_args": ", ".join(desc.dim_names),
         # the vector form's dimension, and the point of a partial block's mdh_s-th point (folded one by one)
         "vec_dim": desc.vector.dim if desc.vector else None,
