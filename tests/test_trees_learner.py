@@ -447,3 +447,33 @@ def test_class_codes_are_np_unique_with_inverse(y):
     want, inverse = np.unique(y, return_inverse=True)
     assert classes.dtype == want.dtype and np.array_equal(classes, want)
     assert np.array_equal(codes, inverse.reshape(-1))
+
+
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL tree backend or no OpenCL device")
+def test_rows_too_large_to_send_are_binned_on_the_host(tmp_path, device, monkeypatch):
+    """Raw rows whose float64 copy would pass half the device's largest allocation are binned on the host (PoCL
+    refused a 10.5M x 28 upload), in the tree and K-trees backends: the same bins, so the same model file."""
+    from types import SimpleNamespace
+
+    from mdhom.components import binning
+    from mdhom.trees import ktrees_opencl, opencl_backend
+
+    small = SimpleNamespace(cl_device=SimpleNamespace(max_mem_alloc_size=2 * 8 * 100))
+    assert binning.sends_whole(small, np.zeros((10, 10))) and not binning.sends_whole(small, np.zeros((10, 11)))
+    X, y = _data(n=400, nan=0.03, seed=17)
+    y3 = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    device_transform = binning.DeviceBinner.transform
+
+    def refused(self, X):
+        raise AssertionError("rows too large to send went to the device binner")
+
+    for target, kw in ((y, {}), (y3, dict(multi_strategy="one_output_per_tree"))):
+        texts = []
+        for whole in (True, False):
+            for module in (opencl_backend, ktrees_opencl):
+                monkeypatch.setattr(module, "sends_whole", lambda dev, X, whole=whole: whole)
+            monkeypatch.setattr(binning.DeviceBinner, "transform", device_transform if whole else refused)
+            est = TreeBoostClassifier(n_estimators=3, max_depth=3, device=device, **kw).fit(X, target)
+            est.save_model(tmp_path / "m.json")
+            texts.append((tmp_path / "m.json").read_bytes())
+        assert texts[0] == texts[1]

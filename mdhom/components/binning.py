@@ -87,6 +87,13 @@ def packed_edges(mapper: BinMapper) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return flat, first, counts
 
 
+def sends_whole(device: Device, X: np.ndarray) -> bool:
+    """Whether raw rows may go to ``device`` whole for :class:`DeviceBinner`: their float64 copy within half the
+    device's largest allocation. Larger matrices are binned on the host (the same bins): PoCL on a 16-core machine
+    refused a 10.5M x 28 upload (2.35 GB) with INVALID_BUFFER_SIZE."""
+    return 8 * int(np.size(X)) <= int(device.cl_device.max_mem_alloc_size) // 2
+
+
 class DeviceBinner:
     """Maps raw features to bins on a device with a fitted :class:`BinMapper`; built once, used per matrix.
     ``config_source`` says where the configuration came from (:func:`mdhom.configs.lookup`)."""

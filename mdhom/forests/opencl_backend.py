@@ -17,7 +17,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components.binning import DeviceBinner
+from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.forests import histogram as H
@@ -64,7 +64,7 @@ class OpenCLForest:
         largest host cost of a fit (1.6 s of 1M x 28 rows on a 2-core host), and the bins need no upload. Rows
         whose float64 copy would pass half the device's largest allocation are binned on the host (and sent
         as bins by :meth:`start`, as the chains' bins are)."""
-        if 8 * X.size > int(self.device.cl_device.max_mem_alloc_size) // 2:  # raw rows too large to send whole
+        if not sends_whole(self.device, X):
             return mapper.transform(X)
         binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True, queue=self.ws.queue)
         return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))

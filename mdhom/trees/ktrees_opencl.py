@@ -16,7 +16,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components.binning import DeviceBinner
+from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.lanes import gh_type
 from mdhom.components.quantize import quantization_exponents, quantization_scales
 from mdhom.components.split import SplitParams
@@ -85,10 +85,8 @@ class OpenCLKTrees(HostEvals):
     def bin_rows(self, mapper: Any) -> Callable[[Any], cl_array.Array | np.ndarray]:
         """Dense rows binned on the device straight into the kernels' feature-major layout; sparse rows, rows too
         large to send whole and categorical data on the host (dense bins: every tree reads every row)."""
-        max_send = int(self.device.cl_device.max_mem_alloc_size) // 2
-
         def to_bins(X: Any) -> cl_array.Array | np.ndarray:
-            if is_sparse(X) or mapper.categorical.any() or 8 * X.size > max_send:
+            if is_sparse(X) or mapper.categorical.any() or not sends_whole(self.device, X):
                 return mapper.transform(X)
             return DeviceBinner(mapper, self.device, np.float64, feature_major=True,
                                 queue=self.ws.queue).transform(np.ascontiguousarray(X, np.float64))

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import pyopencl.array as cl_array
 
-from mdhom.components.binning import DeviceBinner
+from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
 from mdhom.components.histogram import rows_fit
 from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
@@ -200,14 +200,15 @@ class OpenCLTreeKernels:
     def bin_rows(self, mapper: BinMapper) -> Callable[[object], cl_array.Array | np.ndarray]:
         """How rows become bins in this backend's layout, straight into ``load`` (the mapper's bins exactly):
         dense rows are binned on the device; sparse rows, and rows with categorical features (the device binner
-        knows edges only), on the host, in the layout the device reads, and uploaded by ``load``."""
+        knows edges only), on the host, in the layout the device reads, and uploaded by ``load``; so are dense
+        rows too large to send whole (:func:`mdhom.components.binning.sends_whole`)."""
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
         self.binner = None  # built at the first dense matrix
 
         def to_bins(X: object) -> cl_array.Array | np.ndarray | SparseBins:
             if is_sparse(X) and sparse_pays(*X.shape, X.nnz, bin_dtype(mapper.n_bins).itemsize):
                 return mapper.transform_sparse(X)  # compressed rows: load and add_eval take them as they are
-            if is_sparse(X) or mapper.categorical.any():
+            if is_sparse(X) or mapper.categorical.any() or not sends_whole(self.device, X):
                 bins = mapper.transform(X, feature_major=self.feature_major)
                 return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
             if self.binner is None:
