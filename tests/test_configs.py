@@ -347,3 +347,34 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
                                     dirs=[tmp_path])
     assert got is None
     assert any(issubclass(w.category, TunedConfigWarning) and "PARTIALS_LOCAL" in str(w.message) for w in caught)
+
+
+def test_cpu_configurations_apply_at_their_core_count_only(cpu, tmp_path):
+    """One CPU model name, and so one key, covers machines of any core count, and a tune's work-group counts are
+    its machine's: a CPU's own file and a CPU defaults group's entries apply only where the compute units match
+    (elsewhere the heuristics, which scale with them); a tune on another core count replaces the file instead of
+    merging into it. GPUs of one key keep their file at any count."""
+    d = tmp_path / "pkg"
+    sizes = {"row": 10**5, "feat": 28}
+    two = dataclasses.replace(cpu, key="acme-cpu-v1", type="cpu", compute_units=2)
+    sixteen = dataclasses.replace(two, compute_units=16)
+    tuned = _hist_cfg(two, 10**5, 4)
+    configs.store_result(two, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    assert configs.lookup_config(two, "histogram", sizes) == tuned
+    with pytest.warns(TunedConfigWarning, match="tuned on 2 compute units, acme-cpu-v1 has 16"):
+        assert configs.lookup_config(sixteen, "histogram", sizes) is None
+    configs.rebuild_defaults([d])
+    other = dataclasses.replace(sixteen, key="acme-other-v1")  # falls back to the acme-cpu and cpu groups
+    with pytest.warns(TunedConfigWarning, match="heuristic"):
+        assert configs.lookup_config(other, "histogram", sizes) is None
+    with pytest.warns(TunedConfigWarning, match="defaults"):
+        assert configs.lookup_config(dataclasses.replace(other, key="acme-third-v1", compute_units=2), "histogram",
+                                     sizes) == tuned
+    gpu = dataclasses.replace(two, key="acme-gpu-v1", type="gpu")
+    configs.store_result(gpu, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    assert configs.lookup_config(dataclasses.replace(gpu, compute_units=16), "histogram", sizes) == tuned
+    retuned = _hist_cfg(sixteen, 10**6, 8)
+    configs.store_result(sixteen, "histogram", "rows_1e6", _entry(retuned, {"row": 10**6, "feat": 28}), directory=d)
+    doc = json.loads((d / "acme-cpu-v1.json").read_text())
+    assert doc["device"]["compute_units"] == 16 and set(doc["kernels"]["histogram"]["classes"]) == {"rows_1e6"}
+    assert configs.lookup_config(sixteen, "histogram", sizes) == retuned
