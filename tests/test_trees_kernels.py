@@ -107,6 +107,15 @@ def test_gather_gh(device):
         np.testing.assert_array_equal(got["h"], hess[ridx])
 
 
+def test_copy_words(device):
+    """The copy kernel (a tree's reset of the rows on CPUs, the benches' copy reference): every word, bit for bit."""
+    src = np.random.default_rng(19).integers(0, 2**63, 10007, dtype=np.uint64)
+    src[:3] = [0, 2**64 - 1, 0x7FF8000000000001]  # a NaN's bits stay bits
+    desc = pt.copy_words()
+    for cfg in configs(desc, device, {"i": src.size}, seed=20):
+        np.testing.assert_array_equal(run(desc, device, cfg, {"i": src.size}, src=src), src)
+
+
 # ------------------------------------------------------------------------------------------------ subtraction
 def test_hist_subtract(device):
     rng = np.random.default_rng(3)

@@ -45,7 +45,7 @@ import pyopencl as cl
 
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.lookahead import AHEAD, split_from_search
-from mdhom.components.specs import KernelSpec, elementwise, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, elementwise, pow2_at_most
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
@@ -181,11 +181,29 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
     return cfg
 
 
+@lru_cache(maxsize=1)
+def copy_words() -> Description:
+    """A copy of 8-byte words as a kernel. CPU runtimes copy buffers (``clEnqueueCopyBuffer``) on one thread: PoCL on
+    the H200 host's 16 cores reset a tree's rows (336 MB) in 34 ms, ~10 GB/s, while its kernels streamed 18-80 GB/s;
+    a kernel copies on every core. The bench reports kernels' bandwidth against it (:mod:`mdhom.bench.profile`)."""
+    return Description("tree_copy_words", ["i"], [Concat()], "ulong", "out = src;",
+                       inputs=[Input("src", "ulong", ("i",))], chunked=True)
+
+
+def copy_by_kernel(device) -> bool:  # noqa: ANN001 - a Device
+    """Whether row-sized copies run as :func:`copy_words` (CPUs) or as buffer copies (GPUs: the copy engine)."""
+    return device.type == "cpu"
+
+
 # reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, LEAF_ROWS, COLUMNS)
+COPY = KernelSpec("tree_copy_words", elementwise(), tuning=Tuning(
+    lambda s: copy_words(), {"words_1e7": {"i": 10**7}},
+    lambda s, rng: {"src": rng.integers(0, 2**63, s["i"], dtype=np.uint64)}, lambda a: a["src"],
+    doc="a copy of 8-byte words (a tree's reset of the rows on CPUs)"))
+SPECS = (FLAGS, LEAF_ROWS, COLUMNS, COPY)
 
 
 class _Ahead:
@@ -236,6 +254,7 @@ class RowPartitioner:
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
         self._tab = "split_tab"  # the buffer holding the last step's table
+        self._copiers: dict[str, Bound] = {}  # the reset's copy kernels, by buffer (copy_by_kernel)
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
@@ -304,7 +323,7 @@ class RowPartitioner:
         if not self.dirty:
             return False
         q = ws.queue
-        events = [cl.enqueue_copy(q, ws.ridx, ws.ridx_orig, byte_count=4 * max(1, ws.n_rows))]
+        events = self._copy("ridx", 4 * max(1, ws.n_rows))
         if ws.n_rows and ws.n_features and not ws.row_index:  # into the first half of the positions
             if ws.feature_major:  # each feature's column holds both halves
                 col = ws.n_rows * ws.bin_bytes
@@ -312,8 +331,7 @@ class RowPartitioner:
                                               region=(col, ws.n_features), src_pitches=(col,),
                                               dst_pitches=(ws.pos_stride * ws.bin_bytes,)))
             else:
-                events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig,
-                                              byte_count=ws.n_rows * ws.n_features * ws.bin_bytes))
+                events += self._copy("bins", ws.n_rows * ws.n_features * ws.bin_bytes)
         ws.record("tree_reset_rows", events)
         self.dirty = False
         return True
@@ -504,6 +522,22 @@ class RowPartitioner:
                                                                    n_left=ws["n_left"], allow=ws["ahead_allow"]))),
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
+
+    def _copy(self, name: str, nbytes: int) -> list[cl.Event]:
+        """``nbytes`` of the row-order buffer ``<name>_orig`` to the start of ``name``: whole 8-byte words by
+        :func:`copy_words` where :func:`copy_by_kernel`, the rest as a buffer copy."""
+        ws = self.ws
+        words = nbytes // 8 if copy_by_kernel(ws.device) else 0
+        events = []
+        if words:
+            if name not in self._copiers:
+                comp = ws.build(COPY, copy_words(), {"i": words})
+                self._copiers[name] = Bound(ws, comp, lambda: (getattr(ws, name), {"src": getattr(ws, f"{name}_orig")}))
+            events += self._copiers[name]({"i": words})
+        if nbytes > 8 * words:
+            events.append(cl.enqueue_copy(ws.queue, getattr(ws, name), getattr(ws, f"{name}_orig"),
+                                          byte_count=nbytes - 8 * words, dst_offset=8 * words, src_offset=8 * words))
+        return events
 
     def _block_table(self, count: np.ndarray) -> np.ndarray:
         """Per block of ``blocks`` compact indices (kernels/trees/scatter.cl, block mode): its split's index and its
