@@ -254,7 +254,13 @@ class RowPartitioner:
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
         self._tab = "split_tab"  # the buffer holding the last step's table
-        self._copiers: dict[str, Bound] = {}  # the reset's copy kernels, by buffer (copy_by_kernel)
+        # the reset's copy kernel (copy_by_kernel), bound per buffer; built here, with the others
+        self._copiers: dict[str, Bound] = {}
+        if copy_by_kernel(ws.device):
+            comp = ws.build(COPY, copy_words(), {"i": max(1, ws.n_rows)})
+            self._copiers = {name: Bound(ws, comp, lambda name=name: (getattr(ws, name),
+                                                                      {"src": getattr(ws, f"{name}_orig")}))
+                             for name in ("ridx", "bins")}
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
@@ -527,13 +533,8 @@ class RowPartitioner:
         """``nbytes`` of the row-order buffer ``<name>_orig`` to the start of ``name``: whole 8-byte words by
         :func:`copy_words` where :func:`copy_by_kernel`, the rest as a buffer copy."""
         ws = self.ws
-        words = nbytes // 8 if copy_by_kernel(ws.device) else 0
-        events = []
-        if words:
-            if name not in self._copiers:
-                comp = ws.build(COPY, copy_words(), {"i": words})
-                self._copiers[name] = Bound(ws, comp, lambda: (getattr(ws, name), {"src": getattr(ws, f"{name}_orig")}))
-            events += self._copiers[name]({"i": words})
+        words = nbytes // 8 if self._copiers else 0
+        events = self._copiers[name]({"i": words}) if words else []
         if nbytes > 8 * words:
             events.append(cl.enqueue_copy(ws.queue, getattr(ws, name), getattr(ws, f"{name}_orig"),
                                           byte_count=nbytes - 8 * words, dst_offset=8 * words, src_offset=8 * words))
