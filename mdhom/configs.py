@@ -461,6 +461,9 @@ def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:
     hit = find_device_file(device.key, dirs)
     if hit is None:
         return "no"
+    units = hit[1]["device"].get("compute_units")
+    if not _same_units(units, device):
+        return f"no (the stored file is for {units} compute units)"
     kernels = hit[1]["kernels"]
     dates = [e.get("date", "") for k in kernels.values() for e in k["classes"].values()]
     last = max(dates)[:10] if dates else "?"

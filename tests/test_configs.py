@@ -212,6 +212,9 @@ def test_tuned_status(cpu, tmp_path):
     configs.store_result(cpu, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
                          directory=tmp_path / "pkg")
     assert configs.tuned_status(cpu).startswith("2026-11-20 (1 kernels)")
+    if cpu.type == "cpu":  # a CPU of the same key and another core count does not use the file
+        more = dataclasses.replace(cpu, compute_units=cpu.compute_units + 1)
+        assert configs.tuned_status(more) == f"no (the stored file is for {cpu.compute_units} compute units)"
 
 
 def test_shipped_files_are_valid():
