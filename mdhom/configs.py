@@ -393,7 +393,7 @@ def lookup(
         return None, "disabled"
     dir_list = list(dirs) if dirs is not None else search_dirs()
     hit = find_device_file(device.key, dir_list)
-    if hit is not None and not _same_units(hit[1]["device"].get("compute_units"), device):
+    if hit is not None and not _same_units(hit[1], device):
         _warn_once("units", str(hit[0]), f"{hit[0]} was tuned on {hit[1]['device']['compute_units']} compute units, "
                    f"{device.key} has {device.compute_units}: its work-group counts do not carry over, so it is not "
                    f"used; run `mdhom tune --device {device.key}` on this machine")
@@ -430,30 +430,25 @@ def lookup(
     return None, "heuristic"
 
 
-def _same_units(units: int | None, device: Device) -> bool:
-    """Whether configurations tuned on ``units`` compute units apply to ``device``. On CPUs the work-group counts
-    that a tune finds are the machine's core count (a 2-core machine's 2 work-groups left 14 of a 16-core machine's
-    cores idle: PoCL, 10.5M rows, the histogram at 16% of a copy), while one CPU model name, and so one device key,
-    covers machines of any core count. GPUs of one key have one count."""
+def _same_units(doc: Mapping[str, Any] | None, device: Device) -> bool:
+    """Whether the configurations of the device file ``doc`` (None: unknown) apply to ``device`` by its compute
+    units. On CPUs the work-group counts that a tune finds are the machine's core count (a 2-core machine's 2
+    work-groups left 14 of a 16-core machine's cores idle: PoCL, 10.5M rows, the histogram at 16% of a copy), while one
+    CPU model name, and so one device key, covers machines of any core count. GPUs of one key have one count."""
+    units = None if doc is None else doc["device"].get("compute_units")
     return device.type != "cpu" or units is None or int(units) == int(device.compute_units)
 
 
 def _entries_for_units(kernels: Mapping[str, Any], kernel: str, device: Device,
                        dirs: list[Path]) -> Mapping[str, Any]:
-    """A defaults group's ``kernel`` with only the size classes whose source device had ``device``'s compute units
-    (:func:`_same_units`; a source whose file is not found counts as the same)."""
+    """A defaults group's ``kernel`` with only the size classes whose source device file (its ``source`` key) had
+    ``device``'s compute units (:func:`_same_units`; a source whose file is not found counts as the same)."""
     entry = kernels.get(kernel)
     if not entry or device.type != "cpu":
         return kernels
-    classes = {c: e for c, e in entry["classes"].items() if _same_units(_source_units(e.get("source"), dirs), device)}
+    classes = {c: e for c, e in entry["classes"].items()
+               if _same_units(load_device(e["source"], dirs) if e.get("source") else None, device)}
     return {kernel: {**entry, "classes": classes}} if classes else {}
-
-
-def _source_units(key: str | None, dirs: list[Path]) -> int | None:
-    if not key:
-        return None
-    hit = find_device_file(key, dirs)
-    return None if hit is None else hit[1]["device"].get("compute_units")
 
 
 def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:
@@ -461,9 +456,8 @@ def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:
     hit = find_device_file(device.key, dirs)
     if hit is None:
         return "no"
-    units = hit[1]["device"].get("compute_units")
-    if not _same_units(units, device):
-        return f"no (the stored file is for {units} compute units)"
+    if not _same_units(hit[1], device):
+        return f"no (the stored file is for {hit[1]['device']['compute_units']} compute units)"
     kernels = hit[1]["kernels"]
     dates = [e.get("date", "") for k in kernels.values() for e in k["classes"].values()]
     last = max(dates)[:10] if dates else "?"
@@ -525,7 +519,7 @@ def store_results(
     if doc is None or doc.get("schema") != SCHEMA:
         found = find_device_file(device.key)
         doc = found[1] if found else None
-    if doc is not None and not _same_units(doc["device"].get("compute_units"), device):
+    if doc is not None and not _same_units(doc, device):
         doc = None  # another core count's configurations: replaced, not merged
     doc = json.loads(json.dumps(doc)) if doc is not None else empty_document(device)
     doc["device"] = device_facts(device)

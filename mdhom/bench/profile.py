@@ -321,8 +321,7 @@ def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> floa
     import pyopencl as cl
 
     from mdhom.components.partition import COPY, copy_words
-    from mdhom.configs import lookup
-    from mdhom.mdh import build_within_limits
+    from mdhom.components.workspace import Workspace
 
     nbytes = int(min(nbytes, device.cl_device.max_mem_alloc_size // 4)) // 8 * 8
     queue = cl.CommandQueue(device.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -330,9 +329,7 @@ def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> floa
     dst = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, nbytes)
     cl.enqueue_fill_buffer(queue, src, np.zeros(1, np.uint8), 0, nbytes).wait()
     sizes = {"i": nbytes // 8}
-    desc = copy_words()
-    config = lookup(device, desc.name, sizes, desc, warn=False)[0] or COPY.heuristic(desc, device, sizes)
-    kernel = build_within_limits(desc, device, config).bind(dst, queue, src=src)
+    kernel = Workspace(device).build(COPY, copy_words(), sizes).bind(dst, queue, src=src)  # as a fit builds it
     best = 0.0
     for copy in (lambda: [cl.enqueue_copy(queue, dst, src, byte_count=nbytes)], lambda: kernel(sizes)):
         times = []
