@@ -19,9 +19,10 @@ Schema (``schema_version`` 1) of a device file::
                  "compute_units", "max_work_group_size", "local_mem_size"},
       "kernels": {
         "<kernel>": {
-          "description_hash": "sha256 of the generated OpenCL source and parameter names",
+          "description_hash": "sha256 ...",        # (optional) the classes' hash where they all share one
           "classes": {
             "<size class>": {
+              "description_hash": "sha256 of the generated OpenCL source and parameter names",
               "sizes": {"<dim>": int, ...},        # the problem size the class was tuned at
               "config": {"NUM_WG_<dim>": int, ...}, # the best configuration found
               "median_s": float,                    # its median kernel time (OpenCL profiling events)
@@ -38,6 +39,10 @@ Schema (``schema_version`` 1) of a device file::
 A defaults file ``tuned_configs/defaults.json`` (``"schema": "mdhom-tuned-defaults"``) holds the same
 ``kernels`` mapping per *group*: ``"<runtime>-<type>"`` (``"nvidia-gpu"``, ``"pocl-cpu"``) and ``"<type>"``
 (``"gpu"``, ``"cpu"``). :func:`rebuild_defaults` derives it from the device files.
+
+One kernel name covers variants of its description (a precision's lanes, a CPU's vector form), each tuned in
+classes of its own: a class records the hash of the variant it was tuned for (files written before that hold one
+hash per kernel), and a lookup takes the nearest class tuned for the variant being built.
 
 Lookup (CLBlast's layered fallback): the device's own file, then the group entries from most to least
 specific, then ``None``, which means "use the description's ``default_config``". A corrupt or foreign file
@@ -291,6 +296,11 @@ def nearest_class(classes: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, 
     return best
 
 
+def class_hash(entry: Mapping[str, Any], size_class: str) -> str | None:
+    """The description hash a kernel entry's size class was tuned for: its own, else the entry's (older files)."""
+    return entry["classes"][size_class].get("description_hash") or entry.get("description_hash")
+
+
 def description_hash(desc: Description) -> str:
     """Hash of what a configuration was tuned for: the generated OpenCL source and the parameter names."""
     key = id(desc)
@@ -317,18 +327,29 @@ def _pick(
     entry = kernels.get(kernel)
     if not entry:
         return None
-    cls = nearest_class(entry["classes"], sizes, within)
+    classes = entry["classes"]
+    other_version = False
+    if description is not None:
+        own = description_hash(description)
+        same = {c: e for c, e in classes.items() if class_hash(entry, c) in (None, own)}
+        other_version = len(same) < len(classes)
+        cls = nearest_class(same, sizes, within)
+        if cls is not None:
+            other_version = False
+        elif other_version:
+            cls = nearest_class(classes, sizes, within)
+    else:
+        cls = nearest_class(classes, sizes, within)
     if cls is None:
         return None
-    config = {k: int(v) for k, v in entry["classes"][cls]["config"].items()}
+    config = {k: int(v) for k, v in classes[cls]["config"].items()}
     if description is not None:
         from mdhom.mdh.description import ConfigError
 
-        stored = entry.get("description_hash")
-        if stored and stored != description_hash(description):
+        if other_version:
             # Still valid (checked below) and usually still good: said in the source that learners report
             # (``kernel_configs_``), not warned, since one kernel name covers variants the tuner did not run
-            # (a learner's precision, the number of bins) and every fit would warn.
+            # (the number of bins, a gain plugged in) and every fit would warn.
             cls = f"{cls} [tuned for another version of the kernel: re-run `mdhom tune --kernels {kernel}`]"
         from mdhom.mdh.computation import within_local_memory
 
@@ -508,10 +529,10 @@ def store_results(
 
     The existing file (in the write directory, else the first one found along the search path) is the
     base, so a tune of some kernels keeps the others; a corrupt base is replaced, after its warning, and so is a
-    CPU's base tuned on another number of compute units (:func:`_same_units`). A
-    kernel whose description hash changed loses its old classes (they were tuned for other code), and so does
-    every other kernel of the base for which ``stale(kernel, stored hash)`` is true: configurations of an older
-    kernel version are re-tuned, not carried.
+    CPU's base tuned on another number of compute units (:func:`_same_units`). Each class records its
+    description hash. A kernel stored now loses its classes of other hashes (tuned for other code) except those
+    ``stale(kernel, hash)`` calls current (another variant of it); every other kernel of the base loses the classes
+    for which ``stale`` is true: configurations of an older kernel version are re-tuned, not carried.
     """
     directory = Path(directory) if directory is not None else write_dir()
     path = directory / device_file_name(device.key)
@@ -524,18 +545,35 @@ def store_results(
     doc = json.loads(json.dumps(doc)) if doc is not None else empty_document(device)
     doc["device"] = device_facts(device)
     results = list(results)
+    for body in doc["kernels"].values():  # every class names its own hash from here on
+        for cls in body["classes"]:
+            h = class_hash(body, cls)
+            if h:
+                body["classes"][cls]["description_hash"] = h
+        body.pop("description_hash", None)
     if stale is not None:
         tuned_now = {r[0] for r in results}
-        for kernel in [k for k, e in doc["kernels"].items()
-                       if k not in tuned_now and stale(k, e.get("description_hash"))]:
-            del doc["kernels"][kernel]
+        for kernel, body in list(doc["kernels"].items()):
+            if kernel in tuned_now:
+                continue
+            body["classes"] = {c: e for c, e in body["classes"].items() if not stale(kernel, e.get("description_hash"))}
+            if not body["classes"]:
+                del doc["kernels"][kernel]
+    new_hashes: dict[str, set[str | None]] = {}
+    for kernel, _, _, desc_hash in results:
+        new_hashes.setdefault(kernel, set()).add(desc_hash)
+    for kernel, hashes in new_hashes.items():
+        body = doc["kernels"].setdefault(kernel, {"classes": {}})
+        if None not in hashes:  # classes tuned for other code are re-tuned, not carried (unless ``stale`` knows
+            # their hash as current: another variant of the kernel, not tuned in this run)
+            body["classes"] = {c: e for c, e in body["classes"].items()
+                               if e.get("description_hash") in (None, *hashes)
+                               or (stale is not None and not stale(kernel, e.get("description_hash")))}
     for kernel, size_class, entry, desc_hash in results:
-        k = doc["kernels"].setdefault(kernel, {"classes": {}})
+        e = dict(entry)
         if desc_hash is not None:
-            if k.get("description_hash") not in (None, desc_hash):
-                k["classes"] = {}
-            k["description_hash"] = desc_hash
-        k["classes"][size_class] = dict(entry)
+            e["description_hash"] = desc_hash
+        doc["kernels"][kernel]["classes"][size_class] = e
     validate(doc, str(path))
     atomic_write_json(path, doc)
     _CACHE.pop(path, None)
@@ -567,9 +605,8 @@ def rebuild_defaults(dirs: Iterable[Path] | None = None, out: Path | None = None
                     old = gk["classes"].get(cls)
                     rank = (e.get("trials", 0), e.get("date", ""))
                     if old is None or rank > (old.get("trials", 0), old.get("date", "")):
-                        gk["classes"][cls] = {**e, "source": dev["key"]}
-                        if kentry.get("description_hash"):
-                            gk["description_hash"] = kentry["description_hash"]
+                        h = class_hash(kentry, cls)
+                        gk["classes"][cls] = {**e, "source": dev["key"], **({"description_hash": h} if h else {})}
     doc = {"schema": DEFAULTS_SCHEMA, "schema_version": SCHEMA_VERSION, "date": now_iso(), "groups": groups}
     target = Path(out) if out is not None else dir_list[0] / DEFAULTS_FILE
     validate(doc, str(target))
@@ -584,6 +621,7 @@ __all__ = [
     "SchemaError",
     "TunedConfigWarning",
     "atomic_write_json",
+    "class_hash",
     "description_hash",
     "fallback_groups",
     "load_device",

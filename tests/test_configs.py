@@ -190,6 +190,40 @@ def test_description_hash_mismatch_is_reported(cpu, tmp_path):
     assert set(doc["kernels"]["histogram"]["classes"]) == {"d"}
 
 
+def test_variants_of_one_kernel_keep_their_own_classes(cpu, tmp_path):
+    """Two variants under one kernel name (a precision's lanes, a CPU's vector form): each build takes the nearest
+    class tuned for its own code, even where the other variant's class is nearer in size, and a store of one
+    variant keeps the other where ``stale`` calls its hash current."""
+    desc = HIST.describe({})
+    own = configs.description_hash(desc)
+    mine, theirs = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**6, 4)
+    d = tmp_path / "pkg"
+    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own),
+                                ("histogram", "theirs", _entry(theirs, {"row": 10**6, "feat": 28}), "sha256:q")],
+                          directory=d)
+    body = configs.load_device(cpu.key)["kernels"]["histogram"]
+    assert {c: e["description_hash"] for c, e in body["classes"].items()} == {"mine": own, "theirs": "sha256:q"}
+    config, source = configs.lookup(cpu, "histogram", {"row": 10**6, "feat": 28}, description=desc)
+    assert config == mine and "another version" not in source and "mine" in source
+    # re-tuning one variant keeps the other while its code is current, drops it once it is not
+    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
+                          stale=lambda kernel, h: h != "sha256:q")
+    assert set(configs.load_device(cpu.key)["kernels"]["histogram"]["classes"]) == {"mine", "theirs"}
+    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
+                          stale=lambda kernel, h: True)
+    assert set(configs.load_device(cpu.key)["kernels"]["histogram"]["classes"]) == {"mine"}
+    # a file of the older layout (one hash per kernel) reads the same
+    doc = json.loads((d / f"{cpu.key}.json").read_text())
+    doc["kernels"]["histogram"]["description_hash"] = doc["kernels"]["histogram"]["classes"]["mine"].pop(
+        "description_hash")
+    configs.atomic_write_json(d / f"{cpu.key}.json", doc)
+    assert configs.lookup(cpu, "histogram", {"row": 10**4, "feat": 28}, description=desc)[0] == mine
+    # the defaults carry each class's hash
+    out = configs.rebuild_defaults([d])
+    group = json.loads(out.read_text())["groups"][cpu.type]["kernels"]["histogram"]
+    assert group["classes"]["mine"]["description_hash"] == own
+
+
 def test_atomic_write_keeps_old_file_on_failure(tmp_path):
     p = tmp_path / "pkg" / "x.json"
     configs.atomic_write_json(p, {"a": 1})

@@ -209,7 +209,7 @@ def recheck(device: Any, work: Any, directory: Path | None = None,
         raise ValueError(f"{device.key} has no tuned-config file to check; run `mdhom tune` first")
     path, doc = hit
     checked = checked_layout(device)
-    entries = [(k, c, e, body.get("description_hash")) for k, body in doc["kernels"].items()
+    entries = [(k, c, e, configs.class_hash(body, c)) for k, body in doc["kernels"].items()
                if not is_layout(k) or k == checked
                for c, e in body["classes"].items() if "default_config" in e and "default_s" in e]
     if not entries:

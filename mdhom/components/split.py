@@ -246,7 +246,7 @@ for (int s = 0; s < VEC; ++s) {{ out[s].value = mdh_gains[s]; out[s].index = mdh
 
 def _inv_input(precision: str) -> list[Input]:
     """The quantized split kernels' extra input: 2^-k per (output, g|h), to turn integer sums into reals."""
-    return [Input("inv_scale", "double", (1,), gather=True)] if is_quantized(precision) else []
+    return [Input("inv_scale", "double", ("*",), gather=True)] if is_quantized(precision) else []
 
 
 def _best_layout(precision: str) -> tuple[int, int, int]:
@@ -347,18 +347,42 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
 
 
 # ------------------------------------------------------------------------------------------------ tuner inputs
+def _precision(s: Mapping[str, int]) -> str:
+    """A tuning class's precision: its ``quantized`` knob (the variant GPUs' fits and quantized CPU fits build)."""
+    return "quantized" if s.get("quantized") else "double"
+
+
+def _with_quantized(classes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Each class again as ``q_<name>`` with ``quantized`` 1: int32 lanes are other code, tuned on their own."""
+    return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
+
+
+def _scan_inputs(s, rng):
+    shape = (s["node"], s["feat"], s["output"], s["bin"], 2)
+    if s.get("quantized"):  # a round's int32 lanes: every prefix sum within 2^30
+        return {"hist": rng.integers(-(1 << 20), 1 << 20, size=shape).astype(np.int32)}
+    return {"hist": rng.standard_normal(shape)}
+
+
 def _score_inputs(s, rng):
     n, f, k, b = s["node"], s["feat"], s.get("n_outputs", 1), s["bin"] + 2
-    g = rng.integers(-4, 5, size=(n, f, k, b)).astype(np.float64)
-    h = rng.integers(0, 4, size=(n, f, k, b)).astype(np.float64)
+    g = rng.integers(-4, 5, size=(n, f, k, b))
+    h = rng.integers(0, 4, size=(n, f, k, b))
     hist = np.stack([g, h], axis=-1)
     mask = np.ones(f, np.uint8)
-    return {"scan": split_scan_reference(hist), "hist": hist, "feature_mask": mask, "reg_lambda": 1.0,
-            "reg_alpha": 0.0, "min_split_gain": 0.0, "min_child_weight": 1.0}
+    params = {"reg_lambda": 1.0, "reg_alpha": 0.0, "min_split_gain": 0.0, "min_child_weight": 1.0}
+    if s.get("quantized"):  # integer sums, read as reals through 2^-k per (output, g|h)
+        hist = hist.astype(np.int32)
+        inv = np.ldexp(1.0, -np.array([[2, 1]] * k)).reshape(-1)
+        return {"scan": split_scan_reference(hist), "hist": hist, "feature_mask": mask, "inv_scale": inv, **params}
+    hist = hist.astype(np.float64)
+    return {"scan": split_scan_reference(hist), "hist": hist, "feature_mask": mask, **params}
 
 
 def _score_ref(a):
     hist = a["hist"]
+    if "inv_scale" in a:
+        hist = hist * a["inv_scale"].reshape(-1, 2)[None, None, :, None, :]
     params = SplitParams(a["reg_lambda"], a["reg_alpha"], a["min_split_gain"], a["min_child_weight"])
     sp = split_reference(hist, a["feature_mask"].astype(bool), params)
     n_cand = hist.shape[3] - 2
@@ -371,18 +395,19 @@ def _score_ref(a):
 _NODES = (1, 16, 128)
 SCAN = KernelSpec(
     "tree_split_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1},  # np.cumsum's order
-    tuning=Tuning(lambda s: split_scan(int(s["bin"])),
-                  {f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in _NODES},
-                  lambda s, rng: {"hist": rng.standard_normal((s["node"], s["feat"], s["output"], s["bin"], 2))},
-                  lambda a: gh_struct(split_scan_reference(a["hist"])),
-                  doc="prefix sums of (g, h) over 64 bins per node, feature and output"))
+    tuning=Tuning(lambda s: split_scan(int(s["bin"]), _precision(s)),
+                  _with_quantized({f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in _NODES}),
+                  _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
+                  doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
-    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), vector=bool(s.get("vector"))),
-                  with_vector_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2, "n_outputs": 1}
-                                       for n in _NODES}),
+    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), _precision(s),
+                                        vector=bool(s.get("vector"))),
+                  with_vector_classes(_with_quantized({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
+                                                                       "n_outputs": 1} for n in _NODES})),
                   _score_inputs, _score_ref, applies=vector_class_applies,
-                  doc="gain of every (feature, bin, direction) and the argmax per node (CPUs: in vector form)"))
+                  doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
+                      "(CPUs: in vector form)"))
 SUMS = KernelSpec("tree_split_sums", description_default)
 # categorical fits only: not tuned (a fit's categories decide their cost)
 CAT_SCAN = KernelSpec("tree_split_scan_cat", cat_scan_heuristic, exact_pins={"NUM_WI_bin2": 1, "NUM_WG_bin2": 1})
