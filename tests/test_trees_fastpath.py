@@ -261,6 +261,43 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     assert calls["tied"] > 0 and calls["without_top"] == 0, calls
 
 
+@pytest.mark.parametrize("ahead", [0, 1])
+@pytest.mark.parametrize("leaves,depth,seed", [(255, 0, 3), (31, 0, 4), (60, 5, 5), (0, 7, 6)])
+def test_speculative_batches_without_the_walk(monkeypatch, leaves, depth, seed, ahead):
+    """Where the leaf budget covers every open candidate, a speculative batch is every searched candidate not yet
+    expanded, taken without walking them: the same candidates as the walk finds, and the same tree."""
+    from mdhom.trees import grower as G
+
+    X, g, h = _mirror(seed, 600) if seed % 2 else (*_data(seed, 2500, 6)[:1], None, None)
+    if g is None:
+        rng = np.random.default_rng(seed)
+        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((2500, 1))
+        h = np.ones_like(g)
+    bins = BinMapper(31).fit(X).transform(X)
+    gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, depth, leaves, True)
+    orig, calls = G._Candidates.reachable, {"n": 0, "all": 0}
+
+    def spy(self, heap, tree_of, room):
+        out = orig(self, heap, tree_of, room)
+        walked = self.walk(heap, tree_of, room)
+        assert sorted(out) == sorted(walked)
+        calls["n"] += 1
+        calls["all"] += self.n_live - self.taken <= room
+        return out
+
+    monkeypatch.setattr(G._Candidates, "reachable", spy)
+    seq, spec = NumpyKernels(), _SpeculativeNumpy()
+    spec.lookahead = ahead
+    trees = []
+    for kern in (seq, spec):
+        kern.load(bins, 32, g.shape[1])
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(X.shape[1], bool), gp, lambda f, b: float(b)))
+    _same(trees[1], trees[0])
+    np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+    assert calls["all"] > 0, calls
+
+
 @pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])
 def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
     """The device's look-ahead (the children of each loss-guided batch split by their best splits on the device,

@@ -353,6 +353,12 @@ class _Candidates:
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
         self.n_ids = 1
+        # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), how many were ever
+        # searched with such a gain, and how many of them the walk has split: what :meth:`reachable` needs to know
+        # when every candidate is within the budget
+        self.open: dict[int, None] = {0: None} if self.gain[0] > SPLIT_EPS else {}
+        self.n_live = len(self.open)
+        self.taken = 0
 
     def split_of(self, node: int) -> tuple[Splits, int]:
         return self.found[node]
@@ -375,9 +381,11 @@ class _Candidates:
         kernels.apply_splits(np.array(batch, np.int32), np.array(feature, np.int32),
                              np.array([r[1] for r in rules], np.int32), np.array([r[2] for r in rules], bool),
                              lo, lo + 1, small_left=np.array(left_small) if len(grow) == ns else None, cat_left=cats)
+        open_ = self.open
         for k, node in enumerate(batch):
             c = first + 2 * k
             kids[node] = (c, c + 1)
+            open_.pop(node, None)
             depth[c] = depth[c + 1] = depth[node] + 1
         if not grow:
             return
@@ -410,6 +418,7 @@ class _Candidates:
             for e in np.flatnonzero(ok).tolist():
                 parent, c0 = int(ids[e]), first_id[k] + 2 * e
                 self.children[parent] = (c0, c0 + 1)
+                self.open.pop(parent, None)
                 self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
             ids, alive = next_ids, next_alive
             at = np.flatnonzero(alive).tolist()
@@ -426,12 +435,16 @@ class _Candidates:
         gains = found.gain.tolist()
         rules = list(zip(found.feature.tolist(), found.bin.tolist(), found.default_left.tolist(), strict=True))
         hist, found_, gain, small_left, rule = self.hist, self.found, self.gain, self.small_left, self.rule
+        open_ = self.open
         for node, j in zip(nodes, at, strict=True):
             hist[node] = (pair, j, n_in)
             found_[node] = (found, j)
-            gain[node] = gains[j]
+            g = gain[node] = gains[j]
             small_left[node] = smaller[j]
             rule[node] = rules[j]
+            if g > SPLIT_EPS:
+                open_[node] = None
+        self.n_live = self.n_live + sum(gains[j] > SPLIT_EPS for j in at)
         return smaller
 
     def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
@@ -447,7 +460,18 @@ class _Candidates:
         then every candidate tied in ``m`` with the last of them (the walk itself breaks ties by tree id, which
         this one does not know). The walk's next leaf, of the largest gain on the heap, is always among them.
         Some of a batch is searched in vain, which costs device work but no round trip; which candidates are
-        searched never changes the tree."""
+        searched never changes the tree.
+
+        Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split (each is reachable from
+        the heap by splits of such gains), the answer is every one not expanded, known without the walk over them:
+        the early, wide steps of a tree (a third of a GPU round's host time between read-back and next launch went
+        to this walk on the H200)."""
+        if self.n_live - self.taken <= room:
+            return list(self.open)
+        return self.walk(heap, tree_of, room)
+
+    def walk(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
+        """:meth:`reachable` by popping the known candidates in the walk's order."""
         pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
         heapq.heapify(pq)
         children, gains = self.children, self.gain
@@ -519,6 +543,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
             cand.expand([b for b in batch if b not in cand.children])
             continue
         heapq.heappop(heap)
+        cand.taken += 1
         sp, i = cand.split_of(at)
         lo, hi = nodes.defer(node, sp, i)
         c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
