@@ -361,6 +361,8 @@ def test_every_tunable_verifies_in_the_tuner(device):
     bad = {}
     for name, kern in sorted(tunable.registered().items()):
         classes = kern.classes(quick=True, device=device)
+        if not classes:
+            continue  # a kernel this device's learners do not launch in the tuned variant (GPUs' partition flags)
         cls = min(classes, key=kern.points)
         if kern.points(cls) > 1 << 21:
             continue  # a quick class still too large for a test (the histograms' root passes)

@@ -46,7 +46,7 @@ import pyopencl as cl
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.lookahead import AHEAD, split_from_search
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, pow2_at_most
-from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
+from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, split_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
 
@@ -106,7 +106,7 @@ def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_l
 
 # ------------------------------------------------------------------------------------------------ partition
 # the split table: SPLIT_RECORD records, read through a tree_split_t pointer (kernels/trees/partition.cl)
-_PART_TAB = Input("split_tab", "int", (1,), gather=True)
+_PART_TAB = Input("split_tab", "int", ("*",), gather=True)
 _SPLIT_AT = ("__global const tree_split_t* t = (__global const tree_split_t*)split_tab\n"
              "    + tree_split_at(pos, (__global const tree_split_t*)split_tab, n_split);")
 
@@ -126,7 +126,7 @@ def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = 
 out = (pos - t->first < t->count)  /* past the last range: a table decided on the device ends in a sentinel */
     ? tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t, (__global const uchar*)split_tab)
     : 0;""",
-        inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True), _PART_TAB]
+        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse),
@@ -195,8 +195,47 @@ def copy_by_kernel(device) -> bool:  # noqa: ANN001 - a Device
     return device.type == "cpu"
 
 
-# reads the whole bins and split-table buffers: not tunable until the generator has any-extent inputs
-FLAGS = KernelSpec("tree_partition_flags", flags_heuristic)
+def _flags_inputs(s, rng):
+    """A split step of a GPU fit (row index, column copy of the bins): ``node`` nodes tiling ``pos`` rows, each a
+    random set of the matrix's rows in ascending order (as the partition keeps them), split on random features and
+    bins of 63 + missing, every row of them visited (a depth-wise level: most of a tree's rows are visited at such
+    depths, in ascending but scattered order)."""
+    n, ns, f, b = s["pos"], s["node"], 28, 64
+    bins = rng.integers(0, b, size=f * n, dtype=np.uint8)  # features x rows
+    order = np.arange(n, dtype=np.int32) if ns == 1 else rng.permutation(n).astype(np.int32)
+    cuts = np.sort(rng.choice(np.arange(1, n), ns - 1, replace=False)) if ns > 1 else np.array([], np.int64)
+    begin = np.concatenate([[0], cuts]).astype(np.int64)
+    count = np.diff(np.concatenate([begin, [n]]))
+    ridx = np.concatenate([order, np.zeros(n, np.int32)])  # two halves of positions; the nodes in the first
+    for b0, c in zip(begin.tolist(), count.tolist(), strict=True):
+        ridx[b0:b0 + c] = np.sort(ridx[b0:b0 + c])
+    tab = split_table(ns)
+    tab["node"], tab["feature"], tab["bin"] = np.arange(ns), rng.integers(0, f, ns), rng.integers(0, b - 2, ns)
+    tab["default_left"], tab["begin"], tab["count"] = rng.integers(0, 2, ns), begin, count
+    tab["first"], tab["left"], tab["right"], tab["next_child"] = begin, 2 * np.arange(ns) + 1, 2 * np.arange(ns) + 2, -1
+    return {"bins": bins, "split_tab": tab.view(np.int32).reshape(-1), "ridx": ridx, "n_split": ns, "n_rows": n,
+            "n_feat": f}
+
+
+def _flags_ref(a):
+    from mdhom.trees import reference as ref
+
+    tab, n, ridx = a["split_tab"].view(SPLIT_RECORD.dtype), a["n_rows"], a["ridx"]
+    cols = a["bins"].reshape(-1, n)
+    go = np.zeros(int(tab["count"].sum()), np.int32)
+    for t in tab:
+        rows = ridx[t["begin"]:t["begin"] + t["count"]]
+        go[t["first"]:t["first"] + t["count"]] = ref.goes_left(cols[t["feature"], rows], t["bin"],
+                                                                bool(t["default_left"]), 64)
+    return np.cumsum(go, dtype=np.int64).astype(np.int32)
+
+
+# tuned in the variant GPUs launch (row index, column copy); CPUs partition in blocks
+FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
+    lambda s: partition_flags(64, feature_major=True, row_index=True),
+    {f"{name}_nodes_{ns}": {"pos": n, "node": ns} for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    _flags_inputs, _flags_ref, applies=lambda dev, s: dev.type == "gpu",
+    doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
 COPY = KernelSpec("tree_copy_words", elementwise(), tuning=Tuning(
