@@ -19,7 +19,7 @@ Schema (``schema_version`` 1) of a device file::
                  "compute_units", "max_work_group_size", "local_mem_size"},
       "kernels": {
         "<kernel>": {
-          "description_hash": "sha256 ...",        # (optional) the classes' hash where they all share one
+          "description_hash": "sha256 ...",        # files written before 2026-11-28: one hash for every class
           "classes": {
             "<size class>": {
               "description_hash": "sha256 of the generated OpenCL source and parameter names",

@@ -313,14 +313,14 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
 
 def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> float:
     """Bytes per second (read + written) of a device-to-device copy on ``device``: the faster of a buffer copy and
-    the copy kernel (:func:`mdhom.components.partition.copy_words`, the device's configuration for it), each the
+    the copy kernel (:func:`mdhom.components.row_copy.copy_words`, the device's configuration for it), each the
     median of ``repeats`` copies of ``nbytes`` (at most a quarter of the largest allocation), by profiling events.
     The reference the kernels' bandwidth is reported against, measured in the same run. Both, because CPU runtimes
     copy buffers on one thread (PoCL on 16 cores: ~18 GB/s, which its row scatter passed 4.5-fold) and a GPU's copy
     engine may beat a kernel."""
     import pyopencl as cl
 
-    from mdhom.components.partition import COPY, copy_words
+    from mdhom.components.row_copy import COPY, copy_words
     from mdhom.components.workspace import Workspace
 
     nbytes = int(min(nbytes, device.cl_device.max_mem_alloc_size // 4)) // 8 * 8

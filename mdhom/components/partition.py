@@ -45,6 +45,7 @@ import pyopencl as cl
 
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.lookahead import AHEAD, split_from_search
+from mdhom.components.row_copy import COPY, copy_by_kernel, copy_words
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, pow2_at_most
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, split_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
@@ -181,20 +182,6 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
     return cfg
 
 
-@lru_cache(maxsize=1)
-def copy_words() -> Description:
-    """A copy of 8-byte words as a kernel. CPU runtimes copy buffers (``clEnqueueCopyBuffer``) on one thread: PoCL on
-    the H200 host's 16 cores reset a tree's rows (336 MB) in 34 ms, ~10 GB/s, while its kernels streamed 18-80 GB/s;
-    a kernel copies on every core. The bench reports kernels' bandwidth against it (:mod:`mdhom.bench.profile`)."""
-    return Description("tree_copy_words", ["i"], [Concat()], "ulong", "out = src;",
-                       inputs=[Input("src", "ulong", ("i",))], chunked=True)
-
-
-def copy_by_kernel(device) -> bool:  # noqa: ANN001 - a Device
-    """Whether row-sized copies run as :func:`copy_words` (CPUs) or as buffer copies (GPUs: the copy engine)."""
-    return device.type == "cpu"
-
-
 def _flags_inputs(s, rng):
     """A split step of a GPU fit (row index, column copy of the bins): ``node`` nodes tiling ``pos`` rows, each a
     random set of the matrix's rows in ascending order (as the partition keeps them), split on random features and
@@ -238,11 +225,7 @@ FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
     doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-COPY = KernelSpec("tree_copy_words", elementwise(), tuning=Tuning(
-    lambda s: copy_words(), {"words_1e7": {"i": 10**7}},
-    lambda s, rng: {"src": rng.integers(0, 2**63, s["i"], dtype=np.uint64)}, lambda a: a["src"],
-    doc="a copy of 8-byte words (a tree's reset of the rows on CPUs)"))
-SPECS = (FLAGS, LEAF_ROWS, COLUMNS, COPY)
+SPECS = (FLAGS, LEAF_ROWS, COLUMNS)
 
 
 class _Ahead:

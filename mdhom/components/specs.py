@@ -23,6 +23,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
     "mdhom.components.split",
     "mdhom.components.partition",
+    "mdhom.components.row_copy",
     "mdhom.components.lookahead",
     "mdhom.components.gradients",
     "mdhom.components.scores",
