@@ -306,14 +306,22 @@ def _score_inputs(kind: str):  # noqa: ANN202
     def make(s, rng):  # noqa: ANN001, ANN202
         head, cum = _problem(s, rng, kind)
         scan = to_slots(cum, head.k)
-        return {"scan": scan, "hist": scan, "feature_mask": np.ones(int(s["feat"]), np.uint8), "l2": 1.0,
-                "l1": 0.0, "min_coverage": 1.0}
+        out = {"feature_mask": np.ones(int(s["feat"]), np.uint8), "l2": 1.0, "l1": 0.0, "min_coverage": 1.0}
+        if s.get("quantized"):  # fixed point: 2^e per (slot, g|h), every prefix sum within 2^30 (as a fit's are)
+            top = np.abs(scan).max(axis=(0, 1, 3))
+            e = (30 - np.ceil(np.log2(np.maximum(top, 1.0))) - 1).astype(np.int64)
+            scan = np.rint(scan * np.ldexp(1.0, e)[None, None, :, None, :]).astype(np.int32)
+            out["inv_scale"] = np.ldexp(1.0, -e).reshape(-1)
+        return {"scan": scan, "hist": scan, **out}
     return make
 
 
 def _score_ref(kind: str):  # noqa: ANN202
     def ref(a):  # noqa: ANN001, ANN202
-        cum = from_slots(a["scan"])
+        scan = a["scan"]
+        if "inv_scale" in a:  # the integers as the kernel reads them: q * 2^-e, exact
+            scan = scan * a["inv_scale"].reshape(-1, 2)[None, None, :, None, :]
+        cum = from_slots(scan)
         k = a["scan"].shape[2] - 1
         head = Head(kind, False, np.arange(k), k, float(a["l1"]), float(a["l2"]))
         return best_reference(cum, head, int(a["min_coverage"]), a["feature_mask"])
@@ -481,7 +489,8 @@ _ROW_CLASSES = {"rows_1e3": 10**3, "rows_1e4": 10**4, "rows_1e5": 10**5}
 def _score_spec(kind: str) -> KernelSpec:
     gain = head_gain(kind)
     return KernelSpec(gain.kernel_name, score_heuristic, tuning=Tuning(
-        lambda s: score(int(s["bin"]) + 2, int(s["n_labels"]), kind), _SCORE_CLASSES, _score_inputs(kind),
+        lambda s: score(int(s["bin"]) + 2, int(s["n_labels"]), kind, "quantized" if s.get("quantized") else "double"),
+        {**_SCORE_CLASSES, **{f"q_{c}": {**v, "quantized": 1} for c, v in _SCORE_CLASSES.items()}}, _score_inputs(kind),
         _score_ref(kind), doc=f"rule refinement: {kind} head quality of every (feature, bin, operator), arg-max"))
 
 
