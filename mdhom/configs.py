@@ -327,18 +327,13 @@ def _pick(
     entry = kernels.get(kernel)
     if not entry:
         return None
-    classes = entry["classes"]
-    other_version = False
+    classes = same = entry["classes"]
     if description is not None:
         own = description_hash(description)
         same = {c: e for c, e in classes.items() if class_hash(entry, c) in (None, own)}
-        other_version = len(same) < len(classes)
-        cls = nearest_class(same, sizes, within)
-        if cls is not None:
-            other_version = False
-        elif other_version:
-            cls = nearest_class(classes, sizes, within)
-    else:
+    cls = nearest_class(same, sizes, within)
+    other_version = cls is None and len(same) < len(classes)
+    if other_version:
         cls = nearest_class(classes, sizes, within)
     if cls is None:
         return None

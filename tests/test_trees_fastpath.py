@@ -228,6 +228,21 @@ def _mirror(seed: int, n: int = 300, k: int = 2):
     return X, np.vstack([ga, -ga]), np.ones((n, k))
 
 
+def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: np.ndarray, gp: GrowParams,
+                                           ahead: int) -> None:
+    """The sequential walk and speculative batches (``ahead`` levels of look-ahead) grow the same tree, every row in
+    the same leaf."""
+    seq, spec = NumpyKernels(), _SpeculativeNumpy()
+    spec.lookahead = ahead
+    trees = []
+    for kern in (seq, spec):
+        kern.load(bins, 32, g.shape[1])
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(bins.shape[1], bool), gp, lambda f, b: float(b)))
+    _same(trees[1], trees[0])
+    np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+
+
 @pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
@@ -249,15 +264,7 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    seq, spec = NumpyKernels(), _SpeculativeNumpy()
-    spec.lookahead = ahead
-    trees = []
-    for kern in (seq, spec):
-        kern.load(bins, 32, 2)
-        kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(4, bool), gp, lambda f, b: float(b)))
-    _same(trees[1], trees[0])
-    np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+    _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
     assert calls["tied"] > 0 and calls["without_top"] == 0, calls
 
 
@@ -282,19 +289,11 @@ def test_speculative_batches_without_the_walk(monkeypatch, leaves, depth, seed, 
         walked = self.walk(heap, tree_of, room)
         assert sorted(out) == sorted(walked)
         calls["n"] += 1
-        calls["all"] += self.n_live - self.taken <= room
+        calls["all"] += self.unsplit <= room
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    seq, spec = NumpyKernels(), _SpeculativeNumpy()
-    spec.lookahead = ahead
-    trees = []
-    for kern in (seq, spec):
-        kern.load(bins, 32, g.shape[1])
-        kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(X.shape[1], bool), gp, lambda f, b: float(b)))
-    _same(trees[1], trees[0])
-    np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+    _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
     assert calls["all"] > 0, calls
 
 

@@ -6,6 +6,7 @@ double, histograms and their scans and differences as int32 fixed point).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources
 
 import numpy as np
@@ -67,6 +68,17 @@ def vector_forms(device: Device) -> bool:
     dimension over work-items instead (and keep the kernels their stored configurations were tuned for); CPUs and the
     checker (Oclgrind checks the vector forms' reads too)."""
     return device.type != "gpu" or device.checker
+
+
+def with_quantized_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """A kernel's size classes, and each again as ``q_<name>`` with ``quantized`` 1: its int32 lanes are other code
+    (what GPU fits and ``precision="quantized"`` build), tuned in classes of their own."""
+    return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
+
+
+def class_precision(sizes: Mapping[str, int]) -> str:
+    """The precision a size class of :func:`with_quantized_classes` builds."""
+    return "quantized" if sizes.get("quantized") else "double"
 
 
 def with_vector_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:

@@ -29,6 +29,7 @@ import numpy as np
 from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import (
     REALS,
+    class_precision,
     defines,
     gh_struct,
     hist_ctype,
@@ -40,6 +41,7 @@ from mdhom.components.lanes import (
     vector_class_applies,
     vector_defines,
     vector_forms,
+    with_quantized_classes,
     with_vector_classes,
 )
 from mdhom.components.specs import KernelSpec, Tuning, description_default, ones, pow2_at_most
@@ -347,16 +349,6 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
 
 
 # ------------------------------------------------------------------------------------------------ tuner inputs
-def _precision(s: Mapping[str, int]) -> str:
-    """A tuning class's precision: its ``quantized`` knob (the variant GPUs' fits and quantized CPU fits build)."""
-    return "quantized" if s.get("quantized") else "double"
-
-
-def _with_quantized(classes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """Each class again as ``q_<name>`` with ``quantized`` 1: int32 lanes are other code, tuned on their own."""
-    return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
-
-
 def _scan_inputs(s, rng):
     shape = (s["node"], s["feat"], s["output"], s["bin"], 2)
     if s.get("quantized"):  # a round's int32 lanes: every prefix sum within 2^30
@@ -395,15 +387,16 @@ def _score_ref(a):
 _NODES = (1, 16, 128)
 SCAN = KernelSpec(
     "tree_split_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1},  # np.cumsum's order
-    tuning=Tuning(lambda s: split_scan(int(s["bin"]), _precision(s)),
-                  _with_quantized({f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64} for n in _NODES}),
+    tuning=Tuning(lambda s: split_scan(int(s["bin"]), class_precision(s)),
+                  with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64}
+                                          for n in _NODES}),
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
-    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), _precision(s),
+    tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
                                         vector=bool(s.get("vector"))),
-                  with_vector_classes(_with_quantized({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
+                  with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
                                                                        "n_outputs": 1} for n in _NODES})),
                   _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "

@@ -41,7 +41,16 @@ from importlib import resources
 import numpy as np
 
 from mdhom.components import split as sp
-from mdhom.components.lanes import gh_type, hist_ctype, hist_gh_type, is_quantized, split_type
+from mdhom.components.lanes import (
+    class_precision,
+    gh_type,
+    hist_ctype,
+    hist_gh_type,
+    is_quantized,
+    split_type,
+    with_quantized_classes,
+)
+from mdhom.components.quantize import quantization_exponents
 from mdhom.components.specs import KernelSpec, Tuning, description_default, elementwise, ones, pow2_at_most
 from mdhom.devices import Device
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Struct
@@ -308,8 +317,7 @@ def _score_inputs(kind: str):  # noqa: ANN202
         scan = to_slots(cum, head.k)
         out = {"feature_mask": np.ones(int(s["feat"]), np.uint8), "l2": 1.0, "l1": 0.0, "min_coverage": 1.0}
         if s.get("quantized"):  # fixed point: 2^e per (slot, g|h), every prefix sum within 2^30 (as a fit's are)
-            top = np.abs(scan).max(axis=(0, 1, 3))
-            e = (30 - np.ceil(np.log2(np.maximum(top, 1.0))) - 1).astype(np.int64)
+            e = quantization_exponents(np.abs(scan).max(axis=(0, 1, 3)), 1)
             scan = np.rint(scan * np.ldexp(1.0, e)[None, None, :, None, :]).astype(np.int32)
             out["inv_scale"] = np.ldexp(1.0, -e).reshape(-1)
         return {"scan": scan, "hist": scan, **out}
@@ -489,8 +497,8 @@ _ROW_CLASSES = {"rows_1e3": 10**3, "rows_1e4": 10**4, "rows_1e5": 10**5}
 def _score_spec(kind: str) -> KernelSpec:
     gain = head_gain(kind)
     return KernelSpec(gain.kernel_name, score_heuristic, tuning=Tuning(
-        lambda s: score(int(s["bin"]) + 2, int(s["n_labels"]), kind, "quantized" if s.get("quantized") else "double"),
-        {**_SCORE_CLASSES, **{f"q_{c}": {**v, "quantized": 1} for c, v in _SCORE_CLASSES.items()}}, _score_inputs(kind),
+        lambda s: score(int(s["bin"]) + 2, int(s["n_labels"]), kind, class_precision(s)),
+        with_quantized_classes(_SCORE_CLASSES), _score_inputs(kind),
         _score_ref(kind), doc=f"rule refinement: {kind} head quality of every (feature, bin, operator), arg-max"))
 
 

@@ -353,15 +353,18 @@ class _Candidates:
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
         self.n_ids = 1
-        # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), how many were ever
-        # searched with such a gain, and how many of them the walk has split: what :meth:`reachable` needs to know
-        # when every candidate is within the budget
+        # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), and how many of gain >
+        # SPLIT_EPS the walk has not split (expanded or not): what :meth:`reachable` needs to know when every
+        # candidate is within the budget (the walk counts its splits down, :meth:`took_split`)
         self.open: dict[int, None] = {0: None} if self.gain[0] > SPLIT_EPS else {}
-        self.n_live = len(self.open)
-        self.taken = 0
+        self.unsplit = len(self.open)
 
     def split_of(self, node: int) -> tuple[Splits, int]:
         return self.found[node]
+
+    def took_split(self) -> None:
+        """The walk split one candidate (the tree's next split)."""
+        self.unsplit -= 1
 
     def expand(self, batch: list[int]) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
@@ -444,7 +447,7 @@ class _Candidates:
             rule[node] = rules[j]
             if g > SPLIT_EPS:
                 open_[node] = None
-        self.n_live = self.n_live + sum(gains[j] > SPLIT_EPS for j in at)
+                self.unsplit += 1
         return smaller
 
     def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
@@ -466,7 +469,7 @@ class _Candidates:
         the heap by splits of such gains), the answer is every one not expanded, known without the walk over them:
         the early, wide steps of a tree (a third of a GPU round's host time between read-back and next launch went
         to this walk on the H200)."""
-        if self.n_live - self.taken <= room:
+        if self.unsplit <= room:
             return list(self.open)
         return self.walk(heap, tree_of, room)
 
@@ -543,7 +546,7 @@ def _grow_lossguide_batched(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarra
             cand.expand([b for b in batch if b not in cand.children])
             continue
         heapq.heappop(heap)
-        cand.taken += 1
+        cand.took_split()
         sp, i = cand.split_of(at)
         lo, hi = nodes.defer(node, sp, i)
         c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
