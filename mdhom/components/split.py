@@ -563,18 +563,21 @@ class SplitEvaluator:
         """The Splits of a search's packed result ``host`` ((n, n_outputs) records)."""
         ws = self.ws
         k, b = ws.n_outputs, ws.n_bins
-        # the seven reals of each record (lg lh rg rh tg th gain) as one array, in few numpy calls: this runs
-        # between a level's read-back and its next launch, while the device waits
+        # the seven reals of each record (lg lh rg rh tg th gain) as one array, the fields views of it, in few numpy
+        # calls: this runs between a step's read-back and its next launch, while the device waits
         raw = host.view(ws.real).reshape(n, k, -1)[:, :, :7].astype(np.float64)
         gain = raw[:, 0, 6]
+        idx = host["index"][:, 0].astype(np.int64)
         ok = np.isfinite(gain)
-        idx = np.where(ok, host["index"][:, 0], 0).astype(np.int64)
+        if not ok.all():  # no valid split: gain -inf, feature and bin 0, not default-left, child sums 0
+            raw[~ok, :, 0:4] = 0.0
+            gain = np.where(ok, gain, -np.inf)
+            idx[~ok] = 1
         n_cand = b - 2
-        side = ok[:, None, None]
-        out = Splits(gain=np.where(ok, gain, -np.inf), feature=(idx // (2 * n_cand)).astype(np.int32),
-                     bin=((idx // 2) % n_cand).astype(np.int32), default_left=ok & (idx % 2 == 0),
-                     left_sum=np.where(side, raw[:, :, 0:2], 0.0), right_sum=np.where(side, raw[:, :, 2:4], 0.0),
-                     total=raw[:, :, 4:6].copy())
+        feat, rest = np.divmod(idx, 2 * n_cand)  # rest: 2 * bin + (0: missing values go left)
+        out = Splits(gain=gain, feature=feat.astype(np.int32), bin=(rest >> 1).astype(np.int32),
+                     default_left=(rest & 1) == 0, left_sum=raw[:, :, 0:2], right_sum=raw[:, :, 2:4],
+                     total=raw[:, :, 4:6])
         if self.categorical:
             out.cat_left = np.zeros((n, b), bool)
             if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won

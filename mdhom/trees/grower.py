@@ -106,32 +106,45 @@ class _Nodes:
         return lo, lo + 1
 
     def flush(self, params: GrowParams) -> None:
-        """Write the deferred splits, grouped by the search that found them."""
+        """Write the deferred splits: each field gathered once from the searches' arrays laid end to end (a
+        loss-guided tree defers ~250 splits from a dozen searches; a gather per search and field took 0.7 ms of
+        the H200 host's time a tree, while the device waited for the tree's end)."""
         deferred, self._deferred = self._deferred, []
         if not deferred:
             return
         if self.n > self.depth.size:
             self._alloc(max(self.n, 2 * self.depth.size))
-        groups: dict[int, tuple[Splits, list[int], list[int], list[int]]] = {}
+        base: dict[int, int] = {}  # id(splits) -> its first row in the concatenation
+        searches: list[Splits] = []
+        at = 0
         depth = self.depth[: self.n].tolist()
+        nodes, los, rows = [], [], []
         for node, lo, splits, i in deferred:
-            g = groups.setdefault(id(splits), (splits, [], [], []))
-            g[1].append(node)
-            g[2].append(lo)
-            g[3].append(i)
+            b = base.get(id(splits))
+            if b is None:
+                b = base[id(splits)] = at
+                searches.append(splits)
+                at += len(splits.gain)
+            nodes.append(node)
+            los.append(lo)
+            rows.append(b + i)
             depth[lo] = depth[lo + 1] = depth[node] + 1  # in split order: a parent's depth is written first
         self.depth[: self.n] = depth
-        for splits, nodes, los, idx in groups.values():
-            node, lo, i = np.asarray(nodes), np.asarray(los), np.asarray(idx)
-            self.sums[lo], self.sums[lo + 1] = splits.left_sum[i], splits.right_sum[i]
-            self.left[node], self.right[node] = lo, lo + 1
-            self.feature[node], self.bin[node] = splits.feature[i], splits.bin[i]
-            self.default_left[node] = splits.default_left[i]
-            self.gain[node] = np.asarray(splits.gain[i], np.float64) + params.split.min_split_gain
-            if params.categorical is not None:
-                for nd, j in zip(nodes, idx, strict=True):
-                    if is_categorical(params, int(splits.feature[j])):
-                        self.cat_left[nd] = splits.cat_left[j].copy()
+        node, lo, i = np.asarray(nodes), np.asarray(los), np.asarray(rows)
+
+        def gathered(field: str) -> np.ndarray:
+            parts = [getattr(sp, field) for sp in searches]
+            return (parts[0] if len(parts) == 1 else np.concatenate(parts))[i]
+
+        self.sums[lo], self.sums[lo + 1] = gathered("left_sum"), gathered("right_sum")
+        self.left[node], self.right[node] = lo, lo + 1
+        self.feature[node], self.bin[node] = gathered("feature"), gathered("bin")
+        self.default_left[node] = gathered("default_left")
+        self.gain[node] = np.asarray(gathered("gain"), np.float64) + params.split.min_split_gain
+        if params.categorical is not None:
+            for nd, _, sp, j in deferred:
+                if is_categorical(params, int(sp.feature[j])):
+                    self.cat_left[nd] = sp.cat_left[j].copy()
 
     def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray, params: GrowParams
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], None]]:
