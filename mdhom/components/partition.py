@@ -174,10 +174,14 @@ def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray
 
 def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
     """16 work-groups per compute unit on GPUs, each scanning a short range (in coalesced rounds: the
-    description's default SCAN_TILED=1 there); 2 per compute unit on CPUs, a contiguous chunk per work-item."""
+    description's default SCAN_TILED=1 there), and the fixup (each count plus the work-groups' before it) in groups
+    of 256 (H200, 10^7 rows in 64 nodes: fixup 0.098 -> 0.042 ms, the three kernels 0.246 -> 0.188 ms against groups
+    of 64); 2 per compute unit on CPUs, a contiguous chunk per work-item."""
     cfg = desc.default_config(dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_pos"] = 256 if gpu else 64
+    if gpu:
+        cfg["NUM_WI_COMBINE"] = 256
     cfg["NUM_WG_pos"] = pow2_at_most(16 * max(1, dev.compute_units), 4096) if gpu else 2 * max(1, dev.compute_units)
     return cfg
 
