@@ -178,6 +178,16 @@ class _LookaheadNumpy(_BatchedNumpy):
         self.lookahead = levels
 
 
+class _RoundTripsNumpy(_LookaheadNumpy):
+    """... counting a look-ahead as one search (one round trip, as on a device) however many levels it splits."""
+
+    def look_ahead(self, *args, **kwargs):
+        before = self.searches
+        out = super().look_ahead(*args, **kwargs)
+        self.searches = before + 1
+        return out
+
+
 class _SpeculativeNumpy(_BatchedNumpy):
     """... and with batches that take the searched children of every leaf the walk may still reach."""
 
@@ -335,6 +345,56 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
     default.load(bins, m.n_bins, k)
     assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
 
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 5])
+@pytest.mark.parametrize("leaves,depth,k,seed", [(255, 8, 1, 3), (0, 6, 1, 4), (40, 7, 1, 5), (31, 5, 3, 6),
+                                                 (100, 0, 1, 7), (20, 5, 2, 8)])
+def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, ahead):
+    """Depth-wise levels split on the device ahead of the host (where the leaf budget cannot bind) give the level-wise
+    tree node for node, every row in its leaf, in fewer round trips."""
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 2500, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((2500, k))
+    h = np.repeat(h, k, axis=1)
+    bins = BinMapper(31).fit(X).transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, False)
+    seq, ahd = _BatchedNumpy(), _RoundTripsNumpy(ahead)
+    trees = []
+    for kern in (seq, ahd):
+        kern.load(bins, 32, k)
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+    want, got = trees
+    _same(got, want)
+    np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+    assert want.n_nodes > 20 and ahd.searches < seq.searches, (ahd.searches, seq.searches)
+
+
+@pytest.mark.parametrize("leaves,depth,seed", [(255, 8, 3), (0, 5, 4), (60, 7, 9)])
+def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
+    """The device's depth-wise look-ahead grows the reference's quantized level-wise tree bit for bit, rows in their
+    leaves, with fewer syncs than level by level."""
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 3000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, False)
+    ref = NumpyKernels("quantized")
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(g, h)
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    syncs = []
+    for ahead in (0, 2):
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead)
+        dev.load(bins, m.n_bins, 1)
+        dev.set_gradients(g, h)
+        s0 = dev.syncs
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        syncs.append(dev.syncs - s0)
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    assert want.n_nodes > 30 and syncs[1] < syncs[0], syncs
 
 
 def test_rows_sit_in_the_final_leaves_after_batched_growth(device):

@@ -269,40 +269,116 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     return nodes.to_tree(params, threshold, value)
 
 
+def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
+    """How many levels below the ``n_nodes`` nodes at ``depth`` the device may split by their best splits before the
+    host sees them (``kernels.lookahead`` at most): as many as the depth limit lets split, and only while the leaf
+    budget cannot bind (every node of those levels splitting adds ``n_nodes * (2^levels - 1)`` leaves at most), so
+    that the level-wise rule (every node of gain > SPLIT_EPS, the largest gains where the budget is short) takes the
+    same splits as the device's."""
+    levels = int(getattr(kernels, "lookahead", 0))
+    if params.max_depth:
+        levels = min(levels, params.max_depth - depth)
+    if params.max_leaves:
+        while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
+            levels -= 1
+    return max(0, levels)
+
+
 def _grow_depthwise(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, hist: object,
                     splits: Splits) -> None:
     """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
     search's ``then``), so the device waits for the host only for what its next launches need: the chosen
-    splits, the children's ids and which child is built."""
-    level = [0]
+    splits, the children's ids and which child is built.
+
+    With ``kernels.lookahead``, the levels below a level whose leaf budget cannot bind are split on the device
+    (:meth:`~mdhom.trees.backend.TreeKernels.look_ahead`) before the host reads them: one round trip for several
+    levels. The device numbers those nodes its own way (slots of nodes that do not split included), so the level's
+    nodes carry two ids, the tree's and the backend's, and the rows learn their tree leaves by one relabelling at
+    the end. Without look-ahead both ids are the same."""
+    level_t = np.array([0], np.int64)  # the level's nodes: tree ids ...
+    level_b = np.array([0], np.int64)  # ... backend ids ...
+    at = np.array([0], np.int64)  # ... and rows of ``splits`` (and nodes of ``hist``)
+    names: dict[int, int] = {}  # backend id -> tree id, where they differ
+    n_bid = 1  # the next free backend id
     n_leaves = 1
     depth = 0
-    while level:
-        gain = np.asarray(splits.gain[: len(level)])
+    while level_t.size:
+        gain = np.asarray(splits.gain)[at]
         chosen = np.flatnonzero(gain > SPLIT_EPS)
         if params.max_leaves:
             room = params.max_leaves - n_leaves
             # the largest gains first, ties to the earlier node of the level; then back to level order
             chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
         if not chosen.size:
-            return
-        parents = np.asarray(level, np.int32)[chosen]
-        lo, hi, left_small, record = nodes.split_level(parents, splits, chosen, params)
-        n_leaves += int(chosen.size)
+            break
+        rows = at[chosen]
+        lo, hi, left_small, record = nodes.split_level(level_t[chosen].astype(np.int32), splits, rows, params)
+        k = int(chosen.size)
+        b_lo = np.arange(n_bid, n_bid + 2 * k, 2, dtype=np.int64)
+        n_bid += 2 * k
+        if names:
+            names.update(zip((b_lo.tolist() + (b_lo + 1).tolist()), lo.tolist() + hi.tolist(), strict=True))
+        n_leaves += k
         kernels.apply_splits(
-            parents, splits.feature[chosen], splits.bin[chosen], splits.default_left[chosen], lo, hi,
-            small_left=left_small, cat_left=cat_tables(params, splits, chosen, splits.feature[chosen]),
+            level_b[chosen].astype(np.int32), splits.feature[rows], splits.bin[rows], splits.default_left[rows],
+            b_lo.astype(np.int32), (b_lo + 1).astype(np.int32), small_left=left_small,
+            cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
         )
         depth += 1
         if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
             record()
-            return
-        small = np.where(left_small, lo, hi)
-        large = np.where(left_small, hi, lo)
-        h_small = kernels.histograms(small, transient=True)  # one histogram pass for the whole level
-        hist = _siblings(kernels, hist, h_small, chosen.tolist(), len(level))
-        level = small.tolist() + large.tolist()
-        splits = kernels.best_splits(hist, mask, params.split, then=record)
+            break
+        b_small = np.where(left_small, b_lo, b_lo + 1)
+        level_t = np.concatenate([np.where(left_small, lo, hi), np.where(left_small, hi, lo)]).astype(np.int64)
+        level_b = np.concatenate([b_small, np.where(left_small, b_lo + 1, b_lo)])
+        h_small = kernels.histograms(b_small.astype(np.int32), transient=True)  # one histogram pass for the level
+        hist = _siblings(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
+        at = np.arange(2 * k, dtype=np.int64)
+        levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
+        if not levels:
+            splits = kernels.best_splits(hist, mask, params.split, then=record)
+            continue
+        # the next ``levels`` levels on the device: level j's entries (2k * 2^j slots, alive or not) split where
+        # they may, children first_id[j] + 2e, + 1
+        m = 2 * k
+        allow = [np.full(m << j, _can_split(depth + j, params)) for j in range(levels)]
+        first_id = []
+        for j in range(levels):
+            first_id.append(n_bid)
+            n_bid += 2 * (m << j)
+        if not names:  # from here on the backend's ids differ from the tree's
+            names = {i: i for i in range(nodes.n)}
+        founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow, first_id)
+        record()
+        alive, ids = np.ones(m, bool), level_b
+        for j in range(levels):
+            splits = founds[j]
+            ok, _, next_ids, next_alive = ahead_step(splits, alive, allow[j], first_id[j])
+            split_at = np.flatnonzero(ok)  # entries that split, in level order: the level's chosen nodes
+            if not split_at.size:
+                level_t = level_t[:0]
+                break
+            pos = np.searchsorted(at, split_at)  # their places in the level (``at`` ascending: the live entries)
+            lo, hi, left_small, record = nodes.split_level(level_t[pos].astype(np.int32), splits, split_at, params)
+            record()
+            n_leaves += int(split_at.size)
+            depth += 1
+            n_j = ok.size
+            names.update(zip((first_id[j] + 2 * split_at).tolist() + (first_id[j] + 2 * split_at + 1).tolist(),
+                             lo.tolist() + hi.tolist(), strict=True))
+            level_t = np.concatenate([np.where(left_small, lo, hi), np.where(left_small, hi, lo)]).astype(np.int64)
+            at = np.concatenate([split_at, n_j + split_at]).astype(np.int64)
+            alive, ids = next_alive, next_ids
+            level_b = ids[at]
+        else:
+            splits, hist = founds[levels], hists[levels - 1]
+            if not _can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
+                break
+    if names:
+        node_map = np.zeros(n_bid, np.int32)
+        for b, t in names.items():
+            node_map[b] = t
+        kernels.relabel(node_map)
 
 
 def _grow_lossguide(kernels: TreeKernels, nodes: _Nodes, mask: np.ndarray, params: GrowParams, root: object,
