@@ -4,7 +4,8 @@ Five choices decide more of a round's time than any kernel's work-group sizes (r
 same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
 2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
-bins (``columns``), how many loss-guided levels are split on the device per round trip (``lookahead``) and
+bins (``columns``), how many levels are split on the device per round trip (``lookahead``: below a loss-guided
+batch, or depth-wise levels where the leaf budget cannot bind) and
 whether the partition walks rows in blocks of ``blocks`` rows, a work-item each (XGBoost's CPU partition; 0: a
 work-item per row and a prefix count, what GPUs want; on PoCL blocks make a loss-guided round 1.2-1.3x faster).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it

@@ -45,7 +45,7 @@ from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
-LOOKAHEAD_GPU = 0  # loss-guided levels split on the device per round trip, by default on GPUs (see load)
+LOOKAHEAD_GPU = 0  # levels split on the device per round trip (both policies), by default on GPUs (see load)
 SPECULATE = True  # by default (CPUs and GPUs alike): loss-guided batches reach below the heap's leaves
 
 
@@ -271,7 +271,10 @@ class OpenCLTreeKernels:
         # look-ahead: levels split on the device halve a loss-guided tree's round trips (25 instead of 44 on 10.5M
         # Higgs rows), but on the H100 machine a round is bound by the host's launches, not by its waits, and the
         # dead slots add work: rounds alternating in one process (.prof/abla.py, 3 pairs) 0.0452/0.0379/0.0384 s
-        # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option
+        # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option. Depth-wise
+        # levels ahead (H200, 10.5M rows, 3 alternating pairs): 2 levels 7.79 -> 7.86 ms a round, 4 levels 9.00 ->
+        # 8.67 (the device's kernels the same: no dead work, and no gain, the host's launches bound the round); PoCL,
+        # 2-core EPYC, 500k rows: 80.5 -> 106.0 ms (partitions launched for an upper bound of the rows)
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
         if self._lookahead is None and self.layout is not None:
