@@ -258,7 +258,7 @@ def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: n
 def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     """With gains tied across the tree, every speculative batch holds the leaf the walk waits for (candidates tied
     with the last one in the leaf budget join too), and the tree is the sequential walk's."""
-    from mdhom.trees import grower as G
+    from mdhom.trees import lossguide as G
 
     X, g, h = _mirror(seed)
     bins = BinMapper(31).fit(X).transform(X)
@@ -283,7 +283,7 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
 def test_speculative_batches_without_the_walk(monkeypatch, leaves, depth, seed, ahead):
     """Where the leaf budget covers every open candidate, a speculative batch is every searched candidate not yet
     expanded, taken without walking them: the same candidates as the walk finds, and the same tree."""
-    from mdhom.trees import grower as G
+    from mdhom.trees import lossguide as G
 
     X, g, h = _mirror(seed, 600) if seed % 2 else (*_data(seed, 2500, 6)[:1], None, None)
     if g is None:

@@ -54,7 +54,7 @@ class TreeKernels(Protocol):
     # ... and split that many levels below each such step ahead, on the device, by their best splits (look_ahead)
     lookahead: int
     # ... and take into each step the searched children of leaves the walk may still reach, not only the heap's
-    # leaves (mdhom.trees.grower._Candidates.reachable: about as many steps as the tree is deep, some searches
+    # leaves (mdhom.trees.lossguide._Candidates.reachable: about as many steps as the tree is deep, some searches
     # in vain)
     speculate: bool
     build_seconds: float  # seconds spent building kernels (reported apart from the rounds)

@@ -5,7 +5,7 @@ A multiclass (or multi-label) round computes every row's (g, h) for all K output
 trees, tree k on output k's (g, h), as XGBoost and LightGBM do. Here those trees are one batch of slots of the
 forests' level machinery (:mod:`mdhom.forests.boost_level`): per level one histogram launch over every node of
 every tree, one split search, one routing and one partition, one read-back of a few bytes per node; the host
-decides the splits with the depth-wise grower's own rules (:class:`mdhom.trees.grower._Nodes`, the same order of
+decides the splits with the depth-wise grower's own rules (:class:`mdhom.trees.growth.NodeTable`, the same order of
 nodes, ties and leaf values), so each tree is the tree :func:`mdhom.trees.grower.grow_tree` grows on its
 output's gradients, bit for bit. ``batch`` grows the K trees in batches of that many (1: one after another, through
 the same kernels; what the benchmark compares against).
@@ -33,7 +33,7 @@ from mdhom.forests import boost_level as BL
 from mdhom.forests import histogram as FH
 from mdhom.forests import partition as FP
 from mdhom.learn.memory import check_host, size_text
-from mdhom.trees.grower import GrowParams, _can_split, _Nodes
+from mdhom.trees.growth import GrowParams, NodeTable, can_split
 from mdhom.trees.model import Tree
 from mdhom.trees.reference import predict_bins
 
@@ -115,7 +115,7 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
     recs = backend.search(level, mask, params.split)
     nodes = []
     for t in range(n_trees):
-        nodes.append(_Nodes(1))
+        nodes.append(NodeTable(1))
         nodes[t].add([[recs["tg"][t], recs["th"][t]]], 0)
     order = [[t] for t in range(n_trees)]  # each tree's slots in the grower's level order
     ids = [[0] for _ in range(n_trees)]  # ... and their node ids
@@ -148,7 +148,7 @@ def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, pa
             lo, hi, left_small, record = nodes[t].split_level(parents, _splits(recs[slots]), chosen, params)
             record()
             n_leaves[t] += int(chosen.size)
-            done = not _can_split(depth + 1, params) or bool(params.max_leaves and n_leaves[t] >= params.max_leaves)
+            done = not can_split(depth + 1, params) or bool(params.max_leaves and n_leaves[t] >= params.max_leaves)
             small_slots, large_slots, small_ids, large_ids = [], [], [], []
             for c, j in enumerate(chosen.tolist()):
                 s, r = int(slots[j]), recs[slots[j]]

@@ -1,0 +1,283 @@
+"""The loss-guided walk: the best leaf first (XGBoost's ``lossguide``, LightGBM's leaf-wise growth), one leaf per
+split step (:func:`grow_lossguide`, the reference) or with the split searches batched and speculative
+(:func:`grow_lossguide_batched`, what OpenCL backends run), the same tree either way."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from mdhom.components.split import SPLIT_EPS
+from mdhom.trees.backend import Splits, TreeKernels
+from mdhom.trees.growth import GrowParams, NodeTable, any_categorical, can_split, cat_tables, sibling_histograms
+from mdhom.trees.reference import ahead_step, left_smaller
+
+
+def grow_lossguide(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, root: object,
+                    splits: Splits) -> None:
+    hist = {0: (root, 0, 1)}
+    found = {0: (splits, 0)}
+    heap: list[tuple[float, int]] = []
+    if found[0][0].gain[0] > SPLIT_EPS:
+        heap.append((-float(found[0][0].gain[0]), 0))
+    n_leaves = 1
+    while heap and (params.max_leaves == 0 or n_leaves < params.max_leaves):
+        _, node = heapq.heappop(heap)
+        splits, i = found.pop(node)
+        lo, hi = nodes.split(node, splits, i, params)
+        n_leaves += 1
+        left_small = nodes.smaller_is_left(node)
+        kernels.apply_splits(np.array([node], np.int32), splits.feature[i:i + 1], splits.bin[i:i + 1],
+                             splits.default_left[i:i + 1], np.array([lo], np.int32), np.array([hi], np.int32),
+                             small_left=np.array([left_small]),
+                             cat_left=cat_tables(params, splits, [i], splits.feature[i:i + 1]))
+        parent_hist, at, n_in = hist.pop(node)
+        if not can_split(nodes.depth[lo], params) or (params.max_leaves and n_leaves >= params.max_leaves):
+            continue
+        small, large = (lo, hi) if left_small else (hi, lo)
+        h_small = kernels.histograms(np.array([small], np.int32))
+        pair = sibling_histograms(kernels, parent_hist, h_small, [at], n_in)  # [small, large], one handle
+        both = kernels.best_splits(pair, mask, params.split)
+        for j, child in enumerate((small, large)):
+            if both.gain[j] > SPLIT_EPS:
+                hist[child] = (pair, j, 2)
+                found[child] = (both, j)
+                heapq.heappush(heap, (-float(both.gain[j]), child))
+
+
+def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]], child: object) -> object:
+    """[child, parent - child] with each child's parent a node of any handle (``(handle, index, n_nodes)``)."""
+    return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
+
+
+class _Candidates:
+    """The candidate tree of a loss-guided walk, as far as it has been searched, in the backend's node ids.
+
+    A node's best split depends only on its rows, so the tree of candidate splits is fixed by the data; the
+    walk only chooses which of them to take. :meth:`expand` splits a batch of nodes at once (one partition,
+    one histogram pass over the smaller children, one split search, one read-back) and numbers the new
+    nodes as it goes, so ids here differ from the tree's.
+    """
+
+    def __init__(self, kernels: TreeKernels, mask: np.ndarray, params: GrowParams, root: object,
+                 splits: Splits) -> None:
+        self.kernels, self.mask, self.params = kernels, mask, params
+        self.hist: dict[int, tuple[object, int, int]] = {0: (root, 0, 1)}
+        self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
+        # per node searched: whether its left child is the smaller (decided once per search, as arrays)
+        self.small_left: dict[int, bool] = {0: bool(left_smaller(splits.left_sum, splits.right_sum)[0])}
+        # per node searched: its best split's (feature, bin, default_left) as Python scalars, for expand's table
+        # (numpy item reads per node cost more than the search's read-back on a GPU host)
+        self.rule: dict[int, tuple[int, int, bool]] = {
+            0: (int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
+        self.depth: dict[int, int] = {0: 0}
+        self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
+        self.children: dict[int, tuple[int, int]] = {}
+        self.n_ids = 1
+        # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), and how many of gain >
+        # SPLIT_EPS the walk has not split (expanded or not): what :meth:`reachable` needs to know when every
+        # candidate is within the budget (the walk counts its splits down, :meth:`took_split`)
+        self.open: dict[int, None] = {0: None} if self.gain[0] > SPLIT_EPS else {}
+        self.unsplit = len(self.open)
+
+    def split_of(self, node: int) -> tuple[Splits, int]:
+        return self.found[node]
+
+    def took_split(self) -> None:
+        """The walk split one candidate (the tree's next split)."""
+        self.unsplit -= 1
+
+    def expand(self, batch: list[int]) -> None:
+        """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
+        where the depth limit allows them a split."""
+        kernels, ns = self.kernels, len(batch)
+        rule, small_left, depth, kids = self.rule, self.small_left, self.depth, self.children
+        rules = [rule[node] for node in batch]
+        feature = [r[0] for r in rules]
+        left_small = [small_left[node] for node in batch]
+        first = self.n_ids
+        self.n_ids += 2 * ns
+        lo = np.arange(first, first + 2 * ns, 2, dtype=np.int32)
+        grow = [k for k, node in enumerate(batch) if can_split(depth[node] + 1, self.params)]
+        cats = None
+        if any_categorical(self.params, feature):  # every search of a fit with categorical features has tables
+            cats = np.stack([sp.cat_left[i] for sp, i in (self.found[node] for node in batch)])
+        kernels.apply_splits(np.array(batch, np.int32), np.array(feature, np.int32),
+                             np.array([r[1] for r in rules], np.int32), np.array([r[2] for r in rules], bool),
+                             lo, lo + 1, small_left=np.array(left_small) if len(grow) == ns else None, cat_left=cats)
+        open_ = self.open
+        for k, node in enumerate(batch):
+            c = first + 2 * k
+            kids[node] = (c, c + 1)
+            open_.pop(node, None)
+            depth[c] = depth[c + 1] = depth[node] + 1
+        if not grow:
+            return
+        small = [first + 2 * k + (0 if left_small[k] else 1) for k in grow]
+        large = [first + 2 * k + (1 if left_small[k] else 0) for k in grow]
+        h_small = kernels.histograms(np.asarray(small, np.int32), transient=True)
+        pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
+        children = small + large
+        levels = kernels.lookahead if len(grow) == ns else 0
+        if not levels:
+            self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split))
+            return
+        # the steps after this one on the device, before the host sees this one's result: level k's entries (the
+        # children's slots, 2^k each, alive or not) split by their best splits where their own children may split
+        # again, children first_id[k] + 2e, first_id[k] + 2e + 1
+        m = len(children)
+        depth0 = [self.depth[c] for c in children]
+        allow, first_id = [], []
+        for k in range(levels):
+            allow.append(np.array([can_split(depth0[e % m] + k + 1, self.params) for e in range(m << k)]))
+            first_id.append(self.n_ids)
+            self.n_ids += 2 * (m << k)
+        founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
+                                           allow, first_id)
+        ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
+        self._searched(children, pair, founds[0])
+        for k in range(levels):
+            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k])
+            n_k = ids.size
+            for e in np.flatnonzero(ok).tolist():
+                parent, c0 = int(ids[e]), first_id[k] + 2 * e
+                self.children[parent] = (c0, c0 + 1)
+                self.open.pop(parent, None)
+                self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
+            ids, alive = next_ids, next_alive
+            at = np.flatnonzero(alive).tolist()
+            self._searched(ids[at].tolist(), hists[k], founds[k + 1], at, 2 * n_k)
+
+    def _searched(self, nodes: list[int], pair: object, found: Splits, at: list[int] | None = None,
+                  n_in: int | None = None) -> list[bool]:
+        """Record that ``nodes`` sit at ``at`` (default: in order) of the handle ``pair`` of ``n_in`` nodes, with
+        their best splits in ``found`` (by the same positions); returns, per position of ``pair``, whether the left
+        child is the smaller."""
+        at = list(range(len(nodes))) if at is None else at
+        n_in = len(nodes) if n_in is None else n_in
+        smaller = left_smaller(found.left_sum, found.right_sum).tolist()
+        gains = found.gain.tolist()
+        rules = list(zip(found.feature.tolist(), found.bin.tolist(), found.default_left.tolist(), strict=True))
+        hist, found_, gain, small_left, rule = self.hist, self.found, self.gain, self.small_left, self.rule
+        open_ = self.open
+        for node, j in zip(nodes, at, strict=True):
+            hist[node] = (pair, j, n_in)
+            found_[node] = (found, j)
+            g = gain[node] = gains[j]
+            small_left[node] = smaller[j]
+            rule[node] = rules[j]
+            if g > SPLIT_EPS:
+                open_[node] = None
+                self.unsplit += 1
+        return smaller
+
+    def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
+        """The searched, unexpanded candidates that the walk may still split within ``room`` more splits: heap
+        leaves and the searched descendants of expanded ones alike, so a batch reaches a level deeper below every
+        leaf the budget may reach, not only below the heap's leaves.
+
+        A best-first walk pops a node when it tops the heap, so in non-increasing order of its chain value ``m``:
+        the least gain on its path from the heap (a child of larger gain than its parent pops right after it).
+        Every known candidate of strictly larger ``m`` pops before it (candidates not yet searched may add more),
+        so a candidate with ``room`` or more known candidates of larger ``m`` is never split; any other may be,
+        and joins the batch. They are what the same walk over the known candidates pops first: ``room`` pops,
+        then every candidate tied in ``m`` with the last of them (the walk itself breaks ties by tree id, which
+        this one does not know). The walk's next leaf, of the largest gain on the heap, is always among them.
+        Some of a batch is searched in vain, which costs device work but no round trip; which candidates are
+        searched never changes the tree.
+
+        Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split (each is reachable from
+        the heap by splits of such gains), the answer is every one not expanded, known without the walk over them:
+        the early, wide steps of a tree (a third of a GPU round's host time between read-back and next launch went
+        to this walk on the H200)."""
+        if self.unsplit <= room:
+            return list(self.open)
+        return self.walk(heap, tree_of, room)
+
+    def walk(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
+        """:meth:`reachable` by popping the known candidates in the walk's order."""
+        pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
+        heapq.heapify(pq)
+        children, gains = self.children, self.gain
+        out: list[int] = []
+        left, last = room, None
+        while pq and (left > 0 or pq[0][0] == last):  # and every candidate tied with the last one in the budget
+            key, x = heapq.heappop(pq)
+            left -= 1
+            last = key
+            kids = children.get(x)
+            if kids is None:
+                out.append(x)
+                continue
+            for c in kids:
+                gain = gains.get(c)  # None: not searched (the depth limit rules out its split)
+                if gain is not None and gain > SPLIT_EPS:
+                    heapq.heappush(pq, (key if -gain < key else -gain, c))  # -min(m, gain)
+        return out
+
+    def leaf_map(self, tree_of: dict[int, int], tree_left: list[int]) -> np.ndarray:
+        """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
+        backend id of each tree node; a tree node's children in the tree are its children here; ``tree_left``:
+        each tree node's left child, negative at leaves). Plain lists: ~500 tree nodes a tree, per-item numpy
+        access would cost a millisecond."""
+        out = [0] * self.n_ids
+        children = self.children
+        for t, b in tree_of.items():
+            out[b] = t
+            if tree_left[t] < 0 and b in children:  # candidates searched below a leaf of the tree: its rows
+                stack = list(children[b])
+                while stack:
+                    c = stack.pop()
+                    out[c] = t
+                    stack.extend(children.get(c, ()))
+        return np.asarray(out, np.int32)
+
+
+def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
+                            root: object, splits: Splits) -> None:
+    """The tree of :func:`grow_lossguide`, node for node, with the split searches batched.
+
+    The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over
+    candidate splits that :class:`_Candidates` searches ahead. With ``kernels.speculate``, when the walk
+    reaches a leaf whose children are not searched yet, every candidate it may still split joins one batch
+    (:meth:`_Candidates.reachable`): about as many round trips as the tree is deep (H100, 10.5M Higgs rows,
+    255 leaves: 13 instead of 46 a tree, 0.025-0.027 s a round instead of 0.045-0.063). Without it, every
+    leaf on the heap that can still be split joins one batch: each leaf among the ``max_leaves - leaves``
+    best of the heap (each pop takes one leaf of the budget and entries above a leaf leave the heap only by
+    pops, so a leaf ranked lower can never be split). Either way some candidates of a batch end up not split
+    (their budget went to children of better splits); their rows move back to the tree leaf by one relabelling
+    at the end.
+    """
+    cand = _Candidates(kernels, mask, params, root, splits)
+    tree_of = {0: 0}  # tree node id -> candidate (backend) id
+    heap: list[tuple[float, int]] = []
+    if splits.gain[0] > SPLIT_EPS:
+        heap.append((-float(splits.gain[0]), 0))
+    limit = params.max_leaves or np.inf
+    n_leaves = 1
+    while heap and n_leaves < limit:
+        node = heap[0][1]
+        at = tree_of[node]
+        if at not in cand.children:
+            if kernels.speculate:
+                cand.expand(cand.reachable(heap, tree_of, limit - n_leaves))
+                continue
+            room = int(min(limit - n_leaves, len(heap)))
+            batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
+            cand.expand([b for b in batch if b not in cand.children])
+            continue
+        heapq.heappop(heap)
+        cand.took_split()
+        sp, i = cand.split_of(at)
+        lo, hi = nodes.defer(node, sp, i)
+        c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
+        n_leaves += 1
+        if not can_split(cand.depth[c_lo], params) or n_leaves >= limit:
+            continue
+        for child, c in ((lo, c_lo), (hi, c_hi)):
+            gain = cand.gain[c]
+            if gain > SPLIT_EPS:
+                heapq.heappush(heap, (-gain, child))
+    nodes.flush(params)
+    kernels.relabel(cand.leaf_map(tree_of, nodes.left[: nodes.n].tolist()))
