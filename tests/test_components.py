@@ -109,3 +109,35 @@ def test_exact_pins_come_from_the_spec(precision):
         assert cfg["NUM_WI_pos"] == cfg["NUM_WG_pos"] == 1
     else:
         assert "pinned" not in source
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_search_results_unpack_field_by_field(precision):
+    """A search's packed records become Splits field by field: feature and bin from the best candidate's index
+    (feature, bin, direction), default-left for direction 0; a node without a valid split (gain -inf or NaN) gets gain
+    -inf, feature and bin 0, not default-left and zero child sums; the arrays are read-only views of one array."""
+    from types import SimpleNamespace
+
+    from mdhom.components.split import result_type
+
+    k, b = 2, 9  # outputs, bins: 7 candidate bins
+    real = np.dtype(np.float32 if precision == "single" else np.float64)
+    host = np.zeros((4, k), result_type(precision).dtype)
+    for f in ("lg", "lh", "rg", "rh", "tg", "th"):
+        host[f] = np.arange(8).reshape(4, k) + {"lg": 0.5, "lh": 1.5, "rg": 2.5, "rh": 3.5, "tg": 4.5, "th": 5.5}[f]
+    host["gain"] = np.array([[2.0], [-np.inf], [0.25], [np.nan]])
+    host["index"] = np.array([[(3 * 7 + 5) * 2 + 1], [99], [0], [7]])
+    ev = SimpleNamespace(ws=SimpleNamespace(n_outputs=k, n_bins=b, real=real), categorical=False)
+    out = SplitEvaluator._unpack(ev, 4, host, None)
+    np.testing.assert_array_equal(out.gain, [2.0, -np.inf, 0.25, -np.inf])
+    np.testing.assert_array_equal(out.feature, [3, 0, 0, 0])
+    np.testing.assert_array_equal(out.bin, [5, 0, 0, 0])
+    np.testing.assert_array_equal(out.default_left, [False, False, True, False])
+    assert out.feature.dtype == out.bin.dtype == np.int32 and out.left_sum.dtype == np.float64
+    np.testing.assert_array_equal(out.left_sum[[1, 3]], 0.0)
+    np.testing.assert_array_equal(out.right_sum[[1, 3]], 0.0)
+    np.testing.assert_array_equal(out.left_sum[0, :, 0], host["lg"][0].astype(np.float64))
+    np.testing.assert_array_equal(out.right_sum[2, :, 1], host["rh"][2].astype(np.float64))
+    np.testing.assert_array_equal(out.total[3, :, 1], host["th"][3].astype(np.float64))  # totals even without a split
+    with pytest.raises(ValueError):
+        out.left_sum[0, 0, 0] = 1.0

@@ -1,6 +1,6 @@
-"""The loss-guided look-ahead's split tables, made on the device: a step whose splits the device decides from
-the split search it just ran, before the host has read the result (the row partitioner's ``apply_searched``
-launches it; ``OpenCLTreeKernels(lookahead=k)`` uses it, a tuned layout choice).
+"""The look-ahead's split tables (below loss-guided batches, and depth-wise levels), made on the device: a step whose
+splits the device decides from the split search it just ran, before the host has read the result (the row
+partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k)`` uses it, a tuned layout choice).
 
 =======================  =========================  ==================================================================
 kernel                   index space                combine operators
@@ -24,7 +24,7 @@ from mdhom.mdh import Concat, Description, Input, Param
 
 @lru_cache(maxsize=8)
 def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Description:
-    """The split table of a step the device decides alone: a loss-guided look-ahead splits the nodes of the split
+    """The split table of a step the device decides alone: a look-ahead splits the nodes of the split
     search just run before the host has seen its result (``RowPartitioner.apply_searched``).
 
     Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the

@@ -248,7 +248,7 @@ class RowPartitioner:
     launch sizes of the next histograms."""
 
     def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0) -> None:
-        """``ahead``: build what :meth:`apply_searched` launches (a loss-guided look-ahead). ``blocks``: rows per
+        """``ahead``: build what :meth:`apply_searched` launches (the look-ahead). ``blocks``: rows per
         block of the block partition (a work-item walks each block; CPUs), 0 for a work-item per row (GPUs). Tables
         decided on the device (:meth:`apply_searched`) take the per-row partition: their counts are not on the host
         to cut blocks from. Sparse bins are read through their own reader, which the block kernels lack."""

@@ -575,6 +575,7 @@ class SplitEvaluator:
             idx[~ok] = 1
         n_cand = b - 2
         feat, rest = np.divmod(idx, 2 * n_cand)  # rest: 2 * bin + (0: missing values go left)
+        raw.flags.writeable = False  # the Splits below are views of it: read-only, so no caller writes into another
         out = Splits(gain=gain, feature=feat.astype(np.int32), bin=(rest >> 1).astype(np.int32),
                      default_left=(rest & 1) == 0, left_sum=raw[:, :, 0:2], right_sum=raw[:, :, 2:4],
                      total=raw[:, :, 4:6])

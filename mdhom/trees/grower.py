@@ -59,13 +59,16 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
 
 def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
     """How many levels below the ``n_nodes`` nodes at ``depth`` the device may split by their best splits before the
-    host sees them (``kernels.lookahead`` at most): as many as the depth limit lets split, and only while the leaf
-    budget cannot bind (every node of those levels splitting adds ``n_nodes * (2^levels - 1)`` leaves at most), so
-    that the level-wise rule (every node of gain > SPLIT_EPS, the largest gains where the budget is short) takes the
-    same splits as the device's."""
+    host sees them (``kernels.lookahead`` at most; none in a fit with categorical features, the look-ahead splits
+    numerically): as many as leave the level after them splittable (a level at the depth limit would be built and
+    searched in vain), and only while the leaf budget cannot bind (every node of those levels splitting adds
+    ``n_nodes * (2^levels - 1)`` leaves at most), so that the level-wise rule (every node of gain > SPLIT_EPS, the
+    largest gains where the budget is short) takes the same splits as the device's."""
+    if params.categorical is not None and bool(np.any(params.categorical)):
+        return 0
     levels = int(getattr(kernels, "lookahead", 0))
     if params.max_depth:
-        levels = min(levels, params.max_depth - depth)
+        levels = min(levels, params.max_depth - depth - 1)
     if params.max_leaves:
         while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
             levels -= 1
@@ -164,6 +167,5 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
                 break
     if names:
         node_map = np.zeros(n_bid, np.int32)
-        for b, t in names.items():
-            node_map[b] = t
+        node_map[np.fromiter(names, np.int64, len(names))] = np.fromiter(names.values(), np.int32, len(names))
         kernels.relabel(node_map)

@@ -15,7 +15,7 @@ from mdhom.trees.reference import ahead_step, left_smaller
 
 
 def grow_lossguide(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, root: object,
-                    splits: Splits) -> None:
+                   splits: Splits) -> None:
     hist = {0: (root, 0, 1)}
     found = {0: (splits, 0)}
     heap: list[tuple[float, int]] = []
@@ -235,7 +235,7 @@ class _Candidates:
 
 
 def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
-                            root: object, splits: Splits) -> None:
+                           root: object, splits: Splits) -> None:
     """The tree of :func:`grow_lossguide`, node for node, with the split searches batched.
 
     The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over

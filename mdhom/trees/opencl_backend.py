@@ -93,7 +93,7 @@ class OpenCLTreeKernels:
     """
 
     # a split step costs a device round trip and a dozen launches, while one more node in a launch costs little:
-    # loss-guided trees search the splits of several leaves per step (mdhom.trees.grower)
+    # loss-guided trees search the splits of several leaves per step (mdhom.trees.lossguide)
     batch_lossguide = True
 
     def __init__(self, device: str | Device | None = None, precision: str = "double",
