@@ -396,8 +396,9 @@ SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
                                         vector=bool(s.get("vector"))),
-                  with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
-                                                                       "n_outputs": 1} for n in _NODES})),
+                  with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62,
+                                                                             "dir": 2, "n_outputs": 1}
+                                                              for n in _NODES})),
                   _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
                       "(CPUs: in vector form)"))

@@ -75,6 +75,16 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
     return max(0, levels)
 
 
+def _level_done(depth: int, n_leaves: int, params: GrowParams) -> bool:
+    """Whether nodes at ``depth`` may not split (the depth limit) or the tree has its ``max_leaves``."""
+    return not can_split(depth, params) or bool(params.max_leaves and n_leaves >= params.max_leaves)
+
+
+def _smaller_first(lo: np.ndarray, hi: np.ndarray, left_small: np.ndarray) -> np.ndarray:
+    """The next level's order: each split's built (smaller) child, then each other child."""
+    return np.concatenate([np.where(left_small, lo, hi), np.where(left_small, hi, lo)]).astype(np.int64)
+
+
 def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, hist: object,
                     splits: Splits) -> None:
     """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
@@ -116,13 +126,11 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
         )
         depth += 1
-        if not can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
+        if _level_done(depth, n_leaves, params):
             record()
             break
-        b_small = np.where(left_small, b_lo, b_lo + 1)
-        level_t = np.concatenate([np.where(left_small, lo, hi), np.where(left_small, hi, lo)]).astype(np.int64)
-        level_b = np.concatenate([b_small, np.where(left_small, b_lo + 1, b_lo)])
-        h_small = kernels.histograms(b_small.astype(np.int32), transient=True)  # one histogram pass for the level
+        level_t, level_b = _smaller_first(lo, hi, left_small), _smaller_first(b_lo, b_lo + 1, left_small)
+        h_small = kernels.histograms(level_b[:k].astype(np.int32), transient=True)  # one histogram pass for the level
         hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
         at = np.arange(2 * k, dtype=np.int64)
         levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
@@ -141,7 +149,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             names = {i: i for i in range(nodes.n)}
         founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow, first_id)
         record()
-        alive, ids = np.ones(m, bool), level_b
+        alive = np.ones(m, bool)
         for j in range(levels):
             splits = founds[j]
             ok, _, next_ids, next_alive = ahead_step(splits, alive, allow[j], first_id[j])
@@ -157,13 +165,12 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             n_j = ok.size
             names.update(zip((first_id[j] + 2 * split_at).tolist() + (first_id[j] + 2 * split_at + 1).tolist(),
                              lo.tolist() + hi.tolist(), strict=True))
-            level_t = np.concatenate([np.where(left_small, lo, hi), np.where(left_small, hi, lo)]).astype(np.int64)
+            level_t = _smaller_first(lo, hi, left_small)
             at = np.concatenate([split_at, n_j + split_at]).astype(np.int64)
-            alive, ids = next_alive, next_ids
-            level_b = ids[at]
+            alive, level_b = next_alive, next_ids[at]
         else:
             splits, hist = founds[levels], hists[levels - 1]
-            if not can_split(depth, params) or (params.max_leaves and n_leaves >= params.max_leaves):
+            if _level_done(depth, n_leaves, params):
                 break
     if names:
         node_map = np.zeros(n_bid, np.int32)

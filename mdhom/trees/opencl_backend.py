@@ -274,7 +274,8 @@ class OpenCLTreeKernels:
         # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option. Depth-wise
         # levels ahead (H200, 10.5M rows, 3 alternating pairs): 2 levels 7.79 -> 7.86 ms a round, 4 levels 9.00 ->
         # 8.67 (the device's kernels the same: no dead work, and no gain, the host's launches bound the round); PoCL,
-        # 2-core EPYC, 500k rows: 80.5 -> 106.0 ms (partitions launched for an upper bound of the rows)
+        # 2-core EPYC, 500k rows: 80.5 -> 106.0 ms (partitions launched for an upper bound of the rows). Measured
+        # before the look-ahead stopped a level short of the depth limit (it had also built and searched that level)
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
         if self._lookahead is None and self.layout is not None:
