@@ -5,6 +5,7 @@ launches, their heuristics and tuner inputs are :mod:`mdhom.components.histogram
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -29,6 +30,11 @@ class DeviceHist:
     n_nodes: int
     nodes: np.ndarray
     gen: int
+
+    @cached_property
+    def node_ids(self) -> list[int]:
+        """``nodes`` as Python ints (per-node reads of a loss-guided batch, without a numpy call each)."""
+        return self.nodes.tolist()
 
 
 # The node count the batch builds of the split search are configured for (depthwise levels and loss-guided batches
@@ -208,13 +214,18 @@ class HistogramBuilder:
         of this tree (loss-guided batches split leaves searched in different steps)."""
         if len(parents) != child.n_nodes:
             raise ValueError("siblings_from: one parent node per child")
-        for h, i in parents:
-            self.check(h)
+        gen = self.gen
+        slots, pnodes = [], []
+        for h, i in parents:  # a loss-guided batch has up to a few hundred: one pass, no per-parent numpy calls
+            if h.gen != gen or h.slot < 0:
+                self.check(h)  # raises the reason
             if not 0 <= i < h.n_nodes:
                 raise ValueError("siblings_from: a parent index outside its handle")
-        slots = np.array([h.slot + i for h, i in parents], np.int64)
-        pnodes = np.array([h.nodes[i] if h.nodes.size else -1 for h, i in parents], np.int32)
-        return self._siblings_into_arena(slots, child, np.concatenate([child.nodes, pnodes]))
+            slots.append(h.slot + i)
+            ids = h.node_ids
+            pnodes.append(ids[i] if ids else -1)
+        return self._siblings_into_arena(np.array(slots, np.int64), child,
+                                         np.concatenate([child.nodes, np.array(pnodes, np.int32)]))
 
     def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
         if parent.n_nodes != child.n_nodes:

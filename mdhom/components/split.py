@@ -456,6 +456,7 @@ class SplitEvaluator:
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
             self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"]))) for c in scan]
         self._mask_key: bytes | None = None
+        self._values: tuple[tuple, dict[str, object]] = ((), {})  # the gain's parameters as the kernel takes them
         if b > 2:
             spec = score_spec(gain)
             score = [ws.build(spec, self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, role=r)
@@ -486,7 +487,7 @@ class SplitEvaluator:
 
     def _mask(self, feature_mask: np.ndarray) -> None:
         ws = self.ws
-        mask = np.ascontiguousarray(np.asarray(feature_mask, bool).reshape(ws.n_features), dtype=np.uint8)
+        mask = np.asarray(feature_mask, bool).reshape(ws.n_features)
         key = mask.tobytes()
         if key != self._mask_key:  # a new mask per tree at most
             ws.put("mask", ws["feature_mask"], mask, np.uint8)
@@ -539,7 +540,10 @@ class SplitEvaluator:
                 then()
             return True
         self._mask(feature_mask)
-        values = {p: r(getattr(params, p)) for p in self.gain.params}
+        raw = tuple(getattr(params, p) for p in self.gain.params)
+        if raw != self._values[0]:  # the same parameters all fit long: numpy scalars made once
+            self._values = (raw, {p: r(v) for p, v in zip(self.gain.params, raw, strict=True)})
+        values = self._values[1]
         ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
                                                                    **values))
         ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
@@ -568,18 +572,17 @@ class SplitEvaluator:
         # calls: this runs between a step's read-back and its next launch, while the device waits
         raw = host.view(ws.real).reshape(n, k, -1)[:, :, :7].astype(np.float64)
         gain = raw[:, 0, 6]
-        idx = host["index"][:, 0].astype(np.int64)
+        idx = host["index"][:, 0].astype(np.int32)  # a copy: ``host`` may be reused memory
         ok = np.isfinite(gain)
         if not ok.all():  # no valid split: gain -inf, feature and bin 0, not default-left, child sums 0
             raw[~ok, :, 0:4] = 0.0
             gain = np.where(ok, gain, -np.inf)
             idx[~ok] = 1
         n_cand = b - 2
-        feat, rest = np.divmod(idx, 2 * n_cand)  # rest: 2 * bin + (0: missing values go left)
+        feat, rest = np.divmod(idx, np.int32(2 * n_cand))  # rest: 2 * bin + (0: missing values go left); int32
         raw.flags.writeable = False  # the Splits below are views of it: read-only, so no caller writes into another
-        out = Splits(gain=gain, feature=feat.astype(np.int32), bin=(rest >> 1).astype(np.int32),
-                     default_left=(rest & 1) == 0, left_sum=raw[:, :, 0:2], right_sum=raw[:, :, 2:4],
-                     total=raw[:, :, 4:6])
+        out = Splits(gain=gain, feature=feat, bin=rest >> 1, default_left=(rest & 1) == 0, left_sum=raw[:, :, 0:2],
+                     right_sum=raw[:, :, 2:4], total=raw[:, :, 4:6])
         if self.categorical:
             out.cat_left = np.zeros((n, b), bool)
             if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won

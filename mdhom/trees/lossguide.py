@@ -46,9 +46,10 @@ def grow_lossguide(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, par
                 heapq.heappush(heap, (-float(both.gain[j]), child))
 
 
-def _siblings_from(kernels: TreeKernels, parents: list[tuple[object, int, int]], child: object) -> object:
-    """[child, parent - child] with each child's parent a node of any handle (``(handle, index, n_nodes)``)."""
-    return kernels.siblings_from([(h, i) for h, i, _ in parents], child)
+def _siblings_from(kernels: TreeKernels, parents: list[tuple], child: object) -> object:
+    """[child, parent - child] with each child's parent a node of any handle (records whose first two fields are
+    ``(handle, index)``)."""
+    return kernels.siblings_from([(r[0], r[1]) for r in parents], child)
 
 
 class _Candidates:
@@ -63,14 +64,12 @@ class _Candidates:
     def __init__(self, kernels: TreeKernels, mask: np.ndarray, params: GrowParams, root: object,
                  splits: Splits) -> None:
         self.kernels, self.mask, self.params = kernels, mask, params
-        self.hist: dict[int, tuple[object, int, int]] = {0: (root, 0, 1)}
-        self.found: dict[int, tuple[Splits, int]] = {0: (splits, 0)}
-        # per node searched: whether its left child is the smaller (decided once per search, as arrays)
-        self.small_left: dict[int, bool] = {0: bool(left_smaller(splits.left_sum, splits.right_sum)[0])}
-        # per node searched: its best split's (feature, bin, default_left) as Python scalars, for expand's table
-        # (numpy item reads per node cost more than the search's read-back on a GPU host)
-        self.rule: dict[int, tuple[int, int, bool]] = {
-            0: (int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
+        # per node searched, in one record (one dict write per node: a loss-guided tree searches ~700 nodes, and on
+        # a GPU host the step's Python work is on the round trip): its histogram (handle, index, nodes in the
+        # handle), its search (Splits, index), whether its left child is the smaller, and its best split's
+        # (feature, bin, default_left) as Python scalars for expand's table
+        self.rec: dict[int, tuple] = {0: (root, 0, 1, splits, bool(left_smaller(splits.left_sum, splits.right_sum)[0]),
+                                          int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
         self.depth: dict[int, int] = {0: 0}
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
@@ -82,7 +81,8 @@ class _Candidates:
         self.unsplit = len(self.open)
 
     def split_of(self, node: int) -> tuple[Splits, int]:
-        return self.found[node]
+        r = self.rec[node]
+        return r[3], r[1]
 
     def took_split(self) -> None:
         """The walk split one candidate (the tree's next split)."""
@@ -92,19 +92,20 @@ class _Candidates:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split."""
         kernels, ns = self.kernels, len(batch)
-        rule, small_left, depth, kids = self.rule, self.small_left, self.depth, self.children
-        rules = [rule[node] for node in batch]
-        feature = [r[0] for r in rules]
-        left_small = [small_left[node] for node in batch]
+        depth, kids = self.depth, self.children
+        recs = [self.rec[node] for node in batch]
+        feature = [r[5] for r in recs]
+        left_small = [r[4] for r in recs]
         first = self.n_ids
         self.n_ids += 2 * ns
         lo = np.arange(first, first + 2 * ns, 2, dtype=np.int32)
-        grow = [k for k, node in enumerate(batch) if can_split(depth[node] + 1, self.params)]
+        params = self.params
+        grow = [k for k, node in enumerate(batch) if can_split(depth[node] + 1, params)]
         cats = None
-        if any_categorical(self.params, feature):  # every search of a fit with categorical features has tables
-            cats = np.stack([sp.cat_left[i] for sp, i in (self.found[node] for node in batch)])
+        if any_categorical(params, feature):  # every search of a fit with categorical features has tables
+            cats = np.stack([r[3].cat_left[r[1]] for r in recs])
         kernels.apply_splits(np.array(batch, np.int32), np.array(feature, np.int32),
-                             np.array([r[1] for r in rules], np.int32), np.array([r[2] for r in rules], bool),
+                             np.array([r[6] for r in recs], np.int32), np.array([r[7] for r in recs], bool),
                              lo, lo + 1, small_left=np.array(left_small) if len(grow) == ns else None, cat_left=cats)
         open_ = self.open
         for k, node in enumerate(batch):
@@ -117,7 +118,7 @@ class _Candidates:
         small = [first + 2 * k + (0 if left_small[k] else 1) for k in grow]
         large = [first + 2 * k + (1 if left_small[k] else 0) for k in grow]
         h_small = kernels.histograms(np.asarray(small, np.int32), transient=True)
-        pair = _siblings_from(kernels, [self.hist.pop(batch[k]) for k in grow], h_small)  # [smalls, larges]
+        pair = _siblings_from(kernels, [recs[k] for k in grow], h_small)  # [smalls, larges]
         children = small + large
         levels = kernels.lookahead if len(grow) == ns else 0
         if not levels:
@@ -154,22 +155,20 @@ class _Candidates:
         """Record that ``nodes`` sit at ``at`` (default: in order) of the handle ``pair`` of ``n_in`` nodes, with
         their best splits in ``found`` (by the same positions); returns, per position of ``pair``, whether the left
         child is the smaller."""
-        at = list(range(len(nodes))) if at is None else at
+        at = range(len(nodes)) if at is None else at
         n_in = len(nodes) if n_in is None else n_in
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
-        gains = found.gain.tolist()
-        rules = list(zip(found.feature.tolist(), found.bin.tolist(), found.default_left.tolist(), strict=True))
-        hist, found_, gain, small_left, rule = self.hist, self.found, self.gain, self.small_left, self.rule
-        open_ = self.open
+        gains, feats = found.gain.tolist(), found.feature.tolist()
+        bins, dls = found.bin.tolist(), found.default_left.tolist()
+        rec, gain, open_ = self.rec, self.gain, self.open
+        opened = 0
         for node, j in zip(nodes, at, strict=True):
-            hist[node] = (pair, j, n_in)
-            found_[node] = (found, j)
+            rec[node] = (pair, j, n_in, found, smaller[j], feats[j], bins[j], dls[j])
             g = gain[node] = gains[j]
-            small_left[node] = smaller[j]
-            rule[node] = rules[j]
             if g > SPLIT_EPS:
                 open_[node] = None
-                self.unsplit += 1
+                opened += 1
+        self.unsplit += opened
         return smaller
 
     def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
