@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 
 import numpy as np
 import pytest
@@ -781,3 +782,20 @@ def test_timeline_of_a_real_fit_runs_unserialised(device):
     assert t["rounds"] == 3 and 0 < t["busy_seconds"] <= t["span_seconds"]
     # the kernels of a round run within it: its span is at most its wall time (a round ends in a sync)
     assert t["span_seconds"] <= max(model.round_times_) + 1e-3
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_host_probe_times_every_usable_cpu_and_restores_the_affinity():
+    """One positive time per CPU the process may run on, the spread summarised, and the thread's affinity as it was
+    (a probe that left the bench pinned to one CPU would time every system on it)."""
+    from mdhom.bench.trees import format_table, host_probe
+
+    before = os.sched_getaffinity(0)
+    probe = host_probe(loops=2_000)
+    assert os.sched_getaffinity(0) == before
+    assert probe["cpus"] == len(before) and set(probe["per_cpu_ms"]) == {str(c) for c in before}
+    assert all(t > 0 for t in probe["per_cpu_ms"].values())
+    assert probe["min_ms"] <= probe["median_ms"] <= probe["max_ms"]
+    report = {"parameters": {"leaves": 15, "bins": 63, "rounds": 5, "learning_rate": 0.1, "threads": 1},
+              "workload": {"train_rows": 10, "features": 28}, "results": [], "machine": {"host_probe": probe}}
+    assert f"across {probe['cpus']} CPUs" in format_table(report)

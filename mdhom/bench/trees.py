@@ -353,7 +353,42 @@ def machine_info() -> dict[str, Any]:
     from mdhom.bench.anchors import gpu_names
 
     info["gpus"] = gpu_names()
+    info["host_probe"] = host_probe()
     return info
+
+
+HOST_PROBE_LOOPS = 100_000
+
+
+def host_probe(loops: int = HOST_PROBE_LOOPS) -> dict[str, Any] | None:
+    """Milliseconds a fixed pure-Python loop takes on each usable CPU, the calling thread pinned to each in turn (its
+    affinity restored after); None where a thread cannot be pinned.
+
+    A GPU fit's round is bound by its host thread (launches, Python per split step), so it runs as fast as the CPU
+    under that thread. On shared virtual machines CPUs differ and which ones are slow changes within seconds (the
+    H200 machine: the same loop 199-389 ms across its 16 vCPUs, other CPUs slow a minute later), which moves a GPU
+    fit's rounds between fits of one process by as much (13 vs 18-20 ms a loss-guided round): the report keeps the
+    spread seen, so that a reader can tell a noisy host from a slower learner."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        return None
+    ms: dict[int, float] = {}
+    try:
+        for c in cpus:
+            os.sched_setaffinity(0, {c})
+            t0 = time.perf_counter()
+            acc = 0
+            for i in range(loops):
+                acc += i * i
+            ms[c] = (time.perf_counter() - t0) * 1e3
+    except OSError:
+        return None
+    finally:
+        os.sched_setaffinity(0, cpus)
+    v = sorted(ms.values())
+    return {"loops": loops, "cpus": len(v), "min_ms": round(v[0], 2), "median_ms": round(float(np.median(v)), 2),
+            "max_ms": round(v[-1], 2), "per_cpu_ms": {str(c): round(t, 2) for c, t in ms.items()}}
 
 
 # The distributions a module may come from: XGBoost's CPU-only wheel is the distribution ``xgboost-cpu``.
@@ -420,6 +455,11 @@ def format_table(report: dict[str, Any]) -> str:
         for warning in r.get("warnings", []):
             notes.append(f"  {name}: {warning}")
     lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
+    probe = (report.get("machine") or {}).get("host_probe")
+    if probe:
+        lines.append(f"host CPUs: a fixed Python loop took {probe['min_ms']:.4g}-{probe['max_ms']:.4g} ms across "
+                     f"{probe['cpus']} CPUs (median {probe['median_ms']:.4g}); host-bound rounds (GPU fits) run at "
+                     "the speed of the CPU under the fit's thread")
     predict = [r for r in report["results"] if r["status"] == "ok" and r.get("predict_seconds") is not None]
     if predict:
         lines.append("prediction of the test rows (s): " + ", ".join(
