@@ -173,15 +173,17 @@ class HistogramBuilder:
         self._small_holds = (self.gen, slot, n)
         return DeviceHist(slot, n, nodes, self.gen)
 
-    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
-        """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch)."""
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None) -> None:
+        """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch); ``run``, when
+        the caller knows it: whether the parents' slots are consecutive."""
         self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)
         if self._small_holds != (child.gen, child.slot, n):
             self._copy("hist_small", 0, "arena", child.slot, n)
             self._small_holds = (child.gen, child.slot, n)
-        run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))  # a contiguous run of parents: no index table
+        if run is None:  # a contiguous run of parents: no index table
+            run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
         if not run:
             self.ws.put("pidx", self.ws["pidx"], parent_slots, np.int32)
         self.ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self.ws.cells},
@@ -189,11 +191,12 @@ class HistogramBuilder:
                                                         pnode0=int(parent_slots[0]) if run else 0))
         self._work_holds = None
 
-    def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray) -> DeviceHist:
+    def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
+                             run: bool | None = None) -> DeviceHist:
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
-        self._siblings_to_work(parent_slots, child)
+        self._siblings_to_work(parent_slots, child, run)
         slot = self._alloc(2 * n)
         self._copy("arena", slot, "hist_work", 0, 2 * n)
         self._work_holds = (self.gen, slot, 2 * n)
@@ -224,8 +227,9 @@ class HistogramBuilder:
             slots.append(h.slot + i)
             ids = h.node_ids
             pnodes.append(ids[i] if ids else -1)
+        run = bool(slots) and slots == list(range(slots[0], slots[0] + len(slots)))
         return self._siblings_into_arena(np.array(slots, np.int64), child,
-                                         np.concatenate([child.nodes, np.array(pnodes, np.int32)]))
+                                         np.concatenate([child.nodes, np.array(pnodes, np.int32)]), run)
 
     def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
         if parent.n_nodes != child.n_nodes:

@@ -382,7 +382,7 @@ class RowPartitioner:
                 node = np.asarray(rows.nodes, np.int64)[k]
                 rows, n_left = (node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node]), \
                     n_left[k]
-            node, lo, hi, b0, c0 = (np.asarray(a, np.int64) for a in rows)
+            node, lo, hi, b0, c0 = rows  # int64 arrays, as apply_splits and the look-ahead's records make them
             if not node.size:
                 continue
             self._room(max(int(lo.max()), int(hi.max())) + 1)
@@ -395,7 +395,7 @@ class RowPartitioner:
     def _flip(self, begin: np.ndarray) -> np.ndarray:
         """The same positions in the other half (kernels/trees/scatter.cl's tree_flip)."""
         n = self.ws.n_rows
-        return np.where(begin < n, begin + n, begin - n)
+        return (begin + n) % (2 * n) if n else begin  # positions lie in [0, 2n): one half's start is the other's
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""
@@ -498,9 +498,10 @@ class RowPartitioner:
         self._pending.append((read, host, rows))
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
-            self._prepared = (tuple(built.tolist()), int(count.max()))
+            most = int(count.max())
+            self._prepared = (tuple(built.tolist()), most)
             if row is None:
-                self._last = (n, int(count.max()), ns)
+                self._last = (n, most, ns)
 
     def apply_searched(self, allow: np.ndarray, base: int) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
