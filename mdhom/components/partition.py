@@ -455,11 +455,12 @@ class RowPartitioner:
         begin, count = self._ranges(nodes)
         rows = (nodes, left, right, begin, count)
         self._last = None
-        if not count.any():
+        ends = count.cumsum()
+        n = int(ends[-1])  # the split nodes' rows, end to end: the compact index space of the partition
+        if not n:
             self._pending.append((None, np.zeros(ns, np.int64), rows))
             self.resolve()
             return
-        n = int(count.sum())  # the split nodes' rows, end to end: the compact index space of the partition
         self.ensure(ns)
         row = None
         if cat_left is not None and ws.cat_mode is not None:
@@ -470,7 +471,7 @@ class RowPartitioner:
         tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
         # every field is an int32: the records fill as the columns of one (ns, 11) block (few numpy calls: this
         # runs between a level's read-back and its first launch, while the device waits)
-        first = np.cumsum(count) - count
+        first = ends - count
         next_child = -1 if small_left is None else 1 - np.asarray(small_left, bool).reshape(-1)
         cols = (nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1),
                 np.asarray(default_left, bool).reshape(-1), left, right, begin, count, next_child, first, -1)

@@ -80,5 +80,5 @@ def sum_in_order(a: np.ndarray, axis: int = -1) -> np.ndarray:
     if a.shape[axis] == 0:
         return np.sum(a, axis=axis)
     if a.shape[axis] == 1 and a.dtype.kind == "f":  # one output (a split search's child sums): the element itself
-        return np.take(a, 0, axis=axis)
+        return a.take(0, axis=axis)
     return np.take(np.cumsum(a, axis=axis), -1, axis=axis)
