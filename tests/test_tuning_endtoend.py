@@ -185,3 +185,14 @@ def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypa
     if configs.find_device_file(cpu_device.key) is None:  # no file shipped for this device either
         with pytest.raises(ValueError, match="no tuned-config file"):
             driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None)
+
+
+def test_a_noisy_host_is_noted_in_the_check():
+    """CPUs 1.6x apart at the same loop (as the H200 machine's vCPUs were) get a line saying that the check's
+    comparisons are within that noise; CPUs alike get none, and neither does a machine without a probe."""
+    from mdhom.tuning.endtoend import HOST_SPREAD, host_note
+
+    noisy = {"cpus": 16, "min_ms": 200.0, "median_ms": 300.0, "max_ms": 320.0}
+    assert "1.60x" in host_note(noisy) and "16 CPUs" in host_note(noisy)
+    even = {"cpus": 2, "min_ms": 100.0, "median_ms": 101.0, "max_ms": 100.0 * HOST_SPREAD * 0.99}
+    assert host_note(even) is None and host_note(None) is None

@@ -36,6 +36,9 @@ from mdhom import configs
 
 # a candidate must beat what it replaces by this much to stay: timing noise is not a win
 MARGIN = 0.02
+# host CPUs this far apart (the slowest over the fastest at a fixed Python loop) get a line in the check's trace: a
+# GPU round is host-bound, and the H200 machine's vCPUs differed 1.6-2x, moving rounds between fits by as much
+HOST_SPREAD = 1.25
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,17 @@ def choose(entries: list[tuple[str, str, dict[str, Any], str | None]],
     return [(k, c, e if k in keep else as_heuristic(e), h) for k, c, e, h in entries]
 
 
+def host_note(probe: dict[str, Any] | None) -> str | None:
+    """The trace's line for a host whose CPUs differ by :data:`HOST_SPREAD` or more
+    (:func:`mdhom.bench.trees.host_probe`), else None: the check's comparisons are then within that noise, whatever
+    they say."""
+    if not probe or probe["min_ms"] <= 0 or probe["max_ms"] / probe["min_ms"] < HOST_SPREAD:
+        return None
+    return (f"host CPUs differ {probe['max_ms'] / probe['min_ms']:.2f}x (a fixed Python loop {probe['min_ms']:.3g}-"
+            f"{probe['max_ms']:.3g} ms across {probe['cpus']} CPUs): host-bound rounds move between fits by as much, "
+            f"more than the {MARGIN:.0%} a kept configuration must win by")
+
+
 def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
           echo: Callable[[str], None] = print,
           timer: Callable[[Any, Workload, Any], float] | None = None, data: Any = None,
@@ -192,7 +206,10 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         timed(None)  # builds and first-touch costs out of the way
         keep = list(kernels)
         current = with_kernels(keep)
-        trace = []
+        from mdhom.bench.trees import host_probe
+
+        note = host_note(host_probe())
+        trace = [note] if note else []
         base, best = compare(None, current)
         trace.append(f"heuristic {base * 1e3:.2f} ms/{unit}, all new configurations {best * 1e3:.2f} ms/{unit}")
         for k in kernels:
