@@ -785,17 +785,39 @@ def test_timeline_of_a_real_fit_runs_unserialised(device):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
-def test_host_probe_times_every_usable_cpu_and_restores_the_affinity():
-    """One positive time per CPU the process may run on, the spread summarised, and the thread's affinity as it was
-    (a probe that left the bench pinned to one CPU would time every system on it)."""
-    from mdhom.bench.trees import format_table, host_probe
+def test_host_probe_times_every_usable_cpu_and_restores_the_affinity(monkeypatch):
+    """The loop runs pinned to each usable CPU in turn, one positive time each, and the thread's affinity is set back
+    to what it was (a probe that left the bench pinned to one CPU would time every system on it); the table shows
+    the spread."""
+    from mdhom.bench import trees as bench_trees
 
     before = os.sched_getaffinity(0)
-    probe = host_probe(loops=2_000)
+    calls = []
+    real = os.sched_setaffinity
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: (calls.append(set(cpus)), real(pid, cpus)))
+    probe = bench_trees.host_probe(loops=2_000)
+    assert calls == [{c} for c in sorted(before)] + [before]
     assert os.sched_getaffinity(0) == before
     assert probe["cpus"] == len(before) and set(probe["per_cpu_ms"]) == {str(c) for c in before}
     assert all(t > 0 for t in probe["per_cpu_ms"].values())
     assert probe["min_ms"] <= probe["median_ms"] <= probe["max_ms"]
     report = {"parameters": {"leaves": 15, "bins": 63, "rounds": 5, "learning_rate": 0.1, "threads": 1},
               "workload": {"train_rows": 10, "features": 28}, "results": [], "machine": {"host_probe": probe}}
-    assert f"across {probe['cpus']} CPUs" in format_table(report)
+    assert f"across {probe['cpus']} CPUs" in bench_trees.format_table(report)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_host_probe_without_pinning_is_none_and_leaves_the_affinity(monkeypatch):
+    """Where no CPU may be pinned (a sandbox refusing sched_setaffinity), the probe is None, no error reaches the
+    bench report or the tuner, and nothing is set back that was never changed."""
+    from mdhom.bench import trees as bench_trees
+
+    calls = []
+
+    def refuse(pid, cpus):
+        calls.append(set(cpus))
+        raise PermissionError("not here")
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse)
+    assert bench_trees.host_probe(loops=100) is None
+    assert calls == [{c} for c in sorted(os.sched_getaffinity(0))]

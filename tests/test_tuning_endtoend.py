@@ -196,3 +196,16 @@ def test_a_noisy_host_is_noted_in_the_check():
     assert "1.60x" in host_note(noisy) and "16 CPUs" in host_note(noisy)
     even = {"cpus": 2, "min_ms": 100.0, "median_ms": 101.0, "max_ms": 100.0 * HOST_SPREAD * 0.99}
     assert host_note(even) is None and host_note(None) is None
+
+
+def test_the_check_traces_a_noisy_host(cpu_device, tmp_path, monkeypatch):
+    """The check itself puts the note first in its trace when the probe finds CPUs far apart."""
+    from mdhom.bench import trees as bench_trees
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    monkeypatch.setattr(bench_trees, "host_probe",
+                        lambda: {"cpus": 16, "min_ms": 6.0, "median_ms": 9.0, "max_ms": 11.5})
+    entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0")]
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None,
+                timer=_machine({"fast": 0.6}))
+    assert res.trace[0].startswith("host CPUs differ 1.92x") and res.kept == ["fast"]

@@ -11,6 +11,7 @@ generated block by block, each block from its own seeded stream, so any slice ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -362,30 +363,37 @@ HOST_PROBE_LOOPS = 100_000
 
 def host_probe(loops: int = HOST_PROBE_LOOPS) -> dict[str, Any] | None:
     """Milliseconds a fixed pure-Python loop takes on each usable CPU, the calling thread pinned to each in turn (its
-    affinity restored after); None where a thread cannot be pinned.
+    affinity restored after; a CPU that refuses the pin is left out); None where no CPU can be pinned.
 
     A GPU fit's round is bound by its host thread (launches, Python per split step), so it runs as fast as the CPU
     under that thread. On shared virtual machines CPUs differ and which ones are slow changes within seconds (the
-    H200 machine: the same loop 199-389 ms across its 16 vCPUs, other CPUs slow a minute later), which moves a GPU
-    fit's rounds between fits of one process by as much (13 vs 18-20 ms a loss-guided round): the report keeps the
-    spread seen, so that a reader can tell a noisy host from a slower learner."""
+    H200 machine: this loop 5.9-11.5 ms across its 16 vCPUs in one report, a loop 20x longer 199-389 ms, other CPUs
+    slow a minute later), which moves a GPU fit's rounds between fits of one process by as much (13 vs 18-20 ms a
+    loss-guided round). Reports take it after the fits: it shows how uneven the host is, not what each fit ran on."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform
         return None
     ms: dict[int, float] = {}
+    pinned = False
     try:
         for c in cpus:
-            os.sched_setaffinity(0, {c})
+            try:
+                os.sched_setaffinity(0, {c})
+            except OSError:  # a CPU the process may not pin to (a sandbox, a CPU gone offline)
+                continue
+            pinned = True
             t0 = time.perf_counter()
             acc = 0
             for i in range(loops):
                 acc += i * i
             ms[c] = (time.perf_counter() - t0) * 1e3
-    except OSError:
-        return None
     finally:
-        os.sched_setaffinity(0, cpus)
+        if pinned:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, cpus)
+    if not ms:
+        return None
     v = sorted(ms.values())
     return {"loops": loops, "cpus": len(v), "min_ms": round(v[0], 2), "median_ms": round(float(np.median(v)), 2),
             "max_ms": round(v[-1], 2), "per_cpu_ms": {str(c): round(t, 2) for c, t in ms.items()}}
