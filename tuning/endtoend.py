@@ -176,7 +176,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit of ``data``
     (default: ``work.rows`` Higgs-shaped rows) under the environment in force (tests pass a model of the
     machine)."""
-    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+    from mdhom.bench.trees import TRAIN_STREAM, host_probe, make_higgs_like
 
     timer = timer or round_seconds
     if data is None:
@@ -206,8 +206,6 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         timed(None)  # builds and first-touch costs out of the way
         keep = list(kernels)
         current = with_kernels(keep)
-        from mdhom.bench.trees import host_probe
-
         note = host_note(host_probe())
         trace = [note] if note else []
         base, best = compare(None, current)
