@@ -13,7 +13,7 @@ import pytest
 
 from mdhom import TreeBoostClassifier, configs
 from mdhom.trees import layouts
-from mdhom.trees.layouts import BLOCK_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
+from mdhom.trees.layouts import BLOCK_ROWS, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
 from mdhom.tuning.endtoend import Workload
 
 VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
@@ -24,8 +24,8 @@ def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
     assert len(set(q)) == len(q) == 16 and len(set(d)) == len(d) == 6
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
-    assert len(set(gq)) == 8 and len(set(gd)) == 3 and not any(c.blocks for c in gq + gd)  # blocks: CPUs' only
-    assert {c.blocks for c in q + d} == {0, BLOCK_ROWS}
+    assert len(set(gq)) == len(gq) == 16 and len(set(gd)) == len(gd) == 6
+    assert {c.blocks for c in q + d} == {0, BLOCK_ROWS} and {c.blocks for c in gq + gd} == {0, GROUP_ROWS}
     assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
     assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
     assert not any(c.whole_rows or c.lookahead for c in d)  # both need quantized histograms

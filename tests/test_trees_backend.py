@@ -91,24 +91,26 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     return grown
 
 
-@pytest.mark.parametrize("row_index,blocks,feature_major", [(False, 0, None), (True, 0, None), (False, 96, None),
-                                                           (True, 64, None), (False, 0, True), (False, 96, True)],
-                         ids=["moved", "row-index", "moved-blocks", "row-index-blocks", "moved-features-major",
-                              "moved-blocks-features-major"])
+@pytest.mark.parametrize("row_index,blocks,group,feature_major", [
+    (False, 0, 0, None), (True, 0, 0, None), (False, 96, 0, None), (True, 64, 0, None), (False, 0, 0, True),
+    (False, 96, 0, True), (True, 64, 16, None), (False, 96, 32, None), (False, 96, 4, True)],
+    ids=["moved", "row-index", "moved-blocks", "row-index-blocks", "moved-features-major", "moved-blocks-features-major",
+         "row-index-groups", "moved-groups", "moved-groups-features-major"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
-def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, feature_major):
+def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, group, feature_major):
     """Exact mode on arbitrary gradients; the parallel-fold mode on gradients whose sums are exact in any
     order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend). With
     rows moved by the partition, and read through the row index (wide rows on CPUs): a node's rows in ascending
     order either way, so the exact fold is the reference's. The partition a work-item per row, or in blocks
-    (CPUs' layout; small blocks here, so that a node spans many). Moved rows features-major too (GPUs' default
-    there): each feature's column holds both halves of the positions."""
+    (CPUs' layout; small blocks here, so that a node spans many), or in blocks of a work-group each (GPUs' group
+    partition; a few rows per work-item here). Moved rows features-major too (GPUs' default there): each feature's
+    column holds both halves of the positions."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}
     dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index, blocks=blocks,
-                            feature_major=feature_major)
+                            block_group=group, feature_major=feature_major)
     ref = NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, n_out)
@@ -120,12 +122,14 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
         "tree_histogram", "tree_histogram (few)", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_siblings",
         "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags",
         "tree_score_update", "tree_leaf_rows"} | ({"tree_bin_columns"} if dev.ws.columns else set()) | (
+        {"tree_group_counts"} if group else set()) | (
         {"tree_copy_words"} if device.type == "cpu" else set())  # the rows' reset by a kernel on CPUs
     assert dev.ws.columns == (row_index and device.type == "gpu")  # the partition's column copy: GPUs by default
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4
     assert dev.ws.row_index == row_index and dev.hist.d_hist.name == "tree_histogram" and dev.rows.blocks == blocks
+    assert dev.rows.group == group
     # a second tree from fresh gradients reuses every build
     grad2 = -grad
     for b in (dev, ref):
@@ -136,12 +140,12 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
     assert dev.build_seconds == built and dev.ws.computations == comps
 
 
-@pytest.mark.parametrize("blocks", [0, 100])
-def test_grow_lossguide_side_by_side(device, blocks):
+@pytest.mark.parametrize("blocks,group", [(0, 0), (100, 0), (100, 8)], ids=["rows", "blocks", "groups"])
+def test_grow_lossguide_side_by_side(device, blocks, group):
     """One leaf at a time (LightGBM's leaf-wise order): partitions touch only that leaf's range of rows."""
     n_bins = 33
     bins, grad, hess = make_data(12, 1031, 5, n_bins, 1)
-    dev, ref = OpenCLTreeKernels(device, blocks=blocks), NumpyTreeKernels()
+    dev, ref = OpenCLTreeKernels(device, blocks=blocks, block_group=group), NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, 1)
         b.set_gradients(grad[:, 0], hess[:, 0])
@@ -242,10 +246,12 @@ def quantized_configs(device, n_feat):
 
 ROW_MODES = {"moved": {"row_index": False, "whole_rows": False, "blocks": 0},
              "whole-rows": {"row_index": False, "whole_rows": True, "blocks": 0},
-             "whole-rows-blocks": {"row_index": False, "whole_rows": True, "blocks": 80},
+             "whole-rows-blocks": {"row_index": False, "whole_rows": True, "blocks": 80, "block_group": 0},
+             "whole-rows-groups": {"row_index": False, "whole_rows": True, "blocks": 80, "block_group": 4},
              "row-index": {"row_index": True, "columns": False, "blocks": 0},
              "row-index-columns": {"row_index": True, "columns": True, "blocks": 0},
-             "row-index-columns-blocks": {"row_index": True, "columns": True, "blocks": 80}}
+             "row-index-columns-blocks": {"row_index": True, "columns": True, "blocks": 80, "block_group": 0},
+             "row-index-columns-groups": {"row_index": True, "columns": True, "blocks": 80, "block_group": 16}}
 
 
 @pytest.mark.parametrize("rows", ROW_MODES)

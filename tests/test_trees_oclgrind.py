@@ -39,6 +39,7 @@ CODE = textwrap.dedent("""
     }
     for exact, configs in ((True, None), (False, parallel)):
         dev = OpenCLTreeKernels("oclgrind", exact=exact, configs=configs, row_index=ROW_INDEX, blocks=BLOCKS,
+                                block_group=GROUP,
                                 feature_major=FEATURE_MAJOR)
         ref = NumpyTreeKernels()
         for b in (dev, ref):
@@ -80,6 +81,7 @@ CODE = textwrap.dedent("""
         base = loss.base_score(y, w)
         keep = rng.random(n_rows) < 0.8
         dev, ref = (OpenCLTreeKernels("oclgrind", exact=True, row_index=ROW_INDEX, blocks=BLOCKS,
+                                block_group=GROUP,
                                       feature_major=FEATURE_MAJOR), NumpyKernels())
         for b in (dev, ref):
             b.load(bins, n_bins, k)
@@ -224,10 +226,13 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
 
 
 @pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False, 'blocks': 0}", 9),
-                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': 2, 'blocks': 8}", 9),
+                                          ("{'row_index': False, 'whole_rows': True, 'lookahead': 2, 'blocks': 8, 'block_group': 0}", 9),
                                           ("{'row_index': True, 'columns': False, 'lookahead': 1, 'blocks': 0}", 9),
-                                          ("{'row_index': True, 'columns': True, 'blocks': 8}", 300)],
-                         ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks"])
+                                          ("{'row_index': True, 'columns': True, 'blocks': 8, 'block_group': 0}", 300),
+                                          ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
+                                           "'block_group': 2}", 9)],
+                         ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks",
+                              "row-index-groups"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
@@ -236,22 +241,26 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
     launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
-    spans several blocks), and there reset moved rows by the copy kernel, as CPUs do."""
+    spans several blocks), and there reset moved rows by the copy kernel, as CPUs do; one in blocks of a work-group
+    each (GPUs' group partition), with the look-ahead's tables (partitioned a work-item per row) between them."""
     run = run_under_oclgrind(QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)), timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
 
 
-@pytest.mark.parametrize("row_index, n_bins, blocks, feature_major",
-                         [(False, 9, 0, None), (True, 9, 16, None), (False, 300, 16, None), (False, 9, 16, False)],
-                         ids=["moved", "row-index-blocks", "16-bit-bins-blocks", "moved-rows-major-blocks"])
-def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks, feature_major):
+@pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",
+                         [(False, 9, 0, 0, None), (True, 9, 16, 0, None), (False, 300, 16, 0, None),
+                          (False, 9, 16, 0, False), (True, 9, 16, 4, None), (False, 300, 16, 8, None)],
+                         ids=["moved", "row-index-blocks", "16-bit-bins-blocks", "moved-rows-major-blocks",
+                              "row-index-groups", "16-bit-bins-groups"])
+def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks, group, feature_major):
     """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs),
     and with 16-bit bins (300 bins: the scatter moves two bytes a cell); partitions a work-item per row or in
-    blocks of 16 rows. Moved rows are features-major by default here (Oclgrind is a GPU-type device: both halves of
+    blocks of 16 rows, walked by a work-item each (CPUs) or by a work-group of 4 or 8 (GPUs' group partition: a
+    work-item's run of 4 or 2 rows, the runs' left counts scanned in local memory). Moved rows are features-major by default here (Oclgrind is a GPU-type device: both halves of
     the positions in each feature's column), and rows-major as on CPUs (a row's bins moved as 4-byte words)."""
     code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins)).replace("BLOCKS", str(blocks))
-    code = code.replace("FEATURE_MAJOR", str(feature_major))
+    code = code.replace("FEATURE_MAJOR", str(feature_major)).replace("GROUP", str(group))
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "TREES-OK" in run.stdout, run.explain()

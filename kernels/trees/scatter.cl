@@ -111,7 +111,7 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
- * split only (`blk`, from int `blk_at` on: per block its split's index and its first compact index; each split has
+ * split only (`blk`, from int `blk_at` on: per block its split's index and the block's index among the split's; each split has
  * at least one block, empty for an empty node, so its counts and slot tables are written). The block table follows
  * the split table in its buffer (one upload per split step), so `blk` is that buffer. A block is one work-item that walks its
  * indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
@@ -171,7 +171,8 @@ __kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, 
     if (b >= n_blk) return;
     blk += blk_at;
     __global const tree_split_t* t = split_tab + blk[2 * b];
-    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
+    const int i0 = t->first + blk[2 * b + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
+    const int shift = t->begin - t->first;
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
     int nl = 0;
     for (int i = i0; i < end; ++i)
@@ -192,7 +193,8 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
     blk += blk_at;
     const int s = blk[2 * b];
     __global const tree_split_t* t = split_tab + s;
-    const int i0 = blk[2 * b + 1], end = tree_block_end(t, i0, blk_rows), shift = t->begin - t->first;
+    const int i0 = t->first + blk[2 * b + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
+    const int shift = t->begin - t->first;
     int before = 0, nl = 0;
     for (int c = b - 1; c >= 0 && blk[2 * c] == s; --c) before += blk_left[c];
     for (int c = b; c < n_blk && blk[2 * c] == s; ++c) nl += blk_left[c];
@@ -206,4 +208,92 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
         const int d = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab) ? dl++ : dr++;
         tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out);
     }
+}
+
+/* Group mode (GPUs): the same blocks, a work-group of TREE_GROUP_WI work-items each instead of one work-item, so
+ * that a block of thousands of rows keeps a GPU's lanes busy. A block's left count comes from the generated
+ * reduction tree_group_counts (mdhom/components/partition.py); this scatter then needs no prefix count per row
+ * (the per-row partition writes and rereads one, in three scan kernels, and searches the split table per row):
+ * per split step two launches instead of four.
+ * The block (at most TREE_GROUP_ROWS indices) is partitioned in local memory first: its rows' go-left flags in
+ * coalesced rounds, then each work-item counts a contiguous run of them, the runs' counts are scanned, and each run
+ * lists its rows' source positions in the block's stable order (left rows first, each side in order); then the
+ * work-items write the listed rows out in coalesced rounds, the left ones after the left rows of the split's
+ * earlier blocks, the right ones likewise. The same stable partition as the per-row and block scatters; writes
+ * of neighbouring work-items land side by side instead of a run apart (H200: the scatter at 20% of a copy when
+ * each work-item wrote its run's rows itself).
+ * Work-group g is block k of split s, the int pair (s, k) at blk_at + 2g of the split table's buffer (as for the
+ * block partition); blk_left holds the blocks' counts in that order. */
+#ifndef TREE_GROUP_WI
+#define TREE_GROUP_WI 1
+#endif
+#ifndef TREE_GROUP_ROWS
+#define TREE_GROUP_ROWS 1
+#endif
+
+/* The sum over the work-group of each work-item's v, and (in *excl) of the work-items' before it: a scan in local
+ * memory (Hillis-Steele through private copies). */
+inline int tree_group_scan(__local int* lm, const int v, int* excl) {
+    const int lid = get_local_id(0);
+    lm[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < TREE_GROUP_WI; off <<= 1) {
+        const int w = (lid >= off) ? lm[lid - off] + lm[lid] : lm[lid];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        lm[lid] = w;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    *excl = lm[lid] - v;
+    const int total = lm[TREE_GROUP_WI - 1];
+    barrier(CLK_LOCAL_MEM_FENCE);  /* the next scan rewrites lm */
+    return total;
+}
+
+__kernel __attribute__((reqd_work_group_size(TREE_GROUP_WI, 1, 1)))
+void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh,
+                        __global const tree_bin_t* split_bins, const int split_cols,
+                        const int n_rows, const int stride, const int n_feat, const int n_out,
+                        __global const tree_split_t* restrict split_tab, const int blk_at, const int blk_rows,
+                        __global const int* restrict blk_left,
+                        __global int* restrict n_left, __global int* restrict slot_begin,
+                        __global int* restrict slot_count)
+{
+    __local int lm[TREE_GROUP_WI];
+    __local uchar go[TREE_GROUP_ROWS];
+    __local int src[TREE_GROUP_ROWS];
+    __global const int* blk = (__global const int*)split_tab + blk_at;
+    const int g = get_group_id(0), lid = get_local_id(0), s = blk[2 * g], k = blk[2 * g + 1];
+    __global const tree_split_t* t = split_tab + s;
+    const int first = t->first, count = t->count, nb = max(1, (count + blk_rows - 1) / blk_rows);
+    const int i0 = first + k * blk_rows, len = min(blk_rows, count - k * blk_rows), shift = t->begin - first;
+    /* the left rows of the split's blocks before this one, and of all of them (its blocks are consecutive) */
+    __global const int* counts = blk_left + (g - k);
+    int before = 0, nl = 0, unused;
+    for (int c = lid; c < nb; c += TREE_GROUP_WI) {
+        const int v = counts[c];
+        nl += v;
+        before += (c < k) ? v : 0;
+    }
+    before = tree_group_scan(lm, before, &unused);
+    nl = tree_group_scan(lm, nl, &unused);
+    if (k == 0 && lid == 0) tree_split_counts(t, s, nl, n_rows, n_left, slot_begin, slot_count);
+    const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
+    for (int j = lid; j < len; j += TREE_GROUP_WI)
+        go[j] = (uchar)tree_block_go(split_bins, ridx, i0 + j + shift, u, (__global const uchar*)split_tab);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* this work-item's run of the block, its left rows counted, the runs' counts scanned */
+    const int run = (TREE_GROUP_ROWS + TREE_GROUP_WI - 1) / TREE_GROUP_WI;
+    const int c0 = min(lid * run, len), c1 = min(c0 + run, len);
+    int mine = 0;
+    for (int j = c0; j < c1; ++j) mine += go[j];
+    int left_at;
+    const int blk_nl = tree_group_scan(lm, mine, &left_at);
+    int right_at = blk_nl + (c0 - left_at);
+    for (int j = c0; j < c1; ++j) src[go[j] ? left_at++ : right_at++] = i0 + j + shift;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* the block's left rows after the split's earlier blocks' left rows, its right rows after their right rows */
+    const int dst = tree_flip(t->begin, n_rows);
+    const int dl = dst + before, dr = dst + nl + (i0 - first - before) - blk_nl;
+    for (int j = lid; j < len; j += TREE_GROUP_WI)
+        tree_move_row(ridx, bins, gh, (j < blk_nl ? dl : dr) + j, src[j], stride, n_feat, n_out);
 }

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
@@ -46,10 +47,11 @@ import pyopencl as cl
 from mdhom.components.lanes import bin_ctype, bins_reader, defines, snippet
 from mdhom.components.lookahead import AHEAD, split_from_search
 from mdhom.components.row_copy import COPY, copy_by_kernel, copy_words
-from mdhom.components.specs import KernelSpec, Tuning, elementwise, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, split_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import SUM, Concat, Description, Input, Param, Scan, build_program
+from mdhom.devices import Device
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Scan, build_program
 
 SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
@@ -134,6 +136,38 @@ out = (pos - t->first < t->count)  /* past the last range: a table decided on th
     )
 
 
+@lru_cache(maxsize=32)
+def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
+    """The rows going left in each block of a split step's rows: block ``blk`` is block ``b`` of split ``s``, the
+    int pair (s, b) at ``split_tab[blk_at + 2 blk]`` (after the split records, uploaded with them), its indices from
+    ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of the
+    group partition's two launches (``tree_group_scatter`` in kernels/trees/scatter.cl is the second)."""
+    at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"
+    count = f"split_tab[{len(SPLIT_FIELDS)} * split_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
+    return Description(
+        "tree_group_counts", ["blk", "k"], [Concat(), Reduce(SUM)], "int",
+        scalar="""
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab + split_tab[blk_at + 2 * blk];
+const int i = t->first + (int)(split_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
+out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
+                     (__global const uchar*)split_tab);""",
+        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB]
+        + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
+        params=[Param("blk_at", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
+        extents={"k": f"(long){count} - (long)split_tab[blk_at + 2 * blk + 1] * SIZE_k"},
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(),
+    )
+
+
+def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """A work-group per block at a time, its work-items on neighbouring indices (the row index read coalesced);
+    4 work-groups per compute unit walk the blocks."""
+    cfg = ones(desc, dev, sizes)
+    cfg["NUM_WI_k"] = min(pow2_at_most(max(1, sizes["k"]), 256 if dev.type == "gpu" else 16), dev.max_work_group_size)
+    cfg["NUM_WG_blk"] = pow2_at_most(max(1, sizes["blk"]), (4 if dev.type == "gpu" else 1) * max(1, dev.compute_units))
+    return cfg
+
+
 @lru_cache(maxsize=8)
 def bin_columns(n_bins: int) -> Description:
     """The bin matrix rows x features copied to features x rows, once per fit, for the partition alone.
@@ -186,7 +220,7 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
     return cfg
 
 
-def _flags_inputs(s, rng):
+def _flags_inputs(s, rng, equal: bool = False):
     """A split step of a GPU fit (row index, column copy of the bins): ``node`` nodes tiling ``pos`` rows, each a
     random set of the matrix's rows in ascending order (as the partition keeps them), split on random features and
     bins of 63 + missing, every row of them visited (a depth-wise level: most of a tree's rows are visited at such
@@ -194,7 +228,10 @@ def _flags_inputs(s, rng):
     n, ns, f, b = s["pos"], s["node"], 28, 64
     bins = rng.integers(0, b, size=f * n, dtype=np.uint8)  # features x rows
     order = np.arange(n, dtype=np.int32) if ns == 1 else rng.permutation(n).astype(np.int32)
-    cuts = np.sort(rng.choice(np.arange(1, n), ns - 1, replace=False)) if ns > 1 else np.array([], np.int64)
+    if equal:  # nodes of n // ns rows, the last with the rest
+        cuts = np.arange(1, ns, dtype=np.int64) * (n // ns)
+    else:
+        cuts = np.sort(rng.choice(np.arange(1, n), ns - 1, replace=False)) if ns > 1 else np.array([], np.int64)
     begin = np.concatenate([[0], cuts]).astype(np.int64)
     count = np.diff(np.concatenate([begin, [n]]))
     ridx = np.concatenate([order, np.zeros(n, np.int32)])  # two halves of positions; the nodes in the first
@@ -227,9 +264,68 @@ FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
     {f"{name}_nodes_{ns}": {"pos": n, "node": ns} for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
     _flags_inputs, _flags_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
+
+
+def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None,
+                ar: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """The blocks of a split step's rows for the block and group partitions (``count`` rows per split, each cut
+    into blocks of ``blk_rows``; at least one a split, so that an empty split's counts are written): per block its
+    split and its index among the split's blocks (int32 pairs, into ``out`` where given: the staging array after the
+    records); and how many. ``ar``: an arange to slice (this runs once per split step, between a search's read-back
+    and the next launches)."""
+    nb = (count + (blk_rows - 1)) // blk_rows
+    np.maximum(nb, 1, out=nb)
+    cum = nb.cumsum()
+    total = int(cum[-1]) if cum.size else 0
+    if ar is None or ar.size < max(total, count.size):
+        ar = np.arange(max(total, count.size), dtype=np.int32)
+    pairs = np.empty((total, 2), np.int32) if out is None else out[:2 * total].reshape(total, 2)
+    split = np.repeat(ar[:count.size], nb)
+    pairs[:, 0] = split
+    pairs[:, 1] = ar[:total] - (cum - nb)[split]
+    return pairs.reshape(-1), total
+
+
+def _group_inputs(s, rng):
+    """:func:`_flags_inputs`' split step (GPUs' layout), ``split`` nodes of equal size over ``rows`` rows (the most
+    blocks of a node, ``blk``, as the size class says: :func:`_group_sizes`)."""
+    a = _flags_inputs({"pos": s["rows"], "node": s["split"]}, rng, equal=True)
+    del a["n_split"]  # the flags' parameter: the blocks know their split
+    tab = a["split_tab"]
+    count = tab.view(SPLIT_RECORD.dtype)["count"].astype(np.int64)
+    a["split_tab"] = np.concatenate([tab, block_table(count, s["k"])[0]])
+    return {**a, "blk_at": tab.size}
+
+
+def _group_sizes(rows: int, split: int) -> dict[str, int]:
+    blocks = (split - 1) * -(-(rows // split) // GROUP_ROWS) + -(-(rows // split + rows % split) // GROUP_ROWS)
+    return {"blk": blocks, "k": GROUP_ROWS, "rows": rows, "split": split}
+
+
+def _group_ref(a):
+    from mdhom.trees import reference as ref
+
+    tab = a["split_tab"][:a["blk_at"]].view(SPLIT_RECORD.dtype)
+    cols, ridx = a["bins"].reshape(-1, a["n_rows"]), a["ridx"]
+    out = []
+    for t in tab:
+        go = ref.goes_left(cols[t["feature"], ridx[t["begin"]:t["begin"] + t["count"]]], t["bin"],
+                           bool(t["default_left"]), 64)
+        out.append(np.add.reduceat(go, np.arange(0, go.size, GROUP_ROWS)) if go.size else np.zeros(1, np.int64))
+    return np.concatenate(out).astype(np.int32)
+
+
+GROUP_ROWS = 4096  # rows per block of the group partition (GPUs), a work-group of GROUP_WI a block
+GROUP_WI = 256
+GROUP_MAX_ROWS = 8192  # 5 bytes a row of local memory: 40 KiB, what any GPU has
+GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tuning(
+    lambda s: group_counts(64, feature_major=True, row_index=True),
+    {f"{name}_nodes_{ns}": _group_sizes(n, ns) for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
+    doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, LEAF_ROWS, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, COLUMNS)
 
 
 class _Ahead:
@@ -247,9 +343,10 @@ class RowPartitioner:
     folded in from the left counts each partition reads back without a wait; they decide nothing but the
     launch sizes of the next histograms."""
 
-    def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0) -> None:
+    def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0, group: int = 0) -> None:
         """``ahead``: build what :meth:`apply_searched` launches (the look-ahead). ``blocks``: rows per
-        block of the block partition (a work-item walks each block; CPUs), 0 for a work-item per row (GPUs). Tables
+        block of the block partition, 0 for a work-item per row and a prefix count. ``group``: work-items per block
+        (the group partition, GPUs: at most 32 rows a work-item), 0 for one work-item walking each block (CPUs). Tables
         decided on the device (:meth:`apply_searched`) take the per-row partition: their counts are not on the host
         to cut blocks from. Sparse bins are read through their own reader, which the block kernels lack."""
         self.ws = ws
@@ -295,7 +392,18 @@ class RowPartitioner:
             ws.ensure("ahead_allow", 4 * 16)
         self._ridx = ridx
         t0 = time.perf_counter()
+        self.blocks = 0 if ws.sparse else int(blocks)
+        self.group = int(group) if self.blocks else 0
+        if self.group and not (self.group & (self.group - 1) == 0 and self.blocks <= GROUP_MAX_ROWS):
+            raise ValueError(f"group: a power of two of work-items per block of at most {GROUP_MAX_ROWS} rows (the "
+                             f"block in local memory); got {group} for {self.blocks}")
+        if self.group:
+            self.k_group = Bound(ws, ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
+                                              {"blk": -(-rows // self.blocks), "k": self.blocks}),
+                                 lambda: (ws["blk_left"], dict(bins=self.split_bins, split_tab=ws["split_tab"],
+                                                               **self._ridx)))
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
+                f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={max(1, self.blocks)}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
         row_bins = ws.n_features * ws.bin_bytes
@@ -308,13 +416,15 @@ class RowPartitioner:
         i32 = np.int32
         self._scatter = cl.Kernel(prg, "tree_scatter_rows")
         self._scatter.set_scalar_arg_dtypes([None] * 3 + [i32] * 5 + [None, None, i32, None, None, None])
-        self.blocks = 0 if ws.sparse else int(blocks)
         self._blk_counts = cl.Kernel(prg, "tree_block_counts")
         self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 7 + [None])
         self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
         self._blk_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
+        self._grp_scatter = cl.Kernel(prg, "tree_group_scatter")
+        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, i32, i32] + [None] * 4)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
+        self._ar = np.arange(0, dtype=np.int32)  # sliced for the group partition's blocks
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
         self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
@@ -468,28 +578,42 @@ class RowPartitioner:
             row = np.where(cat, np.cumsum(cat) - 1, -1)
             cat_left = np.asarray(cat_left)[cat]
         ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize + (0 if row is None else cat_left.size))
-        tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
+        rec = len(SPLIT_FIELDS)
+        blocked = self.blocks and row is None
+        if blocked:  # the records, then the blocks (at most ns + n / blocks of them): one upload
+            most_blk = ns + n // self.blocks + 1
+            if self._ar.size < most_blk:
+                self._ar = np.arange(2 * most_blk, dtype=np.int32)
+            raw = ws.staging("tab", ns * rec + 2 * most_blk, np.int32)
+            tab = raw[: ns * rec].view(SPLIT_RECORD.dtype)
+        else:
+            tab = ws.staging("tab", ns, SPLIT_RECORD.dtype)  # one upload per split step, from a reused host array
         # every field is an int32: the records fill as the columns of one (ns, 11) block (few numpy calls: this
         # runs between a level's read-back and its first launch, while the device waits)
         first = ends - count
         next_child = -1 if small_left is None else 1 - np.asarray(small_left, bool).reshape(-1)
         cols = (nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1),
                 np.asarray(default_left, bool).reshape(-1), left, right, begin, count, next_child, first, -1)
-        block = tab.view(np.int32).reshape(ns, len(SPLIT_FIELDS))
+        block = tab.view(np.int32).reshape(ns, rec)
         for j, col in enumerate(cols):
             block[:, j] = col
-        blocks = self._block_table(count) if self.blocks else None
-        if row is None and blocks is None:
+        if blocked:
+            n_blk = block_table(count, self.blocks, raw[ns * rec:], self._ar)[1]
+            blk_at = ns * rec
+            ws.ensure("split_tab", 4 * (blk_at + 2 * n_blk))
+            ws.send(ws["split_tab"], raw[: blk_at + 2 * n_blk])
+        elif row is None:
             ws.send(ws["split_tab"], tab)
         else:
-            raw = tab.view(np.uint8) if row is None else with_left_tables(tab, row, cat_left)
-            if blocks is not None:  # the block table after the records (and left tables), int-aligned
+            raw = with_left_tables(tab, row, cat_left)
+            if self.blocks:  # the block table after the records and their left tables, int-aligned
+                blocks, n_blk = block_table(count, self.blocks)
                 blk_at = -(-raw.size // 4)
                 raw = np.concatenate([raw, np.zeros(4 * blk_at - raw.size, np.uint8), blocks.view(np.uint8)])
             ws.ensure("split_tab", raw.size)
             ws.put("split_tab", ws["split_tab"], raw, np.uint8)
-        if blocks is not None:
-            self._block_launch(n, blocks.size // 2, blk_at, ws["split_tab"])
+        if self.blocks:
+            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at)
         else:
             events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
             ws.record("tree_partition", events, n * self.part_bytes)
@@ -568,22 +692,12 @@ class RowPartitioner:
                                           byte_count=nbytes - 8 * words, dst_offset=8 * words, src_offset=8 * words))
         return events
 
-    def _block_table(self, count: np.ndarray) -> np.ndarray:
-        """Per block of ``blocks`` compact indices (kernels/trees/scatter.cl, block mode): its split's index and its
-        first compact index (int32 pairs); an empty split gets one empty block."""
-        br = self.blocks
-        count = np.asarray(count, np.int64)
-        nb = np.maximum(1, -(-count // br))
-        first = np.cumsum(count) - count
-        split = np.repeat(np.arange(count.size), nb)
-        k = np.arange(split.size) - np.repeat(np.cumsum(nb) - nb, nb)
-        return np.stack([split, first[split] + k * br], axis=1).astype(np.int32).reshape(-1)
-
-    def _block_launch(self, n: int, n_blk: int, blk_at: int, tab: cl.Buffer) -> None:
-        """The partition in blocks: the block table is in ``tab`` from int ``blk_at`` on (uploaded with the split
-        table); a block is a work-item, a work-group of one (PoCL compiles a kernel per work-group size: one size
+    def _block_launch(self, n: int, n_blk: int, blk_at: int) -> None:
+        """The partition in blocks: the block table is in the split table from int ``blk_at`` on (uploaded with the
+        records); a block is a work-item, a work-group of one (PoCL compiles a kernel per work-group size: one size
         keeps it to one build)."""
         ws, q, br = self.ws, self.ws.queue, self.blocks
+        tab = ws["split_tab"]
         ws.ensure("blk_left", 4 * n_blk)
         cols = int(self.split_bins is not ws.bins)
         g = (n_blk,)
@@ -594,6 +708,19 @@ class RowPartitioner:
         ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
                                 ws.n_features, ws.n_outputs, tab, tab, blk_at, n_blk, br, ws["blk_left"],
                                 ws["n_left"], ws["slot_begin"], ws["slot_count"])]
+        ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
+
+    def _group_launch(self, n: int, n_blk: int, blk_at: int) -> None:
+        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in the split
+        table from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter."""
+        ws, br, w = self.ws, self.blocks, self.group
+        ws.ensure("blk_left", 4 * n_blk)
+        ws.record("tree_partition", self.k_group({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
+                                                 n_feat=ws.n_features), n * self.part_bytes)
+        ev = [self._grp_scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
+                                int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
+                                ws.n_outputs, ws["split_tab"], blk_at, br, ws["blk_left"], ws["n_left"],
+                                ws["slot_begin"], ws["slot_count"])]
         ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:

@@ -6,8 +6,10 @@ same run): whether the partition moves whole rows or only the row order (``row_i
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
 bins (``columns``), how many levels are split on the device per round trip (``lookahead``: below a loss-guided
 batch, or depth-wise levels where the leaf budget cannot bind) and
-whether the partition walks rows in blocks of ``blocks`` rows, a work-item each (XGBoost's CPU partition; 0: a
-work-item per row and a prefix count, what GPUs want; on PoCL blocks make a loss-guided round 1.2-1.3x faster).
+whether the partition walks rows in blocks of ``blocks`` rows (0: a work-item per row and a prefix count), a
+work-item each on CPUs (XGBoost's CPU partition; on PoCL blocks make a loss-guided round 1.2-1.3x faster) and a
+work-group each on GPUs (the group partition: two launches a split step instead of four; H200, 10.5M rows, the
+partition's kernels 2.5 -> 1.9 ms a loss-guided round).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
 comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
 heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from mdhom import configs
+from mdhom.components.partition import GROUP_ROWS
 from mdhom.devices import Device
 
 FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks")
@@ -75,15 +78,15 @@ def is_layout(kernel: str) -> bool:
 
 def candidates(precision: str, cpu: bool) -> list[Layout]:
     """Every distinct layout of a fit in ``precision`` on a CPU (``cpu``) or a GPU: the row index always reads whole
-    rows, and only it has a column copy; whole rows and the device-side levels need quantized histograms; block
-    partitions are CPUs' (a work-item walking thousands of rows leaves a GPU idle)."""
+    rows, and only it has a column copy; whole rows and the device-side levels need quantized histograms; blocks are
+    :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs."""
     quantized = precision == "quantized"
     out = []
     for row_index in (0, 1):
         for whole_rows in ((0, 1) if quantized and not row_index else (int(quantized and row_index),)):
             for columns in ((0, 1) if row_index else (0,)):
                 for lookahead in ((0, 1) if quantized else (0,)):
-                    for blocks in ((0, BLOCK_ROWS) if cpu else (0,)):
+                    for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
                         out.append(Layout(row_index, whole_rows, columns, lookahead, blocks))
     return out
 

@@ -28,7 +28,7 @@ from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
 from mdhom.components.histogram import rows_fit
 from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
-from mdhom.components.partition import RowPartitioner
+from mdhom.components.partition import GROUP_ROWS, GROUP_WI, RowPartitioner
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
 from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
@@ -100,7 +100,7 @@ class OpenCLTreeKernels:
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None,
-                 speculate: bool | None = None) -> None:
+                 speculate: bool | None = None, block_group: int | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -118,6 +118,9 @@ class OpenCLTreeKernels:
         # process: 0.150-0.155 s against 0.188-0.192 s with a work-item per row; the partition's kernels 0.04 s
         # against 0.10 s per round, profiled)
         self._blocks = blocks
+        # work-items per block of the block partition: a work-group a block on GPUs (the group partition), one
+        # work-item walking each on CPUs (0)
+        self._block_group = block_group
         # the choices left at None come from the device's tuned layout where `mdhom tune` stored one (resolved
         # with the shape, in _resolve_rows), else from the heuristics here and in _resolve_rows and load
         self.layout: Layout | None = None
@@ -283,8 +286,12 @@ class OpenCLTreeKernels:
         self.lookahead = want if ahead else 0
         blocks = self._blocks
         if blocks is None:
-            blocks = self.layout.blocks if self.layout is not None else BLOCK_ROWS * (ws.device.type == "cpu")
-        self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks))
+            blocks = self.layout.blocks if self.layout is not None else (
+                BLOCK_ROWS if ws.device.type == "cpu" else GROUP_ROWS)
+        group = self._block_group
+        if group is None:
+            group = GROUP_WI if ws.device.type == "gpu" else 0
+        self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group))
         self.hist = HistogramBuilder(ws, self.whole_rows)
         self.split = SplitEvaluator(ws, XGBOOST_GAIN)
         self.predictor = Predictor(ws)
