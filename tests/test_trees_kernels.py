@@ -12,8 +12,8 @@ import pytest
 from mdhom.components import gradients as gr
 from mdhom.components import histogram as hg
 from mdhom.components import lanes as ln
-from mdhom.components import lookahead
-from mdhom.components import partition as pt
+from mdhom.components import lookahead, row_copy
+from mdhom.components import partition_kernels as pt
 from mdhom.components import predictor as pr
 from mdhom.components import quantize as qz
 from mdhom.components import scores as sc
@@ -111,7 +111,7 @@ def test_copy_words(device):
     """The copy kernel (a tree's reset of the rows on CPUs, the benches' copy reference): every word, bit for bit."""
     src = np.random.default_rng(19).integers(0, 2**63, 10007, dtype=np.uint64)
     src[:3] = [0, 2**64 - 1, 0x7FF8000000000001]  # a NaN's bits stay bits
-    desc = pt.copy_words()
+    desc = row_copy.copy_words()
     for cfg in configs(desc, device, {"i": src.size}, seed=20):
         np.testing.assert_array_equal(run(desc, device, cfg, {"i": src.size}, src=src), src)
 
@@ -240,9 +240,10 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_partition(device, feature_major, row_index):
-    """The go-left scan over the split nodes' rows end to end, against the numpy partition; with bins in position
-    order (rows moved) or in row order read through the row index. (The scatter that moves each row to the
-    position these counts give is the backend's, checked by the byte-identical trees of test_trees_backend.)"""
+    """The go-left scan over the split nodes' rows end to end, and the group partition's per-block counts, against the
+    numpy partition; with bins in position order (rows moved) or in row order read through the row index. (The
+    scatters that move each row to the position these counts give are the backend's, checked by the byte-identical
+    trees of test_trees_backend.)"""
     rng = np.random.default_rng(9)
     n_rows, n_feat, n_bins = 1031, 5, 9
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
@@ -278,6 +279,21 @@ def test_partition(device, feature_major, row_index):
         goes = np.concatenate([np.isin(ridx[b:b + c], want_ridx[b:b + c][:nl])
                                for b, c, nl in zip(tab["begin"], tab["count"], want_counts, strict=True)])
         np.testing.assert_array_equal(incl, np.cumsum(goes), err_msg=str(cf))
+    # the group partition's counts: each block's left rows, blocks of 64 (a split's last one shorter, an empty
+    # split one empty block), the (split, block) pairs after the records and the left tables
+    blk_rows = 64
+    pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
+    assert n_blk == sum(max(1, -(-int(c) // blk_rows)) for c in tab["count"])
+    blk_at = raw.size // 4
+    want = [int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
+            for f, c in zip(tab["first"], tab["count"], strict=True) for k in range(max(1, -(-int(c) // blk_rows)))]
+    group_d = pt.group_counts(n_bins, feature_major, row_index)
+    sizes = {"blk": n_blk, "k": blk_rows}
+    table = np.concatenate([raw.view(np.int32), pairs])
+    for cf in configs(group_d, device, sizes, seed=13):
+        got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None), blk_at=blk_at,
+                  n_rows=n_rows, n_feat=n_feat, **through)
+        np.testing.assert_array_equal(got, want, err_msg=str(cf))
 
 
 @pytest.mark.parametrize("n_bins", [9, 300])

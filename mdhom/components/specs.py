@@ -22,7 +22,7 @@ from mdhom.mdh import Description
 COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
     "mdhom.components.split",
-    "mdhom.components.partition",
+    "mdhom.components.partition_kernels",
     "mdhom.components.row_copy",
     "mdhom.components.lookahead",
     "mdhom.components.gradients",

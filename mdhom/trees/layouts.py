@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from mdhom import configs
-from mdhom.components.partition import GROUP_ROWS
+from mdhom.components.partition_kernels import GROUP_ROWS
 from mdhom.devices import Device
 
 FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks")

@@ -28,7 +28,8 @@ from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
 from mdhom.components.histogram import rows_fit
 from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
-from mdhom.components.partition import GROUP_ROWS, GROUP_WI, RowPartitioner
+from mdhom.components.partition import RowPartitioner
+from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
 from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator

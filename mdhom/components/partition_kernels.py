@@ -1,0 +1,292 @@
+"""The row partitioner's kernels (:mod:`mdhom.components.partition` drives them): their md_hom descriptions, numpy
+references, heuristics, tuner inputs and specs, and the block table the block and group partitions read. The
+hand-written scatters are in kernels/trees/scatter.cl.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.lanes import bin_ctype, bins_reader, defines
+from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
+from mdhom.components.tables import SPLIT_RECORD, split_table
+from mdhom.devices import Device
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Scan
+
+SPLIT_FIELDS = SPLIT_RECORD.dtype.names
+
+
+@lru_cache(maxsize=1)
+def leaf_rows() -> Description:
+    """Every row's node from the nodes' position ranges: ``row_node[ridx[half + pos]]`` = the node whose range holds
+    ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` triples (begin, node, half) in ascending ``begin``, ranges
+    within [0, n_rows) covering every position, each in the half of positions that starts at ``half``; then, per
+    bucket of ``2^bucket_shift`` positions, the leaf holding its first position, so a position's search starts within a
+    few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms). The partition keeps only the row order
+    per step; a row's node is written once per tree, when something reads it (the score update, the host), instead of
+    a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
+    into rows, so no two points write one place."""
+    return Description(
+        "tree_leaf_rows", ["pos"], [Concat()], "int",
+        scalar="""
+const int mdh_b = (int)(pos >> bucket_shift);
+int lo = leaf_tab[3 * n_leaves + mdh_b], hi = leaf_tab[3 * n_leaves + mdh_b + 1];
+while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (leaf_tab[3 * mid] <= pos) lo = mid; else hi = mid - 1;
+}
+out = leaf_tab[3 * lo + 1];
+out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
+        inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
+        params=[Param("n_leaves", "int"), Param("bucket_shift", "int")],
+        scatter=True,
+        chunked=True,
+    )
+
+
+def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: int,
+               shift: int | None = None) -> tuple[np.ndarray, int]:
+    """``tree_leaf_rows``'s table and bucket shift: the (begin, node, half) triples (ascending ``begin``, the first
+    0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first position (the last
+    position for the end); ``shift`` None: about four buckets a leaf."""
+    begin = np.asarray(begin, np.int64)
+    if shift is None:
+        shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
+    n_buckets = -(-max(1, n_rows) >> shift)
+    first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
+    tab = np.concatenate([np.stack([begin, node, half], axis=1).reshape(-1), first])
+    return tab.astype(np.int32), shift
+
+
+def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int) -> np.ndarray:
+    """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
+    begin, node, half = leaf_tab[: 3 * n_leaves].reshape(-1, 3).T
+    at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
+    out = np.empty(n_rows, np.int32)
+    out[ridx[half[at] + np.arange(n_rows)]] = node[at]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ partition
+# the split table: SPLIT_RECORD records, read through a tree_split_t pointer (kernels/trees/partition.cl)
+_PART_TAB = Input("split_tab", "int", ("*",), gather=True)
+_SPLIT_AT = ("__global const tree_split_t* t = (__global const tree_split_t*)split_tab\n"
+             "    + tree_split_at(pos, (__global const tree_split_t*)split_tab, n_split);")
+
+
+@lru_cache(maxsize=32)
+def partition_flags(n_bins: int, feature_major: bool = False, row_index: bool = False,
+                    sparse: bool = False) -> Description:
+    """Inclusive prefix count of the rows that go to a left child, over the split nodes' rows laid end to end
+    (index ``pos`` of split ``s`` is position ``begin + pos - first``; ``bins`` in position order, as for the
+    histogram, or in row order read through ``ridx`` with ``row_index``). Only the rows of split nodes are
+    visited, wherever their ranges lie."""
+    at = "ridx[t->begin + (pos - t->first)]" if row_index else "t->begin + (pos - t->first)"
+    return Description(
+        "tree_partition_flags", ["pos"], [Scan(SUM)], "int",
+        scalar="""
+""" + _SPLIT_AT + """
+out = (pos - t->first < t->count)  /* past the last range: a table decided on the device ends in a sentinel */
+    ? tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t, (__global const uchar*)split_tab)
+    : 0;""",
+        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB]
+        + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
+        params=[Param("n_split", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse),
+    )
+
+
+@lru_cache(maxsize=32)
+def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
+    """The rows going left in each block of a split step's rows: block ``blk`` is block ``b`` of split ``s``, the
+    int pair (s, b) at ``split_tab[blk_at + 2 blk]`` (after the split records, uploaded with them), its indices from
+    ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of the
+    group partition's two launches (``tree_group_scatter`` in kernels/trees/scatter.cl is the second)."""
+    at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"
+    count = f"split_tab[{len(SPLIT_FIELDS)} * split_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
+    return Description(
+        "tree_group_counts", ["blk", "k"], [Concat(), Reduce(SUM)], "int",
+        scalar="""
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab + split_tab[blk_at + 2 * blk];
+const int i = t->first + (int)(split_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
+out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
+                     (__global const uchar*)split_tab);""",
+        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB]
+        + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
+        params=[Param("blk_at", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
+        extents={"k": f"(long){count} - (long)split_tab[blk_at + 2 * blk + 1] * SIZE_k"},
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(),
+    )
+
+
+def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """A work-group per block at a time, its work-items on neighbouring indices (the row index read coalesced);
+    4 work-groups per compute unit walk the blocks."""
+    cfg = ones(desc, dev, sizes)
+    cfg["NUM_WI_k"] = min(pow2_at_most(max(1, sizes["k"]), 256 if dev.type == "gpu" else 16), dev.max_work_group_size)
+    cfg["NUM_WG_blk"] = pow2_at_most(max(1, sizes["blk"]), (4 if dev.type == "gpu" else 1) * max(1, dev.compute_units))
+    return cfg
+
+
+@lru_cache(maxsize=8)
+def bin_columns(n_bins: int) -> Description:
+    """The bin matrix rows x features copied to features x rows, once per fit, for the partition alone.
+
+    In row-index mode the histogram reads whole rows (rows x features), while a split reads one feature of each
+    row of the nodes it splits: from rows x features that is a sector of 32 bytes for one byte, from a column
+    the rows of a large node share sectors (at the root all of them)."""
+    return Description(
+        "tree_bin_columns", ["feat", "row"], [Concat(), Concat()], bin_ctype(n_bins),
+        scalar="out = bins[(long)row * n_feat + feat];",
+        inputs=[Input("bins", bin_ctype(n_bins), (1,), gather=True)],
+        params=[Param("n_feat", "int")],
+    )
+
+
+def partition_reference(bins: np.ndarray, ridx: np.ndarray, row_node: np.ndarray, split_tab: np.ndarray,
+                        n_bins: int, table_bytes: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(new ridx, new row_node, left count per split) after a stable partition of every split node's range
+    (``table_bytes``: the split table's buffer as bytes, for categorical splits' left tables)."""
+    from mdhom.trees import reference as ref  # the tree learner's numpy reference
+
+    ridx, row_node = ridx.copy(), row_node.copy()
+    counts = np.zeros(len(split_tab), np.int32)
+    for s, t in enumerate(split_tab):
+        node, f, b, d, lo, hi, begin, count = (int(t[x]) for x in SPLIT_FIELDS[:8])
+        rows = ridx[begin:begin + count].copy()
+        assert np.all(row_node[rows] == node)
+        cats = int(t["cats"])
+        table = None if cats < 0 else table_bytes[cats:cats + n_bins]
+        go = ref.goes_left(bins[rows, f], b, bool(d), n_bins, table)
+        ridx[begin:begin + count] = np.concatenate([rows[go], rows[~go]])
+        row_node[rows] = np.where(go, lo, hi)
+        counts[s] = int(go.sum())
+    return ridx, row_node, counts
+
+
+
+def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
+    """16 work-groups per compute unit on GPUs, each scanning a short range (in coalesced rounds: the
+    description's default SCAN_TILED=1 there), and the fixup (each count plus the work-groups' before it) in groups
+    of 256 (H200, 10^7 rows in 64 nodes: fixup 0.098 -> 0.042 ms, the three kernels 0.246 -> 0.188 ms against groups
+    of 64); 2 per compute unit on CPUs, a contiguous chunk per work-item."""
+    cfg = desc.default_config(dev, sizes)
+    gpu = dev.type == "gpu"
+    cfg["NUM_WI_pos"] = 256 if gpu else 64
+    if gpu:
+        cfg["NUM_WI_COMBINE"] = 256
+    cfg["NUM_WG_pos"] = pow2_at_most(16 * max(1, dev.compute_units), 4096) if gpu else 2 * max(1, dev.compute_units)
+    return cfg
+
+
+def _flags_inputs(s, rng, equal: bool = False):
+    """A split step of a GPU fit (row index, column copy of the bins): ``node`` nodes tiling ``pos`` rows, each a
+    random set of the matrix's rows in ascending order (as the partition keeps them), split on random features and
+    bins of 63 + missing, every row of them visited (a depth-wise level: most of a tree's rows are visited at such
+    depths, in ascending but scattered order)."""
+    n, ns, f, b = s["pos"], s["node"], 28, 64
+    bins = rng.integers(0, b, size=f * n, dtype=np.uint8)  # features x rows
+    order = np.arange(n, dtype=np.int32) if ns == 1 else rng.permutation(n).astype(np.int32)
+    if equal:  # nodes of n // ns rows, the last with the rest
+        cuts = np.arange(1, ns, dtype=np.int64) * (n // ns)
+    else:
+        cuts = np.sort(rng.choice(np.arange(1, n), ns - 1, replace=False)) if ns > 1 else np.array([], np.int64)
+    begin = np.concatenate([[0], cuts]).astype(np.int64)
+    count = np.diff(np.concatenate([begin, [n]]))
+    ridx = np.concatenate([order, np.zeros(n, np.int32)])  # two halves of positions; the nodes in the first
+    for b0, c in zip(begin.tolist(), count.tolist(), strict=True):
+        ridx[b0:b0 + c] = np.sort(ridx[b0:b0 + c])
+    tab = split_table(ns)
+    tab["node"], tab["feature"], tab["bin"] = np.arange(ns), rng.integers(0, f, ns), rng.integers(0, b - 2, ns)
+    tab["default_left"], tab["begin"], tab["count"] = rng.integers(0, 2, ns), begin, count
+    tab["first"], tab["left"], tab["right"], tab["next_child"] = begin, 2 * np.arange(ns) + 1, 2 * np.arange(ns) + 2, -1
+    return {"bins": bins, "split_tab": tab.view(np.int32).reshape(-1), "ridx": ridx, "n_split": ns, "n_rows": n,
+            "n_feat": f}
+
+
+def _flags_ref(a):
+    from mdhom.trees import reference as ref
+
+    tab, n, ridx = a["split_tab"].view(SPLIT_RECORD.dtype), a["n_rows"], a["ridx"]
+    cols = a["bins"].reshape(-1, n)
+    go = np.zeros(int(tab["count"].sum()), np.int32)
+    for t in tab:
+        rows = ridx[t["begin"]:t["begin"] + t["count"]]
+        go[t["first"]:t["first"] + t["count"]] = ref.goes_left(cols[t["feature"], rows], t["bin"],
+                                                                bool(t["default_left"]), 64)
+    return np.cumsum(go, dtype=np.int64).astype(np.int32)
+
+
+# tuned in the variant GPUs launch (row index, column copy); CPUs partition in blocks
+FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
+    lambda s: partition_flags(64, feature_major=True, row_index=True),
+    {f"{name}_nodes_{ns}": {"pos": n, "node": ns} for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    _flags_inputs, _flags_ref, applies=lambda dev, s: dev.type == "gpu",
+    doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
+
+
+def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None,
+                ar: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """The blocks of a split step's rows for the block and group partitions (``count`` rows per split, each cut
+    into blocks of ``blk_rows``; at least one a split, so that an empty split's counts are written): per block its
+    split and its index among the split's blocks (int32 pairs, into ``out`` where given: the staging array after the
+    records); and how many. ``ar``: an arange to slice (this runs once per split step, between a search's read-back
+    and the next launches)."""
+    nb = (count + (blk_rows - 1)) // blk_rows
+    np.maximum(nb, 1, out=nb)
+    cum = nb.cumsum()
+    total = int(cum[-1]) if cum.size else 0
+    if ar is None or ar.size < max(total, count.size):
+        ar = np.arange(max(total, count.size), dtype=np.int32)
+    pairs = np.empty((total, 2), np.int32) if out is None else out[:2 * total].reshape(total, 2)
+    split = np.repeat(ar[:count.size], nb)
+    pairs[:, 0] = split
+    pairs[:, 1] = ar[:total] - (cum - nb)[split]
+    return pairs.reshape(-1), total
+
+
+def _group_inputs(s, rng):
+    """:func:`_flags_inputs`' split step (GPUs' layout), ``split`` nodes of equal size over ``rows`` rows (the most
+    blocks of a node, ``blk``, as the size class says: :func:`_group_sizes`)."""
+    a = _flags_inputs({"pos": s["rows"], "node": s["split"]}, rng, equal=True)
+    del a["n_split"]  # the flags' parameter: the blocks know their split
+    tab = a["split_tab"]
+    count = tab.view(SPLIT_RECORD.dtype)["count"].astype(np.int64)
+    a["split_tab"] = np.concatenate([tab, block_table(count, s["k"])[0]])
+    return {**a, "blk_at": tab.size}
+
+
+def _group_sizes(rows: int, split: int) -> dict[str, int]:
+    blocks = (split - 1) * -(-(rows // split) // GROUP_ROWS) + -(-(rows // split + rows % split) // GROUP_ROWS)
+    return {"blk": blocks, "k": GROUP_ROWS, "rows": rows, "split": split}
+
+
+def _group_ref(a):
+    from mdhom.trees import reference as ref
+
+    tab = a["split_tab"][:a["blk_at"]].view(SPLIT_RECORD.dtype)
+    cols, ridx = a["bins"].reshape(-1, a["n_rows"]), a["ridx"]
+    out = []
+    for t in tab:
+        go = ref.goes_left(cols[t["feature"], ridx[t["begin"]:t["begin"] + t["count"]]], t["bin"],
+                           bool(t["default_left"]), 64)
+        out.append(np.add.reduceat(go, np.arange(0, go.size, GROUP_ROWS)) if go.size else np.zeros(1, np.int64))
+    return np.concatenate(out).astype(np.int32)
+
+
+GROUP_ROWS = 4096  # rows per block of the group partition (GPUs), a work-group of GROUP_WI a block
+GROUP_WI = 256
+GROUP_MAX_ROWS = 8192  # 5 bytes a row of local memory: 40 KiB, what any GPU has
+GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tuning(
+    lambda s: group_counts(64, feature_major=True, row_index=True),
+    {f"{name}_nodes_{ns}": _group_sizes(n, ns) for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
+    doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
+LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
+COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
+SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, COLUMNS)
