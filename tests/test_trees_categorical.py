@@ -202,6 +202,32 @@ def test_model_files_are_identical_on_every_device(tmp_path, device, precision, 
         assert texts[0] == texts[1]
 
 
+def test_group_partition_with_categorical_splits(tmp_path, device, monkeypatch):
+    """The GPUs' group partition (a work-group a block) on any device: categorical splits' left tables before its
+    block table in the split table's buffer, several blocks a node (blocks of 64 rows); the numpy reference's model."""
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    made, init = [], OpenCLTreeKernels.__init__
+
+    def group_init(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, "blocks": 64, "block_group": 8})
+        made.append(self)
+
+    X, y = _data()
+    texts = []
+    for d in ("numpy", device):
+        if d == device:
+            monkeypatch.setattr(OpenCLTreeKernels, "__init__", group_init)
+        est = TreeBoostClassifier(n_estimators=3, device=d, precision="quantized", categorical_feature=[1, 3],
+                                  grow_policy="lossguide", max_leaves=12).fit(X, y)
+        est.save_model(tmp_path / "m.json")
+        doc = json.loads((tmp_path / "m.json").read_text())
+        doc["params"].pop("device")
+        texts.append(json.dumps(doc, sort_keys=True))
+    assert made and all(b.rows.group == 8 and b.rows.blocks == 64 for b in made)
+    assert texts[0] == texts[1]
+
+
 def test_prediction_on_raw_codes_follows_the_training_bins():
     """Raw prediction equals the binned walk of training, missing and unseen codes taking the default way."""
     X, y = _data(n=600)

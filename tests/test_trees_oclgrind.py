@@ -199,8 +199,11 @@ CATEGORICAL = textwrap.dedent("""
                                         "NUM_WG_bin": 2, "NUM_WI_bin2": 4, "NUM_WG_bin2": 2, "NUM_WI_COMBINE": 4}}
     grow = GrowParams(SplitParams(1.0, 0.0, 0.0, 0.5, cat_smooth=1.0), 0.3, 3, 0, False,
                       categorical=mode > 0)
-    for precision, configs in (("double", None), ("quantized", parallel)):
-        dev, ref = OpenCLTreeKernels("oclgrind", precision=precision, configs=configs), NumpyKernels(precision)
+    # the per-row partition, and the group partition in blocks of 16 rows (several a split node)
+    for precision, configs, part in (("double", None, dict(blocks=0)),
+                                     ("quantized", parallel, dict(blocks=16, block_group=4))):
+        dev = OpenCLTreeKernels("oclgrind", precision=precision, configs=configs, **part)
+        ref = NumpyKernels(precision)
         trees = []
         for b in (dev, ref):
             b.load(bins, n_bins, 1, mode)
@@ -219,7 +222,8 @@ CATEGORICAL = textwrap.dedent("""
 
 def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
     """Categorical split search (the O(bins^2) scan, sequential and with several work-groups along the summed
-    bins), left tables in the partition's split table and in the predictor's tree table, under the checker."""
+    bins), left tables in the partition's split table (partitioned a work-item per row, and by the group partition,
+    its block table after the left tables) and in the predictor's tree table, under the checker."""
     run = run_under_oclgrind(CATEGORICAL, timeout=900)
     assert run.clean, run.explain()
     assert "CATEGORICAL-OK" in run.stdout, run.explain()

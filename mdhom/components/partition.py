@@ -34,7 +34,8 @@ which on a CPU cost more than the rows' bytes (PoCL, 500k Higgs rows, 255 leaves
 round against 0.04 s in blocks of 2048). Blocks are hand-written for the reason the scatter is: one launch writes the
 rows, their bins and (g, h), the left counts and the next histogram's slot tables.
 
-On GPUs a block is a work-group's (``group`` work-items, the group partition; blocks of :data:`GROUP_ROWS`): the
+On GPUs a block is a work-group's (``group`` work-items, the group partition; blocks of
+:data:`mdhom.components.partition_kernels.GROUP_ROWS`): the
 generated ``tree_group_counts`` counts each block's left rows, and ``tree_group_scatter`` partitions its block in
 local memory and writes it out coalesced after the rows of the split's earlier blocks. Two launches a split step
 instead of the per-row partition's four (the scan's three and the scatter), no prefix count written and read back
@@ -58,7 +59,6 @@ from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
     GROUP_COUNTS,
-    GROUP_MAX_ROWS,
     LEAF_ROWS,
     SPLIT_FIELDS,
     bin_columns,
@@ -92,7 +92,7 @@ class RowPartitioner:
     def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0, group: int = 0) -> None:
         """``ahead``: build what :meth:`apply_searched` launches (the look-ahead). ``blocks``: rows per
         block of the block partition, 0 for a work-item per row and a prefix count. ``group``: work-items per block
-        (the group partition, GPUs: at most 32 rows a work-item), 0 for one work-item walking each block (CPUs). Tables
+        (the group partition, GPUs; the block in local memory), 0 for one work-item walking each block (CPUs). Tables
         decided on the device (:meth:`apply_searched`) take the per-row partition: their counts are not on the host
         to cut blocks from. Sparse bins are read through their own reader, which the block kernels lack."""
         self.ws = ws
@@ -140,16 +140,20 @@ class RowPartitioner:
         t0 = time.perf_counter()
         self.blocks = 0 if ws.sparse else int(blocks)
         self.group = int(group) if self.blocks else 0
-        if self.group and not (self.group & (self.group - 1) == 0 and self.blocks <= GROUP_MAX_ROWS):
-            raise ValueError(f"group: a power of two of work-items per block of at most {GROUP_MAX_ROWS} rows (the "
-                             f"block in local memory); got {group} for {self.blocks}")
+        if self.group:  # the block in local memory: 5 bytes a row, 4 a work-item
+            dev = ws.device
+            need = 5 * self.blocks + 4 * self.group
+            if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
+                raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
+                                 f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
+                                 f"{self.blocks} rows and {self.group} work-items)")
         if self.group:
             self.k_group = Bound(ws, ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
                                               {"blk": -(-rows // self.blocks), "k": self.blocks}),
                                  lambda: (ws["blk_left"], dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                **self._ridx)))
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={max(1, self.blocks)}",
+                f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
         row_bins = ws.n_features * ws.bin_bytes
@@ -167,7 +171,7 @@ class RowPartitioner:
         self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
         self._blk_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
         self._grp_scatter = cl.Kernel(prg, "tree_group_scatter")
-        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, i32, i32] + [None] * 4)
+        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, i32] + [None] * 4)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         self._ar = np.arange(0, dtype=np.int32)  # sliced for the group partition's blocks
@@ -465,7 +469,7 @@ class RowPartitioner:
                                                  n_feat=ws.n_features), n * self.part_bytes)
         ev = [self._grp_scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
                                 int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
-                                ws.n_outputs, ws["split_tab"], blk_at, br, ws["blk_left"], ws["n_left"],
+                                ws.n_outputs, ws["split_tab"], blk_at, ws["blk_left"], ws["n_left"],
                                 ws["slot_begin"], ws["slot_count"])]
         ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
 

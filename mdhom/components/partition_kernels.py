@@ -251,8 +251,8 @@ def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None,
 
 
 def _group_inputs(s, rng):
-    """:func:`_flags_inputs`' split step (GPUs' layout), ``split`` nodes of equal size over ``rows`` rows (the most
-    blocks of a node, ``blk``, as the size class says: :func:`_group_sizes`)."""
+    """:func:`_flags_inputs`' split step (GPUs' layout), ``split`` nodes of equal size over ``rows`` rows (``blk``,
+    the blocks of them all, as :func:`_group_sizes` counts them)."""
     a = _flags_inputs({"pos": s["rows"], "node": s["split"]}, rng, equal=True)
     del a["n_split"]  # the flags' parameter: the blocks know their split
     tab = a["split_tab"]
@@ -262,8 +262,9 @@ def _group_inputs(s, rng):
 
 
 def _group_sizes(rows: int, split: int) -> dict[str, int]:
-    blocks = (split - 1) * -(-(rows // split) // GROUP_ROWS) + -(-(rows // split + rows % split) // GROUP_ROWS)
-    return {"blk": blocks, "k": GROUP_ROWS, "rows": rows, "split": split}
+    count = np.full(split, rows // split, np.int64)  # the nodes of _flags_inputs(equal=True)
+    count[-1] += rows % split
+    return {"blk": block_table(count, GROUP_ROWS)[1], "k": GROUP_ROWS, "rows": rows, "split": split}
 
 
 def _group_ref(a):
@@ -281,7 +282,6 @@ def _group_ref(a):
 
 GROUP_ROWS = 4096  # rows per block of the group partition (GPUs), a work-group of GROUP_WI a block
 GROUP_WI = 256
-GROUP_MAX_ROWS = 8192  # 5 bytes a row of local memory: 40 KiB, what any GPU has
 GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tuning(
     lambda s: group_counts(64, feature_major=True, row_index=True),
     {f"{name}_nodes_{ns}": _group_sizes(n, ns) for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},

@@ -290,8 +290,9 @@ class OpenCLTreeKernels:
             blocks = self.layout.blocks if self.layout is not None else (
                 BLOCK_ROWS if ws.device.type == "cpu" else GROUP_ROWS)
         group = self._block_group
-        if group is None:
-            group = GROUP_WI if ws.device.type == "gpu" else 0
+        if group is None:  # every device but a CPU takes GROUP_ROWS a block, and a work-group for each
+            widest = 1 << (ws.device.max_work_group_size.bit_length() - 1)
+            group = 0 if ws.device.type == "cpu" else min(GROUP_WI, widest)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group))
         self.hist = HistogramBuilder(ws, self.whole_rows)
         self.split = SplitEvaluator(ws, XGBOOST_GAIN)
