@@ -40,9 +40,10 @@ generated ``tree_group_counts`` counts each block's left rows, and ``tree_group_
 local memory and writes it out coalesced after the rows of the split's earlier blocks. Two launches a split step
 instead of the per-row partition's four (the scan's three and the scatter), no prefix count written and read back
 per row and no search of the split table per row: H200, 10.5M Higgs rows, profiled, the partition's kernels 1.55 +
-0.99 -> 0.96 + 0.94 ms a loss-guided round (13% -> 21% of a copy for the counts), 1.29 + 0.86 -> 0.79 + 0.75 ms
-depth-wise. Both block partitions read a table of (split, block) pairs uploaded after the split records; tables
-decided on the device (the look-ahead) are partitioned a work-item per row: their counts are not on the host.
+0.99 -> 0.96 + 0.94 ms a loss-guided round, 1.29 + 0.86 -> 0.79 + 0.75 ms depth-wise (14 bytes a row by design
+instead of 25: no count per row; the same or a lower fraction of a copy). Both block partitions read a table of
+(split, block) pairs uploaded after the split records; tables decided on the device (the look-ahead) are
+partitioned a work-item per row: their counts are not on the host.
 """
 
 from __future__ import annotations
@@ -181,10 +182,13 @@ class RowPartitioner:
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
-        # counts and moves the row order to the other half, with the row's bins and (g, h) when rows move
+        # counts and moves the row order to the other half, with the row's bins and (g, h) when rows move. The
+        # block and group partitions write no count per row: their scatters read the bin (and the row index) again
         row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
         self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
         self.scatter_bytes = 4 + 4 + 8 + 2 * (row if moved else 0)
+        self.blk_part_bytes = 4 * ws.row_index + ws.bin_bytes
+        self.blk_scatter_bytes = 4 + 4 + ws.bin_bytes + 2 * (row if moved else 0)
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         self.dirty = True
@@ -454,11 +458,11 @@ class RowPartitioner:
         ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, tab, blk_at, n_blk,
                                                       br, cols, ws.n_rows, ws.pos_stride, ws.n_features,
                                                       ws["blk_left"])],
-                  n * self.part_bytes)
+                  n * self.blk_part_bytes)
         ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
                                 ws.n_features, ws.n_outputs, tab, tab, blk_at, n_blk, br, ws["blk_left"],
                                 ws["n_left"], ws["slot_begin"], ws["slot_count"])]
-        ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
+        ws.record("tree_scatter_rows", ev, n * self.blk_scatter_bytes)
 
     def _group_launch(self, n: int, n_blk: int, blk_at: int) -> None:
         """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in the split
@@ -466,12 +470,12 @@ class RowPartitioner:
         ws, br, w = self.ws, self.blocks, self.group
         ws.ensure("blk_left", 4 * n_blk)
         ws.record("tree_partition", self.k_group({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
-                                                 n_feat=ws.n_features), n * self.part_bytes)
+                                                 n_feat=ws.n_features), n * self.blk_part_bytes)
         ev = [self._grp_scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
                                 int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
                                 ws.n_outputs, ws["split_tab"], blk_at, ws["blk_left"], ws["n_left"],
                                 ws["slot_begin"], ws["slot_count"])]
-        ws.record("tree_scatter_rows", ev, n * self.scatter_bytes)
+        ws.record("tree_scatter_rows", ev, n * self.blk_scatter_bytes)
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
         """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the other half."""
