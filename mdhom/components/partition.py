@@ -138,7 +138,6 @@ class RowPartitioner:
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
         self._ridx = ridx
-        t0 = time.perf_counter()
         self.blocks = 0 if ws.sparse else int(blocks)
         self.group = int(group) if self.blocks else 0
         if self.group:  # the block in local memory: 5 bytes a row, 4 a work-item
@@ -148,11 +147,11 @@ class RowPartitioner:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
                                  f"{self.blocks} rows and {self.group} work-items)")
-        if self.group:
             self.k_group = Bound(ws, ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
                                               {"blk": -(-rows // self.blocks), "k": self.blocks}),
                                  lambda: (ws["blk_left"], dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                **self._ridx)))
+        t0 = time.perf_counter()  # the scatters' program (ws.build times its own builds)
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
@@ -175,7 +174,6 @@ class RowPartitioner:
         self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, i32] + [None] * 4)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
-        self._ar = np.arange(0, dtype=np.int32)  # sliced for the group partition's blocks
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
         self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
@@ -336,8 +334,6 @@ class RowPartitioner:
         blocked = self.blocks and row is None
         if blocked:  # the records, then the blocks (at most ns + n / blocks of them): one upload
             most_blk = ns + n // self.blocks + 1
-            if self._ar.size < most_blk:
-                self._ar = np.arange(2 * most_blk, dtype=np.int32)
             raw = ws.staging("tab", ns * rec + 2 * most_blk, np.int32)
             tab = raw[: ns * rec].view(SPLIT_RECORD.dtype)
         else:
@@ -352,7 +348,7 @@ class RowPartitioner:
         for j, col in enumerate(cols):
             block[:, j] = col
         if blocked:
-            n_blk = block_table(count, self.blocks, raw[ns * rec:], self._ar)[1]
+            n_blk = block_table(count, self.blocks, raw[ns * rec:])[1]
             blk_at = ns * rec
             ws.ensure("split_tab", 4 * (blk_at + 2 * n_blk))
             ws.send(ws["split_tab"], raw[: blk_at + 2 * n_blk])

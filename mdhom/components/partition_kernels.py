@@ -230,23 +230,19 @@ FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
     doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
 
 
-def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None,
-                ar: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """The blocks of a split step's rows for the block and group partitions (``count`` rows per split, each cut
     into blocks of ``blk_rows``; at least one a split, so that an empty split's counts are written): per block its
     split and its index among the split's blocks (int32 pairs, into ``out`` where given: the staging array after the
-    records); and how many. ``ar``: an arange to slice (this runs once per split step, between a search's read-back
-    and the next launches)."""
+    records); and how many."""
     nb = (count + (blk_rows - 1)) // blk_rows
     np.maximum(nb, 1, out=nb)
     cum = nb.cumsum()
     total = int(cum[-1]) if cum.size else 0
-    if ar is None or ar.size < max(total, count.size):
-        ar = np.arange(max(total, count.size), dtype=np.int32)
     pairs = np.empty((total, 2), np.int32) if out is None else out[:2 * total].reshape(total, 2)
-    split = np.repeat(ar[:count.size], nb)
+    split = np.repeat(np.arange(count.size), nb)
     pairs[:, 0] = split
-    pairs[:, 1] = ar[:total] - (cum - nb)[split]
+    pairs[:, 1] = np.arange(total) - (cum - nb)[split]
     return pairs.reshape(-1), total
 
 

@@ -32,6 +32,7 @@ from mdhom.components.partition import RowPartitioner
 from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
+from mdhom.components.specs import pow2_at_most
 from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
@@ -291,8 +292,7 @@ class OpenCLTreeKernels:
                 BLOCK_ROWS if ws.device.type == "cpu" else GROUP_ROWS)
         group = self._block_group
         if group is None:  # every device but a CPU takes GROUP_ROWS a block, and a work-group for each
-            widest = 1 << (ws.device.max_work_group_size.bit_length() - 1)
-            group = 0 if ws.device.type == "cpu" else min(GROUP_WI, widest)
+            group = 0 if ws.device.type == "cpu" else pow2_at_most(ws.device.max_work_group_size, GROUP_WI)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group))
         self.hist = HistogramBuilder(ws, self.whole_rows)
         self.split = SplitEvaluator(ws, XGBOOST_GAIN)
