@@ -16,6 +16,12 @@
 #ifndef SCAN_TILED
 #define SCAN_TILED 0
 #endif
+% if desc.flat:
+#ifndef FLAT
+#define FLAT 0
+#endif
+#define FLAT_SPAN ${flat_span}
+% endif
 % if desc.chunked:
 #ifndef CHUNKED
 #define CHUNKED 0

@@ -57,10 +57,124 @@ ${lane_loop(d)}\
             mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
 % endif
 </%def>\
+## FLAT=1 (descriptions with flat=True): the concatenated points' ragged runs laid end to end in windows of
+## FLAT_SPAN points, each work-group an equal share of a window's line, folded piece by piece (a piece: the part of
+## one point's run in the share) into one local accumulator and added to the output with global atomics.
+<%def name="flat_point(o)">\
+            idx_t mdh_r = ${o};
+% for d in reversed(concat_dims):
+            const idx_t ${d} = mdh_r % SIZE_${d}; mdh_r /= SIZE_${d};
+% endfor
+</%def>\
+<%def name="flat_main()">\
+<% red = desc.reduce_dims[0]; ext = dict(desc.extents)[red] %>\
+    __local atom_t mdh_lacc[1]${" __attribute__((aligned(8)))" if desc.packed_pairs else ""};
+    __local idx_t mdh_pre[FLAT_SPAN + 1];  /* the window's run lengths, prefix-summed */
+    __local idx_t mdh_sum[WG_SIZE];
+    const idx_t lid = get_local_id(0);
+    const idx_t n_concat = ${concat_count};
+    const ulong mdh_g = get_group_id(0), mdh_ng = get_num_groups(0);
+    for (idx_t mdh_w0 = 0; mdh_w0 < n_concat; mdh_w0 += FLAT_SPAN) {
+        const idx_t mdh_wn = min((idx_t)FLAT_SPAN, n_concat - mdh_w0);
+        /* each work-item sums its run of the window's points' lengths; a scan over the work-items; the prefix */
+        const idx_t mdh_per = (mdh_wn + WG_SIZE - 1) / WG_SIZE;
+        const idx_t mdh_j0 = min(mdh_wn, lid * mdh_per), mdh_j1 = min(mdh_wn, mdh_j0 + mdh_per);
+        idx_t mdh_s = 0;
+        for (idx_t mdh_j = mdh_j0; mdh_j < mdh_j1; ++mdh_j) {
+${flat_point("mdh_w0 + mdh_j")}\
+            mdh_s += max((idx_t)0, min(SIZE_${red}, (idx_t)(${ext})));
+        }
+        mdh_sum[lid] = mdh_s;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (idx_t mdh_off = 1; mdh_off < WG_SIZE; mdh_off <<= 1) {
+            const idx_t mdh_v = lid >= mdh_off ? mdh_sum[lid - mdh_off] : 0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            mdh_sum[lid] += mdh_v;
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        mdh_s = mdh_sum[lid] - mdh_s;
+        for (idx_t mdh_j = mdh_j0; mdh_j < mdh_j1; ++mdh_j) {
+${flat_point("mdh_w0 + mdh_j")}\
+            mdh_s += max((idx_t)0, min(SIZE_${red}, (idx_t)(${ext})));
+            mdh_pre[mdh_j + 1] = mdh_s;
+        }
+        if (lid == 0) mdh_pre[0] = 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const ulong mdh_total = (ulong)mdh_pre[mdh_wn];
+        const idx_t mdh_end = (idx_t)(mdh_total * (mdh_g + 1) / mdh_ng);
+        idx_t mdh_at = (idx_t)(mdh_total * mdh_g / mdh_ng);
+        /* the last point whose run starts at or before the share's start */
+        idx_t mdh_k = 0, mdh_hi_k = mdh_wn - 1;
+        while (mdh_k < mdh_hi_k) {
+            const idx_t mdh_mid = (mdh_k + mdh_hi_k + 1) / 2;
+            if (mdh_pre[mdh_mid] <= mdh_at) mdh_k = mdh_mid; else mdh_hi_k = mdh_mid - 1;
+        }
+        while (mdh_at < mdh_end) {  /* the same bounds in every work-item: barriers stay uniform */
+            while (mdh_pre[mdh_k + 1] <= mdh_at) ++mdh_k;  /* past runs that end here (or are empty) */
+            const idx_t mdh_lo = mdh_at - mdh_pre[mdh_k];
+            const idx_t mdh_hi = min(mdh_end, mdh_pre[mdh_k + 1]) - mdh_pre[mdh_k];
+            {
+                __local uint* mdh_z = (__local uint*)mdh_lacc;
+                for (idx_t w = lid; w < (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) mdh_z[w] = 0;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            {
+${flat_point("mdh_w0 + mdh_k")}\
+% if desc.chunked:
+#if CHUNKED
+            const idx_t mdh_c = (mdh_hi - mdh_lo + WG_SIZE - 1) / WG_SIZE;
+            const idx_t mdh_e = min(mdh_hi, mdh_lo + (lid + 1) * mdh_c);
+            for (idx_t ${red} = mdh_lo + lid * mdh_c; ${red} < mdh_e; ++${red})
+#else
+% endif
+            for (idx_t ${red} = mdh_lo + lid; ${red} < mdh_hi; ${red} += WG_SIZE)
+% if desc.chunked:
+#endif
+% endif
+                mdh_fold_atomic(&mdh_lacc[0], ${point_args}, MDH_FN_ARGS);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            /* the piece's sums into the point's output (zeroed by the launch): integer atomics, any order */
+            volatile __global int* mdh_dst = (volatile __global int*)&mdh_out[mdh_w0 + mdh_k];
+            __local const int* mdh_src = (__local const int*)mdh_lacc;
+% if desc.packed_pairs:
+#if PACKED
+            for (idx_t w = lid; w < MDH_PAIRS; w += WG_SIZE) {
+                const int mdh_a = mdh_src[2 * w], mdh_b = mdh_src[2 * w + 1] + (mdh_a < 0);  /* the borrow back */
+                if (mdh_a) atomic_add(mdh_dst + 2 * w, mdh_a);
+                if (mdh_b) atomic_add(mdh_dst + 2 * w + 1, mdh_b);
+            }
+#elif SPLIT_PAIRS
+            for (idx_t w = lid; w < MDH_PAIRS; w += WG_SIZE) {  /* the two planes, interleaved again */
+                const int mdh_a = mdh_src[w], mdh_b = mdh_src[MDH_PAIRS + w];
+                if (mdh_a) atomic_add(mdh_dst + 2 * w, mdh_a);
+                if (mdh_b) atomic_add(mdh_dst + 2 * w + 1, mdh_b);
+            }
+#else
+% endif
+            for (idx_t w = lid; w < (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) {
+                const int mdh_v = mdh_src[w];
+                if (mdh_v) atomic_add(mdh_dst + w, mdh_v);
+            }
+% if desc.packed_pairs:
+#endif
+% endif
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);  /* the next piece zeroes what was just read */
+            mdh_at = mdh_pre[mdh_k] + mdh_hi;
+            ++mdh_k;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  /* the next window rewrites the prefix */
+    }
+</%def>\
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
+% if desc.flat:
+#if FLAT
+${flat_main()}\
+#else
+% endif
 #if PARTIALS_LOCAL
     __local atom_t mdh_lacc[C_LANES]${" __attribute__((aligned(8)))" if desc.packed_pairs else ""};
 #elif R_LANES > 1
@@ -224,6 +338,9 @@ ${fold_point()}\
 % for d in concat_dims:
     }
 % endfor
+% if desc.flat:
+#endif
+% endif
 }
 
 % if lane_dims:

@@ -552,10 +552,42 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
               "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl} for pl, pk, sp in _LOCAL_PACKED]
     fixed += [{**c, "CHUNKED": 1 - c["CHUNKED"]} for c in fixed]
     fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
+    if row_index:  # FLAT: the nodes' rows end to end, pieces of them into the zeroed output by global atomics
+        assert desc.flat
+        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(
+            [c for c in fixed if c["PARTIALS_LOCAL"]][::2], (3, 5, 7), strict=False)]
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra)
         got = got.reshape(len(counts), n_feat, n_out, n_bins)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
+
+
+def test_histogram_rows_flat_spans_windows(device):
+    """FLAT over more nodes than one prefix window holds (FLAT_SPAN): each window's runs laid end to end and shared
+    out again, empty nodes and nodes of one row among them, more work-groups than some windows have rows."""
+    from mdhom.mdh.description import FLAT_SPAN
+
+    rng = np.random.default_rng(49)
+    n_nodes, n_feat, n_bins, n_out = FLAT_SPAN + 77, 5, 17, 1
+    counts = rng.integers(0, 5, n_nodes)
+    counts[FLAT_SPAN - 3: FLAT_SPAN + 40] = 0  # the second window starts among empty nodes
+    counts[7] = 300
+    n_rows = int(counts.sum())
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
+    gq, hq = _quantized_gh(rng, n_rows, n_out)
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
+    desc = hg.histogram_rows(n_bins, n_feat, n_out, False, True)
+    sizes = {"node": n_nodes, "pos": int(counts.max())}
+    gh = np.stack([gq, hq], axis=-1).reshape(-1)
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
+    for wg, wi, packed, split, chunked in ((3, 16, 0, 1, 0), (64, 8, 1, 0, 1), (1, 32, 0, 0, 0)):
+        cfg = {**base, "NUM_WG_pos": wg, "NUM_WI_pos": wi, "PARTIALS_LOCAL": 1, "FLAT": 1, "PACKED": packed,
+               "SPLIT_PAIRS": split, "CHUNKED": chunked, "ROTATE": 1}
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
+                  bins=bins.reshape(-1), gh=gh, ridx=ridx.astype(np.int32))
+        got = got.reshape(n_nodes, n_feat, n_out, n_bins)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 

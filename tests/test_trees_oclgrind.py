@@ -137,7 +137,9 @@ QUANTIZED = textwrap.dedent("""
                                 # rows read through the row index are rows-major here: a row's bins as words
                                 **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {}),
                                 # moved rows offer INLINE, which Oclgrind cannot run: the same code as calls
-                                **({} if mode["row_index"] else {"INLINE": 0})},
+                                **({} if mode["row_index"] else {"INLINE": 0}),
+                                # the nodes' rows end to end, 3 work-groups' shares added into the zeroed output
+                                **({"FLAT": 1, "NUM_WG_node": 1} if USE_FLAT else {})},
     }
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
@@ -153,7 +155,8 @@ QUANTIZED = textwrap.dedent("""
         b.set_objective(loss, y, w, base)
         b.add_eval(bins[:29], base)
     hist_name = "tree_histogram_rows" if any(mode.values()) else "tree_histogram_q"
-    assert dev.ws.computations[hist_name].config == configs[hist_name]
+    built = dev.ws.computations[hist_name].config  # and the defaults of what the test leaves out (FLAT)
+    assert {k: built[k] for k in configs[hist_name]} == configs[hist_name], built
     for round_ in range(2):
         keep = rng.random(n_rows) < 0.8
         for b in (dev, ref):
@@ -234,9 +237,10 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                                           ("{'row_index': True, 'columns': False, 'lookahead': 1, 'blocks': 0}", 9),
                                           ("{'row_index': True, 'columns': True, 'blocks': 8, 'block_group': 0}", 300),
                                           ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
-                                           "'block_group': 2}", 9)],
+                                           "'block_group': 2}", 9),
+                                          ("{'row_index': True, 'columns': False, 'blocks': 0, 'flat': 1}", 9)],
                          ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks",
-                              "row-index-groups"])
+                              "row-index-groups", "row-index-flat"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
@@ -246,10 +250,54 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
     launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
     spans several blocks), and there reset moved rows by the copy kernel, as CPUs do; one in blocks of a work-group
-    each (GPUs' group partition), with the look-ahead's tables (partitioned a work-item per row) between them."""
-    run = run_under_oclgrind(QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)), timeout=900)
+    each (GPUs' group partition), with the look-ahead's tables (partitioned a work-item per row) between them; one
+    builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
+    atomics)."""
+    flat = "'flat': 1" in mode
+    mode = mode.replace(", 'flat': 1", "")
+    code = QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))
+    run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
+
+
+FLAT_WINDOWS = textwrap.dedent("""
+    import numpy as np
+    import mdhom
+    from mdhom.components import histogram as hg
+    from mdhom.mdh import build_within_limits
+    from mdhom.mdh.description import FLAT_SPAN
+
+    dev = [d for d in mdhom.devices() if d.checker][0]
+    rng = np.random.default_rng(3)
+    n_nodes, n_feat, n_bins = FLAT_SPAN + 9, 4, 9
+    counts = rng.integers(0, 3, n_nodes).astype(np.int32)
+    counts[FLAT_SPAN - 2: FLAT_SPAN + 3] = 0
+    n = int(counts.sum())
+    begin = (np.cumsum(counts) - counts).astype(np.int32)
+    ridx = rng.permutation(n).astype(np.int32)
+    bins = rng.integers(0, n_bins, size=(n, n_feat)).astype(np.uint8)
+    gh = rng.integers(-1000, 1000, size=(n, 1, 2)).astype(np.int32)
+    gh[..., 1] = np.abs(gh[..., 1])
+    want = hg.histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, begin, counts, n_bins)
+    desc = hg.histogram_rows(n_bins, n_feat, 1, False, True)
+    one = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
+    cfg = {**one, "NUM_WG_pos": 3, "NUM_WI_pos": 8, "PARTIALS_LOCAL": 1, "FLAT": 1, "PACKED": 0, "SPLIT_PAIRS": 1,
+           "ROTATE": 1, "ROW_WORDS": 1}
+    got = build_within_limits(desc, dev, cfg)(
+        {"node": n_nodes, "pos": int(counts.max())}, bins=bins.reshape(-1), gh=gh.reshape(-1), slot_begin=begin,
+        slot_count=counts, ridx=ridx, n_rows=n).reshape(n_nodes, n_feat, 1, n_bins)
+    assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want)
+    print("FLAT-OK")
+""")
+
+
+def test_flat_histogram_windows_clean_under_oclgrind(oclgrind_device):
+    """FLAT over more nodes than one prefix window (FLAT_SPAN): the second window's prefix rewritten after every
+    work-item of the first is done with it, empty nodes at the seam; no race, no out-of-bounds access."""
+    run = run_under_oclgrind(FLAT_WINDOWS, timeout=600)
+    assert run.clean, run.explain()
+    assert "FLAT-OK" in run.stdout, run.explain()
 
 
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",

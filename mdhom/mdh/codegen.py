@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mako.lookup import TemplateLookup
 
-from mdhom.mdh.description import Description, Scan
+from mdhom.mdh.description import FLAT_SPAN, Description, Scan
 from mdhom.mdh.types import helpers
 
 
@@ -118,6 +118,7 @@ def template_context(desc: Description) -> dict:
         "combine_lanes": desc.combine_lanes,
         "lane_ctype": desc.atom.scalars[0],
         # the bound of each dimension's loop: its size, or its ragged extent at the current point
+        "flat_span": FLAT_SPAN,
         "bounds": {d: f"EXTENT_{d}" if d in dict(desc.extents) else f"SIZE_{d}" for d in desc.dim_names},
     }
 

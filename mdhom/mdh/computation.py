@@ -113,6 +113,8 @@ class Computation:
         self.work_group_size = math.prod(self.config[f"NUM_WI_{d}"] for d in desc.dim_names)
         self.num_groups = math.prod(self.config[f"NUM_WG_{d}"] for d in desc.dim_names)
         self.lane_groups = math.prod(self.config[f"NUM_WG_{d}"] for d in desc.lane_dims)
+        # FLAT=1: the work-groups add into a zeroed output with atomics, so nothing to combine after the main kernel
+        self.flat = bool(self.config.get("FLAT"))
         self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
@@ -271,8 +273,9 @@ class Computation:
                 f"{self.desc.name}: out must have shape {shape} and dtype {self.desc.atom.dtype}, "
                 f"got {tuple(out.shape)} {out.dtype}"
             )
+        events = [zero_output(queue, out.data, out.nbytes)] if self.flat else []
         n_concat = math.prod(bound[d] for d in self.desc.concat_dims)
-        partial = self._partials(queue, n_concat * self.lane_groups if self.lane_groups > 1 else 1)
+        partial = self._partials(queue, n_concat * self.lane_groups if self.lane_groups > 1 and not self.flat else 1)
         kargs: list[object] = [out.data, partial.data]
         for inp in self.desc.inputs:
             arr = arrays[inp.name]
@@ -285,8 +288,8 @@ class Computation:
         for name, cast in self._param_types:
             kargs.append(cast(args[name]))
         wg = self.work_group_size
-        events = [self._launch("main", index64, queue, self.num_groups * wg, wg, kargs)]
-        if self.desc.lane_dims and self.lane_groups > 1:
+        events.append(self._launch("main", index64, queue, self.num_groups * wg, wg, kargs))
+        if self.desc.lane_dims and self.lane_groups > 1 and not self.flat:
             wi = self.config["NUM_WI_COMBINE"]
             for which in ("partials", "fixup") if self.desc.scan_dim else ("combine",):
                 events.append(self._launch(which, index64, queue, self.step_size(which, n_concat, bound), wi, kargs))
@@ -427,6 +430,11 @@ def _step_size(which: str, n_concat: int, scan: int, wi: int, combine: int) -> i
     return -(-n // wi) * wi
 
 
+def zero_output(queue: cl.CommandQueue, buf: cl.Buffer, nbytes: int) -> cl.Event:
+    """Zeroes the first ``nbytes`` of an output that FLAT=1 work-groups add into."""
+    return cl.enqueue_fill_buffer(queue, buf, np.zeros(1, np.uint32), 0, -(-nbytes // 4) * 4)
+
+
 def _buffer(x: cl_array.Array | cl.Buffer) -> cl.Buffer:
     if isinstance(x, cl_array.Array):
         if x.offset:
@@ -449,8 +457,9 @@ class BoundLaunch:
         dims = list(desc.dim_names)
         self._dims = desc.dim_names
         self._steps: tuple[str, ...] = ()
-        if desc.lane_dims and comp.lane_groups > 1:
+        if desc.lane_dims and comp.lane_groups > 1 and not comp.flat:
             self._steps = ("partials", "fixup") if desc.scan_dim else ("combine",)
+        self._flat_bytes = itemsize(desc.atom) if comp.flat else 0  # per output atom, zeroed before each launch
         self._partial_n = 1
         self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
         self._params = [name for name, _ in comp._param_types]
@@ -495,7 +504,8 @@ class BoundLaunch:
         args = self._buffers + dims + [params[name] for name in self._params]
         ks = self._kernels_of(index64)
         q = self.queue
-        events = [ks[0](q, *self._main, *args)]
+        events = [zero_output(q, self._buffers[0], n_out * self._flat_bytes)] if self._flat_bytes else []
+        events.append(ks[0](q, *self._main, *args))
         if self._steps:
             wi = self._wi
             scan = dims[self._scan_at] if self._scan_at >= 0 else 0

@@ -201,8 +201,10 @@ class Parameter:
 
 
 ATOMIC_LANES = ("int", "uint", "long", "ulong")
+# FLAT=1: the points whose run-length prefix a work-group keeps in local memory at a time (the generator's FLAT_SPAN)
+FLAT_SPAN = 1024
 # the generator's own 0/1 tuning parameters (a description's `switches` are others)
-GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS", "INLINE")
+GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS", "INLINE", "FLAT")
 
 
 def is_generator_parameter(name: str) -> bool:
@@ -278,6 +280,16 @@ class Description:
     binned Higgs rows, 255 leaves, alternating fits: 0.0996 -> 0.0870 s a round, the whole-row histogram forced
     inline). It defaults to 1 on CPUs; GPU compilers inline every function anyway. Opt-in, so that every other
     description's generated source (and its stored configurations' hash) stays as it was.
+
+    ``flat=True`` (with ``accumulate_atomic``, an atom of 32-bit integer lanes and one ragged reduced dimension) adds
+    the tuning parameter ``FLAT``: 1 lays the points' ragged runs end to end and gives every work-group an equal
+    share of that line, however unequal the runs; a work-group folds each piece of a run it holds into its local
+    accumulator and adds that to the output with global atomics (the launch zeroes the output first): no partials,
+    no combine kernel. The fixed grid (``NUM_WG_<dim>`` tiles) gives every point the same work-groups, so a launch
+    over unequal nodes waits for those of its longest (H200, whole-row histograms of 10.5M binned rows: a
+    loss-guided batch of 64 nodes at 10 rows per ns, one node of all the rows at 21). Integer sums: the same bits
+    either way. Opt-in (a source of its own). The prefix of the runs' lengths is kept in local memory, ``FLAT_SPAN``
+    points at a time.
     """
 
     name: str
@@ -299,6 +311,7 @@ class Description:
     switches: tuple[str, ...] = ()
     vector: Vector | None = None
     inline_fold: bool = False
+    flat: bool = False
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -321,6 +334,7 @@ class Description:
         switches: tuple[str, ...] = (),
         vector: Vector | None = None,
         inline_fold: bool = False,
+        flat: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -344,6 +358,7 @@ class Description:
         set_(self, "switches", tuple(switches))
         set_(self, "vector", vector)
         set_(self, "inline_fold", bool(inline_fold))
+        set_(self, "flat", bool(flat))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -403,6 +418,10 @@ class Description:
         if self.inline_fold and self.operator is None:
             raise DescriptionError(f"{self.name}: `inline_fold` needs a fold (a reduced or scanned dimension)")
         self._validate_extents(reduces, scans)
+        if self.flat and (not self.accumulate_atomic or len(reduces) != 1 or len(self.extents) != 1
+                          or set(self.atom.scalars) - {"int", "uint"}):
+            raise DescriptionError(f"{self.name}: `flat` needs `accumulate_atomic` into an atom of int or uint lanes "
+                                   "and one reduced dimension, ragged (`extents`)")
         self._validate_vector()
         if self.scatter and (reduces or scans):
             raise DescriptionError(f"{self.name}: `scatter` needs concatenated dimensions only")
@@ -577,6 +596,7 @@ class Description:
         names += self.switches
         names += ("VEC",) if self.vector else ()
         names += ("INLINE",) if self.inline_fold else ()
+        names += ("FLAT",) if self.flat else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -641,7 +661,10 @@ class Description:
         # a scan's partials kernel scans NUM_WI_COMBINE totals in local memory
         combine = int(config.get("NUM_WI_COMBINE", 1)) * itemsize(self.atom) if self.scan_dim else 0
         if config.get("PARTIALS_LOCAL"):
-            return math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * itemsize(self.atom)
+            acc = math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * itemsize(self.atom)
+            if config.get("FLAT"):  # the window's prefix and the work-items' run sums (64-bit indices at most)
+                acc += 8 * (FLAT_SPAN + 1 + math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names))
+            return acc
         lanes = math.prod(config[f"NUM_WI_{d}"] for d in self.lane_dims)
         if lanes <= 1:
             return combine
@@ -655,7 +678,8 @@ class Description:
         # ... and CHUNKED (absent means 0: strided shares), PACKED (absent: builds take packed_default), SPLIT_PAIRS
         # (absent means 0: interleaved pairs) and switches, and VEC and INLINE (absent: builds take their defaults)
         missing = [p for p in self.parameter_names() if p not in config and p not in (
-            "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", "VEC", "INLINE", *self.switches)]
+            "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", "VEC", "INLINE", "FLAT",
+            *self.switches)]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -700,6 +724,10 @@ class Description:
         if int(config.get("PACKED", 0)) and config.get("PARTIALS_LOCAL") and not device.has_int64_atomics:
             raise ConfigError(f"{self.name}: PACKED=1 needs local 64-bit atomics (cl_khr_int64_base_atomics), "
                               f"missing on {device.key}")
+        if int(config.get("FLAT", 0)) and not (config.get("PARTIALS_LOCAL") and all(
+                int(config[f"NUM_WI_{d}"]) == 1 for d in self.concat_dims)):
+            raise ConfigError(f"{self.name}: FLAT=1 folds into one local accumulator per work-group: it needs "
+                              "PARTIALS_LOCAL=1 and one work-item along the concatenated dimensions")
         if int(config.get("PACKED", 0)) and int(config.get("SPLIT_PAIRS", 0)) and config.get("PARTIALS_LOCAL"):
             raise ConfigError(f"{self.name}: PACKED=1 adds a pair in local memory as one 64-bit word, which "
                               "SPLIT_PAIRS=1 keeps apart: at most one of them")
@@ -731,6 +759,8 @@ class Description:
         space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
         if self.inline_fold:
             space.append(Parameter("INLINE", (0, 1), default["INLINE"]))
+        if self.flat:
+            space.append(Parameter("FLAT", (0, 1), default["FLAT"]))
         if self.vector:
             space.append(Parameter("VEC", (1, *self.vector.widths), default["VEC"]))
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
@@ -791,6 +821,8 @@ class Description:
             cfg["VEC"] = self.vec_default(device)
         if self.inline_fold:
             cfg["INLINE"] = int(device.type == "cpu")
+        if self.flat:  # the description's heuristic decides it
+            cfg["FLAT"] = 0
         return cfg
 
 
