@@ -258,6 +258,7 @@ def _tune(cpu, tmp_path, monkeypatch, *extra):
 
     monkeypatch.setattr(driver, "LiveRunner", lambda *a, **k: FlakyRunner())
     monkeypatch.setattr(endtoend, "round_seconds", lambda device, work, data: 1.0)  # the check, without training
+    monkeypatch.setattr(endtoend, "device_round_seconds", lambda device, work, data: 1.0)
     return main(["tune", "--device", cpu.key, "--kernels", "gh_sum", "--quick", "--trials", "4",
                  "--storage", str(tmp_path / "studies.journal"), *extra])
 

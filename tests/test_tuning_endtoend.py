@@ -16,6 +16,8 @@ from mdhom import configs
 from mdhom.tuning import endtoend
 from mdhom.tuning.endtoend import Workload, check
 
+DEVICE_ROUND_SECONDS = endtoend.device_round_seconds  # the real one (the tests' fixture models it)
+
 
 def _entry(cfg: dict[str, int], heuristic: dict[str, int] | None = None) -> dict:
     return {"sizes": {"i": 64}, "config": cfg, "median_s": 1e-3, "default_config": heuristic or {"NUM_WI_i": 1},
@@ -46,6 +48,8 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(configs, "user_dir", lambda: tmp_path / "no-user")
     monkeypatch.setattr(configs, "package_dir", lambda: tmp_path / "no-pkg")
     monkeypatch.delenv(configs.TUNED_DIR_ENV, raising=False)
+    # the same device time with every configuration (the modelled round decides), unless a test models it too
+    monkeypatch.setattr(endtoend, "device_round_seconds", lambda device, work, data: 1.0)
 
 
 @pytest.fixture
@@ -84,12 +88,39 @@ def test_a_tune_stores_the_heuristic_where_tuning_did_not_pay(cpu_device, tmp_pa
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
     entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("slow", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
     monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
+    monkeypatch.setattr(endtoend, "device_round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
     res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None)
     path = configs.store_results(cpu_device, endtoend.choose(entries, res.kept), tmp_path / "out")
     doc = json.loads(path.read_text())["kernels"]
     assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
     assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
     assert driver.tune_device.__kwdefaults__["end_to_end"] is None  # the CLI asks for it; library calls opt in
+
+
+def test_a_host_bound_round_keeps_what_the_device_time_gains(cpu_device, tmp_path, monkeypatch):
+    """Rounds whose wall time the host decides (the same with every configuration): a kernel's configuration is kept
+    where the fits' device time is lower by the margin; a layout's (its host work changes too) only by the round."""
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    kernels = ("kern", "tree_layout_quantized", "same", "worse")
+    entries = [(k, "c", _entry({"NUM_WI_i": 2}), "sha256:0") for k in kernels]
+    lines: list[str] = []
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lines.append,
+                timer=_machine({}), device_timer=_machine({"kern": 0.8, "tree_layout_quantized": 0.8, "same": 0.99,
+                                                           "worse": 1.2}))
+    assert res.kept == ["kern"] and sorted(res.dropped) == ["same", "tree_layout_quantized", "worse"], lines
+    assert any("kern: tuned kept for the device time" in line for line in lines), lines
+    # with another timer (forest fits, rule fits) and no device timer: the fits' time alone decides
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None,
+                timer=_machine({}))
+    assert res.kept == []
+
+
+def test_device_round_seconds_profiles_a_real_fit(cpu_device):
+    from mdhom.bench.trees import make_higgs_like
+
+    work = Workload(rows=2000, rounds=3, leaves=7)
+    t = DEVICE_ROUND_SECONDS(cpu_device, work, make_higgs_like(2000, 28, 0, 0.0, 0))
+    assert 0 < t < endtoend.round_seconds(cpu_device, work, make_higgs_like(2000, 28, 0, 0.0, 0)) * 10
 
 
 def test_round_seconds_trains_for_real(cpu_device):
