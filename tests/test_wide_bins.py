@@ -76,3 +76,17 @@ def test_local_memory_is_fitted_not_refused(oclgrind_device):
     fitted = within_local_memory(desc, oclgrind_device, cfg)
     assert fitted["PARTIALS_LOCAL"] == 0 and desc.local_mem_bytes(fitted) <= oclgrind_device.local_mem_size
     desc.check_config(fitted, oclgrind_device)
+
+
+def test_flat_is_dropped_with_local_partials(oclgrind_device):
+    """FLAT folds into local memory only: where a whole-row histogram's local accumulator does not fit, the fitted
+    configuration drops FLAT with PARTIALS_LOCAL (check_config would refuse FLAT without it) and still builds."""
+    from mdhom.components.histogram import histogram_rows
+    from mdhom.mdh.computation import within_local_memory
+
+    desc = histogram_rows(300, 28, 1, False, True)  # 28 x 300 int32 pairs: 67 KB
+    cfg = {**desc.default_config(oclgrind_device), "PARTIALS_LOCAL": 1, "FLAT": 1, "NUM_WI_pos": 64}
+    assert desc.local_mem_bytes(cfg) > oclgrind_device.local_mem_size
+    fitted = within_local_memory(desc, oclgrind_device, cfg)
+    assert fitted["PARTIALS_LOCAL"] == 0 and fitted["FLAT"] == 0
+    desc.check_config(fitted, oclgrind_device)

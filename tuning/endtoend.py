@@ -171,7 +171,9 @@ def device_round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> 
             warnings.simplefilter("ignore", TunedConfigWarning)
             TreeBoostClassifier(**fit, device=device).fit(X, y)
         per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
-        logs.append(math.log(max(statistics.median(per[1:] or per), 1e-12)))
+        if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
+            return float("nan")
+        logs.append(math.log(statistics.median(per[1:] or per)))
     return math.exp(sum(logs) / len(logs))
 
 
@@ -259,21 +261,30 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
             with_k, without_k = compare(current, trial)
             line = f"({with_k * 1e3:.2f} ms tuned, {without_k * 1e3:.2f} without)"
             if without_k > with_k * (1.0 + MARGIN):
-                best = with_k
                 trace.append(f"  {k}: tuned kept {line}")
-            elif device_timer is not None and not judged_by_round_alone(k) and device_win(current, trial, k):
-                best = with_k  # the round's wall time within its noise, the device's work less
+            elif (device_timer is not None and not judged_by_round_alone(k) and with_k <= without_k * (1.0 + MARGIN)
+                  and device_win(current, trial, k)):  # the round no slower beyond its noise, the device's work less
                 trace.append(f"  {k}: tuned kept for the device time {line}")
             else:  # no win worth its noise: the heuristic stays
-                keep, current, best = trial_keep, trial, without_k
+                keep, current = trial_keep, trial
                 trace.append(f"  {k}: heuristic kept {line}")
         base, best = compare(None, current)
-        if keep and best > base * (1.0 - MARGIN) and not (
-                device_timer is not None and not all(judged_by_round_alone(k) for k in keep)
-                and device_win(current, None, "together")):
-            # what is kept beats the heuristics together neither in the round nor in the device's work
-            trace.append(f"  together {best * 1e3:.2f} ms vs heuristic {base * 1e3:.2f} ms: heuristics kept")
-            keep = []
+        if keep and best > base * (1.0 - MARGIN):
+            # what is kept does not beat the heuristics together in the round: only kernels whose device work it
+            # lessens stay (no layout), where the round is no slower beyond its noise
+            kernels_kept = [k for k in keep if not judged_by_round_alone(k)]
+            if (device_timer is not None and kernels_kept and best <= base * (1.0 + MARGIN)
+                    and device_win(with_kernels(kernels_kept), None, "together")):
+                if kernels_kept != keep:
+                    keep, current = kernels_kept, with_kernels(kernels_kept)
+                    base, best = compare(None, current)
+            else:
+                trace.append(f"  together {best * 1e3:.2f} ms vs heuristic {base * 1e3:.2f} ms: heuristics kept")
+                keep = []
+        if device_timer is not None and keep:
+            device_base, device_best = compare(None, current, device_timer)
+            trace.append(f"device time {device_base * 1e3:.2f} ms/{unit} with the heuristics, {device_best * 1e3:.2f} "
+                         f"with the stored configurations ({device_base / device_best:.2f}x)")
     for line in trace:
         echo(line)
     return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace, unit)

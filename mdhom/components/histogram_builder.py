@@ -85,7 +85,7 @@ class HistogramBuilder:
         self.classes = row_classes(rows) if self.whole_rows else NODE_CLASSES
         builds = [ws.build(self.spec, self.d_hist, {"node": c, **dims, "pos": max(1, rows // c)}, role=r)
                   for c, r in self.classes]
-        sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": 2 * ws.cells})
+        sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": ws.cells})  # as launched
         self.nb = ws.node_bytes
         # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
         self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index

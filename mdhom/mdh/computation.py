@@ -242,9 +242,11 @@ class Computation:
 
     def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
         points = math.prod(sizes.values())
-        # the partials of the work-groups along reduced dimensions, lane by lane where they combine so
-        out = math.prod(sizes[d] for d in self.desc.output_dims) * max(1, self.lane_groups) * max(
-            1, self.desc.combine_lanes)
+        # the partials of the work-groups along reduced dimensions, lane by lane where they combine so (none under
+        # FLAT: its indices are the points' and the outputs', its shares' bounds 64-bit in the kernel)
+        lanes = 1 if self.flat else max(1, self.lane_groups)
+        out = math.prod(sizes[d] for d in self.desc.output_dims) * lanes * max(1, self.desc.combine_lanes)
+        points += self.work_group_size if self.flat else 0  # a work-item's index runs a work-group past its share
         biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
         launched = self.num_groups * self.work_group_size
         return max(biggest, launched) > _INDEX32_LIMIT
@@ -408,6 +410,8 @@ def within_local_memory(desc: Description, device: Device, config: Mapping[str, 
         return cfg  # fits, or breaks the work-group limit first (check_config names that)
     if cfg.get("PARTIALS_LOCAL"):
         cfg["PARTIALS_LOCAL"] = 0
+        if cfg.get("FLAT"):  # FLAT folds into local memory only
+            cfg["FLAT"] = 0
     while desc.local_mem_bytes(cfg) > limit:
         wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
         if wi:
@@ -471,7 +475,9 @@ class BoundLaunch:
         self._concat_at = [dims.index(d) for d in desc.concat_dims]
         self._out_at = [dims.index(d) for d in desc.output_dims]
         self._scan_at = dims.index(desc.scan_dim) if desc.scan_dim else -1
-        self._lanes = max(1, comp.lane_groups)
+        self._lanes = 1 if comp.flat else max(1, comp.lane_groups)  # as Computation._index64
+        # FLAT: a work-item's point index runs a work-group past its share's end before the loop stops
+        self._flat_reach = comp.work_group_size if comp.flat else 0
         self._combine = max(1, desc.combine_lanes)
         wg = comp.work_group_size
         self._main = ((comp.num_groups * wg,), (wg,))
@@ -494,7 +500,7 @@ class BoundLaunch:
             n_concat *= dims[i]
         for i in self._out_at:
             n_out *= dims[i]
-        index64 = max(math.prod(dims) * self._lanes, n_out * self._lanes * self._combine,
+        index64 = max(math.prod(dims) * self._lanes + self._flat_reach, n_out * self._lanes * self._combine,
                       self._launched) > _INDEX32_LIMIT
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
