@@ -595,3 +595,26 @@ for (int s = 0; s < VEC; ++s) out[s] = o[s];"""))
                        "VEC": vec}
                 got = mdh.Computation(desc, device, cfg)({"row": rows, "col": cols}, x=x.reshape(-1))
                 np.testing.assert_array_equal(got, want, err_msg=str(cfg))
+
+
+def test_bound_launches_choose_the_index_width_by_points_not_by_work_groups(device):
+    """A bound launch takes the 64-bit build where a point index (plus a stride of every launched work-item), an input
+    loaded at the point or a lane of the partials passes 2^31 - 1, as :meth:`Computation._index64` does: not where
+    points times the work-groups along a reduced dimension do (the learner's 10.5M-row histograms over 512 groups ran
+    64-bit programs that no tune had timed)."""
+    import pyopencl as cl
+
+    from mdhom.components.histogram import histogram_rows
+
+    desc = histogram_rows(64, 28, 1, False, True)
+    comp = mdh.build_within_limits(desc, device, {"NUM_WG_pos": 512, "NUM_WI_pos": 1, "NUM_WG_node": 1,
+                                                  "NUM_WI_node": 1, "PARTIALS_LOCAL": 0, "FLAT": 0})
+    buf = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, 64)
+    bound = comp.bind(buf, bins=buf, gh=buf, slot_begin=buf, slot_count=buf, ridx=buf)
+    assert not bound.index64([1, 10_500_000], 1)
+    assert bound.index64([1, 2**31 - 100], 1)  # a stride of 512 past the bound wraps
+    assert bound.index64([2**22, 1], 2**22)  # 512 partials of 2^22 nodes, 3584 lanes each
+    pairs = mdh.Description("pairs", ["i"], [mdh.Concat()], "int", "out = x;",
+                            inputs=[mdh.Input("x", "int", ("i", 2), index="2 * i")])
+    bound = mdh.build_within_limits(pairs, device, {"NUM_WG_i": 1, "NUM_WI_i": 1}).bind(buf, x=buf)
+    assert not bound.index64([2**29], 2**29) and bound.index64([2**30 + 1], 2**30 + 1)  # two ints a point

@@ -246,10 +246,10 @@ class Computation:
         # FLAT: its indices are the points' and the outputs', its shares' bounds 64-bit in the kernel)
         lanes = 1 if self.flat else max(1, self.lane_groups)
         out = math.prod(sizes[d] for d in self.desc.output_dims) * lanes * max(1, self.desc.combine_lanes)
-        points += self.work_group_size if self.flat else 0  # a work-item's index runs a work-group past its share
-        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
         launched = self.num_groups * self.work_group_size
-        return max(biggest, launched) > _INDEX32_LIMIT
+        points += launched  # a point index runs up to a stride (every launched work-item) past its bound
+        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
+        return biggest > _INDEX32_LIMIT
 
     # ---------------------------------------------------------------- running
     def enqueue(
@@ -476,8 +476,9 @@ class BoundLaunch:
         self._out_at = [dims.index(d) for d in desc.output_dims]
         self._scan_at = dims.index(desc.scan_dim) if desc.scan_dim else -1
         self._lanes = 1 if comp.flat else max(1, comp.lane_groups)  # as Computation._index64
-        # FLAT: a work-item's point index runs a work-group past its share's end before the loop stops
-        self._flat_reach = comp.work_group_size if comp.flat else 0
+        # inputs loaded at the point (not gathered) hold their integer extents' worth of elements per point
+        self._per_point = max([1] + [math.prod(e for e in i.shape if isinstance(e, int)) for i in desc.inputs
+                                     if not i.gather])
         self._combine = max(1, desc.combine_lanes)
         wg = comp.work_group_size
         self._main = ((comp.num_groups * wg,), (wg,))
@@ -492,6 +493,16 @@ class BoundLaunch:
             ks = self._kernels[index64] = [self.comp.kernel(w, index64) for w in ("main", *self._steps)]
         return ks
 
+    def index64(self, dims: list[int], n_out: int) -> bool:
+        """Whether a launch of these dimension sizes (``n_out`` output atoms) needs the 64-bit index build, by the
+        rule of :meth:`Computation._index64`: a point index may run a stride (every launched work-item) past its
+        bound, inputs loaded at the point hold their integer extents per point, and the partials of work-groups
+        along reduced dimensions (not under FLAT) are indexed lane by lane. Until 2026-11-29 bound launches counted
+        points times those work-groups too: the learner's 10.5M-row histograms ran the 64-bit build that its tuner
+        never timed (H200, loss-guided histograms 3.10 -> 2.64 ms a round in 32 bits)."""
+        return max(math.prod(dims) * self._per_point + self._launched,
+                   n_out * self._lanes * self._combine) > _INDEX32_LIMIT
+
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
         dims = [int(sizes[d]) for d in self._dims]
@@ -500,8 +511,7 @@ class BoundLaunch:
             n_concat *= dims[i]
         for i in self._out_at:
             n_out *= dims[i]
-        index64 = max(math.prod(dims) * self._lanes + self._flat_reach, n_out * self._lanes * self._combine,
-                      self._launched) > _INDEX32_LIMIT
+        index64 = self.index64(dims, n_out)
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
