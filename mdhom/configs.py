@@ -339,7 +339,7 @@ def _pick(
         return None
     config = {k: int(v) for k, v in classes[cls]["config"].items()}
     if description is not None:
-        from mdhom.mdh.description import ConfigError
+        from mdhom.mdh.parts import ConfigError
 
         if other_version:
             # Still valid (checked below) and usually still good: said in the source that learners report
@@ -350,7 +350,7 @@ def _pick(
 
         # a 0/1 switch of another variant of the kernel (a row read as words where this variant's rows are not whole
         # words) means nothing here: dropped, not a reason to throw the configuration away
-        from mdhom.mdh.description import is_generator_parameter
+        from mdhom.mdh.parts import is_generator_parameter
 
         names = set(description.parameter_names())
         foreign = sorted(p for p, v in config.items()

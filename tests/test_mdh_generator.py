@@ -547,7 +547,7 @@ def test_vector_form_is_declared_and_checked(device):
     widths are VEC's values, a configuration without VEC (stored before the vector form existed) builds the device's
     default, and another width is refused."""
     sq, _ = _vector_descriptions(None)
-    assert "VEC" in sq.parameter_names() and mdh.description.is_generator_parameter("VEC")
+    assert "VEC" in sq.parameter_names() and mdh.parts.is_generator_parameter("VEC")
     cfg = sq.default_config(device, {"row": 4, "col": 9})
     del cfg["VEC"]
     sq.check_config(cfg, device)

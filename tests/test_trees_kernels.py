@@ -566,7 +566,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
 def test_histogram_rows_flat_spans_windows(device):
     """FLAT over more nodes than one prefix window holds (FLAT_SPAN): each window's runs laid end to end and shared
     out again, empty nodes and nodes of one row among them, more work-groups than some windows have rows."""
-    from mdhom.mdh.description import FLAT_SPAN
+    from mdhom.mdh.parts import FLAT_SPAN
 
     rng = np.random.default_rng(49)
     n_nodes, n_feat, n_bins, n_out = FLAT_SPAN + 77, 5, 17, 1

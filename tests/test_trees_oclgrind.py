@@ -266,7 +266,7 @@ FLAT_WINDOWS = textwrap.dedent("""
     import mdhom
     from mdhom.components import histogram as hg
     from mdhom.mdh import build_within_limits
-    from mdhom.mdh.description import FLAT_SPAN
+    from mdhom.mdh.parts import FLAT_SPAN
 
     dev = [d for d in mdhom.devices() if d.checker][0]
     rng = np.random.default_rng(3)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mdhom.devices import Device
-from mdhom.mdh.description import ConfigError, Description, Parameter
+from mdhom.mdh.description import Description
+from mdhom.mdh.parts import ConfigError, Parameter
 from mdhom.mdh.types import itemsize
 
 COMBINE = "NUM_WI_COMBINE"

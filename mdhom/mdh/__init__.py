@@ -24,10 +24,10 @@ from mdhom.mdh.computation import (
     build_program,
     build_within_limits,
 )
-from mdhom.mdh.description import (
+from mdhom.mdh.description import Description
+from mdhom.mdh.parts import (
     Concat,
     ConfigError,
-    Description,
     DescriptionError,
     Dim,
     Input,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mako.lookup import TemplateLookup
 
-from mdhom.mdh.description import FLAT_SPAN, Description, Scan
+from mdhom.mdh.description import Description
+from mdhom.mdh.parts import FLAT_SPAN, Scan
 from mdhom.mdh.types import helpers
 
 

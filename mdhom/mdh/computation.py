@@ -19,7 +19,8 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.codegen import generate
-from mdhom.mdh.description import ConfigError, Description, KernelLimitError
+from mdhom.mdh.description import Description
+from mdhom.mdh.parts import ConfigError, KernelLimitError
 from mdhom.mdh.types import CTYPES, itemsize
 
 _INDEX32_LIMIT = 2**31 - 1
@@ -332,7 +333,7 @@ class Computation:
         return self._scratch
 
     def work_buffer(self, length: int) -> cl.Buffer:
-        """The description's :class:`~mdhom.mdh.description.Scratch`: ``length`` elements for each work-item of
+        """The description's :class:`~mdhom.mdh.parts.Scratch`: ``length`` elements for each work-item of
         the main kernel, allocated once and grown on demand; a need beyond the device's largest allocation (or
         half its memory) is a :class:`ConfigError` raised before allocating (fewer work-groups need less)."""
         sc = self.desc.scratch

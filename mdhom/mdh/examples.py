@@ -13,7 +13,8 @@ import numpy as np
 
 from mdhom.mdh import linalg
 from mdhom.mdh.computation import Computation
-from mdhom.mdh.description import Concat, Description, Input, Param, Reduce, Scan, Scratch
+from mdhom.mdh.description import Description
+from mdhom.mdh.parts import Concat, Input, Param, Reduce, Scan, Scratch
 from mdhom.mdh.types import Array, Scalar, Struct
 
 from . import ARGMAX, MAX, SUM
