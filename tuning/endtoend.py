@@ -130,22 +130,32 @@ def _env(**values: str | None) -> Iterator[None]:
         _set_env(saved)
 
 
-def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], **params: Any) -> tuple[float, Any]:
+def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = False,
+               **params: Any) -> tuple[float, Any]:
     """The geometric mean over ``work``'s fits of their median seconds per round (rounds 2..n) on ``device``,
-    and the last fitted estimator."""
+    and the last fitted estimator. ``profiled``: kernel seconds per round instead, every launch's profiling events
+    summed (:func:`mdhom.bench.profile.record_fit`; launches then wait for each other, so this is the device's work
+    without its overlap with the host's), NaN where a fit recorded no profiled launch."""
+    import contextlib
     import warnings
 
     from mdhom import TreeBoostClassifier
+    from mdhom.bench.profile import record_fit
     from mdhom.configs import TunedConfigWarning
 
     X, y = data
     logs, est = [], None
     for fit in work.fits():
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), (record_fit() if profiled else contextlib.nullcontext()) as rec:
             warnings.simplefilter("ignore", TunedConfigWarning)
             est = TreeBoostClassifier(**fit, device=device, **params).fit(X, y)
-        times = list(est.round_times_[1:]) or list(est.round_times_)
-        logs.append(math.log(statistics.median(times)))
+        if profiled:
+            per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
+            if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
+                return float("nan"), est
+        else:
+            per = list(est.round_times_)
+        logs.append(math.log(statistics.median(per[1:] or per)))
     return math.exp(sum(logs) / len(logs)), est
 
 
@@ -155,26 +165,8 @@ def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
 
 
 def device_round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
-    """The geometric mean over ``work``'s fits of their median kernel seconds per round (rounds 2..n): every
-    launch's profiling events, summed per round (:func:`mdhom.bench.profile.record_fit`). Launches wait for each
-    other under profiling, so this is the device's work without its overlap with the host's."""
-    import warnings
-
-    from mdhom import TreeBoostClassifier
-    from mdhom.bench.profile import record_fit
-    from mdhom.configs import TunedConfigWarning
-
-    X, y = data
-    logs = []
-    for fit in work.fits():
-        with warnings.catch_warnings(), record_fit() as rec:
-            warnings.simplefilter("ignore", TunedConfigWarning)
-            TreeBoostClassifier(**fit, device=device).fit(X, y)
-        per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
-        if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
-            return float("nan")
-        logs.append(math.log(statistics.median(per[1:] or per)))
-    return math.exp(sum(logs) / len(logs))
+    """Kernel seconds per round of the same fits (:func:`fit_rounds` profiled)."""
+    return fit_rounds(device, work, data, profiled=True)[0]
 
 
 def judged_by_round_alone(kernel: str) -> bool:
@@ -242,10 +234,15 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
                 tb.append(timed(b, how))
             return min(ta), min(tb)
 
-        def device_win(a: Path | None, b: Path | None, what: str) -> bool:
-            """Whether ``a``'s device seconds beat ``b``'s by the margin (a line in the trace either way)."""
+        def device_times(a: Path | None, b: Path | None, what: str) -> tuple[float, float]:
+            """``a``'s and ``b``'s device seconds (a line in the trace)."""
             da, db = compare(a, b, device_timer)
             trace.append(f"    {what}: device {da * 1e3:.2f} ms/{unit} against {db * 1e3:.2f}")
+            return da, db
+
+        def device_win(a: Path | None, b: Path | None, what: str) -> bool:
+            """Whether ``a``'s device seconds beat ``b``'s by the margin."""
+            da, db = device_times(a, b, what)
             return da < db * (1.0 - MARGIN)
 
         timed(None)  # builds and first-touch costs out of the way
@@ -269,20 +266,23 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
                 keep, current = trial_keep, trial
                 trace.append(f"  {k}: heuristic kept {line}")
         base, best = compare(None, current)
+        device_pair = None  # (stored, heuristics) device seconds of what is kept, once measured
         if keep and best > base * (1.0 - MARGIN):
             # what is kept does not beat the heuristics together in the round: only kernels whose device work it
             # lessens stay (no layout), where the round is no slower beyond its noise
             kernels_kept = [k for k in keep if not judged_by_round_alone(k)]
-            if (device_timer is not None and kernels_kept and best <= base * (1.0 + MARGIN)
-                    and device_win(with_kernels(kernels_kept), None, "together")):
-                if kernels_kept != keep:
-                    keep, current = kernels_kept, with_kernels(kernels_kept)
+            if device_timer is not None and kernels_kept and best <= base * (1.0 + MARGIN):
+                candidate = current if kernels_kept == keep else with_kernels(kernels_kept)
+                device_pair = device_times(candidate, None, "together")
+            if device_pair is not None and device_pair[0] < device_pair[1] * (1.0 - MARGIN):
+                if candidate is not current:
+                    keep, current = kernels_kept, candidate
                     base, best = compare(None, current)
             else:
                 trace.append(f"  together {best * 1e3:.2f} ms vs heuristic {base * 1e3:.2f} ms: heuristics kept")
                 keep = []
         if device_timer is not None and keep:
-            device_base, device_best = compare(None, current, device_timer)
+            device_best, device_base = device_pair or compare(current, None, device_timer)
             trace.append(f"device time {device_base * 1e3:.2f} ms/{unit} with the heuristics, {device_best * 1e3:.2f} "
                          f"with the stored configurations ({device_base / device_best:.2f}x)")
     for line in trace:

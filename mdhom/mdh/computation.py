@@ -241,16 +241,20 @@ class Computation:
                     f"{self.desc.name}: input {inp.name!r} must have dtype {want} ({inp.ctype}), got {arr.dtype}"
                 )
 
-    def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
-        points = math.prod(sizes.values())
-        # the partials of the work-groups along reduced dimensions, lane by lane where they combine so (none under
-        # FLAT: its indices are the points' and the outputs', its shares' bounds 64-bit in the kernel)
+    def wide_indices(self, points: int, n_out: int) -> bool:
+        """Whether a launch over ``points`` index points (or input elements) with ``n_out`` output atoms needs the
+        64-bit index build: a point index runs up to a stride (every launched work-item) past its bound, and the
+        partials of the work-groups along reduced dimensions are indexed lane by lane where they combine so (none
+        under FLAT: its shares' bounds are 64-bit in the kernel). The one rule of :meth:`_index64` and of bound
+        launches (:meth:`BoundLaunch.index64`)."""
         lanes = 1 if self.flat else max(1, self.lane_groups)
-        out = math.prod(sizes[d] for d in self.desc.output_dims) * lanes * max(1, self.desc.combine_lanes)
         launched = self.num_groups * self.work_group_size
-        points += launched  # a point index runs up to a stride (every launched work-item) past its bound
-        biggest = max([points, out] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")])
-        return biggest > _INDEX32_LIMIT
+        return max(points + launched, n_out * lanes * max(1, self.desc.combine_lanes)) > _INDEX32_LIMIT
+
+    def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
+        n_out = math.prod(sizes[d] for d in self.desc.output_dims)
+        return (self.wide_indices(math.prod(sizes.values()), n_out)
+                or max([0] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")]) > _INDEX32_LIMIT)
 
     # ---------------------------------------------------------------- running
     def enqueue(
@@ -476,14 +480,12 @@ class BoundLaunch:
         self._concat_at = [dims.index(d) for d in desc.concat_dims]
         self._out_at = [dims.index(d) for d in desc.output_dims]
         self._scan_at = dims.index(desc.scan_dim) if desc.scan_dim else -1
-        self._lanes = 1 if comp.flat else max(1, comp.lane_groups)  # as Computation._index64
         # inputs loaded at the point (not gathered) hold their integer extents' worth of elements per point
         self._per_point = max([1] + [math.prod(e for e in i.shape if isinstance(e, int)) for i in desc.inputs
                                      if not i.gather])
         self._combine = max(1, desc.combine_lanes)
         wg = comp.work_group_size
         self._main = ((comp.num_groups * wg,), (wg,))
-        self._launched = comp.num_groups * wg
         self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
         self._kernels: dict[bool, list[cl.Kernel]] = {}
 
@@ -495,14 +497,12 @@ class BoundLaunch:
         return ks
 
     def index64(self, dims: list[int], n_out: int) -> bool:
-        """Whether a launch of these dimension sizes (``n_out`` output atoms) needs the 64-bit index build, by the
-        rule of :meth:`Computation._index64`: a point index may run a stride (every launched work-item) past its
-        bound, inputs loaded at the point hold their integer extents per point, and the partials of work-groups
-        along reduced dimensions (not under FLAT) are indexed lane by lane. Until 2026-11-29 bound launches counted
-        points times those work-groups too: the learner's 10.5M-row histograms ran the 64-bit build that its tuner
-        never timed (H200, loss-guided histograms 3.10 -> 2.64 ms a round in 32 bits)."""
-        return max(math.prod(dims) * self._per_point + self._launched,
-                   n_out * self._lanes * self._combine) > _INDEX32_LIMIT
+        """Whether a launch of these dimension sizes (``n_out`` output atoms) needs the 64-bit index build
+        (:meth:`Computation.wide_indices`, inputs loaded at the point counted by their elements: the buffers' sizes
+        are not known here). Until 2026-11-29 bound launches counted points times the work-groups along reduced
+        dimensions: the learner's 10.5M-row histograms ran the 64-bit build that its tuner never timed (H200,
+        loss-guided histograms 3.10 -> 2.64 ms a round in 32 bits)."""
+        return self.comp.wide_indices(math.prod(dims) * self._per_point, n_out)
 
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
