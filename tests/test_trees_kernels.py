@@ -591,6 +591,26 @@ def test_histogram_rows_flat_spans_windows(device):
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
+def test_histogram_class_of_a_bound_is_a_flat_build():
+    """Levels split on the device know only a bound on a node's rows (the last host step's largest node): their
+    whole-row builds are chosen by the rows a node holds about, among the FLAT builds, which share out the rows
+    there are; with the exact longest range the rule is the class of the most rows at or below it."""
+    from mdhom.components.histogram_builder import row_class, row_classes
+
+    classes = row_classes(10_500_000)
+    assert [c for c, _ in classes] == [1, 8, 64, 512]
+    grid_only, flat_deep = [False] * 4, [False, False, True, True]
+    assert row_class(classes, flat_deep, 10_500_000, 10_500_000) == 0
+    assert row_class(classes, flat_deep, 10_500_000, 3_000_000) == 1
+    assert row_class(classes, flat_deep, 10_500_000, 170_000) == 2
+    # the root's rows as the bound of 64 children of about 80k rows each
+    assert row_class(classes, flat_deep, 10_500_000, 10_500_000, per_node=80_000) == 3
+    assert row_class(classes, flat_deep, 10_500_000, 10_500_000, per_node=2_000_000) == 2  # the first FLAT one
+    assert row_class(classes, grid_only, 10_500_000, 10_500_000, per_node=2_000_000) == 1  # no FLAT: by rows
+    assert row_class(classes, flat_deep, 10_500_000, 1_000, per_node=80_000) == 3  # never above the bound
+    assert row_class(classes[:1], [False], 500, 500, per_node=10) == 0
+
+
 def test_quantize_and_absmax(device):
     """The round's scale: max |g|, |h| (NaN shows as NaN) and rint(x * 2^k), bit for bit the reference's."""
     rng = np.random.default_rng(43)

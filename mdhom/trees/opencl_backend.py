@@ -406,14 +406,17 @@ class OpenCLTreeKernels:
         cur, hists = hist, []
         for k in range(levels):
             m = cur.n_nodes
-            _, most, ahead = self.rows.apply_searched(allow[k], first_id[k])
+            split_rows, most, ahead = self.rows.apply_searched(allow[k], first_id[k])
             aheads.append(ahead)
             rows = 0
             if self.ws.profile:  # the rows the histogram reads, for the bytes a profile reports (profiling waits)
                 take(k)
                 rows = self.rows.rows_of(state["ids"][:m][ahead.ok])
             self.hist.ensure(m)
-            cur = self.hist.siblings(cur, self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True))
+            # the built children, one per entry of the m, hold about half the split nodes' rows
+            built = self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True,
+                                    per_node=split_rows // (2 * max(1, m)))
+            cur = self.hist.siblings(cur, built)
             hists.append(cur)
             self.hist.to_work(cur)
             if k + 1 < levels:
