@@ -347,6 +347,33 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
 
 
 
+@pytest.mark.parametrize("partition", [dict(blocks=0), dict(blocks=64, block_group=0), dict(blocks=64, block_group=8)],
+                         ids=["per-row", "blocks", "groups"])
+@pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
+def test_lookahead_partitions_its_tables_by_each_partition(device, partition, policy):
+    """Tables made on the device partition by the layout's partition (their blocks cut on the device for the block
+    and group partitions, launched for an upper bound): the reference's quantized tree bit for bit, rows in their
+    leaves, in both policies."""
+    rng = np.random.default_rng(11)
+    X, _, h = _data(11, 3000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, 0 if policy == "lossguide" else 7, 80, policy == "lossguide")
+    ref = NumpyKernels("quantized")
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(g, h)
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, speculate=False, row_index=True,
+                               whole_rows=True, columns=False, **partition)
+    dev.load(bins, m.n_bins, 1)
+    dev.set_gradients(g, h)
+    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    assert want.n_nodes > 30 and dev.lookahead == 2
+    assert bool(getattr(dev.rows, "_ahead_blk_bounds", None)) == bool(partition["blocks"])  # the blocks were cut
+
+
 @pytest.mark.parametrize("ahead", [1, 2, 5])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(255, 8, 1, 3), (0, 6, 1, 4), (40, 7, 1, 5), (31, 5, 3, 6),
                                                  (100, 0, 1, 7), (20, 5, 2, 8)])

@@ -291,8 +291,12 @@ def test_partition(device, feature_major, row_index):
     sizes = {"blk": n_blk, "k": blk_rows}
     table = np.concatenate([raw.view(np.int32), pairs])
     for cf in configs(group_d, device, sizes, seed=13):
-        got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None), blk_at=blk_at,
-                  n_rows=n_rows, n_feat=n_feat, **through)
+        got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
+                  blk_tab=("o", table, None), blk_at=blk_at, n_rows=n_rows, n_feat=n_feat, **through)
+        np.testing.assert_array_equal(got, want, err_msg=str(cf))
+        # the pairs in a buffer of their own (a table made on the device, tree_ahead_blocks)
+        got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
+                  blk_tab=("o", pairs, None), blk_at=0, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
 
 
@@ -456,6 +460,26 @@ def test_split_from_search(device, n_outputs):
         got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
+
+
+@pytest.mark.parametrize("blk_rows", [1, 7, 64])
+def test_ahead_blocks(device, blk_rows):
+    """The block table of a split table made on the device: the host's block table of its records (one block at
+    least a record, empty ones too), then, up to the launched bound, more blocks of the last record (the sentinel)."""
+    rng = np.random.default_rng(45)
+    tab = tb.split_table(41)
+    tab["count"][:40] = rng.choice([0, 0, 1, 6, 7, 8, 63, 64, 65, 300], 40)
+    tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
+    total = int(np.maximum(1, -(-tab["count"].astype(np.int64) // blk_rows)).sum())
+    desc = lookahead.ahead_blocks()
+    for n_blk in (total, total + 13, total // 2):
+        want = lookahead.ahead_blocks_reference(tab["count"], n_blk, blk_rows)
+        assert want.shape == (n_blk, 2)
+        if n_blk >= total:
+            np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(tab["count"], blk_rows)[0])
+        for cf in configs(desc, device, {"blk": n_blk}, seed=46):
+            got = run(desc, device, cf, {"blk": n_blk}, split_tab=("o", tab, np.int32), n_split=41, blk_rows=blk_rows)
+            np.testing.assert_array_equal(got.view(np.int32).reshape(-1, 2), want, err_msg=str(cf))
 
 
 @pytest.mark.parametrize("chunked", [0, 1], ids=["strided", "chunked"])

@@ -250,7 +250,7 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
     launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
     spans several blocks), and there reset moved rows by the copy kernel, as CPUs do; one in blocks of a work-group
-    each (GPUs' group partition), with the look-ahead's tables (partitioned a work-item per row) between them; one
+    each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
     atomics)."""
     flat = "'flat': 1" in mode

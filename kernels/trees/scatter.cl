@@ -223,8 +223,8 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
  * earlier blocks, the right ones likewise. The same stable partition as the per-row and block scatters; writes
  * of neighbouring work-items land side by side instead of a run apart (H200: the scatter at 20% of a copy when
  * each work-item wrote its run's rows itself).
- * Work-group g is block k of split s, the int pair (s, k) at blk_at + 2g of the split table's buffer (as for the
- * block partition); blk_left holds the blocks' counts in that order. Each work-group adds up its split's blocks'
+ * Work-group g is block k of split s, the int pair (s, k) at blk_at + 2g of blk_tab (as for the block partition:
+ * the split table's buffer for the host's tables, a buffer of its own for a table made on the device); blk_left holds the blocks' counts in that order. Each work-group adds up its split's blocks'
  * counts (a split of 10^7 rows: 2442 blocks, each reading 2442 counts, 24 MB from L2 in all). */
 #ifndef TREE_GROUP_WI
 #define TREE_GROUP_WI 1
@@ -255,15 +255,15 @@ __kernel __attribute__((reqd_work_group_size(TREE_GROUP_WI, 1, 1)))
 void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh,
                         __global const tree_bin_t* split_bins, const int split_cols,
                         const int n_rows, const int stride, const int n_feat, const int n_out,
-                        __global const tree_split_t* restrict split_tab, const int blk_at,
-                        __global const int* restrict blk_left,
+                        __global const tree_split_t* restrict split_tab, __global const int* restrict blk_tab,
+                        const int blk_at, __global const int* restrict blk_left,
                         __global int* restrict n_left, __global int* restrict slot_begin,
                         __global int* restrict slot_count)
 {
     __local int lm[TREE_GROUP_WI];
     __local uchar go[TREE_GROUP_ROWS];
     __local int src[TREE_GROUP_ROWS];
-    __global const int* blk = (__global const int*)split_tab + blk_at;
+    __global const int* blk = blk_tab + blk_at;
     const int g = get_group_id(0), lid = get_local_id(0), s = blk[2 * g], k = blk[2 * g + 1];
     __global const tree_split_t* t = split_tab + s;
     const int first = t->first, count = t->count, nb = max(1, (count + TREE_GROUP_ROWS - 1) / TREE_GROUP_ROWS);

@@ -6,6 +6,7 @@ partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k)``
 kernel                   index space                combine operators
 =======================  =========================  ==================================================================
 tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel
+tree_ahead_blocks        blk                        concat: each block's (split, block) pair for the block partitions
 =======================  =========================  ==================================================================
 """
 
@@ -16,9 +17,10 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import defines
+from mdhom.components.partition_kernels import block_table
 from mdhom.components.specs import KernelSpec, elementwise
 from mdhom.components.split import SPLIT_EPS, result_type
-from mdhom.components.tables import SPLIT_RECORD, split_table
+from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
 
@@ -134,5 +136,43 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: n
     return out
 
 
+@lru_cache(maxsize=1)
+def ahead_blocks() -> Description:
+    """The block table of a split table made on the device (``tree_split_from_search``): the split step's rows
+    cut into blocks of ``blk_rows``, each split at least one block (an empty split's counts are written too), as
+    the host's :func:`~mdhom.components.partition_kernels.block_table` cuts them, for the block and group
+    partitions. The host knows an upper bound of the blocks only (its last step's rows over ``blk_rows``, plus one a
+    split): blocks past the table's go to the last record, the sentinel of no rows, as blocks past its first, which
+    move no row and write no count. Block ``blk`` walks the records' block counts (a few hundred records at most)."""
+    return Description(
+        "tree_ahead_blocks", ["blk"], [Concat()], BLOCK_PAIR,
+        scalar="""
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab;
+int s = 0, b0 = 0;
+for (; s < n_split - 1; ++s) {
+    const int nb = max(1, (t[s].count + blk_rows - 1) / blk_rows);
+    if (b0 + nb > (int)blk) break;
+    b0 += nb;
+}
+out.split = s;
+out.block = (int)blk - b0;""",
+        inputs=[Input("split_tab", "int", (1,), gather=True)],
+        params=[Param("n_split", "int"), Param("blk_rows", "int")],
+        preamble=TABLE_TYPEDEFS,
+    )
+
+
+def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.ndarray:
+    """``tree_ahead_blocks`` in numpy: :func:`block_table` of the records' ``count``, then more blocks of the last
+    record up to ``n_blk``; (n_blk, 2) int32 pairs."""
+    count = np.asarray(count, np.int64)
+    pairs = block_table(count, blk_rows)[0].reshape(-1, 2)
+    last = max(1, -(-int(count[-1]) // blk_rows))  # the last record's blocks
+    more = np.arange(len(pairs), max(n_blk, len(pairs)))
+    extra = np.stack([np.full(more.size, len(count) - 1), more - (len(pairs) - last)], axis=1)
+    return np.concatenate([pairs, extra]).astype(np.int32)[:n_blk]
+
+
 AHEAD = KernelSpec("tree_split_from_search", elementwise())
-SPECS = (AHEAD,)
+AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise())
+SPECS = (AHEAD, AHEAD_BLOCKS)

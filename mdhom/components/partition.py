@@ -55,7 +55,7 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import snippet
-from mdhom.components.lookahead import AHEAD, split_from_search
+from mdhom.components.lookahead import AHEAD, AHEAD_BLOCKS, ahead_blocks, split_from_search
 from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
@@ -94,8 +94,9 @@ class RowPartitioner:
         """``ahead``: build what :meth:`apply_searched` launches (the look-ahead). ``blocks``: rows per
         block of the block partition, 0 for a work-item per row and a prefix count. ``group``: work-items per block
         (the group partition, GPUs; the block in local memory), 0 for one work-item walking each block (CPUs). Tables
-        decided on the device (:meth:`apply_searched`) take the per-row partition: their counts are not on the host
-        to cut blocks from. Sparse bins are read through their own reader, which the block kernels lack."""
+        decided on the device (:meth:`apply_searched`) have their blocks cut on the device too (their counts are not
+        on the host), launched for an upper bound of the blocks. Sparse bins are read through their own reader,
+        which the block kernels lack."""
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
@@ -147,10 +148,12 @@ class RowPartitioner:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
                                  f"{self.blocks} rows and {self.group} work-items)")
-            self.k_group = Bound(ws, ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
-                                              {"blk": -(-rows // self.blocks), "k": self.blocks}),
-                                 lambda: (ws["blk_left"], dict(bins=self.split_bins, split_tab=ws["split_tab"],
-                                                               **self._ridx)))
+            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
+                                        {"blk": -(-rows // self.blocks), "k": self.blocks})
+            self._group_bounds: dict[tuple[str, str], Bound] = {}
+        if ahead and self.blocks:  # tables made on the device: their blocks cut on the device too
+            self._ahead_blk_comp = ws.build(AHEAD_BLOCKS, ahead_blocks(), {"blk": -(-rows // self.blocks) + 64})
+            self._ahead_blk_bounds: dict[str, Bound] = {}
         t0 = time.perf_counter()  # the scatters' program (ws.build times its own builds)
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
@@ -171,7 +174,7 @@ class RowPartitioner:
         self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
         self._blk_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32, i32, i32] + [None] * 4)
         self._grp_scatter = cl.Kernel(prg, "tree_group_scatter")
-        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, i32] + [None] * 4)
+        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -408,9 +411,19 @@ class RowPartitioner:
         make, flags = self._ahead_bound(self._tab, out)
         ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows))
         ns = m + 1  # and the sentinel
-        ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features),
-                  n * self.part_bytes)
-        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out]), n * self.scatter_bytes)
+        if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
+            n_blk = n // self.blocks + ns + 1
+            ws.ensure("ahead_blk", 8 * n_blk)
+            cut = self._ahead_blk_bounds.get(out)
+            if cut is None:
+                cut = self._ahead_blk_bounds[out] = Bound(ws, self._ahead_blk_comp,
+                                                          lambda: (ws["ahead_blk"], dict(split_tab=ws[out])))
+            ws.record("tree_ahead_blocks", cut({"blk": n_blk}, n_split=ns, blk_rows=self.blocks))
+            (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, "ahead_blk")
+        else:
+            ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features),
+                      n * self.part_bytes)
+            ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out]), n * self.scatter_bytes)
         self._tab = out
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
         n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
@@ -442,34 +455,41 @@ class RowPartitioner:
                                           byte_count=nbytes - 8 * words, dst_offset=8 * words, src_offset=8 * words))
         return events
 
-    def _block_launch(self, n: int, n_blk: int, blk_at: int) -> None:
-        """The partition in blocks: the block table is in the split table from int ``blk_at`` on (uploaded with the
-        records); a block is a work-item, a work-group of one (PoCL compiles a kernel per work-group size: one size
-        keeps it to one build)."""
+    def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
+                      blk_name: str = "split_tab") -> None:
+        """The partition in blocks: the block table is in buffer ``blk_name`` from int ``blk_at`` on (the host's in
+        the split table, uploaded with the records); a block is a work-item, a work-group of one (PoCL compiles a
+        kernel per work-group size: one size keeps it to one build)."""
         ws, q, br = self.ws, self.ws.queue, self.blocks
-        tab = ws["split_tab"]
+        tab, blk = ws[tab_name], ws[blk_name]
         ws.ensure("blk_left", 4 * n_blk)
         cols = int(self.split_bins is not ws.bins)
         g = (n_blk,)
-        ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, tab, blk_at, n_blk,
+        ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, blk, blk_at, n_blk,
                                                       br, cols, ws.n_rows, ws.pos_stride, ws.n_features,
                                                       ws["blk_left"])],
                   n * self.blk_part_bytes)
         ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
-                                ws.n_features, ws.n_outputs, tab, tab, blk_at, n_blk, br, ws["blk_left"],
+                                ws.n_features, ws.n_outputs, tab, blk, blk_at, n_blk, br, ws["blk_left"],
                                 ws["n_left"], ws["slot_begin"], ws["slot_count"])]
         ws.record("tree_scatter_rows", ev, n * self.blk_scatter_bytes)
 
-    def _group_launch(self, n: int, n_blk: int, blk_at: int) -> None:
-        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in the split
-        table from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter."""
+    def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
+                      blk_name: str = "split_tab") -> None:
+        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in buffer
+        ``blk_name`` from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter."""
         ws, br, w = self.ws, self.blocks, self.group
         ws.ensure("blk_left", 4 * n_blk)
-        ws.record("tree_partition", self.k_group({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
-                                                 n_feat=ws.n_features), n * self.blk_part_bytes)
+        key = (tab_name, blk_name)
+        counts = self._group_bounds.get(key)
+        if counts is None:
+            counts = self._group_bounds[key] = Bound(ws, self._group_comp, lambda: (ws["blk_left"], dict(
+                bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
+        ws.record("tree_partition", counts({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
+                                           n_feat=ws.n_features), n * self.blk_part_bytes)
         ev = [self._grp_scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
                                 int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
-                                ws.n_outputs, ws["split_tab"], blk_at, ws["blk_left"], ws["n_left"],
+                                ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
                                 ws["slot_begin"], ws["slot_count"])]
         ws.record("tree_scatter_rows", ev, n * self.blk_scatter_bytes)
 

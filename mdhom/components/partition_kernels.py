@@ -103,22 +103,24 @@ out = (pos - t->first < t->count)  /* past the last range: a table decided on th
 @lru_cache(maxsize=32)
 def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
     """The rows going left in each block of a split step's rows: block ``blk`` is block ``b`` of split ``s``, the
-    int pair (s, b) at ``split_tab[blk_at + 2 blk]`` (after the split records, uploaded with them), its indices from
-    ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of the
-    group partition's two launches (``tree_group_scatter`` in kernels/trees/scatter.cl is the second)."""
+    int pair (s, b) at ``blk_tab[blk_at + 2 blk]`` (the host's after the split records, uploaded with them; a
+    table made on the device, :func:`mdhom.components.lookahead.ahead_blocks`, in a buffer of its own), its indices
+    from ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of
+    the group partition's two launches (``tree_group_scatter`` in kernels/trees/scatter.cl is the second)."""
     at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"
-    count = f"split_tab[{len(SPLIT_FIELDS)} * split_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
+    count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
     return Description(
         "tree_group_counts", ["blk", "k"], [Concat(), Reduce(SUM)], "int",
         scalar="""
-__global const tree_split_t* t = (__global const tree_split_t*)split_tab + split_tab[blk_at + 2 * blk];
-const int i = t->first + (int)(split_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab + blk_tab[blk_at + 2 * blk];
+const int i = t->first + (int)(blk_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
 out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
                      (__global const uchar*)split_tab);""",
-        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB]
+        inputs=[Input("bins", bin_ctype(n_bins), ("*",), gather=True), _PART_TAB,
+                Input("blk_tab", "int", ("*",), gather=True)]
         + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
         params=[Param("blk_at", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
-        extents={"k": f"(long){count} - (long)split_tab[blk_at + 2 * blk + 1] * SIZE_k"},
+        extents={"k": f"(long){count} - (long)blk_tab[blk_at + 2 * blk + 1] * SIZE_k"},
         preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(),
     )
 
@@ -253,7 +255,7 @@ def _group_inputs(s, rng):
     del a["n_split"]  # the flags' parameter: the blocks know their split
     tab = a["split_tab"]
     count = tab.view(SPLIT_RECORD.dtype)["count"].astype(np.int64)
-    a["split_tab"] = np.concatenate([tab, block_table(count, s["k"])[0]])
+    a["split_tab"] = a["blk_tab"] = np.concatenate([tab, block_table(count, s["k"])[0]])  # one upload, as the host's
     return {**a, "blk_at": tab.size}
 
 

@@ -116,6 +116,10 @@ class Computation:
         self.lane_groups = math.prod(self.config[f"NUM_WG_{d}"] for d in desc.lane_dims)
         # FLAT=1: the work-groups add into a zeroed output with atomics, so nothing to combine after the main kernel
         self.flat = bool(self.config.get("FLAT"))
+        # the launch-independent parts of :meth:`wide_indices`: every launched work-item, and the indices of the
+        # partials' lanes per output atom (none under FLAT)
+        self._launched = self.num_groups * self.work_group_size
+        self._lanes = (1 if self.flat else max(1, self.lane_groups)) * max(1, desc.combine_lanes)
         self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
@@ -247,9 +251,7 @@ class Computation:
         partials of the work-groups along reduced dimensions are indexed lane by lane where they combine so (none
         under FLAT: its shares' bounds are 64-bit in the kernel). The one rule of :meth:`_index64` and of bound
         launches (:meth:`BoundLaunch.index64`)."""
-        lanes = 1 if self.flat else max(1, self.lane_groups)
-        launched = self.num_groups * self.work_group_size
-        return max(points + launched, n_out * lanes * max(1, self.desc.combine_lanes)) > _INDEX32_LIMIT
+        return max(points + self._launched, n_out * self._lanes) > _INDEX32_LIMIT
 
     def _index64(self, sizes: Mapping[str, int], arrays: Mapping[str, object]) -> bool:
         n_out = math.prod(sizes[d] for d in self.desc.output_dims)
