@@ -175,7 +175,7 @@ class _LookaheadNumpy(_BatchedNumpy):
 
     def __init__(self, levels: int) -> None:
         super().__init__()
-        self.lookahead = levels
+        self.lookahead = self.depth_ahead = levels
 
 
 class _RoundTripsNumpy(_LookaheadNumpy):
@@ -344,6 +344,7 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
     default = ob.OpenCLTreeKernels(device, precision="quantized")
     default.load(bins, m.n_bins, k)
     assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
+    assert default.depth_ahead == ob.DEPTH_AHEAD  # exact: on by default
 
 
 
@@ -364,13 +365,13 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(g, h)
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
-    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, speculate=False, row_index=True,
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, depth_ahead=2, speculate=False, row_index=True,
                                whole_rows=True, columns=False, **partition)
     dev.load(bins, m.n_bins, 1)
     dev.set_gradients(g, h)
     _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-    assert want.n_nodes > 30 and dev.lookahead == 2
+    assert want.n_nodes > 30 and dev.lookahead == dev.depth_ahead == 2
     assert bool(getattr(dev.rows, "_ahead_blk_bounds", None)) == bool(partition["blocks"])  # the blocks were cut
 
 
@@ -414,7 +415,7 @@ def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
     syncs = []
     for ahead in (0, 2):
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead)
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=ahead)
         dev.load(bins, m.n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs

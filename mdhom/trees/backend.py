@@ -52,8 +52,11 @@ class TreeKernels(Protocol):
     # grow loss-guided trees by searching several leaves per step (the same tree; fewer device round trips)
     batch_lossguide: bool
     # ... and split that many levels below each such step ahead, on the device, by their best splits (look_ahead;
-    # depth-wise trees too, below a level whose leaf budget cannot bind)
+    # speculative: some of them the walk never takes)
     lookahead: int
+    # depth-wise trees: levels split on the device below a level whose leaf budget cannot bind (look_ahead; exact:
+    # the level-wise rule takes every such split)
+    depth_ahead: int
     # ... and take into each step the searched children of leaves the walk may still reach, not only the heap's
     # leaves (mdhom.trees.lossguide._Candidates.reachable: about as many steps as the tree is deep, some searches
     # in vain)

@@ -59,14 +59,14 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
 
 def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
     """How many levels below the ``n_nodes`` nodes at ``depth`` the device may split by their best splits before the
-    host sees them (``kernels.lookahead`` at most; none in a fit with categorical features, the look-ahead splits
+    host sees them (``kernels.depth_ahead`` at most; none in a fit with categorical features, the look-ahead splits
     numerically): as many as leave the level after them splittable (a level at the depth limit would be built and
     searched in vain), and only while the leaf budget cannot bind (every node of those levels splitting adds
     ``n_nodes * (2^levels - 1)`` leaves at most), so that the level-wise rule (every node of gain > SPLIT_EPS, the
     largest gains where the budget is short) takes the same splits as the device's."""
     if params.categorical is not None and bool(np.any(params.categorical)):
         return 0
-    levels = int(getattr(kernels, "lookahead", 0))
+    levels = int(kernels.depth_ahead)
     if params.max_depth:
         levels = min(levels, params.max_depth - depth - 1)
     if params.max_leaves:
@@ -91,7 +91,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     search's ``then``), so the device waits for the host only for what its next launches need: the chosen
     splits, the children's ids and which child is built.
 
-    With ``kernels.lookahead``, the levels below a level whose leaf budget cannot bind are split on the device
+    With ``kernels.depth_ahead``, the levels below a level whose leaf budget cannot bind are split on the device
     (:meth:`~mdhom.trees.backend.TreeKernels.look_ahead`) before the host reads them: one round trip for several
     levels. The device numbers those nodes its own way (slots of nodes that do not split included), so the level's
     nodes carry two ids, the tree's and the backend's, and the rows learn their tree leaves by one relabelling at

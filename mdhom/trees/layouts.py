@@ -1,22 +1,24 @@
 """The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
 
-Five choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
+Six choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
 same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
 2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
-bins (``columns``), how many levels are split on the device per round trip (``lookahead``: below a loss-guided
-batch, or depth-wise levels where the leaf budget cannot bind) and
-whether the partition walks rows in blocks of ``blocks`` rows (0: a work-item per row and a prefix count), a
-work-item each on CPUs (XGBoost's CPU partition; on PoCL blocks make a loss-guided round 1.2-1.3x faster) and a
-work-group each on GPUs (the group partition: two launches a split step instead of four; H200, 10.5M rows, the
-partition's kernels 2.5 -> 1.9 ms a loss-guided round).
+bins (``columns``), how many levels below a loss-guided batch are split on the device before the host sees it
+(``lookahead``: speculative, some of their splits are never taken), whether the partition walks rows in blocks of
+``blocks`` rows (0: a work-item per row and a prefix count), a work-item each on CPUs (XGBoost's CPU partition; on
+PoCL blocks make a loss-guided round 1.2-1.3x faster) and a work-group each on GPUs (the group partition: two
+launches a split step instead of four; H200, 10.5M rows, the partition's kernels 2.5 -> 1.9 ms a loss-guided
+round), and how many depth-wise levels are split on the device per round trip where the leaf budget cannot bind
+(``depth_ahead``: exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round,
+alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
 comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
 heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
 kernel-level measurement can compare layouts whose kernels differ.
 
 A layout is stored in the tuned file as a pseudo-kernel ``tree_layout_<precision>`` (the candidates differ per
-precision: whole-row histograms are quantized only) whose configuration holds the four choices as integers,
+precision: whole-row histograms are quantized only) whose configuration holds the choices as integers,
 with :data:`LAYOUT_HASH` in place of a description hash, so that a layout stored under other choices is
 re-tuned rather than carried.
 """
@@ -32,12 +34,15 @@ from mdhom import configs
 from mdhom.components.partition_kernels import GROUP_ROWS
 from mdhom.devices import Device
 
-FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks")
+FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks", "depth_ahead")
 LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
 PRECISIONS = ("double", "single", "quantized")
 PREFIX = "tree_layout_"
 # rows per block of the block partition where a device takes it: the CPUs' heuristic and their one candidate
 BLOCK_ROWS = 2048
+# depth-wise levels split on the device per round trip: every device's heuristic and the candidate beside none
+# (a 255-leaf tree of depth 8: the root's split, six levels on the device, the last level's split)
+DEPTH_AHEAD = 6
 # a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
 # pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
 WITHIN = math.log(2.0)
@@ -50,6 +55,7 @@ class Layout:
     columns: int
     lookahead: int
     blocks: int
+    depth_ahead: int = 0
 
     def config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}
@@ -87,7 +93,8 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
             for columns in ((0, 1) if row_index else (0,)):
                 for lookahead in ((0, 1) if quantized else (0,)):
                     for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
-                        out.append(Layout(row_index, whole_rows, columns, lookahead, blocks))
+                        for depth_ahead in ((0, DEPTH_AHEAD) if quantized else (0,)):
+                            out.append(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead))
     return out
 
 

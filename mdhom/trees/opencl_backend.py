@@ -41,7 +41,7 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
-from mdhom.trees.layouts import BLOCK_ROWS, Layout
+from mdhom.trees.layouts import BLOCK_ROWS, DEPTH_AHEAD, Layout
 from mdhom.trees.layouts import kernel_name as layout_name
 from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
@@ -102,7 +102,8 @@ class OpenCLTreeKernels:
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None,
-                 speculate: bool | None = None, block_group: int | None = None) -> None:
+                 speculate: bool | None = None, block_group: int | None = None,
+                 depth_ahead: int | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -112,7 +113,7 @@ class OpenCLTreeKernels:
         # row-index mode (the GPU default) always builds whole rows
         self.whole_rows = (self.ws.device.type == "cpu") if whole_rows is None else bool(whole_rows)
         self.device, self.precision = self.ws.device, precision
-        self._lookahead = lookahead
+        self._lookahead, self._depth_ahead = lookahead, depth_ahead
         self._whole_rows, self._columns = whole_rows, columns
         if blocks is not None and blocks < 0:
             raise ValueError(f"blocks must be 0 (a work-item per row) or rows per block, got {blocks}")
@@ -127,7 +128,7 @@ class OpenCLTreeKernels:
         # with the shape, in _resolve_rows), else from the heuristics here and in _resolve_rows and load
         self.layout: Layout | None = None
         self.layout_source = "heuristic"
-        self.lookahead = 0  # decided at load: it needs numeric splits of quantized histograms
+        self.lookahead = self.depth_ahead = 0  # decided at load: they need numeric splits of quantized histograms
         # H100, 10.5M Higgs rows, 255 leaves: 0.025-0.027 s a round against 0.045-0.063 without; PoCL 2-core, 500k
         # rows: 0.115-0.129 against 0.152-0.163 (fits alternating in one process, the same trees)
         self.speculate = SPECULATE if speculate is None else bool(speculate)
@@ -186,11 +187,12 @@ class OpenCLTreeKernels:
         input is read through the row index; whole rows need a node's histogram in local memory)."""
         ws = self.ws
         return Layout(int(ws.row_index), int(self.hist.whole_rows), int(ws.columns), int(self.lookahead),
-                      int(self.rows.blocks))
+                      int(self.rows.blocks), int(self.depth_ahead))
 
     def _tuned_layout(self, n_feat: int) -> None:
         """The stored layout's choices for the options the caller left at None (:mod:`mdhom.trees.layouts`)."""
-        if None not in (self._row_index, self._whole_rows, self._columns, self._lookahead, self._blocks):
+        if None not in (self._row_index, self._whole_rows, self._columns, self._lookahead, self._blocks,
+                        self._depth_ahead):
             return
         layout, source = stored_layout(self.ws.device, self.precision, n_feat)
         self.layout, self.layout_source = layout, source
@@ -273,19 +275,22 @@ class OpenCLTreeKernels:
         ws.load(bins, n_bins, n_outputs, cat_mode)
         self.n_rows, self.n_features, self.n_bins, self.n_outputs = ws.n_rows, ws.n_features, ws.n_bins, n_outputs
         self.gradients = GradientSource(ws)
-        # look-ahead: levels split on the device halve a loss-guided tree's round trips (25 instead of 44 on 10.5M
-        # Higgs rows), but on the H100 machine a round is bound by the host's launches, not by its waits, and the
-        # dead slots add work: rounds alternating in one process (.prof/abla.py, 3 pairs) 0.0452/0.0379/0.0384 s
-        # without, 0.0608/0.0400/0.0570 with one level; so it is off by default and kept as an option. Depth-wise
-        # levels ahead (H200, 10.5M rows, 3 alternating pairs): 2 levels 7.79 -> 7.86 ms a round, 4 levels 9.00 ->
-        # 8.67 (the device's kernels the same: no dead work, and no gain, the host's launches bound the round); PoCL,
-        # 2-core EPYC, 500k rows: 80.5 -> 106.0 ms (partitions launched for an upper bound of the rows). Measured
-        # before the look-ahead stopped a level short of the depth limit (it had also built and searched that level)
+        # look-ahead below loss-guided batches: levels split on the device halve a tree's round trips (25 instead of
+        # 44 on 10.5M Higgs rows), but their speculative splits add device work and a GPU round is bound by the
+        # host's launches: H200, 10.5M rows, alternating fits, 11.64 ms a round without, 11.77 with one level
+        # (kernels 5.91 against 6.76 ms); PoCL, 2-core EPYC, 500k rows, 112 against 125 ms. Off by default.
+        # Depth-wise levels ahead split what the level-wise rule splits anyway: on by default (DEPTH_AHEAD, figures
+        # in mdhom.trees.layouts), since their partitions cut blocks on the device and their histograms take the
+        # class of a node's rows (before, each cost more than the round trips saved: H200 kernels 4.78 -> 6.02 ms)
         ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
         if self._lookahead is None and self.layout is not None:
             want = self.layout.lookahead
         self.lookahead = want if ahead else 0
+        depth = DEPTH_AHEAD if self._depth_ahead is None else int(self._depth_ahead)
+        if self._depth_ahead is None and self.layout is not None:
+            depth = self.layout.depth_ahead
+        self.depth_ahead = depth if ahead else 0
         blocks = self._blocks
         if blocks is None:
             blocks = self.layout.blocks if self.layout is not None else (

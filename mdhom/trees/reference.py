@@ -295,7 +295,7 @@ class NumpyTreeKernels:
     inv_scale: np.ndarray | None = None  # (n_outputs, 2) 2^-k of this round's gradients, quantized only
     # the reference grows loss-guided trees one leaf per step, the walk the batched one must reproduce
     batch_lossguide = False
-    lookahead = 0  # ... and look_ahead is the reference of the devices' look-ahead steps
+    lookahead = depth_ahead = 0  # ... and look_ahead is the reference of the devices' look-ahead steps
     speculate = False
     build_seconds = 0.0
     cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
