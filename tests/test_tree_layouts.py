@@ -13,22 +13,23 @@ import pytest
 
 from mdhom import TreeBoostClassifier, configs
 from mdhom.trees import layouts
-from mdhom.trees.layouts import BLOCK_ROWS, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
+from mdhom.trees.layouts import BLOCK_ROWS, DEPTH_AHEAD, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
 from mdhom.tuning.endtoend import Workload
 
 VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
-HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS)  # the CPUs' (the stage tests run on a CPU)
+HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS, DEPTH_AHEAD)  # the CPUs' (the stage tests run on a CPU)
 
 
 def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
-    assert len(set(q)) == len(q) == 16 and len(set(d)) == len(d) == 6
+    assert len(set(q)) == len(q) == 32 and len(set(d)) == len(d) == 6
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
-    assert len(set(gq)) == len(gq) == 16 and len(set(gd)) == len(gd) == 6
+    assert len(set(gq)) == len(gq) == 32 and len(set(gd)) == len(gd) == 6
+    assert {c.depth_ahead for c in q + gq} == {0, DEPTH_AHEAD}
     assert {c.blocks for c in q + d} == {0, BLOCK_ROWS} and {c.blocks for c in gq + gd} == {0, GROUP_ROWS}
     assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
     assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
-    assert not any(c.whole_rows or c.lookahead for c in d)  # both need quantized histograms
+    assert not any(c.whole_rows or c.lookahead or c.depth_ahead for c in d)  # all need quantized histograms
     with pytest.raises(ValueError, match="precision"):
         kernel_name("half")
     with pytest.raises(ValueError, match="lacks"):
@@ -65,7 +66,7 @@ def test_the_stage_proposes_the_fastest_layout(cpu):
     assert (name, h) == ("tree_layout_quantized", LAYOUT_HASH)
     assert entry["config"] == fast.config() and entry["median_s"] == 0.5
     assert entry["default_config"] == HEURISTIC.config() and entry["default_s"] == 1.0
-    assert entry["failed_trials"] == 1 and entry["trials"] == 15
+    assert entry["failed_trials"] == 1 and entry["trials"] == 31
 
 
 def test_the_heuristic_stays_where_nothing_beats_it_by_the_margin(cpu):
@@ -114,12 +115,13 @@ def _data(n=3000, seed=3):
 
 
 # blocks of 64 rows: several blocks per split node; with the look-ahead, steps of both partitions in one tree
-@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64), Layout(0, 0, 0, 0, 0), Layout(0, 1, 0, 0, 64)],
+@pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
+@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2), Layout(0, 0, 0, 0, 0), Layout(0, 1, 0, 0, 64, 3)],
                          ids=lambda v: v.text())
-def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, tmp_path, monkeypatch):
+def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, policy, tmp_path, monkeypatch):
     X, y = _data()
-    kw = dict(n_estimators=4, grow_policy="lossguide", max_depth=0, max_leaves=15, precision="quantized",
-              random_state=1)
+    kw = dict(n_estimators=4, grow_policy=policy, max_depth=0 if policy == "lossguide" else 5, max_leaves=15,
+              precision="quantized", random_state=1)
     with layouts.forcing(None):  # whatever the package ships for this device
         heuristic = TreeBoostClassifier(device=device, **kw).fit(X, y)
     entry = {"sizes": {"feat": X.shape[1], "row": 1000}, "config": layout.config(), "median_s": 1.0,
