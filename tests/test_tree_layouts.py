@@ -59,9 +59,9 @@ def layouts_stage(*a, **k):
 
 
 def test_the_stage_proposes_the_fastest_layout(cpu):
-    fast = Layout(1, 1, 1, 0, 0)
+    fast = Layout(1, 1, 1, 0, 0, 0)
     times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {fast: 0.5}
-    times.pop(Layout(1, 1, 0, 1, 0))  # one candidate the device cannot run: skipped, counted
+    times.pop(Layout(1, 1, 0, 1, 0, 0))  # one candidate the device cannot run: skipped, counted
     ((name, cls, entry, h),) = _stage(cpu, times)
     assert (name, h) == ("tree_layout_quantized", LAYOUT_HASH)
     assert entry["config"] == fast.config() and entry["median_s"] == 0.5
@@ -70,7 +70,7 @@ def test_the_stage_proposes_the_fastest_layout(cpu):
 
 
 def test_the_heuristic_stays_where_nothing_beats_it_by_the_margin(cpu):
-    times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {Layout(1, 1, 1, 0, 0): 0.99}
+    times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {Layout(1, 1, 1, 0, 0, 0): 0.99}
     ((_, _, entry, _),) = _stage(cpu, times)
     assert entry["config"] == entry["default_config"] == HEURISTIC.config()
 
@@ -87,7 +87,7 @@ def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
     from mdhom.tuning import layouts as stage
 
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
-    fast = Layout(1, 1, 0, 0, 0)
+    fast = Layout(1, 1, 0, 0, 0, 0)
     monkeypatch.setattr(stage, "fit_seconds", _machine({c: 1.0 for c in candidates("quantized", cpu=True)} | {fast: 0.4}))
 
     def rounds(device, work, data):  # the end-to-end check (on devices whose default precision is quantized)
@@ -116,7 +116,7 @@ def _data(n=3000, seed=3):
 
 # blocks of 64 rows: several blocks per split node; with the look-ahead, steps of both partitions in one tree
 @pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
-@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2), Layout(0, 0, 0, 0, 0), Layout(0, 1, 0, 0, 64, 3)],
+@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2), Layout(0, 0, 0, 0, 0, 0), Layout(0, 1, 0, 0, 64, 3)],
                          ids=lambda v: v.text())
 def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, policy, tmp_path, monkeypatch):
     X, y = _data()
@@ -148,20 +148,20 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
 
     X, _ = _data(500)
     bins = np.clip((X * 8 + 32).astype(np.int64), 0, 62).astype(np.uint8)
-    with layouts.forcing(Layout(1, 1, 1, 0, 0)):
+    with layouts.forcing(Layout(1, 1, 1, 0, 0, 0)):
         forced = OpenCLTreeKernels(cpu, "quantized")
         forced.load(bins, 64, 1)
         mine = OpenCLTreeKernels(cpu, "quantized", row_index=False, whole_rows=False)
         mine.load(bins, 64, 1)
-    assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0)
+    assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0, 0)
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
 
 
 def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_path, monkeypatch):
-    entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0).config(), "median_s": 1.0,
+    entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0, 0).config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
     configs.store_results(cpu, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
-    assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0)
+    assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0, 0)
     assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call

@@ -194,6 +194,9 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
     const int s = blk[2 * b];
     __global const tree_split_t* t = split_tab + s;
     const int i0 = t->first + blk[2 * b + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
+    /* a block past its split's rows (the spare blocks of a table cut on the device, all of its sentinel) moves
+     * nothing and writes no count: it need not walk its split's other blocks either */
+    if (i0 != t->first && i0 >= end) return;
     const int shift = t->begin - t->first;
     int before = 0, nl = 0;
     for (int c = b - 1; c >= 0 && blk[2 * c] == s; --c) before += blk_left[c];
@@ -224,7 +227,8 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
  * of neighbouring work-items land side by side instead of a run apart (H200: the scatter at 20% of a copy when
  * each work-item wrote its run's rows itself).
  * Work-group g is block k of split s, the int pair (s, k) at blk_at + 2g of blk_tab (as for the block partition:
- * the split table's buffer for the host's tables, a buffer of its own for a table made on the device); blk_left holds the blocks' counts in that order. Each work-group adds up its split's blocks'
+ * the split table's buffer for the host's tables, a buffer of its own for a table made on the device);
+ * blk_left holds the blocks' counts in that order. Each work-group adds up its split's blocks'
  * counts (a split of 10^7 rows: 2442 blocks, each reading 2442 counts, 24 MB from L2 in all). */
 #ifndef TREE_GROUP_WI
 #define TREE_GROUP_WI 1

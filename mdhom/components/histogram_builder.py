@@ -60,8 +60,9 @@ def row_class(classes: tuple[tuple[int, str], ...], flat: list[bool], n_rows: in
               per_node: int | None = None) -> int:
     """The whole-row build for nodes of at most ``max_count`` rows: the class of the most rows at or below it.
     Where ``max_count`` is only a bound and ``per_node`` what a node holds (levels split on the device), the class
-    is chosen by ``per_node`` among the FLAT builds (if any): a FLAT build shares out the rows there are, a grid
-    splits the bound among its work-groups, and those past a node's rows have nothing to read (H200, 10.5M rows,
+    is chosen by ``per_node`` among the FLAT builds (if any): a FLAT build shares out the rows there are, while a
+    class chosen by the bound gives each node the work-groups of a node that large, most of them folding few rows
+    into partials of their own (H200, 10.5M rows,
     depth-wise levels split on the device with the root's rows as the bound: 2.78 ms of histograms a round against
     2.10 for the same levels split by the host)."""
     at: list[int] = list(range(len(classes)))

@@ -1,6 +1,7 @@
 """The look-ahead's split tables (below loss-guided batches, and depth-wise levels), made on the device: a step whose
 splits the device decides from the split search it just ran, before the host has read the result (the row
-partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k)`` uses it, a tuned layout choice).
+partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k, depth_ahead=d)`` use it, tuned layout
+choices), and the blocks such a table's rows are cut into for the block and group partitions.
 
 =======================  =========================  ==================================================================
 kernel                   index space                combine operators

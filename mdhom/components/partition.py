@@ -42,8 +42,9 @@ instead of the per-row partition's four (the scan's three and the scatter), no p
 per row and no search of the split table per row: H200, 10.5M Higgs rows, profiled, the partition's kernels 1.55 +
 0.99 -> 0.96 + 0.94 ms a loss-guided round, 1.29 + 0.86 -> 0.79 + 0.75 ms depth-wise (14 bytes a row by design
 instead of 25: no count per row; the same or a lower fraction of a copy). Both block partitions read a table of
-(split, block) pairs uploaded after the split records; tables decided on the device (the look-ahead) are
-partitioned a work-item per row: their counts are not on the host.
+(split, block) pairs uploaded after the split records; tables decided on the device (the look-ahead) have theirs
+cut on the device (``tree_ahead_blocks``, into a buffer of their own, launched for an upper bound of the blocks):
+their counts are not on the host.
 """
 
 from __future__ import annotations

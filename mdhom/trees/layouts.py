@@ -55,7 +55,7 @@ class Layout:
     columns: int
     lookahead: int
     blocks: int
-    depth_ahead: int = 0
+    depth_ahead: int
 
     def config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}

@@ -47,7 +47,8 @@ from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
-LOOKAHEAD_GPU = 0  # levels split on the device per round trip (both policies), by default on GPUs (see load)
+LOOKAHEAD_GPU = 0  # levels below loss-guided batches split on the device, by default on GPUs (see load; depth-wise
+# levels: DEPTH_AHEAD)
 SPECULATE = True  # by default (CPUs and GPUs alike): loss-guided batches reach below the heap's leaves
 
 
@@ -79,7 +80,11 @@ class OpenCLTreeKernels:
     point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
     ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
     the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
-    ``row_index``, ``whole_rows``, ``columns`` and ``lookahead`` left at ``None`` come from the layout ``mdhom tune``
+    ``lookahead`` levels below each loss-guided batch and ``depth_ahead`` depth-wise levels are split on the device
+    before the host reads them (quantized, numeric splits; :mod:`mdhom.trees.layouts`). ``blocks`` rows a block of
+    the block partition (0: a work-item per row), ``block_group`` work-items a block (GPUs' group partition).
+    ``row_index``, ``whole_rows``, ``columns``, ``lookahead``, ``blocks`` and ``depth_ahead`` left at ``None`` come
+    from the layout ``mdhom tune``
     stored for the device and precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
     ``layout_source`` say which), else from the heuristics above.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
