@@ -163,6 +163,12 @@ class NodeTable:
 
         return lo, hi, left_small, record
 
+    def left_small(self, splits: Splits, chosen: np.ndarray) -> np.ndarray:
+        """:meth:`split_level`'s hint of which child is built, before the children have ids."""
+        k = np.asarray(chosen).size
+        return left_smaller(np.asarray(splits.left_sum[chosen], np.float64).reshape(k, self.n_outputs, 2),
+                            np.asarray(splits.right_sum[chosen], np.float64).reshape(k, self.n_outputs, 2))
+
     def smaller_is_left(self, node: int) -> bool:
         """:func:`left_smaller` of ``node``'s children."""
         lo, hi = self.left[node], self.right[node]
