@@ -93,7 +93,8 @@ class TreeKernels(Protocol):
         puts every row into the root like ``reset_rows``."""
 
     def update_scores(self, value: np.ndarray) -> None:
-        """Add ``value[node of the row]`` ((n_nodes, n_outputs), the tree just grown) to every row's score."""
+        """Add ``value[node of the row]`` ((n_nodes, n_outputs), the tree just grown) to every row's score: the node
+        id the row holds now, which is the backend's own until :meth:`relabel` renames it."""
 
     def scores(self) -> np.ndarray:
         """The resident raw scores (n_rows, n_outputs), for tests."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from mdhom.components.split import SPLIT_EPS
 from mdhom.trees.backend import Splits, TreeKernels
-from mdhom.trees.growth import GrowParams, NodeTable, can_split, cat_tables, sibling_histograms
+from mdhom.trees.growth import GrowParams, NodeTable, can_split, cat_tables, node_values, sibling_histograms
 from mdhom.trees.lossguide import grow_lossguide, grow_lossguide_batched
 from mdhom.trees.model import Tree
 from mdhom.trees.reference import ahead_step
@@ -32,7 +32,8 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     """Grow one tree on the gradients already set in ``kernels``; afterwards every row sits in its leaf
     (``kernels.row_nodes()``, or ``kernels.update_scores(tree.value)`` without a trip to the host).
     ``on_values`` gets the node values as soon as they are known, before the tree is assembled on the host
-    (the score update can run on the device meanwhile).
+    (the score update can run on the device meanwhile), indexed by the node ids the rows hold then: a depth-wise
+    tree calls it before the relabelling, with the backend's ids (:func:`_grow_depthwise`).
 
     ``root_sums`` is (n_outputs, 2), the total (g, h) of all rows; ``None`` takes them from the root's
     split search (``Splits.total``), so gradients that never left the device need no extra pass.
@@ -42,11 +43,13 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     splits = kernels.best_splits(hist, feature_mask, params.split)
     if root_sums is None:
         root_sums = splits.total[0]
-    nodes = NodeTable(np.asarray(root_sums).shape[0])
+    # room for the whole tree where the leaf budget bounds it (a tree of 255 leaves grew its arrays three times)
+    nodes = NodeTable(np.asarray(root_sums).shape[0], 2 * params.max_leaves - 1 if params.max_leaves else 64)
     nodes.add(root_sums, 0)
     if can_split(0, params):
         if not params.lossguide:
-            _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits)
+            _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits, on_values)
+            on_values = None  # called with the rows' last ids, before the tree's bookkeeping
         elif kernels.batch_lossguide:
             grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
         else:
@@ -75,20 +78,28 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
     return max(0, levels)
 
 
-def _name_ahead(nodes: NodeTable, params: GrowParams, names: dict[int, int],
+def _name_ahead(nodes: NodeTable, params: GrowParams, tree_of: np.ndarray,
                 ahead: list[tuple[Splits, np.ndarray, np.ndarray, int]], level_t: np.ndarray) -> np.ndarray:
     """Write the levels split on the device into the node table, in level order (the tree's ids are given as the
-    host would have given them level by level), and map their backend ids to those; returns the tree ids of the
-    last level's entries. Each level: its splits, the entries that split, the level's live entries (ascending)
-    and its children's first backend id."""
+    host would have given them level by level), and map their backend ids to those in ``tree_of``; returns the tree
+    ids of the last level's entries. Each level: its splits, the entries that split, the level's live entries
+    (ascending) and its children's first backend id."""
     for splits, split_at, at, first_id in ahead:
         pos = np.searchsorted(at, split_at)  # their places in the level
         lo, hi, left_small, record = nodes.split_level(level_t[pos].astype(np.int32), splits, split_at, params)
         record()
-        names.update(zip((first_id + 2 * split_at).tolist() + (first_id + 2 * split_at + 1).tolist(),
-                         lo.tolist() + hi.tolist(), strict=True))
+        tree_of[first_id + 2 * split_at], tree_of[first_id + 2 * split_at + 1] = lo, hi
         level_t = _smaller_first(lo, hi, left_small)
     return level_t
+
+
+def _room(by_id: np.ndarray, n: int) -> np.ndarray:
+    """An array by backend id with room for ids below ``n`` (zeros for the new ones: ids that hold no rows)."""
+    if by_id.shape[0] >= n:
+        return by_id
+    out = np.zeros((max(n, 2 * by_id.shape[0]), *by_id.shape[1:]), by_id.dtype)
+    out[: by_id.shape[0]] = by_id
+    return out
 
 
 def _level_done(depth: int, n_leaves: int, params: GrowParams) -> bool:
@@ -102,7 +113,7 @@ def _smaller_first(lo: np.ndarray, hi: np.ndarray, left_small: np.ndarray) -> np
 
 
 def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, hist: object,
-                    splits: Splits) -> None:
+                    splits: Splits, on_values: Callable[[np.ndarray], None] | None = None) -> None:
     """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
     search's ``then``), so the device waits for the host only for what its next launches need: the chosen
     splits, the children's ids and which child is built.
@@ -111,15 +122,22 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     (:meth:`~mdhom.trees.backend.TreeKernels.look_ahead`) before the host reads them: one round trip for several
     levels. The device numbers those nodes its own way (slots of nodes that do not split included), so the level's
     nodes carry two ids, the tree's and the backend's, and the rows learn their tree leaves by one relabelling at
-    the end. Without look-ahead both ids are the same."""
+    the end. Without look-ahead both ids are the same.
+
+    ``on_values`` gets the values of the backend's ids (what the rows hold before the relabelling) as soon as the
+    last partition is launched: the score update then runs while the host writes the tree (H200, 10.5M rows: the
+    device had waited ~0.7 ms a round for that bookkeeping)."""
     level_t = np.array([0], np.int64)  # the level's nodes: tree ids ...
     level_b = np.array([0], np.int64)  # ... backend ids ...
     at = np.array([0], np.int64)  # ... and rows of ``splits`` (and nodes of ``hist``)
-    names: dict[int, int] = {}  # backend id -> tree id, where they differ
+    tree_of: np.ndarray | None = None  # backend id -> tree id, once they differ
     n_bid = 1  # the next free backend id
     n_leaves = 1
     depth = 0
     ahead: list[tuple[Splits, np.ndarray, np.ndarray, int]] = []  # levels split on the device, tree ids not given
+    ahead_record: Callable[[], None] | None = None  # ... and the record of the host's level above them
+    sums_b = np.zeros((max(1, 2 * params.max_leaves), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
+    sums_b[0] = nodes.sums[0]
     while at.size:
         gain = np.asarray(splits.gain)[at]
         chosen = np.flatnonzero(gain > SPLIT_EPS)
@@ -142,12 +160,20 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             b_lo.astype(np.int32), (b_lo + 1).astype(np.int32), small_left=left_small,
             cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
         )
-        if ahead:
-            level_t = _name_ahead(nodes, params, names, ahead, level_t)
-            ahead = []
+        sums_b = _room(sums_b, n_bid)
+        sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
+        sums_b[b_lo + 1] = np.asarray(splits.right_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
+        if on_values is not None and _level_done(depth + 1, n_leaves, params):  # the last partition
+            on_values(node_values(sums_b[:n_bid], params))
+            on_values = None
+        if ahead_record is not None:  # the bookkeeping of the levels split on the device, now the device is busy
+            ahead_record()
+            level_t = _name_ahead(nodes, params, tree_of, ahead, level_t)
+            ahead, ahead_record = [], None
         lo, hi, _, record = nodes.split_level(level_t[chosen].astype(np.int32), splits, rows, params)
-        if names:
-            names.update(zip((b_lo.tolist() + (b_lo + 1).tolist()), lo.tolist() + hi.tolist(), strict=True))
+        if tree_of is not None:
+            tree_of = _room(tree_of, n_bid)
+            tree_of[b_lo], tree_of[b_lo + 1] = lo, hi
         depth += 1
         if _level_done(depth, n_leaves, params):
             record()
@@ -168,10 +194,11 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         for j in range(levels):
             first_id.append(n_bid)
             n_bid += 2 * (m << j)
-        if not names:  # from here on the backend's ids differ from the tree's
-            names = {i: i for i in range(nodes.n)}
+        if tree_of is None:  # from here on the backend's ids differ from the tree's
+            tree_of = np.arange(nodes.n, dtype=np.int32)
+        tree_of = _room(tree_of, n_bid)
         founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow, first_id)
-        record()
+        ahead_record = record
         # which entries split, level by level: what the next partition needs (the live entries, their backend ids);
         # the tree's ids of those levels wait for it (``_name_ahead``)
         alive = np.ones(m, bool)
@@ -182,6 +209,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
                 at = at[:0]
                 break
             ahead.append((founds[j], split_at, at, first_id[j]))
+            sums_b = _room(sums_b, n_bid)
+            c = first_id[j] + 2 * split_at
+            sums_b[c] = np.asarray(founds[j].left_sum[split_at], np.float64).reshape(c.size, *sums_b.shape[1:])
+            sums_b[c + 1] = np.asarray(founds[j].right_sum[split_at], np.float64).reshape(c.size, *sums_b.shape[1:])
             n_leaves += int(split_at.size)
             depth += 1
             at = np.concatenate([split_at, ok.size + split_at]).astype(np.int64)
@@ -190,9 +221,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             splits, hist = founds[levels], hists[levels - 1]
             if _level_done(depth, n_leaves, params):
                 break
-    if ahead:
-        _name_ahead(nodes, params, names, ahead, level_t)
-    if names:
-        node_map = np.zeros(n_bid, np.int32)
-        node_map[np.fromiter(names, np.int64, len(names))] = np.fromiter(names.values(), np.int32, len(names))
-        kernels.relabel(node_map)
+    if on_values is not None:
+        on_values(node_values(sums_b[:n_bid], params))
+    if ahead_record is not None:
+        ahead_record()
+        _name_ahead(nodes, params, tree_of, ahead, level_t)
+    if tree_of is not None:
+        kernels.relabel(tree_of[:n_bid])

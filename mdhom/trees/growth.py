@@ -29,10 +29,10 @@ class NodeTable:
     """Per-node arrays of the tree being built, grown by doubling (a depth-wise level adds up to 2^depth nodes
     in one step, and per-node Python there keeps the device waiting)."""
 
-    def __init__(self, n_outputs: int) -> None:
+    def __init__(self, n_outputs: int, capacity: int = 64) -> None:
         self.n_outputs = n_outputs
         self.n = 0
-        self._alloc(64)
+        self._alloc(max(1, capacity))
         self.cat_left: dict[int, np.ndarray] = {}  # the left bins of each categorical split node
         self._deferred: list[tuple[int, int, Splits, int]] = []  # splits taken by defer, not yet written
 
@@ -175,9 +175,8 @@ class NodeTable:
         return bool(left_smaller(self.sums[lo:lo + 1], self.sums[hi:hi + 1])[0])
 
     def values(self, params: GrowParams) -> np.ndarray:
-        """Each node's value (n_nodes, n_outputs): learning rate x the leaf weight of its sums."""
-        sums, sp = self.sums[: self.n], params.split
-        return params.learning_rate * leaf_weight(sums[:, :, 0], sums[:, :, 1], sp.reg_lambda, sp.reg_alpha)
+        """Each node's value (n_nodes, n_outputs)."""
+        return node_values(self.sums[: self.n], params)
 
     def to_tree(self, params: GrowParams, threshold: Callable[[int, int], float],
                 value: np.ndarray | None = None) -> Tree:
@@ -201,6 +200,12 @@ class NodeTable:
             gain=self.gain[:n].copy(), cover=sum_in_order(sums[:, :, 1], axis=1), bin=self.bin[:n].copy(),
             cat_left=tables,
         )
+
+
+def node_values(sums: np.ndarray, params: GrowParams) -> np.ndarray:
+    """The values of nodes of (g, h) sums ((n_nodes, n_outputs, 2)): learning rate x the leaf weight."""
+    sp = params.split
+    return params.learning_rate * leaf_weight(sums[:, :, 0], sums[:, :, 1], sp.reg_lambda, sp.reg_alpha)
 
 
 def is_categorical(params: GrowParams, feature: int) -> bool:

@@ -432,9 +432,10 @@ class OpenCLTreeKernels:
             if k + 1 < levels:
                 later.append(self.split.search_later(cur.n_nodes, feature_mask, params, inv, key=k + 1))
 
-        def take_all() -> None:  # while the last search runs: the earlier results, in order
+        def take_all() -> None:  # while the last search runs: the earlier results, in order, and the ranges
             for k in range(len(founds), levels):
                 take(k)
+            self.rows.resolve()
 
         last = self.split.search(cur.n_nodes, feature_mask, params, inv, take_all)
         self.rows.resolve()
