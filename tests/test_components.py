@@ -71,7 +71,7 @@ def test_plugged_in_gain(device):
     root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)))
     host = hist.to_host(root)  # (node, feat, bin, output, 2)
     hist.to_work(root)
-    got = evaluator.search(1, np.ones(n_feat, bool), SplitParams(0, 0, 0, 30.0), None)
+    got = evaluator.search(1, np.ones(n_feat, bool), SplitParams(0, 0, 0, 30.0), lambda: None)
     want = _left_hessian_reference(host.transpose(0, 1, 3, 2, 4), 30.0)
     assert (got.gain[0], got.feature[0], got.bin[0], got.default_left[0]) == want[0]
 
@@ -128,7 +128,7 @@ def test_search_results_unpack_field_by_field(precision):
     host["gain"] = np.array([[2.0], [-np.inf], [0.25], [np.nan]])
     host["index"] = np.array([[(3 * 7 + 5) * 2 + 1], [99], [0], [7]])
     ev = SimpleNamespace(ws=SimpleNamespace(n_outputs=k, n_bins=b, real=real), categorical=False)
-    out = SplitEvaluator._unpack(ev, 4, host, None)
+    out = SplitEvaluator._unpack(ev, 4, host)
     np.testing.assert_array_equal(out.gain, [2.0, -np.inf, 0.25, -np.inf])
     np.testing.assert_array_equal(out.feature, [3, 0, 0, 0])
     np.testing.assert_array_equal(out.bin, [5, 0, 0, 0])

@@ -672,6 +672,29 @@ def test_quantize_and_absmax(device):
         qz.quantization_exponents(got, n)
 
 
+def test_gh_scale(device):
+    """The round's scales made on the device (tree_gh_scale): 2^k and 2^-k with k the reference's exponent for every
+    kind of double (zero, subnormal, normal, the largest, around powers of two) and row count (none to 2^31 - 1);
+    a non-finite maximum gives k = 0 there (the host refuses it)."""
+    rng = np.random.default_rng(47)
+    tiny, big = 2.0**-1074, np.finfo(np.float64).max
+    edges = [0.0, tiny, 3 * tiny, 2.0**-1022 - tiny, 2.0**-1022, 0.5, 1.0, 3.0, 7.5, 1e300, big]
+    edges += [np.nextafter(2.0**e, d) for e in (-3, 0, 1, 30, 52) for d in (0.0, np.inf)]
+    vals = np.concatenate([edges, 10.0 ** rng.uniform(-320, 308, 40), rng.random(20) * 2.0 ** rng.integers(-60, 60, 20)])
+    vals = np.concatenate([vals, [np.nan, np.inf]])
+    vals = np.abs(vals[: vals.size // 2 * 2])
+    k = vals.size // 2
+    desc = gr.gh_scale()
+    for n_rows in (0, 1, 3, 1031, 10_500_000, 2**31 - 1):
+        exps = np.array([0 if not np.isfinite(m) else qz.quantization_exponent(float(m), n_rows) for m in vals])
+        for sign in (1, -1):
+            want = np.ldexp(1.0, sign * exps).reshape(k, 2)
+            for cfg in configs(desc, device, {"output": k, "lane": 2}, seed=48 + n_rows % 7):
+                got = run(desc, device, cfg, {"output": k, "lane": 2}, absmax=vals.view(np.uint64), n_rows=n_rows,
+                          sign=sign)
+                np.testing.assert_array_equal(got, want, err_msg=f"{n_rows} {sign} {cfg}")
+
+
 @pytest.mark.parametrize("params", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0)],
                          ids=["plain", "l1-gamma"])
 def test_split_kernels_quantized(device, params):

@@ -493,20 +493,20 @@ class SplitEvaluator:
             ws.put("mask", ws["feature_mask"], mask, np.uint8)
             self._mask_key = key
 
-    def search(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None,
-               then: Callable[[], None] | None = None) -> Splits:
+    def search(self, n: int, feature_mask: np.ndarray, params: object,
+               inv_scale: Callable[[], np.ndarray | None], then: Callable[[], None] | None = None) -> Splits:
         """The best split of each of the ``n`` nodes in ``hist_work``; ``params`` holds the gain's parameters
-        as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale`` is the
-        round's 2^-k per (output, g|h) when quantized. One blocking read; a second one, of the left tables, only
+        as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale()`` gives the
+        round's 2^-k per (output, g|h) when quantized, asked only where no bin is a candidate (the records hold reals,
+        which the device made with its own copy). One blocking read; a second one, of the left tables, only
         when the fit has categorical features and a categorical split won. ``then`` runs after the launches,
         before the read (host work that overlaps the search)."""
         ws = self.ws
         if self._launch(n, feature_mask, params, then):
-            return self._totals_only(n, inv_scale)
-        return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]), inv_scale)
+            return self._totals_only(n, inv_scale())
+        return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]))
 
-    def search_later(self, n: int, feature_mask: np.ndarray, params: object, inv_scale: np.ndarray | None,
-                     key: int = 0) -> Callable[[], Splits]:
+    def search_later(self, n: int, feature_mask: np.ndarray, params: object, key: int = 0) -> Callable[[], Splits]:
         """:meth:`search` without waiting: the result is copied to the host behind the launches, and the
         returned function waits for it (the device goes on with what is queued after; nothing may overwrite
         ``res`` before the copy, which the in-order queue guarantees). Numeric splits only. Results in flight at
@@ -520,7 +520,7 @@ class SplitEvaluator:
 
         def result() -> Splits:
             event.wait()
-            return self._unpack(n, host, inv_scale)
+            return self._unpack(n, host)
 
         return result
 
@@ -564,7 +564,7 @@ class SplitEvaluator:
         out.total[:, :, 0], out.total[:, :, 1] = scan["g"] * inv[:, 0], scan["h"] * inv[:, 1]
         return out
 
-    def _unpack(self, n: int, host: np.ndarray, inv_scale: np.ndarray | None) -> Splits:
+    def _unpack(self, n: int, host: np.ndarray) -> Splits:
         """The Splits of a search's packed result ``host`` ((n, n_outputs) records)."""
         ws = self.ws
         k, b = ws.n_outputs, ws.n_bins

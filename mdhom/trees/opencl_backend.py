@@ -156,6 +156,9 @@ class OpenCLTreeKernels:
     def inv_scale(self) -> np.ndarray | None:
         return self.gradients.inv_scale
 
+    def _inv_scale(self) -> np.ndarray | None:  # what a split search asks for, when it needs it
+        return self.gradients.inv_scale
+
     def kernel_configs(self) -> dict[str, dict[str, object]]:
         out = self.ws.kernel_configs()
         if getattr(self, "hist", None) is not None:  # loaded: the layout in effect, stored or heuristic
@@ -385,8 +388,9 @@ class OpenCLTreeKernels:
             self.rows.resolve()
             return Splits.none(0, self.n_outputs, np.zeros((0, self.n_outputs, 2)))
         self.hist.to_work(hist)
-        out = self.split.search(hist.n_nodes, feature_mask, params, self.gradients.inv_scale, then)
+        out = self.split.search(hist.n_nodes, feature_mask, params, self._inv_scale, then)
         self.rows.resolve()  # the left counts were read back before the search's result
+        self.gradients.check()
         return out
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
@@ -399,9 +403,8 @@ class OpenCLTreeKernels:
                    allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[DeviceHist]]:
         self.hist.check(hist)
         levels = len(allow)
-        inv = self.gradients.inv_scale
         self.hist.to_work(hist)
-        later = [self.split.search_later(hist.n_nodes, feature_mask, params, inv)]
+        later = [self.split.search_later(hist.n_nodes, feature_mask, params)]
         founds: list[Splits] = []
         aheads = []
         state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool)}
@@ -430,14 +433,14 @@ class OpenCLTreeKernels:
             hists.append(cur)
             self.hist.to_work(cur)
             if k + 1 < levels:
-                later.append(self.split.search_later(cur.n_nodes, feature_mask, params, inv, key=k + 1))
+                later.append(self.split.search_later(cur.n_nodes, feature_mask, params, key=k + 1))
 
         def take_all() -> None:  # while the last search runs: the earlier results, in order, and the ranges
             for k in range(len(founds), levels):
                 take(k)
             self.rows.resolve()
 
-        last = self.split.search(cur.n_nodes, feature_mask, params, inv, take_all)
+        last = self.split.search(cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
         self.rows.resolve()
         return [*founds, last], hists
 
