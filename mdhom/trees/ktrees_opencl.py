@@ -16,9 +16,10 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
+from mdhom.components import gradients as TG
 from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.lanes import gh_type
-from mdhom.components.quantize import quantization_exponents, quantization_scales
+from mdhom.components.quantize import quantization_exponents
 from mdhom.components.split import SplitParams
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
@@ -149,6 +150,7 @@ class OpenCLKTrees(HostEvals):
         if self.quantized:
             self.c_absmax = ws.build(GR.ABSMAX, GR.gh_absmax(), {"cls": k, "pos": rows})
             self.c_quant = ws.build(GR.QUANTIZE, GR.quantize_gh(), {"cls": k, "pos": rows})
+            self.c_scale = ws.build(TG.SCALE, TG.gh_scale(), {"output": k, "lane": 2})
         self.node_bytes = self.n_features * b * 2 * (4 if self.quantized else 8)
         self._tabs = ["a", "b"]  # the current level's slot ranges, and where the next level's go
         self._hists = ["hist_a", "hist_b"]  # the current level's histograms, and the previous level's
@@ -189,7 +191,7 @@ class OpenCLKTrees(HostEvals):
         """(g, h) of every (row, output) from the resident scores (rows with ``keep`` False at zero); quantized:
         the round's scale per (output, g|h) from the device's maxima, and the int32 (g, h)."""
         ws, n, k = self.ws, self.n_rows, self.n_outputs
-        self.inv_scale = None
+        self._absmax_read = None
         if not n:
             return
         if keep is None:
@@ -205,14 +207,24 @@ class OpenCLKTrees(HostEvals):
                      {"use_keep": np.int32(keep is not None), "factor": self.factor},
                      scores=ws[f"scores_{self.cur}"], y=self.y, w=self.w, keep=ws["keep"], **norm)
         if self.quantized:
+            # the scale made on the device (the maxima are non-negative doubles: their bits are what tree_gh_scale
+            # reads), the maxima read behind the launches for the host's check
             self._launch("boost_gh_absmax", self.c_absmax, ws["absmax"], {"cls": k, "pos": n}, gh=ws["gh_real"])
-            host = ws.read(np.empty(k, gh_type("double").dtype), ws["absmax"])
-            scale, self.inv_scale = quantization_scales(quantization_exponents(
-                np.stack([host["g"], host["h"]], axis=-1).reshape(k, 2), n))
-            self._put("scale", scale, np.float64)
-            self._put("inv_scale", self.inv_scale, np.float64)
+            self._absmax_read = ws.read_later("absmax", ws["absmax"], k, gh_type("double").dtype)
+            for name, sign in (("scale", 1), ("inv_scale", -1)):
+                self._launch("tree_gh_scale", self.c_scale, ws[name], {"output": k, "lane": 2},
+                             {"n_rows": np.int64(n), "sign": np.int32(sign)}, absmax=ws["absmax"])
             self._launch("boost_quantize_gh", self.c_quant, ws["gh"], {"cls": k, "pos": n}, gh=ws["gh_real"],
                          scale=ws["scale"])
+
+    def check_gradients(self) -> None:
+        """Refuse a round of non-finite gradients (quantized), from the maxima read behind its launches: after the
+        round's first search, whose read brought them in (nothing has been split by then)."""
+        if self._absmax_read is not None:
+            host, event = self._absmax_read
+            event.wait()
+            quantization_exponents(np.stack([host["g"], host["h"]], axis=-1).reshape(self.n_outputs, 2), self.n_rows)
+            self._absmax_read = None
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
                    threshold: Callable[[int, int], float]) -> list[Tree]:
@@ -270,6 +282,7 @@ class OpenCLKTrees(HostEvals):
         self._launch("boost_node_split", self.c_ns, nsplit, {"slot": s}, {"n_feat": np.int32(self.n_features)},
                      fsplit=fsplit, slot_count=count)
         recs = ws.read(np.empty(s, BL.NODE_SPLIT.dtype), nsplit)
+        self.check_gradients()
         self._hists.reverse()  # this level's histograms are the next level's parents
         return recs
 
