@@ -76,6 +76,27 @@ def test_round_grows_each_outputs_tree(precision, shape):
     assert kt.raw.tobytes() == raw.tobytes()  # the scores moved by each output's own tree
 
 
+def test_quantized_rejects_non_finite_gradients(device):
+    """Non-finite gradients (here from a NaN score) are refused before a split of the round is used: the device makes
+    the round's scale itself, and the host checks the maxima after the round's first level search."""
+    from mdhom.trees.ktrees_opencl import OpenCLKTrees
+
+    X, y = _data(n=200, k=3, seed=5, nan=0)
+    mapper = BinMapper(15).fit(X)
+    loss = make_loss("multi:softmax", 3)
+    yk, w = y.astype(np.float64)[:, None], np.ones(len(y))
+    kt = OpenCLKTrees(device, "quantized")
+    kt.load(mapper.transform(X), mapper.n_bins, 3)
+    kt.set_objective(loss, yk, w, loss.base_score(yk, w))
+    params = GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False)
+    assert len(kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.threshold)) == 3
+    scores = kt.scores()
+    scores[7, 1] = np.nan
+    kt.ws.put("nan_scores", kt.ws[f"scores_{kt.cur}"], scores, np.float64)
+    with pytest.raises(ValueError, match="not finite"):
+        kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.threshold)
+
+
 def test_batches_grow_the_same_trees():
     """Trees grown one after another (batches of one, of two) are the ones grown together."""
     X, y = _data(n=300, k=4, seed=5)

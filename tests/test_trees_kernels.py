@@ -681,8 +681,7 @@ def test_gh_scale(device):
     edges = [0.0, tiny, 3 * tiny, 2.0**-1022 - tiny, 2.0**-1022, 0.5, 1.0, 3.0, 7.5, 1e300, big]
     edges += [np.nextafter(2.0**e, d) for e in (-3, 0, 1, 30, 52) for d in (0.0, np.inf)]
     vals = np.concatenate([edges, 10.0 ** rng.uniform(-320, 308, 40), rng.random(20) * 2.0 ** rng.integers(-60, 60, 20)])
-    vals = np.concatenate([vals, [np.nan, np.inf]])
-    vals = np.abs(vals[: vals.size // 2 * 2])
+    vals = np.abs(np.concatenate([vals[: vals.size // 2 * 2], [np.nan, np.inf]]))
     k = vals.size // 2
     desc = gr.gh_scale()
     for n_rows in (0, 1, 3, 1031, 10_500_000, 2**31 - 1):

@@ -4,9 +4,9 @@ scale per round (the quantiser).
 
 Gradients are computed in row order right after the rows were reset (position order = row order then);
 after ``set_gradients`` they are gathered into position order once (``tree_gather_gh``). Quantisation takes
-max |g|, |h| per output on the device (one small read-back), the exponents on the host with the reference's
-function (:func:`mdhom.components.quantize.quantization_exponents`), then rint(x * 2^k) on the device: every
-device and numpy produce the same integers.
+max |g|, |h| per output on the device, the exponents there too (``tree_gh_scale``, exactly the reference's
+:func:`mdhom.components.quantize.quantization_exponent`; the host reads the maxima behind the launches and refuses
+non-finite ones), then rint(x * 2^k) on the device: every device and numpy produce the same integers.
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
@@ -14,6 +14,7 @@ kernel                 index space                      combine operators
 tree_gradients_<loss>  row x output                     concat, concat: (g, h) from the resident scores
 tree_gather_gh         pos x output                     concat: (g, h) of row ridx[pos]
 tree_gh_absmax         pos x output                     max over positions, concat over outputs
+tree_gh_scale          output x lane                    concat, concat: 2^(+-k) from the maxima
 tree_quantize_gh       pos x output                     concat: rint((g, h) * 2^k)
 =====================  ===============================  ======================================================
 """

@@ -43,8 +43,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     splits = kernels.best_splits(hist, feature_mask, params.split)
     if root_sums is None:
         root_sums = splits.total[0]
-    # room for the whole tree where the leaf budget bounds it (a tree of 255 leaves grew its arrays three times)
-    nodes = NodeTable(np.asarray(root_sums).shape[0], 2 * params.max_leaves - 1 if params.max_leaves else 64)
+    nodes = NodeTable(np.asarray(root_sums).shape[0], _tree_size(params))
     nodes.add(root_sums, 0)
     if can_split(0, params):
         if not params.lossguide:
@@ -76,6 +75,24 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
         while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
             levels -= 1
     return max(0, levels)
+
+
+def _tree_size(params: GrowParams) -> int:
+    """Room for a tree's nodes up front: what its leaf budget and depth allow, at most 4096 (the tables grow past
+    that by doubling; a tree of 255 leaves had grown them three times)."""
+    most = 4096
+    if params.max_leaves:
+        most = min(most, 2 * params.max_leaves - 1)
+    if params.max_depth:
+        most = min(most, (1 << min(params.max_depth + 1, 13)) - 1)
+    return most
+
+
+def _values(sums: np.ndarray, params: GrowParams) -> np.ndarray:
+    """:func:`node_values` of sums by backend id, of which ids that hold no rows (a look-ahead's slots below nodes
+    that did not split) are zeros: 0 / 0 where reg_lambda is 0, never read."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return node_values(sums, params)
 
 
 def _name_ahead(nodes: NodeTable, params: GrowParams, tree_of: np.ndarray,
@@ -136,7 +153,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     depth = 0
     ahead: list[tuple[Splits, np.ndarray, np.ndarray, int]] = []  # levels split on the device, tree ids not given
     ahead_record: Callable[[], None] | None = None  # ... and the record of the host's level above them
-    sums_b = np.zeros((max(1, 2 * params.max_leaves), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
+    sums_b = np.zeros((_tree_size(params), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
     sums_b[0] = nodes.sums[0]
     while at.size:
         gain = np.asarray(splits.gain)[at]
@@ -164,7 +181,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
         sums_b[b_lo + 1] = np.asarray(splits.right_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
         if on_values is not None and _level_done(depth + 1, n_leaves, params):  # the last partition
-            on_values(node_values(sums_b[:n_bid], params))
+            on_values(_values(sums_b[:n_bid], params))
             on_values = None
         if ahead_record is not None:  # the bookkeeping of the levels split on the device, now the device is busy
             ahead_record()
@@ -222,7 +239,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             if _level_done(depth, n_leaves, params):
                 break
     if on_values is not None:
-        on_values(node_values(sums_b[:n_bid], params))
+        on_values(_values(sums_b[:n_bid], params))
     if ahead_record is not None:
         ahead_record()
         _name_ahead(nodes, params, tree_of, ahead, level_t)

@@ -442,6 +442,7 @@ class OpenCLTreeKernels:
 
         last = self.split.search(cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
         self.rows.resolve()
+        self.gradients.check()
         return [*founds, last], hists
 
     def relabel(self, node_map: np.ndarray) -> None:
