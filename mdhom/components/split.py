@@ -21,7 +21,7 @@ tree_split_sums        node x output                    concat: the host's packe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -85,6 +85,8 @@ class Splits:
     # (n_nodes, n_bins) bool, where the fit has categorical features: the bins that go left at each node whose
     # best split is categorical (its ``bin`` is then the candidate's index, not a threshold)
     cat_left: np.ndarray | None = None
+    # the look-ahead step made of this search (:func:`mdhom.trees.reference.ahead_step`, which keeps it)
+    ahead: tuple | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def none(cls, n_nodes: int, n_outputs: int, total: np.ndarray | None = None) -> Splits:
