@@ -62,6 +62,7 @@ class OpenCLKTrees(HostEvals):
         self.ws = Workspace(device, precision, configs=configs)
         self.device, self.precision, self.batch = self.ws.device, precision, batch
         self.quantized = precision == "quantized"
+        self._absmax_read: tuple[np.ndarray, cl.Event] | None = None  # the round's maxima, read behind its launches
         if not self.device.has_fp64:
             raise ValueError(f"multi_strategy='one_output_per_tree' needs double precision arithmetic, which "
                              f"{self.device.key} lacks")
