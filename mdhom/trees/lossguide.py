@@ -73,6 +73,11 @@ class _Candidates:
         self.depth: dict[int, int] = {0: 0}
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
         self.children: dict[int, tuple[int, int]] = {}
+        # per expanded node, its searched children of gain > SPLIT_EPS as (-gain, id), filled in as their searches
+        # come in: what the walk pushes (it had looked both children and their gains up at every pop, a millisecond
+        # of the host's time a round between a step's read-back and its next launch)
+        self._walk_kids: dict[int, list[tuple[float, int]]] = {}
+        self._parent: dict[int, int] = {}
         self.n_ids = 1
         # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), and how many of gain >
         # SPLIT_EPS the walk has not split (expanded or not): what :meth:`reachable` needs to know when every
@@ -92,7 +97,7 @@ class _Candidates:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split."""
         kernels, ns = self.kernels, len(batch)
-        depth, kids = self.depth, self.children
+        depth = self.depth
         recs = [self.rec[node] for node in batch]
         feature = [r[5] for r in recs]
         left_small = [r[4] for r in recs]
@@ -110,7 +115,7 @@ class _Candidates:
         open_ = self.open
         for k, node in enumerate(batch):
             c = first + 2 * k
-            kids[node] = (c, c + 1)
+            self._expanded(node, c)
             open_.pop(node, None)
             depth[c] = depth[c + 1] = depth[node] + 1
         if not grow:
@@ -143,7 +148,7 @@ class _Candidates:
             n_k = ids.size
             for e in np.flatnonzero(ok).tolist():
                 parent, c0 = int(ids[e]), first_id[k] + 2 * e
-                self.children[parent] = (c0, c0 + 1)
+                self._expanded(parent, c0)
                 self.open.pop(parent, None)
                 self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
             ids, alive = next_ids, next_alive
@@ -160,7 +165,7 @@ class _Candidates:
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
         gains, feats = found.gain.tolist(), found.feature.tolist()
         bins, dls = found.bin.tolist(), found.default_left.tolist()
-        rec, gain, open_ = self.rec, self.gain, self.open
+        rec, gain, open_, parent, kids = self.rec, self.gain, self.open, self._parent, self._walk_kids
         opened = 0
         for node, j in zip(nodes, at, strict=True):
             rec[node] = (pair, j, n_in, found, smaller[j], feats[j], bins[j], dls[j])
@@ -168,6 +173,9 @@ class _Candidates:
             if g > SPLIT_EPS:
                 open_[node] = None
                 opened += 1
+                p = parent.get(node)
+                if p is not None:
+                    kids[p].append((-g, node))
         self.unsplit += opened
         return smaller
 
@@ -194,25 +202,30 @@ class _Candidates:
             return list(self.open)
         return self.walk(heap, tree_of, room)
 
+    def _expanded(self, node: int, first: int) -> None:
+        """``node`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
+        self.children[node] = (first, first + 1)
+        self._walk_kids[node] = []
+        self._parent[first] = self._parent[first + 1] = node
+
     def walk(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
-        """:meth:`reachable` by popping the known candidates in the walk's order."""
+        """:meth:`reachable` by popping the known candidates in the walk's order (heap entries (-m, id): ties in m
+        pop by id, so the order children are pushed in does not matter)."""
         pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
         heapq.heapify(pq)
-        children, gains = self.children, self.gain
+        kids_of, pop, push = self._walk_kids, heapq.heappop, heapq.heappush
         out: list[int] = []
         left, last = room, None
         while pq and (left > 0 or pq[0][0] == last):  # and every candidate tied with the last one in the budget
-            key, x = heapq.heappop(pq)
+            key, x = pop(pq)
             left -= 1
             last = key
-            kids = children.get(x)
-            if kids is None:
+            kids = kids_of.get(x)
+            if kids is None:  # not expanded
                 out.append(x)
                 continue
-            for c in kids:
-                gain = gains.get(c)  # None: not searched (the depth limit rules out its split)
-                if gain is not None and gain > SPLIT_EPS:
-                    heapq.heappush(pq, (key if -gain < key else -gain, c))  # -min(m, gain)
+            for neg, c in kids:  # searched children of gain > SPLIT_EPS (the depth limit leaves some unsearched)
+                push(pq, (key if neg < key else neg, c))  # -min(m, gain)
         return out
 
     def leaf_map(self, tree_of: dict[int, int], tree_left: list[int]) -> np.ndarray:
