@@ -180,7 +180,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         sums_b = _room(sums_b, n_bid)
         sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
         sums_b[b_lo + 1] = np.asarray(splits.right_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
-        if on_values is not None and _level_done(depth + 1, n_leaves, params):  # the last partition
+        depth += 1
+        last = _level_done(depth, n_leaves, params)
+        if on_values is not None and last:  # the last partition
             on_values(_values(sums_b[:n_bid], params))
             on_values = None
         if ahead_record is not None:  # the bookkeeping of the levels split on the device, now the device is busy
@@ -191,8 +193,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         if tree_of is not None:
             tree_of = _room(tree_of, n_bid)
             tree_of[b_lo], tree_of[b_lo + 1] = lo, hi
-        depth += 1
-        if _level_done(depth, n_leaves, params):
+        if last:
             record()
             break
         level_t, level_b = _smaller_first(lo, hi, left_small), _smaller_first(b_lo, b_lo + 1, left_small)
