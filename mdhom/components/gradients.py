@@ -431,8 +431,14 @@ class GradientSource:
         ``tree_gh_scale`` gave the device: from the absmax records on first use, which refuses non-finite gradients
         (the device quantised them with k = 0 meanwhile; :meth:`check` raises before a split is used)."""
         if self._absmax_read is not None:
-            host, event = self._absmax_read
-            event.wait()
-            self._inv = quantization_scales(quantization_exponents(absmax_values(host), self.ws.n_rows))[1]
+            self._inv = read_inv_scale(self._absmax_read, self.ws.n_rows)
             self._absmax_read = None
         return self._inv
+
+
+def read_inv_scale(read: tuple[np.ndarray, cl.Event], n_rows: int) -> np.ndarray:
+    """The inv_scale ((n_outputs, 2) 2^-k) of a round from its absmax records read behind its launches
+    (``ws.read_later`` of ``GH_BITS`` records): what ``tree_gh_scale`` gave the device; non-finite maxima raise."""
+    host, event = read
+    event.wait()
+    return quantization_scales(quantization_exponents(absmax_values(host), n_rows))[1]

@@ -18,8 +18,6 @@ import pyopencl.array as cl_array
 
 from mdhom.components import gradients as TG
 from mdhom.components.binning import DeviceBinner, sends_whole
-from mdhom.components.lanes import gh_type
-from mdhom.components.quantize import quantization_exponents
 from mdhom.components.split import SplitParams
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
@@ -211,7 +209,7 @@ class OpenCLKTrees(HostEvals):
             # the scale made on the device (the maxima are non-negative doubles: their bits are what tree_gh_scale
             # reads), the maxima read behind the launches for the host's check
             self._launch("boost_gh_absmax", self.c_absmax, ws["absmax"], {"cls": k, "pos": n}, gh=ws["gh_real"])
-            self._absmax_read = ws.read_later("absmax", ws["absmax"], k, gh_type("double").dtype)
+            self._absmax_read = ws.read_later("absmax", ws["absmax"], k, TG.GH_BITS.dtype)
             for name, sign in (("scale", 1), ("inv_scale", -1)):
                 self._launch("tree_gh_scale", self.c_scale, ws[name], {"output": k, "lane": 2},
                              {"n_rows": np.int64(n), "sign": np.int32(sign)}, absmax=ws["absmax"])
@@ -222,9 +220,7 @@ class OpenCLKTrees(HostEvals):
         """Refuse a round of non-finite gradients (quantized), from the maxima read behind its launches: after the
         round's first search, whose read brought them in (nothing has been split by then)."""
         if self._absmax_read is not None:
-            host, event = self._absmax_read
-            event.wait()
-            quantization_exponents(np.stack([host["g"], host["h"]], axis=-1).reshape(self.n_outputs, 2), self.n_rows)
+            TG.read_inv_scale(self._absmax_read, self.n_rows)
             self._absmax_read = None
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
