@@ -122,8 +122,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
         "tree_histogram", "tree_histogram (few)", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_siblings",
         "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags",
         "tree_score_update", "tree_leaf_rows"} | ({"tree_bin_columns"} if dev.ws.columns else set()) | (
-        {"tree_group_counts"} if group else set()) | (
-        {"tree_copy_words"} if device.type == "cpu" else set())  # the rows' reset by a kernel on CPUs
+        {"tree_group_counts"} if group else set())
     assert dev.ws.columns == (row_index and device.type == "gpu")  # the partition's column copy: GPUs by default
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False

@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import defines
-from mdhom.components.partition_kernels import block_table
+from mdhom.components.lanes import defines, snippet
+from mdhom.components.partition_kernels import block_table, flip_positions
 from mdhom.components.specs import KernelSpec, elementwise
 from mdhom.components.split import SPLIT_EPS, result_type
 from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
@@ -33,8 +33,8 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
     search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
     split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
-    the rows that went left (``n_left``; a record's children lie in the other half of the positions, ``n_rows`` a
-    half: kernels/trees/scatter.cl), and splits by the node's best split (``res``, the search's packed result) where
+    the rows that went left (``n_left``; a record's children lie in the next region of the positions, ``n_rows`` a
+    region: kernels/trees/positions.cl), and splits by the node's best split (``res``, the search's packed result) where
     it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
     ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
@@ -73,7 +73,7 @@ out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
                 Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int")],
-        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + f"""
+        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
 inline int tree_ahead_left(__global const tree_split_t* last, const int n_entries, const int e) {{
@@ -83,7 +83,7 @@ inline int tree_ahead_left(__global const tree_split_t* last, const int n_entrie
 inline int tree_ahead_begin(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
                             const int e, const int n_rows) {{
     const int i = e < n_entries / 2 ? e : e - n_entries / 2;
-    const int dst = last[i].begin < n_rows ? last[i].begin + n_rows : last[i].begin - n_rows;  /* the other half */
+    const int dst = tree_flip(last[i].begin, n_rows);
     return tree_ahead_left(last, n_entries, e) ? dst : dst + n_left[i];
 }}
 inline int tree_ahead_count(__global const tree_split_t* last, __global const int* n_left, const int n_entries,
@@ -103,7 +103,7 @@ inline int tree_ahead(__global const lr_t* res, __global const int* allow, const
 def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, allow: np.ndarray,
                                 base: int, n_bins: int, n_rows: int) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
-    last step's split table (at least n_entries / 2 records), ``allow`` per entry, ``n_rows`` positions a half;
+    last step's split table (at least n_entries / 2 records), ``allow`` per entry, ``n_rows`` positions a region;
     n_entries + 1 records."""
     m = len(res)
     half = m // 2
@@ -113,7 +113,7 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: n
     left = (np.arange(m) < half) == built_left
     nl = n_left[i].astype(np.int64)
     parent = last_tab["begin"][i].astype(np.int64)
-    dst = np.where(parent < n_rows, parent + n_rows, parent - n_rows)
+    dst = flip_positions(parent, n_rows)
     begin = np.where(left, dst, dst + nl)
     count = np.where(left, nl, last_tab["count"][i] - nl)
     gain = res["gain"][:, 0].astype(np.float64)

@@ -3,11 +3,13 @@
 matrix and the (g, h) pairs moved along (LightGBM's ordered bins and gradients), so a node's histogram streams
 through one contiguous range.
 
-Positions come in two halves of ``n_rows`` (the row order, and the bins and (g, h) where they move): a node's
-rows lie in one half, and a split writes its children to the same range of the other half, so nothing is copied
-back (a node at depth d sits in half d mod 2; ranges in the tables are these combined positions; modulo
-``n_rows`` the live nodes' ranges tile the rows). PoCL, 500k Higgs rows, 255 leaves: the scatter with its copy
-back took 28-31 ms a round, ~40 bytes a row each way twice.
+Positions come in three regions of ``n_rows`` (the row order, and the bins and (g, h) where they move;
+kernels/trees/positions.cl): region 0 holds the rows in their original order and is never written by a split, so
+every tree's root reads it; a node's rows lie in one region, and a split writes its children to the same range of
+the next region (1, or 2 from 1), so nothing is copied back, neither after a split nor after a tree (ranges in the
+tables are these combined positions; modulo ``n_rows`` the live nodes' ranges tile the rows). PoCL, 500k Higgs
+rows, 255 leaves: the scatter with its copy back took 28-31 ms a round, ~40 bytes a row each way twice; the copy
+of a tree's rows back into their original order, 3.5-4.9 ms a round (2-core EPYC), before the third region.
 
 A split step uploads one split table (:data:`mdhom.components.tables.SPLIT_RECORD`), visits only the rows of the
 nodes it splits (their ranges end to end: the compact index space), and partitions each stably (left rows first,
@@ -23,12 +25,12 @@ tree_partition_flags   pos                              inclusive prefix sum of 
 tree_group_counts      blk x k                          concat, sum of the go-left flags of each block's rows
 tree_leaf_rows         pos                              concat, scattered to ridx[pos]: the node of each row
 tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
-                       in the other half of the positions, and the move there
+                       in the next region of the positions, and the move there
 =====================  ===============================  ======================================================
 
 On CPUs the partition runs in blocks instead (``blocks`` rows each, a work-item per block; the layout choice
 ``blocks`` of :mod:`mdhom.trees.layouts`): ``tree_block_counts`` counts each block's rows going left and
-``tree_block_scatter`` walks its block again in order, writing left and right rows (to the other half) from its
+``tree_block_scatter`` walks its block again in order, writing left and right rows (to the next region) from its
 split's earlier blocks' counts. A work-item per row costs a search of the split table and a prefix count per row,
 which on a CPU cost more than the rows' bytes (PoCL, 500k Higgs rows, 255 leaves: 0.10 s of partition kernels per
 round against 0.04 s in blocks of 2048). Blocks are hand-written for the reason the scatter is: one launch writes the
@@ -65,12 +67,13 @@ from mdhom.components.partition_kernels import (
     SPLIT_FIELDS,
     bin_columns,
     block_table,
+    flip_positions,
     group_counts,
     leaf_rows,
     leaf_table,
     partition_flags,
+    region_start,
 )
-from mdhom.components.row_copy import COPY, copy_by_kernel, copy_words
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import build_program
@@ -126,13 +129,6 @@ class RowPartitioner:
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
         self._tab = "split_tab"  # the buffer holding the last step's table
-        # the reset's copy kernel (copy_by_kernel), bound per buffer; built here, with the others
-        self._copiers: dict[str, Bound] = {}
-        if copy_by_kernel(ws.device):
-            comp = ws.build(COPY, copy_words(), {"i": max(1, ws.n_rows)})
-            self._copiers = {name: Bound(ws, comp, lambda name=name: (getattr(ws, name),
-                                                                      {"src": getattr(ws, f"{name}_orig")}))
-                             for name in ("ridx", "bins")}
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
@@ -163,7 +159,8 @@ class RowPartitioner:
         row_bins = ws.n_features * ws.bin_bytes
         if moved and not ws.feature_major and row_bins % 4 == 0:
             opts.append(f"-DTREE_ROW_WORDS={row_bins // 4}")
-        prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("scatter.cl"), opts,
+        prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl")
+                            + snippet("scatter.cl"), opts,
                             "tree_scatter_rows")
         ws.build_seconds += time.perf_counter() - t0
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
@@ -184,7 +181,7 @@ class RowPartitioner:
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
-        # counts and moves the row order to the other half, with the row's bins and (g, h) when rows move. The
+        # counts and moves the row order to the next region, with the row's bins and (g, h) when rows move. The
         # block and group partitions write no count per row: their scatters read the bin (and the row index) again
         row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
         self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
@@ -193,7 +190,6 @@ class RowPartitioner:
         self.blk_scatter_bytes = 4 + 4 + ws.bin_bytes + 2 * (row if moved else 0)
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
-        self.dirty = True
         # each node's range of positions, by node id (arrays, not dicts: a depth-wise level updates up to 2^depth
         # nodes at once); a node never split into has count 0
         self.begin = np.zeros(64, np.int64)
@@ -206,9 +202,9 @@ class RowPartitioner:
 
 
     # ------------------------------------------------------------------------------------------ a tree
-    def reset(self) -> bool:
-        """Every row into the root, rows back in their original order (the reference's summation order). Device
-        copies only; nothing when no split moved a row since. Returns whether rows moved back."""
+    def reset(self) -> None:
+        """Every row into the root: region 0 of the positions, which holds the rows in their original order (the
+        reference's summation order) whatever the last tree moved. Nothing runs on the device."""
         self.resolve()
         self._prepared = None
         self._last = None
@@ -218,21 +214,6 @@ class RowPartitioner:
         self.count[0] = ws.n_rows
         self.names = None
         self.nodes_written = False  # row_node may hold the last tree's leaves: settle() writes the root's 0s
-        if not self.dirty:
-            return False
-        q = ws.queue
-        events = self._copy("ridx", 4 * max(1, ws.n_rows))
-        if ws.n_rows and ws.n_features and not ws.row_index:  # into the first half of the positions
-            if ws.feature_major:  # each feature's column holds both halves
-                col = ws.n_rows * ws.bin_bytes
-                events.append(cl.enqueue_copy(q, ws.bins, ws.bins_orig, src_origin=(0, 0), dst_origin=(0, 0),
-                                              region=(col, ws.n_features), src_pitches=(col,),
-                                              dst_pitches=(ws.pos_stride * ws.bin_bytes,)))
-            else:
-                events += self._copy("bins", ws.n_rows * ws.n_features * ws.bin_bytes)
-        ws.record("tree_reset_rows", events)
-        self.dirty = False
-        return True
 
     def resolve(self) -> None:
         """Fold the left counts of the last partitions (read back without a wait) into the host's ranges; for a
@@ -254,14 +235,9 @@ class RowPartitioner:
             self._room(max(int(lo.max()), int(hi.max())) + 1)
             gone = (node != lo) & (node != hi)
             self.count[node[gone]] = 0
-            dst = self._flip(b0)  # the children's rows: the same range of the other half
+            dst = flip_positions(b0, self.ws.n_rows)  # the children's rows: the same range of the next region
             self.begin[lo], self.count[lo] = dst, n_left
             self.begin[hi], self.count[hi] = dst + n_left, c0 - n_left
-
-    def _flip(self, begin: np.ndarray) -> np.ndarray:
-        """The same positions in the other half (kernels/trees/scatter.cl's tree_flip)."""
-        n = self.ws.n_rows
-        return (begin + n) % (2 * n) if n else begin  # positions lie in [0, 2n): one half's start is the other's
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""
@@ -314,7 +290,6 @@ class RowPartitioner:
         if nodes.size == 0:
             return
         self.resolve()
-        self.dirty = True
         self.nodes_written = False
         ns = int(nodes.size)
         left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
@@ -398,7 +373,6 @@ class RowPartitioner:
                              "of a partitioner built with ahead=True")
         n, most, _ = self._last
         self._prepared = None
-        self.dirty = True
         self.nodes_written = False
         ws.ensure("n_left", 8 * (m + 1), keep=ws.capacity("n_left"))  # the last step's counts: the table's input
         self.ensure(m + 1)
@@ -445,17 +419,6 @@ class RowPartitioner:
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
 
-    def _copy(self, name: str, nbytes: int) -> list[cl.Event]:
-        """``nbytes`` of the row-order buffer ``<name>_orig`` to the start of ``name``: whole 8-byte words by
-        :func:`copy_words` where :func:`copy_by_kernel`, the rest as a buffer copy."""
-        ws = self.ws
-        words = nbytes // 8 if self._copiers else 0
-        events = self._copiers[name]({"i": words}) if words else []
-        if nbytes > 8 * words:
-            events.append(cl.enqueue_copy(ws.queue, getattr(ws, name), getattr(ws, f"{name}_orig"),
-                                          byte_count=nbytes - 8 * words, dst_offset=8 * words, src_offset=8 * words))
-        return events
-
     def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
                       blk_name: str = "split_tab") -> None:
         """The partition in blocks: the block table is in buffer ``blk_name`` from int ``blk_at`` on (the host's in
@@ -495,7 +458,7 @@ class RowPartitioner:
         ws.record("tree_scatter_rows", ev, n * self.blk_scatter_bytes)
 
     def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer) -> list[cl.Event]:
-        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the other half."""
+        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the next region."""
         ws, q = self.ws, self.ws.queue
         wi = 64
         return [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, n, ws.n_rows,
@@ -527,10 +490,10 @@ class RowPartitioner:
         ws = self.ws
         node, name = self._pieces()
         begin = self.begin[node]
-        half = np.where(begin >= ws.n_rows, ws.n_rows, 0)
-        order = np.argsort(begin - half, kind="stable")
+        region = region_start(begin, ws.n_rows)
+        order = np.argsort(begin - region, kind="stable")
         if ws.n_rows and node.size:
-            tab, shift = leaf_table((begin - half)[order], name[order], half[order], ws.n_rows)
+            tab, shift = leaf_table((begin - region)[order], name[order], region[order], ws.n_rows)
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
             ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=int(node.size),

@@ -22,9 +22,10 @@ SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
 @lru_cache(maxsize=1)
 def leaf_rows() -> Description:
-    """Every row's node from the nodes' position ranges: ``row_node[ridx[half + pos]]`` = the node whose range holds
-    ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` triples (begin, node, half) in ascending ``begin``, ranges
-    within [0, n_rows) covering every position, each in the half of positions that starts at ``half``; then, per
+    """Every row's node from the nodes' position ranges: ``row_node[ridx[region + pos]]`` = the node whose range
+    holds ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` triples (begin, node, region) in ascending ``begin``,
+    ranges within [0, n_rows) covering every position, each in the region of positions that starts at ``region``
+    (:func:`flip_positions`); then, per
     bucket of ``2^bucket_shift`` positions, the leaf holding its first position, so a position's search starts within a
     few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms). The partition keeps only the row order
     per step; a row's node is written once per tree, when something reads it (the score update, the host), instead of
@@ -48,9 +49,20 @@ out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
     )
 
 
-def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: int,
+def flip_positions(begin: np.ndarray | int, n_rows: int) -> np.ndarray | int:
+    """The positions where a split of the nodes at ``begin`` writes their children: the same range of the next
+    region (kernels/trees/positions.cl's tree_flip, which says why there are three)."""
+    return np.where(np.asarray(begin) < 2 * n_rows, begin + n_rows, begin - n_rows) if n_rows else begin
+
+
+def region_start(begin: np.ndarray, n_rows: int) -> np.ndarray:
+    """The first position of the region holding each position of ``begin``."""
+    return (np.asarray(begin, np.int64) // max(1, n_rows)) * n_rows
+
+
+def leaf_table(begin: np.ndarray, node: np.ndarray, region: np.ndarray, n_rows: int,
                shift: int | None = None) -> tuple[np.ndarray, int]:
-    """``tree_leaf_rows``'s table and bucket shift: the (begin, node, half) triples (ascending ``begin``, the first
+    """``tree_leaf_rows``'s table and bucket shift: the (begin, node, region) triples (ascending ``begin``, the first
     0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first position (the last
     position for the end); ``shift`` None: about four buckets a leaf."""
     begin = np.asarray(begin, np.int64)
@@ -58,16 +70,16 @@ def leaf_table(begin: np.ndarray, node: np.ndarray, half: np.ndarray, n_rows: in
         shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
     n_buckets = -(-max(1, n_rows) >> shift)
     first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
-    tab = np.concatenate([np.stack([begin, node, half], axis=1).reshape(-1), first])
+    tab = np.concatenate([np.stack([begin, node, region], axis=1).reshape(-1), first])
     return tab.astype(np.int32), shift
 
 
 def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int) -> np.ndarray:
     """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
-    begin, node, half = leaf_tab[: 3 * n_leaves].reshape(-1, 3).T
+    begin, node, region = leaf_tab[: 3 * n_leaves].reshape(-1, 3).T
     at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
     out = np.empty(n_rows, np.int32)
-    out[ridx[half[at] + np.arange(n_rows)]] = node[at]
+    out[ridx[region[at] + np.arange(n_rows)]] = node[at]
     return out
 
 
@@ -200,7 +212,7 @@ def _flags_inputs(s, rng, equal: bool = False):
         cuts = np.sort(rng.choice(np.arange(1, n), ns - 1, replace=False)) if ns > 1 else np.array([], np.int64)
     begin = np.concatenate([[0], cuts]).astype(np.int64)
     count = np.diff(np.concatenate([begin, [n]]))
-    ridx = np.concatenate([order, np.zeros(n, np.int32)])  # two halves of positions; the nodes in the first
+    ridx = np.concatenate([order, np.zeros(n, np.int32)])  # regions 0 and 1 of positions; the nodes in region 0
     for b0, c in zip(begin.tolist(), count.tolist(), strict=True):
         ridx[b0:b0 + c] = np.sort(ridx[b0:b0 + c])
     tab = split_table(ns)

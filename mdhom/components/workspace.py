@@ -275,8 +275,8 @@ class Workspace:
         if bins.dtype != bin_dtype(n_bins) or len(bins.shape) != 2:
             raise TypeError(f"bins must be a 2-D {bin_dtype(n_bins)} array for {n_bins} bins (uint8 up to 256 bins)")
         n_rows, n_feat = (bins.shape[::-1] if on_device and self.feature_major else bins.shape)
-        if n_rows >= 2**30 or n_rows * n_feat >= 2**61:  # positions in two halves (the partition's) as int32
-            raise ValueError("more than 2^30 - 1 rows are not supported")
+        if 3 * n_rows >= 2**31 or n_rows * n_feat >= 2**61:  # positions in three regions (the partition's) as int32
+            raise ValueError(f"more than {(2**31 - 1) // 3} rows are not supported, got {n_rows}")
         if not on_device and bins.size and int(bins.max()) >= n_bins:
             raise ValueError(f"bins hold values up to {int(bins.max())}, but n_bins is {n_bins}")
         self.n_rows, self.n_features = int(n_rows), int(n_feat)
@@ -293,13 +293,14 @@ class Workspace:
         rows = max(1, self.n_rows)
         q = self.queue
         n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
+        counted = self.live_bytes  # what the row order's buffer adds (given back where rows move: region 0 holds it)
         if self.sparse:  # a few bytes per stored entry: copied, never moved
             packed = bins.packed()
             self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                        hostbuf=packed)
             self.count(packed.nbytes)
         elif on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
-            self.bins_orig = bins.base_data  # row order, for resetting the position order per tree
+            self.bins_orig = bins.base_data  # row order
             self.count(bins.nbytes)
         elif on_device:
             self.bins_orig = self.buf(n_cells)
@@ -310,25 +311,38 @@ class Workspace:
             if host.ctypes.data % 64:  # a view at an odd offset: kernels may read whole words of a row (ROW_WORDS)
                 host = host.copy()
             # a CPU device reads the host array in place (PoCL and Intel's runtime run in this process: a copy
-            # would hold the matrix twice); the buffer keeps the array alive and nothing writes the row order
+            # would hold the matrix twice); the buffer keeps the array alive and nothing writes it
             mf = cl.mem_flags
             flags = mf.READ_ONLY | mf.USE_HOST_PTR if self.device.type == "cpu" else mf.READ_WRITE | mf.COPY_HOST_PTR
             self.bins_orig = cl.Buffer(self.device.context, flags, hostbuf=host) if host.size else self.buf(1)
             self.count(host.nbytes)
         # position order (the row at ridx[p] sits at p), or the row order itself in row-index mode. Positions come
-        # in two halves of n_rows (mdhom.components.partition: a split moves a node's rows to the other half, so
-        # nothing is copied back), for the row order and whatever moves with it; features-major bins hold both
-        # halves in each feature's column (pos_stride positions)
+        # in three regions of n_rows (kernels/trees/positions.cl: a split moves a node's rows to the next region, and
+        # region 0, the rows in their original order, is every tree's root), for the row order and whatever moves
+        # with it; features-major bins hold the three regions in each feature's column (pos_stride positions)
         moved = not self.row_index
-        self.bins = self.buf(2 * n_cells) if moved else self.bins_orig
-        self.pos_stride = 2 * rows if moved and self.feature_major else rows
+        self.pos_stride = 3 * rows if moved and self.feature_major else rows
+        if moved:
+            orig_bytes = self.live_bytes - counted
+            self.bins = self.buf(3 * n_cells)
+            if self.n_rows and self.n_features and self.feature_major:
+                col = self.n_rows * self.bin_bytes
+                cl.enqueue_copy(q, self.bins, self.bins_orig, src_origin=(0, 0), dst_origin=(0, 0),
+                                region=(col, self.n_features), src_pitches=(col,),
+                                dst_pitches=(self.pos_stride * self.bin_bytes,))
+            elif self.n_rows and self.n_features:
+                cl.enqueue_copy(q, self.bins, self.bins_orig, byte_count=self.n_rows * self.n_features * self.bin_bytes)
+            q.finish()  # the source may be the caller's host array (a CPU reads it in place): done with it now
+            self.count(-orig_bytes)
+            self.bins_orig = None  # region 0 holds the row order from here on
+        else:
+            self.bins = self.bins_orig
         self.columns = self.want_columns and self.row_index and not self.sparse and not self.feature_major
         self.gh_dtype = lanes.hist_gh_type(self.precision).dtype
-        # position order when rows move (both halves; the round's (g, h) are made in the first), else row order
-        self.gh = self.buf((2 if moved else 1) * rows * n_outputs * self.gh_dtype.itemsize)
-        self.ridx_orig = cl_array.to_device(q, np.arange(rows, dtype=np.int32)).base_data
-        self.count(4 * rows)
-        self.ridx = self.buf(8 * rows)
+        # position order when rows move (three regions; the round's (g, h) are made in region 0), else row order
+        self.gh = self.buf((3 if moved else 1) * rows * n_outputs * self.gh_dtype.itemsize)
+        self.ridx = self.buf(12 * rows)
+        cl.enqueue_copy(q, self.ridx, np.arange(rows, dtype=np.int32))  # region 0: the original order
         self.row_node = self.buf(4 * rows)
         self.node_bytes = self.n_features * self.n_outputs * self.n_bins * self.gh_dtype.itemsize
         self.cells = self.node_bytes // self.hist_elem.itemsize  # histogram lanes per node

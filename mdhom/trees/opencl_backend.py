@@ -251,7 +251,7 @@ class OpenCLTreeKernels:
                 fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
                 raise MemoryError(f"{what} needs {size_text(nbytes)} in one buffer, but {dev.key} allocates at "
                                   f"most {size_text(max_alloc)} at once{fits}")
-        # row order, position order and the partition's scratch (one copy in row-index mode); the histogram arena
+        # three regions of positions, the first the row order (one copy in row-index mode); the histogram arena
         # starts at 64 nodes, the split search's buffers hold 3 x 16
         if sparse:
             copies = 1
@@ -316,7 +316,6 @@ class OpenCLTreeKernels:
 
     def set_gradients(self, grad: np.ndarray, hess: np.ndarray) -> None:
         self.gradients.set_gradients(grad, hess)
-        self.rows.dirty = True  # gh is refilled from grad/hess in the root's order
 
     def set_objective(self, loss: object, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:
         self.scores_ = ScoreUpdater(self.ws, base_score)
@@ -348,8 +347,7 @@ class OpenCLTreeKernels:
     def reset_rows(self) -> None:
         """Every row into the root, in its original order; starts a new histogram arena (handles of the
         previous tree become invalid)."""
-        if self.rows.reset():
-            self.gradients.stale = True
+        self.rows.reset()
         self.hist.reset()
 
     def histograms(self, nodes: np.ndarray, transient: bool = False) -> DeviceHist:
