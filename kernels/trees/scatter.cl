@@ -1,15 +1,16 @@
 /* The one step of row partitioning that is not an md_hom computation: a scatter to computed positions.
- * Positions come in two halves of n_rows each (the row order `ridx`, and with TREE_MOVE_ROWS the bins and (g, h)
- * in position order): a node's rows lie at `begin .. begin + count` in one half, and a split writes its children
- * to the same range of the other half (tree_flip), so nothing is copied back: the parent's half is free once its
- * rows are read, and no other node's range overlaps the children's (ranges of live nodes tile [0, n_rows) once
- * each half is taken modulo n_rows). Node ranges in the tables are these combined positions.
+ * Positions come in three regions of n_rows each (the row order `ridx`, and with TREE_MOVE_ROWS the bins and (g, h)
+ * in position order; positions.cl): a node's rows lie at `begin .. begin + count` in one region, and a split writes
+ * its children to the same range of the next region (tree_flip), so nothing is copied back, neither after a split
+ * nor after a tree: the parent's region is free once its rows are read, region 0 (the rows in their original order)
+ * is never written here, and no other node's range overlaps the children's (ranges of live nodes tile [0, n_rows)
+ * once each region is taken modulo n_rows). Node ranges in the tables are these combined positions.
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
  * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
  * order), computed here from the inclusive go-left counts `incl` (tree_partition_flags); its node is written
  * once per tree, by tree_leaf_rows, from the ranges, not here (a scattered write per row and step). Its bins
  * and (g, h) pairs move with it, so they stay in position order (contiguous per node). Destinations are a
- * permutation of the split ranges in the other half, so every write goes to a distinct place read by no one: no
+ * permutation of the split ranges in the next region, so every write goes to a distinct place read by no one: no
  * races.
  * Why not generated: one launch writes the row order, the moved bins and (g, h), the left counts and the next
  * histogram's slot tables; md_hom descriptions have one output each, and a launch per output is host time
@@ -24,8 +25,8 @@
  * through ridx.
  * Build options: -D TREE_FEATURE_MAJOR=0|1, -D TREE_GH_WIDE=0|1, -D TREE_MOVE_ROWS=0|1, -D TREE_BIN_WIDE=0|1,
  * -D TREE_ROW_WORDS=w (rows x features: a row's bins are w 4-byte words, moved as words; 0: byte by byte)
- * (tree_bin_t, partition.cl); built after the table typedefs and partition.cl. `stride`: positions per feature
- * column of features-major bins (both halves: 2 n_rows). */
+ * (tree_bin_t, partition.cl); built after the table typedefs, partition.cl and positions.cl. `stride`: positions per
+ * feature column of features-major bins (all three regions: 3 n_rows). */
 #ifndef TREE_MOVE_ROWS
 #define TREE_MOVE_ROWS 1
 #endif
@@ -51,12 +52,7 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
-/* The position in the other half: where a split's children go. */
-inline int tree_flip(const int b, const int n_rows) {
-    return b < n_rows ? b + n_rows : b - n_rows;
-}
-
-/* The row at position s to position d (the other half), within the same buffers: its row index, and with
+/* The row at position s to position d (the next region), within the same buffers: its row index, and with
  * TREE_MOVE_ROWS its bins (4-byte words where a row is contiguous and a whole number of words, TREE_ROW_WORDS, else
  * bin by bin) and (g, h). */
 inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d,
@@ -73,7 +69,7 @@ inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __globa
 #endif
 }
 
-/* A split's left count and, for its next_child, the child's range in the other half (the next histogram's slot). */
+/* A split's left count and, for its next_child, the child's range in the next region (the next histogram's slot). */
 inline void tree_split_counts(__global const tree_split_t* t, const int s, const int nl, const int n_rows,
                               __global int* n_left, __global int* slot_begin, __global int* slot_count) {
     n_left[s] = nl;
