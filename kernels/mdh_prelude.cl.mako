@@ -139,6 +139,26 @@ inline double mdh_ldexp(const double p, const int k) {
 #endif
 
 % endif
+% if desc.prefetch:
+/* PREFETCH=1: MDH_PREFETCH(p) asks for the cache line of global address p, for a point MDH_PREFETCH_AHEAD points
+ * further along the work-item's chunk (OpenCL's prefetch() does nothing on PoCL). A checker device (MDH_CHECKER:
+ * Oclgrind has no prefetch) reads the byte instead, so its bounds check covers the prefetched addresses. */
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#define MDH_PREFETCH_AHEAD ${prefetch_ahead}
+#if defined(MDH_CHECKER)
+#define MDH_PREFETCH(p) ((void)*(volatile __global const uchar*)(p))
+#elif defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define MDH_PREFETCH(p) __builtin_prefetch(p)
+#endif
+#endif
+#ifndef MDH_PREFETCH
+#define MDH_PREFETCH(p) ((void)0)
+#endif
+
+% endif
 % if desc.preamble:
 /* ---- preamble of the description ---- */
 ${desc.preamble}

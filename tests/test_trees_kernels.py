@@ -560,7 +560,8 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     sums bit for bit, with rows moved into position order or read through the row index; rows-major rows of a
     whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS); each work-item
     from its own feature on (ROTATE) or all from the first; private partials over contiguous runs of a node's rows
-    (CHUNKED), nodes of unequal counts (the fold is ragged)."""
+    (CHUNKED), nodes of unequal counts (the fold is ragged); rows read through the row index prefetched or not
+    (PREFETCH)."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
     desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
@@ -576,6 +577,10 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
               "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl} for pl, pk, sp in _LOCAL_PACKED]
     fixed += [{**c, "CHUNKED": 1 - c["CHUNKED"]} for c in fixed]
     fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
+    if row_index:  # PREFETCH: each work-item asks for the row 16 positions on (a checked read on Oclgrind)
+        assert desc.prefetch
+        fixed = [{**c, "PREFETCH": i % 2} for i, c in enumerate(fixed)]
+    assert desc.prefetch == row_index
     if row_index:  # FLAT: the nodes' rows end to end, pieces of them into the zeroed output by global atomics
         assert desc.flat
         fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(

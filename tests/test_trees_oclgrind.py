@@ -130,8 +130,10 @@ QUANTIZED = textwrap.dedent("""
         "tree_histogram_rows": {**one(("node", "pos")), "NUM_WI_pos": 8 if local else 1, "NUM_WG_pos": 3,
                                 "NUM_WG_node": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": local, "PACKED": 1,
                                 "SPLIT_PAIRS": 0, "ROTATE": 1, "CHUNKED": 1 - local,
-                                # rows read through the row index are rows-major here: a row's bins as words
+                                # rows read through the row index are rows-major here: a row's bins as words,
+                                # the row 16 positions on prefetched (a checked read here)
                                 **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {}),
+                                **({"PREFETCH": 1} if mode["row_index"] else {}),
                                 # moved rows offer INLINE, which Oclgrind cannot run: the same code as calls
                                 **({} if mode["row_index"] else {"INLINE": 0}),
                                 # the nodes' rows end to end, 3 work-groups' shares added into the zeroed output

@@ -13,7 +13,7 @@ from pathlib import Path
 from mako.lookup import TemplateLookup
 
 from mdhom.mdh.description import Description
-from mdhom.mdh.parts import FLAT_SPAN, Scan
+from mdhom.mdh.parts import FLAT_SPAN, PREFETCH_AHEAD, Scan
 from mdhom.mdh.types import helpers
 
 
@@ -120,6 +120,7 @@ def template_context(desc: Description) -> dict:
         "lane_ctype": desc.atom.scalars[0],
         # the bound of each dimension's loop: its size, or its ragged extent at the current point
         "flat_span": FLAT_SPAN,
+        "prefetch_ahead": PREFETCH_AHEAD,
         "bounds": {d: f"EXTENT_{d}" if d in dict(desc.extents) else f"SIZE_{d}" for d in desc.dim_names},
     }
 

@@ -136,8 +136,8 @@ class Computation:
         if index64:
             opts.append("-DMDH_INDEX_64")
         if self.device.checker:
-            # Oclgrind's LLVM cannot run the noalias intrinsics that optimised inlining emits.
-            opts.append("-cl-opt-disable")
+            # Oclgrind's LLVM cannot run the noalias intrinsics that optimised inlining emits, nor prefetches
+            opts += ["-cl-opt-disable", "-DMDH_CHECKER=1"]
         return opts
 
     def program(self, index64: bool = False) -> cl.Program:

@@ -190,7 +190,9 @@ ATOMIC_LANES = ("int", "uint", "long", "ulong")
 # FLAT=1: the points whose run-length prefix a work-group keeps in local memory at a time (the generator's FLAT_SPAN)
 FLAT_SPAN = 1024
 # the generator's own 0/1 tuning parameters (a description's `switches` are others)
-GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS", "INLINE", "FLAT")
+GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS", "INLINE", "PREFETCH", "FLAT")
+# PREFETCH=1: how many points of its chunk ahead a work-item prefetches what they gather (MDH_PREFETCH_AHEAD)
+PREFETCH_AHEAD = 16
 
 
 def is_generator_parameter(name: str) -> bool:
