@@ -117,17 +117,7 @@ if (pos < mdh_cnt) {{
     const long mdh_p = slot_begin[node] + pos;
 #if TREE_ROW_INDEX
     const long mdh_r = ridx[mdh_p];
-#if PREFETCH
-    /* the row this work-item gathers MDH_PREFETCH_AHEAD positions on: its bins (a row may span two cache lines)
-     * and (g, h) */
-    if (pos + MDH_PREFETCH_AHEAD < mdh_cnt) {{
-        const long mdh_ra = ridx[mdh_p + MDH_PREFETCH_AHEAD];
-        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES);
-        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES + TREE_FEATURES - 1);
-        MDH_PREFETCH(gh + 2 * mdh_ra * TREE_OUTPUTS);
-    }}
-#endif
-#else
+{prefetch}#else
     const long mdh_r = mdh_p;
 #endif
 #if ROW_WORDS
@@ -166,6 +156,18 @@ if (pos < mdh_cnt) {{
     }}
 }}
 """
+# row-index builds only (the moved rows' source stays as it was, and with it their stored configurations)
+_ROWS_PREFETCH = """#if PREFETCH
+    /* the row this work-item gathers MDH_PREFETCH_AHEAD positions on: its bins (a row may span two cache lines)
+     * and (g, h) */
+    if (pos + MDH_PREFETCH_AHEAD < mdh_cnt) {
+        const long mdh_ra = ridx[mdh_p + MDH_PREFETCH_AHEAD];
+        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES);
+        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES + TREE_FEATURES - 1);
+        MDH_PREFETCH(gh + 2 * mdh_ra * TREE_OUTPUTS);
+    }
+#endif
+"""
 _ROWS_ADD = "            acc.v[mdh_c].g += mdh_g;\n            acc.v[mdh_c].h += mdh_h;"
 _ROWS_ADD_PAIR = "            mdh_add_pair(&acc.v[mdh_c].g, mdh_g, mdh_h);"
 _ROWS_ATOMIC = "            mdh_atomic_add_pair(acc, mdh_c, mdh_g, mdh_h);"
@@ -202,11 +204,12 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
     zero = "for (int c = 0; c < TREE_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; out.v[c].h = 0; }\n"
     words = row_words(b, f, feature_major, sparse)
+    ahead = _ROWS_PREFETCH if row_index else ""
     return Description(
         "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
-        scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out.")),
-        accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR),
-        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC), packed_pairs=True,
+        scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead),
+        accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR, prefetch=ahead),
+        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead), packed_pairs=True,
         switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
         extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index,
         prefetch=row_index,
