@@ -114,7 +114,9 @@ class Description:
     whole-row histograms through the row index, 500k binned Higgs rows, a loss-guided round: 131-138 -> 31-37 ms
     with rows prefetched 16 ahead; 8, 32 or 64 ahead the same). On a checker device (Oclgrind, which has no
     prefetch) ``MDH_PREFETCH`` reads the byte, so the bounds check covers the prefetched addresses too. Defaults to 1
-    on CPUs. Opt-in, so that every other description's generated source stays as it was.
+    on CPUs and a configuration error elsewhere (NVIDIA's compiler refuses ``__builtin_prefetch`` of a ``__global``
+    pointer; a GPU hides a gather's latency behind its other warps). Opt-in, so that every other description's
+    generated source stays as it was.
 
     ``flat=True`` (with ``accumulate_atomic``, an atom of 32-bit integer lanes and one ragged reduced dimension) adds
     the tuning parameter ``FLAT``: 1 lays the points' ragged runs end to end and gives every work-group an equal
@@ -510,6 +512,11 @@ class Description:
         wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
         return max(wg * itemsize(self.atom), combine)
 
+    @staticmethod
+    def _prefetches(device: Device) -> bool:
+        """Whether ``PREFETCH=1`` builds on ``device``: CPUs, and checkers (whose prefetch is a checked read)."""
+        return device.type == "cpu" or device.checker
+
     def check_config(self, config: dict[str, int], device: Device) -> None:
         """Raise :class:`ConfigError` naming the limit that ``config`` exceeds on ``device``."""
         # SCAN_TILED came later than stored configurations: absent means 0 (each work-item a contiguous chunk)
@@ -550,6 +557,10 @@ class Description:
         for switch in (*GENERATOR_SWITCHES, *self.switches):
             if int(config.get(switch, 0)) not in (0, 1):
                 raise ConfigError(f"{self.name}: {switch} must be 0 or 1")
+        if int(config.get("PREFETCH", 0)) and not self._prefetches(device):
+            raise ConfigError(f"{self.name}: PREFETCH=1 on {device.key}: prefetches are for CPUs (NVIDIA's compiler "
+                              "refuses __builtin_prefetch of a __global pointer; a GPU hides a gather's latency "
+                              "behind its other warps)")
         if int(config.get("INLINE", 0)) and device.checker:
             raise ConfigError(f"{self.name}: INLINE=1 on {device.key}: Oclgrind cannot run what LLVM's inliner makes "
                               "of the fold (llvm.experimental.noalias.scope.decl); INLINE=0 runs it as calls")
@@ -599,7 +610,7 @@ class Description:
         space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
         if self.inline_fold:
             space.append(Parameter("INLINE", (0, 1), default["INLINE"]))
-        if self.prefetch:
+        if self.prefetch and self._prefetches(device):
             space.append(Parameter("PREFETCH", (0, 1), default["PREFETCH"]))
         if self.flat:
             space.append(Parameter("FLAT", (0, 1), default["FLAT"]))
