@@ -254,6 +254,32 @@ def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: n
     np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
 
 
+def _chain_values(cand) -> dict[int, float]:
+    """Each searched candidate's least gain on its path from the root, from the candidate tree itself."""
+    out = {}
+    for node in cand.gain:
+        m, x = cand.gain[node], node
+        while x in cand._parent:
+            x = cand._parent[x]
+            m = min(m, cand.gain[x])
+        out[node] = m
+    return out
+
+
+def _reachable_from_scratch(cand, room: float) -> set[int]:
+    """:meth:`_Candidates.reachable` by its definition: the unexpanded candidates of gain > SPLIT_EPS among the
+    ``room`` largest chain values of the candidates not split yet, with every one tied with the last."""
+    from mdhom.components.split import SPLIT_EPS
+    from mdhom.trees import lossguide as G
+
+    chain = _chain_values(cand)
+    unsplit = {c: m for c, m in chain.items() if cand.gain[c] > SPLIT_EPS and cand.state[c] != G.SPLIT}
+    if len(unsplit) <= room:
+        return set(cand.open)
+    last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
+    return {c for c, m in unsplit.items() if m >= last and c not in cand.children}
+
+
 @pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
@@ -266,12 +292,13 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, 0, 255, True)
     orig, calls = G._Candidates.reachable, {"n": 0, "without_top": 0, "tied": 0}
 
-    def spy(self, heap, tree_of, room):
+    def spy(self, room, top):
         calls["n"] += 1
         assert calls["n"] < 1000, "the walk does not progress"
-        out = orig(self, heap, tree_of, room)
-        calls["without_top"] += tree_of[heap[0][1]] not in out
-        calls["tied"] += sum(key == heap[0][0] for key, _ in heap) > 1
+        out = orig(self, room, top)
+        calls["without_top"] += top not in out
+        chain = [m for c, m in _chain_values(self).items() if c in self.open]
+        calls["tied"] += len(chain) > len(set(chain))
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
@@ -281,9 +308,10 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
 
 @pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("leaves,depth,seed", [(255, 0, 3), (31, 0, 4), (60, 5, 5), (0, 7, 6)])
-def test_speculative_batches_without_the_walk(monkeypatch, leaves, depth, seed, ahead):
-    """Where the leaf budget covers every open candidate, a speculative batch is every searched candidate not yet
-    expanded, taken without walking them: the same candidates as the walk finds, and the same tree."""
+def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, ahead):
+    """A speculative batch is what its definition says, chain values recomputed from the candidate tree: every
+    searched candidate not yet expanded where the leaf budget covers every open one (taken without a selection),
+    else those of the budget's largest chain values; and the tree is the sequential walk's."""
     from mdhom.trees import lossguide as G
 
     X, g, h = _mirror(seed, 600) if seed % 2 else (*_data(seed, 2500, 6)[:1], None, None)
@@ -293,19 +321,20 @@ def test_speculative_batches_without_the_walk(monkeypatch, leaves, depth, seed, 
         h = np.ones_like(g)
     bins = BinMapper(31).fit(X).transform(X)
     gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, depth, leaves, True)
-    orig, calls = G._Candidates.reachable, {"n": 0, "all": 0}
+    orig, calls = G._Candidates.reachable, {"n": 0, "all": 0, "selected": 0}
 
-    def spy(self, heap, tree_of, room):
-        out = orig(self, heap, tree_of, room)
-        walked = self.walk(heap, tree_of, room)
-        assert sorted(out) == sorted(walked)
+    def spy(self, room, top):
+        out = orig(self, room, top)
+        assert set(out) == _reachable_from_scratch(self, room) and len(out) == len(set(out))
         calls["n"] += 1
         calls["all"] += self.unsplit <= room
+        calls["selected"] += self.unsplit > room
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
     _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
     assert calls["all"] > 0, calls
+    assert calls["selected"] > 0 or depth > 0, calls  # a depth limit keeps the leaf budget from binding here
 
 
 @pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])

@@ -13,6 +13,10 @@ from mdhom.trees.backend import Splits, TreeKernels
 from mdhom.trees.growth import GrowParams, NodeTable, any_categorical, can_split, cat_tables, sibling_histograms
 from mdhom.trees.reference import ahead_step, left_smaller
 
+# candidate states (_Candidates.state): searched with gain > SPLIT_EPS, expanded (split on the device, its children
+# searched where they may split) but not split by the walk yet, split by the walk
+KNOWN, EXPANDED, SPLIT = 1, 2, 3
+
 
 def grow_lossguide(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, root: object,
                    splits: Splits) -> None:
@@ -71,13 +75,16 @@ class _Candidates:
         self.rec: dict[int, tuple] = {0: (root, 0, 1, splits, bool(left_smaller(splits.left_sum, splits.right_sum)[0]),
                                           int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
         self.depth: dict[int, int] = {0: 0}
-        self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain (the walk's key)
+        self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain
         self.children: dict[int, tuple[int, int]] = {}
-        # per expanded node, its searched children of gain > SPLIT_EPS as (-gain, id), filled in as their searches
-        # come in: what the walk pushes (it had looked both children and their gains up at every pop, a millisecond
-        # of the host's time a round between a step's read-back and its next launch)
-        self._walk_kids: dict[int, list[tuple[float, int]]] = {}
         self._parent: dict[int, int] = {}
+        # per candidate id: its chain value (the least gain on its path from the root, :meth:`reachable`) and its
+        # state: KNOWN (searched, gain > SPLIT_EPS, neither expanded nor split), EXPANDED (not split yet), SPLIT (the
+        # walk took it), else 0
+        self.chain = np.full(64, -np.inf)
+        self.state = np.zeros(64, np.int8)
+        self.chain[0] = self.gain[0]
+        self.state[0] = KNOWN if self.gain[0] > SPLIT_EPS else 0
         self.n_ids = 1
         # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), and how many of gain >
         # SPLIT_EPS the walk has not split (expanded or not): what :meth:`reachable` needs to know when every
@@ -89,9 +96,10 @@ class _Candidates:
         r = self.rec[node]
         return r[3], r[1]
 
-    def took_split(self) -> None:
-        """The walk split one candidate (the tree's next split)."""
+    def took_split(self, node: int) -> None:
+        """The walk split candidate ``node`` (the tree's next split)."""
         self.unsplit -= 1
+        self.state[node] = SPLIT
 
     def expand(self, batch: list[int]) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
@@ -102,7 +110,7 @@ class _Candidates:
         feature = [r[5] for r in recs]
         left_small = [r[4] for r in recs]
         first = self.n_ids
-        self.n_ids += 2 * ns
+        self._grow_ids(2 * ns)
         lo = np.arange(first, first + 2 * ns, 2, dtype=np.int32)
         params = self.params
         grow = [k for k, node in enumerate(batch) if can_split(depth[node] + 1, params)]
@@ -138,7 +146,7 @@ class _Candidates:
         for k in range(levels):
             allow.append(np.array([can_split(depth0[e % m] + k + 1, self.params) for e in range(m << k)]))
             first_id.append(self.n_ids)
-            self.n_ids += 2 * (m << k)
+            self._grow_ids(2 * (m << k))
         founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
                                            allow, first_id)
         ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
@@ -165,7 +173,7 @@ class _Candidates:
         smaller = left_smaller(found.left_sum, found.right_sum).tolist()
         gains, feats = found.gain.tolist(), found.feature.tolist()
         bins, dls = found.bin.tolist(), found.default_left.tolist()
-        rec, gain, open_, parent, kids = self.rec, self.gain, self.open, self._parent, self._walk_kids
+        rec, gain, open_, parent, chain, state = self.rec, self.gain, self.open, self._parent, self.chain, self.state
         opened = 0
         for node, j in zip(nodes, at, strict=True):
             rec[node] = (pair, j, n_in, found, smaller[j], feats[j], bins[j], dls[j])
@@ -173,60 +181,55 @@ class _Candidates:
             if g > SPLIT_EPS:
                 open_[node] = None
                 opened += 1
-                p = parent.get(node)
-                if p is not None:
-                    kids[p].append((-g, node))
+                state[node] = KNOWN
+                chain[node] = min(chain[parent[node]], g)  # searched nodes but the root have a parent
         self.unsplit += opened
         return smaller
 
-    def reachable(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
+    def reachable(self, room: float, top: int) -> list[int]:
         """The searched, unexpanded candidates that the walk may still split within ``room`` more splits: heap
         leaves and the searched descendants of expanded ones alike, so a batch reaches a level deeper below every
-        leaf the budget may reach, not only below the heap's leaves.
+        leaf the budget may reach, not only below the heap's leaves. ``top`` is the candidate the walk waits for
+        (the heap's best leaf), always among them.
 
-        A best-first walk pops a node when it tops the heap, so in non-increasing order of its chain value ``m``:
-        the least gain on its path from the heap (a child of larger gain than its parent pops right after it).
-        Every known candidate of strictly larger ``m`` pops before it (candidates not yet searched may add more),
-        so a candidate with ``room`` or more known candidates of larger ``m`` is never split; any other may be,
-        and joins the batch. They are what the same walk over the known candidates pops first: ``room`` pops,
-        then every candidate tied in ``m`` with the last of them (the walk itself breaks ties by tree id, which
-        this one does not know). The walk's next leaf, of the largest gain on the heap, is always among them.
-        Some of a batch is searched in vain, which costs device work but no round trip; which candidates are
-        searched never changes the tree.
+        A best-first walk pops nodes in non-increasing order of their chain value, the least gain on the path from
+        the root (by induction: a popped node's chain value is at least every unpopped one's, as the popped one had
+        the largest gain on the heap and every unpopped node sits below some node on the heap). So of the candidates
+        known now (searched, gain > SPLIT_EPS) and not split, the next ``room`` pops are those of the ``room``
+        largest chain values, with every candidate tied with the last of them (the walk breaks such ties by tree
+        id, which the candidates do not know); unknown candidates (not searched yet) may come in between, which only
+        makes the batch larger than needed. Some of a batch is searched in vain, which costs device work but no
+        round trip; which candidates are searched never changes the tree. The chain values are kept as the searches
+        come in, so the batch is one selection over them (it had been a walk of the candidate tree below the heap
+        at every step, up to a few hundred heap pops: H200, 10.5M rows, ~3.5 ms of a loss-guided round's host time).
 
-        Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split (each is reachable from
-        the heap by splits of such gains), the answer is every one not expanded, known without the walk over them:
-        the early, wide steps of a tree (a third of a GPU round's host time between read-back and next launch went
-        to this walk on the H200)."""
+        Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split, the answer is every one
+        not expanded, in the order searched."""
         if self.unsplit <= room:
             return list(self.open)
-        return self.walk(heap, tree_of, room)
+        n = self.n_ids
+        state, chain = self.state[:n], self.chain[:n]
+        unsplit = chain[(state == KNOWN) | (state == EXPANDED)]
+        last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
+        out = np.flatnonzero((state == KNOWN) & (chain >= last))
+        if self.state[top] != KNOWN or self.chain[top] < last:
+            raise RuntimeError(f"the walk's next leaf {top} is not among the reachable candidates")
+        return out[np.lexsort((out, -chain[out]))].tolist()  # the walk's order: larger chain values first
+
+    def _grow_ids(self, n: int) -> None:
+        """``n`` more candidate ids."""
+        self.n_ids += n
+        if self.n_ids > self.state.size:
+            size = max(self.n_ids, 2 * self.state.size)
+            self.state = np.concatenate([self.state, np.zeros(size - self.state.size, np.int8)])
+            self.chain = np.concatenate([self.chain, np.full(size - self.chain.size, -np.inf)])
 
     def _expanded(self, node: int, first: int) -> None:
         """``node`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
         self.children[node] = (first, first + 1)
-        self._walk_kids[node] = []
         self._parent[first] = self._parent[first + 1] = node
-
-    def walk(self, heap: list[tuple[float, int]], tree_of: dict[int, int], room: float) -> list[int]:
-        """:meth:`reachable` by popping the known candidates in the walk's order (heap entries (-m, id): ties in m
-        pop by id, so the order children are pushed in does not matter)."""
-        pq = [(key, tree_of[t]) for key, t in heap]  # (-m, candidate id)
-        heapq.heapify(pq)
-        kids_of, pop, push = self._walk_kids, heapq.heappop, heapq.heappush
-        out: list[int] = []
-        left, last = room, None
-        while pq and (left > 0 or pq[0][0] == last):  # and every candidate tied with the last one in the budget
-            key, x = pop(pq)
-            left -= 1
-            last = key
-            kids = kids_of.get(x)
-            if kids is None:  # not expanded
-                out.append(x)
-                continue
-            for neg, c in kids:  # searched children of gain > SPLIT_EPS (the depth limit leaves some unsearched)
-                push(pq, (key if neg < key else neg, c))  # -min(m, gain)
-        return out
+        if self.state[node] == KNOWN:
+            self.state[node] = EXPANDED
 
     def leaf_map(self, tree_of: dict[int, int], tree_left: list[int]) -> np.ndarray:
         """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
@@ -273,14 +276,14 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
         at = tree_of[node]
         if at not in cand.children:
             if kernels.speculate:
-                cand.expand(cand.reachable(heap, tree_of, limit - n_leaves))
+                cand.expand(cand.reachable(limit - n_leaves, at))
                 continue
             room = int(min(limit - n_leaves, len(heap)))
             batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
             cand.expand([b for b in batch if b not in cand.children])
             continue
         heapq.heappop(heap)
-        cand.took_split()
+        cand.took_split(at)
         sp, i = cand.split_of(at)
         lo, hi = nodes.defer(node, sp, i)
         c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
