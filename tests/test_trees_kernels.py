@@ -451,7 +451,7 @@ def test_split_from_search(device, n_outputs):
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    n_rows = 9000  # positions a half: the records' ranges lie in the first, their children in the second
+    n_rows = 9000  # positions a region: the records' ranges lie in region 0, their children in region 1
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows)
     assert (want["begin"][:m] >= n_rows).all()
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
@@ -552,6 +552,16 @@ def test_histogram_quantized_is_exact_under_every_configuration(device, feature_
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
+def test_histogram_rows_prefetches_dense_rows_major_rows_only():
+    """The prefetch asks for bins + row * features: only where that is the gathered row (dense, rows-major, read
+    through the row index); compressed rows (sparse input) and features-major bins lie elsewhere, and moved rows
+    stream."""
+    assert hg.histogram_rows(17, 16, 1, False, True).prefetch
+    assert not hg.histogram_rows(17, 16, 1, False, True, True).prefetch  # compressed rows
+    assert not hg.histogram_rows(17, 16, 1, True, True).prefetch
+    assert not hg.histogram_rows(17, 16, 1, False, False).prefetch
+
+
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("n_feat, n_bins", [(5, 17), (8, 17), (6, 300)], ids=["bytes", "words", "wide-words"])
@@ -577,12 +587,13 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
               "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl} for pl, pk, sp in _LOCAL_PACKED]
     fixed += [{**c, "CHUNKED": 1 - c["CHUNKED"]} for c in fixed]
     fixed += [{**c, "ROW_WORDS": 1, "ROTATE": 1 - c["ROTATE"]} for c in fixed] if words else []
-    if row_index and device.type == "cpu":  # PREFETCH: each work-item asks for the row 16 positions on
+    # PREFETCH: each work-item asks for the row 16 positions on (dense rows-major rows through the row index)
+    assert desc.prefetch == (row_index and not feature_major)
+    if desc.prefetch and device.type == "cpu":
         fixed = [{**c, "PREFETCH": i % 2} for i, c in enumerate(fixed)]
-    elif row_index:  # CPUs' code: refused elsewhere
+    elif desc.prefetch:  # CPUs' code: refused elsewhere
         with pytest.raises(ConfigError, match="PREFETCH=1"):
             desc.check_config({**fixed[0], "PREFETCH": 1}, device)
-    assert desc.prefetch == row_index
     if row_index:  # FLAT: the nodes' rows end to end, pieces of them into the zeroed output by global atomics
         assert desc.flat
         fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(

@@ -247,7 +247,7 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
     launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
-    spans several blocks), and there reset moved rows by the copy kernel, as CPUs do; one in blocks of a work-group
+    spans several blocks), moving rows as CPUs do; one in blocks of a work-group
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
     atomics)."""

@@ -185,7 +185,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     Moved rows (what CPUs read) take the generator's ``INLINE`` switch: PoCL calls a fold this large once per row
     otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
 
-    Row-index builds take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16 positions on in its run
+    Row-index builds of dense rows-major bins take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16
+    positions on in its run
     while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's histograms: 131-138 ->
     31-37 ms; a CPU otherwise waits a memory latency per gathered row).
 
@@ -204,7 +205,10 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
     zero = "for (int c = 0; c < TREE_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; out.v[c].h = 0; }\n"
     words = row_words(b, f, feature_major, sparse)
-    ahead = _ROWS_PREFETCH if row_index else ""
+    # what a row-index build gathers is a dense rows-major row at bins + r * TREE_FEATURES: the prefetch's address
+    # (compressed rows and features-major bins lie elsewhere)
+    prefetch = row_index and not feature_major and not sparse
+    ahead = _ROWS_PREFETCH if prefetch else ""
     return Description(
         "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
         scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead),
@@ -212,7 +216,7 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
         accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead), packed_pairs=True,
         switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
         extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index,
-        prefetch=row_index,
+        prefetch=prefetch,
         inputs=inputs, params=[Param("n_rows", "int")],
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
         f"#define TREE_ROW_WORDS {words}\n"

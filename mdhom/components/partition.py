@@ -467,7 +467,7 @@ class RowPartitioner:
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (rows learn it at :meth:`settle`). The ranges stay those of
-        the nodes renamed: the nodes renamed to one may sit at different depths, so in both halves."""
+        the nodes renamed: the nodes renamed to one may sit at different depths, so in different regions."""
         self.resolve()
         self._prepared = None
         self.names = np.asarray(node_map, np.int64).reshape(-1)

@@ -210,6 +210,8 @@ class _Candidates:
         n = self.n_ids
         state, chain = self.state[:n], self.chain[:n]
         unsplit = chain[(state == KNOWN) | (state == EXPANDED)]
+        if unsplit.size != self.unsplit:
+            raise RuntimeError(f"{unsplit.size} candidates not split by state, {self.unsplit} by count")
         last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
         out = np.flatnonzero((state == KNOWN) & (chain >= last))
         if self.state[top] != KNOWN or self.chain[top] < last:

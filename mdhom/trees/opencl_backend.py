@@ -244,21 +244,24 @@ class OpenCLTreeKernels:
         node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
         shape = f"{n_features} features x {n_bins} bins x {n_outputs} output(s)"
         max_alloc = int(dev.cl_device.max_mem_alloc_size)
-        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} x {width} bytes)", cells,
-                                       n_features * width),
+        moved = not sparse and not ws.row_index  # rows move: one buffer holds the three regions of positions
+        regions = 3 if moved else 1
+        for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} x {width} bytes"
+                                       f"{', three regions of positions' if moved else ''})", regions * cells,
+                                       regions * n_features * width),
                                       (f"one node's histograms ({shape})", node, None)):
             if nbytes > max_alloc:
                 fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
                 raise MemoryError(f"{what} needs {size_text(nbytes)} in one buffer, but {dev.key} allocates at "
                                   f"most {size_text(max_alloc)} at once{fits}")
-        # three regions of positions, the first the row order (one copy in row-index mode); the histogram arena
-        # starts at 64 nodes, the split search's buffers hold 3 x 16
+        # three regions of positions, the first the row order, and while they are filled the matrix as given (one
+        # copy in row-index mode); the histogram arena starts at 64 nodes, the split search's buffers hold 3 x 16
         if sparse:
             copies = 1
         elif ws.row_index:  # and the partition's column copy, where it is kept
             copies = 1 + int(ws.want_columns and not ws.feature_major)
         else:
-            copies = 3
+            copies = 4
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
             rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
