@@ -5,6 +5,7 @@ split step (:func:`grow_lossguide`, the reference) or with the split searches ba
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import numpy as np
 
@@ -101,9 +102,10 @@ class _Candidates:
         self.unsplit -= 1
         self.state[node] = SPLIT
 
-    def expand(self, batch: list[int]) -> None:
+    def expand(self, batch: list[int], then: Callable[[], object] | None = None) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
-        where the depth limit allows them a split."""
+        where the depth limit allows them a split. ``then`` runs once the search is under way, before its result
+        is waited for (host work that overlaps the device's), or before the look-ahead."""
         kernels, ns = self.kernels, len(batch)
         depth = self.depth
         recs = [self.rec[node] for node in batch]
@@ -127,6 +129,8 @@ class _Candidates:
             open_.pop(node, None)
             depth[c] = depth[c + 1] = depth[node] + 1
         if not grow:
+            if then is not None:
+                then()
             return
         small = [first + 2 * k + (0 if left_small[k] else 1) for k in grow]
         large = [first + 2 * k + (1 if left_small[k] else 0) for k in grow]
@@ -135,8 +139,10 @@ class _Candidates:
         children = small + large
         levels = kernels.lookahead if len(grow) == ns else 0
         if not levels:
-            self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split))
+            self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split, then))
             return
+        if then is not None:
+            then()
         # the steps after this one on the device, before the host sees this one's result: level k's entries (the
         # children's slots, 2^k each, alive or not) split by their best splits where their own children may split
         # again, children first_id[k] + 2e, first_id[k] + 2e + 1
@@ -186,11 +192,10 @@ class _Candidates:
         self.unsplit += opened
         return smaller
 
-    def reachable(self, room: float, top: int) -> list[int]:
+    def reachable(self, room: float) -> list[int]:
         """The searched, unexpanded candidates that the walk may still split within ``room`` more splits: heap
         leaves and the searched descendants of expanded ones alike, so a batch reaches a level deeper below every
-        leaf the budget may reach, not only below the heap's leaves. ``top`` is the candidate the walk waits for
-        (the heap's best leaf), always among them.
+        leaf the budget may reach, not only below the heap's leaves.
 
         A best-first walk pops nodes in non-increasing order of their chain value, the least gain on the path from
         the root (by induction: a popped node's chain value is at least every unpopped one's, as the popped one had
@@ -203,8 +208,15 @@ class _Candidates:
         come in, so the batch is one selection over them (it had been a walk of the candidate tree below the heap
         at every step, up to a few hundred heap pops: H200, 10.5M rows, ~3.5 ms of a loss-guided round's host time).
 
+        The answer does not depend on how far the walk has got: the candidates it pops before it needs another
+        batch are expanded ones of the largest chain values, which leave the ``room`` largest as the budget shrinks
+        by as many. So a batch can be chosen (and launched) as soon as the last one's searches are in, and the walk
+        catches up while the device works (:func:`grow_lossguide_batched`). Its next leaf is always among them.
+
         Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split, the answer is every one
         not expanded, in the order searched."""
+        if room < 1:  # the walk has split the budget's leaves
+            return []
         if self.unsplit <= room:
             return list(self.open)
         n = self.n_ids
@@ -214,8 +226,6 @@ class _Candidates:
             raise RuntimeError(f"{unsplit.size} candidates not split by state, {self.unsplit} by count")
         last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
         out = np.flatnonzero((state == KNOWN) & (chain >= last))
-        if self.state[top] != KNOWN or self.chain[top] < last:
-            raise RuntimeError(f"the walk's next leaf {top} is not among the reachable candidates")
         return out[np.lexsort((out, -chain[out]))].tolist()  # the walk's order: larger chain values first
 
     def _grow_ids(self, n: int) -> None:
@@ -251,6 +261,54 @@ class _Candidates:
         return np.asarray(out, np.int32)
 
 
+class _Walk:
+    """The best-first walk of a batched loss-guided tree over the candidates searched so far: the heap of the tree's
+    leaves (-gain, tree id), each tree node's candidate id (``tree_of``) and the leaves so far."""
+
+    def __init__(self, cand: _Candidates, nodes: NodeTable, params: GrowParams, splits: Splits) -> None:
+        self.cand, self.nodes, self.params = cand, nodes, params
+        self.tree_of = {0: 0}  # tree node id -> candidate (backend) id
+        self.heap: list[tuple[float, int]] = []
+        if splits.gain[0] > SPLIT_EPS:
+            self.heap.append((-float(splits.gain[0]), 0))
+        self.limit = params.max_leaves or np.inf
+        self.n_leaves = 1
+
+    def room(self) -> float:
+        """Splits the leaf budget has left."""
+        return self.limit - self.n_leaves
+
+    def advance(self) -> int | None:
+        """Pop leaves while their candidates are expanded and the children's searches are in; returns the candidate
+        it stops at for want of an expansion (None: the tree is done, or the next leaf's children are still being
+        searched)."""
+        cand, nodes, params, heap, tree_of = self.cand, self.nodes, self.params, self.heap, self.tree_of
+        children, depth, gains = cand.children, cand.depth, cand.gain
+        while heap and self.n_leaves < self.limit:
+            node = heap[0][1]
+            at = tree_of[node]
+            kids = children.get(at)
+            if kids is None:
+                return at
+            c_lo, c_hi = kids
+            grows = can_split(depth[c_lo], params) and self.n_leaves + 1 < self.limit
+            if grows and c_lo not in gains:  # expanded in the batch whose search is under way
+                return None
+            heapq.heappop(heap)
+            cand.took_split(at)
+            sp, i = cand.split_of(at)
+            lo, hi = nodes.defer(node, sp, i)
+            tree_of[lo], tree_of[hi] = c_lo, c_hi
+            self.n_leaves += 1
+            if not grows:
+                continue
+            for child, c in ((lo, c_lo), (hi, c_hi)):
+                gain = gains[c]
+                if gain > SPLIT_EPS:
+                    heapq.heappush(heap, (-gain, child))
+        return None
+
+
 def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
                            root: object, splits: Splits) -> None:
     """The tree of :func:`grow_lossguide`, node for node, with the split searches batched.
@@ -267,34 +325,23 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
     at the end.
     """
     cand = _Candidates(kernels, mask, params, root, splits)
-    tree_of = {0: 0}  # tree node id -> candidate (backend) id
-    heap: list[tuple[float, int]] = []
-    if splits.gain[0] > SPLIT_EPS:
-        heap.append((-float(splits.gain[0]), 0))
-    limit = params.max_leaves or np.inf
-    n_leaves = 1
-    while heap and n_leaves < limit:
-        node = heap[0][1]
-        at = tree_of[node]
-        if at not in cand.children:
-            if kernels.speculate:
-                cand.expand(cand.reachable(limit - n_leaves, at))
-                continue
-            room = int(min(limit - n_leaves, len(heap)))
-            batch = [tree_of[t] for _, t in heapq.nsmallest(room, heap)]
+    walk = _Walk(cand, nodes, params, splits)
+    if kernels.speculate:
+        # each batch chosen as soon as the last one's searches are in (:meth:`_Candidates.reachable` does not need
+        # the walk to have caught up), and the walk's pops over the last batch's results run while this one's
+        # search is on the device: they had sat between a step's read-back and its next launch
+        batch = cand.reachable(walk.room())
+        while batch:
+            cand.expand(batch, then=walk.advance)
+            batch = cand.reachable(walk.room())
+        stalled = walk.advance()
+        if stalled is not None:
+            raise RuntimeError(f"the walk's next leaf (candidate {stalled}) was in no batch")
+    else:
+        while (stalled := walk.advance()) is not None:
+            room = int(min(walk.room(), len(walk.heap)))
+            batch = [walk.tree_of[t] for _, t in heapq.nsmallest(room, walk.heap)]
             cand.expand([b for b in batch if b not in cand.children])
-            continue
-        heapq.heappop(heap)
-        cand.took_split(at)
-        sp, i = cand.split_of(at)
-        lo, hi = nodes.defer(node, sp, i)
-        c_lo, c_hi = tree_of[lo], tree_of[hi] = cand.children[at]
-        n_leaves += 1
-        if not can_split(cand.depth[c_lo], params) or n_leaves >= limit:
-            continue
-        for child, c in ((lo, c_lo), (hi, c_hi)):
-            gain = cand.gain[c]
-            if gain > SPLIT_EPS:
-                heapq.heappush(heap, (-gain, child))
+    tree_of = walk.tree_of
     nodes.flush(params)
     kernels.relabel(cand.leaf_map(tree_of, nodes.left[: nodes.n].tolist()))
