@@ -552,6 +552,7 @@ class SplitEvaluator:
         if self.categorical:
             ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
         if then is not None:
+            ws.queue.flush()  # the launches go to the device before the host's work, not with the read after it
             then()
         return False
 
