@@ -299,14 +299,15 @@ def test_flat_histogram_windows_clean_under_oclgrind(oclgrind_device):
 
 
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",
-                         [(False, 9, 0, 0, None), (True, 9, 16, 0, None), (False, 300, 16, 0, None),
+                         [(False, 9, 0, 0, None), (True, 9, 40, 0, None), (False, 300, 16, 0, None),
                           (False, 9, 16, 0, False), (True, 9, 16, 4, None), (False, 300, 16, 8, None)],
                          ids=["moved", "row-index-blocks", "16-bit-bins-blocks", "moved-rows-major-blocks",
                               "row-index-groups", "16-bit-bins-groups"])
 def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, blocks, group, feature_major):
     """Double precision, exact and parallel, with rows moved and read through the row index (wide rows on CPUs),
     and with 16-bit bins (300 bins: the scatter moves two bytes a cell); partitions a work-item per row or in
-    blocks of 16 rows, walked by a work-item each (CPUs) or by a work-group of 4 or 8 (GPUs' group partition: a
+    blocks of 16 rows (40 read through the row index, where a block's walk prefetches, here reads, the split bin of
+    the row 16 on), walked by a work-item each (CPUs) or by a work-group of 4 or 8 (GPUs' group partition: a
     work-item's run of 4 or 2 rows, the runs' left counts scanned in local memory). Moved rows are features-major by default here (Oclgrind is a GPU-type device: both halves of
     the positions in each feature's column), and rows-major as on CPUs (a row's bins moved as 4-byte words)."""
     code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins)).replace("BLOCKS", str(blocks))

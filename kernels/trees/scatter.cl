@@ -154,6 +154,28 @@ inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ri
     return (u.cats >= 0) ? (cat_tab[u.cats + b] != 0) : ((int)b <= u.bin);
 }
 
+/* TREE_PREFETCH (CPUs, rows read through the row index): a block's walk asks for the split bin of the row 16
+ * positions on, as the generator's PREFETCH does for gathered rows (mdhom.mdh.Description's prefetch): a CPU otherwise
+ * waits a memory latency per row of a wide matrix. 2 on checkers: a read of the byte, which Oclgrind's bounds check
+ * covers (it has no prefetch). */
+#ifndef TREE_PREFETCH
+#define TREE_PREFETCH 0
+#endif
+#define TREE_PREFETCH_AHEAD 16
+inline void tree_block_ahead(__global const tree_bin_t* bins, __global const int* ridx, const int p, const int end_p,
+                             const tree_rule_t u) {
+#if TREE_PREFETCH && !TREE_MOVE_ROWS
+    if (p + TREE_PREFETCH_AHEAD < end_p) {
+        __global const tree_bin_t* at = bins + u.at + (long)ridx[p + TREE_PREFETCH_AHEAD] * u.step;
+#if TREE_PREFETCH == 2
+        (void)*(volatile __global const tree_bin_t*)at;
+#else
+        __builtin_prefetch(at);
+#endif
+    }
+#endif
+}
+
 inline int tree_block_end(__global const tree_split_t* t, const int i0, const int blk_rows) {
     return min(i0 + blk_rows, t->first + t->count);
 }
@@ -171,8 +193,10 @@ __kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, 
     const int shift = t->begin - t->first;
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
     int nl = 0;
-    for (int i = i0; i < end; ++i)
+    for (int i = i0; i < end; ++i) {
+        tree_block_ahead(split_bins, ridx, i + shift, end + shift, u);
         nl += tree_block_go(split_bins, ridx, i + shift, u, (__global const uchar*)split_tab);
+    }
     blk_left[b] = nl;
 }
 
@@ -204,6 +228,7 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
+        tree_block_ahead(split_bins, ridx, p, end + shift, u);
         const int d = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab) ? dl++ : dr++;
         tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out);
     }

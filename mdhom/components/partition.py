@@ -156,6 +156,8 @@ class RowPartitioner:
                 f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
                 f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
                 f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
+        if ws.device.type == "cpu" or ws.device.checker:  # the block walks prefetch (scatter.cl's TREE_PREFETCH)
+            opts.append(f"-DTREE_PREFETCH={2 if ws.device.checker else 1}")
         row_bins = ws.n_features * ws.bin_bytes
         if moved and not ws.feature_major and row_bins % 4 == 0:
             opts.append(f"-DTREE_ROW_WORDS={row_bins // 4}")
