@@ -87,11 +87,15 @@ class _Candidates:
         self.chain[0] = self.gain[0]
         self.state[0] = KNOWN if self.gain[0] > SPLIT_EPS else 0
         self.n_ids = 1
-        # the searched candidates of gain > SPLIT_EPS not expanded yet (in the order searched), and how many of gain >
-        # SPLIT_EPS the walk has not split (expanded or not): what :meth:`reachable` needs to know when every
-        # candidate is within the budget (the walk counts its splits down, :meth:`took_split`)
+        # the searched candidates of gain > SPLIT_EPS not expanded yet, in the order searched (a batch where the
+        # budget covers every candidate, :meth:`reachable`)
         self.open: dict[int, None] = {0: None} if self.gain[0] > SPLIT_EPS else {}
-        self.unsplit = len(self.open)
+
+    @property
+    def unsplit(self) -> int:
+        """How many candidates of gain > SPLIT_EPS the walk has not split, expanded or not."""
+        state = self.state[: self.n_ids]
+        return int(np.count_nonzero((state == KNOWN) | (state == EXPANDED)))
 
     def split_of(self, node: int) -> tuple[Splits, int]:
         r = self.rec[node]
@@ -99,7 +103,6 @@ class _Candidates:
 
     def took_split(self, node: int) -> None:
         """The walk split candidate ``node`` (the tree's next split)."""
-        self.unsplit -= 1
         self.state[node] = SPLIT
 
     def expand(self, batch: list[int], then: Callable[[], object] | None = None) -> None:
@@ -180,16 +183,13 @@ class _Candidates:
         gains, feats = found.gain.tolist(), found.feature.tolist()
         bins, dls = found.bin.tolist(), found.default_left.tolist()
         rec, gain, open_, parent, chain, state = self.rec, self.gain, self.open, self._parent, self.chain, self.state
-        opened = 0
         for node, j in zip(nodes, at, strict=True):
             rec[node] = (pair, j, n_in, found, smaller[j], feats[j], bins[j], dls[j])
             g = gain[node] = gains[j]
             if g > SPLIT_EPS:
                 open_[node] = None
-                opened += 1
                 state[node] = KNOWN
                 chain[node] = min(chain[parent[node]], g)  # searched nodes but the root have a parent
-        self.unsplit += opened
         return smaller
 
     def reachable(self, room: float) -> list[int]:
@@ -206,7 +206,7 @@ class _Candidates:
         makes the batch larger than needed. Some of a batch is searched in vain, which costs device work but no
         round trip; which candidates are searched never changes the tree. The chain values are kept as the searches
         come in, so the batch is one selection over them (it had been a walk of the candidate tree below the heap
-        at every step, up to a few hundred heap pops: H200, 10.5M rows, ~3.5 ms of a loss-guided round's host time).
+        at every step, up to a few hundred heap pops).
 
         The answer does not depend on how far the walk has got: the candidates it pops before it needs another
         batch are expanded ones of the largest chain values, which leave the ``room`` largest as the budget shrinks
@@ -217,13 +217,11 @@ class _Candidates:
         not expanded, in the order searched."""
         if room < 1:  # the walk has split the budget's leaves
             return []
-        if self.unsplit <= room:
-            return list(self.open)
         n = self.n_ids
         state, chain = self.state[:n], self.chain[:n]
         unsplit = chain[(state == KNOWN) | (state == EXPANDED)]
-        if unsplit.size != self.unsplit:
-            raise RuntimeError(f"{unsplit.size} candidates not split by state, {self.unsplit} by count")
+        if unsplit.size <= room:
+            return list(self.open)
         last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
         out = np.flatnonzero((state == KNOWN) & (chain >= last))
         return out[np.lexsort((out, -chain[out]))].tolist()  # the walk's order: larger chain values first
