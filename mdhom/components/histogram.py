@@ -186,9 +186,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
 
     Row-index builds of dense rows-major bins take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16
-    positions on in its run
-    while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's histograms: 131-138 ->
-    31-37 ms; a CPU otherwise waits a memory latency per gathered row).
+    positions on in its run while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's
+    histograms: 131-138 -> 31-37 ms; a CPU otherwise waits a memory latency per gathered row).
 
     Its own switches: ``ROW_WORDS`` (a row's bins read as 32-bit words, where rows are whole words) and ``ROTATE``
     (each work-item walks the features from its own one on, so the work-items of a warp add to different

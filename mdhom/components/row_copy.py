@@ -12,10 +12,9 @@ from mdhom.mdh import Concat, Description, Input
 
 @lru_cache(maxsize=1)
 def copy_words() -> Description:
-    """A copy of 8-byte words as a kernel: what the benches report kernels' bandwidth against
-    (:mod:`mdhom.bench.profile`). A kernel, not a buffer copy: CPU runtimes copy buffers (``clEnqueueCopyBuffer``) on
-    one thread (PoCL on the H200 host's 16 cores: 336 MB in 34 ms, ~10 GB/s, while its kernels streamed 18-80 GB/s),
-    and GPUs' copy engines are not what kernels are measured against."""
+    """A copy of 8-byte words as a kernel, beside the buffer copy, for the benches' bandwidth reference (the faster of
+    the two, :func:`mdhom.bench.profile.copy_bandwidth`): CPU runtimes copy buffers (``clEnqueueCopyBuffer``) on one
+    thread (PoCL on the H200 host's 16 cores: 336 MB in 34 ms, ~10 GB/s, while its kernels streamed 18-80 GB/s)."""
     return Description("tree_copy_words", ["i"], [Concat()], "ulong", "out = src;",
                        inputs=[Input("src", "ulong", ("i",))], chunked=True)
 
