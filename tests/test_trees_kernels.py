@@ -408,24 +408,25 @@ def test_score_update_and_predict_bins(device, feature_major):
 
 
 def test_leaf_rows(device):
-    """Every row's node from the nodes' position ranges, each in either half of the positions, written through the
-    output view ridx[half + pos]."""
+    """Every row's node from the nodes' position ranges, each in any of the three regions of the positions, written
+    through the output view ridx[region + pos]."""
     rng = np.random.default_rng(41)
     n = 3001
     begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
     ends = np.append(begin[1:], n)
-    half = np.where(rng.random(50) < 0.5, n, 0).astype(np.int32)
-    ridx = np.full(2 * n, -1, np.int32)  # the rows where the ranges are; the other half's stale entries are -1
+    region = (rng.integers(0, 3, 50) * n).astype(np.int32)
+    assert set(region.tolist()) == {0, n, 2 * n}
+    ridx = np.full(3 * n, -1, np.int32)  # the rows where the ranges are; the other regions' stale entries are -1
     perm = rng.permutation(n).astype(np.int32)
-    for b, e, h in zip(begin, ends, half, strict=True):
+    for b, e, h in zip(begin, ends, region, strict=True):
         ridx[h + b:h + e] = perm[b:e]
     node = rng.permutation(200)[:50].astype(np.int32)
-    tab, shift = pt.leaf_table(begin, node, half, n)
+    tab, shift = pt.leaf_table(begin, node, region, n)
     assert shift == 4 and tab.size == 3 * 50 + 188 + 1  # about four buckets of 16 positions a leaf, and the end
     want = pt.leaf_rows_reference(ridx, tab, n, 50)
     assert all(np.all(want[perm[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
-        tab, _ = pt.leaf_table(begin, node, half, n, s)
+        tab, _ = pt.leaf_table(begin, node, region, n, s)
         got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50,
                   bucket_shift=s)
         np.testing.assert_array_equal(got, want, err_msg=str(s))
@@ -435,12 +436,15 @@ def test_leaf_rows(device):
 def test_split_from_search(device, n_outputs):
     """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
     the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS, the child of
-    the smaller hessian sum built next, running ``first`` and a sentinel."""
+    the smaller hessian sum built next, running ``first`` and a sentinel; records in each of the three regions of
+    positions, whose children go to the next region (0 and 2 to 1, 1 to 2)."""
     rng = np.random.default_rng(43)
     half, n_bins, prec = 37, 19, "quantized"
+    n_rows = 9000  # positions a region
     last = tb.split_table(half + 5)  # longer than the step: a table buffer holds earlier rows past its end
     last["count"][:half] = rng.integers(0, 400, half)
-    last["begin"][:half] = np.cumsum(last["count"][:half]) - last["count"][:half] + 3
+    parent_region = np.arange(half) % 3
+    last["begin"][:half] = np.cumsum(last["count"][:half]) - last["count"][:half] + 3 + parent_region * n_rows
     last["next_child"][:half] = rng.integers(0, 2, half)
     n_left = np.array([rng.integers(0, c + 1) for c in last["count"][:half]] + [0] * 5, np.int32)
     m = 2 * half
@@ -451,9 +455,9 @@ def test_split_from_search(device, n_outputs):
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    n_rows = 9000  # positions a region: the records' ranges lie in region 0, their children in region 1
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows)
     assert (want["begin"][:m] >= n_rows).all()
+    assert np.array_equal(want["begin"][:m] // n_rows, np.tile(np.where(parent_region == 1, 2, 1), 2))
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
     desc = lookahead.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
