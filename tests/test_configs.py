@@ -340,7 +340,8 @@ def test_a_tune_drops_other_kernels_entries_of_an_older_version(cpu, tmp_path):
 
 
 def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
-    """A device file without a kernel that no tune stores (no tuning declared) asks for no re-run of `mdhom tune`:
+    """A device file without a kernel that no tune stores (no tuning declared, or tuned only on other kinds of
+    device: the GPUs' go-left prefix counts, which a CPU's learner builds too) asks for no re-run of `mdhom tune`:
     no re-run could silence it; a tunable kernel the file lacks does."""
     from mdhom.components import histogram as hg
     from mdhom.components import partition as pt
@@ -352,7 +353,9 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cfg, source = ws.config(pt.LEAF_ROWS, pt.leaf_rows(), {"pos": 1000})
+        assert ws.config(pt.FLAGS, pt.partition_flags(64), {"pos": 1000})[1] == "heuristic"
     assert source == "heuristic"
+    assert pt.FLAGS.tuning is not None and not pt.FLAGS.tuned_on(cpu) and hg.HISTOGRAM_ROWS.tuned_on(cpu)
     with pytest.warns(TunedConfigWarning, match="not tuned for tree_histogram_rows"):
         ws.config(hg.HISTOGRAM_ROWS, hg.histogram_rows(64, 28), {"node": 1, "pos": 1000})
 

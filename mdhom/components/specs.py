@@ -111,6 +111,13 @@ class KernelSpec:
     exact_pins: Mapping[str, int] = field(default_factory=dict)
     tuning: Tuning | None = None
 
+    def tuned_on(self, device: Device) -> bool:
+        """Whether a tune of ``device`` stores this kernel: some size class of it applies there (a kernel a device's
+        learner builds but runs only on other devices, such as the GPUs' per-row partition flags on a CPU, is not
+        tuned there, and no re-run of the tuner would stop a warning that it is not)."""
+        t = self.tuning
+        return t is not None and (t.applies is None or any(t.applies(device, s) for s in t.size_classes.values()))
+
     def tunable(self):  # noqa: ANN201 - a mdhom.tunable.TunableKernel (imported late: the tuner is optional)
         from mdhom.tunable import TunableKernel
 
