@@ -231,7 +231,7 @@ class RowPartitioner:
                 node = np.asarray(rows.nodes, np.int64)[k]
                 rows, n_left = (node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node]), \
                     n_left[k]
-            node, lo, hi, b0, c0 = rows  # int64 arrays, as apply_splits and the look-ahead's records make them
+            node, lo, hi, b0, c0 = rows  # integer arrays, as apply_splits and the look-ahead's records make them
             if not node.size:
                 continue
             self._room(max(int(lo.max()), int(hi.max())) + 1)
@@ -250,7 +250,7 @@ class RowPartitioner:
 
     def _ranges(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(begin, count) of ``nodes``; 0 rows for ids never split into."""
-        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        nodes = np.asarray(nodes).reshape(-1)
         self._room(int(nodes.max()) + 1 if nodes.size else 0)
         return self.begin[nodes], self.count[nodes]
 
@@ -286,15 +286,17 @@ class RowPartitioner:
                      cat_left: np.ndarray | None = None) -> None:
         """Move each split node's rows to its children (see :meth:`mdhom.trees.backend.TreeKernels.apply_splits`).
         (g, h) must be in position order already: they move with the rows."""
+        # this runs between a step's read-back and its launches, while the device waits, with the host's caches cold
+        # from the kernels (PoCL, 2-core EPYC: ~10 us a numpy call): no conversions the arrays as given do not need
         ws = self.ws
-        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        nodes = np.asarray(nodes).reshape(-1)
         self._prepared = None
         if nodes.size == 0:
             return
         self.resolve()
         self.nodes_written = False
         ns = int(nodes.size)
-        left, right = np.asarray(left, np.int64).reshape(-1), np.asarray(right, np.int64).reshape(-1)
+        left, right = np.asarray(left).reshape(-1), np.asarray(right).reshape(-1)
         begin, count = self._ranges(nodes)
         rows = (nodes, left, right, begin, count)
         self._last = None
@@ -322,9 +324,8 @@ class RowPartitioner:
         # every field is an int32: the records fill as the columns of one (ns, 11) block (few numpy calls: this
         # runs between a level's read-back and its first launch, while the device waits)
         first = ends - count
-        next_child = -1 if small_left is None else 1 - np.asarray(small_left, bool).reshape(-1)
-        cols = (nodes, np.asarray(feature).reshape(-1), np.asarray(bin).reshape(-1),
-                np.asarray(default_left, bool).reshape(-1), left, right, begin, count, next_child, first, -1)
+        next_child = -1 if small_left is None else np.logical_not(small_left)  # 0: the left child's histogram
+        cols = (nodes, feature, bin, default_left, left, right, begin, count, next_child, first, -1)
         block = tab.view(np.int32).reshape(ns, rec)
         for j, col in enumerate(cols):
             block[:, j] = col

@@ -389,8 +389,13 @@ class OpenCLTreeKernels:
             self.rows.resolve()
             return Splits.none(0, self.n_outputs, np.zeros((0, self.n_outputs, 2)))
         self.hist.to_work(hist)
-        out = self.split.search(hist.n_nodes, feature_mask, params, self._inv_scale, then)
-        self.rows.resolve()  # the left counts were read back before the search's result
+
+        def overlap() -> None:  # host work while the search runs: the caller's, then the last partition's left
+            if then is not None:  # counts (read back before the search's result) into the ranges, which had
+                then()  # been folded in after the result, between the step's read-back and its next launch
+            self.rows.resolve()
+
+        out = self.split.search(hist.n_nodes, feature_mask, params, self._inv_scale, overlap)
         self.gradients.check()
         return out
 
