@@ -575,19 +575,19 @@ class SplitEvaluator:
         # calls: this runs between a step's read-back and its next launch, while the device waits
         raw = host.view(ws.real).reshape(n, k, -1)[:, :, :7].astype(np.float64)
         gain = raw[:, 0, 6]
-        idx = host["index"][:, 0].astype(np.int32)  # a copy: ``host`` may be reused memory
-        ok = np.isfinite(gain)
-        if not ok.all():  # no valid split: gain -inf, feature and bin 0, not default-left, child sums 0
+        idx = host["index"][:, 0]  # a view of ``host``, which may be reused memory: only read here
+        if not np.isfinite(gain).all():  # no valid split: gain -inf, feature and bin 0, not default-left, sums 0
+            ok = np.isfinite(gain)
             raw[~ok, :, 0:4] = 0.0
             gain = np.where(ok, gain, -np.inf)
-            idx[~ok] = 1
+            idx = np.where(ok, idx, np.int32(1))
         n_cand = b - 2
-        feat, rest = np.divmod(idx, np.int32(2 * n_cand))  # rest: 2 * bin + (0: missing values go left); int32
+        feat, rest = np.divmod(idx, np.int32(2 * n_cand))  # new arrays; rest: 2 * bin + (0: missing values go left)
         raw.flags.writeable = False  # the Splits below are views of it: read-only, so no caller writes into another
         out = Splits(gain=gain, feature=feat, bin=rest >> 1, default_left=(rest & 1) == 0, left_sum=raw[:, :, 0:2],
                      right_sum=raw[:, :, 2:4], total=raw[:, :, 4:6])
         if self.categorical:
             out.cat_left = np.zeros((n, b), bool)
-            if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won
+            if np.any(ws.cat_mode[out.feature[np.isfinite(gain)]]):  # a second read only where a categorical split won
                 out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out
