@@ -406,7 +406,7 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     assert bool(getattr(dev.rows, "_ahead_blk_bounds", None)) == bool(partition["blocks"])  # the blocks were cut
 
 
-@pytest.mark.parametrize("ahead", [1, 2, 5])
+@pytest.mark.parametrize("ahead", [1, 2, 5, 7])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(255, 8, 1, 3), (0, 6, 1, 4), (40, 7, 1, 5), (31, 5, 3, 6),
                                                  (100, 0, 1, 7), (20, 5, 2, 8)])
 def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, ahead):
@@ -428,6 +428,8 @@ def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, a
     _same(got, want)
     np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
     assert want.n_nodes > 20 and ahd.searches < seq.searches, (ahd.searches, seq.searches)
+    if (leaves, depth, ahead) == (255, 8, 7):  # the root and six levels below it on the device, the last level (where
+        assert ahd.searches == 1  # the budget binds) from the same round trip's last search: one round trip a tree
 
 
 @pytest.mark.parametrize("leaves,depth,seed", [(255, 8, 3), (0, 5, 4), (60, 7, 9)])

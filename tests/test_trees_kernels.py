@@ -462,8 +462,19 @@ def test_split_from_search(device, n_outputs):
     desc = lookahead.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
         got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows)
+                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows, root=0)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
+    # the root (a depth-wise tree whose root's split is the device's): every row in region 0, no last table read
+    for gain, split in ((0.5, True), (-np.inf, False)):
+        one = res[:1].copy()
+        one["gain"] = gain
+        want = lookahead.split_from_search_reference(one, None, None, np.ones(1, np.int32), 1, n_bins, n_rows)
+        assert want["count"][0] == (n_rows if split else 0) and want["begin"][0] == 0
+        assert want["first"][1] == want["count"][0] and want["count"][1] == 0
+        got = run(desc, device, None, {"entry": 2}, res=("o", one, np.uint8), last_tab=("o", last, np.int32),
+                  n_left=("o", n_left, None), allow=("o", np.ones(1, np.int32), None), n_entries=1, base=1,
+                  n_rows=n_rows, root=1)
+        np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want)
 
 
 @pytest.mark.parametrize("blk_rows", [1, 7, 64])

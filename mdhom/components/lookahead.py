@@ -40,7 +40,8 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
     ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
     ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound of
-    the rows, and indices past the last range find it."""
+    the rows, and indices past the last range find it. ``root`` 1: the one entry is a tree's root, every row in
+    region 0 (no last table: a depth-wise tree whose root's split is the device's too)."""
     res = result_type(precision)
     n_cand = int(n_bins) - 2
     return Description(
@@ -51,7 +52,7 @@ __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
 const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
 int first = 0;
 for (int e = 0; e < entry; ++e) {
-    if (tree_ahead(rs, allow, e)) first += tree_ahead_count(last, n_left, n_entries, e);
+    if (tree_ahead(rs, allow, e)) first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
 }
 const int idx = ok ? rs[entry * TREE_OUTPUTS].index : 0;
 double sl = 0.0, sr = 0.0;
@@ -65,14 +66,14 @@ out.bin = (idx / 2) % N_CAND;
 out.default_left = (idx % 2) == 0;
 out.left = base + 2 * entry;
 out.right = base + 2 * entry + 1;
-out.begin = (entry < n_entries) ? tree_ahead_begin(last, n_left, n_entries, entry, n_rows) : 0;
-out.count = ok ? tree_ahead_count(last, n_left, n_entries, entry) : 0;
+out.begin = (entry < n_entries && !root) ? tree_ahead_begin(last, n_left, n_entries, entry, n_rows) : 0;
+out.count = ok ? (root ? n_rows : tree_ahead_count(last, n_left, n_entries, entry)) : 0;
 out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
 out.first = first;
 out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
                 Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
-        params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int")],
+        params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
@@ -100,22 +101,25 @@ inline int tree_ahead(__global const lr_t* res, __global const int* allow, const
     )
 
 
-def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray, n_left: np.ndarray, allow: np.ndarray,
-                                base: int, n_bins: int, n_rows: int) -> np.ndarray:
+def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_left: np.ndarray | None,
+                                allow: np.ndarray, base: int, n_bins: int, n_rows: int) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
-    last step's split table (at least n_entries / 2 records), ``allow`` per entry, ``n_rows`` positions a region;
-    n_entries + 1 records."""
+    last step's split table (at least n_entries / 2 records; None: the one entry is the root, ``root`` 1), ``allow``
+    per entry, ``n_rows`` positions a region; n_entries + 1 records."""
     m = len(res)
     half = m // 2
     out = split_table(m + 1)
-    i = np.arange(m) % max(half, 1)
-    built_left = last_tab["next_child"][i] == 0
-    left = (np.arange(m) < half) == built_left
-    nl = n_left[i].astype(np.int64)
-    parent = last_tab["begin"][i].astype(np.int64)
-    dst = flip_positions(parent, n_rows)
-    begin = np.where(left, dst, dst + nl)
-    count = np.where(left, nl, last_tab["count"][i] - nl)
+    if last_tab is None:  # the root: every row, in region 0
+        begin, count = np.zeros(m, np.int64), np.full(m, n_rows, np.int64)
+    else:
+        i = np.arange(m) % max(half, 1)
+        built_left = last_tab["next_child"][i] == 0
+        left = (np.arange(m) < half) == built_left
+        nl = n_left[i].astype(np.int64)
+        parent = last_tab["begin"][i].astype(np.int64)
+        dst = flip_positions(parent, n_rows)
+        begin = np.where(left, dst, dst + nl)
+        count = np.where(left, nl, last_tab["count"][i] - nl)
     gain = res["gain"][:, 0].astype(np.float64)
     with np.errstate(invalid="ignore"):
         ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)

@@ -129,6 +129,7 @@ class RowPartitioner:
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
         self._tab = "split_tab"  # the buffer holding the last step's table
+        self._at_root = False  # whether no split step has run since reset
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
@@ -210,6 +211,7 @@ class RowPartitioner:
         self.resolve()
         self._prepared = None
         self._last = None
+        self._at_root = True  # no split step since (apply_searched may split the root)
         ws = self.ws
         self.begin[:] = 0
         self.count[:] = 0
@@ -293,6 +295,7 @@ class RowPartitioner:
         self._prepared = None
         if nodes.size == 0:
             return
+        self._at_root = False
         self.resolve()
         self.nodes_written = False
         ns = int(nodes.size)
@@ -365,16 +368,19 @@ class RowPartitioner:
         (:mod:`mdhom.components.lookahead`): the host learns the splits with the search's result, after the launches,
         and sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
         are the children of the last split step (host or device made) in the search's order (each record's built
-        child, then the others), ``allow`` where each may split, into ``base + 2i`` and ``base + 2i + 1``; the
-        child of the smaller hessian sum is built next. Numeric splits only. Returns (the rows of the split
-        nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
+        child, then the others), or the root alone where no step has split since :meth:`reset`; ``allow`` where each
+        may split, into ``base + 2i`` and ``base + 2i + 1``; the child of the smaller hessian sum is built next.
+        Numeric splits only. Returns (the rows of the split nodes, the most rows one of them holds: upper bounds for
+        the launches that follow; the record)."""
         ws = self.ws
         allow = np.asarray(allow, bool).reshape(-1)
         m = int(allow.size)
-        if self._ahead_comp is None or self._last is None or m != 2 * self._last[2]:
-            raise ValueError("apply_searched: the children of the last split step (with a next child, numeric) "
-                             "of a partitioner built with ahead=True")
-        n, most, _ = self._last
+        root = self._at_root and m == 1
+        if self._ahead_comp is None or not (root or (self._last is not None and m == 2 * self._last[2])):
+            raise ValueError("apply_searched: the children of the last split step (with a next child, numeric), or "
+                             "the root before any, of a partitioner built with ahead=True")
+        n, most, _ = (ws.n_rows, ws.n_rows, 0) if root else self._last
+        self._at_root = False
         self._prepared = None
         self.nodes_written = False
         ws.ensure("n_left", 8 * (m + 1), keep=ws.capacity("n_left"))  # the last step's counts: the table's input
@@ -387,7 +393,8 @@ class RowPartitioner:
             ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
             self._ones = vals.size if allow.all() else 0
         make, flags = self._ahead_bound(self._tab, out)
-        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows))
+        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows,
+                                                 root=int(root)))
         ns = m + 1  # and the sentinel
         if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
             n_blk = n // self.blocks + ns + 1

@@ -40,14 +40,22 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     """
     kernels.reset_rows()
     hist = kernels.histograms(np.array([0], np.int32))
-    splits = kernels.best_splits(hist, feature_mask, params.split)
+    root_ahead = None
+    levels = _ahead_levels(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else 0
+    if levels:  # the root's split too is the device's: the first round trip comes after the levels below it
+        allow, first_id, _ = _ahead_plan(params, 0, 1, levels, 1)
+        founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id)
+        root_ahead = (levels, allow, first_id, founds, hists)
+        splits = founds[0]
+    else:
+        splits = kernels.best_splits(hist, feature_mask, params.split)
     if root_sums is None:
         root_sums = splits.total[0]
     nodes = NodeTable(np.asarray(root_sums).shape[0], _tree_size(params))
     nodes.add(root_sums, 0)
     if can_split(0, params):
         if not params.lossguide:
-            _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits, on_values)
+            _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits, on_values, root_ahead)
             on_values = None  # called with the rows' last ids, before the tree's bookkeeping
         elif kernels.batch_lossguide:
             grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
@@ -75,6 +83,19 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
         while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
             levels -= 1
     return max(0, levels)
+
+
+def _ahead_plan(params: GrowParams, depth: int, m: int, levels: int, n_bid: int
+                ) -> tuple[list[np.ndarray], list[int], int]:
+    """A look-ahead of ``levels`` levels below ``m`` entries at ``depth``: which of each level's slots may split
+    (``m * 2^j`` at level j, alive or not), the first backend id of each level's children (from ``n_bid`` on), and
+    the next free backend id."""
+    allow = [np.full(m << j, can_split(depth + j, params)) for j in range(levels)]
+    first_id = []
+    for j in range(levels):
+        first_id.append(n_bid)
+        n_bid += 2 * (m << j)
+    return allow, first_id, n_bid
 
 
 def _tree_size(params: GrowParams) -> int:
@@ -130,7 +151,8 @@ def _smaller_first(lo: np.ndarray, hi: np.ndarray, left_small: np.ndarray) -> np
 
 
 def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, hist: object,
-                    splits: Splits, on_values: Callable[[np.ndarray], None] | None = None) -> None:
+                    splits: Splits, on_values: Callable[[np.ndarray], None] | None = None,
+                    root_ahead: tuple | None = None) -> None:
     """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
     search's ``then``), so the device waits for the host only for what its next launches need: the chosen
     splits, the children's ids and which child is built.
@@ -143,7 +165,12 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
 
     ``on_values`` gets the values of the backend's ids (what the rows hold before the relabelling) as soon as the
     last partition is launched: the score update then runs while the host writes the tree (H200, 10.5M rows: the
-    device had waited ~0.7 ms a round for that bookkeeping)."""
+    device had waited ~0.7 ms a round for that bookkeeping).
+
+    ``root_ahead``: the look-ahead :func:`grow_tree` launched from the root itself (levels, allow, first_id, founds,
+    hists; ``splits`` is its first level's), so the root's split too is taken on the device and a tree of depth 8
+    and 255 leaves needs one round trip, for its last level, where the leaf budget binds (it had needed another
+    for the root's split)."""
     level_t = np.array([0], np.int64)  # the level's nodes: tree ids ...
     level_b = np.array([0], np.int64)  # ... backend ids ...
     at = np.array([0], np.int64)  # ... and rows of ``splits`` (and nodes of ``hist``)
@@ -155,68 +182,76 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     ahead_record: Callable[[], None] | None = None  # ... and the record of the host's level above them
     sums_b = np.zeros((_tree_size(params), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
     sums_b[0] = nodes.sums[0]
+    if root_ahead is not None:
+        allow, first_id = root_ahead[1:3]
+        n_bid = first_id[-1] + 2 * len(allow[-1])  # past the look-ahead's slots below the root (_ahead_plan)
+        tree_of = np.arange(nodes.n, dtype=np.int32)  # from here on the backend's ids differ from the tree's
+    pending = root_ahead  # a look-ahead launched, its levels not yet taken into the tree
+    record: Callable[[], None] | None = None  # the host's last level's record (none above the root's look-ahead)
     while at.size:
-        gain = np.asarray(splits.gain)[at]
-        chosen = np.flatnonzero(gain > SPLIT_EPS)
-        if params.max_leaves:
-            room = params.max_leaves - n_leaves
-            # the largest gains first, ties to the earlier node of the level; then back to level order
-            chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
-        if not chosen.size:
-            break
-        rows = at[chosen]
-        k = int(chosen.size)
-        b_lo = np.arange(n_bid, n_bid + 2 * k, 2, dtype=np.int64)
-        n_bid += 2 * k
-        n_leaves += k
-        # the partition needs backend ids only: launched before the tree's ids of the levels split on the device
-        # are given (H200, 10.5M rows: the device waited 0.76 ms a round for that bookkeeping)
-        left_small = nodes.left_small(splits, rows)
-        kernels.apply_splits(
-            level_b[chosen].astype(np.int32), splits.feature[rows], splits.bin[rows], splits.default_left[rows],
-            b_lo.astype(np.int32), (b_lo + 1).astype(np.int32), small_left=left_small,
-            cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
-        )
-        sums_b = _room(sums_b, n_bid)
-        sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
-        sums_b[b_lo + 1] = np.asarray(splits.right_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
-        depth += 1
-        last = _level_done(depth, n_leaves, params)
-        if on_values is not None and last:  # the last partition
-            on_values(_values(sums_b[:n_bid], params))
-            on_values = None
-        if ahead_record is not None:  # the bookkeeping of the levels split on the device, now the device is busy
-            ahead_record()
-            level_t = _name_ahead(nodes, params, tree_of, ahead, level_t)
-            ahead, ahead_record = [], None
-        lo, hi, _, record = nodes.split_level(level_t[chosen].astype(np.int32), splits, rows, params)
-        if tree_of is not None:
-            tree_of = _room(tree_of, n_bid)
-            tree_of[b_lo], tree_of[b_lo + 1] = lo, hi
-        if last:
-            record()
-            break
-        level_t, level_b = _smaller_first(lo, hi, left_small), _smaller_first(b_lo, b_lo + 1, left_small)
-        h_small = kernels.histograms(level_b[:k].astype(np.int32), transient=True)  # one histogram pass for the level
-        hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
-        at = np.arange(2 * k, dtype=np.int64)
-        levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
-        if not levels:
-            splits = kernels.best_splits(hist, mask, params.split, then=record)
-            continue
-        # the next ``levels`` levels on the device: level j's entries (2k * 2^j slots, alive or not) split where
-        # they may, children first_id[j] + 2e, + 1
-        m = 2 * k
-        allow = [np.full(m << j, can_split(depth + j, params)) for j in range(levels)]
-        first_id = []
-        for j in range(levels):
-            first_id.append(n_bid)
-            n_bid += 2 * (m << j)
-        if tree_of is None:  # from here on the backend's ids differ from the tree's
-            tree_of = np.arange(nodes.n, dtype=np.int32)
+        if pending is None:  # a level of the host's: its splits chosen from its search
+            gain = np.asarray(splits.gain)[at]
+            chosen = np.flatnonzero(gain > SPLIT_EPS)
+            if params.max_leaves:
+                room = params.max_leaves - n_leaves
+                # the largest gains first, ties to the earlier node of the level; then back to level order
+                chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
+            if not chosen.size:
+                break
+            rows = at[chosen]
+            k = int(chosen.size)
+            b_lo = np.arange(n_bid, n_bid + 2 * k, 2, dtype=np.int64)
+            n_bid += 2 * k
+            n_leaves += k
+            # the partition needs backend ids only: launched before the tree's ids of the levels split on the device
+            # are given (H200, 10.5M rows: the device waited 0.76 ms a round for that bookkeeping)
+            left_small = nodes.left_small(splits, rows)
+            kernels.apply_splits(
+                level_b[chosen].astype(np.int32), splits.feature[rows], splits.bin[rows], splits.default_left[rows],
+                b_lo.astype(np.int32), (b_lo + 1).astype(np.int32), small_left=left_small,
+                cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
+            )
+            sums_b = _room(sums_b, n_bid)
+            sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
+            sums_b[b_lo + 1] = np.asarray(splits.right_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])
+            depth += 1
+            last = _level_done(depth, n_leaves, params)
+            if on_values is not None and last:  # the last partition
+                on_values(_values(sums_b[:n_bid], params))
+                on_values = None
+            if ahead:  # the bookkeeping of the levels split on the device, now the device is busy
+                if ahead_record is not None:
+                    ahead_record()
+                level_t = _name_ahead(nodes, params, tree_of, ahead, level_t)
+                ahead, ahead_record = [], None
+            lo, hi, _, record = nodes.split_level(level_t[chosen].astype(np.int32), splits, rows, params)
+            if tree_of is not None:
+                tree_of = _room(tree_of, n_bid)
+                tree_of[b_lo], tree_of[b_lo + 1] = lo, hi
+            if last:
+                record()
+                break
+            level_t, level_b = _smaller_first(lo, hi, left_small), _smaller_first(b_lo, b_lo + 1, left_small)
+            h_small = kernels.histograms(level_b[:k].astype(np.int32), transient=True)  # one pass for the level
+            hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
+            at = np.arange(2 * k, dtype=np.int64)
+            levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
+            if not levels:
+                splits = kernels.best_splits(hist, mask, params.split, then=record)
+                continue
+            # the next ``levels`` levels on the device: level j's entries (2k * 2^j slots, alive or not) split where
+            # they may, children first_id[j] + 2e, + 1
+            allow, first_id, n_bid = _ahead_plan(params, depth, 2 * k, levels, n_bid)
+            if tree_of is None:  # from here on the backend's ids differ from the tree's
+                tree_of = np.arange(nodes.n, dtype=np.int32)
+            founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow,
+                                               first_id)
+            pending = (levels, allow, first_id, founds, hists)
+        levels, allow, first_id, founds, hists = pending
+        pending = None
+        m = at.size  # the look-ahead's entries: the root, or the children of the host's level
         tree_of = _room(tree_of, n_bid)
-        founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow, first_id)
-        ahead_record = record
+        ahead_record = record  # the host's level above the look-ahead (none above the root's)
         # which entries split, level by level: what the next partition needs (the live entries, their backend ids);
         # the tree's ids of those levels wait for it (``_name_ahead``)
         alive = np.ones(m, bool)
@@ -241,8 +276,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
                 break
     if on_values is not None:
         on_values(_values(sums_b[:n_bid], params))
-    if ahead_record is not None:
-        ahead_record()
+    if ahead:
+        if ahead_record is not None:
+            ahead_record()
         _name_ahead(nodes, params, tree_of, ahead, level_t)
     if tree_of is not None:
         kernels.relabel(tree_of[:n_bid])

@@ -41,8 +41,9 @@ PREFIX = "tree_layout_"
 # rows per block of the block partition where a device takes it: the CPUs' heuristic and their one candidate
 BLOCK_ROWS = 2048
 # depth-wise levels split on the device per round trip: every device's heuristic and the candidate beside none
-# (a 255-leaf tree of depth 8: the root's split, six levels on the device, the last level's split)
-DEPTH_AHEAD = 6
+# (a 255-leaf tree of depth 8: seven levels on the device from the root, then the last level, where the leaf budget
+# binds, by the host)
+DEPTH_AHEAD = 7
 # a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
 # pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
 WITHIN = math.log(2.0)
