@@ -432,6 +432,38 @@ def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, a
         assert ahd.searches == 1  # the budget binds) from the same round trip's last search: one round trip a tree
 
 
+def test_depthwise_lookahead_that_splits_nothing_below_a_host_level():
+    """A host level that splits, then a look-ahead whose first level splits nothing (every child too light to split
+    again): the host level's record is still written, so the tree is the level-wise one, its rows in its leaves."""
+    rng = np.random.default_rng(12)
+    X, _, h = _data(12, 2500, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((2500, 1))
+    bins = BinMapper(31).fit(X).transform(X)
+    empty = 0
+    for weight in (40.0, 60.0, 90.0, 130.0, 200.0):
+        for ahead in (1, 2):
+            gp = GrowParams(SplitParams(1.0, 0.0, 0.0, weight), 0.1, 12, 0, False)
+            seq, ahd = _BatchedNumpy(), _RoundTripsNumpy(ahead)
+            firsts = []
+            orig = ahd.look_ahead
+
+            def spy(hist, mask, params, nodes, allow, first_id, orig=orig, firsts=firsts):
+                founds, hists = orig(hist, mask, params, nodes, allow, first_id)
+                firsts.append((len(nodes), bool(np.any((founds[0].gain > 1e-6) & allow[0]))))
+                return founds, hists
+
+            ahd.look_ahead = spy
+            trees = []
+            for kern in (seq, ahd):
+                kern.load(bins, 32, 1)
+                kern.set_gradients(g, h)
+                trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+            _same(trees[1], trees[0])
+            np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+            empty += any(n > 1 and not split for n, split in firsts)  # below a host level, nothing split
+    assert empty > 0
+
+
 @pytest.mark.parametrize("leaves,depth,seed", [(255, 8, 3), (0, 5, 4), (60, 7, 9)])
 def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
     """The device's depth-wise look-ahead grows the reference's quantized level-wise tree bit for bit, rows in their

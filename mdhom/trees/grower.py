@@ -219,11 +219,11 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             if on_values is not None and last:  # the last partition
                 on_values(_values(sums_b[:n_bid], params))
                 on_values = None
-            if ahead:  # the bookkeeping of the levels split on the device, now the device is busy
-                if ahead_record is not None:
-                    ahead_record()
+            if ahead_record is not None:  # the host's level above the levels split on the device, and those
+                ahead_record()  # levels' bookkeeping, now the device is busy
+            if ahead:
                 level_t = _name_ahead(nodes, params, tree_of, ahead, level_t)
-                ahead, ahead_record = [], None
+            ahead, ahead_record = [], None
             lo, hi, _, record = nodes.split_level(level_t[chosen].astype(np.int32), splits, rows, params)
             if tree_of is not None:
                 tree_of = _room(tree_of, n_bid)
@@ -276,9 +276,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
                 break
     if on_values is not None:
         on_values(_values(sums_b[:n_bid], params))
+    if ahead_record is not None:  # also where the look-ahead's first level split nothing
+        ahead_record()
     if ahead:
-        if ahead_record is not None:
-            ahead_record()
         _name_ahead(nodes, params, tree_of, ahead, level_t)
     if tree_of is not None:
         kernels.relabel(tree_of[:n_bid])
