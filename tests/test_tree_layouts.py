@@ -20,6 +20,18 @@ VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
 HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS, DEPTH_AHEAD)  # the CPUs' (the stage tests run on a CPU)
 
 
+@pytest.fixture
+def cpu():
+    """An OpenCL CPU device (conftest's ``cpu`` is the first compute device, a GPU on the GPU machine): the stage's
+    tests model a CPU's candidates and heuristic."""
+    import mdhom
+
+    dev = next((d for d in mdhom.compute_devices() if d.type == "cpu"), None)
+    if dev is None:
+        pytest.skip("no OpenCL CPU device: the layout stage's tests model a CPU's candidates and heuristic")
+    return dev
+
+
 def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
     assert len(set(q)) == len(q) == 32 and len(set(d)) == len(d) == 6
