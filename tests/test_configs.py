@@ -261,6 +261,19 @@ def test_shipped_files_are_valid():
         configs.validate(json.loads(p.read_text()), str(p))
 
 
+def test_shipped_defaults_are_what_the_shipped_device_files_make(tmp_path):
+    """defaults.json is derived from the device files (``mdhom tune --update-defaults``): a device file re-tuned
+    without it leaves defaults that other devices of its group take, tuned for kernels that have since changed (the
+    NVIDIA group's whole-row histogram entries were, until 2026-11-29)."""
+    from importlib import resources
+    from pathlib import Path
+
+    shipped = Path(str(resources.files("mdhom.tuned_configs")))
+    rebuilt = configs.rebuild_defaults([shipped], tmp_path / "defaults.json")
+    want = json.loads((shipped / "defaults.json").read_text())["groups"]
+    assert json.loads(rebuilt.read_text())["groups"] == want, "run mdhom tune --update-defaults (or rebuild_defaults)"
+
+
 # ------------------------------------------------------------------------------------ comparison
 def test_compare_struct_and_precision_modes():
     from mdhom.mdh.examples import ARGMAX_F, GH
