@@ -576,8 +576,8 @@ class SplitEvaluator:
         raw = host.view(ws.real).reshape(n, k, -1)[:, :, :7].astype(np.float64)
         gain = raw[:, 0, 6]
         idx = host["index"][:, 0]  # a view of ``host``, which may be reused memory: only read here
-        if not np.isfinite(gain).all():  # no valid split: gain -inf, feature and bin 0, not default-left, sums 0
-            ok = np.isfinite(gain)
+        ok = np.isfinite(gain)
+        if not ok.all():  # no valid split: gain -inf, feature and bin 0, not default-left, child sums 0
             raw[~ok, :, 0:4] = 0.0
             gain = np.where(ok, gain, -np.inf)
             idx = np.where(ok, idx, np.int32(1))
@@ -588,6 +588,6 @@ class SplitEvaluator:
                      right_sum=raw[:, :, 2:4], total=raw[:, :, 4:6])
         if self.categorical:
             out.cat_left = np.zeros((n, b), bool)
-            if np.any(ws.cat_mode[out.feature[np.isfinite(gain)]]):  # a second read only where a categorical split won
+            if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won
                 out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out
