@@ -43,9 +43,9 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     root_ahead = None
     levels = _ahead_levels(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else 0
     if levels:  # the root's split too is the device's: the first round trip comes after the levels below it
-        allow, first_id, _ = _ahead_plan(params, 0, 1, levels, 1)
+        allow, first_id, n_bid = _ahead_plan(params, 0, 1, levels, 1)
         founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id)
-        root_ahead = (levels, allow, first_id, founds, hists)
+        root_ahead = ((levels, allow, first_id, founds, hists), n_bid)
         splits = founds[0]
     else:
         splits = kernels.best_splits(hist, feature_mask, params.split)
@@ -152,7 +152,7 @@ def _smaller_first(lo: np.ndarray, hi: np.ndarray, left_small: np.ndarray) -> np
 
 def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams, hist: object,
                     splits: Splits, on_values: Callable[[np.ndarray], None] | None = None,
-                    root_ahead: tuple | None = None) -> None:
+                    root_ahead: tuple[tuple, int] | None = None) -> None:
     """Level by level. A level's node bookkeeping runs after the next level's split search is enqueued (the
     search's ``then``), so the device waits for the host only for what its next launches need: the chosen
     splits, the children's ids and which child is built.
@@ -167,10 +167,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     last partition is launched: the score update then runs while the host writes the tree (H200, 10.5M rows: the
     device had waited ~0.7 ms a round for that bookkeeping).
 
-    ``root_ahead``: the look-ahead :func:`grow_tree` launched from the root itself (levels, allow, first_id, founds,
-    hists; ``splits`` is its first level's), so the root's split too is taken on the device and a tree of depth 8
-    and 255 leaves needs one round trip, for its last level, where the leaf budget binds (it had needed another
-    for the root's split)."""
+    ``root_ahead``: the look-ahead :func:`grow_tree` launched from the root itself ((levels, allow, first_id, founds,
+    hists), and the next free backend id; ``splits`` is its first level's), so the root's split too is taken on the
+    device and a tree of depth 8 and 255 leaves needs one round trip, for its last level, where the leaf budget binds
+    (it had needed another for the root's split)."""
     level_t = np.array([0], np.int64)  # the level's nodes: tree ids ...
     level_b = np.array([0], np.int64)  # ... backend ids ...
     at = np.array([0], np.int64)  # ... and rows of ``splits`` (and nodes of ``hist``)
@@ -182,11 +182,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     ahead_record: Callable[[], None] | None = None  # ... and the record of the host's level above them
     sums_b = np.zeros((_tree_size(params), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
     sums_b[0] = nodes.sums[0]
+    pending = None  # a look-ahead launched, its levels not yet taken into the tree
     if root_ahead is not None:
-        allow, first_id = root_ahead[1:3]
-        n_bid = first_id[-1] + 2 * len(allow[-1])  # past the look-ahead's slots below the root (_ahead_plan)
+        pending, n_bid = root_ahead
         tree_of = np.arange(nodes.n, dtype=np.int32)  # from here on the backend's ids differ from the tree's
-    pending = root_ahead  # a look-ahead launched, its levels not yet taken into the tree
     record: Callable[[], None] | None = None  # the host's last level's record (none above the root's look-ahead)
     while at.size:
         if pending is None:  # a level of the host's: its splits chosen from its search
