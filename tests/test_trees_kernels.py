@@ -455,26 +455,67 @@ def test_split_from_search(device, n_outputs):
     res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
     res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
     allow = (rng.random(m) < 0.8).astype(np.int32)
-    want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows)
+    last["node"][half] = 40  # the leaves the last step's sentinel counts
+    want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1)
+    n_split = int(lookahead.ahead_budget_reference(res, allow, 0, 0).sum())  # the entries that split
+    assert want["node"][m] == 40 + n_split and (want["node"][:m] == -1).all()
     assert (want["begin"][:m] >= n_rows).all()
     assert np.array_equal(want["begin"][:m] // n_rows, np.tile(np.where(parent_region == 1, 2, 1), 2))
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
     desc = lookahead.split_from_search(n_bins, n_outputs, prec)
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
-        got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                  n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows, root=0)
-        np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
+        for leaves in (-1, 7):  # the last table's count, or the host's
+            want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves)
+            got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
+                      n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows,
+                      root=0, leaves=leaves)
+            np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
     # the root (a depth-wise tree whose root's split is the device's): every row in region 0, no last table read
     for gain, split in ((0.5, True), (-np.inf, False)):
         one = res[:1].copy()
         one["gain"] = gain
-        want = lookahead.split_from_search_reference(one, None, None, np.ones(1, np.int32), 1, n_bins, n_rows)
+        want = lookahead.split_from_search_reference(one, None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
         assert want["count"][0] == (n_rows if split else 0) and want["begin"][0] == 0
-        assert want["first"][1] == want["count"][0] and want["count"][1] == 0
+        assert want["first"][1] == want["count"][0] and want["count"][1] == 0 and want["node"][1] == 1 + split
         got = run(desc, device, None, {"entry": 2}, res=("o", one, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", np.ones(1, np.int32), None), n_entries=1, base=1,
-                  n_rows=n_rows, root=1)
+                  n_rows=n_rows, root=1, leaves=1)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_ahead_budget(device, n_outputs):
+    """A tree's last level on the device: of the entries that may split (allowed, a finite gain above SPLIT_EPS),
+    only the largest gains the leaf budget has room for, ties to the earlier entry (the host's level-wise rule);
+    the leaves before the level are the host's count or the last table's sentinel's."""
+    rng = np.random.default_rng(47)
+    m, n_bins, prec = 90, 19, "quantized"
+    res = np.zeros((m, n_outputs), sp.result_type(prec).dtype)
+    # few distinct gains: ties across the budget's edge
+    res["gain"] = np.repeat(rng.choice([-np.inf, np.nan, 0.0, 1e-7, 0.25, 0.5, 0.5, 1.0, 2.0, 3.0], m), n_outputs
+                            ).reshape(m, n_outputs)
+    allow = (rng.random(m) < 0.9).astype(np.int32)
+    last = tb.split_table(m // 2 + 3)
+    last["node"][m // 2] = 100  # the sentinel of the last table: the tree's leaves before the level
+    n_ok = int(lookahead.ahead_budget_reference(res, allow, 0, 0).sum())
+    assert n_ok > 30
+    desc = lookahead.ahead_budget(n_bins, n_outputs, prec)
+    for leaves, max_leaves in ((-1, 0), (-1, 100 + n_ok + 5), (-1, 100 + n_ok // 2), (-1, 100), (3, 20), (7, 8)):
+        before = 100 if leaves < 0 else leaves
+        want = lookahead.ahead_budget_reference(res, allow, before, max_leaves)
+        assert want.sum() == (n_ok if not max_leaves else min(n_ok, max_leaves - before))
+        for cf in configs(desc, device, {"entry": m}, seed=48):
+            got = run(desc, device, cf, {"entry": m}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
+                      allow=("o", allow, None), n_entries=m, leaves=leaves, max_leaves=max_leaves)
+            np.testing.assert_array_equal(got, want, err_msg=f"{leaves} {max_leaves} {cf}")
+    # the reference's rule: among equal gains the earlier entries, the largest gains first
+    gain = res["gain"][:, 0].astype(np.float64)
+    keep = lookahead.ahead_budget_reference(res, allow, 100, 100 + n_ok // 2).astype(bool)
+    ok = lookahead.ahead_budget_reference(res, allow, 0, 0).astype(bool)
+    edge = gain[keep].min()
+    assert (gain[ok & ~keep] <= edge).all()
+    tied = np.flatnonzero(ok & (gain == edge))
+    assert np.array_equal(keep[tied], np.arange(tied.size) < keep[tied].sum())
 
 
 @pytest.mark.parametrize("blk_rows", [1, 7, 64])

@@ -143,10 +143,11 @@ QUANTIZED = textwrap.dedent("""
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
     w = rng.random(n_rows) + 0.5
     base = loss.base_score(y, w)
-    # a depthwise tree, then a loss-guided one (leaves searched in batches, some renamed back; rows learn their leaves
-    # from tree_leaf_rows); the second tree's root reads region 0 of the positions, which the first tree's splits
-    # (depth 3: regions 1 and 2) left as it was
-    policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False),
+    # a depthwise tree (on the device from the root: its last level within a budget of 6 leaves, which binds at 4
+    # nodes, by tree_ahead_budget), then a loss-guided one (leaves searched in batches, some renamed back; rows learn
+    # their leaves from tree_leaf_rows); the second tree's root reads region 0 of the positions, which the first
+    # tree's splits (depth 3: regions 1 and 2) left as it was
+    policies = [GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 6, False),
                 GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 0, 9, True)]
     dev = OpenCLTreeKernels("oclgrind", precision="quantized", configs=configs, **mode)
     ref = NumpyKernels("quantized")

@@ -1,12 +1,14 @@
 """The look-ahead's split tables (below loss-guided batches, and depth-wise levels), made on the device: a step whose
 splits the device decides from the split search it just ran, before the host has read the result (the row
 partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k, depth_ahead=d)`` use it, tuned layout
-choices), and the blocks such a table's rows are cut into for the block and group partitions.
+choices), the leaf budget of a depth-wise tree's last level, and the blocks such a table's rows are cut into for the
+block and group partitions.
 
 =======================  =========================  ==================================================================
 kernel                   index space                combine operators
 =======================  =========================  ==================================================================
 tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel
+tree_ahead_budget        entry                      concat: which entries of a tree's last level split (its leaf budget)
 tree_ahead_blocks        blk                        concat: each block's (split, block) pair for the block partitions
 =======================  =========================  ==================================================================
 """
@@ -24,6 +26,14 @@ from mdhom.components.split import SPLIT_EPS, result_type
 from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
+# whether entry e of a search's packed result may split: allowed, and a finite gain above SPLIT_EPS (the host's rule)
+_RULE = f"""
+inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e) {{
+    const double g = (double)res[e * TREE_OUTPUTS].gain;
+    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r};
+}}
+"""
+
 
 @lru_cache(maxsize=8)
 def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Description:
@@ -40,7 +50,10 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
     ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
     ``n_entries`` is a sentinel at the end of the ranges with no rows: the partition launches for an upper bound of
-    the rows, and indices past the last range find it. ``root`` 1: the one entry is a tree's root, every row in
+    the rows, and indices past the last range find it. Its ``node`` counts the tree's leaves after the step (no other
+    record names its node): ``leaves`` (the host's count, where the step is a look-ahead's first) or, where that is
+    -1, the last table's sentinel's, plus the entries that split; a tree's last level takes its leaf budget from it
+    (:func:`ahead_budget`). ``root`` 1: the one entry is a tree's root, every row in
     region 0 (no last table: a depth-wise tree whose root's split is the device's too)."""
     res = result_type(precision)
     n_cand = int(n_bins) - 2
@@ -50,9 +63,12 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
 __global const lr_t* rs = (__global const lr_t*)res;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
 const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
-int first = 0;
+int first = 0, n_split = 0;
 for (int e = 0; e < entry; ++e) {
-    if (tree_ahead(rs, allow, e)) first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
+    if (tree_ahead(rs, allow, e)) {
+        first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
+        ++n_split;
+    }
 }
 const int idx = ok ? rs[entry * TREE_OUTPUTS].index : 0;
 double sl = 0.0, sr = 0.0;
@@ -60,7 +76,7 @@ for (int k = 0; k < TREE_OUTPUTS && ok; ++k) {
     sl += (double)rs[entry * TREE_OUTPUTS + k].lh;
     sr += (double)rs[entry * TREE_OUTPUTS + k].rh;
 }
-out.node = -1;
+out.node = entry < n_entries ? -1 : (leaves >= 0 ? leaves : last[n_entries / 2].node) + n_split;
 out.feature = idx / (2 * N_CAND);
 out.bin = (idx / 2) % N_CAND;
 out.default_left = (idx % 2) == 0;
@@ -73,7 +89,8 @@ out.first = first;
 out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
                 Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
-        params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int")],
+        params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int"),
+                Param("leaves", "int")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
@@ -92,20 +109,17 @@ inline int tree_ahead_count(__global const tree_split_t* last, __global const in
     const int i = e < n_entries / 2 ? e : e - n_entries / 2;
     return tree_ahead_left(last, n_entries, e) ? n_left[i] : last[i].count - n_left[i];
 }}
-/* whether entry e splits: allowed, and a finite gain above SPLIT_EPS */
-inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e) {{
-    const double g = (double)res[e * TREE_OUTPUTS].gain;
-    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r};
-}}
-""",
+"""
+        + _RULE,
     )
 
 
 def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_left: np.ndarray | None,
-                                allow: np.ndarray, base: int, n_bins: int, n_rows: int) -> np.ndarray:
+                                allow: np.ndarray, base: int, n_bins: int, n_rows: int, leaves: int = 0) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
     last step's split table (at least n_entries / 2 records; None: the one entry is the root, ``root`` 1), ``allow``
-    per entry, ``n_rows`` positions a region; n_entries + 1 records."""
+    per entry, ``n_rows`` positions a region, ``leaves`` the tree's before the step (-1: the last table's sentinel's);
+    n_entries + 1 records."""
     m = len(res)
     half = m // 2
     out = split_table(m + 1)
@@ -128,6 +142,7 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_
     sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
     sr = res["rh"].astype(np.float64).cumsum(axis=1)[:, -1]
     out["node"] = -1
+    out["node"][m] = (leaves if leaves >= 0 else int(last_tab["node"][half])) + int(ok.sum())
     out["feature"][:m], out["bin"][:m] = idx // (2 * n_cand), (idx // 2) % n_cand
     out["default_left"][:m] = idx % 2 == 0
     out["default_left"][m] = 1
@@ -139,6 +154,61 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_
     out["next_child"][m] = -1
     out["first"] = np.concatenate([[0], np.cumsum(out["count"][:m])])
     return out
+
+
+@lru_cache(maxsize=8)
+def ahead_budget(n_bins: int, n_outputs: int, precision: str) -> Description:
+    """Which entries of a depth-wise tree's last level split, decided on the device: those ``tree_split_from_search``
+    would split (allowed, a finite gain above SPLIT_EPS), and where more would than the tree's leaf budget holds
+    (``max_leaves`` less the leaves before the level, 0 for no limit), only as many of the largest gains, ties to the
+    earlier entry: the host's level-wise rule (:func:`within_budget`), so the last level needs no round trip. The
+    leaves before the level are ``leaves``, or where that is -1 the last table's sentinel's count
+    (``tree_split_from_search``). The result is that step's ``allow``. Entry ``entry`` ranks its gain among the
+    level's (a loop: a few hundred entries)."""
+    res = result_type(precision)
+    return Description(
+        "tree_ahead_budget", ["entry"], [Concat()], "int",
+        scalar="""
+__global const lr_t* rs = (__global const lr_t*)res;
+__global const tree_split_t* last = (__global const tree_split_t*)last_tab;
+out = 0;
+if (tree_ahead(rs, allow, entry)) {
+    const int room = max_leaves > 0 ? max_leaves - (leaves >= 0 ? leaves : last[n_entries / 2].node) : n_entries;
+    const double g = (double)rs[entry * TREE_OUTPUTS].gain;
+    int rank = 0;  /* entries ahead of this one: a larger gain, or the same gain earlier */
+    for (int e = 0; e < n_entries && rank < room; ++e) {
+        if (e != entry && tree_ahead(rs, allow, e)) {
+            const double ge = (double)rs[e * TREE_OUTPUTS].gain;
+            rank += ge > g || (ge == g && e < entry);
+        }
+    }
+    out = rank < room;
+}""",
+        inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
+                Input("allow", "int", (1,), gather=True)],
+        params=[Param("n_entries", "int"), Param("leaves", "int"), Param("max_leaves", "int")],
+        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + _RULE,
+    )
+
+
+def within_budget(gain: np.ndarray, ok: np.ndarray, room: int | None) -> np.ndarray:
+    """``ok`` less all but the ``room`` largest gains among it, ties to the earlier entry (None: no budget): which
+    nodes of a level split where the tree's leaf budget binds (XGBoost's and the reference's level-wise rule)."""
+    ok = np.asarray(ok, bool)
+    if room is None or int(ok.sum()) <= room:
+        return ok
+    at = np.flatnonzero(ok)
+    out = np.zeros_like(ok)
+    out[at[np.argsort(-np.asarray(gain)[at], kind="stable")[: max(0, room)]]] = True
+    return out
+
+
+def ahead_budget_reference(res: np.ndarray, allow: np.ndarray, leaves: int, max_leaves: int) -> np.ndarray:
+    """``tree_ahead_budget`` in numpy, ``leaves`` the tree's before the level (int32 per entry)."""
+    gain = res["gain"][:, 0].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+    return within_budget(gain, ok, max_leaves - leaves if max_leaves > 0 else None).astype(np.int32)
 
 
 @lru_cache(maxsize=1)
@@ -180,4 +250,5 @@ def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.n
 
 AHEAD = KernelSpec("tree_split_from_search", elementwise())
 AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise())
-SPECS = (AHEAD, AHEAD_BLOCKS)
+AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise())
+SPECS = (AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET)

@@ -58,7 +58,7 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import snippet
-from mdhom.components.lookahead import AHEAD, AHEAD_BLOCKS, ahead_blocks, split_from_search
+from mdhom.components.lookahead import AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET, ahead_blocks, ahead_budget, split_from_search
 from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
@@ -127,7 +127,9 @@ class RowPartitioner:
                                                                   **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
         self._ahead_comp = None
-        self._ahead_bounds: dict[tuple[str, str], tuple[Bound, Bound]] = {}
+        self._ahead_bounds: dict[tuple[str, str, str], tuple[Bound, Bound]] = {}
+        self._budget_bounds: dict[str, Bound] = {}
+        self._budget_comp = None
         self._tab = "split_tab"  # the buffer holding the last step's table
         self._at_root = False  # whether no split step has run since reset
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
@@ -363,15 +365,18 @@ class RowPartitioner:
             if row is None:
                 self._last = (n, most, ns)
 
-    def apply_searched(self, allow: np.ndarray, base: int) -> tuple[int, int, _Ahead]:
+    def apply_searched(self, allow: np.ndarray, base: int, leaves: int = -1,
+                       max_leaves: int = 0) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
         (:mod:`mdhom.components.lookahead`): the host learns the splits with the search's result, after the launches,
         and sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
         are the children of the last split step (host or device made) in the search's order (each record's built
         child, then the others), or the root alone where no step has split since :meth:`reset`; ``allow`` where each
         may split, into ``base + 2i`` and ``base + 2i + 1``; the child of the smaller hessian sum is built next.
-        Numeric splits only. Returns (the rows of the split nodes, the most rows one of them holds: upper bounds for
-        the launches that follow; the record)."""
+        ``leaves``: the tree's leaves before the step, where the last step was the host's or none (the device's steps
+        carry the count on); ``max_leaves`` > 0: the step is a depth-wise tree's last level, which splits only the
+        largest gains its leaf budget holds (``tree_ahead_budget``). Numeric splits only. Returns (the rows of the
+        split nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
         ws = self.ws
         allow = np.asarray(allow, bool).reshape(-1)
         m = int(allow.size)
@@ -379,6 +384,8 @@ class RowPartitioner:
         if self._ahead_comp is None or not (root or (self._last is not None and m == 2 * self._last[2])):
             raise ValueError("apply_searched: the children of the last split step (with a next child, numeric), or "
                              "the root before any, of a partitioner built with ahead=True")
+        if leaves < 0 and (root or not self._tab.startswith("split_ahead")):
+            raise ValueError("apply_searched: the tree's leaves before a step the host's table (or none) precedes")
         n, most, _ = (ws.n_rows, ws.n_rows, 0) if root else self._last
         self._at_root = False
         self._prepared = None
@@ -392,9 +399,23 @@ class RowPartitioner:
             ws.ensure("ahead_allow", 4 * vals.size)
             ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
             self._ones = vals.size if allow.all() else 0
-        make, flags = self._ahead_bound(self._tab, out)
+        allowed = "ahead_allow"
+        if max_leaves > 0:  # the leaf budget picks which of the allowed may split
+            ws.ensure("ahead_budget", 4 * m)
+            budget = self._budget_bounds.get(self._tab)
+            if budget is None:  # built at its first use: loss-guided trees and trees without a depth limit never ask
+                if self._budget_comp is None:
+                    self._budget_comp = ws.build(AHEAD_BUDGET, ahead_budget(ws.n_bins, ws.n_outputs, ws.precision),
+                                                 {"entry": 64})
+                last = self._tab
+                budget = self._budget_bounds[last] = Bound(ws, self._budget_comp, lambda: (ws["ahead_budget"], dict(
+                    res=ws["res"], last_tab=ws[last], allow=ws["ahead_allow"])))
+            ws.record("tree_ahead_budget", budget({"entry": m}, n_entries=m, leaves=int(leaves),
+                                                  max_leaves=int(max_leaves)))
+            allowed = "ahead_budget"
+        make, flags = self._ahead_bound(self._tab, out, allowed)
         ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows,
-                                                 root=int(root)))
+                                                 root=int(root), leaves=int(leaves)))
         ns = m + 1  # and the sentinel
         if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
             n_blk = n // self.blocks + ns + 1
@@ -417,15 +438,16 @@ class RowPartitioner:
         self._last = (n, most, m)
         return n, most, ahead
 
-    def _ahead_bound(self, last: str, out: str) -> tuple[Bound, Bound]:
-        """The table maker from ``last`` into ``out``, and the partition reading ``out``."""
-        key = (last, out)
+    def _ahead_bound(self, last: str, out: str, allow: str) -> tuple[Bound, Bound]:
+        """The table maker from ``last`` into ``out`` (its ``allow`` in buffer ``allow``), and the partition reading
+        ``out``."""
+        key = (last, out, allow)
         if key not in self._ahead_bounds:
             ws = self.ws
             flags = self.k_flags.comp
             self._ahead_bounds[key] = (
                 Bound(ws, self._ahead_comp, lambda: (ws[out], dict(res=ws["res"], last_tab=ws[last],
-                                                                   n_left=ws["n_left"], allow=ws["ahead_allow"]))),
+                                                                   n_left=ws["n_left"], allow=ws[allow]))),
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
 

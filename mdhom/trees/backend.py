@@ -152,7 +152,8 @@ class TreeKernels(Protocol):
         feature is categorical."""
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[object]]:
+                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None
+                   ) -> tuple[list[Splits], list[object]]:
         """``best_splits(hist)`` and ``len(allow)`` split steps after it, taken before the host has seen those
         results: several steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with
         ``small_left``), built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids.
@@ -161,8 +162,11 @@ class TreeKernels(Protocol):
         ``first_id[k] + 2i + 1``; level k + 1 holds, for each entry, the child of the smaller hessian sum
         (``left_smaller``), then for each the other (:func:`mdhom.trees.reference.ahead_step`: an entry that does
         not split contributes an empty node and itself, neither alive). Returns (the splits of ``hist`` and of
-        each level, the levels' histograms). Numeric splits of quantized histograms (on devices; any precision
-        in numpy)."""
+        each level, the levels' histograms). ``final``: (the tree's leaves now, its ``max_leaves`` or 0): the last
+        level of ``allow`` is the tree's last (at its depth limit), split where its leaf budget holds (where more of
+        its entries would split than the budget has room for, those of the largest gains, ties to the earlier entry:
+        the level-wise rule), its children neither built nor searched: then one split per level and one histogram
+        less. Numeric splits of quantized histograms (on devices; any precision in numpy)."""
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree

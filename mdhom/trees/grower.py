@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mdhom.components.lookahead import within_budget
 from mdhom.components.split import SPLIT_EPS
 from mdhom.trees.backend import Splits, TreeKernels
 from mdhom.trees.growth import GrowParams, NodeTable, can_split, cat_tables, node_values, sibling_histograms
@@ -42,10 +43,12 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
     hist = kernels.histograms(np.array([0], np.int32))
     root_ahead = None
     levels = _ahead_levels(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else 0
-    if levels:  # the root's split too is the device's: the first round trip comes after the levels below it
-        allow, first_id, n_bid = _ahead_plan(params, 0, 1, levels, 1)
-        founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id)
-        root_ahead = ((levels, allow, first_id, founds, hists), n_bid)
+    final = can_split(0, params) and not params.lossguide and _final_level(kernels, params, levels)
+    if levels or final:  # the root's split too is the device's: the first round trip comes after the levels below it
+        allow, first_id, n_bid = _ahead_plan(params, 0, 1, levels + final, 1)
+        founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id,
+                                           (1, params.max_leaves) if final else None)
+        root_ahead = ((levels, final, allow, first_id, founds, hists), n_bid)
         splits = founds[0]
     else:
         splits = kernels.best_splits(hist, feature_mask, params.split)
@@ -83,6 +86,16 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
         while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
             levels -= 1
     return max(0, levels)
+
+
+def _final_level(kernels: TreeKernels, params: GrowParams, depth: int) -> bool:
+    """Whether the device may split the level at ``depth`` too, a tree's last by its depth limit, below the
+    levels it splits ahead: its leaf budget then decided on the device (``look_ahead``'s ``final``), so a tree needs
+    no round trip but the one that ends it (H200, 10.5M rows, depth 8 and 255 leaves: the device had waited ~0.7 ms a
+    round for the host to choose the last level's splits)."""
+    if not kernels.depth_ahead or (params.categorical is not None and bool(np.any(params.categorical))):
+        return False
+    return bool(params.max_depth) and depth == params.max_depth - 1
 
 
 def _ahead_plan(params: GrowParams, depth: int, m: int, levels: int, n_bid: int
@@ -167,10 +180,10 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     last partition is launched: the score update then runs while the host writes the tree (H200, 10.5M rows: the
     device had waited ~0.7 ms a round for that bookkeeping).
 
-    ``root_ahead``: the look-ahead :func:`grow_tree` launched from the root itself ((levels, allow, first_id, founds,
-    hists), and the next free backend id; ``splits`` is its first level's), so the root's split too is taken on the
-    device and a tree of depth 8 and 255 leaves needs one round trip, for its last level, where the leaf budget binds
-    (it had needed another for the root's split)."""
+    ``root_ahead``: the look-ahead :func:`grow_tree` launched from the root itself ((levels, final, allow, first_id,
+    founds, hists), and the next free backend id; ``splits`` is its first level's), so the root's split too is taken
+    on the device. With the last level's leaf budget on the device as well (``final``, :func:`_final_level`), a tree
+    of depth 8 and 255 leaves is one look-ahead: its only wait is for the tree's record at the end."""
     level_t = np.array([0], np.int64)  # the level's nodes: tree ids ...
     level_b = np.array([0], np.int64)  # ... backend ids ...
     at = np.array([0], np.int64)  # ... and rows of ``splits`` (and nodes of ``hist``)
@@ -190,11 +203,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     while at.size:
         if pending is None:  # a level of the host's: its splits chosen from its search
             gain = np.asarray(splits.gain)[at]
-            chosen = np.flatnonzero(gain > SPLIT_EPS)
-            if params.max_leaves:
-                room = params.max_leaves - n_leaves
-                # the largest gains first, ties to the earlier node of the level; then back to level order
-                chosen = np.sort(chosen[np.argsort(-gain[chosen], kind="stable")[:room]])
+            # the largest gains first where the leaf budget binds, ties to the earlier node of the level
+            chosen = np.flatnonzero(within_budget(gain, gain > SPLIT_EPS,
+                                                  params.max_leaves - n_leaves if params.max_leaves else None))
             if not chosen.size:
                 break
             rows = at[chosen]
@@ -235,18 +246,19 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
             at = np.arange(2 * k, dtype=np.int64)
             levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
-            if not levels:
+            final = _final_level(kernels, params, depth + levels)
+            if not (levels or final):
                 splits = kernels.best_splits(hist, mask, params.split, then=record)
                 continue
-            # the next ``levels`` levels on the device: level j's entries (2k * 2^j slots, alive or not) split where
-            # they may, children first_id[j] + 2e, + 1
-            allow, first_id, n_bid = _ahead_plan(params, depth, 2 * k, levels, n_bid)
+            # the next ``levels`` levels on the device (and the tree's last, ``final``): level j's entries (2k * 2^j
+            # slots, alive or not) split where they may, children first_id[j] + 2e, + 1
+            allow, first_id, n_bid = _ahead_plan(params, depth, 2 * k, levels + final, n_bid)
             if tree_of is None:  # from here on the backend's ids differ from the tree's
                 tree_of = np.arange(nodes.n, dtype=np.int32)
             founds, hists = kernels.look_ahead(hist, mask, params.split, level_b.astype(np.int32), allow,
-                                               first_id)
-            pending = (levels, allow, first_id, founds, hists)
-        levels, allow, first_id, founds, hists = pending
+                                               first_id, (n_leaves, params.max_leaves) if final else None)
+            pending = (levels, final, allow, first_id, founds, hists)
+        levels, final, allow, first_id, founds, hists = pending
         pending = None
         m = at.size  # the look-ahead's entries: the root, or the children of the host's level
         tree_of = _room(tree_of, n_bid)
@@ -254,8 +266,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         # which entries split, level by level: what the next partition needs (the live entries, their backend ids);
         # the tree's ids of those levels wait for it (``_name_ahead``)
         alive = np.ones(m, bool)
-        for j in range(levels):
-            ok, _, next_ids, next_alive = ahead_step(founds[j], alive, allow[j], first_id[j])
+        for j in range(levels + final):
+            room = params.max_leaves - n_leaves if j == levels and params.max_leaves else None  # the last level's
+            ok, _, next_ids, next_alive = ahead_step(founds[j], alive, allow[j], first_id[j], room)
             split_at = np.flatnonzero(ok)  # entries that split, in level order: the level's chosen nodes
             if not split_at.size:
                 at = at[:0]
@@ -270,9 +283,9 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             at = np.concatenate([split_at, ok.size + split_at]).astype(np.int64)
             alive, level_b = next_alive, next_ids[at]
         else:
-            splits, hist = founds[levels], hists[levels - 1]
-            if _level_done(depth, n_leaves, params):
+            if final or _level_done(depth, n_leaves, params):  # (the tree's last level: nothing searched below it)
                 break
+            splits, hist = founds[levels], hists[levels - 1]
     if on_values is not None:
         on_values(_values(sums_b[:n_bid], params))
     if ahead_record is not None:  # also where the look-ahead's first level split nothing

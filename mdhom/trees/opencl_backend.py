@@ -406,27 +406,36 @@ class OpenCLTreeKernels:
         self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left)
 
     def look_ahead(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: list[np.ndarray], first_id: list[int]) -> tuple[list[Splits], list[DeviceHist]]:
+                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None
+                   ) -> tuple[list[Splits], list[DeviceHist]]:
         self.hist.check(hist)
         levels = len(allow)
+        built_levels = levels - (final is not None)  # levels whose children are built and searched
+        leaves, max_leaves = final if final is not None else (0, 0)
         self.hist.to_work(hist)
         later = [self.split.search_later(hist.n_nodes, feature_mask, params)]
         founds: list[Splits] = []
         aheads = []
-        state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool)}
+        state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool),
+                 "leaves": leaves}
 
         def take(k: int) -> None:  # level k's splits: which of its nodes split, and the next level's ids
             founds.append(later[k]())
-            ok, _, ids, alive = ahead_step(founds[k], state["alive"], allow[k], first_id[k])
+            room = max_leaves - state["leaves"] if k == built_levels and max_leaves else None
+            ok, _, ids, alive = ahead_step(founds[k], state["alive"], allow[k], first_id[k], room)
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
             state["ids"], state["alive"] = ids, alive
+            state["leaves"] += int(ok.sum())
 
         self.gradients.ensure()
         cur, hists = hist, []
         for k in range(levels):
             m = cur.n_nodes
-            split_rows, most, ahead = self.rows.apply_searched(allow[k], first_id[k])
+            split_rows, most, ahead = self.rows.apply_searched(
+                allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0)
             aheads.append(ahead)
+            if k == built_levels:  # the tree's last level: nothing below it to build or search
+                break
             rows = 0
             if self.ws.profile:  # the rows the histogram reads, for the bytes a profile reports (profiling waits)
                 take(k)
@@ -446,6 +455,11 @@ class OpenCLTreeKernels:
                 take(k)
             self.rows.resolve()
 
+        if final is not None:  # every search is in once the last partition is launched: the host reads the last
+            for k in range(len(founds), levels):  # ones while the device partitions (the ranges wait for the counts)
+                take(k)
+            self.gradients.check()
+            return founds, hists
         last = self.split.search(cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
         self.rows.resolve()
         self.gradients.check()
