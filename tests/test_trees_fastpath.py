@@ -447,8 +447,8 @@ def test_depthwise_lookahead_that_splits_nothing_below_a_host_level():
             firsts = []
             orig = ahd.look_ahead
 
-            def spy(hist, mask, params, nodes, allow, first_id, final=None, orig=orig, firsts=firsts):
-                founds, hists = orig(hist, mask, params, nodes, allow, first_id, final)
+            def spy(hist, mask, params, nodes, allow, first_id, final=None, then=None, orig=orig, firsts=firsts):
+                founds, hists = orig(hist, mask, params, nodes, allow, first_id, final, then)
                 firsts.append((len(nodes), bool(np.any((founds[0].gain > 1e-6) & allow[0]))))
                 return founds, hists
 

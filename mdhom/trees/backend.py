@@ -152,8 +152,8 @@ class TreeKernels(Protocol):
         feature is categorical."""
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None
-                   ) -> tuple[list[Splits], list[object]]:
+                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
+                   then: Callable[[], None] | None = None) -> tuple[list[Splits], list[object]]:
         """``best_splits(hist)`` and ``len(allow)`` split steps after it, taken before the host has seen those
         results: several steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with
         ``small_left``), built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids.
@@ -166,7 +166,8 @@ class TreeKernels(Protocol):
         level of ``allow`` is the tree's last (at its depth limit), split where its leaf budget holds (where more of
         its entries would split than the budget has room for, those of the largest gains, ties to the earlier entry:
         the level-wise rule), its children neither built nor searched: then one split per level and one histogram
-        less. Numeric splits of quantized histograms (on devices; any precision in numpy)."""
+        less. ``then`` runs once every launch is queued, before the host first waits for a result (as
+        ``best_splits``'). Numeric splits of quantized histograms (on devices; any precision in numpy)."""
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree

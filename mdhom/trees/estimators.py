@@ -39,7 +39,7 @@ from mdhom.learn.validation import (
 )
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams, TreeKernels
-from mdhom.trees.grower import GrowParams, grow_tree
+from mdhom.trees.grower import GrowParams, grow_tree, start_tree
 from mdhom.trees.model import (
     Ensemble,
     Tree,
@@ -282,6 +282,20 @@ class _TreeBoost(TreeModelFiles, OptionParams):
         best, best_score, patience = -1, np.inf, p["early_stopping_rounds"]
         n_rows = max(1, int(round(p["subsample"] * n)))
         n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
+        per_round = 1  # trees a round
+        # without eval sets no round needs its tree on the host before the next starts: each tree is assembled while
+        # the device grows the next (start_tree's while_busy)
+        unfinished: list[Callable[[], Tree]] = []
+
+        def add(tree: Tree) -> None:
+            if ensemble.categories is not None:
+                tree.set_categories(ensemble.categories)
+            trees.append(tree)
+
+        def finish_last() -> None:
+            while unfinished:
+                add(unfinished.pop()())
+
         for it in range(p["n_estimators"]):
             start = time.perf_counter()
             keep = None
@@ -292,15 +306,19 @@ class _TreeBoost(TreeModelFiles, OptionParams):
             if n_cols < n_features:
                 mask[:] = False
                 mask[rng.choice(n_features, n_cols, replace=False)] = True
+            grown: list[Tree] = []
             if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
                 grown = kernels.grow_round(keep, mask, grow, threshold)
-            else:
+            elif evals:
                 kernels.compute_gradients(keep)
                 grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
+            else:
+                kernels.compute_gradients(keep)
+                unfinished.append(start_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores,
+                                             while_busy=finish_last, relabel=False))
+            per_round = max(1, len(grown))
             for tree in grown:
-                if ensemble.categories is not None:
-                    tree.set_categories(ensemble.categories)
-                trees.append(tree)
+                add(tree)
             for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
                 for tree in grown:
                     raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
@@ -317,10 +335,14 @@ class _TreeBoost(TreeModelFiles, OptionParams):
                     print(f"[{it}]\t{text}", flush=True)
                 if patience and it - best >= patience:
                     break
+        if unfinished:  # the last tree, its host work counted in the last round
+            start = time.perf_counter()
+            finish_last()
+            times[-1] += time.perf_counter() - start
         if patience:  # whole rounds (one_output_per_tree grows a tree per output each)
-            trees = trees[: (best + 1) * len(grown)]
+            trees = trees[: (best + 1) * per_round]
         else:
-            best = len(trees) // len(grown) - 1
+            best = len(trees) // per_round - 1
         return trees, times, results, best
 
     def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:

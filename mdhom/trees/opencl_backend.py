@@ -406,8 +406,8 @@ class OpenCLTreeKernels:
         self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left)
 
     def look_ahead(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None
-                   ) -> tuple[list[Splits], list[DeviceHist]]:
+                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
+                   then: Callable[[], None] | None = None) -> tuple[list[Splits], list[DeviceHist]]:
         self.hist.check(hist)
         levels = len(allow)
         built_levels = levels - (final is not None)  # levels whose children are built and searched
@@ -451,12 +451,16 @@ class OpenCLTreeKernels:
                 later.append(self.split.search_later(cur.n_nodes, feature_mask, params, key=k + 1))
 
         def take_all() -> None:  # while the last search runs: the earlier results, in order, and the ranges
+            if then is not None:
+                then()
             for k in range(len(founds), levels):
                 take(k)
             self.rows.resolve()
 
-        if final is not None:  # every search is in once the last partition is launched: the host reads the last
-            for k in range(len(founds), levels):  # ones while the device partitions (the ranges wait for the counts)
+        if final is not None:  # every search is in once the last partition is launched: the host reads them while
+            if then is not None:  # the device works through the levels (the ranges wait for the last counts)
+                then()
+            for k in range(len(founds), levels):
                 take(k)
             self.gradients.check()
             return founds, hists

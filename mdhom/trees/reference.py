@@ -441,8 +441,8 @@ class NumpyTreeKernels:
             self.row_node[rows] = np.where(go, lo, hi)
 
     def look_ahead(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
-                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None
-                   ) -> tuple[list[Splits], list[np.ndarray]]:
+                   allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
+                   then: Callable[[], None] | None = None) -> tuple[list[Splits], list[np.ndarray]]:
         founds, hists = [self.best_splits(hist, feature_mask, params)], []
         ids, alive = np.asarray(nodes, np.int32).reshape(-1), np.ones(hist.shape[0], bool)
         leaves, max_leaves = final if final is not None else (0, 0)
@@ -460,6 +460,8 @@ class NumpyTreeKernels:
             hists.append(hist)
             founds.append(self.best_splits(hist, feature_mask, params))
             ids, alive = next_ids, next_alive
+        if then is not None:
+            then()
         return founds, hists
 
     def relabel(self, node_map: np.ndarray) -> None:
