@@ -555,6 +555,16 @@ def test_recorder_reports_a_backend_without_profiling():
     assert recorder.backend is None and "NumpyKernels" in recorder.unsupported
 
 
+def test_profile_times_every_round_call_of_the_backend_protocol():
+    """The profile's backend calls are the TreeKernels protocol's, less its set-up: a call left out (as look_ahead
+    was) puts its kernels' device time against no host time, and 'launch + transfer' went negative."""
+    from mdhom.bench.profile import BACKEND_CALLS
+    from mdhom.trees.backend import TreeKernels
+
+    protocol = {name for name, v in vars(TreeKernels).items() if callable(v) and not name.startswith("_")}
+    assert protocol - {"load", "bin_rows", "check_size", "kernel_configs"} == set(BACKEND_CALLS)
+
+
 def test_format_profile_table():
     from mdhom.bench.profile import format_profile, summarize
 

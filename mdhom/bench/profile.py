@@ -29,7 +29,9 @@ import numpy as np
 
 __all__ = ["KernelRecorder", "record_fit", "record_timeline", "summarize", "summarize_timeline", "format_profile"]
 
-# the TreeKernels protocol's calls (mdhom.trees.backend); any the backend lacks are skipped
+# the TreeKernels protocol's calls of a fit's rounds (mdhom.trees.backend; not its set-up: load, bin_rows,
+# check_size, kernel_configs); any the backend lacks are skipped. A depth-wise tree's look_ahead includes the host
+# work the driver does while the device grows it (the last tree's assembly: start_tree's while_busy).
 BACKEND_CALLS = (
     "set_gradients",
     "set_objective",
@@ -45,8 +47,12 @@ BACKEND_CALLS = (
     "subtract",
     "concat",
     "take",
+    "siblings",
+    "siblings_from",
     "best_splits",
     "apply_splits",
+    "look_ahead",
+    "relabel",
     "row_nodes",
     "node_rows",
 )
