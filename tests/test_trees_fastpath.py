@@ -432,6 +432,37 @@ def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, a
         assert ahd.searches == 1  # the budget binds) from the same round trip's last search: one round trip a tree
 
 
+def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow():
+    """A depth-wise tree without a depth or leaf limit: look-aheads below wide host levels split fewer levels, so the
+    deepest level searched holds at most AHEAD_ENTRIES entries (slots below nodes that did not split included); the
+    tree is still the level-wise one."""
+    from mdhom.trees.grower import AHEAD_ENTRIES
+
+    rng = np.random.default_rng(14)
+    X, _, h = _data(14, 6000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((6000, 1))
+    bins = BinMapper(31).fit(X).transform(X)
+    gp = GrowParams(SplitParams(1.0, 0.0, 0.0, 0.5), 0.1, 0, 0, False)
+    seq, ahd = _BatchedNumpy(), _RoundTripsNumpy(7)
+    widest, capped = [], []
+    orig = ahd.look_ahead
+
+    def spy(hist, mask, params, nodes, allow, first_id, final=None, then=None):
+        widest.append(len(nodes) << len(allow))  # the entries of the level below the last one split
+        capped.append(len(allow) < 7)
+        return orig(hist, mask, params, nodes, allow, first_id, final, then)
+
+    ahd.look_ahead = spy
+    trees = []
+    for kern in (seq, ahd):
+        kern.load(bins, 32, 1)
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+    _same(trees[1], trees[0])
+    np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+    assert max(widest) <= AHEAD_ENTRIES and any(capped) and trees[0].n_nodes > 300, (widest, trees[0].n_nodes)
+
+
 def test_depthwise_lookahead_that_splits_nothing_below_a_host_level():
     """A host level that splits, then a look-ahead whose first level splits nothing (every child too light to split
     again): the host level's record is still written, so the tree is the level-wise one, its rows in its leaves."""

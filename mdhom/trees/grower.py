@@ -26,6 +26,10 @@ from mdhom.trees.reference import ahead_step
 
 __all__ = ["GrowParams", "grow_tree", "start_tree"]
 
+# the most entries (split slots, alive or not) of a look-ahead's deepest level: 2^10, a depth-wise tree's from the root
+# with depth_ahead 7 are 2^7; a histogram each (28 features x 63 bins: 14 KB)
+AHEAD_ENTRIES = 1024
+
 
 def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
               threshold: Callable[[int, int], float],
@@ -113,7 +117,9 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
     numerically): as many as leave the level after them splittable (a level at the depth limit would be built and
     searched in vain), and only while the leaf budget cannot bind (every node of those levels splitting adds
     ``n_nodes * (2^levels - 1)`` leaves at most), so that the level-wise rule (every node of gain > SPLIT_EPS, the
-    largest gains where the budget is short) takes the same splits as the device's."""
+    largest gains where the budget is short) takes the same splits as the device's. The deepest level searched holds
+    ``n_nodes * 2^levels`` entries, those below nodes that did not split included: at most ``AHEAD_ENTRIES``, so a
+    tree without a depth or leaf limit does not allocate histograms for 2^7 slots below each node of a wide level."""
     if params.categorical is not None and bool(np.any(params.categorical)):
         return 0
     levels = int(kernels.depth_ahead)
@@ -122,6 +128,8 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
     if params.max_leaves:
         while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
             levels -= 1
+    while levels > 0 and n_nodes << levels > AHEAD_ENTRIES:
+        levels -= 1
     return max(0, levels)
 
 
