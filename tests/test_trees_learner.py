@@ -401,6 +401,43 @@ def test_quantized_model_files_are_identical_everywhere(tmp_path, monkeypatch, d
         assert all(t == texts[0] for t in texts[1:])
 
 
+@pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=5, max_leaves=20),
+                                dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
+                                     random_state=3)], ids=["depthwise", "lossguide"])
+def test_trees_assembled_while_the_next_grows_give_the_same_model_files(tmp_path, monkeypatch, device, kw):
+    """Where the device computes beside the host (overlap_trees, GPUs), each tree is assembled on the host while the
+    device grows the next (start_tree's while_busy, the rows left with the backend's ids): the same model file as
+    tree by tree and as the numpy reference; with eval sets every tree is assembled in its own round."""
+    from mdhom.trees import estimators
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    X, y = _data(n=700, nan=0.03, seed=12)
+    started = []
+    original = estimators.start_tree
+
+    def spy(*args, **kwargs):
+        started.append(kwargs.get("while_busy") is not None and kwargs.get("relabel") is False)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(estimators, "start_tree", spy)
+    texts = []
+    for dev, overlap in (("numpy", None), (device, False), (device, True)):
+        if overlap is not None:
+            monkeypatch.setattr(OpenCLTreeKernels, "overlap_trees", property(lambda self, o=overlap: o))
+        started.clear()
+        est = TreeBoostClassifier(n_estimators=6, device=dev, precision="quantized", **kw).fit(X, y)
+        assert started == ([True] * 6 if overlap else []), (dev, overlap, started)
+        est.save_model(tmp_path / "m.json")
+        doc = json.loads((tmp_path / "m.json").read_text())
+        doc["params"].pop("device")
+        texts.append(json.dumps(doc, sort_keys=True))
+        assert len(est.round_times_) == 6
+    assert texts[1] == texts[0] and texts[2] == texts[0]
+    started.clear()
+    TreeBoostClassifier(n_estimators=3, device=device, precision="quantized", **kw).fit(X, y, eval_set=[(X, y)])
+    assert started == []
+
+
 def test_precision_resolution():
     """None: quantized on a GPU, double elsewhere (numpy included); explicit modes are kept."""
     from mdhom.trees.estimators import resolve_precision

@@ -284,7 +284,7 @@ class _TreeBoost(TreeModelFiles, OptionParams):
         n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
         per_round = 1  # trees a round
         # without eval sets no round needs its tree on the host before the next starts: each tree is assembled while
-        # the device grows the next (start_tree's while_busy)
+        # the device grows the next (start_tree's while_busy), where the device computes beside the host
         unfinished: list[Callable[[], Tree]] = []
 
         def add(tree: Tree) -> None:
@@ -309,7 +309,7 @@ class _TreeBoost(TreeModelFiles, OptionParams):
             grown: list[Tree] = []
             if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
                 grown = kernels.grow_round(keep, mask, grow, threshold)
-            elif evals:
+            elif evals or not kernels.overlap_trees:
                 kernels.compute_gradients(keep)
                 grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
             else:

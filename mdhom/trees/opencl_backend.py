@@ -103,6 +103,11 @@ class OpenCLTreeKernels:
     # loss-guided trees search the splits of several leaves per step (mdhom.trees.lossguide)
     batch_lossguide = True
 
+    @property
+    def overlap_trees(self) -> bool:
+        """A GPU computes beside the host; a CPU device's kernels share its cores (TreeKernels.overlap_trees)."""
+        return self.device.type != "cpu"
+
     def __init__(self, device: str | Device | None = None, precision: str = "double",
                  feature_major: bool | None = None, configs: dict[str, dict[str, int]] | None = None,
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
