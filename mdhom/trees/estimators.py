@@ -292,9 +292,9 @@ class _TreeBoost(TreeModelFiles, OptionParams):
                 tree.set_categories(ensemble.categories)
             trees.append(tree)
 
-        def finish_last() -> None:
+        def finish_last() -> None:  # (one tree at most: each start_tree finishes the one before)
             while unfinished:
-                add(unfinished.pop()())
+                add(unfinished.pop(0)())
 
         for it in range(p["n_estimators"]):
             start = time.perf_counter()

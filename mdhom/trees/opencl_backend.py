@@ -464,6 +464,7 @@ class OpenCLTreeKernels:
 
         if final is not None:  # every search is in once the last partition is launched: the host reads them while
             if then is not None:  # the device works through the levels (the ranges wait for the last counts)
+                self.ws.queue.flush()  # the launches under way before the host's work (a driver may hold them)
                 then()
             for k in range(len(founds), levels):
                 take(k)
