@@ -432,6 +432,18 @@ def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, a
         assert ahd.searches == 1  # the budget binds) from the same round trip's last search: one round trip a tree
 
 
+def _both_grow(seq, ahd, bins, g, h, gp):
+    """One tree of 6 features and 31 bins grown by each numpy backend: the same tree, every row in the same leaf."""
+    trees = []
+    for kern in (seq, ahd):
+        kern.load(bins, 32, 1)
+        kern.set_gradients(g, h)
+        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+    _same(trees[1], trees[0])
+    np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+    return trees
+
+
 def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow():
     """A depth-wise tree without a depth or leaf limit: look-aheads below wide host levels split fewer levels, so the
     deepest level searched holds at most AHEAD_ENTRIES entries (slots below nodes that did not split included); the
@@ -453,13 +465,7 @@ def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow():
         return orig(hist, mask, params, nodes, allow, first_id, final, then)
 
     ahd.look_ahead = spy
-    trees = []
-    for kern in (seq, ahd):
-        kern.load(bins, 32, 1)
-        kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
-    _same(trees[1], trees[0])
-    np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+    trees = _both_grow(seq, ahd, bins, g, h, gp)
     assert max(widest) <= AHEAD_ENTRIES and any(capped) and trees[0].n_nodes > 300, (widest, trees[0].n_nodes)
 
 
@@ -484,13 +490,7 @@ def test_depthwise_lookahead_that_splits_nothing_below_a_host_level():
                 return founds, hists
 
             ahd.look_ahead = spy
-            trees = []
-            for kern in (seq, ahd):
-                kern.load(bins, 32, 1)
-                kern.set_gradients(g, h)
-                trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
-            _same(trees[1], trees[0])
-            np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
+            _both_grow(seq, ahd, bins, g, h, gp)
             empty += any(n > 1 and not split for n, split in firsts)  # below a host level, nothing split
     assert empty > 0
 
