@@ -444,24 +444,27 @@ def _both_grow(seq, ahd, bins, g, h, gp):
     return trees
 
 
-def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow():
-    """A depth-wise tree without a depth or leaf limit: look-aheads below wide host levels split fewer levels, so the
-    deepest level searched holds at most AHEAD_ENTRIES entries (slots below nodes that did not split included); the
-    tree is still the level-wise one."""
+@pytest.mark.parametrize("n,depth,weight", [(6000, 0, 0.5), (40000, 13, 0.02)])
+def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow(n, depth, weight):
+    """A depth-wise tree without a leaf limit (and without a depth limit, or a deep one): look-aheads below wide host
+    levels split fewer levels, so the deepest level searched, or the last one split on the device, holds at most
+    AHEAD_ENTRIES entries (slots below nodes that did not split included); the tree is still the level-wise one. At
+    depth 13 the last level (depth 12) is over a thousand nodes wide: the host splits it."""
     from mdhom.trees.grower import AHEAD_ENTRIES
 
     rng = np.random.default_rng(14)
-    X, _, h = _data(14, 6000, 6)
-    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((6000, 1))
+    X, _, h = _data(14, n, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
     bins = BinMapper(31).fit(X).transform(X)
-    gp = GrowParams(SplitParams(1.0, 0.0, 0.0, 0.5), 0.1, 0, 0, False)
+    gp = GrowParams(SplitParams(1.0, 0.0, 0.0, weight), 0.1, depth, 0, False)
     seq, ahd = _BatchedNumpy(), _RoundTripsNumpy(7)
     widest, capped = [], []
     orig = ahd.look_ahead
 
     def spy(hist, mask, params, nodes, allow, first_id, final=None, then=None):
-        widest.append(len(nodes) << len(allow))  # the entries of the level below the last one split
-        capped.append(len(allow) < 7)
+        # the entries of the level below the last one split, or of the last one where it is the tree's last
+        widest.append(len(nodes) << (len(allow) - (final is not None)))
+        capped.append(len(allow) - (final is not None) < min(7, depth - 1 if depth else 7))
         return orig(hist, mask, params, nodes, allow, first_id, final, then)
 
     ahd.look_ahead = spy

@@ -62,7 +62,7 @@ def start_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask:
     hist = kernels.histograms(np.array([0], np.int32))
     root_ahead = None
     levels = _ahead_levels(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else 0
-    final = can_split(0, params) and not params.lossguide and _final_level(kernels, params, levels)
+    final = can_split(0, params) and not params.lossguide and _final_level(kernels, params, levels, 1 << levels)
     if levels or final:  # the root's split too is the device's: the first round trip comes after the levels below it
         allow, first_id, n_bid = _ahead_plan(params, 0, 1, levels + final, 1)
         founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id,
@@ -133,14 +133,15 @@ def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes:
     return max(0, levels)
 
 
-def _final_level(kernels: TreeKernels, params: GrowParams, depth: int) -> bool:
-    """Whether the device may split the level at ``depth`` too, a tree's last by its depth limit, below the
-    levels it splits ahead: its leaf budget then decided on the device (``look_ahead``'s ``final``), so a tree needs
-    no round trip but the one that ends it (H200, 10.5M rows, depth 8 and 255 leaves: the device had waited ~0.7 ms a
-    round for the host to choose the last level's splits)."""
+def _final_level(kernels: TreeKernels, params: GrowParams, depth: int, entries: int) -> bool:
+    """Whether the device may split the level at ``depth`` (of ``entries`` slots) too, a tree's last by its depth
+    limit, below the levels it splits ahead: its leaf budget then decided on the device (``look_ahead``'s ``final``),
+    so a tree needs no round trip but the one that ends it (H200, 10.5M rows, depth 8 and 255 leaves: the device had
+    waited ~0.7 ms a round for the host to choose the last level's splits). At most ``AHEAD_ENTRIES`` entries: the
+    budget ranks each entry's gain against every other's."""
     if not kernels.depth_ahead or (params.categorical is not None and bool(np.any(params.categorical))):
         return False
-    return bool(params.max_depth) and depth == params.max_depth - 1
+    return bool(params.max_depth) and depth == params.max_depth - 1 and entries <= AHEAD_ENTRIES
 
 
 def _ahead_plan(params: GrowParams, depth: int, m: int, levels: int, n_bid: int
@@ -294,7 +295,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
             at = np.arange(2 * k, dtype=np.int64)
             levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
-            final = _final_level(kernels, params, depth + levels)
+            final = _final_level(kernels, params, depth + levels, (2 * k) << levels)
             if not (levels or final):
                 splits = kernels.best_splits(hist, mask, params.split, then=record)
                 continue
