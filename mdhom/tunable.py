@@ -96,6 +96,14 @@ def compare(
     return None
 
 
+def applicable_classes(size_classes: Mapping[str, dict[str, int]],
+                       applies: Callable[[Device, dict[str, int]], bool] | None,
+                       device: Device | None) -> dict[str, dict[str, int]]:
+    """The size classes of a kernel that apply to ``device`` (all, without a rule or a device): what a tune of that
+    device stores, and so what its learner may ask a warning about."""
+    return {c: s for c, s in size_classes.items() if device is None or applies is None or applies(device, s)}
+
+
 @dataclass
 class TunableKernel:
     """A kernel the tuner can search.
@@ -146,8 +154,7 @@ class TunableKernel:
     def classes(self, quick: bool = False, device: Device | None = None) -> dict[str, dict[str, int]]:
         """The size classes to tune; in quick mode only those within ``quick_points`` (at least the smallest); for
         a ``device``, only the classes that apply to it (all, without one: every variant any device builds)."""
-        pool = {c: s for c, s in self.size_classes.items()
-                if device is None or self.applies is None or self.applies(device, s)}
+        pool = applicable_classes(self.size_classes, self.applies, device)
         if not quick or not pool:
             return dict(pool)
         ordered = sorted(pool, key=self.points)

@@ -115,8 +115,10 @@ class KernelSpec:
         """Whether a tune of ``device`` stores this kernel: some size class of it applies there (a kernel a device's
         learner builds but runs only on other devices, such as the GPUs' per-row partition flags on a CPU, is not
         tuned there, and no re-run of the tuner would stop a warning that it is not)."""
+        from mdhom.tunable import applicable_classes
+
         t = self.tuning
-        return t is not None and (t.applies is None or any(t.applies(device, s) for s in t.size_classes.values()))
+        return t is not None and bool(applicable_classes(t.size_classes, t.applies, device))
 
     def tunable(self):  # noqa: ANN201 - a mdhom.tunable.TunableKernel (imported late: the tuner is optional)
         from mdhom.tunable import TunableKernel
