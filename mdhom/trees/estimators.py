@@ -309,13 +309,14 @@ class _TreeBoost(TreeModelFiles, OptionParams):
             grown: list[Tree] = []
             if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
                 grown = kernels.grow_round(keep, mask, grow, threshold)
-            elif evals or not kernels.overlap_trees:
-                kernels.compute_gradients(keep)
-                grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
             else:
                 kernels.compute_gradients(keep)
-                unfinished.append(start_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores,
-                                             while_busy=finish_last, relabel=False))
+                if evals or not kernels.overlap_trees:
+                    grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
+                else:
+                    unfinished.append(start_tree(kernels, None, mask, grow, threshold,
+                                                 on_values=kernels.update_scores, while_busy=finish_last,
+                                                 relabel=False))
             per_round = max(1, len(grown))
             for tree in grown:
                 add(tree)
