@@ -134,9 +134,7 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_
         dst = flip_positions(parent, n_rows)
         begin = np.where(left, dst, dst + nl)
         count = np.where(left, nl, last_tab["count"][i] - nl)
-    gain = res["gain"][:, 0].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+    ok = may_split(res["gain"][:, 0], allow)
     idx = np.where(ok, res["index"][:, 0], 0)
     n_cand = n_bins - 2
     sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
@@ -191,6 +189,13 @@ if (tree_ahead(rs, allow, entry)) {
     )
 
 
+def may_split(gain: np.ndarray, allow: np.ndarray) -> np.ndarray:
+    """Which entries may split: allowed, with a finite gain above SPLIT_EPS (``tree_ahead``, the kernels' rule)."""
+    gain = np.asarray(gain, np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+
+
 def within_budget(gain: np.ndarray, ok: np.ndarray, room: int | None) -> np.ndarray:
     """``ok`` less all but the ``room`` largest gains among it, ties to the earlier entry (None: no budget): which
     nodes of a level split where the tree's leaf budget binds (XGBoost's and the reference's level-wise rule)."""
@@ -205,10 +210,9 @@ def within_budget(gain: np.ndarray, ok: np.ndarray, room: int | None) -> np.ndar
 
 def ahead_budget_reference(res: np.ndarray, allow: np.ndarray, leaves: int, max_leaves: int) -> np.ndarray:
     """``tree_ahead_budget`` in numpy, ``leaves`` the tree's before the level (int32 per entry)."""
-    gain = res["gain"][:, 0].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        ok = (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
-    return within_budget(gain, ok, max_leaves - leaves if max_leaves > 0 else None).astype(np.int32)
+    gain = res["gain"][:, 0]
+    return within_budget(gain, may_split(gain, allow), max_leaves - leaves if max_leaves > 0 else None
+                         ).astype(np.int32)
 
 
 @lru_cache(maxsize=1)

@@ -61,8 +61,7 @@ def start_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask:
     kernels.reset_rows()
     hist = kernels.histograms(np.array([0], np.int32))
     root_ahead = None
-    levels = _ahead_levels(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else 0
-    final = can_split(0, params) and not params.lossguide and _final_level(kernels, params, levels, 1 << levels)
+    levels, final = _ahead(kernels, params, 0, 1, 1) if can_split(0, params) and not params.lossguide else (0, False)
     if levels or final:  # the root's split too is the device's: the first round trip comes after the levels below it
         allow, first_id, n_bid = _ahead_plan(params, 0, 1, levels + final, 1)
         founds, hists = kernels.look_ahead(hist, feature_mask, params.split, np.array([0], np.int32), allow, first_id,
@@ -109,6 +108,13 @@ class _Once:
         fn, self.fn = self.fn, None
         if fn is not None:
             fn()
+
+
+def _ahead(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> tuple[int, bool]:
+    """What the device splits below the ``n_nodes`` nodes at ``depth`` (the tree has ``n_leaves``) before the host sees
+    it: :func:`_ahead_levels` levels, and whether the tree's last level follows them (:func:`_final_level`)."""
+    levels = _ahead_levels(kernels, params, depth, n_nodes, n_leaves)
+    return levels, _final_level(kernels, params, depth + levels, n_nodes << levels)
 
 
 def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
@@ -294,8 +300,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
             h_small = kernels.histograms(level_b[:k].astype(np.int32), transient=True)  # one pass for the level
             hist = sibling_histograms(kernels, hist, h_small, rows.tolist(), len(splits.gain))  # [smalls, larges]
             at = np.arange(2 * k, dtype=np.int64)
-            levels = _ahead_levels(kernels, params, depth, 2 * k, n_leaves)
-            final = _final_level(kernels, params, depth + levels, (2 * k) << levels)
+            levels, final = _ahead(kernels, params, depth, 2 * k, n_leaves)
             if not (levels or final):
                 splits = kernels.best_splits(hist, mask, params.split, then=record)
                 continue

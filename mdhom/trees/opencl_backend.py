@@ -455,21 +455,22 @@ class OpenCLTreeKernels:
             if k + 1 < levels:
                 later.append(self.split.search_later(cur.n_nodes, feature_mask, params, key=k + 1))
 
-        def take_all() -> None:  # while the last search runs: the earlier results, in order, and the ranges
+        def take_rest() -> None:  # with every launch queued: the caller's work, then the results not taken yet
             if then is not None:
                 then()
             for k in range(len(founds), levels):
                 take(k)
-            self.rows.resolve()
 
         if final is not None:  # every search is in once the last partition is launched: the host reads them while
-            if then is not None:  # the device works through the levels (the ranges wait for the last counts)
-                self.ws.queue.flush()  # the launches under way before the host's work (a driver may hold them)
-                then()
-            for k in range(len(founds), levels):
-                take(k)
+            self.ws.queue.flush()  # the device works through the levels (the ranges wait for the last counts); the
+            take_rest()  # launches under way first (a driver may hold them; the search below flushes its own)
             self.gradients.check()
             return founds, hists
+
+        def take_all() -> None:  # while the last search runs: the earlier results, and the ranges
+            take_rest()
+            self.rows.resolve()
+
         last = self.split.search(cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
         self.rows.resolve()
         self.gradients.check()

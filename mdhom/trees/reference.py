@@ -17,9 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.lookahead import within_budget
+from mdhom.components.lookahead import may_split, within_budget
 from mdhom.components.quantize import quantize_gh, to_real
-from mdhom.components.split import SPLIT_EPS
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
 from mdhom.learn.portable import sum_in_order
@@ -287,9 +286,7 @@ def ahead_step(found: Splits, alive: np.ndarray, allow: np.ndarray, first_id: in
     if memo is not None and memo[2] == (first_id, room) and all(
             m is x or np.array_equal(m, x) for m, x in ((memo[0], alive), (memo[1], allow))):
         return memo[3]
-    with np.errstate(invalid="ignore"):
-        ok = np.asarray(alive, bool) & np.asarray(allow, bool) & np.isfinite(found.gain) & (found.gain > SPLIT_EPS)
-    ok = within_budget(found.gain, ok, room)
+    ok = within_budget(found.gain, np.asarray(alive, bool) & may_split(found.gain, allow), room)
     built_left = left_smaller(found.left_sum, found.right_sum) | ~ok
     lo = first_id + 2 * np.arange(ok.size, dtype=np.int64)
     built = np.where(built_left, lo, lo + 1)
