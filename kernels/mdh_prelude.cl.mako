@@ -41,6 +41,20 @@ inline ulong mdh_pack_pair(const int a, const int b) { return (ulong)(long)a + (
  * pair's b (copied out interleaved): neighbouring pairs' a lanes then sit in neighbouring banks, where interleaved
  * they share every other bank. Only where the pairs are added as two 32-bit atomics (PACKED=0). */
 #define MDH_PAIRS ((idx_t)(sizeof(atom_t) / 8))
+% if desc.padded:
+#ifndef LOCAL_PAD
+#define LOCAL_PAD 0
+#endif
+/* LOCAL_PAD=s > 0 leaves one unused word after every 2^s words (64-bit words with PACKED) of the local accumulator, so
+ * that cells 2^s words apart fall in neighbouring banks instead of one; MDH_LANE_WORDS: its 32-bit words, padded */
+#if LOCAL_PAD
+#define MDH_PAD(i) ((i) + ((i) >> LOCAL_PAD))
+#define MDH_LANE_WORDS (2 * (MDH_PAIRS + (MDH_PAIRS >> LOCAL_PAD) + 1))
+#else
+#define MDH_PAD(i) (i)
+#define MDH_LANE_WORDS (2 * MDH_PAIRS)
+#endif
+% endif
 
 /* Adds (a, b) to pair c (lanes 2c, 2c + 1) of the work-group's accumulator in local memory, skipping zeros (rows
  * left out by subsampling). */
@@ -48,13 +62,17 @@ inline void mdh_atomic_add_pair(__local atom_t* acc, const idx_t c, const int a,
     volatile __local int* w = (volatile __local int*)acc;
 #if PACKED && defined(PARTIALS_LOCAL) && PARTIALS_LOCAL
     const ulong v = mdh_pack_pair(a, b);
+% if desc.padded:
+    if (v != 0) atom_add((volatile __local ulong*)w + MDH_PAD(c), v);
+% else:
     if (v != 0) atom_add((volatile __local ulong*)(w + 2 * c), v);
+% endif
 #elif SPLIT_PAIRS
-    if (a != 0) atomic_add(w + c, a);
-    if (b != 0) atomic_add(w + MDH_PAIRS + c, b);
+    if (a != 0) atomic_add(w + ${pad("c")}, a);
+    if (b != 0) atomic_add(w + ${pad("MDH_PAIRS + c")}, b);
 #else
-    if (a != 0) atomic_add(w + 2 * c, a);
-    if (b != 0) atomic_add(w + 2 * c + 1, b);
+    if (a != 0) atomic_add(w + ${pad("2 * c")}, a);
+    if (b != 0) atomic_add(w + ${pad("2 * c + 1")}, b);
 #endif
 }
 

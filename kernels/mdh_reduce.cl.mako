@@ -68,7 +68,7 @@ ${lane_loop(d)}\
 </%def>\
 <%def name="flat_main()">\
 <% red = desc.reduce_dims[0]; ext = dict(desc.extents)[red] %>\
-    __local atom_t mdh_lacc[1]${" __attribute__((aligned(8)))" if desc.packed_pairs else ""};
+${lacc_decl("1")}
     __local idx_t mdh_pre[FLAT_SPAN + 1];  /* the window's run lengths, prefix-summed */
     __local idx_t mdh_sum[WG_SIZE];
     const idx_t lid = get_local_id(0);
@@ -115,7 +115,7 @@ ${flat_point("mdh_w0 + mdh_j")}\
             const idx_t mdh_hi = min(mdh_end, mdh_pre[mdh_k + 1]) - mdh_pre[mdh_k];
             {
                 __local uint* mdh_z = (__local uint*)mdh_lacc;
-                for (idx_t w = lid; w < (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) mdh_z[w] = 0;
+                for (idx_t w = lid; w < ${acc_words}; w += WG_SIZE) mdh_z[w] = 0;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             {
@@ -131,7 +131,7 @@ ${flat_point("mdh_w0 + mdh_k")}\
 % if desc.chunked:
 #endif
 % endif
-                mdh_fold_atomic(&mdh_lacc[0], ${point_args}, MDH_FN_ARGS);
+                mdh_fold_atomic(${lane_acc("0")}, ${point_args}, MDH_FN_ARGS);
             barrier(CLK_LOCAL_MEM_FENCE);
             /* the piece's sums into the point's output (zeroed by the launch): integer atomics, any order */
             volatile __global int* mdh_dst = (volatile __global int*)&mdh_out[mdh_w0 + mdh_k];
@@ -139,20 +139,20 @@ ${flat_point("mdh_w0 + mdh_k")}\
 % if desc.packed_pairs:
 #if PACKED
             for (idx_t w = lid; w < MDH_PAIRS; w += WG_SIZE) {
-                const int mdh_a = mdh_src[2 * w], mdh_b = mdh_src[2 * w + 1] + (mdh_a < 0);  /* the borrow back */
+                const int mdh_a = mdh_src[2 * ${pad("w")}], mdh_b = mdh_src[2 * ${pad("w")} + 1] + (mdh_a < 0);  /* the borrow back */
                 if (mdh_a) atomic_add(mdh_dst + 2 * w, mdh_a);
                 if (mdh_b) atomic_add(mdh_dst + 2 * w + 1, mdh_b);
             }
 #elif SPLIT_PAIRS
             for (idx_t w = lid; w < MDH_PAIRS; w += WG_SIZE) {  /* the two planes, interleaved again */
-                const int mdh_a = mdh_src[w], mdh_b = mdh_src[MDH_PAIRS + w];
+                const int mdh_a = mdh_src[${pad("w")}], mdh_b = mdh_src[${pad("MDH_PAIRS + w")}];
                 if (mdh_a) atomic_add(mdh_dst + 2 * w, mdh_a);
                 if (mdh_b) atomic_add(mdh_dst + 2 * w + 1, mdh_b);
             }
 #else
 % endif
             for (idx_t w = lid; w < (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) {
-                const int mdh_v = mdh_src[w];
+                const int mdh_v = mdh_src[${pad("w")}];
                 if (mdh_v) atomic_add(mdh_dst + w, mdh_v);
             }
 % if desc.packed_pairs:
@@ -176,7 +176,7 @@ ${flat_main()}\
 #else
 % endif
 #if PARTIALS_LOCAL
-    __local atom_t mdh_lacc[C_LANES]${" __attribute__((aligned(8)))" if desc.packed_pairs else ""};
+${lacc_decl("C_LANES")}
 #elif R_LANES > 1
     __local atom_t mdh_lm[WG_SIZE];
 #endif
@@ -212,14 +212,14 @@ ${tile.decompose()}
 #if PARTIALS_LOCAL
     {   /* zero this group's accumulators, word by word (atoms of integer lanes) */
         __local uint* mdh_z = (__local uint*)mdh_lacc;
-        for (idx_t w = lid; w < C_LANES * (idx_t)(sizeof(atom_t) / 4); w += WG_SIZE) mdh_z[w] = 0;
+        for (idx_t w = lid; w < C_LANES * ${acc_words}; w += WG_SIZE) mdh_z[w] = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (active) {
 % for d in lane_dims:
 ${lane_loop(d)}\
 % endfor
-            mdh_fold_atomic(&mdh_lacc[c_lane], ${point_args}, MDH_FN_ARGS);
+            mdh_fold_atomic(${lane_acc("c_lane")}, ${point_args}, MDH_FN_ARGS);
 % for d in lane_dims:
         }
 % endfor
@@ -232,21 +232,21 @@ ${lane_loop(d)}\
 #else
         __global uint* mdh_dst = (__global uint*)&mdh_out[o];
 #endif
-        __local const uint* mdh_src = (__local const uint*)&mdh_lacc[c_lane];
+        __local const uint* mdh_src = (__local const uint*)${lane_acc("c_lane")};
 % if desc.packed_pairs:
 #if PACKED
         for (idx_t w = r_lane; w < MDH_PAIRS; w += R_LANES) {
-            const uint mdh_a = mdh_src[2 * w];
+            const uint mdh_a = mdh_src[2 * ${pad("w")}];
             mdh_dst[2 * w] = mdh_a;
-            mdh_dst[2 * w + 1] = mdh_src[2 * w + 1] + (uint)(as_int(mdh_a) < 0);  /* the borrow of a negative a */
+            mdh_dst[2 * w + 1] = mdh_src[2 * ${pad("w")} + 1] + (uint)(as_int(mdh_a) < 0);  /* the borrow of a negative a */
         }
 #elif SPLIT_PAIRS
         for (idx_t w = r_lane; w < MDH_PAIRS; w += R_LANES) {  /* the two planes, interleaved again */
-            mdh_dst[2 * w] = mdh_src[w];
-            mdh_dst[2 * w + 1] = mdh_src[MDH_PAIRS + w];
+            mdh_dst[2 * w] = mdh_src[${pad("w")}];
+            mdh_dst[2 * w + 1] = mdh_src[${pad("MDH_PAIRS + w")}];
         }
 #else
-        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];
+        for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[${pad("w")}];
 #endif
 % else:
         for (idx_t w = r_lane; w < (idx_t)(sizeof(atom_t) / 4); w += R_LANES) mdh_dst[w] = mdh_src[w];

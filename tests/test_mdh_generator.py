@@ -7,6 +7,7 @@ are not powers of two (3, 5, 7, ...), because sizes need not be divisible by the
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from mdhom import mdh
 from mdhom.mdh import examples
 from mdhom.mdh.codegen import generate
+from mdhom.mdh.types import itemsize
 
 CASES = {c.name: c for c in examples.all_cases()}
 RANDOM_CONFIGS = 6
@@ -173,12 +175,12 @@ def test_local_atomic_partials_equal_private_partials(device, name):
     assert got[0].tobytes() == got[1].tobytes()
 
 
-def packed_twin(desc: mdh.Description) -> mdh.Description:
+def packed_twin(desc: mdh.Description, padded: bool = False) -> mdh.Description:
     """The (int g, int h) histogram ``desc`` with its folds through the pair helpers, offering PACKED and
-    SPLIT_PAIRS."""
+    SPLIT_PAIRS (and LOCAL_PAD where ``padded``)."""
     return mdh.Description(desc.name + "_packed", desc.dims, desc.combine, desc.atom, desc.scalar, desc.inputs,
                            desc.params, "mdh_add_pair(&acc.v[bins].g, g, h);", desc.preamble,
-                           "mdh_atomic_add_pair(acc, bins, g, h);", packed_pairs=True)
+                           "mdh_atomic_add_pair(acc, bins, g, h);", packed_pairs=True, padded=padded)
 
 
 def test_packed_pairs_equal_two_int32_lanes(device):
@@ -230,6 +232,38 @@ def test_packed_pairs_are_checked(device):
     stored = {k: v for k, v in cfg.items() if k != "PACKED"}
     assert mdh.build_within_limits(twin, dev, stored).config["PACKED"] == 0
     twin.check_config({k: v for k, v in stored.items() if k != "SPLIT_PAIRS"}, dev)  # absent: 0
+
+
+def test_padded_local_accumulator_gives_the_same_bits(device):
+    """``padded`` (LOCAL_PAD=s: a word of padding after every 2^s words of the local accumulator, so that cells 2^s
+    words apart fall in different banks): the same bits as unpadded, with pairs interleaved, in two planes or packed
+    64-bit words, two concatenation lanes (each its own padded accumulator); the local memory it needs is counted,
+    other values are refused, and unpadded descriptions keep their source (their stored configurations' hash)."""
+    from mdhom.configs import description_hash
+
+    case = copy.copy(CASES["histogram_q32"]).prepare(np.random.default_rng(29))
+    twin, padded = packed_twin(case.description), packed_twin(case.description, padded=True)
+    assert "LOCAL_PAD" in padded.parameter_names() and "LOCAL_PAD" not in twin.parameter_names()
+    unpadded_source = generate(twin)
+    assert "MDH_PAD" in generate(padded) and "MDH_PAD" not in unpadded_source
+    assert description_hash(twin) != description_hash(padded)
+    base = {"NUM_WG_row": 3, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 2, "NUM_WI_COMBINE": 4,
+            "PARTIALS_LOCAL": 1}
+    plain = case.run(device, {**base, "PARTIALS_LOCAL": 0})
+    modes = [(0, 0), (0, 1)] + ([(1, 0)] if device.has_int64_atomics else [])  # (PACKED, SPLIT_PAIRS)
+    for (packed, split), pad in itertools.product(modes, (0, 5, 8)):
+        cfg = {**base, "PACKED": packed, "SPLIT_PAIRS": split, "LOCAL_PAD": pad}
+        got = mdh.Computation(padded, device, cfg, case.sizes)(**case.inputs)
+        assert got.tobytes() == plain.tobytes(), cfg
+    pairs = itemsize(twin.atom) // 8
+    assert padded.local_mem_bytes({**base, "LOCAL_PAD": 5}) == 2 * 8 * (pairs + (pairs >> 5) + 1)
+    assert padded.local_mem_bytes({**base, "LOCAL_PAD": 0}) == twin.local_mem_bytes(base)
+    with pytest.raises(mdh.ConfigError, match="LOCAL_PAD"):
+        padded.check_config({**padded.default_config(device, case.sizes), "LOCAL_PAD": 3}, device)
+    q32 = case.description
+    with pytest.raises(mdh.DescriptionError, match="padded"):
+        mdh.Description("bad", q32.dims, q32.combine, q32.atom, q32.scalar, q32.inputs, accumulate=q32.accumulate,
+                        accumulate_atomic=q32.accumulate_atomic, padded=True)
 
 
 def test_switches_are_tuning_parameters_of_the_description(device):

@@ -3,6 +3,7 @@ configuration and random valid ones (a configuration must never change the resul
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -618,6 +619,18 @@ def test_histogram_rows_prefetches_dense_rows_major_rows_only():
     assert not hg.histogram_rows(17, 16, 1, False, False).prefetch
 
 
+def test_histogram_rows_pads_where_features_share_banks():
+    """GPUs' heuristic pads the local accumulator where a feature's bins span a multiple of 32 words, one pad word a
+    feature (each feature's bins one bank on from the last's), and not where they fall apart already; CPUs' builds
+    (moved rows, no local atomics) offer no padding."""
+    assert hg.feature_pad(hg.histogram_rows(64, 28, 1, False, True)) == 6
+    assert hg.feature_pad(hg.histogram_rows(256, 28, 1, False, True)) == 8
+    assert hg.feature_pad(hg.histogram_rows(32, 28, 3, False, True)) == 5  # 96 words: a pad every 32
+    assert hg.feature_pad(hg.histogram_rows(17, 28, 2, False, True)) == 0
+    assert hg.feature_pad(hg.histogram_rows(2048, 4, 1, False, True)) == 8  # the largest offered pad
+    assert not hg.histogram_rows(64, 28, 1, False, False).padded
+
+
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("n_feat, n_bins", [(5, 17), (8, 17), (6, 300)], ids=["bytes", "words", "wide-words"])
@@ -656,6 +669,13 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
         assert desc.flat
         fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(
             [c for c in fixed if c["PARTIALS_LOCAL"]][::2], (3, 5, 7), strict=False)]
+    # LOCAL_PAD: a word of padding every 2^s words of the local accumulator (GPUs' builds: moved rows keep the
+    # source their stored configurations were tuned for); two nodes' accumulators per work-group among them
+    assert desc.padded == row_index
+    if row_index:
+        local = [c for c in fixed if c["PARTIALS_LOCAL"]]
+        fixed += [{**c, "LOCAL_PAD": pad} for c, pad in zip(local, itertools.cycle((5, 6, 7, 8)))]
+        fixed += [{**local[0], "NUM_WI_node": 2, "NUM_WI_pos": 8, "LOCAL_PAD": 5}]
     for cfg in fixed + configs(desc, device, sizes, seed=48, n=2):
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra)
@@ -682,9 +702,9 @@ def test_histogram_rows_flat_spans_windows(device):
     sizes = {"node": n_nodes, "pos": int(counts.max())}
     gh = np.stack([gq, hq], axis=-1).reshape(-1)
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
-    for wg, wi, packed, split, chunked in ((3, 16, 0, 1, 0), (64, 8, 1, 0, 1), (1, 32, 0, 0, 0)):
+    for wg, wi, packed, split, chunked, pad in ((3, 16, 0, 1, 0, 5), (64, 8, 1, 0, 1, 6), (1, 32, 0, 0, 0, 0)):
         cfg = {**base, "NUM_WG_pos": wg, "NUM_WI_pos": wi, "PARTIALS_LOCAL": 1, "FLAT": 1, "PACKED": packed,
-               "SPLIT_PAIRS": split, "CHUNKED": chunked, "ROTATE": 1}
+               "SPLIT_PAIRS": split, "CHUNKED": chunked, "ROTATE": 1, "LOCAL_PAD": pad}
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows,
                   bins=bins.reshape(-1), gh=gh, ridx=ridx.astype(np.int32))
         got = got.reshape(n_nodes, n_feat, n_out, n_bins)

@@ -134,6 +134,8 @@ QUANTIZED = textwrap.dedent("""
                                 # the row 16 positions on prefetched (a checked read here)
                                 **({"ROW_WORDS": 1} if mode["row_index"] and n_feat == 4 else {}),
                                 **({"PREFETCH": 1} if mode["row_index"] else {}),
+                                # ... and their local accumulator padded (a word every 32)
+                                **({"LOCAL_PAD": 5} if mode["row_index"] and local else {}),
                                 # moved rows offer INLINE, which Oclgrind cannot run: the same code as calls
                                 **({} if mode["row_index"] else {"INLINE": 0}),
                                 # the nodes' rows end to end, 3 work-groups' shares added into the zeroed output
@@ -282,7 +284,7 @@ FLAT_WINDOWS = textwrap.dedent("""
     desc = hg.histogram_rows(n_bins, n_feat, 1, False, True)
     one = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     cfg = {**one, "NUM_WG_pos": 3, "NUM_WI_pos": 8, "PARTIALS_LOCAL": 1, "FLAT": 1, "PACKED": 0, "SPLIT_PAIRS": 1,
-           "ROTATE": 1, "ROW_WORDS": 1}
+           "ROTATE": 1, "ROW_WORDS": 1, "LOCAL_PAD": 5}
     got = build_within_limits(desc, dev, cfg)(
         {"node": n_nodes, "pos": int(counts.max())}, bins=bins.reshape(-1), gh=gh.reshape(-1), slot_begin=begin,
         slot_count=counts, ridx=ridx, n_rows=n).reshape(n_nodes, n_feat, 1, n_bins)

@@ -122,6 +122,26 @@ def template_context(desc: Description) -> dict:
         "flat_span": FLAT_SPAN,
         "prefetch_ahead": PREFETCH_AHEAD,
         "bounds": {d: f"EXTENT_{d}" if d in dict(desc.extents) else f"SIZE_{d}" for d in desc.dim_names},
+        **_local_accumulator(desc),
+    }
+
+
+def _local_accumulator(desc: Description) -> dict:
+    """How the templates declare and address the local accumulator (PARTIALS_LOCAL): atoms, or with ``padded`` a
+    padded array of words (LOCAL_PAD, ``MDH_PAD``). Unpadded descriptions keep their source as it was."""
+    aligned = " __attribute__((aligned(8)))" if desc.packed_pairs else ""
+    if desc.padded:
+        return {
+            "lacc_decl": lambda n: f"    __local uint mdh_lacc[{n} * MDH_LANE_WORDS]{aligned};",
+            "lane_acc": lambda c: f"(__local atom_t*)(mdh_lacc + ({c}) * MDH_LANE_WORDS)",
+            "acc_words": "MDH_LANE_WORDS",
+            "pad": lambda i: f"MDH_PAD({i})",
+        }
+    return {
+        "lacc_decl": lambda n: f"    __local atom_t mdh_lacc[{n}]{aligned};",
+        "lane_acc": lambda c: f"&mdh_lacc[{c}]",
+        "acc_words": "(idx_t)(sizeof(atom_t) / 4)",
+        "pad": lambda i: i,
     }
 
 

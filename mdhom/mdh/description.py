@@ -20,6 +20,7 @@ from mdhom.mdh.parts import (
     GENERATOR_SWITCHES,
     IDENT,
     INDEX_BUILTINS,
+    LOCAL_PADS,
     NAME_RE,
     CombineOp,
     Concat,
@@ -127,6 +128,13 @@ class Description:
     loss-guided batch of 64 nodes at 10 rows per ns, one node of all the rows at 21). Integer sums: the same bits
     either way. Opt-in (a source of its own). The prefix of the runs' lengths is kept in local memory, ``FLAT_SPAN``
     points at a time.
+
+    ``padded=True`` (with ``packed_pairs``) adds the tuning parameter ``LOCAL_PAD``: s > 0 leaves one unused word
+    (one 64-bit word with PACKED) after every 2^s words of the local accumulator, so that cells 2^s words apart fall
+    in neighbouring banks instead of one (a histogram of 64 bins a feature keeps every feature's bin b in bank b mod
+    32: where a warp's work-items add to different features' few common bins, their atomics conflict in one bank as
+    much as on one address). 0: no padding. The copy-out reads the padded words back into the atom's layout, so the
+    output does not change. Opt-in, so that every other description's generated source stays as it was.
     """
 
     name: str
@@ -150,6 +158,7 @@ class Description:
     inline_fold: bool = False
     prefetch: bool = False
     flat: bool = False
+    padded: bool = False
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -174,6 +183,7 @@ class Description:
         inline_fold: bool = False,
         prefetch: bool = False,
         flat: bool = False,
+        padded: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -199,6 +209,7 @@ class Description:
         set_(self, "inline_fold", bool(inline_fold))
         set_(self, "prefetch", bool(prefetch))
         set_(self, "flat", bool(flat))
+        set_(self, "padded", bool(padded))
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -246,6 +257,9 @@ class Description:
                                   or itemsize(self.atom) % 8):
             raise DescriptionError(f"{self.name}: `packed_pairs` needs `accumulate_atomic` and an atom of (int, int) "
                                    "pairs")
+        if self.padded and not self.packed_pairs:
+            raise DescriptionError(f"{self.name}: `padded` pads the local accumulator of `packed_pairs` (its pairs' "
+                                   "atomics, mdh_atomic_add_pair, address the padded words)")
         if self.packed_pairs and ("mdh_atomic_add_pair" not in self.accumulate_atomic
                                   or "mdh_add_pair" not in (self.accumulate or "")):
             raise DescriptionError(f"{self.name}: with `packed_pairs` the folds add their pairs through mdh_add_pair "
@@ -438,6 +452,7 @@ class Description:
         names += ("INLINE",) if self.inline_fold else ()
         names += ("PREFETCH",) if self.prefetch else ()
         names += ("FLAT",) if self.flat else ()
+        names += ("LOCAL_PAD",) if self.padded else ()
         return names + (("PARTIALS_LOCAL",) if self.accumulate_atomic else ())
 
     @property
@@ -496,13 +511,22 @@ class Description:
         wide = self.vector and device.type == "cpu" and device.runtime == "pocl"
         return max(self.vector.widths) if wide else 1
 
+    def local_atom_bytes(self, config: Mapping[str, int]) -> int:
+        """Bytes of one atom's accumulator in local memory (``PARTIALS_LOCAL``): the atom, or with ``LOCAL_PAD`` its
+        padded words (the generator's MDH_LANE_WORDS)."""
+        pad = int(config.get("LOCAL_PAD", 0)) if self.padded else 0
+        if not pad:
+            return itemsize(self.atom)
+        pairs = itemsize(self.atom) // 8
+        return 8 * (pairs + (pairs >> pad) + 1)
+
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
         privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
         # a scan's partials kernel scans NUM_WI_COMBINE totals in local memory
         combine = int(config.get("NUM_WI_COMBINE", 1)) * itemsize(self.atom) if self.scan_dim else 0
         if config.get("PARTIALS_LOCAL"):
-            acc = math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * itemsize(self.atom)
+            acc = math.prod(config[f"NUM_WI_{d}"] for d in self.concat_dims) * self.local_atom_bytes(config)
             if config.get("FLAT"):  # the window's prefix and the work-items' run sums (64-bit indices at most)
                 acc += 8 * (FLAT_SPAN + 1 + math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names))
             return acc
@@ -526,7 +550,7 @@ class Description:
         # defaults)
         missing = [p for p in self.parameter_names() if p not in config and p not in (
             "SCAN_TILED", "SCRATCH_PRIVATE", "CHUNKED", "PACKED", "SPLIT_PAIRS", "VEC", "INLINE", "PREFETCH", "FLAT",
-            *self.switches)]
+            "LOCAL_PAD", *self.switches)]
         if missing:
             raise ConfigError(f"{self.name}: configuration lacks {', '.join(missing)}")
         extra = [p for p in config if p not in self.parameter_names()]
@@ -564,6 +588,9 @@ class Description:
         if int(config.get("INLINE", 0)) and device.checker:
             raise ConfigError(f"{self.name}: INLINE=1 on {device.key}: Oclgrind cannot run what LLVM's inliner makes "
                               "of the fold (llvm.experimental.noalias.scope.decl); INLINE=0 runs it as calls")
+        if self.padded and int(config.get("LOCAL_PAD", 0)) not in LOCAL_PADS:
+            raise ConfigError(f"{self.name}: LOCAL_PAD must be one of {LOCAL_PADS} (a word of padding after every "
+                              f"2^LOCAL_PAD words, 0: none), got {config['LOCAL_PAD']}")
         if self.vector and int(config.get("VEC", 1)) not in (1, *self.vector.widths):
             raise ConfigError(f"{self.name}: VEC must be 1 or one of the vector widths {self.vector.widths}, got "
                               f"{config['VEC']}")
@@ -614,6 +641,8 @@ class Description:
             space.append(Parameter("PREFETCH", (0, 1), default["PREFETCH"]))
         if self.flat:
             space.append(Parameter("FLAT", (0, 1), default["FLAT"]))
+        if self.padded:
+            space.append(Parameter("LOCAL_PAD", LOCAL_PADS, default["LOCAL_PAD"]))
         if self.vector:
             space.append(Parameter("VEC", (1, *self.vector.widths), default["VEC"]))
         if self.private_scratch:  # a capacity below a launch's length is refused at launch: an infeasible trial
@@ -678,4 +707,6 @@ class Description:
             cfg["PREFETCH"] = int(device.type == "cpu")
         if self.flat:  # the description's heuristic decides it
             cfg["FLAT"] = 0
+        if self.padded:  # ... and this
+            cfg["LOCAL_PAD"] = 0
         return cfg

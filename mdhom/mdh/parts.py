@@ -191,6 +191,9 @@ ATOMIC_LANES = ("int", "uint", "long", "ulong")
 FLAT_SPAN = 1024
 # the generator's own 0/1 tuning parameters (a description's `switches` are others)
 GENERATOR_SWITCHES = ("PARTIALS_LOCAL", "SCAN_TILED", "CHUNKED", "PACKED", "SPLIT_PAIRS", "INLINE", "PREFETCH", "FLAT")
+# LOCAL_PAD=s: a word of padding after every 2^s words of a padded local accumulator (0: none), from every 32 words
+# (the banks of NVIDIA's and AMD's local memory) to every 256
+LOCAL_PADS = (0, 5, 6, 7, 8)
 # PREFETCH=1: how many points of its chunk ahead a work-item prefetches what they gather (MDH_PREFETCH_AHEAD)
 PREFETCH_AHEAD = 16
 
@@ -198,7 +201,7 @@ PREFETCH_AHEAD = 16
 def is_generator_parameter(name: str) -> bool:
     """Whether ``name`` is a tuning parameter of the generator's (work-groups and items, its switches, the scratch's
     place), as opposed to a switch of a description's own code."""
-    return name.startswith("NUM_") or name in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE", "VEC")
+    return name.startswith("NUM_") or name in (*GENERATOR_SWITCHES, "SCRATCH_PRIVATE", "VEC", "LOCAL_PAD")
 
 
 def pow2_upto(n: int) -> tuple[int, ...]:
