@@ -408,18 +408,18 @@ def test_trees_assembled_while_the_next_grows_give_the_same_model_files(tmp_path
     """Where the device computes beside the host (overlap_trees, GPUs), each tree is assembled on the host while the
     device grows the next (start_tree's while_busy, the rows left with the backend's ids): the same model file as
     tree by tree and as the numpy reference; with eval sets every tree is assembled in its own round."""
-    from mdhom.trees import estimators
+    from mdhom.trees import boosting
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
     X, y = _data(n=700, nan=0.03, seed=12)
     started = []
-    original = estimators.start_tree
+    original = boosting.start_tree
 
     def spy(*args, **kwargs):
         started.append(kwargs.get("while_busy") is not None and kwargs.get("relabel") is False)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(estimators, "start_tree", spy)
+    monkeypatch.setattr(boosting, "start_tree", spy)
     texts = []
     for dev, overlap in (("numpy", None), (device, False), (device, True)):
         if overlap is not None:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from mdhom.learn.binning import BinMapper, sample_rows
-from mdhom.learn.losses import Loss, make_loss
-from mdhom.learn.metrics import Metric, resolve
+from mdhom.learn.losses import make_loss
+from mdhom.learn.metrics import resolve
 from mdhom.learn.params import OptionParams
 from mdhom.learn.validation import (
     as_matrix,
@@ -38,11 +38,10 @@ from mdhom.learn.validation import (
     sparse_chunks,
 )
 from mdhom.trees import params as P
-from mdhom.trees.backend import SplitParams, TreeKernels
-from mdhom.trees.grower import GrowParams, grow_tree, start_tree
+from mdhom.trees.backend import TreeKernels
+from mdhom.trees.boosting import boost
 from mdhom.trees.model import (
     Ensemble,
-    Tree,
     read_json,
 )
 from mdhom.trees.model_io import TreeModelFiles
@@ -100,7 +99,8 @@ def limit_threads(device: Any, n_jobs: int | None) -> Any:
 
 
 class _TreeBoost(TreeModelFiles, OptionParams):
-    """What both estimators share: parameters, the boosting loop, prediction of raw scores, model files."""
+    """What both estimators share: parameters, the fit (its boosting loop: :mod:`mdhom.trees.boosting`), prediction
+    of raw scores, model files."""
 
     _options = P.TABLE
     # one_output_per_tree: trees grown together per batch (None: a round's all; the benchmark's 1: one after another)
@@ -225,14 +225,13 @@ class _TreeBoost(TreeModelFiles, OptionParams):
         self.bin_seconds_ = time.perf_counter() - t0
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w),
                             categories=mapper.categories if cat_mode is not None else None)
-        trees, round_times, results, best = self._boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals,
-                                                        metrics, p, mapper.threshold)
-        ensemble.trees = trees
+        fitted = boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, metrics, p, mapper.threshold)
+        ensemble.trees = fitted.trees
         self._set_fitted(ensemble, objective, p, mapper.edges)
         self.precision_ = precision
-        self.best_iteration_ = best
-        self.evals_result_ = results
-        self.round_times_ = np.asarray(round_times)
+        self.best_iteration_ = fitted.best
+        self.evals_result_ = fitted.results
+        self.round_times_ = np.asarray(fitted.round_times)
         self.build_seconds_ = float(kernels.build_seconds)
         self.kernel_configs_ = kernels.kernel_configs()
         # the compute units (CPU threads) the fit ran on: n_jobs's effect, None for device="numpy"
@@ -255,96 +254,6 @@ class _TreeBoost(TreeModelFiles, OptionParams):
             we = check_weights(None if eval_sample_weight is None else eval_sample_weight[i], Xe.shape[0])
             evals.append((Xe, ye, we))
         return evals
-
-    def _boost(self, kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensemble, X: np.ndarray,
-               y: np.ndarray, w: np.ndarray, evals: list, metrics: list[Metric], p: dict[str, Any],
-               threshold: Callable) -> tuple:
-        n, n_features = X.shape
-        grow = GrowParams(
-            split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["min_split_gain"], p["min_child_weight"],
-                              p["cat_smooth"]),
-            learning_rate=p["learning_rate"], max_depth=max(p["max_depth"] or 0, 0), max_leaves=p["max_leaves"],
-            lossguide=p["grow_policy"] == "lossguide",
-            categorical=None if ensemble.categories is None else np.array([c is not None for c in ensemble.categories]),
-        )
-        rng = np.random.default_rng(p["random_state"])
-        # the round stays on the backend's side: scores, gradients and eval-set scores are resident there
-        kernels.set_objective(loss, y, w, ensemble.base_score)
-        handles = [kernels.add_eval(to_bins(Xe), ensemble.base_score) for Xe, _, _ in evals]
-        results: dict[str, dict[str, list[float]]] = {
-            f"validation_{i}": {m.name: [] for m in metrics} for i in range(len(evals))}
-        # early stopping watches the last metric of the last eval set, as XGBoost does; a score to maximise
-        # (auc) is watched negated
-        watch = metrics[-1]
-        sign = -1.0 if watch.maximize else 1.0
-        trees: list[Tree] = []
-        times: list[float] = []
-        best, best_score, patience = -1, np.inf, p["early_stopping_rounds"]
-        n_rows = max(1, int(round(p["subsample"] * n)))
-        n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
-        per_round = 1  # trees a round
-        # without eval sets no round needs its tree on the host before the next starts: each tree is assembled while
-        # the device grows the next (start_tree's while_busy), where the device computes beside the host
-        unfinished: list[Callable[[], Tree]] = []
-
-        def add(tree: Tree) -> None:
-            if ensemble.categories is not None:
-                tree.set_categories(ensemble.categories)
-            trees.append(tree)
-
-        def finish_last() -> None:  # (one tree at most: each start_tree finishes the one before)
-            while unfinished:
-                add(unfinished.pop(0)())
-
-        for it in range(p["n_estimators"]):
-            start = time.perf_counter()
-            keep = None
-            if n_rows < n:
-                keep = np.zeros(n, bool)
-                keep[rng.choice(n, n_rows, replace=False)] = True
-            mask = np.ones(n_features, bool)
-            if n_cols < n_features:
-                mask[:] = False
-                mask[rng.choice(n_features, n_cols, replace=False)] = True
-            grown: list[Tree] = []
-            if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
-                grown = kernels.grow_round(keep, mask, grow, threshold)
-            else:
-                kernels.compute_gradients(keep)
-                if evals or not kernels.overlap_trees:
-                    grown = [grow_tree(kernels, None, mask, grow, threshold, on_values=kernels.update_scores)]
-                else:
-                    unfinished.append(start_tree(kernels, None, mask, grow, threshold,
-                                                 on_values=kernels.update_scores, while_busy=finish_last,
-                                                 relabel=False))
-            per_round = max(1, len(grown))
-            for tree in grown:
-                add(tree)
-            for k, (handle, (_, ye, we)) in enumerate(zip(handles, evals, strict=True)):
-                for tree in grown:
-                    raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
-                for m in metrics:
-                    results[f"validation_{k}"][m.name].append(m.score(ye, raw, we))
-            kernels.sync()
-            times.append(time.perf_counter() - start)
-            if evals:
-                current = sign * results[f"validation_{len(evals) - 1}"][watch.name][-1]
-                if current < best_score:
-                    best, best_score = it, current
-                if p["verbose"] and (it % p["verbose"] == 0 or it == p["n_estimators"] - 1):
-                    text = "\t".join(f"{k}-{name}:{v[name][-1]:.5f}" for k, v in results.items() for name in v)
-                    print(f"[{it}]\t{text}", flush=True)
-                if patience and it - best >= patience:
-                    break
-        if unfinished:  # the last tree, its host work counted in the last round
-            start = time.perf_counter()
-            finish_last()
-            times[-1] += time.perf_counter() - start
-        if patience:  # whole rounds (one_output_per_tree grows a tree per output each)
-            trees = trees[: (best + 1) * per_round]
-        else:
-            best = len(trees) // per_round - 1
-        return trees, times, results, best
 
     def _set_fitted(self, ensemble: Ensemble, objective: str, p: dict[str, Any], edges: list[np.ndarray]) -> None:
         self._ensemble = ensemble
