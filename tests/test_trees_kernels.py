@@ -620,9 +620,9 @@ def test_histogram_rows_prefetches_dense_rows_major_rows_only():
 
 
 def test_histogram_rows_pads_where_features_share_banks():
-    """GPUs' heuristic pads the local accumulator where a feature's bins span a multiple of 32 words, one pad word a
-    feature (each feature's bins one bank on from the last's), and not where they fall apart already; CPUs' builds
-    (moved rows, no local atomics) offer no padding."""
+    """GPUs' heuristic pads the local accumulator where a feature's bins span a multiple of 32 words, so that each
+    feature's bins lie some banks on from the last's (64 bins: a pad word a feature, one bank), and not where they
+    fall apart already; CPUs' builds (moved rows, no local atomics) offer no padding."""
     assert hg.feature_pad(hg.histogram_rows(64, 28, 1, False, True)) == 6
     assert hg.feature_pad(hg.histogram_rows(256, 28, 1, False, True)) == 8
     assert hg.feature_pad(hg.histogram_rows(32, 28, 3, False, True)) == 5  # 96 words: a pad every 32
@@ -638,7 +638,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     """The whole-row histogram (every feature per point, local-memory node histograms): the reference's int32
     sums bit for bit, with rows moved into position order or read through the row index; rows-major rows of a
     whole number of 32-bit words (8 one-byte bins, 6 two-byte bins) also read as words (ROW_WORDS); each work-item
-    from its own feature on (ROTATE) or all from the first; private partials over contiguous runs of a node's rows
+    from its own feature (or, reading words through the row index, its own word) on (ROTATE) or all from the first; private partials over contiguous runs of a node's rows
     (CHUNKED), nodes of unequal counts (the fold is ragged); rows read through the row index prefetched or not
     (PREFETCH)."""
     n_rows, n_out = 1031, 2

@@ -154,10 +154,12 @@ if (pos < mdh_cnt) {{
 }}
 """
 # ROTATE in row-index builds (GPUs, where local atomics contend) with the row read as words: each work-item starts at
-# its own word, the words rotated in registers by selects, so the feature loop reads them at fixed indices (a rotated
-# index into the word array puts the row in slow private memory: H200, 10^7 rows without any contention, 0.50 ms
-# against 0.25 unrotated). Moved builds (CPUs, no local atomics) keep the rotation by feature, and their source the
-# stored configurations were tuned for.
+# its own word (work-item i at word i mod TREE_ROW_WORDS), the words rotated by selects, so the feature loop reads them
+# at fixed indices and they can stay in registers (a rotated index into the word array puts the row in slow private
+# memory: H200, 10^7 rows without any contention, 0.50 ms against 0.25 unrotated, 0.24 rotated by selects; this keeps
+# to registers only where the compiler unrolls the steps' loop, as NVIDIA's does: its count is a constant). Moved
+# builds (CPUs, no local atomics) keep the rotation by feature, and their source the stored configurations were tuned
+# for.
 _ROWS_ROTATE_WORDS = {
     "rotate_words": """#if ROTATE
     const int mdh_s = (int)(get_local_id(0) % TREE_ROW_WORDS);
@@ -233,7 +235,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
 
     Its own switches: ``ROW_WORDS`` (a row's bins read as 32-bit words, where rows are whole words) and ``ROTATE``
     (each work-item walks the features from its own one on, so the work-items of a warp add to different
-    features' bins at once instead of contending for one feature's few). The row fold is ragged (a node folds its own
+    features' bins at once instead of contending for one feature's few; row-index builds reading words start each
+    work-item at its own word instead, ``_ROWS_ROTATE_WORDS``). The row fold is ragged (a node folds its own
     rows, not the longest node's count) and ``CHUNKED`` (a work-item folds one contiguous run of its node's rows, what
     a CPU streams; strided shares made every work-group read every cache line of the rows: PoCL, 500k binned Higgs
     rows in one node, kernel alone, 10.6-14.7 ms strided at 8 work-groups, 4.7 at 2, 3.5 chunked with ROW_WORDS)."""
@@ -363,9 +366,10 @@ def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
 
 
 def feature_pad(desc: Description) -> int:
-    """``LOCAL_PAD`` that moves each feature's bins (one plane of TREE_OUTPUTS x TREE_BINS words with SPLIT_PAIRS) one
-    bank on from the previous feature's: a pad word every 2^s words, s the largest power of two dividing that stride
-    (within the offered pads); 0 where the stride is not a multiple of the banks (features fall apart already)."""
+    """``LOCAL_PAD`` that moves each feature's bins (one plane of TREE_OUTPUTS x TREE_BINS words with SPLIT_PAIRS) some
+    banks on from the previous feature's: a pad word every 2^s words, 2^s the largest power of two dividing that stride
+    (at most the largest offered pad): one bank on where the stride is 2^s (64 bins), stride / 2^s banks otherwise;
+    0 where the stride is not a multiple of the 32 banks (features fall apart already)."""
     words = _defined(desc, "TREE_OUTPUTS") * _defined(desc, "TREE_BINS")
     s = (words & -words).bit_length() - 1
     return min(s, max(LOCAL_PADS)) if s >= min(p for p in LOCAL_PADS if p) else 0
@@ -379,7 +383,8 @@ def _defined(desc: Description, name: str) -> int:
 def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """One node's histogram per work-group in local memory (the description's default where local atomics fit):
     work-groups enough to fill the device (4 per compute unit on GPUs), as many per node as its rows keep busy
-    (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel."""
+    (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel. FLAT builds
+    (GPUs, 64 nodes or more) share the rows out over 2 work-groups per compute unit."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     total = (4 if gpu else 1) * max(1, dev.compute_units)
@@ -400,7 +405,8 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     if desc.padded and cfg["ROTATE"]:
         # a warp's work-items on different features still met in one bank where a feature's bins span a multiple of
         # the 32 banks (64 bins: bin b of every feature in bank b mod 32; few-valued features' common bins conflicted
-        # as if on one address): a pad word a feature moves each feature's bins one bank on (H200, 10^7 binned Higgs
+        # as if on one address): padding moves each feature's bins some banks on (64 bins: a pad word a feature, one
+        # bank) (H200, 10^7 binned Higgs
         # rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one bin 2.24 -> 0.41 ms)
         cfg["LOCAL_PAD"] = feature_pad(desc)
     if desc.flat and gpu and cfg.get("PARTIALS_LOCAL") and sizes["node"] >= 64:
