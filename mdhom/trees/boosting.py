@@ -34,6 +34,12 @@ class Boosted:
     best: int
 
 
+def trees_per_round(p: dict[str, Any], loss: Loss) -> int:
+    """Trees a round grows: one per output with ``multi_strategy="one_output_per_tree"`` (grown together by the
+    backend of :mod:`mdhom.trees.ktrees`, whose ``grow_round`` grows them), else one over every output."""
+    return loss.n_outputs if p["multi_strategy"] == "one_output_per_tree" else 1
+
+
 def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensemble, X: np.ndarray, y: np.ndarray,
           w: np.ndarray, evals: list, metrics: list[Metric], p: dict[str, Any], threshold: Callable) -> Boosted:
     """Grow ``p["n_estimators"]`` rounds of trees on ``kernels`` (loaded with ``X``'s bins), each round's row and
@@ -64,6 +70,7 @@ def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensembl
     n_rows = max(1, int(round(p["subsample"] * n)))
     n_cols = max(1, int(round(p["colsample_bytree"] * n_features)))
     per_round = 1  # trees a round
+    per_output = trees_per_round(p, loss) > 1
     # without eval sets no round needs its tree on the host before the next starts: each tree is assembled while
     # the device grows the next (start_tree's while_busy), where the device computes beside the host
     unfinished: list[Callable[[], Tree]] = []
@@ -88,7 +95,7 @@ def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensembl
             mask[:] = False
             mask[rng.choice(n_features, n_cols, replace=False)] = True
         grown: list[Tree] = []
-        if hasattr(kernels, "grow_round"):  # one tree per output, grown together (mdhom.trees.ktrees)
+        if per_output:  # one tree per output, grown together (mdhom.trees.ktrees)
             grown = kernels.grow_round(keep, mask, grow, threshold)
         else:
             kernels.compute_gradients(keep)

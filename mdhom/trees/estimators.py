@@ -39,7 +39,7 @@ from mdhom.learn.validation import (
 )
 from mdhom.trees import params as P
 from mdhom.trees.backend import TreeKernels
-from mdhom.trees.boosting import boost
+from mdhom.trees.boosting import boost, trees_per_round
 from mdhom.trees.model import (
     Ensemble,
     read_json,
@@ -206,8 +206,7 @@ class _TreeBoost(TreeModelFiles, OptionParams):
         t0 = time.perf_counter()
         device = limit_threads(p["device"], p["n_jobs"])
         precision = resolve_precision(device, p["precision"])
-        per_round = loss.n_outputs if p["multi_strategy"] == "one_output_per_tree" else 1  # trees of a round
-        if per_round > 1:
+        if trees_per_round(p, loss) > 1:
             from mdhom.trees.ktrees import make_ktree_kernels
 
             kernels = make_ktree_kernels(device, precision, p, categorical, self._ktree_batch)
