@@ -160,6 +160,13 @@ if (pos < mdh_cnt) {{
 # to registers only where the compiler unrolls the steps' loop, as NVIDIA's does: its count is a constant). Moved
 # builds (CPUs, no local atomics) keep the rotation by feature, and their source the stored configurations were tuned
 # for.
+# the feature a work-item adds at step mdh_i: rotated from its own (mdh_f0) or in order (after "#" or "#el")
+_FEATURE_ROTATED = """if ROTATE
+            const int mdh_f = mdh_i + mdh_f0 < TREE_FEATURES ? mdh_i + mdh_f0 : mdh_i + mdh_f0 - TREE_FEATURES;
+#else
+            const int mdh_f = mdh_i;
+#endif
+"""
 _ROWS_ROTATE_WORDS = {
     "rotate_words": """#if ROTATE
     const int mdh_s = (int)(get_local_id(0) % TREE_ROW_WORDS);
@@ -183,22 +190,11 @@ _ROWS_ROTATE_WORDS = {
             const int mdh_j = mdh_i / (4 >> TREE_BIN_WIDE) + mdh_s;
             const int mdh_f = (mdh_j < TREE_ROW_WORDS ? mdh_j : mdh_j - TREE_ROW_WORDS) * (4 >> TREE_BIN_WIDE)
                               + mdh_i % (4 >> TREE_BIN_WIDE);
-#elif ROTATE
-            const int mdh_f = mdh_i + mdh_f0 < TREE_FEATURES ? mdh_i + mdh_f0 : mdh_i + mdh_f0 - TREE_FEATURES;
-#else
-            const int mdh_f = mdh_i;
-#endif
-""",
+#el""" + _FEATURE_ROTATED,
     "word": "mdh_i",
 }
 _ROWS_ROTATE_FEATURES = {
-    "rotate_words": "", "by_feature": "", "unrolled": " && !ROTATE", "word": "mdh_f",
-    "feature": """#if ROTATE
-            const int mdh_f = mdh_i + mdh_f0 < TREE_FEATURES ? mdh_i + mdh_f0 : mdh_i + mdh_f0 - TREE_FEATURES;
-#else
-            const int mdh_f = mdh_i;
-#endif
-""",
+    "rotate_words": "", "by_feature": "", "unrolled": " && !ROTATE", "word": "mdh_f", "feature": "#" + _FEATURE_ROTATED,
 }
 # row-index builds only (the moved rows' source stays as it was, and with it their stored configurations)
 _ROWS_PREFETCH = """#if PREFETCH
@@ -406,8 +402,8 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
         # a warp's work-items on different features still met in one bank where a feature's bins span a multiple of
         # the 32 banks (64 bins: bin b of every feature in bank b mod 32; few-valued features' common bins conflicted
         # as if on one address): padding moves each feature's bins some banks on (64 bins: a pad word a feature, one
-        # bank) (H200, 10^7 binned Higgs
-        # rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one bin 2.24 -> 0.41 ms)
+        # bank). H200, 10^7 binned Higgs rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one
+        # bin 2.24 -> 0.41 ms
         cfg["LOCAL_PAD"] = feature_pad(desc)
     if desc.flat and gpu and cfg.get("PARTIALS_LOCAL") and sizes["node"] >= 64:
         # batches of many unequal nodes: their rows end to end, an equal share per work-group, instead of every node

@@ -2,8 +2,8 @@
 
 A :class:`Description` is pure data. It validates itself when constructed (unknown names in index
 expressions, operator/atom mismatches, unsupported operator mixes), and it declares the tuning parameters
-of its kernels together with their valid ranges on a given device, so the code generator, the tuner's
-search space and the fallback configuration all derive from one place.
+of its kernels together with their valid ranges on a given device (:mod:`mdhom.mdh.configuration`, mixed in),
+so the code generator, the tuner's search space and the fallback configuration all derive from one place.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from mdhom.mdh.configuration import Configurable
 from mdhom.mdh.parts import (
@@ -34,10 +33,6 @@ from mdhom.mdh.parts import (
     strip_numbers,
 )
 from mdhom.mdh.types import CTYPES, AtomType, as_atom, itemsize
-
-if TYPE_CHECKING:
-
-    pass
 
 
 @dataclass(frozen=True)
