@@ -266,23 +266,24 @@ def _chain_values(cand) -> dict[int, float]:
     return out
 
 
-def _reachable_from_scratch(cand, room: float) -> set[int]:
+def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
     """:meth:`_Candidates.reachable` by its definition: the unexpanded candidates of gain > SPLIT_EPS among the
-    ``room`` largest chain values of the candidates not split yet, with every one tied with the last."""
+    ``room`` largest chain values of the candidates not split yet, with every one tied with the last; and the floor
+    (that last chain value, 0 where the budget covers every one)."""
     from mdhom.components.split import SPLIT_EPS
     from mdhom.trees import lossguide as G
 
     if room < 1:
-        return set()
+        return set(), 0.0
     chain = _chain_values(cand)
     unsplit = {c: m for c, m in chain.items() if cand.gain[c] > SPLIT_EPS and cand.state[c] != G.SPLIT}
     if len(unsplit) <= room:
-        return set(cand.open)
+        return set(cand.open), 0.0
     last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
-    return {c for c, m in unsplit.items() if m >= last and c not in cand.children}
+    return {c for c, m in unsplit.items() if m >= last and c not in cand.children}, last
 
 
-@pytest.mark.parametrize("ahead", [0, 1])
+@pytest.mark.parametrize("ahead", [0, 1, 2])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     """With gains tied across the tree, the batches hold every leaf the walk waits for (candidates tied with the last
@@ -326,7 +327,7 @@ def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, a
 
     def spy(self, room):
         out = orig(self, room)
-        assert set(out) == _reachable_from_scratch(self, room) and len(out) == len(set(out))
+        assert (set(out), self.floor) == _reachable_from_scratch(self, room) and len(out) == len(set(out))
         calls["n"] += 1
         calls["all"] += self.unsplit <= room
         calls["selected"] += self.unsplit > room
@@ -336,6 +337,66 @@ def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, a
     _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
     assert calls["all"] > 0, calls
     assert calls["selected"] > 0 or depth > 0, calls  # a depth limit keeps the leaf budget from binding here
+
+
+class _FloorNumpy(_SpeculativeNumpy):
+    """... counting the nodes its look-aheads split and the floors they were given."""
+
+    def __init__(self, levels: int) -> None:
+        super().__init__()
+        self.lookahead, self.ahead_splits, self.floors = levels, 0, []
+        self._ahead = False
+
+    def look_ahead(self, *args, min_gain: float = 0.0, **kwargs):
+        self.floors.append(min_gain)
+        self._ahead = True
+        try:
+            return super().look_ahead(*args, min_gain=min_gain, **kwargs)
+        finally:
+            self._ahead = False
+
+    def apply_splits(self, nodes, *args, **kwargs):
+        self.ahead_splits += len(nodes) * self._ahead
+        return super().apply_splits(nodes, *args, **kwargs)
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+@pytest.mark.parametrize("leaves,seed", [(60, 5), (200, 4), (100, 8)])
+def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, seed, levels):
+    """A speculative batch's look-ahead splits no child below the batch's floor (no gain there can reach the leaf
+    budget): the sequential walk's tree, every row in its leaf, with fewer nodes split ahead than where every
+    batch's floor is 0, and as many round trips."""
+    from mdhom.trees import lossguide as G
+
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 3000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
+    bins = BinMapper(31).fit(X).transform(X)
+    gp = GrowParams(PARAMS, 0.1, 0, leaves, True)
+    seq = NumpyKernels()
+    seq.load(bins, 32, 1)
+    seq.set_gradients(g, h)
+    want = grow_tree(seq, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    orig = G._Candidates.reachable
+
+    def no_floor(self, room):
+        out = orig(self, room)
+        self.floor = 0.0
+        return out
+
+    runs = []
+    for floor in (True, False):
+        if not floor:
+            monkeypatch.setattr(G._Candidates, "reachable", no_floor)
+        kern = _FloorNumpy(levels)
+        kern.load(bins, 32, 1)
+        kern.set_gradients(g, h)
+        _same(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        np.testing.assert_array_equal(kern.row_nodes(), seq.row_nodes())
+        runs.append(kern)
+    floored, plain = runs
+    assert max(floored.floors) > 0 and max(plain.floors) == 0 and floored.searches == plain.searches
+    assert floored.ahead_splits < plain.ahead_splits, (floored.ahead_splits, plain.ahead_splits)
 
 
 @pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])

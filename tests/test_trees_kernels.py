@@ -436,9 +436,10 @@ def test_leaf_rows(device):
 @pytest.mark.parametrize("n_outputs", [1, 3])
 def test_split_from_search(device, n_outputs):
     """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
-    the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS, the child of
-    the smaller hessian sum built next, running ``first`` and a sentinel; records in each of the three regions of
-    positions, whose children go to the next region (0 and 2 to 1, 1 to 2)."""
+    the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS and at least
+    the batch's floor (``min_gain``, ties kept), the child of the smaller hessian sum built next, running ``first``
+    and a sentinel; records in each of the three regions of positions, whose children go to the next region (0 and
+    2 to 1, 1 to 2)."""
     rng = np.random.default_rng(43)
     half, n_bins, prec = 37, 19, "quantized"
     n_rows = 9000  # positions a region
@@ -464,12 +465,15 @@ def test_split_from_search(device, n_outputs):
     assert np.array_equal(want["begin"][:m] // n_rows, np.tile(np.where(parent_region == 1, 2, 1), 2))
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
     desc = lookahead.split_from_search(n_bins, n_outputs, prec)
+    floored = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1, 0.5)
+    assert 0 < (floored["count"][:m] > 0).sum() < (want["count"][:m] > 0).sum()  # the floor keeps 0.5, drops less
     for cf in configs(desc, device, {"entry": m + 1}, seed=44):
-        for leaves in (-1, 7):  # the last table's count, or the host's
-            want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves)
+        for leaves, floor in ((-1, 0.0), (7, 0.0), (-1, 0.5)):  # the last table's count, or the host's; a floor
+            want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves,
+                                                         floor)
             got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
                       n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows,
-                      root=0, leaves=leaves)
+                      root=0, leaves=leaves, min_gain=floor)
             np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
     # the root (a depth-wise tree whose root's split is the device's): every row in region 0, no last table read
     for gain, split in ((0.5, True), (-np.inf, False)):
@@ -480,7 +484,7 @@ def test_split_from_search(device, n_outputs):
         assert want["first"][1] == want["count"][0] and want["count"][1] == 0 and want["node"][1] == 1 + split
         got = run(desc, device, None, {"entry": 2}, res=("o", one, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", np.ones(1, np.int32), None), n_entries=1, base=1,
-                  n_rows=n_rows, root=1, leaves=1)
+                  n_rows=n_rows, root=1, leaves=1, min_gain=0.0)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want)
 
 

@@ -26,11 +26,12 @@ from mdhom.components.split import SPLIT_EPS, result_type
 from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
-# whether entry e of a search's packed result may split: allowed, and a finite gain above SPLIT_EPS (the host's rule)
+# whether entry e of a search's packed result may split: allowed, and a finite gain above SPLIT_EPS and at least
+# min_gain (the host's rule, may_split)
 _RULE = f"""
-inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e) {{
+inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e, const double min_gain) {{
     const double g = (double)res[e * TREE_OUTPUTS].gain;
-    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r};
+    return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r} && g >= min_gain;
 }}
 """
 
@@ -45,7 +46,8 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
     the rows that went left (``n_left``; a record's children lie in the next region of the positions, ``n_rows`` a
     region: kernels/trees/positions.cl), and splits by the node's best split (``res``, the search's packed result) where
-    it may and the gain is finite and above SPLIT_EPS (the host's rule), into ``base + 2 entry`` (left) and
+    it may and the gain is finite, above SPLIT_EPS and at least ``min_gain`` (the host's rule; a loss-guided batch's
+    floor, 0 for none), into ``base + 2 entry`` (left) and
     ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
     child of the smaller hessian sum over outputs, added in output order in double, ties left (the host's
     ``left_smaller``, bit for bit). ``first`` adds the counts before it (a loop: a few hundred entries). Entry
@@ -62,10 +64,10 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
         scalar="""
 __global const lr_t* rs = (__global const lr_t*)res;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
-const int ok = entry < n_entries && tree_ahead(rs, allow, entry);
+const int ok = entry < n_entries && tree_ahead(rs, allow, entry, min_gain);
 int first = 0, n_split = 0;
 for (int e = 0; e < entry; ++e) {
-    if (tree_ahead(rs, allow, e)) {
+    if (tree_ahead(rs, allow, e, min_gain)) {
         first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
         ++n_split;
     }
@@ -90,7 +92,7 @@ out.cats = -1;""",
         inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
                 Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int"),
-                Param("leaves", "int")],
+                Param("leaves", "int"), Param("min_gain", "double")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
@@ -115,7 +117,8 @@ inline int tree_ahead_count(__global const tree_split_t* last, __global const in
 
 
 def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_left: np.ndarray | None,
-                                allow: np.ndarray, base: int, n_bins: int, n_rows: int, leaves: int = 0) -> np.ndarray:
+                                allow: np.ndarray, base: int, n_bins: int, n_rows: int, leaves: int = 0,
+                                min_gain: float = 0.0) -> np.ndarray:
     """``tree_split_from_search`` in numpy: ``res`` (n_entries, n_outputs) split-search records, ``last_tab`` the
     last step's split table (at least n_entries / 2 records; None: the one entry is the root, ``root`` 1), ``allow``
     per entry, ``n_rows`` positions a region, ``leaves`` the tree's before the step (-1: the last table's sentinel's);
@@ -134,7 +137,7 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_
         dst = flip_positions(parent, n_rows)
         begin = np.where(left, dst, dst + nl)
         count = np.where(left, nl, last_tab["count"][i] - nl)
-    ok = may_split(res["gain"][:, 0], allow)
+    ok = may_split(res["gain"][:, 0], allow, min_gain)
     idx = np.where(ok, res["index"][:, 0], 0)
     n_cand = n_bins - 2
     sl = res["lh"].astype(np.float64).cumsum(axis=1)[:, -1]
@@ -170,12 +173,12 @@ def ahead_budget(n_bins: int, n_outputs: int, precision: str) -> Description:
 __global const lr_t* rs = (__global const lr_t*)res;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
 out = 0;
-if (tree_ahead(rs, allow, entry)) {
+if (tree_ahead(rs, allow, entry, 0.0)) {
     const int room = max_leaves > 0 ? max_leaves - (leaves >= 0 ? leaves : last[n_entries / 2].node) : n_entries;
     const double g = (double)rs[entry * TREE_OUTPUTS].gain;
     int rank = 0;  /* entries ahead of this one: a larger gain, or the same gain earlier */
     for (int e = 0; e < n_entries && rank < room; ++e) {
-        if (e != entry && tree_ahead(rs, allow, e)) {
+        if (e != entry && tree_ahead(rs, allow, e, 0.0)) {
             const double ge = (double)rs[e * TREE_OUTPUTS].gain;
             rank += ge > g || (ge == g && e < entry);
         }
@@ -189,11 +192,12 @@ if (tree_ahead(rs, allow, entry)) {
     )
 
 
-def may_split(gain: np.ndarray, allow: np.ndarray) -> np.ndarray:
-    """Which entries may split: allowed, with a finite gain above SPLIT_EPS (``tree_ahead``, the kernels' rule)."""
+def may_split(gain: np.ndarray, allow: np.ndarray, min_gain: float = 0.0) -> np.ndarray:
+    """Which entries may split: allowed, with a finite gain above SPLIT_EPS and at least ``min_gain`` (``tree_ahead``,
+    the kernels' rule)."""
     gain = np.asarray(gain, np.float64)
     with np.errstate(invalid="ignore"):
-        return (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS)
+        return (np.asarray(allow) != 0) & np.isfinite(gain) & (gain > SPLIT_EPS) & (gain >= min_gain)
 
 
 def within_budget(gain: np.ndarray, ok: np.ndarray, room: int | None) -> np.ndarray:

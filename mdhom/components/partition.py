@@ -366,7 +366,7 @@ class RowPartitioner:
                 self._last = (n, most, ns)
 
     def apply_searched(self, allow: np.ndarray, base: int, leaves: int = -1,
-                       max_leaves: int = 0) -> tuple[int, int, _Ahead]:
+                       max_leaves: int = 0, min_gain: float = 0.0) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
         (:mod:`mdhom.components.lookahead`): the host learns the splits with the search's result, after the launches,
         and sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
@@ -375,7 +375,8 @@ class RowPartitioner:
         may split, into ``base + 2i`` and ``base + 2i + 1``; the child of the smaller hessian sum is built next.
         ``leaves``: the tree's leaves before the step, where the last step was the host's or none (the device's steps
         carry the count on); ``max_leaves`` > 0: the step is a depth-wise tree's last level, which splits only the
-        largest gains its leaf budget holds (``tree_ahead_budget``). Numeric splits only. Returns (the rows of the
+        largest gains its leaf budget holds (``tree_ahead_budget``); ``min_gain``: no split of a smaller gain (a
+        loss-guided batch's floor). Numeric splits only. Returns (the rows of the
         split nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
         ws = self.ws
         allow = np.asarray(allow, bool).reshape(-1)
@@ -415,7 +416,7 @@ class RowPartitioner:
             allowed = "ahead_budget"
         make, flags = self._ahead_bound(self._tab, out, allowed)
         ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows,
-                                                 root=int(root), leaves=int(leaves)))
+                                                 root=int(root), leaves=int(leaves), min_gain=float(min_gain)))
         ns = m + 1  # and the sentinel
         if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
             n_blk = n // self.blocks + ns + 1

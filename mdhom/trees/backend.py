@@ -157,12 +157,14 @@ class TreeKernels(Protocol):
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
-                   then: Callable[[], None] | None = None) -> tuple[list[Splits], list[object]]:
+                   then: Callable[[], None] | None = None, min_gain: float = 0.0) -> tuple[list[Splits], list[object]]:
         """``best_splits(hist)`` and ``len(allow)`` split steps after it, taken before the host has seen those
         results: several steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with
         ``small_left``), built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids.
         Level k's entries (``len(nodes) * 2^k`` of them) split by their best split where ``allow[k]`` is True,
-        the entry is alive and the gain is above ``SPLIT_EPS`` (finite), into ``first_id[k] + 2i`` (left) and
+        the entry is alive and the gain is above ``SPLIT_EPS`` (finite) and at least ``min_gain`` (a loss-guided
+        batch's floor: a candidate below it is never split, :meth:`mdhom.trees.lossguide._Candidates.reachable`),
+        into ``first_id[k] + 2i`` (left) and
         ``first_id[k] + 2i + 1``; level k + 1 holds, for each entry, the child of the smaller hessian sum
         (``left_smaller``), then for each the other (:func:`mdhom.trees.reference.ahead_step`: an entry that does
         not split contributes an empty node and itself, neither alive). Returns (the splits of ``hist`` and of

@@ -78,6 +78,7 @@ class _Candidates:
         self.depth: dict[int, int] = {0: 0}
         self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain
         self.children: dict[int, tuple[int, int]] = {}
+        self.floor = 0.0  # the last batch's (reachable)
         self._parent: dict[int, int] = {}
         # per candidate id: its chain value (the least gain on its path from the root, :meth:`reachable`) and its
         # state: KNOWN (searched, gain > SPLIT_EPS, neither expanded nor split), EXPANDED (not split yet), SPLIT (the
@@ -105,10 +106,11 @@ class _Candidates:
         """The walk split candidate ``node`` (the tree's next split)."""
         self.state[node] = SPLIT
 
-    def expand(self, batch: list[int], then: Callable[[], object] | None = None) -> None:
+    def expand(self, batch: list[int], then: Callable[[], object] | None = None, floor: float = 0.0) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split. ``then`` runs once the search is under way, before its result
-        is waited for (host work that overlaps the device's), or before the look-ahead."""
+        is waited for (host work that overlaps the device's), or before the look-ahead. ``floor``: the look-ahead
+        splits no candidate of a smaller gain (the walk will not split it: :meth:`reachable`)."""
         kernels, ns = self.kernels, len(batch)
         depth = self.depth
         recs = [self.rec[node] for node in batch]
@@ -157,11 +159,11 @@ class _Candidates:
             first_id.append(self.n_ids)
             self._grow_ids(2 * (m << k))
         founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
-                                           allow, first_id)
+                                           allow, first_id, min_gain=floor)
         ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
         self._searched(children, pair, founds[0])
         for k in range(levels):
-            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k])
+            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k], min_gain=floor)
             n_k = ids.size
             for e in np.flatnonzero(ok).tolist():
                 parent, c0 = int(ids[e]), first_id[k] + 2 * e
@@ -214,7 +216,12 @@ class _Candidates:
         catches up while the device works (:func:`grow_lossguide_batched`). Its next leaf is always among them.
 
         Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split, the answer is every one
-        not expanded, in the order searched."""
+        not expanded, in the order searched.
+
+        The room-th largest chain value (:attr:`floor`, 0 where the budget covers every candidate) only grows as
+        candidates become known, so no candidate below it will ever be split; the children of a batch have chain
+        values of at most their gains, so a look-ahead below the batch need not split a child of a smaller gain."""
+        self.floor = 0.0
         if room < 1:  # the walk has split the budget's leaves
             return []
         n = self.n_ids
@@ -223,6 +230,7 @@ class _Candidates:
         if unsplit.size <= room:
             return list(self.open)
         last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
+        self.floor = float(last)
         out = np.flatnonzero((state == KNOWN) & (chain >= last))
         return out[np.lexsort((out, -chain[out]))].tolist()  # the walk's order: larger chain values first
 
@@ -330,7 +338,7 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
         # search is on the device: they had sat between a step's read-back and its next launch
         batch = cand.reachable(walk.room())
         while batch:
-            cand.expand(batch, then=walk.advance)
+            cand.expand(batch, then=walk.advance, floor=cand.floor)
             batch = cand.reachable(walk.room())
         stalled = walk.advance()
         if stalled is not None:
