@@ -240,9 +240,9 @@ def _mirror(seed: int, n: int = 300, k: int = 2):
 
 
 def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: np.ndarray, gp: GrowParams,
-                                           ahead: int) -> None:
+                                           ahead: int) -> int:
     """The sequential walk and speculative batches (``ahead`` levels of look-ahead) grow the same tree, every row in
-    the same leaf."""
+    the same leaf; returns the batches' split searches."""
     seq, spec = NumpyKernels(), _SpeculativeNumpy()
     spec.lookahead = ahead
     trees = []
@@ -252,6 +252,7 @@ def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: n
         trees.append(grow_tree(kern, None, np.ones(bins.shape[1], bool), gp, lambda f, b: float(b)))
     _same(trees[1], trees[0])
     np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
+    return spec.searches
 
 
 def _chain_values(cand) -> dict[int, float]:
@@ -304,8 +305,17 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
+    searches = _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
     assert calls["tied"] > 0, calls
+    if ahead:  # a floor keeps the children tied with it: as many round trips as where every floor is 0
+
+        def no_floor(self, room):
+            out = spy(self, room)
+            self.floor = 0.0
+            return out
+
+        monkeypatch.setattr(G._Candidates, "reachable", no_floor)
+        assert _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead) == searches
 
 
 @pytest.mark.parametrize("ahead", [0, 1])
@@ -384,9 +394,26 @@ def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, se
         self.floor = 0.0
         return out
 
+    from mdhom.components.split import SPLIT_EPS
+    from mdhom.trees import reference as R
+
+    step, dropped = R.ahead_step, [0]
+
+    def checked_step(found, alive, allow, first_id, room=None, min_gain=0.0):
+        """Every entry a look-ahead splits has a gain at the floor or above; count those the floor alone kept out."""
+        out = step(found, alive, allow, first_id, room, min_gain)
+        gain = np.asarray(found.gain, np.float64)
+        assert (gain[out[0]] >= min_gain).all(), (min_gain, gain[out[0]].min())
+        may = np.asarray(alive, bool) & np.asarray(allow, bool) & np.isfinite(gain) & (gain > SPLIT_EPS)
+        dropped[0] += int((may & (gain < min_gain)).sum())
+        return out
+
+    monkeypatch.setattr(R, "ahead_step", checked_step)
+    monkeypatch.setattr(G, "ahead_step", checked_step)
     runs = []
     for floor in (True, False):
         if not floor:
+            assert dropped[0] > 0  # the floor kept some children of the batches from splitting
             monkeypatch.setattr(G._Candidates, "reachable", no_floor)
         kern = _FloorNumpy(levels)
         kern.load(bins, 32, 1)
@@ -400,10 +427,13 @@ def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, se
 
 
 @pytest.mark.parametrize("leaves,depth,k,seed", [(60, 0, 1, 5), (200, 0, 1, 4), (40, 5, 1, 9), (33, 0, 3, 7)])
-def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
+def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, seed):
     """The device's look-ahead (the children of each loss-guided batch split by their best splits on the device,
     before the host reads them) grows the reference's quantized tree bit for bit, rows in their leaves, in fewer
-    round trips than without it."""
+    round trips than without it; speculative batches pass it their floors (``tree_split_from_search``'s
+    ``min_gain``), positive where the leaf budget binds."""
+    from mdhom.trees import lossguide as G
+
     rng = np.random.default_rng(seed)
     X, _, h = _data(seed, 3000, 6)
     g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, k))) + 0.3 * rng.standard_normal((3000, k))
@@ -425,14 +455,24 @@ def test_lookahead_grows_the_same_tree(device, leaves, depth, k, seed):
         syncs.append(dev.syncs - s0)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and syncs[2] < syncs[1] < syncs[0], syncs
-    for ahead in (0, 1):  # batches that reach below the heap's leaves, with and without look-ahead: the same tree
+    orig, floors = G._Candidates.reachable, []
+
+    def spy(self, room):
+        out = orig(self, room)
+        floors.append(self.floor)
+        return out
+
+    monkeypatch.setattr(G._Candidates, "reachable", spy)
+    for ahead in (0, 1, 2):  # batches that reach below the heap's leaves, with and without look-ahead: the same tree
         dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
         _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-        assert dev.syncs - s0 <= syncs[ahead], (ahead, dev.syncs - s0, syncs)
+        if ahead < 2:  # (two levels below a batch the budget picks may take one round trip more than below each)
+            assert dev.syncs - s0 <= syncs[ahead], (ahead, dev.syncs - s0, syncs)
+    assert max(floors) > 0 or depth > 0, floors  # a depth limit keeps the leaf budget from binding here
     default = ob.OpenCLTreeKernels(device, precision="quantized")
     with layouts.forcing(None):  # the heuristic's layout, whatever the device's tuned file holds
         default.load(bins, m.n_bins, k)

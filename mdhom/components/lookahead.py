@@ -160,11 +160,11 @@ def split_from_search_reference(res: np.ndarray, last_tab: np.ndarray | None, n_
 @lru_cache(maxsize=8)
 def ahead_budget(n_bins: int, n_outputs: int, precision: str) -> Description:
     """Which entries of a depth-wise tree's last level split, decided on the device: those ``tree_split_from_search``
-    would split (allowed, a finite gain above SPLIT_EPS), and where more would than the tree's leaf budget holds
-    (``max_leaves`` less the leaves before the level, 0 for no limit), only as many of the largest gains, ties to the
-    earlier entry: the host's level-wise rule (:func:`within_budget`), so the last level needs no round trip. The
-    leaves before the level are ``leaves``, or where that is -1 the last table's sentinel's count
-    (``tree_split_from_search``). The result is that step's ``allow``. Entry ``entry`` ranks its gain among the
+    would split (allowed, a finite gain above SPLIT_EPS; a depth-wise level has no floor), and where more would than
+    the tree's leaf budget holds (``max_leaves`` less the leaves before the level, 0 for no limit), only as many of the
+    largest gains, ties to the earlier entry: the host's level-wise rule (:func:`within_budget`), so the last level
+    needs no round trip. The leaves before the level are ``leaves``, or where that is -1 the last table's sentinel's
+    count (``tree_split_from_search``). The result is that step's ``allow``. Entry ``entry`` ranks its gain among the
     level's (a loop: a few hundred entries)."""
     res = result_type(precision)
     return Description(

@@ -139,8 +139,8 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
 
 def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """A work-group per block at a time, its work-items on neighbouring indices (the row index read coalesced);
-    16 work-groups per compute unit on GPUs walk the blocks, enough to hide the gathers' latency (H200, the tuner's
-    10^7 rows in 64 nodes: 116 us at 4 a compute unit, 99-101 at 16 or 32), one per core on CPUs."""
+    16 work-groups per compute unit on GPUs walk the blocks, two waves of the 8 a compute unit holds at once (H200,
+    the tuner's 10^7 rows in 64 nodes: 116 us at 4 a compute unit, 99-101 at 16 or 32), one per core on CPUs."""
     cfg = ones(desc, dev, sizes)
     cfg["NUM_WI_k"] = min(pow2_at_most(max(1, sizes["k"]), 256 if dev.type == "gpu" else 16), dev.max_work_group_size)
     cfg["NUM_WG_blk"] = pow2_at_most(max(1, sizes["blk"]), (16 if dev.type == "gpu" else 1) * max(1, dev.compute_units))

@@ -218,9 +218,11 @@ class _Candidates:
         Where the budget covers every candidate of gain > SPLIT_EPS the walk has not split, the answer is every one
         not expanded, in the order searched.
 
-        The room-th largest chain value (:attr:`floor`, 0 where the budget covers every candidate) only grows as
-        candidates become known, so no candidate below it will ever be split; the children of a batch have chain
-        values of at most their gains, so a look-ahead below the batch need not split a child of a smaller gain."""
+        The room-th largest chain value (:attr:`floor`; 0 where the budget covers every candidate or has no room
+        left) bounds what the walk can still split: ``room`` candidates not split yet reach it, and the walk pops
+        in non-increasing chain values, so it spends the budget before it could reach a candidate below the floor.
+        A child's chain value is at most its gain, so a look-ahead below the batch need not split a child of a
+        smaller gain (ties are kept)."""
         self.floor = 0.0
         if room < 1:  # the walk has split the budget's leaves
             return []
