@@ -260,6 +260,25 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
 
 /* The sum over the work-group of each work-item's v, and (in *excl) of the work-items' before it: a scan in local
  * memory (Hillis-Steele through private copies). */
+/* The sums over the work-group of each work-item's a and b (a tree in local memory; TREE_GROUP_WI is a power
+ * of two): one reduction where two scans had run for the totals alone. */
+inline int2 tree_group_sum2(__local int* lm, const int a, const int b) {
+    const int lid = get_local_id(0);
+    lm[2 * lid] = a;
+    lm[2 * lid + 1] = b;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = TREE_GROUP_WI / 2; off > 0; off >>= 1) {
+        if (lid < off) {
+            lm[2 * lid] += lm[2 * (lid + off)];
+            lm[2 * lid + 1] += lm[2 * (lid + off) + 1];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int2 total = (int2)(lm[0], lm[1]);
+    barrier(CLK_LOCAL_MEM_FENCE);  /* the next scan rewrites lm */
+    return total;
+}
+
 inline int tree_group_scan(__local int* lm, const int v, int* excl) {
     const int lid = get_local_id(0);
     lm[lid] = v;
@@ -285,7 +304,7 @@ void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global 
                         __global int* restrict n_left, __global int* restrict slot_begin,
                         __global int* restrict slot_count)
 {
-    __local int lm[TREE_GROUP_WI];
+    __local int lm[2 * TREE_GROUP_WI];
     __local uchar go[TREE_GROUP_ROWS];
     __local int src[TREE_GROUP_ROWS];
     __global const int* blk = blk_tab + blk_at;
@@ -296,14 +315,15 @@ void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global 
     const int shift = t->begin - first;
     /* the left rows of the split's blocks before this one, and of all of them (its blocks are consecutive) */
     __global const int* counts = blk_left + (g - k);
-    int before = 0, nl = 0, unused;
+    int before = 0, nl = 0;
     for (int c = lid; c < nb; c += TREE_GROUP_WI) {
         const int v = counts[c];
         nl += v;
         before += (c < k) ? v : 0;
     }
-    before = tree_group_scan(lm, before, &unused);
-    nl = tree_group_scan(lm, nl, &unused);
+    const int2 sums = tree_group_sum2(lm, before, nl);
+    before = sums.x;
+    nl = sums.y;
     if (k == 0 && lid == 0) tree_split_counts(t, s, nl, n_rows, n_left, slot_begin, slot_count);
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
     for (int j = lid; j < len; j += TREE_GROUP_WI)
