@@ -258,8 +258,6 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
 #define TREE_GROUP_ROWS 1
 #endif
 
-/* The sum over the work-group of each work-item's v, and (in *excl) of the work-items' before it: a scan in local
- * memory (Hillis-Steele through private copies). */
 /* The sums over the work-group of each work-item's a and b (a tree in local memory; TREE_GROUP_WI is a power
  * of two): one reduction where two scans had run for the totals alone. */
 inline int2 tree_group_sum2(__local int* lm, const int a, const int b) {
@@ -279,6 +277,8 @@ inline int2 tree_group_sum2(__local int* lm, const int a, const int b) {
     return total;
 }
 
+/* The sum over the work-group of each work-item's v, and (in *excl) of the work-items' before it: a scan in local
+ * memory (Hillis-Steele through private copies). */
 inline int tree_group_scan(__local int* lm, const int v, int* excl) {
     const int lid = get_local_id(0);
     lm[lid] = v;

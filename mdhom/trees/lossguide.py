@@ -106,11 +106,11 @@ class _Candidates:
         """The walk split candidate ``node`` (the tree's next split)."""
         self.state[node] = SPLIT
 
-    def expand(self, batch: list[int], then: Callable[[], object] | None = None, floor: float = 0.0) -> None:
+    def expand(self, batch: list[int], then: Callable[[], object] | None = None) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split. ``then`` runs once the search is under way, before its result
-        is waited for (host work that overlaps the device's), or before the look-ahead. ``floor``: the look-ahead
-        splits no candidate of a smaller gain (the walk will not split it: :meth:`reachable`)."""
+        is waited for (host work that overlaps the device's), or before the look-ahead. The look-ahead splits no
+        candidate of a gain below :attr:`floor`, the last :meth:`reachable`'s (0 where none chose the batch)."""
         kernels, ns = self.kernels, len(batch)
         depth = self.depth
         recs = [self.rec[node] for node in batch]
@@ -159,11 +159,11 @@ class _Candidates:
             first_id.append(self.n_ids)
             self._grow_ids(2 * (m << k))
         founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
-                                           allow, first_id, min_gain=floor)
+                                           allow, first_id, min_gain=self.floor)
         ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
         self._searched(children, pair, founds[0])
         for k in range(levels):
-            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k], min_gain=floor)
+            ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k], min_gain=self.floor)
             n_k = ids.size
             for e in np.flatnonzero(ok).tolist():
                 parent, c0 = int(ids[e]), first_id[k] + 2 * e
@@ -340,7 +340,7 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
         # search is on the device: they had sat between a step's read-back and its next launch
         batch = cand.reachable(walk.room())
         while batch:
-            cand.expand(batch, then=walk.advance, floor=cand.floor)
+            cand.expand(batch, then=walk.advance)
             batch = cand.reachable(walk.room())
         stalled = walk.advance()
         if stalled is not None:
