@@ -258,10 +258,10 @@ def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: n
 def _chain_values(cand) -> dict[int, float]:
     """Each searched candidate's least gain on its path from the root, from the candidate tree itself."""
     out = {}
-    for node in cand.gain:
+    for node in np.flatnonzero(~np.isnan(cand.gain[: cand.n_ids])).tolist():
         m, x = cand.gain[node], node
-        while x in cand._parent:
-            x = cand._parent[x]
+        while cand.parent[x] >= 0:
+            x = cand.parent[x]
             m = min(m, cand.gain[x])
         out[node] = m
     return out
@@ -281,7 +281,7 @@ def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
     if len(unsplit) <= room:
         return set(cand.open), 0.0
     last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
-    return {c for c, m in unsplit.items() if m >= last and c not in cand.children}, last
+    return {c for c, m in unsplit.items() if m >= last and cand.kid[c] < 0}, last
 
 
 @pytest.mark.parametrize("ahead", [0, 1, 2])
@@ -300,7 +300,8 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         calls["n"] += 1
         assert calls["n"] < 1000, "the walk does not progress"
         out = orig(self, room)
-        chain = [m for c, m in _chain_values(self).items() if c in self.open]
+        opened = set(self.open)
+        chain = [m for c, m in _chain_values(self).items() if c in opened]
         calls["tied"] += len(chain) > len(set(chain))
         return out
 

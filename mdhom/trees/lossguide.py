@@ -51,12 +51,6 @@ def grow_lossguide(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, par
                 heapq.heappush(heap, (-float(both.gain[j]), child))
 
 
-def _siblings_from(kernels: TreeKernels, parents: list[tuple], child: object) -> object:
-    """[child, parent - child] with each child's parent a node of any handle (records whose first two fields are
-    ``(handle, index)``)."""
-    return kernels.siblings_from([(r[0], r[1]) for r in parents], child)
-
-
 class _Candidates:
     """The candidate tree of a loss-guided walk, as far as it has been searched, in the backend's node ids.
 
@@ -64,33 +58,58 @@ class _Candidates:
     walk only chooses which of them to take. :meth:`expand` splits a batch of nodes at once (one partition,
     one histogram pass over the smaller children, one split search, one read-back) and numbers the new
     nodes as it goes, so ids here differ from the tree's.
+
+    Each candidate's record is a row of arrays indexed by its id, written and read a batch at a time: the
+    bookkeeping between a step's read-back and its next launch is the device's idle time on a GPU host, and a
+    per-node Python loop there had made it grow with the batch (H200, 10.5M rows: 0.2-0.8 ms a step).
     """
 
     def __init__(self, kernels: TreeKernels, mask: np.ndarray, params: GrowParams, root: object,
                  splits: Splits) -> None:
         self.kernels, self.mask, self.params = kernels, mask, params
-        # per node searched, in one record (one dict write per node: a loss-guided tree searches ~700 nodes, and on
-        # a GPU host the step's Python work is on the round trip): its histogram (handle, index, nodes in the
-        # handle), its search (Splits, index), whether its left child is the smaller, and its best split's
-        # (feature, bin, default_left) as Python scalars for expand's table
-        self.rec: dict[int, tuple] = {0: (root, 0, 1, splits, bool(left_smaller(splits.left_sum, splits.right_sum)[0]),
-                                          int(splits.feature[0]), int(splits.bin[0]), bool(splits.default_left[0]))}
-        self.depth: dict[int, int] = {0: 0}
-        self.gain: dict[int, float] = {0: float(splits.gain[0])}  # each searched node's best gain
-        self.children: dict[int, tuple[int, int]] = {}
+        self.n_ids = 0
+        self._alloc(64)
         self.floor = 0.0  # the last batch's (reachable)
-        self._parent: dict[int, int] = {}
+        # per search: (histogram handle, nodes in it, Splits); a candidate's is searches[search[id]], its position in
+        # both at[id]
+        self.searches: list[tuple[object, int, Splits]] = []
+        self._seq = 0  # candidates of gain > SPLIT_EPS searched so far (seq: the order searched)
+        self._grow_ids(1)
+        self.depth[0] = 0
+        self._searched(np.zeros(1, np.int64), root, splits)
+
+    def _alloc(self, size: int) -> None:
+        """Room for ``size`` candidate ids (the records so far kept)."""
+        def grown(old: np.ndarray | None, dtype: type, fill: object) -> np.ndarray:
+            new = np.full(size, fill, dtype)
+            if old is not None:
+                new[: old.size] = old
+            return new
+
+        get = self.__dict__.get
         # per candidate id: its chain value (the least gain on its path from the root, :meth:`reachable`) and its
         # state: KNOWN (searched, gain > SPLIT_EPS, neither expanded nor split), EXPANDED (not split yet), SPLIT (the
-        # walk took it), else 0
-        self.chain = np.full(64, -np.inf)
-        self.state = np.zeros(64, np.int8)
-        self.chain[0] = self.gain[0]
-        self.state[0] = KNOWN if self.gain[0] > SPLIT_EPS else 0
-        self.n_ids = 1
-        # the searched candidates of gain > SPLIT_EPS not expanded yet, in the order searched (a batch where the
-        # budget covers every candidate, :meth:`reachable`)
-        self.open: dict[int, None] = {0: None} if self.gain[0] > SPLIT_EPS else {}
+        # walk took it), else 0; its best gain (NaN until searched), parent (-1: the root), depth and first child
+        # (-1: not expanded); its best split (feature, bin, default_left) and whether its left child is the smaller;
+        # its search and position there; its rank in the order searched
+        for name, dtype, fill in (("chain", np.float64, -np.inf), ("state", np.int8, 0), ("gain", np.float64, np.nan),
+                                  ("parent", np.int64, -1), ("depth", np.int64, 0), ("kid", np.int64, -1),
+                                  ("feature", np.int32, 0), ("bin", np.int32, 0), ("default_left", bool, False),
+                                  ("left_small", bool, False), ("search", np.int64, -1), ("at", np.int64, 0),
+                                  ("seq", np.int64, 0)):
+            setattr(self, name, grown(get(name), dtype, fill))
+
+    def _grow_ids(self, n: int) -> None:
+        """``n`` more candidate ids."""
+        self.n_ids += n
+        if self.n_ids > self.state.size:
+            self._alloc(max(self.n_ids, 2 * self.state.size))
+
+    @property
+    def open(self) -> list[int]:
+        """The searched candidates of gain > SPLIT_EPS not expanded yet, in the order searched."""
+        ids = np.flatnonzero(self.state[: self.n_ids] == KNOWN)
+        return ids[np.argsort(self.seq[ids], kind="stable")].tolist()
 
     @property
     def unsplit(self) -> int:
@@ -99,102 +118,113 @@ class _Candidates:
         return int(np.count_nonzero((state == KNOWN) | (state == EXPANDED)))
 
     def split_of(self, node: int) -> tuple[Splits, int]:
-        r = self.rec[node]
-        return r[3], r[1]
+        return self.searches[self.search[node]][2], int(self.at[node])
 
     def took_split(self, node: int) -> None:
         """The walk split candidate ``node`` (the tree's next split)."""
         self.state[node] = SPLIT
 
-    def expand(self, batch: list[int], then: Callable[[], object] | None = None) -> None:
+    def expand(self, batch: np.ndarray, then: Callable[[], object] | None = None) -> None:
         """Split every node of ``batch`` (each searched, none expanded yet) and search its children's splits
         where the depth limit allows them a split. ``then`` runs once the search is under way, before its result
         is waited for (host work that overlaps the device's), or before the look-ahead. The look-ahead splits no
         candidate of a gain below :attr:`floor`, the last :meth:`reachable`'s (0 where none chose the batch)."""
-        kernels, ns = self.kernels, len(batch)
-        depth = self.depth
-        recs = [self.rec[node] for node in batch]
-        feature = [r[5] for r in recs]
-        left_small = [r[4] for r in recs]
+        kernels, params = self.kernels, self.params
+        batch = np.asarray(batch, np.int64).reshape(-1)
+        ns = batch.size
         first = self.n_ids
         self._grow_ids(2 * ns)
-        lo = np.arange(first, first + 2 * ns, 2, dtype=np.int32)
-        params = self.params
-        grow = [k for k, node in enumerate(batch) if can_split(depth[node] + 1, params)]
+        lo = np.arange(first, first + 2 * ns, 2, dtype=np.int64)
+        d1 = self.depth[batch] + 1
+        grow = np.flatnonzero(d1 < params.max_depth) if params.max_depth else np.arange(ns)
+        feature, left_small = self.feature[batch], self.left_small[batch]
         cats = None
         if any_categorical(params, feature):  # every search of a fit with categorical features has tables
-            cats = np.stack([r[3].cat_left[r[1]] for r in recs])
-        kernels.apply_splits(np.array(batch, np.int32), np.array(feature, np.int32),
-                             np.array([r[6] for r in recs], np.int32), np.array([r[7] for r in recs], bool),
-                             lo, lo + 1, small_left=np.array(left_small) if len(grow) == ns else None, cat_left=cats)
-        open_ = self.open
-        for k, node in enumerate(batch):
-            c = first + 2 * k
-            self._expanded(node, c)
-            open_.pop(node, None)
-            depth[c] = depth[c + 1] = depth[node] + 1
-        if not grow:
+            cats = np.stack([self.searches[s][2].cat_left[j] for s, j in zip(self.search[batch].tolist(),
+                                                                              self.at[batch].tolist(), strict=True)])
+        kernels.apply_splits(batch.astype(np.int32), feature, self.bin[batch], self.default_left[batch],
+                             lo.astype(np.int32), (lo + 1).astype(np.int32),
+                             small_left=left_small if grow.size == ns else None, cat_left=cats)
+        self._expanded(batch, lo, d1)
+        if not grow.size:
             if then is not None:
                 then()
             return
-        small = [first + 2 * k + (0 if left_small[k] else 1) for k in grow]
-        large = [first + 2 * k + (1 if left_small[k] else 0) for k in grow]
-        h_small = kernels.histograms(np.asarray(small, np.int32), transient=True)
-        pair = _siblings_from(kernels, [recs[k] for k in grow], h_small)  # [smalls, larges]
-        children = small + large
-        levels = kernels.lookahead if len(grow) == ns else 0
+        small = lo[grow] + ~left_small[grow]  # the right child where the left is not the smaller
+        large = lo[grow] + left_small[grow]
+        h_small = kernels.histograms(small.astype(np.int32), transient=True)
+        pair = kernels.siblings_from(self._handles(batch[grow]), h_small)  # [smalls, larges]
+        children = np.concatenate([small, large])
+        levels = kernels.lookahead if grow.size == ns else 0
         if not levels:
-            self._searched(children, pair, kernels.best_splits(pair, self.mask, self.params.split, then))
+            self._searched(children, pair, kernels.best_splits(pair, self.mask, params.split, then))
             return
         if then is not None:
             then()
         # the steps after this one on the device, before the host sees this one's result: level k's entries (the
         # children's slots, 2^k each, alive or not) split by their best splits where their own children may split
         # again, children first_id[k] + 2e, first_id[k] + 2e + 1
-        m = len(children)
-        depth0 = [self.depth[c] for c in children]
+        m = children.size
+        depth0 = self.depth[children]
         allow, first_id = [], []
         for k in range(levels):
-            allow.append(np.array([can_split(depth0[e % m] + k + 1, self.params) for e in range(m << k)]))
+            d = np.tile(depth0, 1 << k) + k + 1
+            allow.append(d < params.max_depth if params.max_depth else np.ones(d.size, bool))
             first_id.append(self.n_ids)
             self._grow_ids(2 * (m << k))
-        founds, hists = kernels.look_ahead(pair, self.mask, self.params.split, np.asarray(children, np.int32),
+        founds, hists = kernels.look_ahead(pair, self.mask, params.split, children.astype(np.int32),
                                            allow, first_id, min_gain=self.floor)
-        ids, alive = np.asarray(children, np.int64), np.ones(m, bool)
+        ids, alive = children, np.ones(m, bool)
         self._searched(children, pair, founds[0])
         for k in range(levels):
             ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k], min_gain=self.floor)
             n_k = ids.size
-            for e in np.flatnonzero(ok).tolist():
-                parent, c0 = int(ids[e]), first_id[k] + 2 * e
-                self._expanded(parent, c0)
-                self.open.pop(parent, None)
-                self.depth[c0] = self.depth[c0 + 1] = self.depth[parent] + 1
-            ids, alive = next_ids, next_alive
-            at = np.flatnonzero(alive).tolist()
-            self._searched(ids[at].tolist(), hists[k], founds[k + 1], at, 2 * n_k)
+            e = np.flatnonzero(ok)
+            c0 = first_id[k] + 2 * e
+            self._expanded(ids[e], c0, self.depth[ids[e]] + 1)
+            ids, alive = np.asarray(next_ids, np.int64), next_alive
+            at = np.flatnonzero(alive)
+            self._searched(ids[at], hists[k], founds[k + 1], at, 2 * n_k)
 
-    def _searched(self, nodes: list[int], pair: object, found: Splits, at: list[int] | None = None,
-                  n_in: int | None = None) -> list[bool]:
+    def _handles(self, nodes: np.ndarray) -> list[tuple[object, int]]:
+        """Each node's histogram: (handle, index in it)."""
+        searches = self.searches
+        return [(searches[s][0], j) for s, j in zip(self.search[nodes].tolist(), self.at[nodes].tolist(), strict=True)]
+
+    def _expanded(self, nodes: np.ndarray, first: np.ndarray, depth: np.ndarray) -> None:
+        """Each of ``nodes`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
+        self.kid[nodes] = first
+        for c in (first, first + 1):
+            self.parent[c] = nodes
+            self.depth[c] = depth
+        state = self.state
+        state[nodes[state[nodes] == KNOWN]] = EXPANDED
+
+    def _searched(self, nodes: np.ndarray, pair: object, found: Splits, at: np.ndarray | None = None,
+                  n_in: int | None = None) -> None:
         """Record that ``nodes`` sit at ``at`` (default: in order) of the handle ``pair`` of ``n_in`` nodes, with
-        their best splits in ``found`` (by the same positions); returns, per position of ``pair``, whether the left
-        child is the smaller."""
-        at = range(len(nodes)) if at is None else at
-        n_in = len(nodes) if n_in is None else n_in
-        smaller = left_smaller(found.left_sum, found.right_sum).tolist()
-        gains, feats = found.gain.tolist(), found.feature.tolist()
-        bins, dls = found.bin.tolist(), found.default_left.tolist()
-        rec, gain, open_, parent, chain, state = self.rec, self.gain, self.open, self._parent, self.chain, self.state
-        for node, j in zip(nodes, at, strict=True):
-            rec[node] = (pair, j, n_in, found, smaller[j], feats[j], bins[j], dls[j])
-            g = gain[node] = gains[j]
-            if g > SPLIT_EPS:
-                open_[node] = None
-                state[node] = KNOWN
-                chain[node] = min(chain[parent[node]], g)  # searched nodes but the root have a parent
-        return smaller
+        their best splits in ``found`` (by the same positions)."""
+        at = np.arange(nodes.size) if at is None else np.asarray(at, np.int64)
+        self.search[nodes] = len(self.searches)
+        self.searches.append((pair, nodes.size if n_in is None else n_in, found))
+        self.at[nodes] = at
+        gain = np.asarray(found.gain, np.float64)[at]
+        self.gain[nodes] = gain
+        self.feature[nodes], self.bin[nodes] = found.feature[at], found.bin[at]
+        self.default_left[nodes] = found.default_left[at]
+        self.left_small[nodes] = left_smaller(found.left_sum[at], found.right_sum[at])
+        ok = gain > SPLIT_EPS
+        known = nodes[ok]
+        self.state[known] = KNOWN
+        parent = self.parent[known]
+        chain = gain[ok]
+        below = parent >= 0  # searched nodes but the root have a parent
+        chain[below] = np.minimum(self.chain[parent[below]], chain[below])
+        self.chain[known] = chain
+        self.seq[known] = np.arange(self._seq, self._seq + known.size)
+        self._seq += known.size
 
-    def reachable(self, room: float) -> list[int]:
+    def reachable(self, room: float) -> np.ndarray:
         """The searched, unexpanded candidates that the walk may still split within ``room`` more splits: heap
         leaves and the searched descendants of expanded ones alike, so a batch reaches a level deeper below every
         leaf the budget may reach, not only below the heap's leaves.
@@ -225,48 +255,32 @@ class _Candidates:
         smaller gain (ties are kept)."""
         self.floor = 0.0
         if room < 1:  # the walk has split the budget's leaves
-            return []
+            return np.zeros(0, np.int64)
         n = self.n_ids
         state, chain = self.state[:n], self.chain[:n]
-        unsplit = chain[(state == KNOWN) | (state == EXPANDED)]
+        known = state == KNOWN
+        unsplit = chain[known | (state == EXPANDED)]
         if unsplit.size <= room:
-            return list(self.open)
+            out = np.flatnonzero(known)
+            return out[np.argsort(self.seq[out], kind="stable")]
         last = np.partition(unsplit, unsplit.size - int(room))[unsplit.size - int(room)]  # the room-th largest
         self.floor = float(last)
-        out = np.flatnonzero((state == KNOWN) & (chain >= last))
-        return out[np.lexsort((out, -chain[out]))].tolist()  # the walk's order: larger chain values first
+        out = np.flatnonzero(known & (chain >= last))
+        return out[np.lexsort((out, -chain[out]))]  # the walk's order: larger chain values first
 
-    def _grow_ids(self, n: int) -> None:
-        """``n`` more candidate ids."""
-        self.n_ids += n
-        if self.n_ids > self.state.size:
-            size = max(self.n_ids, 2 * self.state.size)
-            self.state = np.concatenate([self.state, np.zeros(size - self.state.size, np.int8)])
-            self.chain = np.concatenate([self.chain, np.full(size - self.chain.size, -np.inf)])
-
-    def _expanded(self, node: int, first: int) -> None:
-        """``node`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
-        self.children[node] = (first, first + 1)
-        self._parent[first] = self._parent[first + 1] = node
-        if self.state[node] == KNOWN:
-            self.state[node] = EXPANDED
-
-    def leaf_map(self, tree_of: dict[int, int], tree_left: list[int]) -> np.ndarray:
-        """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the
-        backend id of each tree node; a tree node's children in the tree are its children here; ``tree_left``:
-        each tree node's left child, negative at leaves). Plain lists: ~500 tree nodes a tree, per-item numpy
-        access would cost a millisecond."""
-        out = [0] * self.n_ids
-        children = self.children
-        for t, b in tree_of.items():
-            out[b] = t
-            if tree_left[t] < 0 and b in children:  # candidates searched below a leaf of the tree: its rows
-                stack = list(children[b])
-                while stack:
-                    c = stack.pop()
-                    out[c] = t
-                    stack.extend(children.get(c, ()))
-        return np.asarray(out, np.int32)
+    def leaf_map(self, tree_of: dict[int, int]) -> np.ndarray:
+        """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the backend id
+        of each tree node; a tree node's children in the tree are its children here). A candidate in no tree node
+        sits below a tree leaf, and a child's id is larger than its parent's: one pass in id order."""
+        out = np.full(self.n_ids, -1, np.int64)
+        out[np.fromiter(tree_of.values(), np.int64, len(tree_of))] = np.fromiter(tree_of, np.int64, len(tree_of))
+        below = np.flatnonzero(out < 0)
+        if below.size:
+            flat, parent = out.tolist(), self.parent[below].tolist()
+            for c, p in zip(below.tolist(), parent, strict=True):
+                flat[c] = flat[p]
+            out = np.asarray(flat, np.int64)
+        return out.astype(np.int32)
 
 
 class _Walk:
@@ -291,16 +305,16 @@ class _Walk:
         it stops at for want of an expansion (None: the tree is done, or the next leaf's children are still being
         searched)."""
         cand, nodes, params, heap, tree_of = self.cand, self.nodes, self.params, self.heap, self.tree_of
-        children, depth, gains = cand.children, cand.depth, cand.gain
+        kid, depth, gains = cand.kid, cand.depth, cand.gain
         while heap and self.n_leaves < self.limit:
             node = heap[0][1]
             at = tree_of[node]
-            kids = children.get(at)
-            if kids is None:
+            c_lo = int(kid[at])
+            if c_lo < 0:
                 return at
-            c_lo, c_hi = kids
-            grows = can_split(depth[c_lo], params) and self.n_leaves + 1 < self.limit
-            if grows and c_lo not in gains:  # expanded in the batch whose search is under way
+            c_hi = c_lo + 1
+            grows = can_split(int(depth[c_lo]), params) and self.n_leaves + 1 < self.limit
+            if grows and np.isnan(gains[c_lo]):  # expanded in the batch whose search is under way
                 return None
             heapq.heappop(heap)
             cand.took_split(at)
@@ -311,7 +325,7 @@ class _Walk:
             if not grows:
                 continue
             for child, c in ((lo, c_lo), (hi, c_hi)):
-                gain = gains[c]
+                gain = float(gains[c])
                 if gain > SPLIT_EPS:
                     heapq.heappush(heap, (-gain, child))
         return None
@@ -339,7 +353,7 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
         # the walk to have caught up), and the walk's pops over the last batch's results run while this one's
         # search is on the device: they had sat between a step's read-back and its next launch
         batch = cand.reachable(walk.room())
-        while batch:
+        while batch.size:
             cand.expand(batch, then=walk.advance)
             batch = cand.reachable(walk.room())
         stalled = walk.advance()
@@ -348,8 +362,7 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
     else:
         while (stalled := walk.advance()) is not None:
             room = int(min(walk.room(), len(walk.heap)))
-            batch = [walk.tree_of[t] for _, t in heapq.nsmallest(room, walk.heap)]
-            cand.expand([b for b in batch if b not in cand.children])
-    tree_of = walk.tree_of
+            batch = np.array([walk.tree_of[t] for _, t in heapq.nsmallest(room, walk.heap)], np.int64)
+            cand.expand(batch[cand.kid[batch] < 0])
     nodes.flush(params)
-    kernels.relabel(cand.leaf_map(tree_of, nodes.left[: nodes.n].tolist()))
+    kernels.relabel(cand.leaf_map(walk.tree_of))
