@@ -74,6 +74,13 @@ class _Candidates:
         # both at[id]
         self.searches: list[tuple[object, int, Splits]] = []
         self._seq = 0  # candidates of gain > SPLIT_EPS searched so far (seq: the order searched)
+        # what the walk reads a node at a time (:meth:`_Walk.advance`, ~250 pops a tree), as Python lists by id: an
+        # item of a list costs a tenth of a numpy scalar's read: each candidate's first child (-1: not expanded),
+        # depth, best gain (NaN until searched) and (its search's Splits, its position there)
+        self.kid_of: list[int] = []
+        self.depth_of: list[int] = []
+        self.gain_of: list[float] = []
+        self.split_at: list[tuple[Splits, int] | None] = []
         self._grow_ids(1)
         self.depth[0] = 0
         self._searched(np.zeros(1, np.int64), root, splits)
@@ -102,6 +109,10 @@ class _Candidates:
     def _grow_ids(self, n: int) -> None:
         """``n`` more candidate ids."""
         self.n_ids += n
+        self.kid_of.extend([-1] * n)
+        self.depth_of.extend([0] * n)
+        self.gain_of.extend([np.nan] * n)
+        self.split_at.extend([None] * n)
         if self.n_ids > self.state.size:
             self._alloc(max(self.n_ids, 2 * self.state.size))
 
@@ -116,9 +127,6 @@ class _Candidates:
         """How many candidates of gain > SPLIT_EPS the walk has not split, expanded or not."""
         state = self.state[: self.n_ids]
         return int(np.count_nonzero((state == KNOWN) | (state == EXPANDED)))
-
-    def split_of(self, node: int) -> tuple[Splits, int]:
-        return self.searches[self.search[node]][2], int(self.at[node])
 
     def took_split(self, node: int) -> None:
         """The walk split candidate ``node`` (the tree's next split)."""
@@ -197,6 +205,10 @@ class _Candidates:
         for c in (first, first + 1):
             self.parent[c] = nodes
             self.depth[c] = depth
+        kid_of, depth_of = self.kid_of, self.depth_of
+        for node, c, d in zip(nodes.tolist(), first.tolist(), depth.tolist(), strict=True):
+            kid_of[node] = c
+            depth_of[c] = depth_of[c + 1] = d
         state = self.state
         state[nodes[state[nodes] == KNOWN]] = EXPANDED
 
@@ -210,6 +222,10 @@ class _Candidates:
         self.at[nodes] = at
         gain = np.asarray(found.gain, np.float64)[at]
         self.gain[nodes] = gain
+        gain_of, split_at = self.gain_of, self.split_at
+        for node, g, j in zip(nodes.tolist(), gain.tolist(), at.tolist(), strict=True):
+            gain_of[node] = g
+            split_at[node] = (found, j)
         self.feature[nodes], self.bin[nodes] = found.feature[at], found.bin[at]
         self.default_left[nodes] = found.default_left[at]
         self.left_small[nodes] = left_smaller(found.left_sum[at], found.right_sum[at])
@@ -305,27 +321,27 @@ class _Walk:
         it stops at for want of an expansion (None: the tree is done, or the next leaf's children are still being
         searched)."""
         cand, nodes, params, heap, tree_of = self.cand, self.nodes, self.params, self.heap, self.tree_of
-        kid, depth, gains = cand.kid, cand.depth, cand.gain
+        kid, depth, gains, split_at = cand.kid_of, cand.depth_of, cand.gain_of, cand.split_at
         while heap and self.n_leaves < self.limit:
             node = heap[0][1]
             at = tree_of[node]
-            c_lo = int(kid[at])
+            c_lo = kid[at]
             if c_lo < 0:
                 return at
             c_hi = c_lo + 1
-            grows = can_split(int(depth[c_lo]), params) and self.n_leaves + 1 < self.limit
-            if grows and np.isnan(gains[c_lo]):  # expanded in the batch whose search is under way
+            grows = can_split(depth[c_lo], params) and self.n_leaves + 1 < self.limit
+            if grows and gains[c_lo] != gains[c_lo]:  # NaN: expanded in the batch whose search is under way
                 return None
             heapq.heappop(heap)
             cand.took_split(at)
-            sp, i = cand.split_of(at)
+            sp, i = split_at[at]
             lo, hi = nodes.defer(node, sp, i)
             tree_of[lo], tree_of[hi] = c_lo, c_hi
             self.n_leaves += 1
             if not grows:
                 continue
             for child, c in ((lo, c_lo), (hi, c_hi)):
-                gain = float(gains[c])
+                gain = gains[c]
                 if gain > SPLIT_EPS:
                     heapq.heappush(heap, (-gain, child))
         return None
