@@ -34,7 +34,6 @@ class NodeTable:
         self.n = 0
         self._alloc(max(1, capacity))
         self.cat_left: dict[int, np.ndarray] = {}  # the left bins of each categorical split node
-        self._deferred: list[tuple[int, int, Splits, int]] = []  # splits taken by defer, not yet written
 
     def _alloc(self, cap: int) -> None:
         old = self.n
@@ -84,54 +83,26 @@ class NodeTable:
             self.cat_left[node] = splits.cat_left[i].copy()
         return lo, hi
 
-    def defer(self, node: int, splits: Splits, i: int) -> tuple[int, int]:
-        """:meth:`split`, written later by :meth:`flush` (the loss-guided walk takes ~250 splits a tree between
-        device steps; a dozen numpy item writes each add up on a GPU host)."""
-        lo = self.n
-        self.n += 2
-        self._deferred.append((node, lo, splits, i))
-        return lo, lo + 1
-
-    def flush(self, params: GrowParams) -> None:
-        """Write the deferred splits: each field gathered once from the searches' arrays laid end to end (a
-        loss-guided tree defers ~250 splits from a dozen searches; a gather per search and field took 0.7 ms of
-        the H200 host's time a tree, while the device waited for the tree's end)."""
-        deferred, self._deferred = self._deferred, []
-        if not deferred:
-            return
-        if self.n > self.depth.size:
-            self._alloc(max(self.n, 2 * self.depth.size))
-        base: dict[int, int] = {}  # id(splits) -> its first row in the concatenation
-        searches: list[Splits] = []
-        at = 0
-        depth = self.depth[: self.n].tolist()
-        nodes, los, rows = [], [], []
-        for node, lo, splits, i in deferred:
-            b = base.get(id(splits))
-            if b is None:
-                b = base[id(splits)] = at
-                searches.append(splits)
-                at += len(splits.gain)
-            nodes.append(node)
-            los.append(lo)
-            rows.append(b + i)
-            depth[lo] = depth[lo + 1] = depth[node] + 1  # in split order: a parent's depth is written first
-        self.depth[: self.n] = depth
-        node, lo, i = np.asarray(nodes), np.asarray(los), np.asarray(rows)
-
-        def gathered(field: str) -> np.ndarray:
-            parts = [getattr(sp, field) for sp in searches]
-            return (parts[0] if len(parts) == 1 else np.concatenate(parts))[i]
-
-        self.sums[lo], self.sums[lo + 1] = gathered("left_sum"), gathered("right_sum")
+    def write_splits(self, node: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
+                     gain: np.ndarray, left_sum: np.ndarray, right_sum: np.ndarray, depth: np.ndarray,
+                     params: GrowParams, cat_left: Callable[[int], np.ndarray] | None = None) -> int:
+        """Split ``node[k]`` into two new nodes ``first + 2k`` and ``first + 2k + 1`` of depth ``depth[k]`` (their
+        parents may be new nodes of the same call), the splits given field by field in arrays, in a few numpy calls
+        (the loss-guided walk takes ~250 splits a tree; written one by one they had kept the device waiting for the
+        tree's end). ``cat_left(k)``, where the fit has categorical features, gives split k's left bins. Returns
+        ``first``."""
+        k = int(np.asarray(node).size)
+        first = self._new(2 * k)
+        lo = np.arange(first, first + 2 * k, 2)
+        self.sums[lo], self.sums[lo + 1] = left_sum, right_sum
+        self.depth[lo] = self.depth[lo + 1] = depth
         self.left[node], self.right[node] = lo, lo + 1
-        self.feature[node], self.bin[node] = gathered("feature"), gathered("bin")
-        self.default_left[node] = gathered("default_left")
-        self.gain[node] = np.asarray(gathered("gain"), np.float64) + params.split.min_split_gain
-        if params.categorical is not None:
-            for nd, _, sp, j in deferred:
-                if is_categorical(params, int(sp.feature[j])):
-                    self.cat_left[nd] = sp.cat_left[j].copy()
+        self.feature[node], self.bin[node], self.default_left[node] = feature, bin, default_left
+        self.gain[node] = np.asarray(gain, np.float64) + params.split.min_split_gain
+        if params.categorical is not None and cat_left is not None:
+            for j in np.flatnonzero(params.categorical[np.asarray(feature, np.int64)]).tolist():
+                self.cat_left[int(node[j])] = np.array(cat_left(j), copy=True)
+        return first
 
     def split_level(self, parents: np.ndarray, splits: Splits, chosen: np.ndarray, params: GrowParams
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], None]]:

@@ -68,29 +68,29 @@ class _Candidates:
                  splits: Splits) -> None:
         self.kernels, self.mask, self.params = kernels, mask, params
         self.n_ids = 0
+        self.n_outputs = splits.left_sum.shape[1]
         self._alloc(64)
         self.floor = 0.0  # the last batch's (reachable)
-        # per search: (histogram handle, nodes in it, Splits); a candidate's is searches[search[id]], its position in
-        # both at[id]
-        self.searches: list[tuple[object, int, Splits]] = []
         self._seq = 0  # candidates of gain > SPLIT_EPS searched so far (seq: the order searched)
         # what the walk reads a node at a time (:meth:`_Walk.advance`, ~250 pops a tree), as Python lists by id: an
         # item of a list costs a tenth of a numpy scalar's read: each candidate's first child (-1: not expanded),
-        # depth, best gain (NaN until searched) and (its search's Splits, its position there)
+        # depth, best gain (NaN until searched), (its search's Splits, its position there) and (its histogram's handle,
+        # its position there)
         self.kid_of: list[int] = []
         self.depth_of: list[int] = []
         self.gain_of: list[float] = []
         self.split_at: list[tuple[Splits, int] | None] = []
+        self.hist_at: list[tuple[object, int] | None] = []
         self._grow_ids(1)
         self.depth[0] = 0
         self._searched(np.zeros(1, np.int64), root, splits)
 
     def _alloc(self, size: int) -> None:
         """Room for ``size`` candidate ids (the records so far kept)."""
-        def grown(old: np.ndarray | None, dtype: type, fill: object) -> np.ndarray:
-            new = np.full(size, fill, dtype)
+        def grown(old: np.ndarray | None, dtype: type, fill: object, shape: tuple[int, ...] = ()) -> np.ndarray:
+            new = np.full((size, *shape), fill, dtype)
             if old is not None:
-                new[: old.size] = old
+                new[: len(old)] = old
             return new
 
         get = self.__dict__.get
@@ -98,13 +98,14 @@ class _Candidates:
         # state: KNOWN (searched, gain > SPLIT_EPS, neither expanded nor split), EXPANDED (not split yet), SPLIT (the
         # walk took it), else 0; its best gain (NaN until searched), parent (-1: the root), depth and first child
         # (-1: not expanded); its best split (feature, bin, default_left) and whether its left child is the smaller;
-        # its search and position there; its rank in the order searched
+        # its rank in the order searched
         for name, dtype, fill in (("chain", np.float64, -np.inf), ("state", np.int8, 0), ("gain", np.float64, np.nan),
                                   ("parent", np.int64, -1), ("depth", np.int64, 0), ("kid", np.int64, -1),
                                   ("feature", np.int32, 0), ("bin", np.int32, 0), ("default_left", bool, False),
-                                  ("left_small", bool, False), ("search", np.int64, -1), ("at", np.int64, 0),
-                                  ("seq", np.int64, 0)):
+                                  ("left_small", bool, False), ("seq", np.int64, 0)):
             setattr(self, name, grown(get(name), dtype, fill))
+        for name in ("left_sum", "right_sum"):  # its best split's children's (g, h) sums per output
+            setattr(self, name, grown(get(name), np.float64, 0.0, (self.n_outputs, 2)))
 
     def _grow_ids(self, n: int) -> None:
         """``n`` more candidate ids."""
@@ -113,6 +114,7 @@ class _Candidates:
         self.depth_of.extend([0] * n)
         self.gain_of.extend([np.nan] * n)
         self.split_at.extend([None] * n)
+        self.hist_at.extend([None] * n)
         if self.n_ids > self.state.size:
             self._alloc(max(self.n_ids, 2 * self.state.size))
 
@@ -148,10 +150,9 @@ class _Candidates:
         feature, left_small = self.feature[batch], self.left_small[batch]
         cats = None
         if any_categorical(params, feature):  # every search of a fit with categorical features has tables
-            cats = np.stack([self.searches[s][2].cat_left[j] for s, j in zip(self.search[batch].tolist(),
-                                                                              self.at[batch].tolist(), strict=True)])
-        kernels.apply_splits(batch.astype(np.int32), feature, self.bin[batch], self.default_left[batch],
-                             lo.astype(np.int32), (lo + 1).astype(np.int32),
+            split_at = self.split_at
+            cats = np.stack([split_at[n][0].cat_left[split_at[n][1]] for n in batch.tolist()])
+        kernels.apply_splits(batch, feature, self.bin[batch], self.default_left[batch], lo, lo + 1,
                              small_left=left_small if grow.size == ns else None, cat_left=cats)
         self._expanded(batch, lo, d1)
         if not grow.size:
@@ -160,8 +161,9 @@ class _Candidates:
             return
         small = lo[grow] + ~left_small[grow]  # the right child where the left is not the smaller
         large = lo[grow] + left_small[grow]
-        h_small = kernels.histograms(small.astype(np.int32), transient=True)
-        pair = kernels.siblings_from(self._handles(batch[grow]), h_small)  # [smalls, larges]
+        h_small = kernels.histograms(small, transient=True)
+        hist_at = self.hist_at
+        pair = kernels.siblings_from([hist_at[n] for n in batch[grow].tolist()], h_small)  # [smalls, larges]
         children = np.concatenate([small, large])
         levels = kernels.lookahead if grow.size == ns else 0
         if not levels:
@@ -186,18 +188,12 @@ class _Candidates:
         self._searched(children, pair, founds[0])
         for k in range(levels):
             ok, _, next_ids, next_alive = ahead_step(founds[k], alive, allow[k], first_id[k], min_gain=self.floor)
-            n_k = ids.size
             e = np.flatnonzero(ok)
             c0 = first_id[k] + 2 * e
             self._expanded(ids[e], c0, self.depth[ids[e]] + 1)
             ids, alive = np.asarray(next_ids, np.int64), next_alive
             at = np.flatnonzero(alive)
-            self._searched(ids[at], hists[k], founds[k + 1], at, 2 * n_k)
-
-    def _handles(self, nodes: np.ndarray) -> list[tuple[object, int]]:
-        """Each node's histogram: (handle, index in it)."""
-        searches = self.searches
-        return [(searches[s][0], j) for s, j in zip(self.search[nodes].tolist(), self.at[nodes].tolist(), strict=True)]
+            self._searched(ids[at], hists[k], founds[k + 1], at)
 
     def _expanded(self, nodes: np.ndarray, first: np.ndarray, depth: np.ndarray) -> None:
         """Each of ``nodes`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
@@ -212,23 +208,28 @@ class _Candidates:
         state = self.state
         state[nodes[state[nodes] == KNOWN]] = EXPANDED
 
-    def _searched(self, nodes: np.ndarray, pair: object, found: Splits, at: np.ndarray | None = None,
-                  n_in: int | None = None) -> None:
-        """Record that ``nodes`` sit at ``at`` (default: in order) of the handle ``pair`` of ``n_in`` nodes, with
-        their best splits in ``found`` (by the same positions)."""
-        at = np.arange(nodes.size) if at is None else np.asarray(at, np.int64)
-        self.search[nodes] = len(self.searches)
-        self.searches.append((pair, nodes.size if n_in is None else n_in, found))
-        self.at[nodes] = at
-        gain = np.asarray(found.gain, np.float64)[at]
+    def _searched(self, nodes: np.ndarray, pair: object, found: Splits, at: np.ndarray | None = None) -> None:
+        """Record that ``nodes`` sit at ``at`` (default: in order) of the histogram handle ``pair``, with their best
+        splits in ``found`` (by the same positions)."""
+        if at is None:  # (a batch's children: the search's every entry, in order; no gathers)
+            gain, feature, bin_, default_left = found.gain, found.feature, found.bin, found.default_left
+            left_sum, right_sum = found.left_sum, found.right_sum
+            pos = range(nodes.size)
+        else:
+            at = np.asarray(at, np.int64)
+            pos = at.tolist()
+            gain, feature, bin_, default_left = found.gain[at], found.feature[at], found.bin[at], found.default_left[at]
+            left_sum, right_sum = found.left_sum[at], found.right_sum[at]
+        gain = np.asarray(gain, np.float64)
         self.gain[nodes] = gain
-        gain_of, split_at = self.gain_of, self.split_at
-        for node, g, j in zip(nodes.tolist(), gain.tolist(), at.tolist(), strict=True):
+        gain_of, split_at, hist_at = self.gain_of, self.split_at, self.hist_at
+        for node, g, j in zip(nodes.tolist(), gain.tolist(), pos, strict=True):
             gain_of[node] = g
             split_at[node] = (found, j)
-        self.feature[nodes], self.bin[nodes] = found.feature[at], found.bin[at]
-        self.default_left[nodes] = found.default_left[at]
-        self.left_small[nodes] = left_smaller(found.left_sum[at], found.right_sum[at])
+            hist_at[node] = (pair, j)
+        self.feature[nodes], self.bin[nodes], self.default_left[nodes] = feature, bin_, default_left
+        self.left_small[nodes] = left_smaller(left_sum, right_sum)
+        self.left_sum[nodes], self.right_sum[nodes] = left_sum, right_sum
         ok = gain > SPLIT_EPS
         known = nodes[ok]
         self.state[known] = KNOWN
@@ -311,6 +312,11 @@ class _Walk:
             self.heap.append((-float(splits.gain[0]), 0))
         self.limit = params.max_leaves or np.inf
         self.n_leaves = 1
+        # the splits taken, in the walk's order: the tree node split and its candidate; the k-th's children are tree
+        # nodes first + 2k and first + 2k + 1 (written by :meth:`write`)
+        self.first = nodes.n
+        self.taken_node: list[int] = []
+        self.taken: list[int] = []
 
     def room(self) -> float:
         """Splits the leaf budget has left."""
@@ -320,8 +326,9 @@ class _Walk:
         """Pop leaves while their candidates are expanded and the children's searches are in; returns the candidate
         it stops at for want of an expansion (None: the tree is done, or the next leaf's children are still being
         searched)."""
-        cand, nodes, params, heap, tree_of = self.cand, self.nodes, self.params, self.heap, self.tree_of
-        kid, depth, gains, split_at = cand.kid_of, cand.depth_of, cand.gain_of, cand.split_at
+        cand, params, heap, tree_of = self.cand, self.params, self.heap, self.tree_of
+        kid, depth, gains = cand.kid_of, cand.depth_of, cand.gain_of
+        taken_node, taken = self.taken_node, self.taken
         while heap and self.n_leaves < self.limit:
             node = heap[0][1]
             at = tree_of[node]
@@ -334,8 +341,10 @@ class _Walk:
                 return None
             heapq.heappop(heap)
             cand.took_split(at)
-            sp, i = split_at[at]
-            lo, hi = nodes.defer(node, sp, i)
+            lo = self.first + 2 * len(taken)
+            hi = lo + 1
+            taken_node.append(node)
+            taken.append(at)
             tree_of[lo], tree_of[hi] = c_lo, c_hi
             self.n_leaves += 1
             if not grows:
@@ -345,6 +354,21 @@ class _Walk:
                 if gain > SPLIT_EPS:
                     heapq.heappush(heap, (-gain, child))
         return None
+
+    def write(self) -> None:
+        """The splits taken into the node table, at once."""
+        cand, c = self.cand, np.asarray(self.taken, np.int64)
+        split_at = cand.split_at
+
+        def cat_left(k: int) -> np.ndarray:
+            found, j = split_at[self.taken[k]]
+            return found.cat_left[j]
+
+        first = self.nodes.write_splits(np.asarray(self.taken_node, np.int64), cand.feature[c], cand.bin[c],
+                                        cand.default_left[c], cand.gain[c], cand.left_sum[c], cand.right_sum[c],
+                                        cand.depth[c] + 1, self.params, cat_left)
+        if c.size and first != self.first:
+            raise RuntimeError("the node table grew during the loss-guided walk")
 
 
 def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
@@ -380,5 +404,5 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
             room = int(min(walk.room(), len(walk.heap)))
             batch = np.array([walk.tree_of[t] for _, t in heapq.nsmallest(room, walk.heap)], np.int64)
             cand.expand(batch[cand.kid[batch] < 0])
-    nodes.flush(params)
+    walk.write()
     kernels.relabel(cand.leaf_map(walk.tree_of))
