@@ -69,7 +69,9 @@ class _Candidates:
         self.kernels, self.mask, self.params = kernels, mask, params
         self.n_ids = 0
         self.n_outputs = splits.left_sum.shape[1]
-        self._alloc(64)
+        # room for the ids of a tree's usual candidates at once (255 leaves: ~700-1500 ids; grown by doubling from 64
+        # the arrays had been reallocated five times a tree)
+        self._alloc(8 * params.max_leaves if params.max_leaves else 1024)
         self.floor = 0.0  # the last batch's (reachable)
         self._seq = 0  # candidates of gain > SPLIT_EPS searched so far (seq: the order searched)
         # what the walk reads a node at a time (:meth:`_Walk.advance`, ~250 pops a tree), as Python lists by id: an
