@@ -278,8 +278,8 @@ def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
         return set(), 0.0
     chain = _chain_values(cand)
     unsplit = {c: m for c, m in chain.items() if cand.gain[c] > SPLIT_EPS and cand.state[c] != G.SPLIT}
-    if len(unsplit) <= room:
-        return set(cand.open), 0.0
+    if len(unsplit) <= room:  # every searched candidate of gain > SPLIT_EPS not expanded
+        return {c for c in chain if cand.gain[c] > SPLIT_EPS and cand.kid[c] < 0}, 0.0
     last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
     return {c for c, m in unsplit.items() if m >= last and cand.kid[c] < 0}, last
 
@@ -289,6 +289,7 @@ def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
 def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     """With gains tied across the tree, the batches hold every leaf the walk waits for (candidates tied with the last
     one in the leaf budget join too; a leaf in no batch raises), and the tree is the sequential walk's."""
+    from mdhom.components.split import SPLIT_EPS
     from mdhom.trees import lossguide as G
 
     X, g, h = _mirror(seed)
@@ -300,8 +301,7 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         calls["n"] += 1
         assert calls["n"] < 1000, "the walk does not progress"
         out = orig(self, room)
-        opened = set(self.open)
-        chain = [m for c, m in _chain_values(self).items() if c in opened]
+        chain = [m for c, m in _chain_values(self).items() if self.gain[c] > SPLIT_EPS and self.kid[c] < 0]
         calls["tied"] += len(chain) > len(set(chain))
         return out
 
@@ -663,3 +663,41 @@ def test_profiled_histogram_bytes_are_the_rows_it_reads(device, whole_rows):
     left = kern.node_rows(1).size
     assert 0 < left < 3000
     assert kern.kernel_bytes[name] == (3000 + left) * row
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_write_splits_writes_what_split_would(categorical):
+    """NodeTable.write_splits (a loss-guided walk's splits at the tree's end, parents among the nodes it makes) leaves
+    the table as one NodeTable.split per split in the same order would; a fit with categorical features must give the
+    splits' left bins."""
+    from mdhom.trees.backend import Splits
+    from mdhom.trees.growth import NodeTable
+
+    rng = np.random.default_rng(3)
+    node = np.array([0, 2, 1, 3])  # 0 -> (1, 2), 2 -> (3, 4), 1 -> (5, 6), 3 -> (7, 8)
+    k = node.size
+    cats = np.array([True, False, True]) if categorical else None
+    gp = GrowParams(PARAMS, 0.1, 0, 16, True, cats)
+    splits = Splits(gain=rng.random(k), feature=rng.integers(0, 3, k).astype(np.int32),
+                    bin=rng.integers(0, 8, k).astype(np.int32), default_left=rng.random(k) < 0.5,
+                    left_sum=rng.random((k, 2, 2)), right_sum=rng.random((k, 2, 2)),
+                    cat_left=rng.random((k, 10)) < 0.5 if categorical else None)
+    one, many = NodeTable(2), NodeTable(2)
+    for t in (one, many):
+        t.add(rng.random((2, 2)) if t is one else one.sums[0], 0)
+    for j in range(k):
+        one.split(int(node[j]), splits, j, gp)
+    first = many.write_splits(node, splits.feature, splits.bin, splits.default_left, splits.gain, splits.left_sum,
+                              splits.right_sum, np.array([1, 2, 2, 3]), gp,
+                              (lambda j: splits.cat_left[j]) if categorical else None)
+    assert first == 1 and many.n == one.n == 2 * k + 1
+    for field in ("sums", "depth", "left", "right", "feature", "bin", "default_left", "gain"):
+        np.testing.assert_array_equal(getattr(many, field)[: many.n], getattr(one, field)[: one.n], err_msg=field)
+    assert many.cat_left.keys() == one.cat_left.keys() and (len(one.cat_left) > 0) == categorical
+    for n, table in one.cat_left.items():
+        np.testing.assert_array_equal(many.cat_left[n], table)
+    if categorical:
+        with pytest.raises(ValueError, match="left bins"):
+            NodeTable(2).write_splits(node[:1], splits.feature[:1], splits.bin[:1], splits.default_left[:1],
+                                      splits.gain[:1], splits.left_sum[:1], splits.right_sum[:1], np.ones(1, int),
+                                      gp, None)

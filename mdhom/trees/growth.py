@@ -85,11 +85,11 @@ class NodeTable:
 
     def write_splits(self, node: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      gain: np.ndarray, left_sum: np.ndarray, right_sum: np.ndarray, depth: np.ndarray,
-                     params: GrowParams, cat_left: Callable[[int], np.ndarray] | None = None) -> int:
+                     params: GrowParams, cat_left: Callable[[int], np.ndarray] | None) -> int:
         """Split ``node[k]`` into two new nodes ``first + 2k`` and ``first + 2k + 1`` of depth ``depth[k]`` (their
         parents may be new nodes of the same call), the splits given field by field in arrays, in a few numpy calls
         (the loss-guided walk takes ~250 splits a tree; written one by one they had kept the device waiting for the
-        tree's end). ``cat_left(k)``, where the fit has categorical features, gives split k's left bins. Returns
+        tree's end). ``cat_left(k)`` gives split k's left bins, asked where the fit has categorical features. Returns
         ``first``."""
         k = int(np.asarray(node).size)
         first = self._new(2 * k)
@@ -99,7 +99,9 @@ class NodeTable:
         self.left[node], self.right[node] = lo, lo + 1
         self.feature[node], self.bin[node], self.default_left[node] = feature, bin, default_left
         self.gain[node] = np.asarray(gain, np.float64) + params.split.min_split_gain
-        if params.categorical is not None and cat_left is not None:
+        if params.categorical is not None:
+            if cat_left is None:
+                raise ValueError("write_splits: a fit with categorical features needs the splits' left bins")
             for j in np.flatnonzero(params.categorical[np.asarray(feature, np.int64)]).tolist():
                 self.cat_left[int(node[j])] = np.array(cat_left(j), copy=True)
         return first

@@ -70,8 +70,12 @@ class _Candidates:
         self.n_ids = 0
         self.n_outputs = splits.left_sum.shape[1]
         # room for the ids of a tree's usual candidates at once (255 leaves: ~700-1500 ids; grown by doubling from 64
-        # the arrays had been reallocated five times a tree)
-        self._alloc(8 * params.max_leaves if params.max_leaves else 1024)
+        # the arrays had been reallocated five times a tree), within what a depth limit allows and at most 2^14 (a
+        # leaf budget far above the depth limit's is only a bound); more grow as needed
+        room = 8 * params.max_leaves if params.max_leaves else 1024
+        if params.max_depth:
+            room = min(room, 1 << min(params.max_depth + 2, 14))
+        self._alloc(min(room, 1 << 14))
         self.floor = 0.0  # the last batch's (reachable)
         self._seq = 0  # candidates of gain > SPLIT_EPS searched so far (seq: the order searched)
         # what the walk reads a node at a time (:meth:`_Walk.advance`, ~250 pops a tree), as Python lists by id: an
@@ -84,7 +88,6 @@ class _Candidates:
         self.split_at: list[tuple[Splits, int] | None] = []
         self.hist_at: list[tuple[object, int] | None] = []
         self._grow_ids(1)
-        self.depth[0] = 0
         self._searched(np.zeros(1, np.int64), root, splits)
 
     def _alloc(self, size: int) -> None:
@@ -119,12 +122,6 @@ class _Candidates:
         self.hist_at.extend([None] * n)
         if self.n_ids > self.state.size:
             self._alloc(max(self.n_ids, 2 * self.state.size))
-
-    @property
-    def open(self) -> list[int]:
-        """The searched candidates of gain > SPLIT_EPS not expanded yet, in the order searched."""
-        ids = np.flatnonzero(self.state[: self.n_ids] == KNOWN)
-        return ids[np.argsort(self.seq[ids], kind="stable")].tolist()
 
     @property
     def unsplit(self) -> int:
@@ -223,6 +220,8 @@ class _Candidates:
             gain, feature, bin_, default_left = found.gain[at], found.feature[at], found.bin[at], found.default_left[at]
             left_sum, right_sum = found.left_sum[at], found.right_sum[at]
         gain = np.asarray(gain, np.float64)
+        if np.isnan(gain).any():  # NaN marks a candidate not searched yet (_Walk.advance); searches give -inf instead
+            raise RuntimeError("a split search returned a NaN gain")
         self.gain[nodes] = gain
         gain_of, split_at, hist_at = self.gain_of, self.split_at, self.hist_at
         for node, g, j in zip(nodes.tolist(), gain.tolist(), pos, strict=True):
@@ -289,15 +288,16 @@ class _Candidates:
 
     def leaf_map(self, tree_of: dict[int, int]) -> np.ndarray:
         """Backend id -> the tree node holding its rows: the tree leaf at or above it (``tree_of``: the backend id
-        of each tree node; a tree node's children in the tree are its children here). A candidate in no tree node
-        sits below a tree leaf, and a child's id is larger than its parent's: one pass in id order."""
+        of each tree node; a tree node's children in the tree are its children here). A split candidate in no tree
+        node sits below a tree leaf, and a child's id is larger than its parent's: one pass in id order. Ids that a
+        look-ahead reserved for entries it did not split have no parent and hold no rows: tree node 0."""
         out = np.full(self.n_ids, -1, np.int64)
         out[np.fromiter(tree_of.values(), np.int64, len(tree_of))] = np.fromiter(tree_of, np.int64, len(tree_of))
         below = np.flatnonzero(out < 0)
         if below.size:
             flat, parent = out.tolist(), self.parent[below].tolist()
             for c, p in zip(below.tolist(), parent, strict=True):
-                flat[c] = flat[p]
+                flat[c] = flat[p] if p >= 0 else 0
             out = np.asarray(flat, np.int64)
         return out.astype(np.int32)
 
