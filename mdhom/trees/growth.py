@@ -207,3 +207,9 @@ def sibling_histograms(kernels: TreeKernels, parent: object, child: object, inde
 
 def can_split(depth: int, params: GrowParams) -> bool:
     return params.max_depth == 0 or depth < params.max_depth
+
+
+def can_split_each(depth: np.ndarray, params: GrowParams) -> np.ndarray:
+    """:func:`can_split` of each of an array of depths (a loss-guided batch's nodes)."""
+    depth = np.asarray(depth)
+    return depth < params.max_depth if params.max_depth else np.ones(depth.shape, bool)

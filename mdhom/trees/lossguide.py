@@ -11,7 +11,15 @@ import numpy as np
 
 from mdhom.components.split import SPLIT_EPS
 from mdhom.trees.backend import Splits, TreeKernels
-from mdhom.trees.growth import GrowParams, NodeTable, any_categorical, can_split, cat_tables, sibling_histograms
+from mdhom.trees.growth import (
+    GrowParams,
+    NodeTable,
+    any_categorical,
+    can_split,
+    can_split_each,
+    cat_tables,
+    sibling_histograms,
+)
 from mdhom.trees.reference import ahead_step, left_smaller
 
 # candidate states (_Candidates.state): searched with gain > SPLIT_EPS, expanded (split on the device, its children
@@ -145,7 +153,7 @@ class _Candidates:
         self._grow_ids(2 * ns)
         lo = np.arange(first, first + 2 * ns, 2, dtype=np.int64)
         d1 = self.depth[batch] + 1
-        grow = np.flatnonzero(d1 < params.max_depth) if params.max_depth else np.arange(ns)
+        grow = np.flatnonzero(can_split_each(d1, params))
         feature, left_small = self.feature[batch], self.left_small[batch]
         cats = None
         if any_categorical(params, feature):  # every search of a fit with categorical features has tables
@@ -177,8 +185,7 @@ class _Candidates:
         depth0 = self.depth[children]
         allow, first_id = [], []
         for k in range(levels):
-            d = np.tile(depth0, 1 << k) + k + 1
-            allow.append(d < params.max_depth if params.max_depth else np.ones(d.size, bool))
+            allow.append(can_split_each(np.tile(depth0, 1 << k) + k + 1, params))
             first_id.append(self.n_ids)
             self._grow_ids(2 * (m << k))
         founds, hists = kernels.look_ahead(pair, self.mask, params.split, children.astype(np.int32),
