@@ -13,11 +13,11 @@ import pytest
 
 from mdhom import TreeBoostClassifier, configs
 from mdhom.trees import layouts
-from mdhom.trees.layouts import BLOCK_ROWS, DEPTH_AHEAD, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
+from mdhom.trees.layouts import BATCH, BLOCK_ROWS, DEPTH_AHEAD, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
 from mdhom.tuning.endtoend import Workload
 
 VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
-HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS, DEPTH_AHEAD)  # the CPUs' (the stage tests run on a CPU)
+HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS, DEPTH_AHEAD, BATCH)  # the CPUs' (the stage tests run on a CPU)
 
 
 @pytest.fixture
@@ -34,10 +34,11 @@ def cpu():
 
 def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
-    assert len(set(q)) == len(q) == 32 and len(set(d)) == len(d) == 6
+    assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 12
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
-    assert len(set(gq)) == len(gq) == 32 and len(set(gd)) == len(gd) == 6
+    assert len(set(gq)) == len(gq) == 64 and len(set(gd)) == len(gd) == 12
     assert {c.depth_ahead for c in q + gq} == {0, DEPTH_AHEAD}
+    assert {c.batch for c in q + d} == {c.batch for c in gq + gd} == {0, BATCH}
     assert {c.blocks for c in q + d} == {0, BLOCK_ROWS} and {c.blocks for c in gq + gd} == {0, GROUP_ROWS}
     assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
     assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
@@ -71,18 +72,18 @@ def layouts_stage(*a, **k):
 
 
 def test_the_stage_proposes_the_fastest_layout(cpu):
-    fast = Layout(1, 1, 1, 0, 0, 0)
+    fast = Layout(1, 1, 1, 0, 0, 0, 0)
     times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {fast: 0.5}
-    times.pop(Layout(1, 1, 0, 1, 0, 0))  # one candidate the device cannot run: skipped, counted
+    times.pop(Layout(1, 1, 0, 1, 0, 0, BATCH))  # one candidate the device cannot run: skipped, counted
     ((name, cls, entry, h),) = _stage(cpu, times)
     assert (name, h) == ("tree_layout_quantized", LAYOUT_HASH)
     assert entry["config"] == fast.config() and entry["median_s"] == 0.5
     assert entry["default_config"] == HEURISTIC.config() and entry["default_s"] == 1.0
-    assert entry["failed_trials"] == 1 and entry["trials"] == 31
+    assert entry["failed_trials"] == 1 and entry["trials"] == 63
 
 
 def test_the_heuristic_stays_where_nothing_beats_it_by_the_margin(cpu):
-    times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {Layout(1, 1, 1, 0, 0, 0): 0.99}
+    times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {Layout(1, 1, 1, 0, 0, 0, 0): 0.99}
     ((_, _, entry, _),) = _stage(cpu, times)
     assert entry["config"] == entry["default_config"] == HEURISTIC.config()
 
@@ -92,6 +93,8 @@ def test_stale_layouts_are_retuned():
 
     assert not stale_entry("tree_layout_quantized", LAYOUT_HASH)
     assert stale_entry("tree_layout_quantized", "layout-v0:row_index")
+    # stored before the batch bound was a choice
+    assert stale_entry("tree_layout_quantized", "layout-v1:row_index,whole_rows,columns,lookahead,blocks,depth_ahead")
 
 
 def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
@@ -99,7 +102,7 @@ def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
     from mdhom.tuning import layouts as stage
 
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
-    fast = Layout(1, 1, 0, 0, 0, 0)
+    fast = Layout(1, 1, 0, 0, 0, 0, BATCH)
     monkeypatch.setattr(stage, "fit_seconds", _machine({c: 1.0 for c in candidates("quantized", cpu=True)} | {fast: 0.4}))
 
     def rounds(device, work, data):  # the end-to-end check (on devices whose default precision is quantized)
@@ -128,7 +131,8 @@ def _data(n=3000, seed=3):
 
 # blocks of 64 rows: several blocks per split node; with the look-ahead, steps of both partitions in one tree
 @pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
-@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2), Layout(0, 0, 0, 0, 0, 0), Layout(0, 1, 0, 0, 64, 3)],
+@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2, 0), Layout(0, 0, 0, 0, 0, 0, 2),
+                                    Layout(0, 1, 0, 0, 64, 3, BATCH)],
                          ids=lambda v: v.text())
 def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, policy, tmp_path, monkeypatch):
     X, y = _data()
@@ -160,20 +164,20 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
 
     X, _ = _data(500)
     bins = np.clip((X * 8 + 32).astype(np.int64), 0, 62).astype(np.uint8)
-    with layouts.forcing(Layout(1, 1, 1, 0, 0, 0)):
+    with layouts.forcing(Layout(1, 1, 1, 0, 0, 0, 0)):
         forced = OpenCLTreeKernels(cpu, "quantized")
         forced.load(bins, 64, 1)
         mine = OpenCLTreeKernels(cpu, "quantized", row_index=False, whole_rows=False)
         mine.load(bins, 64, 1)
-    assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0, 0)
+    assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0, 0, 0)
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
 
 
 def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_path, monkeypatch):
-    entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0, 0).config(), "median_s": 1.0,
+    entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0, 0, 0).config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
     configs.store_results(cpu, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
-    assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0, 0)
+    assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0, 0, 0)
     assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call

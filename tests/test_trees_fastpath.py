@@ -240,11 +240,11 @@ def _mirror(seed: int, n: int = 300, k: int = 2):
 
 
 def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: np.ndarray, gp: GrowParams,
-                                           ahead: int) -> int:
-    """The sequential walk and speculative batches (``ahead`` levels of look-ahead) grow the same tree, every row in
-    the same leaf; returns the batches' split searches."""
+                                           ahead: int, most: int = 0) -> int:
+    """The sequential walk and speculative batches (``ahead`` levels of look-ahead, at most ``most`` candidates a
+    batch) grow the same tree, every row in the same leaf; returns the batches' split searches."""
     seq, spec = NumpyKernels(), _SpeculativeNumpy()
-    spec.lookahead = ahead
+    spec.lookahead, spec.batch = ahead, most
     trees = []
     for kern in (seq, spec):
         kern.load(bins, 32, g.shape[1])
@@ -267,10 +267,11 @@ def _chain_values(cand) -> dict[int, float]:
     return out
 
 
-def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
+def _reachable_from_scratch(cand, room: float, most: int = 0) -> tuple[set[int], float]:
     """:meth:`_Candidates.reachable` by its definition: the unexpanded candidates of gain > SPLIT_EPS among the
-    ``room`` largest chain values of the candidates not split yet, with every one tied with the last; and the floor
-    (that last chain value, 0 where the budget covers every one)."""
+    ``room`` largest chain values of the candidates not split yet, with every one tied with the last, and of them
+    (``most`` > 0) those among the ``most`` largest chain values, with every one tied with the last; and the floor
+    (the budget's last chain value, 0 where the budget covers every one)."""
     from mdhom.components.split import SPLIT_EPS
     from mdhom.trees import lossguide as G
 
@@ -279,9 +280,14 @@ def _reachable_from_scratch(cand, room: float) -> tuple[set[int], float]:
     chain = _chain_values(cand)
     unsplit = {c: m for c, m in chain.items() if cand.gain[c] > SPLIT_EPS and cand.state[c] != G.SPLIT}
     if len(unsplit) <= room:  # every searched candidate of gain > SPLIT_EPS not expanded
-        return {c for c in chain if cand.gain[c] > SPLIT_EPS and cand.kid[c] < 0}, 0.0
-    last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
-    return {c for c, m in unsplit.items() if m >= last and cand.kid[c] < 0}, last
+        out, last = {c for c in chain if cand.gain[c] > SPLIT_EPS and cand.kid[c] < 0}, 0.0
+    else:
+        last = sorted(unsplit.values(), reverse=True)[int(room) - 1]
+        out = {c for c, m in unsplit.items() if m >= last and cand.kid[c] < 0}
+    if most and len(out) > most:
+        bound = sorted((chain[c] for c in out), reverse=True)[most - 1]
+        out = {c for c in out if chain[c] >= bound}
+    return out, last
 
 
 @pytest.mark.parametrize("ahead", [0, 1, 2])
@@ -297,10 +303,10 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, 0, 255, True)
     orig, calls = G._Candidates.reachable, {"n": 0, "tied": 0}
 
-    def spy(self, room):
+    def spy(self, room, most=0):
         calls["n"] += 1
         assert calls["n"] < 1000, "the walk does not progress"
-        out = orig(self, room)
+        out = orig(self, room, most)
         chain = [m for c, m in _chain_values(self).items() if self.gain[c] > SPLIT_EPS and self.kid[c] < 0]
         calls["tied"] += len(chain) > len(set(chain))
         return out
@@ -310,8 +316,8 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
     assert calls["tied"] > 0, calls
     if ahead:  # a floor keeps the children tied with it: as many round trips as where every floor is 0
 
-        def no_floor(self, room):
-            out = spy(self, room)
+        def no_floor(self, room, most=0):
+            out = spy(self, room, most)
             self.floor = 0.0
             return out
 
@@ -319,12 +325,14 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         assert _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead) == searches
 
 
+@pytest.mark.parametrize("most", [0, 1, 5])
 @pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("leaves,depth,seed", [(255, 0, 3), (31, 0, 4), (60, 5, 5), (0, 7, 6)])
-def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, ahead):
+def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, ahead, most):
     """A speculative batch is what its definition says, chain values recomputed from the candidate tree: every
     searched candidate not yet expanded where the leaf budget covers every open one (taken without a selection),
-    else those of the budget's largest chain values; and the tree is the sequential walk's."""
+    else those of the budget's largest chain values; at most ``most`` of them (the layout's ``batch``; ties with the
+    last kept); and the tree is the sequential walk's."""
     from mdhom.trees import lossguide as G
 
     X, g, h = _mirror(seed, 600) if seed % 2 else (*_data(seed, 2500, 6)[:1], None, None)
@@ -334,20 +342,30 @@ def test_speculative_batches_by_chain_values(monkeypatch, leaves, depth, seed, a
         h = np.ones_like(g)
     bins = BinMapper(31).fit(X).transform(X)
     gp = GrowParams(SplitParams(0.0, 0.0, 0.0, 1e-3), 0.1, depth, leaves, True)
-    orig, calls = G._Candidates.reachable, {"n": 0, "all": 0, "selected": 0}
+    orig, calls = G._Candidates.reachable, {"n": 0, "all": 0, "selected": 0, "bounded": 0, "split": 0}
 
-    def spy(self, room):
-        out = orig(self, room)
-        assert (set(out), self.floor) == _reachable_from_scratch(self, room) and len(out) == len(set(out))
+    def spy(self, room, most_=0):
+        assert most_ == most
+        whole = _reachable_from_scratch(self, room)[0]
+        out = orig(self, room, most_)
+        assert (set(out), self.floor) == _reachable_from_scratch(self, room, most) and len(out) == len(set(out))
         calls["n"] += 1
         calls["all"] += self.unsplit <= room
         calls["selected"] += self.unsplit > room
+        calls["bounded"] += len(out) < len(whole)
+        calls["split"] += len(out)
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
+    _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead, most)
     assert calls["all"] > 0, calls
     assert calls["selected"] > 0 or depth > 0, calls  # a depth limit keeps the leaf budget from binding here
+    assert bool(calls["bounded"]) == bool(most), calls
+    if most and not ahead:  # a bound splits fewer candidates in vain than none where the leaf budget binds
+        bounded = dict(calls)
+        most, calls["split"] = 0, 0
+        _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
+        assert bounded["split"] < calls["split"] if not depth else bounded["split"] <= calls["split"], (bounded, calls)
 
 
 class _FloorNumpy(_SpeculativeNumpy):
@@ -390,8 +408,8 @@ def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, se
     want = grow_tree(seq, None, np.ones(6, bool), gp, lambda f, b: float(b))
     orig = G._Candidates.reachable
 
-    def no_floor(self, room):
-        out = orig(self, room)
+    def no_floor(self, room, most=0):
+        out = orig(self, room, most)
         self.floor = 0.0
         return out
 
@@ -458,20 +476,22 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
     assert want.n_nodes > 30 and syncs[2] < syncs[1] < syncs[0], syncs
     orig, floors = G._Candidates.reachable, []
 
-    def spy(self, room):
-        out = orig(self, room)
+    def spy(self, room, most=0):
+        out = orig(self, room, most)
         floors.append(self.floor)
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    for ahead in (0, 1, 2):  # batches that reach below the heap's leaves, with and without look-ahead: the same tree
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True)
+    # batches that reach below the heap's leaves, with and without look-ahead, bounded or not: the same tree
+    for ahead, most in ((0, 0), (1, 0), (2, 0), (0, 3), (1, 3)):
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True, batch=most)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
         _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-        if ahead < 2:  # (two levels below a batch the budget picks may take one round trip more than below each)
+        # (two levels below a batch the budget picks may take one round trip more than below each)
+        if ahead < 2 and not most:
             assert dev.syncs - s0 <= syncs[ahead], (ahead, dev.syncs - s0, syncs)
     assert max(floors) > 0 or depth > 0, floors  # a depth limit keeps the leaf budget from binding here
     default = ob.OpenCLTreeKernels(device, precision="quantized")
@@ -479,6 +499,7 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
         default.load(bins, m.n_bins, k)
     assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
     assert default.depth_ahead == ob.DEPTH_AHEAD  # exact: on by default
+    assert default.batch == layouts.BATCH
 
 
 @pytest.mark.parametrize("partition", [dict(blocks=0), dict(blocks=64, block_group=0), dict(blocks=64, block_group=8)],

@@ -402,10 +402,10 @@ def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, 
     assert names["cpu"] == ["moved_1e6_nodes_1", "moved_1e6_nodes_64", "moved_1e6_nodes_8"]
     assert names["gpu"] == ["rows_1e6_nodes_1", "rows_1e7_nodes_1", "rows_1e7_nodes_512", "rows_1e7_nodes_64",
                             "rows_1e7_nodes_8"]
-    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0)):
+    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
         assert sorted(kernel.classes(device=fresh)) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
     assert kernel.classes(device=dataclasses.replace(fresh, type="accelerator")) == {}  # builds no whole rows
-    with forcing(Layout(row_index=0, whole_rows=0, columns=0, lookahead=0, blocks=2048, depth_ahead=0)):
+    with forcing(Layout(row_index=0, whole_rows=0, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
         assert kernel.classes(device=fresh) == {}
     for name, sizes in kernel.size_classes.items():  # each class describes the variant it is named for
         assert ("ridx" in {i.name for i in kernel.describe(sizes).inputs}) == (not name.startswith("moved")), name
@@ -431,6 +431,6 @@ def test_a_tune_that_changes_the_layout_says_which_variants_to_tune_again(cpu, m
     said: list[str] = []
     _say_variants_changed(todo, fresh, False, said.append)
     assert said == []
-    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0)):
+    with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
         _say_variants_changed(todo, fresh, False, said.append)
     assert len(said) == 1 and "--kernels tree_histogram_rows" in said[0], said

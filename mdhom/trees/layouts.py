@@ -1,6 +1,6 @@
 """The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
 
-Six choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
+Seven choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
 same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
 2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
@@ -11,7 +11,9 @@ PoCL blocks make a loss-guided round 1.2-1.3x faster) and a work-group each on G
 launches a split step instead of four; H200, 10.5M rows, the partition's kernels 2.5 -> 1.9 ms a loss-guided
 round), and how many depth-wise levels are split on the device per round trip where the leaf budget cannot bind
 (``depth_ahead``: exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round,
-alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6).
+alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6), and how
+many candidates a loss-guided batch splits at most (``batch``, 0: every one the walk may reach, figures in
+:meth:`mdhom.trees.lossguide._Candidates.reachable`; exact, a bound only adds round trips).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
 comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
 heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
@@ -34,7 +36,7 @@ from mdhom import configs
 from mdhom.components.partition_kernels import GROUP_ROWS
 from mdhom.devices import Device
 
-FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks", "depth_ahead")
+FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks", "depth_ahead", "batch")
 LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
 PRECISIONS = ("double", "single", "quantized")
 PREFIX = "tree_layout_"
@@ -44,6 +46,9 @@ BLOCK_ROWS = 2048
 # (a 255-leaf tree of depth 8: seven levels on the device from the root, then the last level, where the leaf budget
 # binds, by the host)
 DEPTH_AHEAD = 7
+# most candidates a loss-guided batch splits: the CPUs' heuristic and the candidate beside no bound (a 255-leaf tree
+# then takes ~15 batches instead of ~14, its splits and searches in vain ~10 instead of ~110 and ~220)
+BATCH = 32
 # a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
 # pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
 WITHIN = math.log(2.0)
@@ -57,6 +62,7 @@ class Layout:
     lookahead: int
     blocks: int
     depth_ahead: int
+    batch: int
 
     def config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}
@@ -95,7 +101,9 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
                 for lookahead in ((0, 1) if quantized else (0,)):
                     for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
                         for depth_ahead in ((0, DEPTH_AHEAD) if quantized else (0,)):
-                            out.append(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead))
+                            for batch in (0, BATCH):
+                                out.append(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead,
+                                                  batch))
     return out
 
 

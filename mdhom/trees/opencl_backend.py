@@ -41,7 +41,7 @@ from mdhom.learn.memory import size_text
 from mdhom.learn.sparse_bins import SparseBins, sparse_bytes, sparse_pays
 from mdhom.learn.validation import is_sparse
 from mdhom.trees.backend import SplitParams, Splits
-from mdhom.trees.layouts import BLOCK_ROWS, DEPTH_AHEAD, Layout
+from mdhom.trees.layouts import BATCH, BLOCK_ROWS, DEPTH_AHEAD, Layout
 from mdhom.trees.layouts import kernel_name as layout_name
 from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
@@ -83,9 +83,10 @@ class OpenCLTreeKernels:
     ``lookahead`` levels below each loss-guided batch and ``depth_ahead`` depth-wise levels are split on the device
     before the host reads them (quantized, numeric splits; :mod:`mdhom.trees.layouts`). ``blocks`` rows a block of
     the block partition (0: a work-item per row), ``block_group`` work-items a block (GPUs' group partition).
-    ``row_index``, ``whole_rows``, ``columns``, ``lookahead``, ``blocks`` and ``depth_ahead`` left at ``None`` come
-    from the layout ``mdhom tune``
-    stored for the device and precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
+    ``batch``: the most candidates a speculative loss-guided step splits (0: every one the walk may reach; ``None``:
+    :data:`mdhom.trees.layouts.BATCH`). ``row_index``, ``whole_rows``, ``columns``, ``lookahead``, ``blocks``,
+    ``depth_ahead`` and ``batch`` left at ``None`` come from the layout ``mdhom tune`` stored for the device and
+    precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
     ``layout_source`` say which), else from the heuristics above.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
@@ -113,7 +114,7 @@ class OpenCLTreeKernels:
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None,
                  speculate: bool | None = None, block_group: int | None = None,
-                 depth_ahead: int | None = None) -> None:
+                 depth_ahead: int | None = None, batch: int | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -124,6 +125,10 @@ class OpenCLTreeKernels:
         self.whole_rows = (self.ws.device.type == "cpu") if whole_rows is None else bool(whole_rows)
         self.device, self.precision = self.ws.device, precision
         self._lookahead, self._depth_ahead = lookahead, depth_ahead
+        if batch is not None and batch < 0:
+            raise ValueError(f"batch must be 0 (no bound) or the most candidates a loss-guided step splits, got "
+                             f"{batch}")
+        self._batch = batch
         self._whole_rows, self._columns = whole_rows, columns
         if blocks is not None and blocks < 0:
             raise ValueError(f"blocks must be 0 (a work-item per row) or rows per block, got {blocks}")
@@ -142,6 +147,7 @@ class OpenCLTreeKernels:
         # H100, 10.5M Higgs rows, 255 leaves: 0.025-0.027 s a round against 0.045-0.063 without; PoCL 2-core, 500k
         # rows: 0.115-0.129 against 0.152-0.163 (fits alternating in one process, the same trees)
         self.speculate = SPECULATE if speculate is None else bool(speculate)
+        self.batch = 0  # decided at load (the layout)
         self.scores_: ScoreUpdater | None = None
         self.binner: DeviceBinner | None = None
 
@@ -200,12 +206,12 @@ class OpenCLTreeKernels:
         input is read through the row index; whole rows need a node's histogram in local memory)."""
         ws = self.ws
         return Layout(int(ws.row_index), int(self.hist.whole_rows), int(ws.columns), int(self.lookahead),
-                      int(self.rows.blocks), int(self.depth_ahead))
+                      int(self.rows.blocks), int(self.depth_ahead), int(self.batch))
 
     def _tuned_layout(self, n_feat: int) -> None:
         """The stored layout's choices for the options the caller left at None (:mod:`mdhom.trees.layouts`)."""
         if None not in (self._row_index, self._whole_rows, self._columns, self._lookahead, self._blocks,
-                        self._depth_ahead):
+                        self._depth_ahead, self._batch):
             return
         layout, source = stored_layout(self.ws.device, self.precision, n_feat)
         self.layout, self.layout_source = layout, source
@@ -307,6 +313,10 @@ class OpenCLTreeKernels:
         if self._depth_ahead is None and self.layout is not None:
             depth = self.layout.depth_ahead
         self.depth_ahead = depth if ahead else 0
+        batch = self._batch
+        if batch is None:
+            batch = self.layout.batch if self.layout is not None else BATCH
+        self.batch = int(batch)
         blocks = self._blocks
         if blocks is None:
             blocks = self.layout.blocks if self.layout is not None else (

@@ -309,6 +309,7 @@ class NumpyTreeKernels:
     batch_lossguide = False
     lookahead = depth_ahead = 0  # ... and look_ahead is the reference of the devices' look-ahead steps
     speculate = False
+    batch = 0
     overlap_trees = False  # no device to overlap
     build_seconds = 0.0
     cat_mode: np.ndarray | None = None  # per feature (NUMERIC, ONE_VS_REST, SORTED); None: all numeric
