@@ -261,6 +261,19 @@ ${desc.accumulate}
     *mdh_acc = mdh_combine(*mdh_acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
 % endif
 }
+% if desc.vector and desc.vector.fold:
+#if VEC > 1
+/* A whole block of VEC points along ${desc.vector.dim} from the point's own on (mdh_vn of them within the dimension)
+ * into the accumulator at once, as folding their atoms one by one would. */
+${fold_inline} void mdh_fold_vec(atom_t* mdh_acc, ${point_params}, const idx_t mdh_vn, MDH_FN_PARAMS) {
+#define acc (*mdh_acc)
+    {
+${desc.vector.fold}
+    }
+#undef acc
+}
+#endif
+% endif
 % endif
 
 % if desc.accumulate_atomic:

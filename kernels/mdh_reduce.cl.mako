@@ -44,9 +44,13 @@ ${lane_loop(d)}\
 % if vec_dim:
 #if VEC > 1
             if (mdh_vblock) {
+% if desc.vector.fold:
+                mdh_fold_vec(&acc, ${point_args}, mdh_vn, MDH_FN_ARGS);
+% else:
                 atom_t mdh_v[VEC];
                 mdh_scalar_vec(mdh_v, ${point_args}, MDH_FN_ARGS);
                 for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) acc = mdh_combine(acc, mdh_v[mdh_s]);
+% endif
             } else {
                 for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) mdh_fold(&acc, ${vec_tail_args}, MDH_FN_ARGS);
             }

@@ -521,9 +521,10 @@ def test_exact_rounding_helpers_give_the_library_bits(device):
     assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))
 
 
-def _vector_descriptions(reach: str | None) -> tuple[mdh.Description, mdh.Description]:
+def _vector_descriptions(reach: str | None, fold: str | None = None) -> tuple[mdh.Description, mdh.Description]:
     """A sum of squares (long, exact) and an argmax with ties (double) over the columns of a row-padded matrix, each
-    with a vector form over ``col``; ``reach`` lets blocks run past the row's last column into its padding."""
+    with a vector form over ``col``; ``reach`` lets blocks run past the row's last column into its padding; ``fold``:
+    the argmax's block fold."""
     x_in = [mdh.Input("x", "int", ("*",), gather=True)]
     stride = [mdh.Param("stride", "int")]
     sq = mdh.Description(
@@ -542,8 +543,25 @@ for (int s = 0; s < VEC; ++s) out[s] = t[s];""", reach=reach))
 const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
 double t[VEC];
 MDH_CAT(vstore, VEC)(v, 0, t);
-for (int s = 0; s < VEC; ++s) { out[s].value = t[s]; out[s].index = (int)col + s; }""", reach=reach))
+for (int s = 0; s < VEC; ++s) { out[s].value = t[s]; out[s].index = (int)col + s; }""", reach=reach, fold=fold))
     return sq, arg
+
+
+def _argmax_folding_blocks(reach: str | None) -> mdh.Description:
+    """The argmax of :func:`_vector_descriptions` whose vector form folds a block at once (``Vector.fold``): the
+    block's best lane among its first ``mdh_vn``, combined once."""
+    fold = """
+const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+double t[VEC];
+MDH_CAT(vstore, VEC)(v, 0, t);
+int b = 0;
+for (int s = 1; s < mdh_vn; ++s) if (t[s] > t[b]) b = s;
+atom_t best;
+best.value = t[b];
+best.index = (int)col + b;
+acc = mdh_combine(acc, best);"""
+    _, arg = _vector_descriptions(reach, fold)
+    return arg
 
 
 @pytest.mark.parametrize("reach", [None, "stride"])
@@ -558,6 +576,7 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
     x = np.full((rows, stride), 10**6, np.int32)  # padding: never a row's maximum, a large square if folded
     x[:, :cols] = rng.integers(-50, 50, (rows, cols))  # many ties
     sq, arg = _vector_descriptions(reach)
+    folds = _argmax_folding_blocks(reach)
     want_sq = (x[:, :cols].astype(np.int64) ** 2).sum(axis=1)
     want_i = x[:, :cols].argmax(axis=1)
     sizes = {"row": rows, "col": cols}
@@ -571,9 +590,10 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
                    "VEC": vec}
             got = mdh.Computation(sq, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
             np.testing.assert_array_equal(got, want_sq, err_msg=str(cfg))
-            got = mdh.Computation(arg, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
-            np.testing.assert_array_equal(got["index"], want_i, err_msg=str(cfg))
-            np.testing.assert_array_equal(got["value"], 0.5 * x[np.arange(rows), want_i], err_msg=str(cfg))
+            for desc in (arg, folds):
+                got = mdh.Computation(desc, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
+                np.testing.assert_array_equal(got["index"], want_i, err_msg=f"{desc.name} {cfg}")
+                np.testing.assert_array_equal(got["value"], 0.5 * x[np.arange(rows), want_i], err_msg=str(cfg))
 
 
 def test_vector_form_is_declared_and_checked(device):
@@ -592,6 +612,9 @@ def test_vector_form_is_declared_and_checked(device):
                 scalar="out = x[i];", inputs=[mdh.Input("x", "int", ("*",), gather=True)])
     with pytest.raises(mdh.DescriptionError, match="descriptions that only concatenate"):
         mdh.Description(**base, vector=mdh.Vector("i", "out[0] = 0;"))
+    concat = dict(base, combine=[mdh.Concat(), mdh.Concat()])
+    with pytest.raises(mdh.DescriptionError, match="fold is for a reduced dimension"):
+        mdh.Description(**concat, vector=mdh.Vector("j", "out[0] = 0;", fold="acc = 0;"))
     with pytest.raises(mdh.DescriptionError, match="widths must be among 2, 4 and 8"):
         mdh.Description(**base, vector=mdh.Vector("j", "out[0] = 0;", widths=(16,)))
     with pytest.raises(mdh.DescriptionError, match="unknown name"):

@@ -222,14 +222,16 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     args = "".join(f", {p}" for p in gain.params)
     form = None
     if vector and gain.vector_code and r == "double":  # single: float division may round either way (below)
-        form = Vector("bin", f"""
+        gains = f"""
 const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
 tree_real_v mdh_g = (tree_real_v)(-INFINITY);
 if (feature_mask[feat]) mdh_g = tree_gain_vec(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir{args} TREE_INV_ARG);
-tree_real_t mdh_gains[VEC];
+tree_real_t mdh_gains[VEC];"""
+        form = Vector("bin", gains + """
 vstore_tree_real_v(mdh_g, 0, mdh_gains);
-for (int s = 0; s < VEC; ++s) {{ out[s].value = mdh_gains[s]; out[s].index = mdh_i0 + 2 * s; }}""",
-                        reach="SIZE_bin + 2")  # a block may reach the last bin of the cell (the missing bin)
+for (int s = 0; s < VEC; ++s) { out[s].value = mdh_gains[s]; out[s].index = mdh_i0 + 2 * s; }""",
+                      reach="SIZE_bin + 2",  # a block may reach the last bin of the cell (the missing bin)
+                      fold=gains + _ARGMAX_BLOCK)
     return Description(
         gain.kernel_name, ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
         split_type(precision),
@@ -244,8 +246,29 @@ for (int s = 0; s < VEC; ++s) {{ out[s].value = mdh_gains[s]; out[s].index = mdh
         ] + _inv_input(precision),
         params=[Param(p, r) for p in gain.params],
         preamble=defines(precision, b, k) + (vector_defines(precision) if form else "") + snippet("split.cl")
-        + gain.code + (gain.vector_code if form else ""), vector=form,
+        + gain.code + (gain.vector_code if form else ""), vector=form, inline_fold=form is not None,
     )
+
+
+# The vector form's fold of a block of gains (mdh_gains, lanes of the candidates mdh_i0 + 2 s): its best lane, the
+# lowest of those of the largest gain, combined once, and only where it may win; its value the lane's own bits
+# (equal gains, -0 and +0 among them, tie by index as the combine does). PoCL, 2-core EPYC, ...
+_ARGMAX_BLOCK = """
+tree_real_t mdh_m = TREE_HMAX(mdh_g);
+if (mdh_vn < VEC) {
+    vstore_tree_real_v(mdh_g, 0, mdh_gains);
+    mdh_m = mdh_gains[0];
+    for (int s = 1; s < mdh_vn; ++s) mdh_m = TREE_MAX2(mdh_m, mdh_gains[s]);
+}
+if (mdh_m >= acc.value) {
+    vstore_tree_real_v(mdh_g, 0, mdh_gains);
+    int s = 0;
+    while (mdh_gains[s] != mdh_m) ++s;
+    atom_t mdh_b;
+    mdh_b.value = mdh_gains[s];
+    mdh_b.index = mdh_i0 + 2 * s;
+    acc = mdh_combine(acc, mdh_b);
+}"""
 
 
 def _inv_input(precision: str) -> list[Input]:

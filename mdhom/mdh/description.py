@@ -89,8 +89,9 @@ class Description(Configurable):
     in OpenCL vector types, and adds the tuning parameter ``VEC`` (its width; 1: point by point).
 
     ``inline_fold=True`` adds the tuning parameter ``INLINE``: 1 forces the fold functions (``mdh_fold``,
-    ``mdh_fold_atomic``) inline. PoCL's compiler leaves a large fold body (a whole row's features) a call per point
-    and cannot keep the accumulator's address or the row's words in registers across points (2-core Xeon, 500k
+    ``mdh_fold_atomic``, the vector form's ``mdh_fold_vec``) inline. PoCL's compiler leaves a large fold body (a
+    whole row's features) a call per point and cannot keep the accumulator's address or the row's words in registers
+    across points (2-core Xeon, 500k
     binned Higgs rows, 255 leaves, alternating fits: 0.0996 -> 0.0870 s a round, the whole-row histogram forced
     inline). It defaults to 1 on CPUs; GPU compilers inline every function anyway. Opt-in, so that every other
     description's generated source (and its stored configurations' hash) stays as it was.
@@ -342,6 +343,8 @@ class Description(Configurable):
         if self.kinds[vec.dim] == "concat" and (self.reduce_dims or self.scan_dim or self.scatter):
             raise DescriptionError(f"{self.name}: a vector form along a concatenated dimension is for descriptions "
                                    "that only concatenate (no reduction, scan or scatter)")
+        if vec.fold is not None and self.kinds[vec.dim] != "reduce":
+            raise DescriptionError(f"{self.name}: a vector form's fold is for a reduced dimension, not {vec.dim!r}")
         if not vec.widths or any(w not in (2, 4, 8) for w in vec.widths):
             raise DescriptionError(f"{self.name}: vector widths must be among 2, 4 and 8 (OpenCL loads 2 x 8 "
                                    f"lanes at most), got {vec.widths}")
