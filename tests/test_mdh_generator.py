@@ -593,7 +593,8 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
             for desc in (arg, folds):
                 got = mdh.Computation(desc, device, cfg)(sizes, x=x.reshape(-1), stride=stride)
                 np.testing.assert_array_equal(got["index"], want_i, err_msg=f"{desc.name} {cfg}")
-                np.testing.assert_array_equal(got["value"], 0.5 * x[np.arange(rows), want_i], err_msg=str(cfg))
+                np.testing.assert_array_equal(got["value"], 0.5 * x[np.arange(rows), want_i],
+                                              err_msg=f"{desc.name} {cfg}")
 
 
 def test_vector_form_is_declared_and_checked(device):

@@ -290,11 +290,13 @@ def _reachable_from_scratch(cand, room: float, most: int = 0) -> tuple[set[int],
     return out, last
 
 
+@pytest.mark.parametrize("most", [0, 1, 2])
 @pytest.mark.parametrize("ahead", [0, 1, 2])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
+def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead, most):
     """With gains tied across the tree, the batches hold every leaf the walk waits for (candidates tied with the last
-    one in the leaf budget join too; a leaf in no batch raises), and the tree is the sequential walk's."""
+    one in the leaf budget join too, and with the last of a bounded batch; a leaf in no batch raises), and the tree is
+    the sequential walk's."""
     from mdhom.components.split import SPLIT_EPS
     from mdhom.trees import lossguide as G
 
@@ -312,7 +314,7 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
         return out
 
     monkeypatch.setattr(G._Candidates, "reachable", spy)
-    searches = _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead)
+    searches = _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead, most)
     assert calls["tied"] > 0, calls
     if ahead:  # a floor keeps the children tied with it: as many round trips as where every floor is 0
 
@@ -322,7 +324,7 @@ def test_speculative_batches_with_tied_gains(monkeypatch, seed, ahead):
             return out
 
         monkeypatch.setattr(G._Candidates, "reachable", no_floor)
-        assert _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead) == searches
+        assert _speculative_grows_the_sequential_tree(bins, g, h, gp, ahead, most) == searches
 
 
 @pytest.mark.parametrize("most", [0, 1, 5])

@@ -198,9 +198,10 @@ def test_split_score_and_sums(device, params):
         np.testing.assert_array_equal(np.stack([lr["tg"], lr["th"]], -1), want.total)
 
 
+@pytest.mark.parametrize("reg", [0.5, 0.0], ids=["regularised", "bare"])
 @pytest.mark.parametrize("precision", ["double", "single", "quantized"])
 @pytest.mark.parametrize("n_out, n_bins", [(1, 64), (2, 17), (1, 6)])
-def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out, n_bins):
+def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out, n_bins, reg):
     """The split score's vector form (what CPUs build: VEC bins a block, a share's last block reaching into the
     missing bin) finds every node's best split with the scalar form's gain bits and index, under every width and
     random configurations; features with and without missing values (default-right scored or skipped), L1 and
@@ -217,8 +218,9 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
     mask = np.ones(n_feat, np.uint8)
     mask[3] = 0
     inv = np.ldexp(1.0, -np.full((n_out, 2), 20))
-    args = dict(scan=scan, hist=hist, feature_mask=mask, reg_lambda=0.5, reg_alpha=0.25, min_split_gain=0.0,
-                min_child_weight=0.5)
+    # bare: no lambda and no least child weight, so an empty side's score is 0/0 or g^2/0 (the gain's finiteness)
+    args = dict(scan=scan, hist=hist, feature_mask=mask, reg_lambda=reg, reg_alpha=0.25, min_split_gain=0.0,
+                min_child_weight=reg)
     if precision == "quantized":
         args["inv_scale"] = ("o", inv, None)
     sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}

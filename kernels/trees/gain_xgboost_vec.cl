@@ -4,19 +4,8 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 #if VEC > 1
-/* Operators, not built-in functions, in the vector form: PoCL (3.x, x86) calls fabs, fmax, isfinite, vstore and the
- * like out of line, vectors passed through memory, a call or more a lane for fmax. */
-/* The largest of a vector's lanes (none is NaN: gains are finite or -INFINITY; of +0 and -0 either). */
-#define TREE_MAX2(a, b) ((a) > (b) ? (a) : (b))
-#if VEC == 2
-#define TREE_HMAX(v) TREE_MAX2((v).s0, (v).s1)
-#elif VEC == 4
-#define TREE_HMAX(v) TREE_MAX2(TREE_MAX2((v).s0, (v).s1), TREE_MAX2((v).s2, (v).s3))
-#else
-#define TREE_HMAX(v) TREE_MAX2(TREE_MAX2(TREE_MAX2((v).s0, (v).s1), TREE_MAX2((v).s2, (v).s3)), \
-                               TREE_MAX2(TREE_MAX2((v).s4, (v).s5), TREE_MAX2((v).s6, (v).s7)))
-#endif
-
+/* Operators, not built-in functions, in the vector form: PoCL (3.x, x86) calls fabs, isfinite and the like out of
+ * line, vectors passed through memory. */
 /* tree_score of VEC lanes: the same operations lane by lane (|g| as g or -g: of -0, -0, which the threshold makes 0
  * as it does +0). */
 inline tree_real_v tree_score_vec(const tree_real_v g, const tree_real_v h, const tree_real_t lambda,
@@ -35,10 +24,11 @@ inline tree_real_v tree_score_vec(const tree_real_v g, const tree_real_v h, cons
 
 /* tree_gain of candidates (feat, bin .. bin + VEC - 1, dir): a node's and feature's totals and parent score once,
  * the left and right sums of VEC bins from one load of their prefix sums. */
-__attribute__((always_inline)) inline tree_real_v tree_gain_vec(__global const tree_hist_t* scan, __global const tree_hist_t* hist, const long node,
-                                 const long n_feat, const long feat, const int bin, const int dir,
-                                 const tree_real_t lambda, const tree_real_t alpha, const tree_real_t min_split_gain,
-                                 const tree_real_t min_child_weight TREE_INV_DECL) {
+/* forced inline: PoCL calls it out of line otherwise (its pointers are not restrict: Oclgrind runs the inlined form) */
+__attribute__((always_inline)) inline tree_real_v tree_gain_vec(
+    __global const tree_hist_t* scan, __global const tree_hist_t* hist, const long node, const long n_feat,
+    const long feat, const int bin, const int dir, const tree_real_t lambda, const tree_real_t alpha,
+    const tree_real_t min_split_gain, const tree_real_t min_child_weight TREE_INV_DECL) {
     if (dir == 1) {  /* as tree_gain: an empty missing bin leaves default-right nothing to win */
         int missing = 0;
         for (int k = 0; k < TREE_OUTPUTS; ++k) {
@@ -78,7 +68,7 @@ __attribute__((always_inline)) inline tree_real_v tree_gain_vec(__global const t
     }
     const tree_real_v gain = (tree_real_t)0.5 * ((sl + sr) - sp) - min_split_gain;
     /* finite: x - x is 0 (inf - inf and NaN - NaN are NaN) */
-    return ((hl >= min_child_weight) & (hr >= min_child_weight) & ((gain - gain) == (tree_real_t)0)) ? gain
-                                                                                                    : (tree_real_v)(-INFINITY);
+    return ((hl >= min_child_weight) & (hr >= min_child_weight) & ((gain - gain) == (tree_real_t)0))
+               ? gain : (tree_real_v)(-INFINITY);
 }
 #endif

@@ -105,7 +105,8 @@ class Gain:
     gain, or -INFINITY where it is not allowed; ``params`` are its real-valued parameters in order. The kernel
     is tuned and looked up as ``tree_split_score`` for XGBoost's gain, ``tree_split_score_<name>`` for others.
     ``vector_code``, optional, defines ``tree_gain_vec`` (built after ``code``), the gains of ``VEC`` consecutive bins
-    in vector types: the score kernel's :class:`mdhom.mdh.Vector` form, what CPUs build."""
+    in vector types: the score kernel's :class:`mdhom.mdh.Vector` form, what CPUs build, whose fold takes a block's
+    best lane (a NaN lane loses, as in the scalar fold)."""
 
     name: str
     code: str
@@ -246,7 +247,7 @@ for (int s = 0; s < VEC; ++s) { out[s].value = mdh_gains[s]; out[s].index = mdh_
         ] + _inv_input(precision),
         params=[Param(p, r) for p in gain.params],
         preamble=defines(precision, b, k) + (vector_defines(precision) if form else "") + snippet("split.cl")
-        + gain.code + (gain.vector_code if form else ""), vector=form, inline_fold=form is not None,
+        + gain.code + (gain.vector_code + _ARGMAX_MAX if form else ""), vector=form, inline_fold=form is not None,
     )
 
 
@@ -255,15 +256,28 @@ for (int s = 0; s < VEC; ++s) { out[s].value = mdh_gains[s]; out[s].index = mdh_
 # (equal gains, -0 and +0 among them, tie by index as the combine does). PoCL, 2-core EPYC, the kernel alone over 16
 # nodes' candidates: 662 -> 355 us, 215-263 with the gain's built-ins avoided too (gain_xgboost_vec.cl); a loss-guided
 # round of 500k Higgs rows: 9.0-11.5 -> 4.5-5.4 ms of split score.
+# the largest of two lanes, and of a vector's, a NaN lane losing as the combine lets it (of +0 and -0 either)
+_ARGMAX_MAX = """
+#define TREE_MAX2(a, b) ((a) > (b) || (b) != (b) ? (a) : (b))
+#if VEC == 2
+#define TREE_HMAX(v) TREE_MAX2((v).s0, (v).s1)
+#elif VEC == 4
+#define TREE_HMAX(v) TREE_MAX2(TREE_MAX2((v).s0, (v).s1), TREE_MAX2((v).s2, (v).s3))
+#else
+#define TREE_HMAX(v) TREE_MAX2(TREE_MAX2(TREE_MAX2((v).s0, (v).s1), TREE_MAX2((v).s2, (v).s3)), \\
+                               TREE_MAX2(TREE_MAX2((v).s4, (v).s5), TREE_MAX2((v).s6, (v).s7)))
+#endif
+"""
 _ARGMAX_BLOCK = """
 tree_real_t mdh_m = TREE_HMAX(mdh_g);
-if (mdh_vn < VEC) {
+const bool mdh_part = mdh_vn < VEC;
+if (mdh_part) {
     vstore_tree_real_v(mdh_g, 0, mdh_gains);
     mdh_m = mdh_gains[0];
     for (int s = 1; s < mdh_vn; ++s) mdh_m = TREE_MAX2(mdh_m, mdh_gains[s]);
 }
 if (mdh_m >= acc.value) {
-    vstore_tree_real_v(mdh_g, 0, mdh_gains);
+    if (!mdh_part) vstore_tree_real_v(mdh_g, 0, mdh_gains);
     int s = 0;
     while (mdh_gains[s] != mdh_m) ++s;
     atom_t mdh_b;

@@ -61,8 +61,8 @@ class TreeKernels(Protocol):
     # leaves (mdhom.trees.lossguide._Candidates.reachable: about as many steps as the tree is deep, some searches
     # in vain)
     speculate: bool
-    # ... at most that many candidates a step, those the walk reaches first (0: every one it may reach; fewer splits
-    # and searches in vain, more round trips)
+    # ... at most that many candidates a step (and those tied with the last), those the walk reaches first (0: every
+    # one it may reach; fewer splits and searches in vain, more round trips)
     batch: int
     # whether a driver assembles each tree on the host while the device grows the next (mdhom.trees.grower.start_tree):
     # where the device computes beside the host (a GPU); a CPU device's kernels run on the host's cores, which that

@@ -46,8 +46,8 @@ BLOCK_ROWS = 2048
 # (a 255-leaf tree of depth 8: seven levels on the device from the root, then the last level, where the leaf budget
 # binds, by the host)
 DEPTH_AHEAD = 7
-# most candidates a loss-guided batch splits: the CPUs' heuristic and the candidate beside no bound (a 255-leaf tree
-# then takes ~15 batches instead of ~14, its splits and searches in vain ~10 instead of ~110 and ~220)
+# most candidates a loss-guided batch splits: every device's heuristic and the candidate beside no bound (a 255-leaf
+# tree then takes ~15 batches instead of ~14, its splits and searches in vain ~10 instead of ~110 and ~220)
 BATCH = 32
 # a stored layout applies to fits of up to 2x more or fewer features than it was timed with: how rows are laid out
 # pays differently for wide rows (a row of 64 one-byte bins is a cache line, moving it costs more than its index)
@@ -92,7 +92,8 @@ def is_layout(kernel: str) -> bool:
 def candidates(precision: str, cpu: bool) -> list[Layout]:
     """Every distinct layout of a fit in ``precision`` on a CPU (``cpu``) or a GPU: the row index always reads whole
     rows, and only it has a column copy; whole rows and the device-side levels need quantized histograms; blocks are
-    :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs."""
+    :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs; loss-guided batches are
+    bounded at :data:`BATCH` candidates or not at all."""
     quantized = precision == "quantized"
     out = []
     for row_index in (0, 1):

@@ -320,8 +320,8 @@ class _Candidates:
 
 def _largest(ids: np.ndarray, chain: np.ndarray, most: int) -> np.ndarray:
     """Those of ``ids`` among the ``most`` largest chain values, with every one tied with the last (all where
-    ``most`` is 0 or covers them)."""
-    if not most or ids.size <= most:
+    ``most`` is 0 or less, or covers them)."""
+    if most <= 0 or ids.size <= most:
         return ids
     values = chain[ids]
     return ids[values >= np.partition(values, values.size - most)[values.size - most]]
@@ -404,9 +404,10 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
 
     The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over
     candidate splits that :class:`_Candidates` searches ahead. With ``kernels.speculate``, when the walk
-    reaches a leaf whose children are not searched yet, every candidate it may still split joins one batch
-    (:meth:`_Candidates.reachable`): about as many round trips as the tree is deep (H100, 10.5M Higgs rows,
-    255 leaves: 13 instead of 46 a tree, 0.025-0.027 s a round instead of 0.045-0.063). Without it, every
+    reaches a leaf whose children are not searched yet, every candidate it may still split joins one batch, or the
+    ``kernels.batch`` of them it reaches first (:meth:`_Candidates.reachable`): about as many round trips as the
+    tree is deep (H100, 10.5M Higgs rows, 255 leaves, no bound: 13 instead of 46 a tree, 0.025-0.027 s a round
+    instead of 0.045-0.063). Without it, every
     leaf on the heap that can still be split joins one batch: each leaf among the ``max_leaves - leaves``
     best of the heap (each pop takes one leaf of the budget and entries above a leaf leave the heap only by
     pops, so a leaf ranked lower can never be split). Either way some candidates of a batch end up not split

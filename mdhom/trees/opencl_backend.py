@@ -83,10 +83,10 @@ class OpenCLTreeKernels:
     ``lookahead`` levels below each loss-guided batch and ``depth_ahead`` depth-wise levels are split on the device
     before the host reads them (quantized, numeric splits; :mod:`mdhom.trees.layouts`). ``blocks`` rows a block of
     the block partition (0: a work-item per row), ``block_group`` work-items a block (GPUs' group partition).
-    ``batch``: the most candidates a speculative loss-guided step splits (0: every one the walk may reach; ``None``:
-    :data:`mdhom.trees.layouts.BATCH`). ``row_index``, ``whole_rows``, ``columns``, ``lookahead``, ``blocks``,
-    ``depth_ahead`` and ``batch`` left at ``None`` come from the layout ``mdhom tune`` stored for the device and
-    precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
+    ``batch``: the most candidates a speculative loss-guided step splits, ties with the last kept (0: every one the
+    walk may reach; ``None``: :data:`mdhom.trees.layouts.BATCH`). ``row_index``, ``whole_rows``, ``columns``,
+    ``lookahead``, ``blocks``, ``depth_ahead`` and ``batch`` left at ``None`` come from the layout ``mdhom tune``
+    stored for the device and precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
     ``layout_source`` say which), else from the heuristics above.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
     (``mdhom.configs.lookup``'s source, "override" or "heuristic") and ``kernel_configs()`` adds the values.
