@@ -251,12 +251,7 @@ for (int s = 0; s < VEC; ++s) { out[s].value = mdh_gains[s]; out[s].index = mdh_
     )
 
 
-# The vector form's fold of a block of gains (mdh_gains, lanes of the candidates mdh_i0 + 2 s): its best lane, the
-# lowest of those of the largest gain, combined once, and only where it may win; its value the lane's own bits
-# (equal gains, -0 and +0 among them, tie by index as the combine does). PoCL, 2-core EPYC, the kernel alone over 16
-# nodes' candidates: 662 -> 355 us, 215-263 with the gain's built-ins avoided too (gain_xgboost_vec.cl); a loss-guided
-# round of 500k Higgs rows: 9.0-11.5 -> 4.5-5.4 ms of split score.
-# the largest of two lanes, and of a vector's, a NaN lane losing as the combine lets it (of +0 and -0 either)
+# The largest of two lanes, and of a vector's, a NaN lane losing as the combine lets it (of +0 and -0 either).
 _ARGMAX_MAX = """
 #define TREE_MAX2(a, b) ((a) > (b) || (b) != (b) ? (a) : (b))
 #if VEC == 2
@@ -268,6 +263,11 @@ _ARGMAX_MAX = """
                                TREE_MAX2(TREE_MAX2((v).s4, (v).s5), TREE_MAX2((v).s6, (v).s7)))
 #endif
 """
+# The vector form's fold of a block of gains (mdh_gains, lanes of the candidates mdh_i0 + 2 s): its best lane, the
+# lowest of those of the largest gain, combined once, and only where it may win; its value the lane's own bits
+# (equal gains, -0 and +0 among them, tie by index as the combine does). PoCL, 2-core EPYC, the kernel alone over 16
+# nodes' candidates: 662 -> 355 us, 215-263 with the gain's built-ins avoided too (gain_xgboost_vec.cl); a loss-guided
+# round of 500k Higgs rows: 9.0-11.5 -> 4.5-5.4 ms of split score.
 _ARGMAX_BLOCK = """
 tree_real_t mdh_m = TREE_HMAX(mdh_g);
 const bool mdh_part = mdh_vn < VEC;

@@ -91,10 +91,9 @@ class Description(Configurable):
     ``inline_fold=True`` adds the tuning parameter ``INLINE``: 1 forces the fold functions (``mdh_fold``,
     ``mdh_fold_atomic``, the vector form's ``mdh_fold_vec``) inline. PoCL's compiler leaves a large fold body (a
     whole row's features) a call per point and cannot keep the accumulator's address or the row's words in registers
-    across points (2-core Xeon, 500k
-    binned Higgs rows, 255 leaves, alternating fits: 0.0996 -> 0.0870 s a round, the whole-row histogram forced
-    inline). It defaults to 1 on CPUs; GPU compilers inline every function anyway. Opt-in, so that every other
-    description's generated source (and its stored configurations' hash) stays as it was.
+    across points (2-core Xeon, 500k binned Higgs rows, 255 leaves, alternating fits: 0.0996 -> 0.0870 s a round, the
+    whole-row histogram forced inline). It defaults to 1 on CPUs; GPU compilers inline every function anyway.
+    Opt-in, so that every other description's generated source (and its stored configurations' hash) stays as it was.
 
     ``prefetch=True`` adds the tuning parameter ``PREFETCH``: 1 defines ``MDH_PREFETCH(p)`` as a prefetch of the
     global address ``p`` (``__builtin_prefetch`` where the compiler has it; OpenCL's ``prefetch()`` is a no-op on
