@@ -216,7 +216,7 @@ ${desc.scalar}
     return out;
 }
 
-% if desc.vector:
+% if desc.vector and desc.vector.scalar:
 #if VEC > 1
 /* The scalar function over VEC consecutive points along ${desc.vector.dim}, from the point's own on: out[s] is the atom of
  * the point ${desc.vector.dim} + s (a whole block; a partial one is folded point by point). */

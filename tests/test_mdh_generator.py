@@ -539,7 +539,7 @@ for (int s = 0; s < VEC; ++s) out[s] = t[s];""", reach=reach))
         "vec_argmax", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.ARGMAX)],
         mdh.Struct("best_t", (("value", "double"), ("index", "int"))),
         "out.value = 0.5 * (double)x[row * stride + col];\nout.index = (int)col;", inputs=x_in, params=stride,
-        vector=mdh.Vector("col", """
+        vector=mdh.Vector("col", None if fold else """
 const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
 double t[VEC];
 MDH_CAT(vstore, VEC)(v, 0, t);
@@ -577,6 +577,7 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
     x[:, :cols] = rng.integers(-50, 50, (rows, cols))  # many ties
     sq, arg = _vector_descriptions(reach)
     folds = _argmax_folding_blocks(reach)
+    assert "mdh_fold_vec" in generate(folds) and "mdh_scalar_vec" not in generate(folds)
     want_sq = (x[:, :cols].astype(np.int64) ** 2).sum(axis=1)
     want_i = x[:, :cols].argmax(axis=1)
     sizes = {"row": rows, "col": cols}
@@ -615,7 +616,10 @@ def test_vector_form_is_declared_and_checked(device):
         mdh.Description(**base, vector=mdh.Vector("i", "out[0] = 0;"))
     concat = dict(base, combine=[mdh.Concat(), mdh.Concat()])
     with pytest.raises(mdh.DescriptionError, match="fold is for a reduced dimension"):
-        mdh.Description(**concat, vector=mdh.Vector("j", "out[0] = 0;", fold="acc = 0;"))
+        mdh.Description(**concat, vector=mdh.Vector("j", fold="acc = 0;"))
+    for neither_or_both in (mdh.Vector("j"), mdh.Vector("j", "out[0] = 0;", fold="acc = 0;")):
+        with pytest.raises(mdh.DescriptionError, match="one of the two"):
+            mdh.Description(**base, vector=neither_or_both)
     with pytest.raises(mdh.DescriptionError, match="widths must be among 2, 4 and 8"):
         mdh.Description(**base, vector=mdh.Vector("j", "out[0] = 0;", widths=(16,)))
     with pytest.raises(mdh.DescriptionError, match="unknown name"):

@@ -228,10 +228,7 @@ const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
 tree_real_v mdh_g = (tree_real_v)(-INFINITY);
 if (feature_mask[feat]) mdh_g = tree_gain_vec(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir{args} TREE_INV_ARG);
 tree_real_t mdh_gains[VEC];"""
-        form = Vector("bin", gains + """
-vstore_tree_real_v(mdh_g, 0, mdh_gains);
-for (int s = 0; s < VEC; ++s) { out[s].value = mdh_gains[s]; out[s].index = mdh_i0 + 2 * s; }""",
-                      reach="SIZE_bin + 2",  # a block may reach the last bin of the cell (the missing bin)
+        form = Vector("bin", reach="SIZE_bin + 2",  # a block may reach the last bin of the cell (the missing bin)
                       fold=gains + _ARGMAX_BLOCK)
     return Description(
         gain.kernel_name, ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],

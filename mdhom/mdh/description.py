@@ -344,6 +344,9 @@ class Description(Configurable):
                                    "that only concatenate (no reduction, scan or scatter)")
         if vec.fold is not None and self.kinds[vec.dim] != "reduce":
             raise DescriptionError(f"{self.name}: a vector form's fold is for a reduced dimension, not {vec.dim!r}")
+        if (vec.scalar is None) == (vec.fold is None):
+            raise DescriptionError(f"{self.name}: a vector form is its block's atoms (`scalar`) or, along a reduced "
+                                   "dimension, its block folded at once (`fold`): one of the two")
         if not vec.widths or any(w not in (2, 4, 8) for w in vec.widths):
             raise DescriptionError(f"{self.name}: vector widths must be among 2, 4 and 8 (OpenCL loads 2 x 8 "
                                    f"lanes at most), got {vec.widths}")

@@ -172,10 +172,11 @@ class Vector:
     work-item's ``atom_t`` accumulator) in place of its atoms one by one (``mdh_vn``: the block's points within the
     dimension, the rest are not folded), with the bits the one-by-one fold gives. A reduction whose atoms are
     structs otherwise writes every point's atom and combines it alone (the split search's argmax: a gain, an
-    index and a compare a candidate), where a block's best can be found in vector registers and combined once."""
+    index and a compare a candidate), where a block's best can be found in vector registers and combined once.
+    A vector form has one of ``scalar`` and ``fold``: with a fold the block's atoms are never written."""
 
     dim: str
-    scalar: str
+    scalar: str | None = None
     widths: tuple[int, ...] = (2, 4, 8)
     reach: str | None = None
     fold: str | None = None
