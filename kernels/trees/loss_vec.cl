@@ -6,15 +6,20 @@
 #if VEC > 1
 typedef MDH_VT(long) tree_long_v;
 typedef MDH_VT(int) tree_int_v;
+typedef MDH_VT(ulong) tree_ulong_v;
 #define convert_tree_long_v MDH_CAT(convert_, MDH_VT(long))
 #define convert_tree_int_v MDH_CAT(convert_, MDH_VT(int))
 #define as_tree_real_v MDH_CAT(as_, MDH_VT(double))
 #define as_tree_ulong_v MDH_CAT(as_, MDH_VT(ulong))
 
+/* fabs and copysign by their bits: PoCL calls the builtins out of line, a call a lane */
+#define TREE_SIGN_V ((tree_ulong_v)0x8000000000000000UL)
+inline tree_real_v tree_fabs_vec(const tree_real_v x) { return as_tree_real_v(as_tree_ulong_v(x) & ~TREE_SIGN_V); }
+
 inline tree_real_v tree_rint_vec(const tree_real_v x) {
-    const tree_real_v a = fabs(x);
+    const tree_real_v a = tree_fabs_vec(x);
     const tree_real_v r = (a + 0x1.0p52) - 0x1.0p52;
-    return (a < 0x1.0p52) ? copysign(r, x) : x;
+    return (a < 0x1.0p52) ? as_tree_real_v(as_tree_ulong_v(r) | (as_tree_ulong_v(x) & TREE_SIGN_V)) : x;
 }
 
 /* 2^e lane by lane for e in [-1022, 1023] (other lanes: bits that a select discards; shifted unsigned) */
@@ -23,7 +28,7 @@ inline tree_real_v tree_pow2_vec(const tree_int_v e) {
 }
 
 inline tree_real_v tree_ldexp_vec(const tree_real_v p, const tree_int_v k) {
-    const tree_int_v kk = max(k, (tree_int_v)(-2042));  /* vector, vector: Oclgrind's max(intN, int) loses lanes */
+    const tree_int_v kk = (k < (tree_int_v)(-2042)) ? (tree_int_v)(-2042) : k;
     const tree_real_v low = (p * tree_pow2_vec(kk + 1021)) * tree_pow2_vec((tree_int_v)(-1021));
     return (convert_tree_long_v(kk) < -1022) ? low : p * tree_pow2_vec(kk);
 }
@@ -42,7 +47,7 @@ inline tree_real_v tree_exp_nonpositive_vec(tree_real_v x) {
 
 /* tree_loss_gh of the logistic loss for `x` the scores and `y` the targets of VEC rows. */
 inline void tree_logistic_gh_vec(const tree_real_v x, const tree_real_v y, tree_real_v* g, tree_real_v* h) {
-    const tree_real_v e = tree_exp_nonpositive_vec(-fabs(x));
+    const tree_real_v e = tree_exp_nonpositive_vec(-tree_fabs_vec(x));
     const tree_real_v p = (x >= (tree_real_t)0) ? (tree_real_t)1 / ((tree_real_t)1 + e) : e / ((tree_real_t)1 + e);
     *g = p - y;
     const tree_real_v v = p * ((tree_real_t)1 - p);

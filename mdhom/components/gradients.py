@@ -170,24 +170,22 @@ def _loss_defines(kind: str, precision: str) -> str:
 
 # the vector form of the logistic loss's (g, h) (kernels/trees/loss_vec.cl): VEC rows a block, each row's bits
 _LOGISTIC_VEC = """
-tree_real_t xs[VEC], ys[VEC], ws[VEC];
+union { tree_real_t s[VEC]; tree_real_v v; } xs, ys, ws, go, ho;  /* PoCL calls vload/vstore out of line */
 int ks[VEC];
 for (int s = 0; s < VEC; ++s) {
     const long r = (long)row + s;
-    xs[s] = scores[r * SIZE_output + output];
-    ys[s] = y[r * SIZE_output + output];
-    ws[s] = w[r];
+    xs.s[s] = scores[r * SIZE_output + output];
+    ys.s[s] = y[r * SIZE_output + output];
+    ws.s[s] = w[r];
     ks[s] = keep[use_keep ? r : 0];
 }
 tree_real_v g, h;
-tree_logistic_gh_vec(vload_tree_real_v(0, xs), vload_tree_real_v(0, ys), &g, &h);
-const tree_real_v wv = vload_tree_real_v(0, ws);
-tree_real_t go[VEC], ho[VEC];
-vstore_tree_real_v(g * wv, 0, go);
-vstore_tree_real_v(h * wv, 0, ho);
+tree_logistic_gh_vec(xs.v, ys.v, &g, &h);
+go.v = g * ws.v;
+ho.v = h * ws.v;
 for (int s = 0; s < VEC; ++s) {
-    out[s].g = ks[s] ? go[s] : (tree_real_t)0;
-    out[s].h = ks[s] ? ho[s] : (tree_real_t)0;
+    out[s].g = ks[s] ? go.s[s] : (tree_real_t)0;
+    out[s].h = ks[s] ? ho.s[s] : (tree_real_t)0;
 }"""
 
 
