@@ -216,7 +216,7 @@ ${desc.scalar}
     return out;
 }
 
-% if desc.vector and desc.vector.scalar:
+% if desc.vector and desc.vector.scalar is not None:
 #if VEC > 1
 /* The scalar function over VEC consecutive points along ${desc.vector.dim}, from the point's own on: out[s] is the atom of
  * the point ${desc.vector.dim} + s (a whole block; a partial one is folded point by point). */
@@ -261,7 +261,7 @@ ${desc.accumulate}
     *mdh_acc = mdh_combine(*mdh_acc, mdh_scalar(${point_args}, MDH_FN_ARGS));
 % endif
 }
-% if desc.vector and desc.vector.fold:
+% if desc.vector and desc.vector.fold is not None:
 #if VEC > 1
 /* A whole block of VEC points along ${desc.vector.dim} from the point's own on (mdh_vn of them within the dimension)
  * into the accumulator at once, as folding their atoms one by one would. */

@@ -44,7 +44,7 @@ ${lane_loop(d)}\
 % if vec_dim:
 #if VEC > 1
             if (mdh_vblock) {
-% if desc.vector.fold:
+% if desc.vector.fold is not None:
                 mdh_fold_vec(&acc, ${point_args}, mdh_vn, MDH_FN_ARGS);
 % else:
                 atom_t mdh_v[VEC];

@@ -770,9 +770,15 @@ def test_quantize_and_absmax(device):
     bad[3, 0, 1] = np.nan
     bad[4, 0, 1] = bad[900, 0, 1] = np.inf  # NaN above +inf, before and after it
     bad[7, 1, 0] = -np.inf
+    bad[11, 2, 0] = np.copysign(np.nan, -1.0)  # a NaN with the sign bit: |x| keeps it a NaN
+    signed_zeros = np.zeros((n, k, 2))
+    signed_zeros[::3] = -0.0  # |-0| is +0: no sign bit in the maximum
     for cfg in configs(absmax, device, {"pos": n, "output": k}, seed=46):  # NaN and inf across work-groups
         got = gr.absmax_values(run(absmax, device, cfg, {"pos": n, "output": k}, gh=bad))
         assert np.isnan(got[0, 1]) and np.isposinf(got[1, 0]) and got[0, 0] == want_max[0, 0], cfg
+        assert np.isnan(got[2, 0]) and got[2, 1] == want_max[2, 1], cfg
+        zero = gr.absmax_values(run(absmax, device, cfg, {"pos": n, "output": k}, gh=signed_zeros))
+        assert not zero.view(np.int64).any(), cfg
     with pytest.raises(ValueError, match="not finite"):
         qz.quantization_exponents(got, n)
 

@@ -85,8 +85,9 @@ class Description(Configurable):
     shares walk memory a stride at a time (PoCL, 500k rows: a score update 2.4 ms strided, 0.55 ms chunked). A
     reduction folds in another order under it, so exact-order pins keep one work-item per reduction (or 0).
 
-    ``vector``, optional (:class:`Vector`), is the scalar function over a block of points of one reduced dimension
-    in OpenCL vector types, and adds the tuning parameter ``VEC`` (its width; 1: point by point).
+    ``vector``, optional (:class:`Vector`), is the scalar function over a block of points of one reduced or
+    concatenated dimension in OpenCL vector types (or, along a reduced one, the block's fold), and adds the tuning
+    parameter ``VEC`` (its width; 1: point by point).
 
     ``inline_fold=True`` adds the tuning parameter ``INLINE``: 1 forces the fold functions (``mdh_fold``,
     ``mdh_fold_atomic``, the vector form's ``mdh_fold_vec``) inline. PoCL's compiler leaves a large fold body (a
@@ -335,7 +336,7 @@ class Description(Configurable):
         if vec is None:
             return
         if not isinstance(vec, Vector):
-            raise DescriptionError(f"{self.name}: vector must be a Vector(dim, scalar), got {vec!r}")
+            raise DescriptionError(f"{self.name}: vector must be a Vector(dim, scalar or fold), got {vec!r}")
         if vec.dim not in self.dim_names or self.kinds[vec.dim] == "scan":
             raise DescriptionError(f"{self.name}: vector's dimension {vec.dim!r} must be a reduced or concatenated "
                                    f"dimension ({', '.join(self.dim_names)})")

@@ -168,9 +168,9 @@ class Vector:
     a reduction combines in another order than at ``VEC=1``: exact-order pins fix ``VEC`` to 1 where the operator
     is not exact in every order (ARGMAX with ties to the lower index is).
 
-    ``fold``, optional, along a reduced dimension: OpenCL C statements that fold a whole block into ``acc`` (the
-    work-item's ``atom_t`` accumulator) in place of its atoms one by one (``mdh_vn``: the block's points within the
-    dimension, the rest are not folded), with the bits the one-by-one fold gives. A reduction whose atoms are
+    ``fold``, in place of ``scalar`` along a reduced dimension: OpenCL C statements that fold a whole block into
+    ``acc`` (the work-item's ``atom_t`` accumulator) instead of its atoms one by one (``mdh_vn``: the block's points
+    within the dimension, the rest are not folded), with the bits the one-by-one fold gives. A reduction whose atoms are
     structs otherwise writes every point's atom and combines it alone (the split search's argmax: a gain, an
     index and a compare a candidate), where a block's best can be found in vector registers and combined once.
     A vector form has one of ``scalar`` and ``fold``: with a fold the block's atoms are never written."""
