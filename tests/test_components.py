@@ -7,7 +7,8 @@ import pytest
 from mdhom.components import histogram as hg
 from mdhom.components import specs, tables
 from mdhom.components.histogram_builder import HistogramBuilder
-from mdhom.components.split import XGBOOST_GAIN, Gain, SplitEvaluator
+from mdhom.components.split import XGBOOST_GAIN, Gain
+from mdhom.components.split_evaluator import SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import get_device
 from mdhom.trees.backend import SplitParams

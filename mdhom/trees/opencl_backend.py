@@ -33,7 +33,8 @@ from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
 from mdhom.components.predictor import Predictor
 from mdhom.components.scores import ScoreUpdater
 from mdhom.components.specs import pow2_at_most
-from mdhom.components.split import XGBOOST_GAIN, SplitEvaluator
+from mdhom.components.split import XGBOOST_GAIN
+from mdhom.components.split_evaluator import SplitEvaluator
 from mdhom.components.workspace import Workspace
 from mdhom.devices import Device
 from mdhom.learn.binning import BinMapper, bin_dtype
