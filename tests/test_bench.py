@@ -790,8 +790,9 @@ def test_timeline_of_a_real_fit_runs_unserialised(device):
         assert all(a <= b for a, b in r)
     t = summarize_timeline(list(model.round_times_), recorder.rounds)
     assert t["rounds"] == 3 and 0 < t["busy_seconds"] <= t["span_seconds"]
-    # the kernels of a round run within it: its span is at most its wall time (a round ends in a sync)
-    assert t["span_seconds"] <= max(model.round_times_) + 1e-3
+    # the kernels of a round run within it and the next (a GPU's round ends without waiting for its last kernels;
+    # the next round's waits for them): its span is at most two rounds' wall time
+    assert t["span_seconds"] <= 2 * max(model.round_times_) + 1e-3
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")

@@ -142,3 +142,27 @@ def test_search_results_unpack_field_by_field(precision):
     np.testing.assert_array_equal(out.total[3, :, 1], host["th"][3].astype(np.float64))  # totals even without a split
     with pytest.raises(ValueError):
         out.left_sum[0, 0, 0] = 1.0
+
+
+def test_fence_frees_the_uploads_of_the_round_before(device):
+    """A round ended by ``fence`` is not waited for: its uploads' host arrays stay taken until the next fence has
+    waited for it (the device may still read them), and a sync frees every one; the uploads arrive either way."""
+    ws = Workspace(device, "quantized")
+    ws.ensure("a", 64)
+
+    def upload(key: str, value: int) -> None:
+        ws.put(key, ws["a"], np.full(16, value, np.int32), np.int32)
+
+    upload("r0", 1)
+    ws.fence()  # round 0's end: nothing before it to wait for
+    assert [k for k, _ in ws._staging.busy] == ["r0"]
+    upload("r1", 2)
+    ws.fence()  # round 1's end: round 0's array is free, round 1's still taken
+    assert [k for k, _ in ws._staging.busy] == ["r1"] and "r0" in ws._staging._free
+    upload("r2", 3)
+    out = ws.read(np.empty(16, np.int32), ws["a"])  # a blocking read: everything done, everything free
+    assert out.tolist() == [3] * 16
+    assert not ws._staging.busy and ws._fence is None and not ws._sent
+    ws.fence()
+    ws.sync()
+    assert not ws._staging.busy and ws._fence is None

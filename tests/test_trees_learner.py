@@ -406,8 +406,10 @@ def test_quantized_model_files_are_identical_everywhere(tmp_path, monkeypatch, d
                                      random_state=3)], ids=["depthwise", "lossguide"])
 def test_trees_assembled_while_the_next_grows_give_the_same_model_files(tmp_path, monkeypatch, device, kw):
     """Where the device computes beside the host (overlap_trees, GPUs), each tree is assembled on the host while the
-    device grows the next (start_tree's while_busy, the rows left with the backend's ids): the same model file as
-    tree by tree and as the numpy reference; with eval sets every tree is assembled in its own round."""
+    device grows the next (start_tree's while_busy, the rows left with the backend's ids) and each round ends without
+    waiting for its last kernels (``end_round``'s fence): the same model file as tree by tree and as the numpy
+    reference; with eval sets every tree is assembled in its own round."""
+    from mdhom.components.workspace import Workspace
     from mdhom.trees import boosting
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
@@ -420,13 +422,18 @@ def test_trees_assembled_while_the_next_grows_give_the_same_model_files(tmp_path
         return original(*args, **kwargs)
 
     monkeypatch.setattr(boosting, "start_tree", spy)
+    fences = []
+    fence = Workspace.fence
+    monkeypatch.setattr(Workspace, "fence", lambda self: (fences.append(1), fence(self))[1])
     texts = []
     for dev, overlap in (("numpy", None), (device, False), (device, True)):
         if overlap is not None:
             monkeypatch.setattr(OpenCLTreeKernels, "overlap_trees", property(lambda self, o=overlap: o))
         started.clear()
+        fences.clear()
         est = TreeBoostClassifier(n_estimators=6, device=dev, precision="quantized", **kw).fit(X, y)
         assert started == ([True] * 6 if overlap else []), (dev, overlap, started)
+        assert len(fences) == (6 if overlap else 0)  # the rounds end without waiting for their last kernels
         est.save_model(tmp_path / "m.json")
         doc = json.loads((tmp_path / "m.json").read_text())
         doc["params"].pop("device")

@@ -41,6 +41,7 @@ BACKEND_CALLS = (
     "add_eval",
     "update_eval",
     "sync",
+    "end_round",
     "to_host",
     "reset_rows",
     "histograms",
@@ -181,8 +182,8 @@ def record_fit() -> contextlib.AbstractContextManager[KernelRecorder]:
 class TimelineRecorder:
     """Collects the launches' events of the backend the estimator creates (``timeline``: no waits, so the fit runs
     at full speed) and cuts them into rounds at each round's gradients, as :class:`KernelRecorder` does. At a cut
-    the last round has been synced (the estimator syncs at every round's end), so its events are complete: they
-    are kept as (start, end) device nanoseconds and let go (a deep tree launches hundreds a round)."""
+    the last round's events are waited for (a GPU's round ends without waiting for its last kernels): they are kept as
+    (start, end) device nanoseconds and let go (a deep tree launches hundreds a round)."""
 
     def __init__(self, starts: tuple[str, ...] = ROUND_STARTS) -> None:
         self.starts = starts
@@ -221,7 +222,10 @@ class TimelineRecorder:
         self.backend.timeline = None
 
     def close(self) -> None:
-        """Move the events since the last cut into the open round (those before the first: the fit's setup)."""
+        """Move the events since the last cut into the open round (those before the first: the fit's setup). A GPU's
+        round ends without waiting for its last kernels (``end_round``): they are waited for here."""
+        for _, event in self.events:
+            event.wait()
         if self.rounds:
             self.rounds[-1].extend((int(e.profile.start), int(e.profile.end)) for _, e in self.events)
         self.events.clear()

@@ -113,7 +113,11 @@ class TreeKernels(Protocol):
         """Add the leaf values ``tree`` (a model Tree with split bins) gives each eval row; the new scores."""
 
     def sync(self) -> None:
-        """Wait for the device (the end of a round, for honest round times)."""
+        """Wait for the device (the end of a fit, for honest round times)."""
+
+    def end_round(self) -> None:
+        """The end of a boosting round: wait for the device, or (where it computes beside the host) for the round
+        before only, so that the next round's first launches queue while this one's last kernels run."""
 
     def reset_rows(self) -> None:
         """Put every row into node 0 (the root) at the start of a tree."""

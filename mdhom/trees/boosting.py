@@ -113,7 +113,7 @@ def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensembl
                 raw = np.asarray(kernels.update_eval(handle, tree), np.float64)
             for m in metrics:
                 results[f"validation_{k}"][m.name].append(m.score(ye, raw, we))
-        kernels.sync()
+        kernels.end_round()  # a GPU's next round queues behind this one's last kernels: a round's time is its period
         times.append(time.perf_counter() - start)
         if evals:
             current = sign * results[f"validation_{len(evals) - 1}"][watch.name][-1]
@@ -124,8 +124,9 @@ def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensembl
                 print(f"[{it}]\t{text}", flush=True)
             if patience and it - best >= patience:
                 break
-    if unfinished:  # the last tree, its host work counted in the last round
+    if times:  # the last round's device work and the last tree's host work, counted in the last round
         start = time.perf_counter()
+        kernels.sync()
         finish_last()
         times[-1] += time.perf_counter() - start
     if patience:  # whole rounds (one_output_per_tree grows a tree per output each)

@@ -289,6 +289,9 @@ class NumpyKTrees(HostEvals):
     def sync(self) -> None:
         pass
 
+    def end_round(self) -> None:
+        pass
+
     # ------------------------------------------------------------------------------------------ the level steps
     def start_batch(self, classes: np.ndarray) -> None:
         n, t = self.n_rows, len(classes)

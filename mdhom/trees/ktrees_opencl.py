@@ -237,6 +237,9 @@ class OpenCLKTrees(HostEvals):
     def sync(self) -> None:
         self.ws.sync()
 
+    def end_round(self) -> None:
+        self.ws.sync()
+
     # ------------------------------------------------------------------------------------------ the level steps
     def start_batch(self, classes: np.ndarray) -> None:
         ws, n = self.ws, self.n_rows

@@ -362,6 +362,13 @@ class OpenCLTreeKernels:
     def sync(self) -> None:
         self.ws.sync()
 
+    def end_round(self) -> None:
+        # profiled fits wait at every round's end: a round's kernel times are its own
+        if self.overlap_trees and not self.ws.profile:
+            self.ws.fence()
+        else:
+            self.ws.sync()
+
     # ------------------------------------------------------------------------------------------ a tree
     def reset_rows(self) -> None:
         """Every row into the root, in its original order; starts a new histogram arena (handles of the

@@ -351,6 +351,9 @@ class NumpyTreeKernels:
     def sync(self) -> None:
         pass
 
+    def end_round(self) -> None:
+        pass
+
     def siblings(self, parent: np.ndarray, child: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """[child, parent[index] - child] along the node axis: a split's (or level's) children histograms."""
         p = parent if index is None else parent[np.asarray(index, np.int64)]
