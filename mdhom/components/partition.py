@@ -221,11 +221,16 @@ class RowPartitioner:
         self.names = None
         self.nodes_written = False  # row_node may hold the last tree's leaves: settle() writes the root's 0s
 
-    def resolve(self) -> None:
+    def resolve(self, known: bool = False) -> None:
         """Fold the left counts of the last partitions (read back without a wait) into the host's ranges; for a
-        table decided on the device, its records too (only those that split)."""
+        table decided on the device, its records too (only those that split). ``known``: only the partitions before
+        the first whose splits the host does not know yet (a look-ahead's levels, folded as their searches come in,
+        while the device works through the levels below)."""
         pending, self._pending = self._pending, []
-        for event, n_left, rows in pending:
+        for i, (event, n_left, rows) in enumerate(pending):
+            if known and isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):
+                self._pending = pending[i:]
+                return
             if event is not None:
                 event.wait()
             if isinstance(rows, _Ahead):  # apply_searched's: the host's ranges of the nodes that split
