@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pyopencl as cl
@@ -81,12 +82,14 @@ from mdhom.mdh import build_program
 
 class _Ahead:
     """A partition the device decided (:meth:`RowPartitioner.apply_searched`): the first child id and, once the host
-    has the search's result, the nodes' ids and which of them split."""
+    has the search's result, the nodes' ids and which of them split; ``take``, where set, takes that result (a
+    look-ahead's level its caller has not asked for yet)."""
 
     def __init__(self, base: int) -> None:
         self.base = base
         self.nodes: np.ndarray | None = None
         self.ok: np.ndarray | None = None
+        self.take: Callable[[], None] | None = None
 
 
 class RowPartitioner:
@@ -228,9 +231,16 @@ class RowPartitioner:
         while the device works through the levels below)."""
         pending, self._pending = self._pending, []
         for i, (event, n_left, rows) in enumerate(pending):
-            if known and isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):
-                self._pending = pending[i:]
-                return
+            if isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):
+                if known or rows.take is None:  # (raises below)
+                    self._pending = pending[i:]
+                    if known:
+                        return
+                else:  # the result not taken yet (it folds the ranges before this one's, then this one's)
+                    self._pending = pending[i:]
+                    rows.take()
+                    self.resolve()
+                    return
             if event is not None:
                 event.wait()
             if isinstance(rows, _Ahead):  # apply_searched's: the host's ranges of the nodes that split

@@ -19,7 +19,7 @@ integer histograms, scans and differences are exact in any order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyopencl.array as cl_array
@@ -450,6 +450,10 @@ class OpenCLTreeKernels:
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
             state["ids"], state["alive"] = ids, alive
             state["leaves"] += int(ok.sum())
+            # the ranges of the levels taken so far, while the device works on the levels below: at the end only the
+            # last level's wait for the host (H200, 10.5M rows, depth 8: ~0.2 ms a tree of the ranges after the last
+            # search)
+            self.rows.resolve(known=True)
 
         self.gradients.ensure()
         cur, hists = hist, []
@@ -479,16 +483,18 @@ class OpenCLTreeKernels:
                 then()
             for k in range(len(founds), levels):
                 take(k)
-                # the ranges of the levels taken so far, while the device works on the levels below: at the end only
-                # the last level's wait for the host (H200, 10.5M rows, depth 8: ~0.2 ms a tree of the ranges after
-                # the last search)
-                self.rows.resolve(known=True)
 
         if final is not None:  # every search is in once the last partition is launched: the host reads them while
             self.ws.queue.flush()  # the device works through the levels (the ranges wait for the last counts); the
-            take_rest()  # launches under way first (a driver may hold them; the search below flushes its own)
+            if then is not None:  # launches under way first (a driver may hold them; the search below flushes its own)
+                then()
             self.gradients.check()
-            return founds, hists
+            # each level taken when the caller first asks for it (or the ranges need it): the caller's work on a level
+            # overlaps the device's on the levels below, and only the last level's waits for the host at the tree's end
+            taken = _Levels(levels, founds, take)
+            for k, ahead in enumerate(aheads):
+                ahead.take = lambda k=k: taken[k]
+            return taken, hists
 
         def take_all() -> None:  # while the last search runs: the earlier results, and the ranges
             take_rest()
@@ -507,3 +513,20 @@ class OpenCLTreeKernels:
 
     def node_rows(self, node: int) -> np.ndarray:
         return self.rows.node_rows(node)
+
+
+class _Levels(Sequence):
+    """A look-ahead's splits by level, each taken from the device (:meth:`OpenCLTreeKernels.look_ahead`'s ``take``)
+    when first asked for, with every level before it."""
+
+    def __init__(self, n: int, founds: list[Splits], take: Callable[[int], None]) -> None:
+        self._n, self._founds, self._take = n, founds, take
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k: int) -> Splits:  # type: ignore[override]  (levels one at a time)
+        k = range(self._n)[k]
+        while len(self._founds) <= k:
+            self._take(len(self._founds))
+        return self._founds[k]
