@@ -160,7 +160,7 @@ def test_device_bins_are_the_host_bins(device):
 
 
 def test_thresholds_and_importances_are_the_per_node_ones():
-    """The fit's thresholds (a feature at a time) are BinMapper.threshold of every split node, +inf past the last
+    """The fit's thresholds (BinMapper.thresholds) are BinMapper.threshold of every split node, +inf past the last
     edge included, and the importances the per-tree normalised sums added in tree order, bit for bit."""
     from mdhom.forests import estimators as E
     from mdhom.forests import grower as G

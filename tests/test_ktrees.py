@@ -61,12 +61,12 @@ def test_round_grows_each_outputs_tree(precision, shape):
     g[~keep] = h[~keep] = 0.0
     kt.compute_gradients(keep)
     raw = kt.raw.copy()
-    trees = grow_round(kt, mask, params, mapper.threshold)
+    trees = grow_round(kt, mask, params, mapper.thresholds)
     for k, tree in enumerate(trees):
         ref = NumpyKernels(precision)
         ref.load(bins, mapper.n_bins, 1)
         ref.set_gradients(g[:, [k]], h[:, [k]])
-        want = grow_tree(ref, None, mask, params, mapper.threshold)
+        want = grow_tree(ref, None, mask, params, mapper.thresholds)
         assert tree.output == k and want.n_nodes >= 5
         for field in ("left", "right", "feature", "threshold", "default_left", "gain", "cover", "bin"):
             assert np.array_equal(getattr(tree, field), getattr(want, field)), (k, field)
@@ -89,12 +89,12 @@ def test_quantized_rejects_non_finite_gradients(device):
     kt.load(mapper.transform(X), mapper.n_bins, 3)
     kt.set_objective(loss, yk, w, loss.base_score(yk, w))
     params = GrowParams(SplitParams(1.0, 0.1, 0.0, 0.5), 0.3, 3, 0, False)
-    assert len(kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.threshold)) == 3
+    assert len(kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.thresholds)) == 3
     scores = kt.scores()
     scores[7, 1] = np.nan
     kt.ws.put("nan_scores", kt.ws[f"scores_{kt.cur}"], scores, np.float64)
     with pytest.raises(ValueError, match="not finite"):
-        kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.threshold)
+        kt.grow_round(None, np.ones(X.shape[1], bool), params, mapper.thresholds)
 
 
 def test_batches_grow_the_same_trees():

@@ -32,7 +32,7 @@ def _tree(kernels, bins, n_bins, g, h, lossguide, leaves, depth=0):
     kernels.set_gradients(g, h)
     gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
     return grow_tree(kernels, None, np.ones(bins.shape[1] if isinstance(bins, np.ndarray) else kernels.n_features,
-                                            bool), gp, lambda f, b: float(b))
+                                            bool), gp, lambda f, b: np.asarray(b, float))
 
 
 def _same(a, b):
@@ -63,8 +63,8 @@ def test_buffers_grow_and_rebind(device, lossguide, leaves, depth):
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(-g, h)
     gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
-    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)),
-          grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)),
+          grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
     assert (_nodes(dev, "arena"), _nodes(dev, "hist_small")) == caps
 
 
@@ -214,7 +214,7 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahe
         kern.load(bins, 32, k)
         kern.set_gradients(g, h)
         trees.append(grow_tree(kern, None, np.ones(6, bool), GrowParams(PARAMS, 0.1, depth, leaves, True),
-                               lambda f, b: float(b)))
+                               lambda f, b: np.asarray(b, float)))
     want, got = trees
     _same(got, want)
     np.testing.assert_array_equal(bat.row_nodes(), seq.row_nodes())
@@ -224,7 +224,7 @@ def test_batched_lossguide_grows_the_sequential_tree(leaves, depth, k, seed, ahe
         heap_only.load(bins, 32, k)
         heap_only.set_gradients(g, h)
         _same(grow_tree(heap_only, None, np.ones(6, bool), GrowParams(PARAMS, 0.1, depth, leaves, True),
-                        lambda f, b: float(b)), want)
+                        lambda f, b: np.asarray(b, float)), want)
         assert bat.searches < heap_only.searches, (bat.searches, heap_only.searches)
 
 
@@ -249,7 +249,7 @@ def _speculative_grows_the_sequential_tree(bins: np.ndarray, g: np.ndarray, h: n
     for kern in (seq, spec):
         kern.load(bins, 32, g.shape[1])
         kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(bins.shape[1], bool), gp, lambda f, b: float(b)))
+        trees.append(grow_tree(kern, None, np.ones(bins.shape[1], bool), gp, lambda f, b: np.asarray(b, float)))
     _same(trees[1], trees[0])
     np.testing.assert_array_equal(spec.row_nodes(), seq.row_nodes())
     return spec.searches
@@ -407,7 +407,7 @@ def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, se
     seq = NumpyKernels()
     seq.load(bins, 32, 1)
     seq.set_gradients(g, h)
-    want = grow_tree(seq, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    want = grow_tree(seq, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     orig = G._Candidates.reachable
 
     def no_floor(self, room, most=0):
@@ -439,7 +439,7 @@ def test_lookahead_splits_nothing_below_its_batchs_floor(monkeypatch, leaves, se
         kern = _FloorNumpy(levels)
         kern.load(bins, 32, 1)
         kern.set_gradients(g, h)
-        _same(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        _same(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
         np.testing.assert_array_equal(kern.row_nodes(), seq.row_nodes())
         runs.append(kern)
     floored, plain = runs
@@ -465,14 +465,14 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
     ref = NumpyKernels("quantized")
     ref.load(bins, m.n_bins, k)
     ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     syncs = []
     for ahead in (0, 1, 2):
         dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=False)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
-        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
         syncs.append(dev.syncs - s0)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and syncs[2] < syncs[1] < syncs[0], syncs
@@ -490,7 +490,7 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
-        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
         # (two levels below a batch the budget picks may take one round trip more than below each)
         if ahead < 2 and not most:
@@ -520,12 +520,12 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     ref = NumpyKernels("quantized")
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, depth_ahead=2, speculate=False, row_index=True,
                                whole_rows=True, columns=False, **partition)
     dev.load(bins, m.n_bins, 1)
     dev.set_gradients(g, h)
-    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+    _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and dev.lookahead == dev.depth_ahead == 2
     assert bool(getattr(dev.rows, "_ahead_blk_bounds", None)) == bool(partition["blocks"])  # the blocks were cut
@@ -548,7 +548,7 @@ def test_depthwise_lookahead_grows_the_level_wise_tree(leaves, depth, k, seed, a
     for kern in (seq, ahd):
         kern.load(bins, 32, k)
         kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
     want, got = trees
     _same(got, want)
     np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
@@ -563,7 +563,7 @@ def _both_grow(seq, ahd, bins, g, h, gp):
     for kern in (seq, ahd):
         kern.load(bins, 32, 1)
         kern.set_gradients(g, h)
-        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: float(b)))
+        trees.append(grow_tree(kern, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
     _same(trees[1], trees[0])
     np.testing.assert_array_equal(ahd.row_nodes(), seq.row_nodes())
     return trees
@@ -637,14 +637,14 @@ def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
     ref = NumpyKernels("quantized")
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: float(b))
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     syncs = []
     for ahead in (0, 2, 7):
         dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=ahead)
         dev.load(bins, m.n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs
-        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: float(b)), want)
+        _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
         syncs.append(dev.syncs - s0)
         np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and syncs[2] <= syncs[1] < syncs[0], syncs
@@ -665,12 +665,12 @@ def test_depthwise_lookahead_that_stops_early_still_settles_its_levels(device):
     ref = NumpyKernels("quantized")
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(4, bool), gp, lambda f, b: float(b))
+    want = grow_tree(ref, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float))
     assert want.n_nodes == 3
     dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=7)
     dev.load(bins, m.n_bins, 1)
     dev.set_gradients(g, h)
-    _same(grow_tree(dev, None, np.ones(4, bool), gp, lambda f, b: float(b)), want)
+    _same(grow_tree(dev, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float)), want)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
 
 

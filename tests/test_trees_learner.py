@@ -55,6 +55,20 @@ def test_equal_values_never_straddle_bins_and_nan_gets_last_bin():
     assert m.threshold(0, 15) == np.inf
 
 
+def test_thresholds_of_many_split_nodes_at_once():
+    """``thresholds`` gives each (feature, split bin) pair's edge above the bin (+inf past a feature's last edge), as
+    ``threshold`` does pair by pair, for features of different edge counts."""
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.normal(size=3000), rng.integers(0, 3, 3000), np.round(rng.exponential(size=3000), 1)])
+    m = BinMapper(max_bin=32).fit(X)
+    feature = rng.integers(0, 3, 200)
+    split_bin = rng.integers(0, m.n_bins, 200)
+    got = m.thresholds(feature, split_bin)
+    want = [float(m.edges[f][b]) if b < m.edges[f].size else np.inf for f, b in zip(feature, split_bin, strict=True)]
+    assert np.array_equal(got, want) and np.isinf(got).any() and np.isfinite(got).any()
+    assert m.thresholds(np.zeros(0, np.int64), np.zeros(0, np.int64)).shape == (0,)
+
+
 def test_quantile_bins_are_balanced():
     x = np.random.default_rng(2).normal(size=10_000)
     m = BinMapper(max_bin=32).fit(x[:, None])
@@ -147,7 +161,7 @@ def _grow(kernels, X, y, **kw):
     params = GrowParams(SplitParams(1.0, 0.0, 0.0, 1.0), 0.3, kw.get("max_depth", 0), kw.get("max_leaves", 0),
                         kw.get("lossguide", False))
     root = np.stack([g.sum(0), h.sum(0)], axis=1)
-    tree = grow_tree(kernels, root, np.ones(X.shape[1], bool), params, mapper.threshold)
+    tree = grow_tree(kernels, root, np.ones(X.shape[1], bool), params, mapper.thresholds)
     return tree, kernels.row_nodes(), h
 
 

@@ -89,7 +89,7 @@ CODE = textwrap.dedent("""
             b.add_eval(bins[:29], base)
             b.compute_gradients(keep)
         assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), objective
-        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: float(b)) for b in (dev, ref)]
+        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: np.asarray(b, float)) for b in (dev, ref)]
         for b, t in zip((dev, ref), trees):
             b.update_scores(t.value)
         assert np.array_equal(dev.scores(), ref.scores()), objective
@@ -167,7 +167,7 @@ QUANTIZED = textwrap.dedent("""
         assert np.array_equal(dev.inv_scale, ref.inv_scale), round_
         assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), round_
         grow = policies[round_]
-        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: float(b)) for b in (dev, ref)]
+        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: np.asarray(b, float)) for b in (dev, ref)]
         assert np.array_equal(trees[0].value, trees[1].value) and np.array_equal(trees[0].bin, trees[1].bin)
         assert np.array_equal(dev.row_nodes(), ref.row_nodes()), round_
         assert (trees[0].left < 0).sum() >= 4, round_
@@ -214,7 +214,7 @@ CATEGORICAL = textwrap.dedent("""
             b.set_objective(loss, y, w, np.zeros(1))
             b.compute_gradients(None)
             b.add_eval(bins[:23], np.zeros(1))
-            trees.append(grow_tree(b, None, np.ones(3, bool), grow, lambda f, b: float(b)))
+            trees.append(grow_tree(b, None, np.ones(3, bool), grow, lambda f, b: np.asarray(b, float)))
         assert trees[1].cat_left is not None and (trees[1].cat_left.row >= 0).any(), precision
         assert np.array_equal(trees[0].value, trees[1].value), precision
         assert np.array_equal(trees[0].cat_left.table, trees[1].cat_left.table), precision

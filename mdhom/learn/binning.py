@@ -275,8 +275,19 @@ class BinMapper:
 
     def threshold(self, feature: int, split_bin: int) -> float:
         """The raw-value threshold of "bin <= split_bin": +inf when no edge lies above the bin."""
-        e = self.edges[feature]
-        return float(e[split_bin]) if split_bin < e.size else float("inf")
+        return float(self.thresholds(np.array([feature]), np.array([split_bin]))[0])
+
+    def thresholds(self, feature: np.ndarray, split_bin: np.ndarray) -> np.ndarray:
+        """:meth:`threshold` of each (feature, split bin) pair (a tree's or a forest's split nodes) at once: a lookup
+        in a table of every feature's edges, +inf past each one's last (a call per node had cost a tree's assembly
+        ~1 us a split node on a 2-core EPYC)."""
+        feature = np.asarray(feature, np.int64)
+        split_bin = np.asarray(split_bin, np.int64)
+        width = 1 + max((e.size for e in self.edges), default=0)
+        table = np.full((max(1, len(self.edges)), width), np.inf)
+        for j, e in enumerate(self.edges):
+            table[j, : e.size] = e
+        return table[feature, np.minimum(split_bin, width - 1)]
 
 
 def category_bins(values: np.ndarray, categories: np.ndarray, missing_bin: int) -> np.ndarray:

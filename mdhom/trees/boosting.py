@@ -20,6 +20,7 @@ from mdhom.learn.losses import Loss
 from mdhom.learn.metrics import Metric
 from mdhom.trees.backend import SplitParams, TreeKernels
 from mdhom.trees.grower import GrowParams, grow_tree, start_tree
+from mdhom.trees.growth import Thresholds
 from mdhom.trees.model import Ensemble, Tree
 
 
@@ -41,7 +42,7 @@ def trees_per_round(p: dict[str, Any], loss: Loss) -> int:
 
 
 def boost(kernels: TreeKernels, to_bins: Callable, loss: Loss, ensemble: Ensemble, X: np.ndarray, y: np.ndarray,
-          w: np.ndarray, evals: list, metrics: list[Metric], p: dict[str, Any], threshold: Callable) -> Boosted:
+          w: np.ndarray, evals: list, metrics: list[Metric], p: dict[str, Any], threshold: Thresholds) -> Boosted:
     """Grow ``p["n_estimators"]`` rounds of trees on ``kernels`` (loaded with ``X``'s bins), each round's row and
     feature draws from ``p["random_state"]``, the eval sets' metrics after each round and early stopping on the last
     one's last metric. ``evals``: (X, y, w) triples; ``p``: the validated parameters

@@ -224,7 +224,7 @@ class _TreeBoost(TreeModelFiles, OptionParams):
         self.bin_seconds_ = time.perf_counter() - t0
         ensemble = Ensemble(Xa.shape[1], loss.n_outputs, loss.base_score(y_enc, w),
                             categories=mapper.categories if cat_mode is not None else None)
-        fitted = boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, metrics, p, mapper.threshold)
+        fitted = boost(kernels, to_bins, loss, ensemble, Xa, y_enc, w, evals, metrics, p, mapper.thresholds)
         ensemble.trees = fitted.trees
         self._set_fitted(ensemble, objective, p, mapper.edges)
         self.precision_ = precision

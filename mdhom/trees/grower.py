@@ -19,7 +19,15 @@ import numpy as np
 from mdhom.components.lookahead import within_budget
 from mdhom.components.split import SPLIT_EPS
 from mdhom.trees.backend import Splits, TreeKernels
-from mdhom.trees.growth import GrowParams, NodeTable, can_split, cat_tables, node_values, sibling_histograms
+from mdhom.trees.growth import (
+    GrowParams,
+    NodeTable,
+    Thresholds,
+    can_split,
+    cat_tables,
+    node_values,
+    sibling_histograms,
+)
 from mdhom.trees.lossguide import grow_lossguide, grow_lossguide_batched
 from mdhom.trees.model import Tree
 from mdhom.trees.reference import ahead_step
@@ -32,7 +40,7 @@ AHEAD_ENTRIES = 1024
 
 
 def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
-              threshold: Callable[[int, int], float],
+              threshold: Thresholds,
               on_values: Callable[[np.ndarray], None] | None = None) -> Tree:
     """Grow one tree on the gradients already set in ``kernels``; afterwards every row sits in its leaf
     (``kernels.row_nodes()``, or ``kernels.update_scores(tree.value)`` without a trip to the host).
@@ -47,7 +55,7 @@ def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: 
 
 
 def start_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
-               threshold: Callable[[int, int], float], on_values: Callable[[np.ndarray], None] | None = None,
+               threshold: Thresholds, on_values: Callable[[np.ndarray], None] | None = None,
                while_busy: Callable[[], None] | None = None, relabel: bool = True) -> Callable[[], Tree]:
     """:func:`grow_tree` in two parts, for a driver that overlaps one tree's host work with the next tree's device
     work: this grows the tree up to ``on_values`` (the rows in their leaves, the score update launched) and returns

@@ -14,6 +14,9 @@ from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import CategoryTables, Tree
 from mdhom.trees.reference import leaf_weight, left_smaller
 
+# the raw thresholds of split nodes from their (feature, split bin) arrays (BinMapper.thresholds)
+Thresholds = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
 
 @dataclass(frozen=True)
 class GrowParams:
@@ -151,15 +154,14 @@ class NodeTable:
         """Each node's value (n_nodes, n_outputs)."""
         return node_values(self.sums[: self.n], params)
 
-    def to_tree(self, params: GrowParams, threshold: Callable[[int, int], float],
-                value: np.ndarray | None = None) -> Tree:
+    def to_tree(self, params: GrowParams, threshold: Thresholds, value: np.ndarray | None = None) -> Tree:
         n = self.n
         sums = self.sums[:n]
         value = self.values(params) if value is None else value
         feature = self.feature[:n].copy()
         thr = np.zeros(n)
-        for j in np.flatnonzero(feature >= 0).tolist():
-            thr[j] = threshold(int(feature[j]), int(self.bin[j]))
+        inner = np.flatnonzero(feature >= 0)
+        thr[inner] = threshold(feature[inner], self.bin[:n][inner])
         tables = None
         if self.cat_left:
             row = np.full(n, -1, np.int32)

@@ -33,7 +33,7 @@ from mdhom.forests import boost_level as BL
 from mdhom.forests import histogram as FH
 from mdhom.forests import partition as FP
 from mdhom.learn.memory import check_host, size_text
-from mdhom.trees.growth import GrowParams, NodeTable, can_split
+from mdhom.trees.growth import GrowParams, NodeTable, Thresholds, can_split
 from mdhom.trees.model import Tree
 from mdhom.trees.reference import predict_bins
 
@@ -87,7 +87,7 @@ def _splits(recs: np.ndarray) -> Splits:
                   total=np.stack([recs["tg"], recs["th"]], -1)[:, None].astype(np.float64))
 
 
-def grow_round(backend: KTreeBackend, mask: np.ndarray, params: GrowParams, threshold: Callable[[int, int], float],
+def grow_round(backend: KTreeBackend, mask: np.ndarray, params: GrowParams, threshold: Thresholds,
                batch: int | None = None) -> list[Tree]:
     """The round's K trees (tree k on output k of the gradients already in ``backend``), grown ``batch`` at a time
     (None: all together); the scores are updated. Each tree's ``value`` is (n_nodes, K), zero but in its column
@@ -105,7 +105,7 @@ def grow_round(backend: KTreeBackend, mask: np.ndarray, params: GrowParams, thre
 
 
 def _grow_batch(backend: KTreeBackend, classes: np.ndarray, mask: np.ndarray, params: GrowParams,
-                threshold: Callable[[int, int], float], leaf_value: list[float]) -> list[Tree]:
+                threshold: Thresholds, leaf_value: list[float]) -> list[Tree]:
     """The depth-wise grower of :func:`mdhom.trees.grower.grow_tree` for every batch tree in lockstep: a level's
     choices per tree (gain above SPLIT_EPS, the best gains within ``max_leaves``, ties to the earlier node of the
     level, whose order is the built children then their siblings), node ids and leaf values are that grower's."""
@@ -279,7 +279,7 @@ class NumpyKTrees(HostEvals):
         self.leaf = np.empty((self.n_outputs, self.n_rows), np.int32)  # each output's tree's leaf codes
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
-                   threshold: Callable[[int, int], float]) -> list[Tree]:
+                   threshold: Thresholds) -> list[Tree]:
         self.compute_gradients(keep)
         return grow_round(self, mask, params, threshold, self.batch)
 

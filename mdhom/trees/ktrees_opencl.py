@@ -28,7 +28,7 @@ from mdhom.forests import partition as FP
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import size_text
 from mdhom.learn.validation import is_sparse
-from mdhom.trees.grower import GrowParams
+from mdhom.trees.growth import GrowParams, Thresholds
 from mdhom.trees.ktrees import HostEvals, Level, grow_round
 from mdhom.trees.model import Tree
 
@@ -224,7 +224,7 @@ class OpenCLKTrees(HostEvals):
             self._absmax_read = None
 
     def grow_round(self, keep: np.ndarray | None, mask: np.ndarray, params: GrowParams,
-                   threshold: Callable[[int, int], float]) -> list[Tree]:
+                   threshold: Thresholds) -> list[Tree]:
         self.compute_gradients(keep)
         self._put("feature_mask", np.asarray(mask, bool), np.uint8)
         return grow_round(self, mask, params, threshold, self.batch)
