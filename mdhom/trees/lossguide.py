@@ -399,7 +399,7 @@ class _Walk:
 
 
 def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
-                           root: object, splits: Splits) -> None:
+                           root: object, splits: Splits) -> object:
     """The tree of :func:`grow_lossguide`, node for node, with the split searches batched.
 
     The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over
@@ -413,6 +413,10 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
     pops, so a leaf ranked lower can never be split). Either way some candidates of a batch end up not split
     (their budget went to children of better splits); their rows move back to the tree leaf by one relabelling
     at the end.
+
+    Returns the walk's candidates and the walk itself, for the caller to let go once the tree's score update is
+    launched: their thousands of Python objects took ~0.2 ms to free (2-core EPYC, 255 leaves) between the rows'
+    relabelling and the score update, while the device waited.
     """
     cand = _Candidates(kernels, mask, params, root, splits)
     walk = _Walk(cand, nodes, params, splits)
@@ -434,3 +438,4 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
             cand.expand(batch[cand.kid[batch] < 0])
     walk.write()
     kernels.relabel(cand.leaf_map(walk.tree_of))
+    return cand, walk
