@@ -84,24 +84,26 @@ def start_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask:
     nodes = NodeTable(np.asarray(root_sums).shape[0], _tree_size(params))
     nodes.add(root_sums, 0)
     finish_levels = None
-    held: object = None  # what the loss-guided walk leaves, let go in ``finish`` (after the score update's launch)
+    walk = None  # a batched loss-guided walk, written into ``nodes`` and let go in ``finish`` (after the score update)
     if can_split(0, params):
         if not params.lossguide:
             finish_levels = _grow_depthwise(kernels, nodes, feature_mask, params, hist, splits, on_values, root_ahead,
                                             relabel)
             on_values = None  # called with the rows' last ids, before the tree's bookkeeping
         elif kernels.batch_lossguide:
-            held = grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
+            walk = grow_lossguide_batched(kernels, nodes, feature_mask, params, hist, splits)
         else:
             grow_lossguide(kernels, nodes, feature_mask, params, hist, splits)
     value = None
     if on_values is not None:
-        value = nodes.values(params)
+        value = nodes.values(params) if walk is None else node_values(walk.sums(), params)
         on_values(value)
 
     def finish() -> Tree:
-        nonlocal held
-        held = None
+        nonlocal walk
+        if walk is not None:
+            walk.write()
+            walk = None
         if finish_levels is not None:
             finish_levels()
         return nodes.to_tree(params, threshold, nodes.values(params) if value is None else value)

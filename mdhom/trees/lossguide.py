@@ -382,6 +382,16 @@ class _Walk:
                     heapq.heappush(heap, (-gain, child))
         return None
 
+    def sums(self) -> np.ndarray:
+        """The (g, h) sums of the tree's nodes by tree id, as :meth:`write` leaves them in the node table (the tree's
+        values without the table)."""
+        c = np.asarray(self.taken, np.int64)
+        table = self.nodes.sums
+        out = np.empty((self.first + 2 * c.size, *table.shape[1:]))
+        out[: self.first] = table[: self.first]
+        out[self.first::2], out[self.first + 1::2] = self.cand.left_sum[c], self.cand.right_sum[c]
+        return out
+
     def write(self) -> None:
         """The splits taken into the node table, at once."""
         cand, c = self.cand, np.asarray(self.taken, np.int64)
@@ -399,7 +409,7 @@ class _Walk:
 
 
 def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, params: GrowParams,
-                           root: object, splits: Splits) -> object:
+                           root: object, splits: Splits) -> _Walk:
     """The tree of :func:`grow_lossguide`, node for node, with the split searches batched.
 
     The walk is the same (pop the leaf of largest gain, ties to the lower tree id; push its children), over
@@ -414,9 +424,10 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
     (their budget went to children of better splits); their rows move back to the tree leaf by one relabelling
     at the end.
 
-    Returns the walk's candidates and the walk itself, for the caller to let go once the tree's score update is
-    launched: their thousands of Python objects took ~0.2 ms to free (2-core EPYC, 255 leaves) between the rows'
-    relabelling and the score update, while the device waited.
+    Returns the walk, its splits not yet in ``nodes``: the caller writes them (:meth:`_Walk.write`) and lets the walk
+    and its candidates go once the tree's score update is launched (the values from :meth:`_Walk.sums`). Between the
+    rows' relabelling and the score update the device waits, and there the write took ~0.2 ms and freeing the
+    candidates' thousands of Python objects another ~0.2 (PoCL, 2-core EPYC, 300k rows, 255 leaves).
     """
     cand = _Candidates(kernels, mask, params, root, splits)
     walk = _Walk(cand, nodes, params, splits)
@@ -436,6 +447,5 @@ def grow_lossguide_batched(kernels: TreeKernels, nodes: NodeTable, mask: np.ndar
             room = int(min(walk.room(), len(walk.heap)))
             batch = np.array([walk.tree_of[t] for _, t in heapq.nsmallest(room, walk.heap)], np.int64)
             cand.expand(batch[cand.kid[batch] < 0])
-    walk.write()
     kernels.relabel(cand.leaf_map(walk.tree_of))
-    return cand, walk
+    return walk
