@@ -231,21 +231,18 @@ class RowPartitioner:
         while the device works through the levels below)."""
         pending, self._pending = self._pending, []
         for i, (event, n_left, rows) in enumerate(pending):
-            if isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):
-                if known or rows.take is None:  # (raises below)
-                    self._pending = pending[i:]
-                    if known:
-                        return
-                else:  # the result not taken yet (it folds the ranges before this one's, then this one's)
-                    self._pending = pending[i:]
-                    rows.take()
-                    self.resolve()
+            if isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):  # its splits not known yet
+                self._pending = pending[i:]
+                if known:
                     return
+                if rows.take is None:
+                    raise RuntimeError("apply_searched's nodes and splits are needed before its ranges")
+                rows.take()  # (which folds the ranges before this one's, then this one's)
+                self.resolve()
+                return
             if event is not None:
                 event.wait()
             if isinstance(rows, _Ahead):  # apply_searched's: the host's ranges of the nodes that split
-                if rows.ok is None or rows.nodes is None:
-                    raise RuntimeError("apply_searched's nodes and splits are needed before its ranges")
                 k = np.flatnonzero(rows.ok)
                 node = np.asarray(rows.nodes, np.int64)[k]
                 rows, n_left = (node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node]), \
