@@ -186,6 +186,41 @@ def test_rule_kernels_are_judged_by_rule_fits(cpu_device, tmp_path, monkeypatch)
     assert endtoend.is_forest_kernel("ecc_walk") and not endtoend.is_forest_kernel("tree_histogram_rows")
 
 
+def test_binning_is_judged_by_binning_rows(cpu_device, monkeypatch):
+    """The binning kernel runs once per matrix, in no boosting round: a check times it binning the check's rows
+    (boosting rounds would keep or drop it by their noise), the tree kernels by training rounds."""
+    from mdhom.tuning import driver
+
+    entries = [("tree_split_scan", "c", _entry({"NUM_WI_i": 2}), "sha256:0"),
+               ("tree_bin_features", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
+
+    def only(kernel):  # faster with that kernel's configuration; the other's is noise (within the margin: dropped)
+        return _machine({k: (0.5 if k == kernel else 0.99) for k, _, _, _ in entries})
+
+    monkeypatch.setattr(endtoend, "round_seconds", only("tree_split_scan"))
+    monkeypatch.setattr(endtoend, "binning_seconds", only("tree_bin_features"))
+    seen = []
+    chosen, kept = driver.checked_entries(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1),
+                                          echo=seen.append)
+    assert sorted(kept) == ["tree_bin_features", "tree_split_scan"]
+    assert any("binning" in line for line in seen)
+    assert endtoend.is_binning_kernel("tree_bin_features") and not endtoend.is_binning_kernel("tree_split_scan")
+    # judged by training rounds, where it does not run, the binning's entry is dropped: the check would be noise
+    monkeypatch.setattr(endtoend, "round_seconds", only("tree_split_scan"))
+    res = endtoend.check(cpu_device, entries[1:], Workload(rows=200, rounds=2, leaves=3, repeats=1),
+                         echo=lambda s: None, data=(None, None))
+    assert res.kept == []
+
+
+def test_binning_seconds_bins_for_real(cpu_device):
+    """The binning check's timer at toy size: the learner's bins of the rows, on the device."""
+    from mdhom.bench.trees import make_higgs_like
+
+    X, y = make_higgs_like(3000, 28, 0)[:2]
+    t = endtoend.binning_seconds(cpu_device, Workload(rows=3000, rounds=2, leaves=3), (X, y))
+    assert 0 < t < 10
+
+
 def test_rule_seconds_fits_for_real(cpu_device):
     work = Workload(rows=200, rounds=2, leaves=3, rules=endtoend.RuleWork(300, 6, 4, 4, 200, 3, 3, 8))
     t = endtoend.rule_seconds(cpu_device, work, endtoend.rule_data(work))

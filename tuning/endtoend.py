@@ -12,7 +12,8 @@ order of the studies, each reverted to its heuristic configuration (stored as su
 takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
 end-to-end speedup over the heuristics. Kernels that run in no boosting round are judged the same way by the fits
 they run in (:data:`CHECKS`): forest and chain kernels by forest and chain fits and predictions, the rule
-refinement's kernels by the seconds per rule of two rule fits.
+refinement's kernels by the seconds per rule of two rule fits, the binning of raw rows by the seconds it takes to bin
+the check's rows.
 
 Measurements alternate between the variants compared and keep the fastest of several medians, so a burst of
 other work on the machine does not decide a comparison.
@@ -395,10 +396,62 @@ def check_rules(device: Any, entries: list[tuple[str, str, dict[str, Any], str |
     return check(device, entries, work, echo, timer=rule_seconds, data=rule_data(work), unit="rule")
 
 
+# ------------------------------------------------------------------------------------------------ binning
+BINNING_KERNELS = frozenset({"tree_bin_features"})
+
+
+def is_binning_kernel(kernel: str) -> bool:
+    """Whether a kernel maps raw rows to bins: once per matrix a fit loads or a prediction bins, in no boosting round.
+    Judged by boosting rounds, its entries were kept or dropped by the rounds' noise (H200: a configuration that bins
+    1M rows 2.9x faster than the heuristic's was dropped)."""
+    return kernel in BINNING_KERNELS
+
+
+def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
+    """Seconds to bin the check's rows on ``device`` as the tree learner bins a dense matrix there (in the bins'
+    layout its fits read on that device, the rows already on the device), the median of five passes after a first
+    (the build out of the timing): what the binning's configurations must make faster to be kept."""
+    import time
+    import warnings
+
+    import pyopencl.array as cl_array
+
+    from mdhom.components.binning import DeviceBinner
+    from mdhom.configs import TunedConfigWarning
+    from mdhom.learn.binning import BinMapper, sample_rows
+    from mdhom.trees.estimators import make_kernels
+
+    X = np.ascontiguousarray(data[0], np.float64)
+    mapper = BinMapper(work.bins).fit(X, None, sample_rows(X.shape[0], 200_000, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TunedConfigWarning)
+        kernels = make_kernels(device, None)
+        kernels.bin_rows(mapper)  # the fit's layout on this device, and with it the bins' order
+        binner = DeviceBinner(mapper, device, np.float64, kernels.feature_major)
+    q = binner.queue
+    x = cl_array.to_device(q, X)
+    binner.transform(x)
+    q.finish()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        binner.transform(x)
+        q.finish()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def check_binning(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
+                  echo: Callable[[str], None] = print) -> CheckResult:
+    """:func:`check` of the binning kernel's entries on the binning of the check's rows (:func:`binning_seconds`)."""
+    return check(device, entries, work, echo, timer=binning_seconds, unit="binning")
+
+
 # which fits judge a kernel's entries: (what the check times, whether a kernel belongs to it, the check); a kernel
 # goes to the first that claims it
 CHECKS: tuple[tuple[str, Callable[[str], bool], Callable[..., CheckResult]], ...] = (
     ("forest fits with the new forest configurations", is_forest_kernel, check_forests),
     ("rule fits with the new rule configurations", is_rule_kernel, check_rules),
+    ("the binning of the rows with the new binning configuration", is_binning_kernel, check_binning),
     ("training rounds with the new configurations", lambda kernel: True, check),
 )
