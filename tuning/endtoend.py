@@ -397,20 +397,21 @@ def check_rules(device: Any, entries: list[tuple[str, str, dict[str, Any], str |
 
 
 # ------------------------------------------------------------------------------------------------ binning
-BINNING_KERNELS = frozenset({"tree_bin_features"})
+BINNING_KERNELS = frozenset({"tree_bin_features", "tree_bin_features_fm"})
 
 
 def is_binning_kernel(kernel: str) -> bool:
-    """Whether a kernel maps raw rows to bins: once per matrix a fit loads or a prediction bins, in no boosting round.
+    """Whether a kernel maps raw rows to bins (rows x features or features x rows): once per matrix a fit loads or a
+    prediction bins, in no boosting round.
     Judged by boosting rounds, its entries were kept or dropped by the rounds' noise (H200: a configuration that bins
     1M rows 2.9x faster than the heuristic's was dropped)."""
     return kernel in BINNING_KERNELS
 
 
 def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
-    """Seconds to bin the check's rows on ``device`` as the tree learner bins a dense matrix there (in the bins'
-    layout its fits read on that device, the rows already on the device), the median of five passes after a first
-    (the build out of the timing): what the binning's configurations must make faster to be kept."""
+    """Seconds to bin the check's rows on ``device`` in both orders of the bins (each variant's configuration
+    moves only its own part), the rows already on the device: per order the median of five passes after a first
+    (the build out of the timing). What the binning's configurations must make faster to be kept."""
     import time
     import warnings
 
@@ -419,26 +420,26 @@ def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float
     from mdhom.components.binning import DeviceBinner
     from mdhom.configs import TunedConfigWarning
     from mdhom.learn.binning import BinMapper, sample_rows
-    from mdhom.trees.estimators import make_kernels
 
     X = np.ascontiguousarray(data[0], np.float64)
     mapper = BinMapper(work.bins).fit(X, None, sample_rows(X.shape[0], 200_000, 0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TunedConfigWarning)
-        kernels = make_kernels(device, None)
-        kernels.bin_rows(mapper)  # the fit's layout on this device, and with it the bins' order
-        binner = DeviceBinner(mapper, device, np.float64, kernels.feature_major)
-    q = binner.queue
-    x = cl_array.to_device(q, X)
-    binner.transform(x)
-    q.finish()
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
+    total = 0.0
+    for feature_major in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TunedConfigWarning)
+            binner = DeviceBinner(mapper, device, np.float64, feature_major)
+        q = binner.queue
+        x = cl_array.to_device(q, X)
         binner.transform(x)
         q.finish()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            binner.transform(x)
+            q.finish()
+            times.append(time.perf_counter() - t0)
+        total += statistics.median(times)
+    return total
 
 
 def check_binning(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,

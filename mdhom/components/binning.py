@@ -39,11 +39,15 @@ if (isnan(v)) {
 
 @lru_cache(maxsize=8)
 def bin_features(x_ctype: str = "double", feature_major: bool = False, bin_ctype: str = "uchar") -> Description:
-    """Bins of a (rows, features) matrix; ``feature_major`` writes (features, rows), the GPU layout; ``bin_ctype``
-    the bins' type (:func:`mdhom.components.lanes.bin_ctype`)."""
+    """Bins of a (rows, features) matrix; ``feature_major`` writes (features, rows) (forests, fits of one tree per
+    output and layouts whose rows move on GPUs read bins so); ``bin_ctype`` the bins' type
+    (:func:`mdhom.components.lanes.bin_ctype`). The two orders are two kernels with their own tuned entries (their
+    outputs' layouts differ, so the tuner times and checks each as itself): ``tree_bin_features`` and
+    ``tree_bin_features_fm``."""
     dims = ["feat", "row"] if feature_major else ["row", "feat"]
     return Description(
-        "tree_bin_features", dims, [Concat(), Concat()], bin_ctype, _SEARCH.replace("BIN_T", bin_ctype),
+        "tree_bin_features_fm" if feature_major else "tree_bin_features", dims, [Concat(), Concat()], bin_ctype,
+        _SEARCH.replace("BIN_T", bin_ctype),
         inputs=[
             Input("x", x_ctype, ("row", "feat"), index="row * SIZE_feat + feat"),
             Input("edges", "double", ("*",), gather=True),
@@ -69,14 +73,19 @@ def _bin_ref(a):  # the host mapper with these edges (its NaN bin is a["nan_bin"
     return mapper.transform(a["x"])
 
 
-# tuned row-major, as CPUs run it: 63 edges per feature
+_BIN_CLASSES = {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))}
+# 63 edges per feature, in either order of the bins
 BIN_FEATURES = KernelSpec(
     "tree_bin_features", description_default,
-    tuning=Tuning(lambda s: bin_features("double", False),
-                  {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))},
-                  _bin_inputs, _bin_ref,
-                  doc="raw features to bins (a binary search over each feature's edges), 28 features"))
-SPECS = (BIN_FEATURES,)
+    tuning=Tuning(lambda s: bin_features("double", False), _BIN_CLASSES, _bin_inputs, _bin_ref,
+                  doc="raw features to bins (a binary search over each feature's edges), 28 features, rows x "
+                      "features (the trees' layouts that read rows whole)"))
+BIN_FEATURES_FM = KernelSpec(
+    "tree_bin_features_fm", description_default,
+    tuning=Tuning(lambda s: bin_features("double", True), _BIN_CLASSES, _bin_inputs,
+                  lambda a: np.ascontiguousarray(_bin_ref(a).T),
+                  doc="raw features to bins, features x rows (forests, one tree per output, moved rows on GPUs)"))
+SPECS = (BIN_FEATURES, BIN_FEATURES_FM)
 
 
 def packed_edges(mapper: BinMapper) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -115,7 +124,7 @@ class DeviceBinner:
 
             config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc)
             if config is None:
-                config = BIN_FEATURES.heuristic(self.desc, self.device, sizes)
+                config = (BIN_FEATURES_FM if feature_major else BIN_FEATURES).heuristic(self.desc, self.device, sizes)
                 self.config_source = "default" if self.config_source == "heuristic" else \
                     f"default ({self.config_source})"
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)
