@@ -170,8 +170,7 @@ def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str],
     """``entries`` as the end-to-end checks keep them (what does not pay goes in with its heuristic's
     configuration), and the kernels kept: each kernel judged by the fits it runs in (:data:`endtoend.CHECKS`:
     forest kernels by forest fits and predictions, rule kernels by rule fits, the binning by binning the check's rows,
-    the rest by boosting rounds), since
-    fits it does not run in would keep or drop it by noise."""
+    the rest by boosting rounds), since fits it does not run in would keep or drop it by noise."""
     from mdhom.tuning.endtoend import CHECKS, choose
 
     groups: list[list] = [[] for _ in CHECKS]

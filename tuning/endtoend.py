@@ -423,13 +423,13 @@ def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float
 
     X = np.ascontiguousarray(data[0], np.float64)
     mapper = BinMapper(work.bins).fit(X, None, sample_rows(X.shape[0], 200_000, 0))
-    total = 0.0
+    total, x = 0.0, None
     for feature_major in (False, True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TunedConfigWarning)
             binner = DeviceBinner(mapper, device, np.float64, feature_major)
-        q = binner.queue
-        x = cl_array.to_device(q, X)
+        q = binner.queue  # the device's: the rows go there once
+        x = cl_array.to_device(q, X) if x is None else x
         binner.transform(x)
         q.finish()
         times = []
@@ -444,7 +444,7 @@ def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float
 
 def check_binning(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
                   echo: Callable[[str], None] = print) -> CheckResult:
-    """:func:`check` of the binning kernel's entries on the binning of the check's rows (:func:`binning_seconds`)."""
+    """:func:`check` of the binning kernels' entries on the binning of the check's rows (:func:`binning_seconds`)."""
     return check(device, entries, work, echo, timer=binning_seconds, unit="binning")
 
 
@@ -453,6 +453,6 @@ def check_binning(device: Any, entries: list[tuple[str, str, dict[str, Any], str
 CHECKS: tuple[tuple[str, Callable[[str], bool], Callable[..., CheckResult]], ...] = (
     ("forest fits with the new forest configurations", is_forest_kernel, check_forests),
     ("rule fits with the new rule configurations", is_rule_kernel, check_rules),
-    ("the binning of the rows with the new binning configuration", is_binning_kernel, check_binning),
+    ("the binning of the rows with the new binning configurations", is_binning_kernel, check_binning),
     ("training rounds with the new configurations", lambda kernel: True, check),
 )
