@@ -207,7 +207,6 @@ def test_binning_is_judged_by_binning_rows(cpu_device, monkeypatch):
     assert endtoend.is_binning_kernel("tree_bin_features") and endtoend.is_binning_kernel("tree_bin_features_fm")
     assert not endtoend.is_binning_kernel("tree_split_scan")
     # judged by training rounds, where it does not run, the binning's entry is dropped: the check would be noise
-    monkeypatch.setattr(endtoend, "round_seconds", only("tree_split_scan"))
     res = endtoend.check(cpu_device, entries[1:], Workload(rows=200, rounds=2, leaves=3, repeats=1),
                          echo=lambda s: None, data=(None, None))
     assert res.kept == []

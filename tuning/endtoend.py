@@ -397,15 +397,14 @@ def check_rules(device: Any, entries: list[tuple[str, str, dict[str, Any], str |
 
 
 # ------------------------------------------------------------------------------------------------ binning
-BINNING_KERNELS = frozenset({"tree_bin_features", "tree_bin_features_fm"})
-
-
 def is_binning_kernel(kernel: str) -> bool:
-    """Whether a kernel maps raw rows to bins (rows x features or features x rows): once per matrix a fit loads or a
-    prediction bins, in no boosting round.
+    """Whether a kernel maps raw rows to bins (the binning's specs, :data:`mdhom.components.binning.SPECS`: rows x
+    features or features x rows): once per matrix a fit loads or a prediction bins, in no boosting round.
     Judged by boosting rounds, its entries were kept or dropped by the rounds' noise (H200: a configuration that bins
     1M rows 2.9x faster than the heuristic's was dropped)."""
-    return kernel in BINNING_KERNELS
+    from mdhom.components.binning import SPECS
+
+    return any(kernel == spec.name for spec in SPECS)
 
 
 def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
