@@ -43,7 +43,7 @@ __attribute__((always_inline)) inline tree_real_v tree_gain_vec(
         const long cell = ((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS;
         const tree_hist_t tgq = scan[2 * (cell + TREE_BINS - 1)];
         const tree_hist_t thq = scan[2 * (cell + TREE_BINS - 1) + 1];
-        const tree_hist_v2 pairs = vload_tree_hist_v2(0, scan + 2 * (cell + bin));
+        const tree_hist_v2 pairs = vload_tree_hist_v2(scan + 2 * (cell + bin));
         tree_hist_v lgq = pairs.even, lhq = pairs.odd;
         if (dir == 0) {  /* the missing bin goes left (tree_left_sums) */
             lgq = lgq + hist[2 * (cell + TREE_BINS - 1)];

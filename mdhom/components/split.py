@@ -267,12 +267,12 @@ _ARGMAX_BLOCK = """
 tree_real_t mdh_m = TREE_HMAX(mdh_g);
 const bool mdh_part = mdh_vn < VEC;
 if (mdh_part) {
-    vstore_tree_real_v(mdh_g, 0, mdh_gains);
+    vstore_tree_real_v(mdh_g, mdh_gains);
     mdh_m = mdh_gains[0];
     for (int s = 1; s < mdh_vn; ++s) mdh_m = TREE_MAX2(mdh_m, mdh_gains[s]);
 }
 if (mdh_m >= acc.value) {
-    if (!mdh_part) vstore_tree_real_v(mdh_g, 0, mdh_gains);
+    if (!mdh_part) vstore_tree_real_v(mdh_g, mdh_gains);
     int s = 0;
     while (mdh_gains[s] != mdh_m) ++s;
     atom_t mdh_b;
