@@ -154,6 +154,48 @@ inline double mdh_ldexp(const double p, const int k) {
 #define MDH_IOTA_2 ((int2)(0, 1))
 #define MDH_IOTA_4 ((int4)(0, 1, 2, 3))
 #define MDH_IOTA_8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+/* Vector moves lane by lane through unions, for vector code in place of vloadn, vstoren and convert_: PoCL calls
+ * those built-ins out of line, and PoCL 3.0 on a Zen 4 EPYC (AVX-512) builds kernels for znver3 (no AVX-512) beside
+ * its AVX-512 built-in library, so a 512-bit vector passed between the two arrives wrong, or the build aborts. LLVM
+ * makes the unrolled lanes vector moves again. mdh_vload_t(p) (VEC t's from global p), mdh_vload2_t(p) (2 * VEC),
+ * mdh_vstore_t(x, p) (to private p), mdh_convert_to_from(x) (VEC lanes). */
+#define MDH_VECTOR_MOVES(t) \
+inline MDH_VT(t) MDH_CAT(mdh_vload_, t)(const __global t* p) { \
+    union { t s[VEC]; MDH_VT(t) v; } u; \
+    for (int i = 0; i < VEC; ++i) u.s[i] = p[i]; \
+    return u.v; \
+} \
+inline MDH_VT2(t) MDH_CAT(mdh_vload2_, t)(const __global t* p) { \
+    union { t s[MDH_VEC2]; MDH_VT2(t) v; } u; \
+    for (int i = 0; i < MDH_VEC2; ++i) u.s[i] = p[i]; \
+    return u.v; \
+} \
+inline void MDH_CAT(mdh_vstore_, t)(const MDH_VT(t) x, t* p) { \
+    union { t s[VEC]; MDH_VT(t) v; } u; \
+    u.v = x; \
+    for (int i = 0; i < VEC; ++i) p[i] = u.s[i]; \
+}
+#define MDH_VECTOR_CONVERT(to, from) \
+inline MDH_VT(to) MDH_CAT(MDH_CAT(mdh_convert_, to), MDH_CAT(_, from))(const MDH_VT(from) x) { \
+    union { from s[VEC]; MDH_VT(from) v; } a; \
+    union { to s[VEC]; MDH_VT(to) v; } b; \
+    a.v = x; \
+    for (int i = 0; i < VEC; ++i) b.s[i] = (to)a.s[i]; \
+    return b.v; \
+}
+MDH_VECTOR_MOVES(int)
+MDH_VECTOR_MOVES(long)
+MDH_VECTOR_MOVES(float)
+MDH_VECTOR_CONVERT(long, int)
+MDH_VECTOR_CONVERT(float, int)
+MDH_VECTOR_CONVERT(float, float)
+#ifdef cl_khr_fp64
+MDH_VECTOR_MOVES(double)
+MDH_VECTOR_CONVERT(double, int)
+MDH_VECTOR_CONVERT(double, long)
+MDH_VECTOR_CONVERT(double, float)
+MDH_VECTOR_CONVERT(double, double)
+#endif
 #endif
 
 % endif

@@ -531,18 +531,18 @@ def _vector_descriptions(reach: str | None, fold: str | None = None) -> tuple[md
         "vec_squares", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.SUM)], "long",
         "const long v = x[row * stride + col];\nout = v * v;", inputs=x_in, params=stride,
         vector=mdh.Vector("col", """
-const MDH_VT(long) v = MDH_CAT(convert_, MDH_VT(long))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+const MDH_VT(long) v = mdh_convert_long_int(mdh_vload_int(x + row * stride + col));
 long t[VEC];
-MDH_CAT(vstore, VEC)(v * v, 0, t);
+mdh_vstore_long(v * v, t);
 for (int s = 0; s < VEC; ++s) out[s] = t[s];""", reach=reach))
     arg = mdh.Description(
         "vec_argmax", ["row", "col"], [mdh.Concat(), mdh.Reduce(mdh.ARGMAX)],
         mdh.Struct("best_t", (("value", "double"), ("index", "int"))),
         "out.value = 0.5 * (double)x[row * stride + col];\nout.index = (int)col;", inputs=x_in, params=stride,
         vector=mdh.Vector("col", None if fold else """
-const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+const MDH_VT(double) v = 0.5 * mdh_convert_double_int(mdh_vload_int(x + row * stride + col));
 double t[VEC];
-MDH_CAT(vstore, VEC)(v, 0, t);
+mdh_vstore_double(v, t);
 for (int s = 0; s < VEC; ++s) { out[s].value = t[s]; out[s].index = (int)col + s; }""", reach=reach, fold=fold))
     return sq, arg
 
@@ -551,9 +551,9 @@ def _argmax_folding_blocks(reach: str | None) -> mdh.Description:
     """The argmax of :func:`_vector_descriptions` whose vector form folds a block at once (``Vector.fold``): the
     block's best lane among its first ``mdh_vn``, combined once."""
     fold = """
-const MDH_VT(double) v = 0.5 * MDH_CAT(convert_, MDH_VT(double))(MDH_CAT(vload, VEC)(0, x + row * stride + col));
+const MDH_VT(double) v = 0.5 * mdh_convert_double_int(mdh_vload_int(x + row * stride + col));
 double t[VEC];
-MDH_CAT(vstore, VEC)(v, 0, t);
+mdh_vstore_double(v, t);
 int b = 0;
 for (int s = 1; s < mdh_vn; ++s) if (t[s] > t[b]) b = s;
 atom_t best;
@@ -643,11 +643,11 @@ def test_vector_form_of_a_concatenated_dimension(device, dim):
         "vec_affine", ["row", "col"], [mdh.Concat(), mdh.Concat()], "long",
         "out = 3 * (long)x[row * SIZE_col + col] + row;", inputs=[mdh.Input("x", "int", ("*",), gather=True)],
         chunked=True, vector=mdh.Vector(dim, f"""
-int t[VEC];
-for (int s = 0; s < VEC; ++s) t[s] = x[row * SIZE_col + col + s * {step}];
-const MDH_VT(long) v = 3 * MDH_CAT(convert_, MDH_VT(long))(MDH_CAT(vload, VEC)(0, t)) + row{" + " if dim == "row" else ""}{"MDH_CAT(convert_, MDH_VT(long))(MDH_IOTA)" if dim == "row" else ""};
+union {{ long s[VEC]; MDH_VT(long) v; }} t;
+for (int s = 0; s < VEC; ++s) t.s[s] = x[row * SIZE_col + col + s * {step}];
+const MDH_VT(long) v = 3 * t.v + row{" + mdh_convert_long_int(MDH_IOTA)" if dim == "row" else ""};
 long o[VEC];
-MDH_CAT(vstore, VEC)(v, 0, o);
+mdh_vstore_long(v, o);
 for (int s = 0; s < VEC; ++s) out[s] = o[s];"""))
     want = 3 * x.astype(np.int64) + np.arange(rows)[:, None]
     for vec in (1, 2, 4, 8):

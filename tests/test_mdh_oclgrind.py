@@ -96,7 +96,7 @@ for reach in (None, "stride"):
         "out = (long)x[row * stride + col];", inputs=[mdh.Input("x", "int", ("*",), gather=True)],
         params=[mdh.Param("stride", "int")], vector=mdh.Vector("col", '''
 long t[VEC];
-MDH_CAT(vstore, VEC)(MDH_CAT(convert_, MDH_VT(long))(MDH_CAT(vload, VEC)(0, x + row * stride + col)), 0, t);
+mdh_vstore_long(mdh_convert_long_int(mdh_vload_int(x + row * stride + col)), t);
 for (int s = 0; s < VEC; ++s) out[s] = t[s];''', reach=reach))
     cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_col": 2, "NUM_WI_col": 2, "NUM_WI_COMBINE": 2, "VEC": 4}
     got = mdh.Computation(vec, dev, cfg)({"row": 3, "col": 21}, x=x.reshape(-1), stride=24)

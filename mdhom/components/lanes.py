@@ -101,33 +101,10 @@ def vector_defines(precision: str) -> str:
     return (
         "#if VEC > 1\n"
         f"typedef MDH_VT({r}) tree_real_v;\ntypedef MDH_VT({hc}) tree_hist_v;\ntypedef MDH_VT2({hc}) tree_hist_v2;\n"
-        + _VECTOR_MOVES.replace("HIST_T", hc).replace("REAL_T", r) + "#endif\n"
+        f"#define vload_tree_hist_v2 mdh_vload2_{hc}\n#define vstore_tree_real_v mdh_vstore_{r}\n"
+        f"#define convert_tree_real_v mdh_convert_{r}_{hc}\n"
+        "#endif\n"
     )
-
-
-# Loads, stores and conversions lane by lane through unions, not the vloadn, vstoren and convert_ built-ins: PoCL
-# calls those out of line, and PoCL 3.0 on a Zen 4 EPYC (AVX-512) builds kernels for znver3 (no AVX-512) beside its
-# AVX-512 built-ins, so a 512-bit vector passed between the two arrives wrong (the split gains at VEC=4, double
-# precision) or aborts the build. LLVM turns the unrolled lanes back into vector moves.
-_VECTOR_MOVES = """\
-inline tree_hist_v2 vload_tree_hist_v2(const __global HIST_T* p) {
-    union { HIST_T s[MDH_VEC2]; tree_hist_v2 v; } u;
-    for (int i = 0; i < MDH_VEC2; ++i) u.s[i] = p[i];
-    return u.v;
-}
-inline void vstore_tree_real_v(const tree_real_v x, REAL_T* p) {
-    union { REAL_T s[VEC]; tree_real_v v; } u;
-    u.v = x;
-    for (int i = 0; i < VEC; ++i) p[i] = u.s[i];
-}
-inline tree_real_v convert_tree_real_v(const tree_hist_v x) {
-    union { HIST_T s[VEC]; tree_hist_v v; } a;
-    union { REAL_T s[VEC]; tree_real_v v; } b;
-    a.v = x;
-    for (int i = 0; i < VEC; ++i) b.s[i] = (REAL_T)a.s[i];
-    return b.v;
-}
-"""
 
 
 def snippet(name: str) -> str:

@@ -162,7 +162,11 @@ class Vector:
     also what a stored configuration without ``VEC`` builds) is the widest on PoCL's CPUs and 1 elsewhere. The
     generator defines ``MDH_VT(t)`` (the
     vector of ``VEC`` ``t``), ``MDH_VT2(t)`` (of ``2 * VEC``: pairs), ``MDH_VEC2``, ``MDH_IOTA`` (the lanes' numbers,
-    ints) and ``MDH_CAT(a, b)`` for the code and its preamble (``#if VEC > 1``).
+    ints) and ``MDH_CAT(a, b)`` for the code and its preamble (``#if VEC > 1``), and vector moves lane by lane for
+    ``t`` among int, long, float and double: ``mdh_vload_t(p)`` and ``mdh_vload2_t(p)`` (``VEC`` and ``2 * VEC``
+    lanes from global ``p``), ``mdh_vstore_t(x, p)`` (to private ``p``), ``mdh_convert_to_from(x)``. Vector code uses
+    these, not the vloadn, vstoren and convert_ built-ins: PoCL calls the built-ins out of line, and PoCL 3.0 on an
+    AVX-512 Zen 4 passes their 512-bit vectors wrongly (its kernels are built for znver3, its built-ins for AVX-512).
 
     A work-item's share along ``dim`` comes in blocks of ``VEC`` points, so with several work-items along ``dim``
     a reduction combines in another order than at ``VEC=1``: exact-order pins fix ``VEC`` to 1 where the operator
