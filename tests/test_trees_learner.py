@@ -76,6 +76,21 @@ def test_quantile_bins_are_balanced():
     assert len(m.edges[0]) == 31 and counts.min() > 0.6 * 10_000 / 32 and counts.max() < 1.4 * 10_000 / 32
 
 
+def test_unit_weights_cut_where_uniform_weights_do():
+    """Unit weights (the usual fit) sort the values alone and count each value's run; any other weights sort value
+    and weight together. Uniform weights of 2 scale every cumulative weight and target exactly, so both paths must
+    give the same edges: continuous and low-cardinality features, ties, NaN, more and fewer values than bins."""
+    rng = np.random.default_rng(12)
+    for x in (rng.normal(size=20_000), np.round(rng.exponential(size=20_000), 1), rng.integers(0, 40, 20_000) * 1.0,
+              np.repeat(rng.normal(size=500), rng.integers(1, 60, 500))):
+        x = x.copy()
+        x[rng.random(x.size) < 0.05] = np.nan
+        for max_bin in (8, 64, 255):
+            unit = feature_edges(x, np.ones(x.size), max_bin)
+            assert unit.size > 0
+            assert np.array_equal(unit, feature_edges(x, np.full(x.size, 2.0), max_bin))
+
+
 def test_zero_weight_rows_do_not_move_edges():
     x = np.array([1.0, 2.0, 3.0, 10.0, 20.0])
     e = feature_edges(x, np.array([1, 1, 1, 0, 0.0]), max_bin=255)

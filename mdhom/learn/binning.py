@@ -69,8 +69,12 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
     v, w = values[keep], weights[keep]
     if v.size == 0 or max_bin < 2:
         return np.empty(0)
-    order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
+    unit = bool((w == 1.0).all())  # no weights (the usual fit): each value's weight is its count
+    if unit:  # a sort of the values alone: numpy's SIMD sort, 200k values 6-10x faster than the stable argsort
+        v = np.sort(v)
+    else:
+        order = np.argsort(v, kind="stable")
+        v, w = v[order], w[order]
     # the distinct values and where each one's run starts: np.unique's result, without sorting the sorted again
     start = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
     distinct = v[start]
@@ -79,7 +83,8 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
     if distinct.size <= max_bin:
         cut = np.arange(distinct.size - 1)
     else:
-        counts = np.add.reduceat(w, start)
+        # run lengths are the sums of unit weights exactly (integers below 2^53)
+        counts = np.diff(np.append(start, v.size)).astype(np.float64) if unit else np.add.reduceat(w, start)
         cum = np.cumsum(counts)
         targets = cum[-1] * np.arange(1, max_bin) / max_bin
         # the cut after distinct value i when the cumulative weight first reaches the target
