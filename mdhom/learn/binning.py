@@ -70,7 +70,7 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
     if v.size == 0 or max_bin < 2:
         return np.empty(0)
     unit = bool((w == 1.0).all())  # no weights (the usual fit): each value's weight is its count
-    if unit:  # a sort of the values alone: numpy's SIMD sort, 200k values 6-10x faster than the stable argsort
+    if unit:  # a sort of the values alone: 200k values 8.7 ms against 23.8 for the stable argsort and its gathers
         v = np.sort(v)
     else:
         order = np.argsort(v, kind="stable")
