@@ -196,6 +196,27 @@ def test_tune_device_interrupt_leaves_file_intact_then_resumes(cpu, tmp_path):
     assert len(results2) == n_classes
 
 
+def test_a_tune_says_which_studies_its_minutes_left_nothing(cpu, tmp_path):
+    """``minutes`` is shared as the time left over the studies still to run, so slow first studies can leave the
+    rest none: the tune says how many measured nothing instead of leaving that to the per-study lines."""
+    import time
+
+    class SlowRunner(HashedRunner):
+        def evaluate(self, config):
+            time.sleep(0.05)
+            return super().evaluate(config)
+
+    lines = []
+    kw = dict(kernels=["gh_sum", "row_sum"], trials=5, quick=True, storage=None, directory=tmp_path, echo=lines.append)
+    results, _ = tune_device(cpu, runner_factory=lambda k, d, s: SlowRunner(), minutes=1e-4, **kw)
+    starved = [r for r in results if r.measured == 0]
+    assert starved and len(starved) < len(results)  # the first study measured its default, the rest had no time
+    assert f"{len(starved)} of {len(results)} studies measured nothing within --minutes 0.0001" in "\n".join(lines)
+    lines.clear()
+    tune_device(cpu, runner_factory=lambda k, d, s: HashedRunner(), **kw)  # no budget: nothing to say
+    assert not any("measured nothing" in line for line in lines)
+
+
 def test_replay_runner_unknown_config_is_a_failure():
     r = ReplayRunner({"A=1": 2.0, "A=2": None})
     assert r.evaluate({"A": 1}) == Measurement("ok", 2.0, [2.0])

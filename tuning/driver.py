@@ -122,6 +122,10 @@ def tune_device(
             _confirm(runner, res)
         results.append(res)
         echo(format_result(res))
+    starved = [r for r in results if r.measured == 0 and r.failed == 0]
+    if deadline is not None and starved:  # the budget is shared as the time left: the first studies may use it up
+        echo(f"{len(starved)} of {len(results)} studies measured nothing within --minutes {minutes:g} (those before "
+             "them used the time up): give more minutes, or narrow --kernels")
     path = None
     if write:
         stamp = configs.now_iso()
