@@ -514,6 +514,28 @@ def store_result(
     return store_results(device, [(kernel, size_class, entry, description_hash_)], directory)
 
 
+def _base_document(device: Device, directory: Path | None) -> tuple[Path, dict | None]:
+    """The path a tune of ``device`` writes, and the document it merges into: that file, else the first one found
+    along the search path; None where there is none, or it was tuned on another number of compute units."""
+    directory = Path(directory) if directory is not None else write_dir()
+    path = directory / device_file_name(device.key)
+    doc = load_file(path)
+    if doc is None or doc.get("schema") != SCHEMA:
+        found = find_device_file(device.key)
+        doc = found[1] if found else None
+    if doc is not None and not _same_units(doc, device):
+        doc = None  # another core count's configurations: replaced, not merged
+    return path, doc
+
+
+def stored_config(device: Device, kernel: str, size_class: str, directory: Path | None = None) -> dict[str, int] | None:
+    """The configuration a tune of ``device`` into ``directory`` would replace for (kernel, size class), whatever
+    version of the kernel it was tuned for (the tuner's warm start), else None."""
+    _, doc = _base_document(device, directory)
+    entry = (doc or {}).get("kernels", {}).get(kernel, {}).get("classes", {}).get(size_class)
+    return None if entry is None else {k: int(v) for k, v in entry["config"].items()}
+
+
 def store_results(
     device: Device,
     results: Iterable[tuple[str, str, Mapping[str, Any], str | None]],
@@ -529,14 +551,7 @@ def store_results(
     ``stale(kernel, hash)`` calls current (another variant of it); every other kernel of the base loses the classes
     for which ``stale`` is true: configurations of an older kernel version are re-tuned, not carried.
     """
-    directory = Path(directory) if directory is not None else write_dir()
-    path = directory / device_file_name(device.key)
-    doc = load_file(path)
-    if doc is None or doc.get("schema") != SCHEMA:
-        found = find_device_file(device.key)
-        doc = found[1] if found else None
-    if doc is not None and not _same_units(doc, device):
-        doc = None  # another core count's configurations: replaced, not merged
+    path, doc = _base_document(device, directory)
     doc = json.loads(json.dumps(doc)) if doc is not None else empty_document(device)
     doc["device"] = device_facts(device)
     results = list(results)
@@ -627,6 +642,7 @@ __all__ = [
     "size_distance",
     "store_result",
     "store_results",
+    "stored_config",
     "tuned_status",
     "validate",
     "write_dir",

@@ -217,6 +217,41 @@ def test_a_tune_says_which_studies_its_minutes_left_nothing(cpu, tmp_path):
     assert not any("measured nothing" in line for line in lines)
 
 
+def test_a_retune_starts_from_the_configuration_it_replaces(cpu, tmp_path):
+    """A stored configuration of an older kernel version is re-tuned, not carried; the new study measures it right
+    after the default, so a short re-tune keeps what won before where it still wins."""
+    import json
+
+    kw = dict(kernels=["gh_sum"], quick=True, storage=None, directory=tmp_path, echo=lambda s: None)
+    first, path = tune_device(cpu, runner_factory=lambda k, d, s: HashedRunner(), trials=6, **kw)
+    won = {r.size_class: r.config for r in first if r.config != r.default_config}
+    assert won, "no study found a configuration faster than its default"
+    doc = json.loads(path.read_text())
+    for body in doc["kernels"].values():  # as if tuned for an older version of the kernel
+        for entry in body["classes"].values():
+            entry["description_hash"] = "sha256:" + "0" * 32
+    path.write_text(json.dumps(doc))
+    seen: dict[str, list] = {}
+
+    class Recording(HashedRunner):
+        def __init__(self, size_class):
+            super().__init__()
+            self.log = seen.setdefault(size_class, [])
+
+        def evaluate(self, config):
+            self.log.append(dict(config))
+            return super().evaluate(config)
+
+    classes = {config_key(s): name for name, s in tunable.registered()["gh_sum"].classes(True).items()}
+    again, _ = tune_device(cpu, runner_factory=lambda k, d, s: Recording(classes[config_key(s)]), trials=2, **kw)
+    for r in again:
+        if r.size_class in won:
+            assert seen[r.size_class][1] == won[r.size_class]  # measured second, after the default
+            assert r.config == won[r.size_class]
+    doc = configs.load_device(cpu.key, [tmp_path])
+    assert all(e["description_hash"] != "sha256:" + "0" * 32 for e in doc["kernels"]["gh_sum"]["classes"].values())
+
+
 def test_replay_runner_unknown_config_is_a_failure():
     r = ReplayRunner({"A=1": 2.0, "A=2": None})
     assert r.evaluate({"A": 1}) == Measurement("ok", 2.0, [2.0])

@@ -107,6 +107,7 @@ def tune_device(
         dims = p.kernel.dim_sizes(p.sizes)
         space = SearchSpace(desc, device, dims, fixed=dict(getattr(p.kernel, "fixed", {})),
                             baseline=p.kernel.baseline_config(device, p.sizes))
+        seeds = _seeds(space, configs.stored_config(device, p.kernel.name, p.size_class, directory))
         label = f"{p.kernel.name} {p.size_class}"
         bar = _Bar(label, budget, enabled=progress_bar)
         try:
@@ -114,7 +115,7 @@ def tune_device(
             res = run_study(
                 space, runner, kernel=p.kernel.name, size_class=p.size_class, device_key=device.key,
                 desc_hash=h, budget=budget, timeout=timeout, storage=storage, sampler=sampler, seed=seed,
-                progress=bar.update,
+                progress=bar.update, seeds=seeds,
             )
         finally:
             bar.close()
@@ -151,6 +152,17 @@ def tune_device(
             path = configs.store_results(device, entries, directory, stale=stale_entry)
             _say_variants_changed(todo, device, quick, echo)
     return results, path
+
+
+def _seeds(space: SearchSpace, stored: dict[str, int] | None) -> list[dict[str, int]]:
+    """The stored configuration as the study's warm start, where the search space can build it: its parameters that
+    the space still has, the default's for those it did not have (a switch added since); none where it is the
+    default or the space rejects it."""
+    if stored is None:
+        return []
+    names = {q.name for q in space.parameters}
+    seed = {**space.default, **{k: v for k, v in stored.items() if k in names}, **space.fixed}
+    return [] if seed == space.default or space.check(seed) is not None else [seed]
 
 
 def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[str], None]) -> None:

@@ -15,7 +15,7 @@ import contextlib
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 
 from mdhom.tuning.measure import Runner
-from mdhom.tuning.space import SearchSpace, config_key
+from mdhom.tuning.space import SearchSpace, config_key, parse_key
 
 STUDY_VERSION = 1
 
@@ -158,9 +158,12 @@ def run_study(
     seed: int = 0,
     progress: Callable[[int, int, float | None], None] | None = None,
     max_trials_factor: int = 30,
+    seeds: Sequence[Mapping[str, int]] = (),
 ) -> StudyResult:
     """Run (or resume) the study until ``budget`` distinct configurations are measured or ``timeout``
-    seconds pass. ``storage=None`` keeps the study in memory (tests, experiments)."""
+    seconds pass. ``storage=None`` keeps the study in memory (tests, experiments). A new study measures the default
+    first, then ``seeds`` (the configuration stored by an earlier tune, for an older version of the kernel: a
+    re-tune starts from what won before, and a short budget does not lose it), then what the sampler proposes."""
     name = study_name(device_key, kernel, size_class, desc_hash)
     if sampler != "tpe":
         name += f"/{sampler}"
@@ -177,11 +180,15 @@ def run_study(
             cache[key] = ("fail", None)
     if not study.trials:
         study.enqueue_trial(space.trial_params(space.default), user_attrs={"default": True})
+        for seed in seeds:
+            study.enqueue_trial(space.trial_params(seed), user_attrs={"seed": config_key(seed)})
 
     def objective(trial: optuna.Trial) -> float:
         config = space.suggest(trial)
         if trial.user_attrs.get("default"):
             config = dict(space.default)
+        elif "seed" in trial.user_attrs:
+            config = parse_key(trial.user_attrs["seed"])
         key = config_key(config)
         trial.set_user_attr("config", key)
         why = space.check(config)
@@ -238,7 +245,6 @@ def _best(study: optuna.Study) -> float | None:
 
 def summarize(study: optuna.Study, space: SearchSpace, kernel: str, size_class: str) -> StudyResult:
     """The best measured configuration, the default's time and the best-so-far history of a study."""
-    from mdhom.tuning.space import parse_key
 
     best_key, best_s = None, math.inf
     default_key = config_key(space.default)
