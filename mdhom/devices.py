@@ -101,12 +101,46 @@ class Device:
         Its events carry no timestamps."""
         return cl.CommandQueue(self.context)
 
+    @property
+    def known_faults(self) -> tuple[str, ...]:
+        """Faults of this runtime's version that change results (:func:`known_faults`)."""
+        return known_faults(self.runtime, self.driver_version)
+
     def describe(self) -> str:
         role = "checker" if self.checker else self.type
         return (
             f"{self.key:<48} {role:<8} {self.name} ({self.platform}, driver {self.driver_version}, "
             f"{self.compute_units} CUs, max WG {self.max_work_group_size}, local {self.local_mem_size // 1024} KiB)"
         )
+
+
+# PoCL 4.0 (pocl issue 1390, fixed in 6.0) and the H200 machine's PoCL 5.0 (Debian) run a tree reduction in local
+# memory whose loop holds a barrier wrong: that issue's own kernel returned another maximum there, and 12 of 40
+# random configurations of the generator's column maximum wrote wrong maxima (POCL_WORK_GROUP_METHOD=cbs: more).
+_POCL_BARRIER_LOOPS = ("PoCL {version} runs some local-memory reductions whose loop holds a barrier wrong (pocl issue "
+                       "1390, fixed in PoCL 6.0): some kernel configurations return wrong results. The tuner rejects "
+                       "those it measures, but use PoCL 6 or later, or the PoCL that pyopencl[pocl] bundles.")
+
+
+def known_faults(runtime: str, driver_version: str) -> tuple[str, ...]:
+    """Sentences naming the faults known of ``runtime`` at ``driver_version`` that change results (none: empty)."""
+    if runtime == "pocl" and _major_version(driver_version) in ("4", "5"):
+        return (_POCL_BARRIER_LOOPS.format(version=driver_version),)
+    return ()
+
+
+_WARNED: set[str] = set()
+
+
+def warn_known_faults(device: Device) -> None:
+    """Warn, once per device and process, of the faults :func:`known_faults` knows of its runtime's version."""
+    if device.key in _WARNED:
+        return
+    _WARNED.add(device.key)
+    from mdhom._warn import warn
+
+    for fault in device.known_faults:
+        warn(f"{device.key}: {fault}")
 
 
 def _type_name(t: int) -> str:
@@ -181,6 +215,7 @@ def get_device(spec: str | Device | None = None) -> Device:
     names, case-insensitively; when it matches several devices the error lists them.
     """
     if isinstance(spec, Device):
+        warn_known_faults(spec)
         return spec
     if spec is None:
         spec = os.environ.get(DEVICE_ENV) or "auto"
@@ -189,6 +224,18 @@ def get_device(spec: str | Device | None = None) -> Device:
     want = spec.strip().lower()
     every = devices()
     usable = [d for d in every if not d.checker]
+    found = _resolve(want, every, usable)
+    if found is not None:
+        warn_known_faults(found)
+        return found
+    hits = [d for d in every if want in d.key or want in d.name.lower()]
+    if not hits:
+        raise ValueError(f"unknown device {spec!r}; devices present: {_listing(every)}")
+    raise ValueError(f"device {spec!r} is ambiguous, it matches: {_listing(hits)}")
+
+
+def _resolve(want: str, every: list[Device], usable: list[Device]) -> Device | None:
+    """The one device ``want`` names (a kind, a key, a runtime, a unique substring), else None."""
     if want in ("auto", "gpu", "cpu"):
         kinds = ["gpu", "cpu"] if want == "auto" else [want]
         for kind in kinds:
@@ -204,11 +251,7 @@ def get_device(spec: str | Device | None = None) -> Device:
     if len(prefixed) == 1:
         return prefixed[0]
     hits = [d for d in every if want in d.key or want in d.name.lower()]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise ValueError(f"unknown device {spec!r}; devices present: {_listing(every)}")
-    raise ValueError(f"device {spec!r} is ambiguous, it matches: {_listing(hits)}")
+    return hits[0] if len(hits) == 1 else None
 
 
 _SUBDEVICES: dict[tuple[str, int], Device] = {}

@@ -17,3 +17,12 @@ def intel_optimiser_bits(request: pytest.FixtureRequest, device: mdhom.Device | 
         request.applymarker(pytest.mark.xfail(
             reason="Intel's CPU runtime's optimiser changes last bits of these double kernels on AVX-512 Xeons "
                    "(exact with -cl-opt-disable)", strict=False))
+
+
+def runtime_faults(request: pytest.FixtureRequest, device: mdhom.Device | None) -> None:
+    """Mark a test of many kernel configurations an expected failure on a runtime version with a known fault that
+    changes results (:func:`mdhom.devices.known_faults`: PoCL 4 and 5 run some reductions whose loop holds a barrier
+    wrong; on the H200 machine's PoCL 5.0 these tests failed in random configurations, not in the heuristics'). Not
+    strict: the configurations drawn may all pass."""
+    if device is not None and device.known_faults:
+        request.applymarker(pytest.mark.xfail(reason=device.known_faults[0], strict=False))

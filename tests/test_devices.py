@@ -118,3 +118,25 @@ def test_runtime_name_beats_substring():
     for name in runtimes:
         if sum(d.runtime == name for d in mdhom.devices()) == 1:
             assert mdhom.get_device(name).runtime == name
+
+
+def test_a_pocl_with_the_reduction_fault_is_named_and_warned_of_once():
+    """PoCL 4 and 5 run some local-memory reductions whose loop holds a barrier wrong (pocl issue 1390): a device of
+    those versions says so once per process, others (the bundled PoCL 3, version 6 on) say nothing."""
+    import dataclasses
+    import warnings
+
+    from mdhom.devices import known_faults
+
+    assert known_faults("pocl", "5.0+debian") and known_faults("pocl", "4.0")
+    assert not known_faults("pocl", "3.0-rc2") and not known_faults("pocl", "6.0")
+    assert not known_faults("nvidia", "580.65")
+    pocl = mdhom.get_device("pocl")
+    faulty = dataclasses.replace(pocl, key=pocl.key + "-fault-test", driver_version="5.0+debian")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert mdhom.get_device(faulty) is faulty and mdhom.get_device(faulty) is faulty
+        mdhom.get_device(pocl)
+    said = [str(w.message) for w in caught if "issue 1390" in str(w.message)]
+    assert sum(s.startswith(faulty.key + ":") for s in said) == 1  # once, for all its calls
+    assert pocl.known_faults or all(s.startswith(faulty.key + ":") for s in said)

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from device_marks import runtime_faults
 
 from mdhom import mdh
 from mdhom.mdh import examples
@@ -56,7 +57,8 @@ def assert_matches(case: examples.Case, got: np.ndarray, config) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_default_and_random_configs(device, name):
+def test_default_and_random_configs(request, device, name):
+    runtime_faults(request, device)
     rng = np.random.default_rng(abs(hash((name, device.key))) % 2**32)
     case = CASES[name].prepare(np.random.default_rng(7))
     assert_matches(case, case.run(device), "default")
@@ -92,8 +94,9 @@ def test_same_config_is_deterministic(device):
     assert first.tobytes() == second.tobytes()
 
 
-def test_integer_reduction_is_exact_across_configs(device):
+def test_integer_reduction_is_exact_across_configs(request, device):
     """Integer accumulation is associative, so every configuration gives the same bits."""
+    runtime_faults(request, device)
     case = CASES["sum_3d"].prepare(np.random.default_rng(5))
     rng = np.random.default_rng(11)
     results = {case.run(device, random_config(case.description, device, case.sizes, rng)).tobytes() for _ in range(3)}
@@ -435,10 +438,11 @@ def chunked_twin(desc: mdh.Description) -> mdh.Description:
 
 
 @pytest.mark.parametrize("name", ["histogram_q32", "sum_3d", "argmax_rows", "column_max", "gh_sum"])
-def test_chunked_shares_equal_strided_shares(device, name):
+def test_chunked_shares_equal_strided_shares(request, device, name):
     """CHUNKED=1 (each work-item a contiguous run of every dimension) computes what the strided shares do, over one
     and several work-groups, sizes the runs do not divide, concatenated and reduced dimensions; integer and
     order-free (max, argmax) results to the bit. It is offered only where a description asks for it."""
+    runtime_faults(request, device)
     case = copy.copy(CASES[name]).prepare(np.random.default_rng(17))
     assert "CHUNKED" not in case.description.parameter_names()
     twin = chunked_twin(case.description)

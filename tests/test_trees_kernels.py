@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pyopencl.array as cl_array
 import pytest
+from device_marks import runtime_faults
 
 from mdhom.components import gradients as gr
 from mdhom.components import histogram as hg
@@ -162,7 +163,8 @@ def split_inputs(rng, n_nodes, n_feat, n_out, n_bins):
 @pytest.mark.parametrize("params", [
     SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0), SplitParams(2.0, 0.0, 0.0, 1e9),
 ], ids=["plain", "l1-gamma", "min-child-weight"])
-def test_split_score_and_sums(device, params):
+def test_split_score_and_sums(request, device, params):
+    runtime_faults(request, device)
     rng = np.random.default_rng(7)
     n_nodes, n_feat, n_out, n_bins = 5, 7, 2, 17
     hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
