@@ -25,9 +25,21 @@ def test_device_bins_equal_host_bins(device, dtype, feature_major):
     # values exactly on an edge must fall in the bin below it, as np.searchsorted(side="left") puts them
     X[:7, 0] = mapper.edges[0][:7].astype(dtype)
     want = mapper.transform(X.astype(np.float64))
-    for cfg in (None, {"NUM_WG_row": 3, "NUM_WI_row": 5, "NUM_WG_feat": 2, "NUM_WI_feat": 2}):
+    odd = {"NUM_WG_row": 3, "NUM_WI_row": 5, "NUM_WG_feat": 2, "NUM_WI_feat": 2}
+    for cfg in (None, {**odd, "LINEAR_SEARCH": 0}, {**odd, "LINEAR_SEARCH": 1}):
         got = DeviceBinner(mapper, device, dtype, feature_major, cfg).transform(X).get()
         np.testing.assert_array_equal(got.T if feature_major else got, want)
+
+
+def test_wide_bins_search_without_the_linear_count(device):
+    """Past 256 bins (two-byte bins, up to 65534 edges a feature) only the binary search is built: a pass over
+    every edge would cost a value thousands of compares."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((4000, 3))
+    mapper = BinMapper(1000).fit(X)
+    binner = DeviceBinner(mapper, device)
+    assert "LINEAR_SEARCH" not in binner.desc.switches and max(e.size for e in mapper.edges) > 256
+    np.testing.assert_array_equal(binner.transform(X).get(), mapper.transform(X))
 
 
 def test_feature_count_mismatch(device):
@@ -47,8 +59,10 @@ rng = np.random.default_rng(0)
 X = rng.standard_normal((37, 3)); X[rng.random((37, 3)) < 0.1] = np.nan
 m = BinMapper(7).fit(X)
 for fm in (False, True):
-    got = DeviceBinner(m, None, np.float64, fm, {"NUM_WG_row": 2, "NUM_WI_row": 3, "NUM_WG_feat": 2, "NUM_WI_feat": 1}).transform(X).get()
-    assert np.array_equal(got.T if fm else got, m.transform(X))
+    for linear in (0, 1):
+        cfg = {"NUM_WG_row": 2, "NUM_WI_row": 3, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "LINEAR_SEARCH": linear}
+        got = DeviceBinner(m, None, np.float64, fm, cfg).transform(X).get()
+        assert np.array_equal(got.T if fm else got, m.transform(X))
 print("ok")
 """, timeout=600)
     assert run.clean and "ok" in run.stdout, run.explain()
