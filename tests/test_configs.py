@@ -431,3 +431,25 @@ def test_cpu_configurations_apply_at_their_core_count_only(cpu, tmp_path):
     doc = json.loads((d / "acme-cpu-v1.json").read_text())
     assert doc["device"]["compute_units"] == 16 and set(doc["kernels"]["histogram"]["classes"]) == {"rows_1e6"}
     assert configs.lookup_config(sixteen, "histogram", sizes) == retuned
+
+
+def test_no_shipped_entry_is_of_an_older_kernel_version():
+    """Every size class the package ships (device files and the defaults groups) was tuned for code it ships: a
+    kernel whose source changed is re-tuned, or its entries dropped, in the same change. Session 38's vector moves
+    had left the 2-core EPYC's vector-form entries of the split search and the logistic gradients tuned for the old
+    source, which fits then used under a "tuned for another version" note."""
+    from importlib import resources
+    from pathlib import Path
+
+    from mdhom.tuning.driver import stale_entry
+
+    root = Path(str(resources.files("mdhom.tuned_configs")))
+    stale = []
+    for path in sorted(root.glob("*.json")):
+        doc = json.loads(path.read_text())
+        bodies = [(g, b["kernels"]) for g, b in doc["groups"].items()] if "groups" in doc else [("", doc["kernels"])]
+        for group, kernels in bodies:
+            for kernel, body in kernels.items():
+                stale += [f"{path.name} {group} {kernel} {c}" for c in body["classes"]
+                          if stale_entry(kernel, configs.class_hash(body, c))]
+    assert not stale, f"{len(stale)} entries of older kernel versions: {stale[:8]}"
