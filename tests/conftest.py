@@ -62,8 +62,11 @@ def oclgrind_device() -> mdhom.Device:
 
 @pytest.fixture(scope="session")
 def cpu() -> mdhom.Device:
-    """The first compute device, for tests of device-independent logic (config store, tuner) that need one."""
-    devs = mdhom.compute_devices()
+    """The first CPU compute device, for tests of device-independent logic (config store, tuner) that need one.
+
+    A CPU, not whichever device comes first: some of these tests assert what a CPU's fits build and what its
+    files hold, which a GPU (first on the GPU machine) answers otherwise."""
+    devs = [d for d in mdhom.compute_devices() if d.type == "cpu"]
     if not devs:
-        pytest.skip("no OpenCL compute device")
+        pytest.skip("no OpenCL CPU device")
     return devs[0]
