@@ -11,7 +11,7 @@ import pytest
 
 import mdhom
 from mdhom import configs, tunable
-from mdhom.tuning.driver import tune_device
+from mdhom.tuning.driver import plan, tune_device
 from mdhom.tuning.measure import Measurement, ReplayRunner
 from mdhom.tuning.space import SearchSpace, config_key, parse_key
 from mdhom.tuning.study import run_study
@@ -196,9 +196,9 @@ def test_tune_device_interrupt_leaves_file_intact_then_resumes(cpu, tmp_path):
     assert len(results2) == n_classes
 
 
-def test_a_tune_says_which_studies_its_minutes_left_nothing(cpu, tmp_path):
-    """``minutes`` is shared as the time left over the studies still to run, so slow first studies can leave the
-    rest none: the tune says how many measured nothing instead of leaving that to the per-study lines."""
+def test_a_budgeted_tune_runs_the_learners_heaviest_kernels_first(cpu, tmp_path):
+    """Under ``minutes`` the studies run in the order of the learner's round (its heaviest kernel first, with the
+    larger share of the time); those whose turn comes after the budget are not started, and the tune names them."""
     import time
 
     class SlowRunner(HashedRunner):
@@ -206,15 +206,47 @@ def test_a_tune_says_which_studies_its_minutes_left_nothing(cpu, tmp_path):
             time.sleep(0.05)
             return super().evaluate(config)
 
+    ran = []
+
+    def factory(kernel, device, sizes):
+        ran.append(kernel.name)
+        return SlowRunner()
+
     lines = []
     kw = dict(kernels=["gh_sum", "row_sum"], trials=5, quick=True, storage=None, directory=tmp_path, echo=lines.append)
-    results, _ = tune_device(cpu, runner_factory=lambda k, d, s: SlowRunner(), minutes=1e-4, **kw)
-    starved = [r for r in results if r.measured == 0]
-    assert starved and len(starved) < len(results)  # the first study measured its default, the rest had no time
-    assert f"{len(starved)} of {len(results)} studies measured nothing within --minutes 0.0001" in "\n".join(lines)
+    results, _ = tune_device(cpu, runner_factory=factory, minutes=1e-4, priority={"row_sum": 2.0, "tree_x": 1.0},
+                             **kw)
+    assert ran == ["row_sum"] and [r.kernel for r in results] == ["row_sum"]  # its first trial used the time up
+    assert results[0].measured == 1
+    todo = plan(["gh_sum", "row_sum"], True, cpu)
+    n, rows = len(todo), sum(p.kernel.name == "row_sum" for p in todo)
+    said = "\n".join(lines)
+    assert f"{n - 1} of {n} studies had no time left within --minutes 0.0001" in said, said
+    assert ("row_sum, gh_sum;" if rows > 1 else "first): gh_sum;") in said, said  # row_sum's other classes first
     lines.clear()
-    tune_device(cpu, runner_factory=lambda k, d, s: HashedRunner(), **kw)  # no budget: nothing to say
-    assert not any("measured nothing" in line for line in lines)
+    results, _ = tune_device(cpu, runner_factory=lambda k, d, s: HashedRunner(), **kw)  # no budget: all, in order
+    assert len(results) == n and not any("no time left" in line for line in lines)
+
+
+def test_a_budget_is_shared_by_the_learners_device_time():
+    """The order and weights of a budgeted tune's studies: kernels by a round's device seconds, heaviest first, each
+    kernel's time shared over its size classes; kernels no round runs after them, weighing a fiftieth of an average
+    study of the others."""
+    from mdhom.tuning.driver import UNSEEN_WEIGHT, ordered
+
+    todo = plan(["gh_sum", "row_sum", "histogram"], True)  # every class, no device's filter
+    counts = {k: sum(p.kernel.name == k for p in todo) for k in ("gh_sum", "row_sum", "histogram")}
+    weighed = ordered(todo, {"histogram": 6.0, "row_sum": 3.0, "tree_scatter_rows": 9.0})
+    names = [p.kernel.name for p, _ in weighed]
+    assert names == sorted(names, key=["histogram", "row_sum", "gh_sum"].index)
+    assert [p.size_class for p, _ in weighed if p.kernel.name == "row_sum"] == \
+        [p.size_class for p in todo if p.kernel.name == "row_sum"]  # the planned order within a kernel
+    w = {p.kernel.name: x for p, x in weighed}
+    assert w["histogram"] == pytest.approx(6.0 / counts["histogram"]) and w["row_sum"] == pytest.approx(3.0 / counts["row_sum"])
+    seen = counts["histogram"] + counts["row_sum"]
+    assert w["gh_sum"] == pytest.approx(UNSEEN_WEIGHT * (6.0 + 3.0) / seen)
+    # nothing measured: every study weighs the same, in the planned order
+    assert [(p.size_class, x) for p, x in ordered(todo, {})] == [(p.size_class, UNSEEN_WEIGHT) for p in todo]
 
 
 def test_a_retune_starts_from_the_configuration_it_replaces(cpu, tmp_path):

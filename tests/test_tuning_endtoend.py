@@ -280,3 +280,36 @@ def test_the_check_traces_a_noisy_host(cpu_device, tmp_path, monkeypatch):
     res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None,
                 timer=_machine({"fast": 0.6}))
     assert res.trace[0].startswith("host CPUs differ 1.92x") and res.kept == ["fast"]
+
+
+def test_kernels_tuned_to_their_heuristic_are_not_timed(cpu_device, tmp_path, monkeypatch):
+    """A kernel whose studies stored their heuristic's configuration everywhere (a budgeted tune's short studies
+    measure the default alone) costs the check no fits: it goes in as the heuristic's, and with nothing else to judge
+    the check trains nothing."""
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    unchanged = ("same_a", "same_b")
+    entries = [(k, "c", _entry({"NUM_WI_i": 1}), "sha256:0") for k in unchanged]
+    fits = []
+    machine = _machine({"fast": 0.6})
+
+    def timer(device, work, data):
+        fits.append(os.environ.get(configs.TUNED_ENV))
+        return machine(device, work, data)
+
+    work = Workload(rows=200, rounds=2, leaves=3, repeats=1)
+    lines: list[str] = []
+    res = check(cpu_device, entries, work, echo=lines.append, timer=timer)
+    assert fits == [] and res.kept == [] and sorted(res.dropped) == list(unchanged)
+    assert "nothing to time" in res.summary()
+    assert any("2 kernel(s) tuned to their heuristic's configurations" in line for line in lines), lines
+    both = check(cpu_device, entries + [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0")], work, echo=lambda s: None,
+                 timer=timer)
+    assert both.kept == ["fast"] and sorted(both.dropped) == list(unchanged)
+    # the heuristics' warm-up, the pair before and after judging "fast", and its own pair: same_* never timed
+    assert len(fits) == 7
+
+
+def test_learner_seconds_profiles_the_rounds_kernels(cpu_device):
+    seconds = endtoend.learner_seconds(cpu_device, Workload(rows=2000, rounds=3, leaves=7), ["quantized"])
+    assert seconds and all(v > 0 for v in seconds.values())
+    assert "tree_split_score" in seconds and any(k.startswith("tree_histogram") for k in seconds)

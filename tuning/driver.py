@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,12 @@ from mdhom.tuning.study import StudyResult, run_study
 
 FULL_TRIALS = 60
 QUICK_TRIALS = 12
+# Under --minutes the studies run until this share of the budget, the layouts' training rounds until the next; the
+# end-to-end check takes the rest (it is not cut short: it decides what is stored) and reports its own time
+STUDY_SHARE, LAYOUT_SHARE = 0.6, 0.2
+# the weight of a study of a kernel the learner's rounds do not run (another learner's, the library's examples),
+# as a fraction of an average study of the kernels they run
+UNSEEN_WEIGHT = 0.02
 
 
 @dataclass
@@ -54,6 +60,26 @@ def plan(kernel_names: Iterable[str] | None = None, quick: bool = False, device:
     return [Plan(known[n], c, dict(s)) for n in names for c, s in known[n].classes(quick, device).items()]
 
 
+def ordered(todo: list[Plan], seconds: Mapping[str, float]) -> list[tuple[Plan, float]]:
+    """The studies in the order a time budget serves them, each with its weight (its share of the time left is its
+    weight over the weights of the studies still to run): first the kernels a learner's round spends device time
+    in (``seconds``, by kernel name: :func:`mdhom.tuning.endtoend.learner_seconds`), the heaviest first, each
+    weighing that time shared over its size classes; then the kernels the round does not run, in the planned order,
+    weighing :data:`UNSEEN_WEIGHT` of an average study of the others. In name order, a 3-minute tune of a 2-core
+    PoCL spent its minutes on the library's example kernels and starved 163 of its 171 studies, the tree learner's
+    every one among them."""
+    per_kernel: dict[str, int] = {}
+    for p in todo:
+        per_kernel[p.kernel.name] = per_kernel.get(p.kernel.name, 0) + 1
+    spent = {p.kernel.name: float(seconds.get(p.kernel.name, 0.0)) for p in todo}
+    seen = [p for p in todo if spent[p.kernel.name] > 0]
+    unseen = UNSEEN_WEIGHT * (sum(spent[p.kernel.name] / per_kernel[p.kernel.name] for p in seen) / len(seen)
+                              if seen else 1.0)
+    weighed = [(p, spent[p.kernel.name] / per_kernel[p.kernel.name] if spent[p.kernel.name] > 0 else unseen)
+               for p in todo]
+    return sorted(weighed, key=lambda pw: -spent[pw[0].kernel.name])  # stable: the planned order within a kernel
+
+
 def tune_device(
     device: Any,
     kernels: Iterable[str] | None = None,
@@ -71,12 +97,16 @@ def tune_device(
     write: bool = True,
     confirm: bool = True,
     end_to_end: Any = None,
+    priority: Mapping[str, float] | None = None,
 ) -> tuple[list[StudyResult], Path | None]:
     """Tune every planned (kernel, size class) on ``device``; return the results and the file written.
 
     ``runner_factory(kernel, device, sizes)`` makes the measurement back end (default: a live runner);
-    tests pass a replay runner. ``minutes`` is the budget for the whole tune, shared out evenly over the
-    studies still to run. With ``confirm`` (and a runner that can ``retime``), the best configuration and
+    tests pass a replay runner. ``minutes`` is the budget for the whole tune: the studies run until
+    :data:`STUDY_SHARE` of it, in the order and with the shares of :func:`ordered` by ``priority`` (device seconds
+    per kernel of a learner's round; a live tune measures them with :func:`mdhom.tuning.endtoend.learner_seconds`),
+    and a study whose turn comes after that runs not at all; then the layouts until :data:`LAYOUT_SHARE` more, then
+    the end-to-end check. With ``confirm`` (and a runner that can ``retime``), the best configuration and
     the default are timed again side by side and those times are reported and stored; should the default
     then be the faster one, the default is stored. ``end_to_end`` (a :class:`mdhom.tuning.endtoend.Workload`)
     trains with the new configurations and without, and stores tuned configurations only for the kernels whose
@@ -94,13 +124,33 @@ def tune_device(
     make_runner = runner_factory or (
         lambda k, d, s: LiveRunner(k, d, s, repeats=5 if quick else 9, warmup=1 if quick else 2)
     )
-    deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
+    start = time.monotonic()
+    checking = end_to_end is not None
+    deadline = layout_deadline = None
+    weights = [1.0] * len(todo)
+    if minutes is not None:
+        before_check = STUDY_SHARE + LAYOUT_SHARE if checking else 1.0
+        deadline = start + 60.0 * minutes * (STUDY_SHARE if checking and layouts != [] else before_check)
+        layout_deadline = start + 60.0 * minutes * before_check
+        if priority is None and runner_factory is None and todo:
+            from mdhom.tuning.endtoend import Workload, learner_seconds
+            from mdhom.tuning.layouts import precisions
+
+            priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"),
+                                       precisions(device))
+        if priority is not None:
+            todo, weights = (list(x) for x in zip(*ordered(todo, priority), strict=True)) if todo else ([], [])
     results: list[StudyResult] = []
+    skipped: list[Plan] = []
     hashes: dict[str, str] = {}
     for i, p in enumerate(todo):
         timeout = None
         if deadline is not None:
-            timeout = max(0.0, (deadline - time.monotonic()) / (len(todo) - i))
+            left = deadline - time.monotonic()
+            if left <= 0:  # no time for it: not even its inputs are made
+                skipped = todo[i:]
+                break
+            timeout = left * weights[i] / sum(weights[i:])
         desc = p.kernel.describe(p.sizes)
         h = configs.description_hash(desc)
         hashes[f"{p.kernel.name}/{p.size_class}"] = h
@@ -123,10 +173,12 @@ def tune_device(
             _confirm(runner, res)
         results.append(res)
         echo(format_result(res))
-    starved = [r for r in results if r.measured == 0 and r.failed == 0]
-    if deadline is not None and starved:  # the budget is shared as the time left: the first studies may use it up
-        echo(f"{len(starved)} of {len(results)} studies measured nothing within --minutes {minutes:g} (those before "
-             "them used the time up): give more minutes, or narrow --kernels")
+    if skipped:
+        names = list(dict.fromkeys(p.kernel.name for p in skipped))
+        echo(f"{len(skipped)} of {len(todo)} studies had no time left within --minutes {minutes:g} (run in the order "
+             f"of the learner's round, its heaviest kernels first): {', '.join(names)}; give more minutes, or name "
+             "them with --kernels")
+    studied_at = time.monotonic()
     path = None
     if write:
         stamp = configs.now_iso()
@@ -140,14 +192,20 @@ def tune_device(
             from mdhom.tuning.layouts import layout_entries
 
             echo("layouts: training rounds of each of the tree backend's layouts")
-            found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts)
+            found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts, deadline=layout_deadline)
             # other precisions' layouts were compared end to end by their own stage, and go in as it chose
             checked = checked_layout(device)
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
+        laid_out = time.monotonic()
         if entries and end_to_end is not None:
             entries, _ = checked_entries(device, entries, end_to_end, echo)
         entries += unchecked
+        if minutes is not None:
+            end = time.monotonic()
+            echo(f"the tune took {(end - start) / 60:.1f} of its {minutes:g} minutes: studies "
+                 f"{(studied_at - start) / 60:.1f}, layouts {(laid_out - studied_at) / 60:.1f}, end-to-end check "
+                 f"{(end - laid_out) / 60:.1f}")
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
             _say_variants_changed(todo, device, quick, echo)

@@ -107,6 +107,8 @@ class CheckResult:
 
     def summary(self) -> str:
         """The line a tune ends with: rounds with the heuristics and with what is stored, and what was kept."""
+        if math.isnan(self.heuristic_seconds):
+            return "end to end: nothing to time (every study kept its heuristic's configuration)"
         return (f"end to end: {self.heuristic_seconds * 1e3:.2f} ms/{self.unit} with the heuristics, "
                 f"{self.tuned_seconds * 1e3:.2f} with the stored configurations ({self.speedup:.2f}x); tuned "
                 f"configurations kept for {', '.join(self.kept) or 'no kernel'}")
@@ -158,6 +160,30 @@ def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: boo
             per = list(est.round_times_)
         logs.append(math.log(statistics.median(per[1:] or per)))
     return math.exp(sum(logs) / len(logs)), est
+
+
+def learner_seconds(device: Any, work: Workload, precisions: list[str]) -> dict[str, float]:
+    """Device seconds per kernel (its description's name) over rounds 2..n of ``work``'s fits in each of
+    ``precisions``, every launch profiled: what a round spends in each kernel, by which a tune under a time budget
+    orders and weighs its studies (:func:`mdhom.tuning.driver.ordered`)."""
+    import warnings
+    from collections import Counter
+
+    from mdhom import TreeBoostClassifier
+    from mdhom.bench.profile import record_fit
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+    from mdhom.configs import TunedConfigWarning
+
+    X, y = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+    seconds: Counter[str] = Counter()
+    for precision in precisions:
+        for fit in work.fits():
+            with warnings.catch_warnings(), record_fit() as rec:
+                warnings.simplefilter("ignore", TunedConfigWarning)
+                TreeBoostClassifier(**fit, device=device, precision=precision).fit(X, y)
+            for r in rec.rounds()[1:]:
+                seconds.update(r["kernel_seconds"])
+    return dict(seconds)
 
 
 def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
@@ -213,6 +239,16 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     if data is None:
         data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
     kernels = list(dict.fromkeys(k for k, _, _, _ in entries))
+    # a kernel whose studies kept their heuristic's configuration everywhere has nothing to judge: timing it against
+    # itself costs fits (the most of a budgeted tune's check, whose short studies measured the default alone)
+    unchanged = [k for k in kernels if all(e["config"] == e["default_config"] for x, _, e, _ in entries if x == k)]
+    if unchanged:
+        echo(f"  {len(unchanged)} kernel(s) tuned to their heuristic's configurations, nothing to check: "
+             f"{', '.join(unchanged)}")
+        entries = [e for e in entries if e[0] not in unchanged]
+        kernels = [k for k in kernels if k not in unchanged]
+    if not kernels:
+        return CheckResult(math.nan, math.nan, [], unchanged, [], unit)
     with tempfile.TemporaryDirectory(prefix="mdhom-e2e-") as tmp:
         def with_kernels(keep: list[str]) -> Path:
             d = Path(tmp, f"v{len(list(Path(tmp).iterdir()))}")
@@ -288,7 +324,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
                          f"with the stored configurations ({device_base / device_best:.2f}x)")
     for line in trace:
         echo(line)
-    return CheckResult(base, best, keep, [k for k in kernels if k not in keep], trace, unit)
+    return CheckResult(base, best, keep, [k for k in kernels if k not in keep] + unchanged, trace, unit)
 
 
 # ------------------------------------------------------------------------------------------------ forests

@@ -12,6 +12,7 @@ heuristic's as ``default_config``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,10 +42,13 @@ def precisions(device: Any) -> list[str]:
 
 def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: str,
                    echo: Callable[[str], None] = print, timer: Timer | None = None,
-                   only: list[str] | None = None) -> list[tuple[str, str, dict[str, Any], str]]:
+                   only: list[str] | None = None, deadline: float | None = None
+                   ) -> list[tuple[str, str, dict[str, Any], str]]:
     """One tuned-file entry per precision (see the module docstring), as
     (pseudo-kernel, size class, entry, :data:`mdhom.trees.layouts.LAYOUT_HASH`). ``only``: the layout names to
-    tune (default: every precision's). ``timer`` times one fit (tests pass a model of the machine)."""
+    tune (default: every precision's). ``timer`` times one fit (tests pass a model of the machine). ``deadline``
+    (``time.monotonic()``): no candidate is timed after it, beyond each precision's heuristic once; what was timed
+    by then is compared."""
     from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
     from mdhom.trees.layouts import LAYOUT_HASH, Layout, candidates, forcing, kernel_name
 
@@ -62,15 +66,22 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
             with forcing(layout):
                 return timer(device, work, data, precision)
 
+        if deadline is not None and time.monotonic() >= deadline:
+            echo(f"  {name}: no time left before the deadline; not tuned")
+            continue
         timed(None)  # builds and first-touch costs out of the way
         best: dict[int, float] = {}
         ran: dict[int, dict[str, int]] = {}
         failed = 0
+        late = False
         for rep in range(work.repeats):
             order = range(len(cands)) if rep % 2 == 0 else range(len(cands) - 1, -1, -1)
             for i in order:
                 if i in ran and not ran[i]:
                     continue  # failed before
+                if deadline is not None and 0 in best and time.monotonic() >= deadline:
+                    late = True
+                    break
                 try:
                     t, what = timed(cands[i])
                 except Exception as exc:  # noqa: BLE001 - a layout the device cannot run is no candidate
@@ -81,6 +92,10 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
                     continue
                 best[i] = min(best.get(i, t), t)
                 ran[i] = what
+            if late:
+                break
+        if late:
+            echo(f"  {name}: {len(best) - 1} of {len(cands) - 1} candidates timed before the deadline")
         if 0 not in best:
             echo(f"  {name}: the heuristic layout does not train here; no layout stored")
             continue

@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kernels to tune, and the tree layouts (tree_layout_<precision>, timed as training "
                         "rounds with the end-to-end check); default: all registered kernels and layouts")
     p.add_argument("--trials", type=int, help="distinct configurations measured per study (default 60, quick 12)")
-    p.add_argument("--minutes", type=float, help="time budget for the whole tune, shared over the studies")
+    p.add_argument("--minutes", type=float, help="time budget for the whole tune: the studies (the learner's "
+                   "heaviest kernels first), the layouts, the end-to-end check")
     p.add_argument("--quick", action="store_true", help="small size classes and few trials: a couple of minutes")
     p.add_argument("--sampler", choices=("tpe", "random"), default="tpe", help="Optuna sampler (default tpe)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
