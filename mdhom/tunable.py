@@ -126,8 +126,9 @@ class TunableKernel:
     # The configuration the user of the kernel runs when nothing is tuned (a learner's own heuristic); the
     # tuner starts from it and keeps it unless a configuration beats it. None: the description's default.
     baseline: Callable[[Description, Device, Mapping[str, int]], dict[str, int]] | None = None
-    # parameters held fixed in the search (the exact pins the kernel's learner always runs it under)
-    fixed: dict[str, int] = field(default_factory=dict)
+    # parameters held fixed in the search (the exact pins the kernel's learner always runs it under), or per size
+    # class a function of its sizes (where only some classes, such as float64 lanes, run in exact fits)
+    fixed: dict[str, int] | Callable[[Mapping[str, int]], dict[str, int]] = field(default_factory=dict)
     # applies(device, sizes): whether a class is the variant that device's learner builds (None: all are)
     applies: Callable[[Device, Mapping[str, int]], bool] | None = None
 
@@ -135,7 +136,11 @@ class TunableKernel:
         desc = self.describe(sizes)
         dims = self.dim_sizes(sizes)
         cfg = self.baseline(desc, device, dims) if self.baseline else desc.default_config(device, dims)
-        return {**cfg, **self.fixed}
+        return {**cfg, **self.fixed_at(sizes)}
+
+    def fixed_at(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """The parameters held fixed in a study of the size class of ``sizes``."""
+        return dict(self.fixed(sizes) if callable(self.fixed) else self.fixed)
 
     def describe(self, sizes: Mapping[str, int]) -> Description:
         """The description for a size class."""

@@ -522,3 +522,31 @@ def test_a_tune_that_changes_the_layout_says_which_variants_to_tune_again(cpu, m
     with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
         _say_variants_changed(todo, fresh, False, said.append)
     assert len(said) == 1 and "--kernels tree_histogram_rows" in said[0], said
+
+
+def test_float64_classes_are_tuned_under_the_exact_pins(cpu, tmp_path):
+    """The tree learner's float64 histograms and prefix sums run in exact fits (the default of precision="double"),
+    whose pins fix the order of summation: their studies hold the pins (else they time, and store, configurations no
+    fit runs), while the int32 classes, exact in any order, search those parameters too."""
+    from mdhom.components.histogram import HISTOGRAM
+    from mdhom.components.lanes import class_precision
+    from mdhom.components.split import SCAN
+
+    for spec in (HISTOGRAM, SCAN):
+        t = spec.tunable()
+        for name, sizes in t.size_classes.items():
+            fixed = t.fixed_at(sizes)
+            if class_precision(sizes) == "double":
+                assert fixed.items() >= spec.exact_pins.items(), (spec.name, name)
+            else:
+                assert not set(fixed) & set(spec.exact_pins), (spec.name, name)
+    seen = []
+
+    class Recording(HashedRunner):
+        def evaluate(self, config):
+            seen.append(config)
+            return super().evaluate(config)
+
+    tune_device(cpu, ["tree_histogram"], trials=6, quick=True, storage=None, directory=tmp_path, echo=lambda s: None,
+                runner_factory=lambda k, d, s: Recording(), progress_bar=False, confirm=False)
+    assert len(seen) > 1 and all(c["NUM_WG_pos"] == 1 and c["NUM_WI_pos"] == 1 for c in seen)

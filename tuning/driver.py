@@ -155,7 +155,7 @@ def tune_device(
         h = configs.description_hash(desc)
         hashes[f"{p.kernel.name}/{p.size_class}"] = h
         dims = p.kernel.dim_sizes(p.sizes)
-        space = SearchSpace(desc, device, dims, fixed=dict(getattr(p.kernel, "fixed", {})),
+        space = SearchSpace(desc, device, dims, fixed=p.kernel.fixed_at(p.sizes),
                             baseline=p.kernel.baseline_config(device, p.sizes))
         seeds = _seeds(space, configs.stored_config(device, p.kernel.name, p.size_class, directory))
         label = f"{p.kernel.name} {p.size_class}"

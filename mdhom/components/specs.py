@@ -94,7 +94,7 @@ class Tuning:
     quick_points: int = 1 << 22
     # parameters the search holds at these values: a kernel whose learner always runs it under its exact pins is
     # tuned under them (else the tuner times, and stores, an order of summation no fit would run)
-    fixed: dict[str, int] = field(default_factory=dict)
+    fixed: dict[str, int] | Callable[[Mapping[str, int]], dict[str, int]] = field(default_factory=dict)
     # whether a size class is the variant a device's learner builds (a class may name a description variant, such
     # as lanes per work-item, that learners choose by device type); None: every class on every device
     applies: Callable[[Device, Mapping[str, int]], bool] | None = None
@@ -126,7 +126,8 @@ class KernelSpec:
         t = self.tuning
         return TunableKernel(self.name, t.describe, t.size_classes, t.make_inputs, t.reference,
                              tolerances=dict(t.tolerances), quick_points=t.quick_points, doc=t.doc,
-                             baseline=self.heuristic, fixed=dict(t.fixed), applies=t.applies)
+                             baseline=self.heuristic, fixed=t.fixed if callable(t.fixed) else dict(t.fixed),
+                             applies=t.applies)
 
 
 def all_specs() -> dict[str, KernelSpec]:

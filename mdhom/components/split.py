@@ -421,12 +421,15 @@ def _score_ref(a):
 
 
 _NODES = (1, 16, 128)
+_SCAN_PINS = {"NUM_WI_bin": 1, "NUM_WG_bin": 1}  # np.cumsum's order
 SCAN = KernelSpec(
-    "tree_split_scan", scan_heuristic, exact_pins={"NUM_WI_bin": 1, "NUM_WG_bin": 1},  # np.cumsum's order
+    "tree_split_scan", scan_heuristic, exact_pins=_SCAN_PINS,
+    # the float64 classes run in exact fits (precision="double"), under the pins: tuned under them
     tuning=Tuning(lambda s: split_scan(int(s["bin"]), class_precision(s)),
                   with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64}
                                           for n in _NODES}),
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
+                  fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
                   doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
