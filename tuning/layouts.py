@@ -93,9 +93,9 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
                 best[i] = min(best.get(i, t), t)
                 ran[i] = what
             if late:
+                echo(f"  {name}: the deadline came in repeat {rep + 1} of {work.repeats}; {len(best) - 1} of "
+                     f"{len(cands) - 1} candidates timed before it")
                 break
-        if late:
-            echo(f"  {name}: {len(best) - 1} of {len(cands) - 1} candidates timed before the deadline")
         if 0 not in best:
             echo(f"  {name}: the heuristic layout does not train here; no layout stored")
             continue
