@@ -550,3 +550,19 @@ def test_float64_classes_are_tuned_under_the_exact_pins(cpu, tmp_path):
     tune_device(cpu, ["tree_histogram"], trials=6, quick=True, storage=None, directory=tmp_path, echo=lambda s: None,
                 runner_factory=lambda k, d, s: Recording(), progress_bar=False, confirm=False)
     assert len(seen) > 1 and all(c["NUM_WG_pos"] == 1 and c["NUM_WI_pos"] == 1 for c in seen)
+
+
+def test_a_budgeted_tune_goes_on_where_the_rounds_cannot_be_profiled(cpu, tmp_path, monkeypatch):
+    """The order by the learner's rounds is a refinement: a live tune whose profiling fit fails says so and runs its
+    studies in the planned order."""
+    from mdhom.tuning import endtoend
+
+    def broken(*a, **k):
+        raise RuntimeError("no fit here")
+
+    monkeypatch.setattr(endtoend, "learner_seconds", broken)
+    lines = []
+    results, _ = tune_device(cpu, ["gh_sum"], trials=2, minutes=0.5, quick=True, storage=None, directory=tmp_path,
+                             echo=lines.append, progress_bar=False, confirm=False)
+    assert any("could not be profiled (RuntimeError: no fit here)" in line for line in lines), lines
+    assert results and all(r.measured >= 1 for r in results)

@@ -136,8 +136,12 @@ def tune_device(
             from mdhom.tuning.endtoend import Workload, learner_seconds
             from mdhom.tuning.layouts import precisions
 
-            priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"),
-                                       precisions(device))
+            try:
+                priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"),
+                                           precisions(device))
+            except Exception as exc:  # noqa: BLE001 - the order is a refinement: the tune goes on without it
+                echo(f"the learner's rounds could not be profiled ({type(exc).__name__}: {exc}); the studies run in "
+                     "the planned order, the budget shared evenly")
         if priority is not None:
             todo, weights = (list(x) for x in zip(*ordered(todo, priority), strict=True)) if todo else ([], [])
     results: list[StudyResult] = []
