@@ -66,3 +66,30 @@ for fm in (False, True):
 print("ok")
 """, timeout=600)
     assert run.clean and "ok" in run.stdout, run.explain()
+
+
+def test_the_binner_takes_the_class_of_the_rows_it_bins(cpu, tmp_path, monkeypatch):
+    """A fit's binner is configured for its training rows' size class (it had looked up 2^20 rows whatever the fit's
+    size, so no fit ran the other classes' tuned entries, and no tune's check judged them)."""
+    from mdhom import configs
+    from mdhom.components.binning import bin_features
+    from mdhom.components.lanes import bin_ctype
+
+    rng = np.random.default_rng(3)
+    X = _data(rng, 500, 3, np.float64)
+    mapper = BinMapper(15).fit(X)
+    desc = bin_features("double", False, bin_ctype(mapper.n_bins))
+    h = configs.description_hash(desc)
+    small = {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_feat": 1, "NUM_WI_feat": 1}
+    large = {"NUM_WG_row": 8, "NUM_WI_row": 16, "NUM_WG_feat": 1, "NUM_WI_feat": 1}
+    for cls, rows, cfg in (("rows_1e3", 1000, small), ("rows_1e6", 10**6, large)):
+        cfg = {**desc.default_config(cpu, {"row": rows, "feat": 3}), **cfg}
+        entry = {"sizes": {"row": rows, "feat": 3}, "config": cfg, "median_s": 1e-3, "default_config": cfg,
+                 "default_s": 1e-3, "trials": 1, "failed_trials": 0, "date": "2026-12-01T00:00:00Z",
+                 "versions": {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}}
+        configs.store_result(cpu, desc.name, cls, entry, h, directory=tmp_path)
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
+    fitted = DeviceBinner(mapper, cpu, rows=X.shape[0])
+    assert "rows_1e3" in fitted.config_source and fitted.comp.config["NUM_WI_row"] == 4
+    assert "rows_1e6" in DeviceBinner(mapper, cpu).config_source  # no rows given: 2^20
+    np.testing.assert_array_equal(fitted.transform(X).get(), mapper.transform(X))

@@ -462,7 +462,7 @@ def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float
     for feature_major in (False, True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TunedConfigWarning)
-            binner = DeviceBinner(mapper, device, np.float64, feature_major)
+            binner = DeviceBinner(mapper, device, np.float64, feature_major, rows=X.shape[0])
         q = binner.queue  # the device's: the rows go there once
         x = cl_array.to_device(q, X) if x is None else x
         binner.transform(x)

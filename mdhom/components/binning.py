@@ -122,11 +122,14 @@ def sends_whole(device: Device, X: np.ndarray) -> bool:
 
 class DeviceBinner:
     """Maps raw features to bins on a device with a fitted :class:`BinMapper`; built once, used per matrix.
-    ``config_source`` says where the configuration came from (:func:`mdhom.configs.lookup`)."""
+    ``config_source`` says where the configuration came from (:func:`mdhom.configs.lookup`): the size class nearest
+    ``rows``, the rows of the matrix it is built for (a fit's training rows; default 2^20). It had been looked up at
+    2^20 rows whatever a fit's size, so the tuned classes of other sizes were never run, nor judged by a tune's check.
+    """
 
     def __init__(self, mapper: BinMapper, device: str | Device | None = None, x_dtype: np.dtype = np.float64,
                  feature_major: bool = False, config: dict[str, int] | None = None,
-                 queue: cl.CommandQueue | None = None) -> None:
+                 queue: cl.CommandQueue | None = None, rows: int | None = None) -> None:
         self.mapper = mapper
         self.device = get_device(device)
         self.queue = self.device.queue if queue is None else queue  # a fit's: its workspace's (no cross-queue wait)
@@ -134,7 +137,7 @@ class DeviceBinner:
         x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(x_dtype)]
         self.desc = bin_features(x_ctype, feature_major, bin_ctype(mapper.n_bins))
         n_feat = len(mapper.edges)
-        sizes = {"row": 1 << 20, "feat": n_feat}
+        sizes = {"row": max(1, int(rows)) if rows is not None else 1 << 20, "feat": n_feat}
         self.config_source = "override"
         if config is None:  # a tuned configuration where one is stored, else the spec's heuristic
             from mdhom.configs import lookup

@@ -66,7 +66,8 @@ class OpenCLForest:
         as bins by :meth:`start`, as the chains' bins are)."""
         if not sends_whole(self.device, X):
             return mapper.transform(X)
-        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True, queue=self.ws.queue)
+        binner = DeviceBinner(mapper, self.device, np.float64, feature_major=True, queue=self.ws.queue,
+                              rows=X.shape[0])
         return DeviceBins(binner.transform(np.ascontiguousarray(X, np.float64)))
 
     # ------------------------------------------------------------------------------------------ buffers

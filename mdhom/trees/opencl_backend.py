@@ -239,7 +239,8 @@ class OpenCLTreeKernels:
                 bins = mapper.transform(X, feature_major=self.feature_major)
                 return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
             if self.binner is None:
-                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major, queue=self.ws.queue)
+                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major, queue=self.ws.queue,
+                                           rows=X.shape[0])
             return self.binner.transform(X)
 
         return to_bins
