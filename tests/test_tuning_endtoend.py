@@ -17,6 +17,7 @@ from mdhom.tuning import endtoend
 from mdhom.tuning.endtoend import Workload, check
 
 DEVICE_ROUND_SECONDS = endtoend.device_round_seconds  # the real one (the tests' fixture models it)
+FIT_CLASSES = endtoend.fit_classes  # likewise
 
 
 def _entry(cfg: dict[str, int], heuristic: dict[str, int] | None = None) -> dict:
@@ -50,6 +51,13 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.delenv(configs.TUNED_DIR_ENV, raising=False)
     # the same device time with every configuration (the modelled round decides), unless a test models it too
     monkeypatch.setattr(endtoend, "device_round_seconds", lambda device, work, data: 1.0)
+    # the modelled fits look up every class the file in force holds, unless a test models them too
+    monkeypatch.setattr(endtoend, "fit_classes", _every_stored_class)
+
+
+def _every_stored_class(device, work, data):
+    path = Path(os.environ[configs.TUNED_DIR_ENV]) / configs.device_file_name(device.key)
+    return {k: set(body["classes"]) for k, body in json.loads(path.read_text())["kernels"].items()}
 
 
 @pytest.fixture
@@ -313,3 +321,38 @@ def test_learner_seconds_profiles_the_rounds_kernels(cpu_device):
     seconds = endtoend.learner_seconds(cpu_device, Workload(rows=2000, rounds=3, leaves=7), ["quantized"])
     assert seconds and all(v > 0 for v in seconds.values())
     assert "tree_split_score" in seconds and any(k.startswith("tree_histogram") for k in seconds)
+
+
+def test_entries_the_checks_fits_never_look_up_are_not_judged_by_them(cpu_device, tmp_path, monkeypatch):
+    """A kernel changed only at size classes the check's fits do not look up (a 10M-row class, a 4-output one) is
+    not timed: those fits cannot run its entries, so their times would decide by noise. Its entries go in as the
+    studies found them, and the summary says so; the kernels the fits run are judged as before."""
+    from mdhom.tuning import driver
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "big": 2.0}))  # "big", timed, would lose
+    monkeypatch.setattr(endtoend, "fit_classes", lambda device, work, data: {"fast": {"c"}, "big": {"small"}})
+    entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("big", "c", _entry({"NUM_WI_i": 4}), "sha256:1"),
+               ("big", "small", _entry({"NUM_WI_i": 1}), "sha256:1")]  # its looked-up class kept the heuristic
+    lines: list[str] = []
+    out, kept = driver.checked_entries(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1),
+                                       lines.append)
+    assert kept == ["fast"]
+    assert {(k, c): e["config"] for k, c, e, _ in out} == {("fast", "c"): {"NUM_WI_i": 2}, ("big", "c"): {"NUM_WI_i": 4},
+                                                           ("big", "small"): {"NUM_WI_i": 1}}
+    said = "\n".join(lines)
+    assert "1 kernel(s) whose changed classes the check's fits do not look up" in said and "big (c)" in said, said
+    assert "the studies' configurations of big stored unjudged" in said, said
+
+
+def test_fit_classes_reads_the_classes_a_real_fit_looked_up(cpu_device, tmp_path, monkeypatch):
+    from mdhom.bench.trees import make_higgs_like
+    from mdhom.components.scores import score_update
+
+    desc = score_update("double")
+    cfg = desc.default_config(cpu_device, {"row": 10**4, "output": 1})
+    entry = {**_entry(cfg, cfg), "sizes": {"row": 10**4, "output": 1}}
+    configs.store_result(cpu_device, desc.name, "rows_1e4", entry, configs.description_hash(desc), tmp_path)
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
+    ran = FIT_CLASSES(cpu_device, Workload(rows=2000, rounds=3, leaves=7), make_higgs_like(2000, 28, 0, 0.0, 0))
+    assert ran.get("tree_score_update") == {"rows_1e4"}, ran

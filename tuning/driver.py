@@ -260,7 +260,7 @@ def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str],
         if part:
             echo(f"end-to-end check: {what} against the heuristics")
             res = checker(device, part, work, echo)
-            out += choose(part, res.kept)
+            out += choose(part, res.kept + res.unjudged)
             kept += res.kept
             echo(res.summary())
     return out, kept

@@ -100,6 +100,9 @@ class CheckResult:
     dropped: list[str]  # kernels stored with their heuristic configurations: the tuned ones did not pay
     trace: list[str] = field(default_factory=list)
     unit: str = "round"  # what the seconds are per: a boosting round, a forest fit, a rule
+    # kernels whose changed entries are of size classes the check's fits never look up: the studies' configurations
+    # stay as found (timed side by side with the heuristic's), since timing fits that do not run them is noise
+    unjudged: list[str] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
@@ -107,11 +110,13 @@ class CheckResult:
 
     def summary(self) -> str:
         """The line a tune ends with: rounds with the heuristics and with what is stored, and what was kept."""
+        unjudged = (f"; the studies' configurations of {', '.join(self.unjudged)} stored unjudged (not of the "
+                    "check's fits' classes)") if self.unjudged else ""
         if math.isnan(self.heuristic_seconds):
-            return "end to end: nothing to time (every study kept its heuristic's configuration)"
+            return f"end to end: nothing to time{unjudged or ' (every study kept its heuristic configuration)'}"
         return (f"end to end: {self.heuristic_seconds * 1e3:.2f} ms/{self.unit} with the heuristics, "
                 f"{self.tuned_seconds * 1e3:.2f} with the stored configurations ({self.speedup:.2f}x); tuned "
-                f"configurations kept for {', '.join(self.kept) or 'no kernel'}")
+                f"configurations kept for {', '.join(self.kept) or 'no kernel'}{unjudged}")
 
 
 def _set_env(values: dict[str, str | None]) -> None:
@@ -186,6 +191,28 @@ def learner_seconds(device: Any, work: Workload, precisions: list[str]) -> dict[
     return dict(seconds)
 
 
+def fit_classes(device: Any, work: Workload, data: tuple[Any, Any]) -> dict[str, set[str]]:
+    """The size classes of the device file in force that each kernel's configurations came from in ``work``'s fits
+    (their ``kernel_configs_`` sources; a build's role in parentheses dropped): a lookup happens when a fit builds its
+    kernels, so two rounds a fit show them."""
+    import warnings
+
+    from mdhom import TreeBoostClassifier
+    from mdhom.configs import TunedConfigWarning
+
+    X, y = data
+    out: dict[str, set[str]] = {}
+    for fit in work.fits():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TunedConfigWarning)
+            est = TreeBoostClassifier(**{**fit, "n_estimators": 2}, device=device).fit(X, y)
+        for name, built in est.kernel_configs_.items():
+            parts = str(built.get("source", "")).split()
+            if len(parts) >= 3 and parts[0] == "tuned":
+                out.setdefault(name.split(" (")[0], set()).add(parts[2])
+    return out
+
+
 def round_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
     """Seconds per round of ``work`` on ``device`` (:func:`fit_rounds`)."""
     return fit_rounds(device, work, data)[0]
@@ -227,15 +254,20 @@ def host_note(probe: dict[str, Any] | None) -> str | None:
 def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]], work: Workload,
           echo: Callable[[str], None] = print,
           timer: Callable[[Any, Workload, Any], float] | None = None, data: Any = None,
-          unit: str = "round", device_timer: Callable[[Any, Workload, Any], float] | None = None) -> CheckResult:
+          unit: str = "round", device_timer: Callable[[Any, Workload, Any], float] | None = None,
+          classes_run: Callable[[Any, Workload, Any], dict[str, set[str]]] | None = None) -> CheckResult:
     """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit of ``data``
     (default: ``work.rows`` Higgs-shaped rows) under the environment in force (tests pass a model of the
     machine); ``device_timer``, the same fits' device seconds (default with the default timer:
-    :func:`device_round_seconds`; None with another timer)."""
+    :func:`device_round_seconds`; None with another timer); ``classes_run``, the size classes each kernel's fits
+    look up (default with the default timer: :func:`fit_classes`): a kernel none of whose changed classes is among
+    them is not timed (fits that never run its entries would judge it by noise: a PoCL check had kept the logistic
+    gradients for a 4-output class and the histogram for its 10M-row one) and goes in as its study found it."""
     from mdhom.bench.trees import TRAIN_STREAM, host_probe, make_higgs_like
 
     if timer is None:
         timer, device_timer = round_seconds, device_timer or device_round_seconds
+        classes_run = classes_run or fit_classes
     if data is None:
         data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
     kernels = list(dict.fromkeys(k for k, _, _, _ in entries))
@@ -247,8 +279,21 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
              f"{', '.join(unchanged)}")
         entries = [e for e in entries if e[0] not in unchanged]
         kernels = [k for k in kernels if k not in unchanged]
+    unjudged: list[str] = []
+    if kernels and classes_run is not None:
+        with tempfile.TemporaryDirectory(prefix="mdhom-e2e-classes-") as tmp:
+            configs.store_results(device, entries, Path(tmp))
+            with _env(**{configs.TUNED_ENV: None, configs.TUNED_DIR_ENV: tmp}):
+                ran = classes_run(device, work, data)
+        changed = {k: {c for x, c, e, _ in entries if x == k and e["config"] != e["default_config"]} for k in kernels}
+        unjudged = [k for k in kernels if not changed[k] & ran.get(k, set())]
+        if unjudged:
+            echo(f"  {len(unjudged)} kernel(s) whose changed classes the check's fits do not look up, stored as their "
+                 f"studies found them: " + ", ".join(f"{k} ({', '.join(sorted(changed[k]))})" for k in unjudged))
+            entries = [e for e in entries if e[0] not in unjudged]
+            kernels = [k for k in kernels if k not in unjudged]
     if not kernels:
-        return CheckResult(math.nan, math.nan, [], unchanged, [], unit)
+        return CheckResult(math.nan, math.nan, [], unchanged, [], unit, unjudged)
     with tempfile.TemporaryDirectory(prefix="mdhom-e2e-") as tmp:
         def with_kernels(keep: list[str]) -> Path:
             d = Path(tmp, f"v{len(list(Path(tmp).iterdir()))}")
@@ -324,7 +369,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
                          f"with the stored configurations ({device_base / device_best:.2f}x)")
     for line in trace:
         echo(line)
-    return CheckResult(base, best, keep, [k for k in kernels if k not in keep] + unchanged, trace, unit)
+    return CheckResult(base, best, keep, [k for k in kernels if k not in keep] + unchanged, trace, unit, unjudged)
 
 
 # ------------------------------------------------------------------------------------------------ forests
