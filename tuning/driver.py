@@ -179,9 +179,9 @@ def tune_device(
         echo(format_result(res))
     if skipped:
         names = list(dict.fromkeys(p.kernel.name for p in skipped))
-        echo(f"{len(skipped)} of {len(todo)} studies had no time left within --minutes {minutes:g} (run in the order "
-             f"of the learner's round, its heaviest kernels first): {', '.join(names)}; give more minutes, or name "
-             "them with --kernels")
+        order = " (run in the order of the learner's round, its heaviest kernels first)" if priority is not None else ""
+        echo(f"{len(skipped)} of {len(todo)} studies had no time left within --minutes {minutes:g}{order}: "
+             f"{', '.join(names)}; give more minutes, or name them with --kernels")
     studied_at = time.monotonic()
     path = None
     if write:
