@@ -356,3 +356,21 @@ def test_fit_classes_reads_the_classes_a_real_fit_looked_up(cpu_device, tmp_path
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     ran = FIT_CLASSES(cpu_device, Workload(rows=2000, rounds=3, leaves=7), make_higgs_like(2000, 28, 0, 0.0, 0))
     assert ran.get("tree_score_update") == {"rows_1e4"}, ran
+
+
+def test_a_cpus_check_trains_its_quantized_fits_too(cpu_device, tmp_path, monkeypatch):
+    """A CPU's default precision is double; its tune also stores quantized classes (whole-row histograms, the split
+    score's int32 lanes), which only quantized fits look up: the check trains both, so those classes are judged."""
+    from mdhom import tunable
+    from mdhom.bench.trees import make_higgs_like
+
+    assert endtoend.fit_precisions(cpu_device) == ["double", "quantized"]
+    k = tunable.get("tree_histogram_rows")
+    cls = next(c for c in k.classes(device=cpu_device) if c.endswith("nodes_1"))
+    sizes = k.size_classes[cls]
+    cfg = k.baseline_config(cpu_device, sizes)
+    entry = {**_entry(cfg, cfg), "sizes": k.dim_sizes(sizes)}
+    configs.store_result(cpu_device, k.name, cls, entry, configs.description_hash(k.describe(sizes)), tmp_path)
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
+    ran = FIT_CLASSES(cpu_device, Workload(rows=3000, rounds=3, leaves=7), make_higgs_like(3000, 28, 0, 0.0, 0))
+    assert cls in ran.get("tree_histogram_rows", set()), ran

@@ -3,7 +3,7 @@
 Each study times one kernel at one size class in isolation; whether the configurations make a boosting round
 faster is another question (the learner builds kernels at its own sizes, launches them thousands of times per
 round between host work, and one kernel's speed moves another's caches). So after the studies, the tuner trains
-a few rounds of a real fit (a Higgs-shaped workload, loss-guided trees, the learner's default precision) with
+a few rounds of a real fit (a Higgs-shaped workload, in the learner's default precision and quantized) with
 the candidate device file and with no stored configuration at all (``MDHOM_TUNED=0``, the heuristics): a
 loss-guided fit and a depth-wise one, whose round times count as their geometric mean (the two policies run the
 same kernels at other sizes: the H100's file from a loss-guided check alone made depth-wise rounds 8% slower), and
@@ -143,7 +143,8 @@ def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: boo
     """The geometric mean over ``work``'s fits of their median seconds per round (rounds 2..n) on ``device``,
     and the last fitted estimator. ``profiled``: kernel seconds per round instead, every launch's profiling events
     summed (:func:`mdhom.bench.profile.record_fit`; launches then wait for each other, so this is the device's work
-    without its overlap with the host's), NaN where a fit recorded no profiled launch."""
+    without its overlap with the host's), NaN where a fit recorded no profiled launch. Without a ``precision`` in
+    ``params`` each fit runs in every precision :func:`fit_precisions` names."""
     import contextlib
     import warnings
 
@@ -153,10 +154,11 @@ def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: boo
 
     X, y = data
     logs, est = [], None
-    for fit in work.fits():
+    runs = [{}] if "precision" in params else [{"precision": p} for p in fit_precisions(device)]
+    for fit, how in ((fit, how) for how in runs for fit in work.fits()):
         with warnings.catch_warnings(), (record_fit() if profiled else contextlib.nullcontext()) as rec:
             warnings.simplefilter("ignore", TunedConfigWarning)
-            est = TreeBoostClassifier(**fit, device=device, **params).fit(X, y)
+            est = TreeBoostClassifier(**fit, device=device, **how, **params).fit(X, y)
         if profiled:
             per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
             if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
@@ -165,6 +167,15 @@ def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: boo
             per = list(est.round_times_)
         logs.append(math.log(statistics.median(per[1:] or per)))
     return math.exp(sum(logs) / len(logs)), est
+
+
+def fit_precisions(device: Any) -> list[str]:
+    """The precisions the check's fits train in: the learner's default on ``device`` and quantized (the fast mode,
+    the default on GPUs). A CPU check had trained the default alone (double), so the quantized classes a CPU tunes
+    (the split score's int32 lanes, 1.55-2.08x at kernel level on PoCL) were judged by fits that never ran them."""
+    from mdhom.tuning.layouts import precisions
+
+    return precisions(device)
 
 
 def learner_seconds(device: Any, work: Workload, precisions: list[str]) -> dict[str, float]:
@@ -202,10 +213,10 @@ def fit_classes(device: Any, work: Workload, data: tuple[Any, Any]) -> dict[str,
 
     X, y = data
     out: dict[str, set[str]] = {}
-    for fit in work.fits():
+    for fit, precision in ((fit, p) for p in fit_precisions(device) for fit in work.fits()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TunedConfigWarning)
-            est = TreeBoostClassifier(**{**fit, "n_estimators": 2}, device=device).fit(X, y)
+            est = TreeBoostClassifier(**{**fit, "n_estimators": 2}, device=device, precision=precision).fit(X, y)
         for name, built in est.kernel_configs_.items():
             parts = str(built.get("source", "")).split()
             if len(parts) >= 3 and parts[0] == "tuned":
