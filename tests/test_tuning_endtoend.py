@@ -318,7 +318,7 @@ def test_kernels_tuned_to_their_heuristic_are_not_timed(cpu_device, tmp_path, mo
 
 
 def test_learner_seconds_profiles_the_rounds_kernels(cpu_device):
-    seconds = endtoend.learner_seconds(cpu_device, Workload(rows=2000, rounds=3, leaves=7), ["quantized"])
+    seconds = endtoend.learner_seconds(cpu_device, Workload(rows=2000, rounds=3, leaves=7))
     assert seconds and all(v > 0 for v in seconds.values())
     assert "tree_split_score" in seconds and any(k.startswith("tree_histogram") for k in seconds)
 
@@ -363,8 +363,9 @@ def test_a_cpus_check_trains_its_quantized_fits_too(cpu_device, tmp_path, monkey
     score's int32 lanes), which only quantized fits look up: the check trains both, so those classes are judged."""
     from mdhom import tunable
     from mdhom.bench.trees import make_higgs_like
+    from mdhom.tuning.layouts import precisions
 
-    assert endtoend.fit_precisions(cpu_device) == ["double", "quantized"]
+    assert precisions(cpu_device) == ["double", "quantized"]
     k = tunable.get("tree_histogram_rows")
     cls = next(c for c in k.classes(device=cpu_device) if c.endswith("nodes_1"))
     sizes = k.size_classes[cls]

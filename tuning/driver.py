@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +69,7 @@ def ordered(todo: list[Plan], seconds: Mapping[str, float]) -> list[tuple[Plan, 
     weighing :data:`UNSEEN_WEIGHT` of an average study of the others. In name order, a 3-minute tune of a 2-core
     PoCL spent its minutes on the library's example kernels and starved 163 of its 171 studies, the tree learner's
     every one among them."""
-    per_kernel: dict[str, int] = {}
-    for p in todo:
-        per_kernel[p.kernel.name] = per_kernel.get(p.kernel.name, 0) + 1
+    per_kernel = Counter(p.kernel.name for p in todo)
     spent = {p.kernel.name: float(seconds.get(p.kernel.name, 0.0)) for p in todo}
     seen = [p for p in todo if spent[p.kernel.name] > 0]
     unseen = UNSEEN_WEIGHT * (sum(spent[p.kernel.name] / per_kernel[p.kernel.name] for p in seen) / len(seen)
@@ -134,11 +133,9 @@ def tune_device(
         layout_deadline = start + 60.0 * minutes * before_check
         if priority is None and runner_factory is None and todo:
             from mdhom.tuning.endtoend import Workload, learner_seconds
-            from mdhom.tuning.layouts import precisions
 
             try:
-                priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"),
-                                           precisions(device))
+                priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"))
             except Exception as exc:  # noqa: BLE001 - the order is a refinement: the tune goes on without it
                 echo(f"the learner's rounds could not be profiled ({type(exc).__name__}: {exc}); the studies run in "
                      "the planned order, the budget shared evenly")

@@ -138,27 +138,39 @@ def _env(**values: str | None) -> Iterator[None]:
         _set_env(saved)
 
 
-def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = False,
-               **params: Any) -> tuple[float, Any]:
-    """The geometric mean over ``work``'s fits of their median seconds per round (rounds 2..n) on ``device``,
-    and the last fitted estimator. ``profiled``: kernel seconds per round instead, every launch's profiling events
-    summed (:func:`mdhom.bench.profile.record_fit`; launches then wait for each other, so this is the device's work
-    without its overlap with the host's), NaN where a fit recorded no profiled launch. Without a ``precision`` in
-    ``params`` each fit runs in every precision :func:`fit_precisions` names."""
+def _fits(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = False,
+          **params: Any) -> Iterator[tuple[Any, Any]]:
+    """Each of ``work``'s fits of ``data`` on ``device`` (``params`` override its estimator parameters), as (fitted
+    estimator, its :class:`mdhom.bench.profile.KernelRecorder` where ``profiled``, else None). Without a ``precision``
+    in ``params`` each fit trains in every precision :func:`mdhom.tuning.layouts.precisions` names: the learner's
+    default and quantized (a CPU's check had trained double alone, so the quantized classes a CPU tunes, the split
+    score's int32 lanes 1.55-2.08x at kernel level on PoCL, were judged by fits that never ran them)."""
     import contextlib
     import warnings
 
     from mdhom import TreeBoostClassifier
     from mdhom.bench.profile import record_fit
     from mdhom.configs import TunedConfigWarning
+    from mdhom.tuning.layouts import precisions
 
     X, y = data
+    runs = [{}] if "precision" in params else [{"precision": p} for p in precisions(device)]
+    for how in runs:
+        for fit in work.fits():
+            with warnings.catch_warnings(), (record_fit() if profiled else contextlib.nullcontext()) as rec:
+                warnings.simplefilter("ignore", TunedConfigWarning)
+                est = TreeBoostClassifier(**{**fit, **how, **params}, device=device).fit(X, y)
+            yield est, rec
+
+
+def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = False,
+               **params: Any) -> tuple[float, Any]:
+    """The geometric mean over ``work``'s fits (:func:`_fits`) of their median seconds per round (rounds 2..n) on
+    ``device``, and the last fitted estimator. ``profiled``: kernel seconds per round instead, every launch's
+    profiling events summed (:func:`mdhom.bench.profile.record_fit`; launches then wait for each other, so this is
+    the device's work without its overlap with the host's), NaN where a fit recorded no profiled launch."""
     logs, est = [], None
-    runs = [{}] if "precision" in params else [{"precision": p} for p in fit_precisions(device)]
-    for fit, how in ((fit, how) for how in runs for fit in work.fits()):
-        with warnings.catch_warnings(), (record_fit() if profiled else contextlib.nullcontext()) as rec:
-            warnings.simplefilter("ignore", TunedConfigWarning)
-            est = TreeBoostClassifier(**fit, device=device, **how, **params).fit(X, y)
+    for est, rec in _fits(device, work, data, profiled, **params):
         if profiled:
             per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
             if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
@@ -169,54 +181,27 @@ def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: boo
     return math.exp(sum(logs) / len(logs)), est
 
 
-def fit_precisions(device: Any) -> list[str]:
-    """The precisions the check's fits train in: the learner's default on ``device`` and quantized (the fast mode,
-    the default on GPUs). A CPU check had trained the default alone (double), so the quantized classes a CPU tunes
-    (the split score's int32 lanes, 1.55-2.08x at kernel level on PoCL) were judged by fits that never ran them."""
-    from mdhom.tuning.layouts import precisions
-
-    return precisions(device)
-
-
-def learner_seconds(device: Any, work: Workload, precisions: list[str]) -> dict[str, float]:
-    """Device seconds per kernel (its description's name) over rounds 2..n of ``work``'s fits in each of
-    ``precisions``, every launch profiled: what a round spends in each kernel, by which a tune under a time budget
-    orders and weighs its studies (:func:`mdhom.tuning.driver.ordered`)."""
-    import warnings
+def learner_seconds(device: Any, work: Workload) -> dict[str, float]:
+    """Device seconds per kernel (its description's name) over rounds 2..n of ``work``'s fits (:func:`_fits`) of
+    ``work.rows`` Higgs-shaped rows, every launch profiled: what a round spends in each kernel, by which a tune under
+    a time budget orders and weighs its studies (:func:`mdhom.tuning.driver.ordered`)."""
     from collections import Counter
 
-    from mdhom import TreeBoostClassifier
-    from mdhom.bench.profile import record_fit
     from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
-    from mdhom.configs import TunedConfigWarning
 
-    X, y = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
     seconds: Counter[str] = Counter()
-    for precision in precisions:
-        for fit in work.fits():
-            with warnings.catch_warnings(), record_fit() as rec:
-                warnings.simplefilter("ignore", TunedConfigWarning)
-                TreeBoostClassifier(**fit, device=device, precision=precision).fit(X, y)
-            for r in rec.rounds()[1:]:
-                seconds.update(r["kernel_seconds"])
+    for _, rec in _fits(device, work, make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM), profiled=True):
+        for r in rec.rounds()[1:]:
+            seconds.update(r["kernel_seconds"])
     return dict(seconds)
 
 
 def fit_classes(device: Any, work: Workload, data: tuple[Any, Any]) -> dict[str, set[str]]:
     """The size classes of the device file in force that each kernel's configurations came from in ``work``'s fits
-    (their ``kernel_configs_`` sources; a build's role in parentheses dropped): a lookup happens when a fit builds its
-    kernels, so two rounds a fit show them."""
-    import warnings
-
-    from mdhom import TreeBoostClassifier
-    from mdhom.configs import TunedConfigWarning
-
-    X, y = data
+    (:func:`_fits`; their ``kernel_configs_`` sources, a build's role in parentheses dropped): a lookup happens when a
+    fit builds its kernels, so two rounds a fit show them."""
     out: dict[str, set[str]] = {}
-    for fit, precision in ((fit, p) for p in fit_precisions(device) for fit in work.fits()):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TunedConfigWarning)
-            est = TreeBoostClassifier(**{**fit, "n_estimators": 2}, device=device, precision=precision).fit(X, y)
+    for est, _ in _fits(device, work, data, n_estimators=2):
         for name, built in est.kernel_configs_.items():
             parts = str(built.get("source", "")).split()
             if len(parts) >= 3 and parts[0] == "tuned":
