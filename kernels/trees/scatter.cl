@@ -53,12 +53,14 @@ typedef uint tree_gh_word_t;
 #endif
 
 /* The row at position s to position d (the next region), within the same buffers: its row index, and with
- * TREE_MOVE_ROWS its bins (4-byte words where a row is contiguous and a whole number of words, TREE_ROW_WORDS, else
- * bin by bin) and (g, h). */
+ * TREE_MOVE_ROWS and `move` its bins (4-byte words where a row is contiguous and a whole number of words,
+ * TREE_ROW_WORDS, else bin by bin) and (g, h). `move` 0: a tree's last split, whose children no histogram and no
+ * partition reads again (every tree's root reads region 0), needs the row order alone (the leaves' rows). */
 inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d,
-                          const long s, const long stride, const int n_feat, const int n_out) {
+                          const long s, const long stride, const int n_feat, const int n_out, const int move) {
     ridx[d] = ridx[s];
 #if TREE_MOVE_ROWS
+    if (!move) return;
 #if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
     __global uint* w = (__global uint*)bins;
     for (int k = 0; k < TREE_ROW_WORDS; ++k) w[d * TREE_ROW_WORDS + k] = w[s * TREE_ROW_WORDS + k];
@@ -84,7 +86,7 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
                                 const int n, const int n_rows, const int stride, const int n_feat, const int n_out,
                                 __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
                                 const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
-                                __global int* restrict slot_count)
+                                __global int* restrict slot_count, const int move)
 {
     const int i = get_global_id(0);
     if (i < n_split) {
@@ -103,7 +105,7 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
     const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
     const int left_before = incl[i] - f - base;
     const int d = f ? left_before : nl + (i - first - left_before);
-    tree_move_row(ridx, bins, gh, tree_flip(t->begin, n_rows) + d, p, stride, n_feat, n_out);
+    tree_move_row(ridx, bins, gh, tree_flip(t->begin, n_rows) + d, p, stride, n_feat, n_out, move);
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
@@ -206,7 +208,7 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
                                  __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
                                  const int blk_at, const int n_blk, const int blk_rows,
                                  __global const int* restrict blk_left, __global int* restrict n_left,
-                                 __global int* restrict slot_begin, __global int* restrict slot_count)
+                                 __global int* restrict slot_begin, __global int* restrict slot_count, const int move)
 {
     const int b = get_global_id(0);
     if (b >= n_blk) return;
@@ -230,7 +232,7 @@ __kernel void tree_block_scatter(__global int* ridx, __global tree_bin_t* bins, 
         const int p = i + shift;
         tree_block_ahead(split_bins, ridx, p, end + shift, u);
         const int d = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab) ? dl++ : dr++;
-        tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out);
+        tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out, move);
     }
 }
 
@@ -302,7 +304,7 @@ void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global 
                         __global const tree_split_t* restrict split_tab, __global const int* restrict blk_tab,
                         const int blk_at, __global const int* restrict blk_left,
                         __global int* restrict n_left, __global int* restrict slot_begin,
-                        __global int* restrict slot_count)
+                        __global int* restrict slot_count, const int move)
 {
     __local int lm[2 * TREE_GROUP_WI];
     __local uchar go[TREE_GROUP_ROWS];
@@ -343,5 +345,5 @@ void tree_group_scatter(__global int* ridx, __global tree_bin_t* bins, __global 
     const int dst = tree_flip(t->begin, n_rows);
     const int dl = dst + before, dr = dst + nl + (i0 - first - before) - blk_nl;
     for (int j = lid; j < len; j += TREE_GROUP_WI)
-        tree_move_row(ridx, bins, gh, (j < blk_nl ? dl : dr) + j, src[j], stride, n_feat, n_out);
+        tree_move_row(ridx, bins, gh, (j < blk_nl ? dl : dr) + j, src[j], stride, n_feat, n_out, move);
 }

@@ -461,7 +461,8 @@ class OpenCLTreeKernels:
         for k in range(levels):
             m = cur.n_nodes
             split_rows, most, ahead = self.rows.apply_searched(
-                allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0, min_gain)
+                allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0, min_gain,
+                final=k == built_levels)
             aheads.append(ahead)
             if k == built_levels:  # the tree's last level: nothing below it to build or search
                 break
