@@ -300,9 +300,10 @@ class RowPartitioner:
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
-                     cat_left: np.ndarray | None = None) -> None:
+                     cat_left: np.ndarray | None = None, final: bool = False) -> None:
         """Move each split node's rows to its children (see :meth:`mdhom.trees.backend.TreeKernels.apply_splits`).
-        (g, h) must be in position order already: they move with the rows."""
+        (g, h) must be in position order already: they move with the rows, except in a ``final`` step (the tree's
+        last: only the row order moves, as in :meth:`apply_searched`)."""
         # this runs between a step's read-back and its launches, while the device waits, with the host's caches cold
         # from the kernels (PoCL, 2-core EPYC: ~10 us a numpy call): no conversions the arrays as given do not need
         ws = self.ws
@@ -363,11 +364,12 @@ class RowPartitioner:
             ws.ensure("split_tab", raw.size)
             ws.put("split_tab", ws["split_tab"], raw, np.uint8)
         if self.blocks:
-            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at)
+            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, move=not final)
         else:
             events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
             ws.record("tree_partition", events, n * self.part_bytes)
-            ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"]), n * self.scatter_bytes)
+            ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"], not final),
+                      n * self._scatter_bytes(self.scatter_bytes, not final))
         self._tab = "split_tab"
         host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
         self._pending.append((read, host, rows))

@@ -154,13 +154,14 @@ class TreeKernels(Protocol):
     def apply_splits(
         self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
         left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
-        cat_left: np.ndarray | None = None,
+        cat_left: np.ndarray | None = None, final: bool = False,
     ) -> None:
         """Move the rows of each node ``nodes[i]`` to node ``left[i]`` or ``right[i]`` by its split.
 
         ``small_left``, a hint: the next ``histograms`` call asks for ``left[i]`` where it is True, else
         ``right[i]``, in this order. ``cat_left`` (n_splits, n_bins): the left bins of each split, read where its
-        feature is categorical."""
+        feature is categorical. ``final``, a hint: the children are leaves of the tree (no histogram, search or split
+        asks for their rows again), so a backend that moves rows with their data may move the row order alone."""
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,

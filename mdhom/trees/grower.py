@@ -288,6 +288,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
                 level_b[chosen].astype(np.int32), splits.feature[rows], splits.bin[rows], splits.default_left[rows],
                 b_lo.astype(np.int32), (b_lo + 1).astype(np.int32), small_left=left_small,
                 cat_left=cat_tables(params, splits, rows, splits.feature[rows]),
+                final=_level_done(depth + 1, n_leaves, params),  # the tree's last level: its children are leaves
             )
             sums_b = _room(sums_b, n_bid)
             sums_b[b_lo] = np.asarray(splits.left_sum[rows], np.float64).reshape(k, *sums_b.shape[1:])

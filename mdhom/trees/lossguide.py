@@ -160,7 +160,8 @@ class _Candidates:
             split_at = self.split_at
             cats = np.stack([split_at[n][0].cat_left[split_at[n][1]] for n in batch.tolist()])
         kernels.apply_splits(batch, feature, self.bin[batch], self.default_left[batch], lo, lo + 1,
-                             small_left=left_small if grow.size == ns else None, cat_left=cats)
+                             small_left=left_small if grow.size == ns else None, cat_left=cats,
+                             final=not grow.size)  # no child may split again (the depth limit): leaves
         self._expanded(batch, lo, d1)
         if not grow.size:
             if then is not None:

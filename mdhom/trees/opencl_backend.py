@@ -425,9 +425,9 @@ class OpenCLTreeKernels:
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
-                     cat_left: np.ndarray | None = None) -> None:
+                     cat_left: np.ndarray | None = None, final: bool = False) -> None:
         self.gradients.ensure()  # (g, h) move with the rows
-        self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left)
+        self.rows.apply_splits(nodes, feature, bin, default_left, left, right, small_left, cat_left, final)
 
     def look_ahead(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,

@@ -434,7 +434,7 @@ class NumpyTreeKernels:
 
     def apply_splits(self, nodes: np.ndarray, feature: np.ndarray, bin: np.ndarray, default_left: np.ndarray,
                      left: np.ndarray, right: np.ndarray, small_left: np.ndarray | None = None,
-                     cat_left: np.ndarray | None = None) -> None:
+                     cat_left: np.ndarray | None = None, final: bool = False) -> None:
         for i, (n, f, b, d, lo, hi) in enumerate(zip(nodes, feature, bin, default_left, left, right, strict=True)):
             rows = np.flatnonzero(self.row_node == n)
             table = None if cat_left is None or self.cat_mode is None or not self.cat_mode[f] else cat_left[i]
