@@ -713,6 +713,61 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+@pytest.mark.parametrize("n_feat, n_bins, groups", [(6, 17, 2), (6, 300, 3), (8, 256, 4)],
+                         ids=["bytes", "wide", "quarters"])
+def test_histogram_groups_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins, groups):
+    """The whole-row histogram in feature groups (a group's features of every row per point, a group's histogram in
+    local memory): the reference's int32 sums bit for bit in the node's (feat, output, bin) layout, rows moved or read
+    through the row index, private or local partials (packed, in planes, padded), each work-item from its own
+    feature of the group on (ROTATE) or not, the groups in one work-group or each in its own, FLAT's line over every
+    (node, group) run."""
+    n_rows, n_out = 1031, 2
+    bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(53, n_rows, n_feat, n_bins, n_out)
+    desc = hg.histogram_groups(n_bins, n_feat, n_out, groups, feature_major, row_index)
+    sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
+    order = np.arange(n_rows) if row_index else ridx
+    stored = np.ascontiguousarray(bins[order].T if feature_major else bins[order]).reshape(-1)
+    gh = np.stack([gq[order], hq[order]], axis=-1).reshape(-1)
+    extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
+    fixed = [{**base, "NUM_WI_pos": 16, "NUM_WG_pos": 3, "NUM_WG_node": 2, "NUM_WG_grp": g, "NUM_WI_COMBINE": 4,
+              "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl}
+             for (pl, pk, sp), g in zip(_LOCAL_PACKED, itertools.cycle((1, groups)))]
+    fixed += [{**c, "ROTATE": 1 - c["ROTATE"], "NUM_WI_grp": 2 if groups % 2 == 0 else 1} for c in fixed]
+    if row_index:
+        local = [c for c in fixed if c["PARTIALS_LOCAL"]]
+        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_grp": 1, "NUM_WI_grp": 1, "NUM_WG_pos": wg}
+                  for c, wg in zip(local[::2], (3, 5, 7), strict=False)]
+        fixed += [{**c, "LOCAL_PAD": pad} for c, pad in zip(local, itertools.cycle((5, 6, 7, 8)))]
+    if desc.prefetch and device.type == "cpu":
+        fixed = [{**c, "PREFETCH": i % 2} for i, c in enumerate(fixed)]
+    for cfg in fixed + configs(desc, device, sizes, seed=54, n=2):
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
+                  **extra)
+        got = got.reshape(len(counts), n_feat, n_out, n_bins)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
+
+
+def test_feature_groups_fit_local_memory(cpu):
+    """The fewest equal groups whose histogram fits half a work-group's local memory: one where the whole row's
+    does, a divisor of the features otherwise, none where one feature's does not; a description of one group or of
+    groups that do not divide the features is refused."""
+    from types import SimpleNamespace
+
+    nv = SimpleNamespace(local_mem_size=48 * 1024)  # NVIDIA's
+    assert hg.feature_groups(nv, 28, 1, 64) == 1
+    assert hg.feature_groups(nv, 28, 1, 256) == 4  # 7 features x 256 bins x 8 bytes = 14 KB of 24
+    assert hg.feature_groups(nv, 29, 1, 256) == 29  # a prime: a feature a group
+    assert hg.feature_groups(SimpleNamespace(local_mem_size=64 * 1024), 28, 1, 256) == 2
+    assert hg.feature_groups(nv, 4, 1, 4096) == 0  # one feature's 32 KB is more than half
+    with pytest.raises(ValueError, match="dividing"):
+        hg.histogram_groups(256, 28, 1, 3)
+    with pytest.raises(ValueError, match="at least 2"):
+        hg.histogram_groups(256, 28, 1, 1)
+
+
 def test_histogram_rows_flat_spans_windows(device):
     """FLAT over more nodes than one prefix window holds (FLAT_SPAN): each window's runs laid end to end and shared
     out again, empty nodes and nodes of one row among them, more work-groups than some windows have rows."""

@@ -430,6 +430,28 @@ def test_quantized_model_files_are_identical_everywhere(tmp_path, monkeypatch, d
         assert all(t == texts[0] for t in texts[1:])
 
 
+@pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=4),
+                                dict(grow_policy="lossguide", max_depth=0, max_leaves=12)], ids=["depthwise", "lossguide"])
+def test_default_bins_of_wide_rows_give_the_same_model_files(tmp_path, device, kw):
+    """max_bin=255 (the default) on 16 features: a node's whole-row histogram (32 KB) is more than a GPU's local memory
+    holds (Oclgrind's 32 KB among them), so it is built in feature groups (``tree_histogram_groups``); the model file is
+    the numpy reference's byte for byte either way."""
+    from mdhom.components.histogram import feature_groups
+
+    X, y = _data(n=500, f=16, seed=12, nan=0.02)
+    texts = []
+    for dev in ("numpy", device):
+        est = TreeBoostClassifier(n_estimators=3, device=dev, precision="quantized", **kw).fit(X, y)
+        if dev != "numpy":
+            grouped = feature_groups(device, X.shape[1], 1, 256) > 1  # 255 bins and the missing one
+            assert any(k.startswith("tree_histogram_groups") for k in est.kernel_configs_) == grouped
+        est.save_model(tmp_path / "m.json")
+        doc = json.loads((tmp_path / "m.json").read_text())
+        doc["params"].pop("device")
+        texts.append(json.dumps(doc, sort_keys=True))
+    assert texts[0] == texts[1]
+
+
 @pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=5, max_leaves=20),
                                 dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
                                      random_state=3)], ids=["depthwise", "lossguide"])

@@ -107,10 +107,15 @@ QUANTIZED = textwrap.dedent("""
     from mdhom.learn.losses import make_loss
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
+    import mdhom
+    from mdhom.components.histogram import feature_groups
+
     rng = np.random.default_rng(1)
-    # 4 one-byte bins: a row is a 32-bit word; 3 with 300 bins (a node's whole-row histogram fits local memory)
+    # 4 one-byte bins: a row is a 32-bit word; 3 with 300 bins (a node's whole-row histogram fits local memory), 3 with
+    # 600 (it does not: a feature a group, tree_histogram_groups)
     n_rows, n_bins, k = 71, N_BINS, 2
     n_feat = 4 if n_bins <= 256 else 3
+    groups = feature_groups([d for d in mdhom.devices() if d.checker][0], n_feat, k, n_bins)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
     mode = MODE
@@ -140,6 +145,12 @@ QUANTIZED = textwrap.dedent("""
                                 **({} if mode["row_index"] else {"INLINE": 0}),
                                 # the nodes' rows end to end, 3 work-groups' shares added into the zeroed output
                                 **({"FLAT": 1, "NUM_WG_node": 1} if USE_FLAT else {})},
+        # in feature groups: the groups over 2 work-groups, packed 64-bit local atomics, each work-item from its own
+        # feature of the group on, the accumulator padded, rows 16 positions on prefetched
+        "tree_histogram_groups": {**one(("node", "grp", "pos")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2,
+                                  "NUM_WG_grp": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": 1, "PACKED": 1,
+                                  "SPLIT_PAIRS": 0, "ROTATE": 1,
+                                  **({"LOCAL_PAD": 5, "PREFETCH": 1} if mode["row_index"] else {"INLINE": 0})},
     }
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
@@ -157,7 +168,8 @@ QUANTIZED = textwrap.dedent("""
         b.load(bins, n_bins, k)
         b.set_objective(loss, y, w, base)
         b.add_eval(bins[:29], base)
-    hist_name = "tree_histogram_rows" if any(mode.values()) else "tree_histogram_q"
+    hist_name = "tree_histogram_q" if not any(mode.values()) else (
+        "tree_histogram_groups" if groups > 1 else "tree_histogram_rows")
     built = dev.ws.computations[hist_name].config  # and the defaults of what the test leaves out (FLAT)
     assert {k: built[k] for k in configs[hist_name]} == configs[hist_name], built
     for round_ in range(2):
@@ -239,9 +251,11 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                                           ("{'row_index': True, 'columns': True, 'blocks': 8, 'block_group': 0}", 300),
                                           ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
                                            "'block_group': 2}", 9),
-                                          ("{'row_index': True, 'columns': False, 'blocks': 0, 'flat': 1}", 9)],
+                                          ("{'row_index': True, 'columns': False, 'blocks': 0, 'flat': 1}", 9),
+                                          ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
+                                           "'block_group': 2}", 600)],
                          ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks",
-                              "row-index-groups", "row-index-flat"])
+                              "row-index-groups", "row-index-flat", "row-index-feature-groups"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
@@ -253,7 +267,8 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     spans several blocks), moving rows as CPUs do; one in blocks of a work-group
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
-    atomics)."""
+    atomics); one has 600 bins, whose whole-row histogram does not fit Oclgrind's local memory: it builds them in
+    feature groups (``tree_histogram_groups``)."""
     flat = "'flat': 1" in mode
     mode = mode.replace(", 'flat': 1", "")
     code = QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))

@@ -10,13 +10,15 @@ from functools import cached_property
 import numpy as np
 
 from mdhom.components.histogram import (
+    HISTOGRAM_GROUPS,
     HISTOGRAM_ROWS,
     SIBLINGS,
+    feature_groups,
     hist_siblings,
     histogram,
+    histogram_groups,
     histogram_rows,
     histogram_spec,
-    rows_fit,
 )
 from mdhom.components.workspace import Bound, Workspace
 
@@ -85,10 +87,15 @@ class HistogramBuilder:
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
         rows = max(1, ws.n_rows)
         # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
-        # memory; always in row-index mode
+        # memory, whole or in feature groups (feature_groups); always in row-index mode
         # row-index mode builds whole rows where it can (quantized, fits), else a feature per lane through ridx
-        self.whole_rows = ws.quantized and rows_fit(ws.device, f, k, b) and (ws.row_index or whole_rows)
-        if self.whole_rows:
+        groups = feature_groups(ws.device, f, k, b) if ws.quantized else 0
+        self.whole_rows = groups > 0 and (ws.row_index or whole_rows)
+        if self.whole_rows and groups > 1:
+            self.spec = HISTOGRAM_GROUPS
+            self.d_hist = histogram_groups(b, f, k, groups, ws.feature_major, ws.row_index, ws.sparse)
+            dims = {"grp": groups}
+        elif self.whole_rows:
             self.spec = HISTOGRAM_ROWS
             self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index, ws.sparse)
             dims = {}
@@ -116,6 +123,7 @@ class HistogramBuilder:
                                           slot_count=ws["slot_count"], **ridx)
 
         self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
+        self._dims = dims  # the build's dimensions besides node and pos (feature groups)
         self._flat = [c.flat for c in builds]
         self.k_sib = Bound(ws, sib, lambda: (ws["hist_work"], dict(child=ws["hist_small"], parent=ws["arena"],
                                                                    pidx=ws["pidx"])))
@@ -176,7 +184,7 @@ class HistogramBuilder:
             return self.zeros(nodes)
         ws = self.ws
         if self.whole_rows:
-            sizes = {"node": n, "pos": max_count}
+            sizes = {"node": n, **self._dims, "pos": max_count}
         else:
             sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
         if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range

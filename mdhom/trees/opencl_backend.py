@@ -26,7 +26,7 @@ import pyopencl.array as cl_array
 
 from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
-from mdhom.components.histogram import rows_fit
+from mdhom.components.histogram import feature_groups
 from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
@@ -189,12 +189,13 @@ class OpenCLTreeKernels:
         if row_index is None and layout is not None:
             row_index = bool(layout.row_index) and not feature_major
         if row_index is None:
-            # GPUs, quantized, where a node's histogram fits in local memory. H100, 10.5M Higgs rows, per round
+            # GPUs, quantized, where a node's histogram fits in local memory (whole or in
+            # feature groups). H100, 10.5M Higgs rows, per round
             # 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
             # 8): the partition moves 8 bytes a row instead of ~40; with the layout already fixed feature-major
             # (device bins), rows stay moved
-            row_index = (ws.device.type == "gpu" and ws.quantized and rows_fit(ws.device, n_feat, n_outputs, n_bins)
-                         and not feature_major)
+            row_index = (ws.device.type == "gpu" and ws.quantized
+                         and feature_groups(ws.device, n_feat, n_outputs, n_bins) > 0 and not feature_major)
             # CPUs, wide rows (rows x features): a byte per feature is a cache line per (row, feature) read in either
             # mode once a row spans one (64 features), while moving rows costs the position-order and scratch
             # copies of the bin matrix (20000 x 5000 sparse: 100 MB instead of 300 MB) and a byte per feature per
