@@ -90,6 +90,8 @@ class HistogramBuilder:
         # memory, whole or in feature groups (feature_groups); always in row-index mode
         # row-index mode builds whole rows where it can (quantized, fits), else a feature per lane through ridx
         groups = feature_groups(ws.device, f, k, b) if ws.quantized else 0
+        if groups > 1 and ws.sparse:  # compressed rows keep a feature per lane (their reader is untried in groups)
+            groups = 0
         self.whole_rows = groups > 0 and (ws.row_index or whole_rows)
         if self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
