@@ -713,10 +713,11 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
-@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
-@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
-@pytest.mark.parametrize("n_feat, n_bins, groups", [(6, 17, 2), (6, 300, 3), (8, 256, 4)],
-                         ids=["bytes", "wide", "quarters"])
+@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, row_index",
+                         [(6, 17, 2, False, True), (6, 17, 2, True, False), (6, 300, 3, False, True),
+                          (6, 300, 3, False, False), (8, 256, 4, False, True), (8, 256, 4, True, True)],
+                         ids=["bytes-indexed", "bytes-feature-major-moved", "wide-indexed", "wide-moved",
+                              "quarters-indexed", "quarters-feature-major-indexed"])
 def test_histogram_groups_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins, groups):
     """The whole-row histogram in feature groups (a group's features of every row per point, a group's histogram in
     local memory): the reference's int32 sums bit for bit in the node's (feat, output, bin) layout, rows moved or read
