@@ -56,7 +56,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -323,6 +323,7 @@ _HASHES: dict[int, tuple[Any, str]] = {}
 def _pick(
     kernels: Mapping[str, Any], kernel: str, sizes: Mapping[str, int], device: Device,
     description: Description | None, source: str, within: float | None = None,
+    prefer: Collection[str] | None = None,
 ) -> tuple[dict[str, int], str] | None:
     entry = kernels.get(kernel)
     if not entry:
@@ -334,7 +335,8 @@ def _pick(
     cls = nearest_class(same, sizes, within)
     other_version = cls is None and len(same) < len(classes)
     if other_version:
-        cls = nearest_class(classes, sizes, within)
+        alike = {c: e for c, e in classes.items() if c in prefer} if prefer else {}
+        cls = nearest_class(alike or classes, sizes, within)
     if cls is None:
         return None
     config = {k: int(v) for k, v in classes[cls]["config"].items()}
@@ -390,6 +392,7 @@ def lookup(
     dirs: Iterable[Path] | None = None,
     warn: bool = True,
     within: float | None = None,
+    prefer: Collection[str] | None = None,
 ) -> tuple[dict[str, int] | None, str]:
     """The best stored configuration, and where it came from (so a learner can show what it loaded).
 
@@ -403,7 +406,9 @@ def lookup(
     one warning and the chain goes on, so the result is always valid; without it the caller validates.
     Warns once per device when its own file has nothing for the kernel (unless ``warn`` is false: for entries
     whose absence is normal), and once per corrupt file. ``within``: only size classes within that log-distance
-    count (a choice measured at one shape that says nothing about shapes far from it).
+    count (a choice measured at one shape that says nothing about shapes far from it). ``prefer``: the size classes of
+    the build's own variant (:meth:`mdhom.components.specs.KernelSpec.variant_classes`), among which a build that no
+    class was tuned for (another version of the kernel: another number of bins) takes the nearest, if any.
     """
     if os.environ.get(TUNED_ENV, "1") == "0":
         return None, "disabled"
@@ -416,7 +421,7 @@ def lookup(
         hit = None
     if hit is not None:
         path, doc = hit
-        picked = _pick(doc["kernels"], kernel, sizes, device, description, str(path), within)
+        picked = _pick(doc["kernels"], kernel, sizes, device, description, str(path), within, prefer)
         if picked is not None:
             return picked[0], f"tuned {path.name} {picked[1]}"
     for d in dir_list:
@@ -428,7 +433,8 @@ def lookup(
             if not body:
                 continue
             kernels = _entries_for_units(body["kernels"], kernel, device, dir_list)
-            picked = _pick(kernels, kernel, sizes, device, description, f"defaults group {group}", within)
+            picked = _pick(kernels, kernel, sizes, device, description, f"defaults group {group}", within,
+                           prefer)
             if picked is not None:
                 if warn:
                     _warn_once(

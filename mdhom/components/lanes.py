@@ -6,6 +6,7 @@ double, histograms and their scans and differences as int32 fixed point).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from importlib import resources
 
@@ -74,6 +75,19 @@ def with_quantized_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict
     """A kernel's size classes, and each again as ``q_<name>`` with ``quantized`` 1: its int32 lanes are other code
     (what GPU fits and ``precision="quantized"`` build), tuned in classes of their own."""
     return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
+
+
+def variant_markers(desc) -> dict[str, int]:  # noqa: ANN001 - a mdhom.mdh.Description
+    """The variant a tree kernel's build is of, in the markers its tuner classes carry (:func:`with_quantized_classes`,
+    :func:`with_vector_classes`, the whole-row histogram's ``row_index``): how a build of another version of the kernel
+    (another number of bins, none of its classes tuned for its code) picks a class of its own variant
+    (:func:`mdhom.configs.alike`)."""
+    out = {"vector": int(getattr(desc, "vector", None) is not None)}
+    for key, name in (("quantized", "TREE_QUANTIZED"), ("row_index", "TREE_ROW_INDEX")):
+        hit = re.search(rf"#define {name} (\d+)", desc.preamble)
+        if hit:
+            out[key] = int(hit.group(1))
+    return out
 
 
 def class_precision(sizes: Mapping[str, int]) -> str:

@@ -120,6 +120,22 @@ class KernelSpec:
         t = self.tuning
         return t is not None and bool(applicable_classes(t.size_classes, t.applies, device))
 
+    def variant_classes(self, desc: Description) -> frozenset[str] | None:
+        """The tuner's size classes of ``desc``'s variant: those whose markers (0/1 sizes such as ``quantized`` and
+        ``vector`` that some of the kernel's classes carry; absent: 0) are the build's
+        (:func:`mdhom.components.lanes.variant_markers`). A build that none of the stored classes was tuned for
+        (another number of bins) takes the nearest of these (PoCL, the split score at 256 bins, quantized in vector
+        form: its int32 vector classes' configurations 2.3-2.4x faster than the float64 ones the nearest size had
+        picked). None where the kernel has no classes."""
+        from mdhom.components.lanes import variant_markers
+
+        if self.tuning is None:
+            return None
+        classes = self.tuning.size_classes
+        mine = variant_markers(desc)
+        keys = [m for m in mine if any(m in s for s in classes.values())]
+        return frozenset(c for c, s in classes.items() if all(int(s.get(m, 0)) == mine[m] for m in keys))
+
     def tunable(self):  # noqa: ANN201 - a mdhom.tunable.TunableKernel (imported late: the tuner is optional)
         from mdhom.tunable import TunableKernel
 

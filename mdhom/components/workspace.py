@@ -130,7 +130,8 @@ class Workspace:
             from mdhom.configs import lookup
 
             # "re-run mdhom tune" only for kernels a tune stores: of the others no tune can silence it
-            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuned_on(self.device))
+            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuned_on(self.device),
+                                 prefer=spec.variant_classes(desc))
         if cfg is None:
             cfg = spec.heuristic(desc, self.device, sizes)
             source = "heuristic" if source == "heuristic" else f"heuristic ({source})"
