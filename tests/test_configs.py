@@ -383,31 +383,32 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     """A device file without a kernel that no tune stores (no tuning declared, or tuned only on other kinds of
     device: the GPUs' go-left prefix counts, which a CPU's learner builds too) asks for no re-run of `mdhom tune`:
     no re-run could silence it; a tunable kernel the file lacks does."""
-    from mdhom.components import histogram as hg
     from mdhom.components import partition as pt
+    from mdhom.components import row_histogram as rh
     from mdhom.components.workspace import Workspace
 
     configs.store_results(cpu, [("other_kernel", "c", _entry({"NUM_WI_i": 2}, {"i": 64}), None)], tmp_path / "pkg")
     ws = Workspace(cpu, "quantized")
-    assert pt.LEAF_ROWS.tuning is None and hg.HISTOGRAM_ROWS.tuning is not None
+    assert pt.LEAF_ROWS.tuning is None and rh.HISTOGRAM_ROWS.tuning is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cfg, source = ws.config(pt.LEAF_ROWS, pt.leaf_rows(), {"pos": 1000})
         assert ws.config(pt.FLAGS, pt.partition_flags(64), {"pos": 1000})[1] == "heuristic"
     assert source == "heuristic"
-    assert pt.FLAGS.tuning is not None and not pt.FLAGS.tuned_on(cpu) and hg.HISTOGRAM_ROWS.tuned_on(cpu)
+    assert pt.FLAGS.tuning is not None and not pt.FLAGS.tuned_on(cpu) and rh.HISTOGRAM_ROWS.tuned_on(cpu)
     with pytest.warns(TunedConfigWarning, match="not tuned for tree_histogram_rows"):
-        ws.config(hg.HISTOGRAM_ROWS, hg.histogram_rows(64, 28), {"node": 1, "pos": 1000})
+        ws.config(rh.HISTOGRAM_ROWS, rh.histogram_rows(64, 28), {"node": 1, "pos": 1000})
 
 
 def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
     """A stored whole-row histogram tuned where rows are whole 32-bit words (ROW_WORDS) serves a variant whose rows
     are not (27 one-byte bins a row): the switch is dropped, the rest of the configuration kept, no warning."""
     from mdhom.components import histogram as hg
+    from mdhom.components import row_histogram as rh
 
-    words, bytes_ = hg.histogram_rows(64, 28), hg.histogram_rows(64, 27)
+    words, bytes_ = rh.histogram_rows(64, 28), rh.histogram_rows(64, 27)
     assert "ROW_WORDS" in words.parameter_names() and "ROW_WORDS" not in bytes_.parameter_names()
-    cfg = {**hg.rows_heuristic(words, cpu, {"node": 1, "pos": 1000}), "ROW_WORDS": 1, "NUM_WG_pos": 8}
+    cfg = {**rh.rows_heuristic(words, cpu, {"node": 1, "pos": 1000}), "ROW_WORDS": 1, "NUM_WG_pos": 8}
     configs.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, {"node": 1, "pos": 1000}),
                                  configs.description_hash(words))], tmp_path)
     with warnings.catch_warnings():

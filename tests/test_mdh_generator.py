@@ -670,7 +670,7 @@ def test_bound_launches_choose_the_index_width_by_points_not_by_work_groups(devi
     64-bit programs that no tune had timed)."""
     import pyopencl as cl
 
-    from mdhom.components.histogram import histogram_rows
+    from mdhom.components.row_histogram import histogram_rows
 
     desc = histogram_rows(64, 28, 1, False, True)
     comp = mdh.build_within_limits(desc, device, {"NUM_WG_pos": 512, "NUM_WI_pos": 1, "NUM_WG_node": 1,

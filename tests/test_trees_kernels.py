@@ -18,6 +18,7 @@ from mdhom.components import lookahead, row_copy
 from mdhom.components import partition_kernels as pt
 from mdhom.components import predictor as pr
 from mdhom.components import quantize as qz
+from mdhom.components import row_histogram as rh
 from mdhom.components import scores as sc
 from mdhom.components import split as sp
 from mdhom.components import tables as tb
@@ -643,22 +644,22 @@ def test_histogram_rows_prefetches_dense_rows_major_rows_only():
     """The prefetch asks for bins + row * features: only where that is the gathered row (dense, rows-major, read
     through the row index); compressed rows (sparse input) and features-major bins lie elsewhere, and moved rows
     stream."""
-    assert hg.histogram_rows(17, 16, 1, False, True).prefetch
-    assert not hg.histogram_rows(17, 16, 1, False, True, True).prefetch  # compressed rows
-    assert not hg.histogram_rows(17, 16, 1, True, True).prefetch
-    assert not hg.histogram_rows(17, 16, 1, False, False).prefetch
+    assert rh.histogram_rows(17, 16, 1, False, True).prefetch
+    assert not rh.histogram_rows(17, 16, 1, False, True, True).prefetch  # compressed rows
+    assert not rh.histogram_rows(17, 16, 1, True, True).prefetch
+    assert not rh.histogram_rows(17, 16, 1, False, False).prefetch
 
 
 def test_histogram_rows_pads_where_features_share_banks():
     """GPUs' heuristic pads the local accumulator where a feature's bins span a multiple of 32 words, so that each
     feature's bins lie some banks on from the last's (64 bins: a pad word a feature, one bank), and not where they
     fall apart already; CPUs' builds (moved rows, no local atomics) offer no padding."""
-    assert hg.feature_pad(hg.histogram_rows(64, 28, 1, False, True)) == 6
-    assert hg.feature_pad(hg.histogram_rows(256, 28, 1, False, True)) == 8
-    assert hg.feature_pad(hg.histogram_rows(32, 28, 3, False, True)) == 5  # 96 words: a pad every 32
-    assert hg.feature_pad(hg.histogram_rows(17, 28, 2, False, True)) == 0
-    assert hg.feature_pad(hg.histogram_rows(2048, 4, 1, False, True)) == 8  # the largest offered pad
-    assert not hg.histogram_rows(64, 28, 1, False, False).padded
+    assert rh.feature_pad(rh.histogram_rows(64, 28, 1, False, True)) == 6
+    assert rh.feature_pad(rh.histogram_rows(256, 28, 1, False, True)) == 8
+    assert rh.feature_pad(rh.histogram_rows(32, 28, 3, False, True)) == 5  # 96 words: a pad every 32
+    assert rh.feature_pad(rh.histogram_rows(17, 28, 2, False, True)) == 0
+    assert rh.feature_pad(rh.histogram_rows(2048, 4, 1, False, True)) == 8  # the largest offered pad
+    assert not rh.histogram_rows(64, 28, 1, False, False).padded
 
 
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
@@ -673,7 +674,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     (PREFETCH)."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(47, n_rows, n_feat, n_bins, n_out)
-    desc = hg.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
+    desc = rh.histogram_rows(n_bins, n_feat, n_out, feature_major, row_index)
     words = n_feat != 5 and not feature_major
     assert ("ROW_WORDS" in desc.parameter_names()) == words
     sizes = {"node": len(counts), "pos": max(counts)}
@@ -691,7 +692,7 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
     if desc.prefetch and device.type == "cpu":
         fixed = [{**c, "PREFETCH": i % 2} for i, c in enumerate(fixed)]
     elif desc.prefetch:  # CPUs' code: refused elsewhere (in a configuration valid otherwise: the heuristic's)
-        valid = hg.rows_heuristic(desc, device, sizes)
+        valid = rh.rows_heuristic(desc, device, sizes)
         desc.check_config(valid, device)
         with pytest.raises(ConfigError, match="PREFETCH=1"):
             desc.check_config({**valid, "PREFETCH": 1}, device)
@@ -726,7 +727,7 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
     (node, group) run."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(53, n_rows, n_feat, n_bins, n_out)
-    desc = hg.histogram_groups(n_bins, n_feat, n_out, groups, feature_major, row_index)
+    desc = rh.histogram_groups(n_bins, n_feat, n_out, groups, feature_major, row_index)
     sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
     order = np.arange(n_rows) if row_index else ridx
     stored = np.ascontiguousarray(bins[order].T if feature_major else bins[order]).reshape(-1)
@@ -758,15 +759,15 @@ def test_feature_groups_fit_local_memory(cpu):
     from types import SimpleNamespace
 
     nv = SimpleNamespace(local_mem_size=48 * 1024)  # NVIDIA's
-    assert hg.feature_groups(nv, 28, 1, 64) == 1
-    assert hg.feature_groups(nv, 28, 1, 256) == 4  # 7 features x 256 bins x 8 bytes = 14 KB of 24
-    assert hg.feature_groups(nv, 29, 1, 256) == 29  # a prime: a feature a group
-    assert hg.feature_groups(SimpleNamespace(local_mem_size=64 * 1024), 28, 1, 256) == 2
-    assert hg.feature_groups(nv, 4, 1, 4096) == 0  # one feature's 32 KB is more than half
+    assert rh.feature_groups(nv, 28, 1, 64) == 1
+    assert rh.feature_groups(nv, 28, 1, 256) == 4  # 7 features x 256 bins x 8 bytes = 14 KB of 24
+    assert rh.feature_groups(nv, 29, 1, 256) == 29  # a prime: a feature a group
+    assert rh.feature_groups(SimpleNamespace(local_mem_size=64 * 1024), 28, 1, 256) == 2
+    assert rh.feature_groups(nv, 4, 1, 4096) == 0  # one feature's 32 KB is more than half
     with pytest.raises(ValueError, match="dividing"):
-        hg.histogram_groups(256, 28, 1, 3)
+        rh.histogram_groups(256, 28, 1, 3)
     with pytest.raises(ValueError, match="at least 2"):
-        hg.histogram_groups(256, 28, 1, 1)
+        rh.histogram_groups(256, 28, 1, 1)
 
 
 def test_histogram_rows_flat_spans_windows(device):
@@ -784,7 +785,7 @@ def test_histogram_rows_flat_spans_windows(device):
     gq, hq = _quantized_gh(rng, n_rows, n_out)
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
     want = hg.histogram_reference(bins, gq, hq, ridx, begin, count, n_bins)
-    desc = hg.histogram_rows(n_bins, n_feat, n_out, False, True)
+    desc = rh.histogram_rows(n_bins, n_feat, n_out, False, True)
     sizes = {"node": n_nodes, "pos": int(counts.max())}
     gh = np.stack([gq, hq], axis=-1).reshape(-1)
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}

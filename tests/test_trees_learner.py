@@ -436,7 +436,7 @@ def test_default_bins_of_wide_rows_give_the_same_model_files(tmp_path, device, k
     """max_bin=255 (the default) on 16 features: a node's whole-row histogram (32 KB) is more than a GPU's local memory
     holds (Oclgrind's 32 KB among them), so it is built in feature groups (``tree_histogram_groups``); the model file is
     the numpy reference's byte for byte either way."""
-    from mdhom.components.histogram import feature_groups
+    from mdhom.components.row_histogram import feature_groups
 
     X, y = _data(n=500, f=16, seed=12, nan=0.02)
     texts = []

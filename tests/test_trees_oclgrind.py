@@ -108,7 +108,7 @@ QUANTIZED = textwrap.dedent("""
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
     import mdhom
-    from mdhom.components.histogram import feature_groups
+    from mdhom.components.row_histogram import feature_groups
 
     rng = np.random.default_rng(1)
     # 4 one-byte bins: a row is a 32-bit word; 3 with 300 bins (a node's whole-row histogram fits local memory), 3 with
@@ -281,6 +281,7 @@ FLAT_WINDOWS = textwrap.dedent("""
     import numpy as np
     import mdhom
     from mdhom.components import histogram as hg
+    from mdhom.components import row_histogram as rh
     from mdhom.mdh import build_within_limits
     from mdhom.mdh.parts import FLAT_SPAN
 
@@ -296,7 +297,7 @@ FLAT_WINDOWS = textwrap.dedent("""
     gh = rng.integers(-1000, 1000, size=(n, 1, 2)).astype(np.int32)
     gh[..., 1] = np.abs(gh[..., 1])
     want = hg.histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, begin, counts, n_bins)
-    desc = hg.histogram_rows(n_bins, n_feat, 1, False, True)
+    desc = rh.histogram_rows(n_bins, n_feat, 1, False, True)
     one = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
     cfg = {**one, "NUM_WG_pos": 3, "NUM_WI_pos": 8, "PARTIALS_LOCAL": 1, "FLAT": 1, "PACKED": 0, "SPLIT_PAIRS": 1,
            "ROTATE": 1, "ROW_WORDS": 1, "LOCAL_PAD": 5}

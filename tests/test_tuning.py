@@ -480,7 +480,7 @@ def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, 
     (what every device was tuned on before) would store configurations for a kernel its fits never build."""
     import dataclasses
 
-    from mdhom.components.histogram import HISTOGRAM_ROWS
+    from mdhom.components.row_histogram import HISTOGRAM_ROWS
     from mdhom.trees.layouts import Layout, forcing
 
     monkeypatch.setenv("MDHOM_TUNED", "0")  # no stored layout (nor the defaults' groups): the heuristics decide
@@ -508,7 +508,7 @@ def test_a_tune_that_changes_the_layout_says_which_variants_to_tune_again(cpu, m
     import dataclasses
     from types import SimpleNamespace
 
-    from mdhom.components.histogram import HISTOGRAM_ROWS
+    from mdhom.components.row_histogram import HISTOGRAM_ROWS
     from mdhom.trees.layouts import Layout, forcing
     from mdhom.tuning.driver import _say_variants_changed
 

@@ -81,7 +81,7 @@ def test_local_memory_is_fitted_not_refused(oclgrind_device):
 def test_flat_is_dropped_with_local_partials(oclgrind_device):
     """FLAT folds into local memory only: where a whole-row histogram's local accumulator does not fit, the fitted
     configuration drops FLAT with PARTIALS_LOCAL (check_config would refuse FLAT without it) and still builds."""
-    from mdhom.components.histogram import histogram_rows
+    from mdhom.components.row_histogram import histogram_rows
     from mdhom.mdh.computation import within_local_memory
 
     desc = histogram_rows(300, 28, 1, False, True)  # 28 x 300 int32 pairs: 67 KB

@@ -9,16 +9,13 @@ from functools import cached_property
 
 import numpy as np
 
-from mdhom.components.histogram import (
+from mdhom.components.histogram import SIBLINGS, hist_siblings, histogram, histogram_spec
+from mdhom.components.row_histogram import (
     HISTOGRAM_GROUPS,
     HISTOGRAM_ROWS,
-    SIBLINGS,
     feature_groups,
-    hist_siblings,
-    histogram,
     histogram_groups,
     histogram_rows,
-    histogram_spec,
 )
 from mdhom.components.workspace import Bound, Workspace
 

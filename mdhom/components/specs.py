@@ -21,6 +21,7 @@ from mdhom.mdh import Description
 
 COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
+    "mdhom.components.row_histogram",
     "mdhom.components.split",
     "mdhom.components.partition_kernels",
     "mdhom.components.row_copy",

@@ -26,11 +26,11 @@ import pyopencl.array as cl_array
 
 from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
-from mdhom.components.histogram import feature_groups
 from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
 from mdhom.components.predictor import Predictor
+from mdhom.components.row_histogram import feature_groups
 from mdhom.components.scores import ScoreUpdater
 from mdhom.components.specs import pow2_at_most
 from mdhom.components.split import XGBOOST_GAIN

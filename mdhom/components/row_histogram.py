@@ -1,0 +1,437 @@
+"""The whole-row histograms: a node's int32 (g, h) histogram with a whole row (or a group of its features) per point,
+the node's histogram per work-group in local memory on GPUs (XGBoost's shared-memory histogram) or per work-item in
+private memory on CPUs, with their heuristic, size classes and tuner inputs. The per-feature histogram, the reference
+and the subtraction are :mod:`mdhom.components.histogram`'s; the builder that launches them is
+:mod:`mdhom.components.histogram_builder`.
+
+=====================  ===============================  ======================================================
+kernel                 index space                      combine operators
+=====================  ===============================  ======================================================
+tree_histogram_rows    node x pos                       concat, sum of whole rows into the node's histogram
+tree_histogram_groups  node x grp x pos                 concat, concat, sum of a feature group's part of rows
+=====================  ===============================  ======================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+
+import numpy as np
+
+from mdhom.components.histogram import hist_q_inputs, histogram_reference
+from mdhom.components.lanes import bin_ctype, bins_reader, defines, gh_struct, hist_gh_type
+from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
+from mdhom.devices import Device
+from mdhom.learn.binning import bin_dtype
+from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce
+from mdhom.mdh.parts import LOCAL_PADS
+
+_ROWS_BODY = """
+const int mdh_cnt = slot_count[node];
+if (pos < mdh_cnt) {{
+    const long mdh_p = slot_begin[node] + pos;
+#if TREE_ROW_INDEX
+    const long mdh_r = ridx[mdh_p];
+{prefetch}#else
+    const long mdh_r = mdh_p;
+#endif
+#if ROW_WORDS
+    /* the row's bins as 32-bit words, all loaded before the first is used (TREE_ROW_WORDS words) */
+    uint mdh_w[TREE_ROW_WORDS];
+    __global const uint* mdh_src = (__global const uint*)(bins + mdh_r * TREE_FEATURES);
+    for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i) mdh_w[mdh_i] = mdh_src[mdh_i];
+{rotate_words}#endif
+    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
+        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
+        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
+#if ROTATE{by_feature}
+        /* each work-item starts at its own feature, so a warp's atomics fall in different features' bins */
+        const int mdh_f0 = (int)(get_local_id(0) % TREE_FEATURES);
+#endif
+#if ROW_WORDS{unrolled}
+#pragma unroll
+#endif
+        for (int mdh_i = 0; mdh_i < TREE_FEATURES; ++mdh_i) {{
+{feature}#if ROW_WORDS && TREE_BIN_WIDE
+            const int mdh_b = (mdh_w[{word} >> 1] >> (16 * ({word} & 1))) & 0xffff;
+#elif ROW_WORDS
+            const int mdh_b = (mdh_w[{word} >> 2] >> (8 * ({word} & 3))) & 0xff;
+#else
+            const int mdh_b = tree_bin_of(bins, mdh_r, mdh_f, n_rows, TREE_FEATURES);
+#endif
+            const int mdh_c = (mdh_f * TREE_OUTPUTS + mdh_k) * TREE_BINS + mdh_b;
+{body}
+        }}
+    }}
+}}
+"""
+# ROTATE in row-index builds (GPUs, where local atomics contend) with the row read as words: each work-item starts at
+# its own word (work-item i at word i mod TREE_ROW_WORDS), the words rotated by selects, so the feature loop reads them
+# at fixed indices and they can stay in registers (a rotated index into the word array puts the row in slow private
+# memory: H200, 10^7 rows without any contention, 0.50 ms against 0.25 unrotated, 0.24 rotated by selects; this keeps
+# to registers only where the compiler unrolls the steps' loop, as NVIDIA's does: its count is a constant). Moved
+# builds (CPUs, no local atomics) keep the rotation by feature, and their source the stored configurations were tuned
+# for.
+# the feature a work-item adds at step mdh_i: rotated from its own (mdh_f0) or in order (after "#" or "#el")
+_FEATURE_ROTATED = """if ROTATE
+            const int mdh_f = mdh_i + mdh_f0 < TREE_FEATURES ? mdh_i + mdh_f0 : mdh_i + mdh_f0 - TREE_FEATURES;
+#else
+            const int mdh_f = mdh_i;
+#endif
+"""
+_ROWS_ROTATE_WORDS = {
+    "rotate_words": """#if ROTATE
+    const int mdh_s = (int)(get_local_id(0) % TREE_ROW_WORDS);
+    for (int mdh_step = 1; mdh_step < TREE_ROW_WORDS; mdh_step <<= 1) {
+        uint mdh_t[TREE_ROW_WORDS];
+#pragma unroll
+        for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i) {
+            const int mdh_j = mdh_i + mdh_step;
+            mdh_t[mdh_i] = mdh_w[mdh_j < TREE_ROW_WORDS ? mdh_j : mdh_j - TREE_ROW_WORDS];
+        }
+#pragma unroll
+        for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i)
+            mdh_w[mdh_i] = (mdh_s & mdh_step) ? mdh_t[mdh_i] : mdh_w[mdh_i];
+    }
+#endif
+""",
+    "by_feature": " && !ROW_WORDS",
+    "unrolled": "",
+    "feature": """#if ROW_WORDS && ROTATE
+            /* the rotated row's word mdh_i / (bins a word) is the row's word mdh_s on from it */
+            const int mdh_j = mdh_i / (4 >> TREE_BIN_WIDE) + mdh_s;
+            const int mdh_f = (mdh_j < TREE_ROW_WORDS ? mdh_j : mdh_j - TREE_ROW_WORDS) * (4 >> TREE_BIN_WIDE)
+                              + mdh_i % (4 >> TREE_BIN_WIDE);
+#el""" + _FEATURE_ROTATED,
+    "word": "mdh_i",
+}
+_ROWS_ROTATE_FEATURES = {
+    "rotate_words": "", "by_feature": "", "unrolled": " && !ROTATE", "word": "mdh_f", "feature": "#" + _FEATURE_ROTATED,
+}
+# row-index builds only (the moved rows' source stays as it was, and with it their stored configurations)
+_ROWS_PREFETCH = """#if PREFETCH
+    /* the row this work-item gathers MDH_PREFETCH_AHEAD positions on: its bins (a row may span two cache lines)
+     * and (g, h) */
+    if (pos + MDH_PREFETCH_AHEAD < mdh_cnt) {
+        const long mdh_ra = ridx[mdh_p + MDH_PREFETCH_AHEAD];
+        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES);
+        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES + TREE_FEATURES - 1);
+        MDH_PREFETCH(gh + 2 * mdh_ra * TREE_OUTPUTS);
+    }
+#endif
+"""
+_ROWS_ADD = "            acc.v[mdh_c].g += mdh_g;\n            acc.v[mdh_c].h += mdh_h;"
+_ROWS_ADD_PAIR = "            mdh_add_pair(&acc.v[mdh_c].g, mdh_g, mdh_h);"
+_ROWS_ATOMIC = "            mdh_atomic_add_pair(acc, mdh_c, mdh_g, mdh_h);"
+
+
+@lru_cache(maxsize=32)
+def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_major: bool = False,
+                   row_index: bool = False, sparse: bool = False) -> Description:
+    """The quantized histogram with a whole row per point: (node, pos), each work-item reading a row's (g, h)
+    once and adding it to every feature's bin (the per-feature kernel re-reads (g, h) once per feature); one
+    atom holds a node's whole histogram (feat, output, bin), so with PARTIALS_LOCAL a work-group scatters into
+    a local copy of it (XGBoost's shared-memory histogram). ``row_index``: rows are not moved by partitioning;
+    position ``p`` holds row ``ridx[p]``, whose bins and (g, h) are read in row order (XGBoost's row indices;
+    rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`.
+    Moved rows (what CPUs read) take the generator's ``INLINE`` switch: PoCL calls a fold this large once per row
+    otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
+
+    Row-index builds of dense rows-major bins take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16
+    positions on in its run while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's
+    histograms: 131-138 -> 31-37 ms; a CPU otherwise waits a memory latency per gathered row).
+
+    Its own switches: ``ROW_WORDS`` (a row's bins read as 32-bit words, where rows are whole words) and ``ROTATE``
+    (each work-item walks the features from its own one on, so the work-items of a warp add to different
+    features' bins at once instead of contending for one feature's few; row-index builds reading words start each
+    work-item at its own word instead, ``_ROWS_ROTATE_WORDS``). The row fold is ragged (a node folds its own
+    rows, not the longest node's count) and ``CHUNKED`` (a work-item folds one contiguous run of its node's rows, what
+    a CPU streams; strided shares made every work-group read every cache line of the rows: PoCL, 500k binned Higgs
+    rows in one node, kernel alone, 10.6-14.7 ms strided at 8 work-groups, 4.7 at 2, 3.5 chunked with ROW_WORDS)."""
+    f, k, b = int(n_features), int(n_outputs), int(n_bins)
+    inputs = [
+        Input("bins", bin_ctype(b), ("*",), gather=True),
+        Input("gh", "int", ("*",), gather=True),
+        Input("slot_begin", "int", ("node",), gather=True),
+        Input("slot_count", "int", ("node",), gather=True),
+    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
+    zero = "for (int c = 0; c < TREE_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; out.v[c].h = 0; }\n"
+    words = row_words(b, f, feature_major, sparse)
+    # what a row-index build gathers is a dense rows-major row at bins + r * TREE_FEATURES: the prefetch's address
+    # (compressed rows and features-major bins lie elsewhere)
+    prefetch = row_index and not feature_major and not sparse
+    ahead = _ROWS_PREFETCH if prefetch else ""
+    rotate = _ROWS_ROTATE_WORDS if row_index else _ROWS_ROTATE_FEATURES
+    return Description(
+        "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
+        scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead, **rotate),
+        accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR, prefetch=ahead, **rotate),
+        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead, **rotate), packed_pairs=True,
+        switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
+        extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index, padded=row_index,
+        prefetch=prefetch,
+        inputs=inputs, params=[Param("n_rows", "int")],
+        preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
+        f"#define TREE_ROW_WORDS {words}\n"
+        f"#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
+    )
+
+
+# A node's histogram in feature groups (tree_histogram_groups): the group's features of every row, (g, h) read once a
+# row and group; the same layouts and switches as _ROWS_BODY, byte reads of the bins (a group's bins need not be whole
+# words)
+_GROUPS_BODY = """
+const int mdh_cnt = slot_count[node];
+if (pos < mdh_cnt) {{
+    const long mdh_p = slot_begin[node] + pos;
+#if TREE_ROW_INDEX
+    const long mdh_r = ridx[mdh_p];
+{prefetch}#else
+    const long mdh_r = mdh_p;
+#endif
+    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /* the group's first feature */
+    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
+        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
+        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
+#if ROTATE
+        /* each work-item starts at its own feature of the group (_ROWS_BODY's ROTATE) */
+        const int mdh_f0 = (int)(get_local_id(0) % TREE_GROUP_FEATURES);
+#endif
+        for (int mdh_i = 0; mdh_i < TREE_GROUP_FEATURES; ++mdh_i) {{
+#if ROTATE
+            const int mdh_j = mdh_i + mdh_f0;
+            const int mdh_l = mdh_j < TREE_GROUP_FEATURES ? mdh_j : mdh_j - TREE_GROUP_FEATURES;
+#else
+            const int mdh_l = mdh_i;
+#endif
+            const int mdh_b = tree_bin_of(bins, mdh_r, mdh_f1 + mdh_l, n_rows, TREE_FEATURES);
+            const int mdh_c = (mdh_l * TREE_OUTPUTS + mdh_k) * TREE_BINS + mdh_b;
+{body}
+        }}
+    }}
+}}
+"""
+
+
+def feature_groups(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> int:
+    """Into how many groups of equal size a node's whole-row histogram splits its features so that a group's fits in
+    local memory (:func:`rows_fit`): 1 where the whole row's does, the fewest dividing ``n_features`` otherwise, 0
+    where not even one feature's fits. NVIDIA's 48 KB of local memory hold 28 features of 64 bins but not of the 256
+    that ``max_bin=255`` (the default) takes: such fits read (g, h) once a feature and row instead
+    (``tree_histogram_q``; H200, 10.5M rows, depth-wise: its histograms 20.7 of a 24.1 ms round, 0.66x XGBoost
+    CUDA)."""
+    for g in range(1, max(1, n_features) + 1):
+        if n_features % g == 0 and rows_fit(dev, n_features // g, n_outputs, n_bins):
+            return g
+    return 0
+
+
+@lru_cache(maxsize=32)
+def histogram_groups(n_bins: int, n_features: int, n_outputs: int, groups: int, feature_major: bool = False,
+                     row_index: bool = False, sparse: bool = False) -> Description:
+    """:func:`histogram_rows` with a node's features in ``groups`` groups of equal size (``groups`` divides
+    ``n_features``): (node, grp, pos), each work-item reading a row's (g, h) once per group and adding it to the
+    group's features' bins; one atom holds a group's histogram (feat, output, bin), so a work-group's local copy is a
+    group's and the output (node, grp, ...) is the node's (feat, output, bin) layout. For histograms whose whole row
+    does not fit a work-group's local memory (:func:`feature_groups`); the same switches, inputs and output."""
+    f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
+    if g < 2 or f % g:
+        raise ValueError(f"feature groups: at least 2, dividing the {f} features; got {g}")
+    inputs = [
+        Input("bins", bin_ctype(b), ("*",), gather=True),
+        Input("gh", "int", ("*",), gather=True),
+        Input("slot_begin", "int", ("node",), gather=True),
+        Input("slot_count", "int", ("node",), gather=True),
+    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
+    zero = ("for (int c = 0; c < TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; "
+            "out.v[c].h = 0; }\n")
+    prefetch = row_index and not feature_major and not sparse
+    ahead = _ROWS_PREFETCH if prefetch else ""
+    return Description(
+        "tree_histogram_groups", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
+        Array(hist_gh_type("quantized"), (f // g) * k * b),
+        scalar=zero + _GROUPS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead),
+        accumulate=_GROUPS_BODY.format(body=_ROWS_ADD_PAIR, prefetch=ahead),
+        accumulate_atomic=_GROUPS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead), packed_pairs=True,
+        switches=("ROTATE",), extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index,
+        flat=row_index, padded=row_index, prefetch=prefetch, inputs=inputs, params=[Param("n_rows", "int")],
+        preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
+        f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
+    )
+
+
+def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse: bool = False) -> int:
+    """32-bit words per row of bins where a row may be read as words (rows x features, dense, a whole number of
+    words per row, so every row starts on a word), else 0."""
+    row_bytes = n_features * np.dtype(bin_dtype(n_bins)).itemsize
+    return 0 if feature_major or sparse or row_bytes % 4 else row_bytes // 4
+
+
+def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
+    """Whether a whole node's int32 histogram fits in a work-group's local memory (half of it, to leave room)."""
+    return n_features * n_outputs * n_bins * hist_gh_type("quantized").dtype.itemsize <= dev.local_mem_size // 2
+
+
+def feature_pad(desc: Description) -> int:
+    """``LOCAL_PAD`` that moves each feature's bins (one plane of TREE_OUTPUTS x TREE_BINS words with SPLIT_PAIRS) some
+    banks on from the previous feature's: a pad word every 2^s words, 2^s the largest power of two dividing that stride
+    (at most the largest offered pad): one bank on where the stride is 2^s (64 bins), stride / 2^s banks otherwise;
+    0 where the stride is not a multiple of the 32 banks (features fall apart already)."""
+    words = _defined(desc, "TREE_OUTPUTS") * _defined(desc, "TREE_BINS")
+    s = (words & -words).bit_length() - 1
+    return min(s, max(LOCAL_PADS)) if s >= min(p for p in LOCAL_PADS if p) else 0
+
+
+def _defined(desc: Description, name: str) -> int:
+    """A size the histogram descriptions' preamble defines (:func:`mdhom.components.lanes.defines`)."""
+    return int(re.search(rf"#define {name} (\d+)", desc.preamble).group(1))
+
+
+def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """One node's histogram per work-group in local memory (the description's default where local atomics fit):
+    work-groups enough to fill the device (4 per compute unit on GPUs), as many per node as its rows keep busy
+    (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel. FLAT builds
+    (GPUs, 64 nodes or more) share the rows out over 2 work-groups per compute unit."""
+    cfg = ones(desc, dev, sizes)
+    gpu = dev.type == "gpu"
+    total = (4 if gpu else 1) * max(1, dev.compute_units)
+    if "grp" in desc.dim_names:  # feature groups (tree_histogram_groups): each its own work-groups, sharing the rest
+        cfg["NUM_WG_grp"] = int(sizes["grp"])
+        total = max(1, total // int(sizes["grp"]))
+    wi = 256 if gpu else 16
+    if cfg.get("PARTIALS_LOCAL"):
+        cfg["NUM_WI_pos"] = wi
+    per_node = pow2_at_most(max(1, sizes["pos"] // (8 * cfg["NUM_WI_pos"])), pow2_at_most(total, 512))
+    cfg["NUM_WG_pos"] = per_node
+    cfg["NUM_WG_node"] = pow2_at_most(max(1, total // per_node), pow2_at_most(sizes["node"], 512))
+    if "ROW_WORDS" in desc.switches:
+        # a row's bins as 32-bit words: H100 1.1-1.3x (gathered rows); 2-core EPYC, 500k binned Higgs rows in one
+        # node, contiguous runs (CHUNKED): PoCL 4.4 -> 3.5 ms, Intel's runtime 3.0 -> 2.6 ms (the feature loop
+        # unrolled, so the words stay in registers)
+        cfg["ROW_WORDS"] = 1
+    # local atomics spread over the banks (pairs in two planes) and over the features (each work-item from its own
+    # on): H100, 10.5M binned Higgs rows through a row index, 1.35-1.45x over neither
+    cfg["ROTATE"] = cfg["SPLIT_PAIRS"] = int(gpu and bool(cfg.get("PARTIALS_LOCAL")))
+    if desc.padded and cfg["ROTATE"]:
+        # a warp's work-items on different features still met in one bank where a feature's bins span a multiple of
+        # the 32 banks (64 bins: bin b of every feature in bank b mod 32; few-valued features' common bins conflicted
+        # as if on one address): padding moves each feature's bins some banks on (64 bins: a pad word a feature, one
+        # bank). H200, 10^7 binned Higgs rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one
+        # bin 2.24 -> 0.41 ms
+        cfg["LOCAL_PAD"] = feature_pad(desc)
+    if desc.flat and gpu and cfg.get("PARTIALS_LOCAL") and sizes["node"] >= 64:
+        # batches of many unequal nodes: their rows end to end, an equal share per work-group, instead of every node
+        # the same work-groups and the launch waiting for its longest node's (H200, 10.5M rows, loss-guided batches
+        # of 16-127 nodes 0.20-0.27 ms against 0.23-0.37); one node or a few keep the grid, whose partials the
+        # combine kernel adds faster than hundreds of work-groups add theirs into one node with global atomics
+        # (the root 0.50 ms against 0.64). Two work-groups a compute unit, not four: each adds every piece of a node
+        # it holds into the output with global atomics, a node's whole histogram a piece (H200, the tuner's classes
+        # of 10^7 rows in 64 and 512 nodes, rotated and padded: 0.20 -> 0.16 and 0.21 -> 0.17 ms)
+        cfg["FLAT"], cfg["NUM_WG_node"], cfg["NUM_WG_pos"] = 1, 1, pow2_at_most(max(1, total // 2), 1024)
+        if "grp" in desc.dim_names:  # the groups' runs are on the line too: every work-group takes its share of them
+            cfg["NUM_WG_grp"], cfg["NUM_WG_pos"] = 1, pow2_at_most(max(1, 2 * max(1, dev.compute_units)), 1024)
+    return cfg
+
+
+
+
+def _rows_inputs(s, rng):
+    """What a whole-row histogram call of the learner sees: ``node`` nodes, the longest of ``pos`` rows and the
+    others of ``pos / 64 .. pos`` (log-uniform: a loss-guided batch's nodes differ that much, and a build is chosen
+    by its longest node), int32 (g, h) at the scale a round of that many rows uses, 63 bins + missing, rows x
+    features. Read through the row index (``row_index`` 1, GPUs' layout): each node a disjoint random set of the
+    matrix's rows in ascending order (the partition keeps a node's rows so); moved (0, CPUs' layout): the nodes'
+    rows contiguous, one range after another."""
+    n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
+    n = n_nodes * per
+    a = hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
+    count = np.full(n_nodes, per, np.int64)
+    count[1:] = np.maximum(1, per * np.exp(-rng.random(n_nodes - 1) * np.log(64))).astype(np.int64)
+    begin = np.cumsum(count) - count
+    out = {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
+           "slot_begin": begin.astype(np.int32), "slot_count": count.astype(np.int32)}
+    if s.get("row_index", 1):
+        rows = rng.permutation(n)
+        out["ridx"] = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
+        out["ridx"] = out["ridx"].astype(np.int32)
+    return out
+
+
+def _rows_ref(a, n_bins: int = 64):
+    n = a["n_rows"]
+    bins = a["bins"].reshape(n, -1)
+    gh = a["gh"].reshape(n, -1, 2)
+    ridx = a["ridx"] if "ridx" in a else np.arange(n)
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, a["slot_begin"], a["slot_count"], n_bins)
+    return gh_struct(h).reshape(h.shape[0], -1)
+
+
+def _row_class(prefix: str, nodes: int, rows: int, row_index: int) -> tuple[str, dict[str, int]]:
+    """A size class of the whole-row histogram: ``rows`` rows in ``nodes`` nodes, read through the row index or
+    moved (``row_index``), named so that the tuned file says which."""
+    return (f"{prefix}_1e{round(math.log10(rows))}_nodes_{nodes}",
+            {"node": nodes, "pos": rows // nodes, "feat": 28, "n_bins": 64, "row_index": row_index})
+
+
+# tuned at the calls the learner makes (HistogramBuilder's builds, row_classes), in the variant the device's layout
+# reads (``row_index``): GPUs through the row index, 10^7 rows in one node and in 8, 64 and 512 nodes, and a root of
+# 10^6 rows (``rows_*``); CPUs 10^6 rows in 1, 8 and 64 nodes (a trial of 10^7 rows takes seconds there), moved
+# (``moved_*``) or, where a CPU's layout reads the row index, ``rows_1e6_nodes_1`` and ``index_*``
+_ROW_CLASSES = dict([_row_class("rows", 1, 10**6, 1)] + [_row_class("rows", c, 10**7, 1) for c in (1, 8, 64, 512)]
+                    + [_row_class("index", c, 10**6, 1) for c in (8, 64)]
+                    + [_row_class("moved", c, 10**6, 0) for c in (1, 8, 64)])
+
+
+def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """Whether a class is the variant the device's fits build, at the sizes tuned on its type. The layout is the
+    device's tuned one, else the backend's heuristic (:mod:`mdhom.trees.opencl_backend`: GPUs read rows through the
+    row index, other devices move them; CPUs build whole-row histograms of moved rows, accelerators none). A tune
+    that changes the layout tunes this kernel in the new variant on its next run (the tuner says so)."""
+    from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
+
+    layout, _ = stored(device, "quantized", int(s["feat"]))
+    if layout is not None:
+        row_index, whole = layout.row_index, layout.row_index or layout.whole_rows
+    else:
+        row_index = int(device.type == "gpu")
+        whole = row_index or int(device.type == "cpu")
+    total = s["node"] * s["pos"]
+    sized = total <= 10**6 if device.type == "cpu" else (total > 10**6 or s["node"] == 1)
+    return bool(whole) and int(s.get("row_index", 1)) == int(row_index) and sized
+
+
+HISTOGRAM_ROWS = KernelSpec(
+    "tree_histogram_rows", rows_heuristic,
+    tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1, False,
+                                           bool(s.get("row_index", 1))),
+                  _ROW_CLASSES, _rows_inputs, _rows_ref, applies=_rows_variant_applies,
+                  doc="int32 (g, h) histograms of whole rows (all 28 features per work-item) in 1 to 512 nodes, rows "
+                      "read through the row index or moved, as the device's layout reads them"))
+def _groups_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """Whether a class is what the device's 256-bin fits build: Higgs-shaped rows in ``grp`` groups (the fewest that
+    fit its local memory), read as its layout reads them (:func:`_rows_variant_applies`)."""
+    return (feature_groups(device, int(s["feat"]), 1, int(s["n_bins"])) == int(s["grp"])
+            and _rows_variant_applies(device, s))
+
+
+# GPUs' 256-bin fits (max_bin=255, the default): 28 features in 4 groups (NVIDIA's 48 KB) or 2 (64 KB), 10^7 rows in 1
+# and 64 nodes and a root of 10^6 rows, read through the row index
+_GROUP_CLASSES = {f"groups{g}_{name}": {**sizes, "n_bins": 256, "grp": g}
+                  for g in (2, 4) for name, sizes in ((n, c) for n, c in _ROW_CLASSES.items()
+                                                       if n in ("rows_1e6_nodes_1", "rows_1e7_nodes_1",
+                                                                "rows_1e7_nodes_64"))}
+HISTOGRAM_GROUPS = KernelSpec(
+    "tree_histogram_groups", rows_heuristic,
+    tuning=Tuning(lambda s: histogram_groups(int(s["n_bins"]), int(s["feat"]), 1, int(s["grp"]), False,
+                                             bool(s.get("row_index", 1))),
+                  _GROUP_CLASSES, _rows_inputs, lambda a: _rows_ref(a, 256), applies=_groups_variant_applies,
+                  doc="int32 (g, h) histograms of whole rows in feature groups (256 bins, 28 features in 2 or 4 "
+                      "groups), where a node's whole histogram does not fit local memory"))
+
+
+SPECS = (HISTOGRAM_ROWS, HISTOGRAM_GROUPS)
