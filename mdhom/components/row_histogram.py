@@ -296,7 +296,9 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     """One node's histogram per work-group in local memory (the description's default where local atomics fit):
     work-groups enough to fill the device (4 per compute unit on GPUs), as many per node as its rows keep busy
     (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel. FLAT builds
-    (GPUs, 64 nodes or more) share the rows out over 2 work-groups per compute unit."""
+    (GPUs, 64 nodes or more) share the rows out over 2 work-groups per compute unit. Feature groups take their own
+    work-groups out of the same total, or under FLAT their runs' share of the line (H200, 10.5M rows at 256 bins in 4
+    groups: a depth-wise round's histograms 4.60 ms, against 20.68 for a feature per lane)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     total = (4 if gpu else 1) * max(1, dev.compute_units)
