@@ -173,6 +173,24 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
 
 
+def test_gpus_read_rows_through_the_index_up_to_a_few_feature_groups(oclgrind_device):
+    """The GPU heuristic (Oclgrind is a GPU-type device of 32 KB local memory): quantized rows are read through the row
+    index and histograms built of whole rows where a node's histogram fits local memory whole or in at most
+    ROW_GROUPS feature groups; wider rows stay moved, a feature per lane, as before feature groups."""
+    from mdhom.components.row_histogram import feature_groups
+    from mdhom.trees.opencl_backend import ROW_GROUPS, OpenCLTreeKernels
+
+    rng = np.random.default_rng(5)
+    for n_feat, n_bins, indexed in ((4, 64, True), (16, 256, True), (80, 256, False)):
+        groups = feature_groups(oclgrind_device, n_feat, 1, n_bins)
+        assert (0 < groups <= ROW_GROUPS) == indexed, (n_feat, n_bins, groups)
+        kern = OpenCLTreeKernels(oclgrind_device, "quantized", feature_major=False)
+        kern.load(rng.integers(0, n_bins, size=(64, n_feat)).astype(np.uint8 if n_bins <= 256 else np.uint16),
+                  n_bins, 1)
+        layout = kern.effective_layout()
+        assert (layout.row_index, layout.whole_rows) == (int(indexed), int(indexed)), (n_feat, n_bins)
+
+
 def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_path, monkeypatch):
     entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0, 0, 0).config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,

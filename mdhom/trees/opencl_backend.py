@@ -48,6 +48,10 @@ from mdhom.trees.layouts import stored as stored_layout
 from mdhom.trees.reference import ahead_step
 
 WIDE_ROWS = 64  # features from which CPUs read rows through the row index rather than move them
+# most feature groups for which GPUs read rows through the row index: each group reads a row's index and (g, h) again,
+# and the row-index layout keeps a column copy of the bins for the partition; wider rows (hundreds of features) stay
+# moved, as before feature groups, since neither is measured there
+ROW_GROUPS = 8
 LOOKAHEAD_GPU = 0  # levels below loss-guided batches split on the device, by default on GPUs (see load; depth-wise
 # levels: DEPTH_AHEAD)
 SPECULATE = True  # by default (CPUs and GPUs alike): loss-guided batches reach below the heap's leaves
@@ -189,13 +193,15 @@ class OpenCLTreeKernels:
         if row_index is None and layout is not None:
             row_index = bool(layout.row_index) and not feature_major
         if row_index is None:
-            # GPUs, quantized, where a node's histogram fits in local memory (whole or in
-            # feature groups). H100, 10.5M Higgs rows, per round
-            # 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
+            # GPUs, quantized, where a node's histogram fits in local memory, whole or in at most ROW_GROUPS feature
+            # groups (H200, 10.5M Higgs rows at 256 bins, 4 groups: 0.0076 / 0.0166 s a depth-wise / loss-guided round
+            # against 0.0241 / 0.0283 with rows moved and a feature per lane). H100, 10.5M Higgs rows, 64 bins, per
+            # round 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
             # 8): the partition moves 8 bytes a row instead of ~40; with the layout already fixed feature-major
             # (device bins), rows stay moved
             row_index = (ws.device.type == "gpu" and ws.quantized
-                         and feature_groups(ws.device, n_feat, n_outputs, n_bins) > 0 and not feature_major)
+                         and 0 < feature_groups(ws.device, n_feat, n_outputs, n_bins) <= ROW_GROUPS
+                         and not feature_major)
             # CPUs, wide rows (rows x features): a byte per feature is a cache line per (row, feature) read in either
             # mode once a row spans one (64 features), while moving rows costs the position-order and scratch
             # copies of the bin matrix (20000 x 5000 sparse: 100 MB instead of 300 MB) and a byte per feature per
