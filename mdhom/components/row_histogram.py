@@ -29,7 +29,8 @@ from mdhom.learn.binning import bin_dtype
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce
 from mdhom.mdh.parts import LOCAL_PADS
 
-_ROWS_BODY = """
+# A point's row: its position in the node's range and, through the row index, the row (both bodies below)
+_ROW_AT = """
 const int mdh_cnt = slot_count[node];
 if (pos < mdh_cnt) {{
     const long mdh_p = slot_begin[node] + pos;
@@ -38,17 +39,20 @@ if (pos < mdh_cnt) {{
 {prefetch}#else
     const long mdh_r = mdh_p;
 #endif
-#if ROW_WORDS
+"""
+# each output's (g, h) of the row, read once for the row's features
+_ROW_GH = """    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
+        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
+        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
+        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
+"""
+_ROWS_BODY = _ROW_AT + """#if ROW_WORDS
     /* the row's bins as 32-bit words, all loaded before the first is used (TREE_ROW_WORDS words) */
     uint mdh_w[TREE_ROW_WORDS];
     __global const uint* mdh_src = (__global const uint*)(bins + mdh_r * TREE_FEATURES);
     for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i) mdh_w[mdh_i] = mdh_src[mdh_i];
 {rotate_words}#endif
-    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
-        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
-        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
-        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
-#if ROTATE{by_feature}
+""" + _ROW_GH + """#if ROTATE{by_feature}
         /* each work-item starts at its own feature, so a warp's atomics fall in different features' bins */
         const int mdh_f0 = (int)(get_local_id(0) % TREE_FEATURES);
 #endif
@@ -129,6 +133,27 @@ _ROWS_ADD_PAIR = "            mdh_add_pair(&acc.v[mdh_c].g, mdh_g, mdh_h);"
 _ROWS_ATOMIC = "            mdh_atomic_add_pair(acc, mdh_c, mdh_g, mdh_h);"
 
 
+def _row_parts(body: str, cells: str, n_bins: int, row_index: bool, feature_major: bool, sparse: bool,
+               **fmt: str) -> dict:
+    """What the whole-row descriptions share: their inputs, the prefetch (a row-index build gathers a dense rows-major
+    row at bins + r * TREE_FEATURES, the prefetch's address; compressed rows and features-major bins lie elsewhere),
+    and the scalar function and folds of ``body`` (its histogram of ``cells`` cells zeroed in the scalar function)."""
+    inputs = [
+        Input("bins", bin_ctype(n_bins), ("*",), gather=True),
+        Input("gh", "int", ("*",), gather=True),
+        Input("slot_begin", "int", ("node",), gather=True),
+        Input("slot_count", "int", ("node",), gather=True),
+    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
+    prefetch = row_index and not feature_major and not sparse
+    fmt["prefetch"] = _ROWS_PREFETCH if prefetch else ""
+    zero = f"for (int c = 0; c < {cells}; ++c) {{ out.v[c].g = 0; out.v[c].h = 0; }}\n"
+    return dict(scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
+                accumulate=body.format(body=_ROWS_ADD_PAIR, **fmt),
+                accumulate_atomic=body.format(body=_ROWS_ATOMIC, **fmt), packed_pairs=True,
+                extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index,
+                padded=row_index, prefetch=prefetch, inputs=inputs, params=[Param("n_rows", "int")])
+
+
 @lru_cache(maxsize=32)
 def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_major: bool = False,
                    row_index: bool = False, sparse: bool = False) -> Description:
@@ -153,28 +178,13 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     a CPU streams; strided shares made every work-group read every cache line of the rows: PoCL, 500k binned Higgs
     rows in one node, kernel alone, 10.6-14.7 ms strided at 8 work-groups, 4.7 at 2, 3.5 chunked with ROW_WORDS)."""
     f, k, b = int(n_features), int(n_outputs), int(n_bins)
-    inputs = [
-        Input("bins", bin_ctype(b), ("*",), gather=True),
-        Input("gh", "int", ("*",), gather=True),
-        Input("slot_begin", "int", ("node",), gather=True),
-        Input("slot_count", "int", ("node",), gather=True),
-    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
-    zero = "for (int c = 0; c < TREE_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; out.v[c].h = 0; }\n"
     words = row_words(b, f, feature_major, sparse)
-    # what a row-index build gathers is a dense rows-major row at bins + r * TREE_FEATURES: the prefetch's address
-    # (compressed rows and features-major bins lie elsewhere)
-    prefetch = row_index and not feature_major and not sparse
-    ahead = _ROWS_PREFETCH if prefetch else ""
     rotate = _ROWS_ROTATE_WORDS if row_index else _ROWS_ROTATE_FEATURES
     return Description(
         "tree_histogram_rows", ["node", "pos"], [Concat(), Reduce(SUM)], Array(hist_gh_type("quantized"), f * k * b),
-        scalar=zero + _ROWS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead, **rotate),
-        accumulate=_ROWS_BODY.format(body=_ROWS_ADD_PAIR, prefetch=ahead, **rotate),
-        accumulate_atomic=_ROWS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead, **rotate), packed_pairs=True,
         switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
-        extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index, padded=row_index,
-        prefetch=prefetch,
-        inputs=inputs, params=[Param("n_rows", "int")],
+        **_row_parts(_ROWS_BODY, "TREE_FEATURES * TREE_OUTPUTS * TREE_BINS", b, row_index, feature_major, sparse,
+                     **rotate),
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
         f"#define TREE_ROW_WORDS {words}\n"
         f"#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
@@ -184,21 +194,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
 # A node's histogram in feature groups (tree_histogram_groups): the group's features of every row, (g, h) read once a
 # row and group; the same layouts and switches as _ROWS_BODY, byte reads of the bins (a group's bins need not be whole
 # words)
-_GROUPS_BODY = """
-const int mdh_cnt = slot_count[node];
-if (pos < mdh_cnt) {{
-    const long mdh_p = slot_begin[node] + pos;
-#if TREE_ROW_INDEX
-    const long mdh_r = ridx[mdh_p];
-{prefetch}#else
-    const long mdh_r = mdh_p;
-#endif
-    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /* the group's first feature */
-    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
-        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
-        const int mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
-        if (mdh_g == 0 && mdh_h == 0) continue;  /* rows left out by subsampling */
-#if ROTATE
+_GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /* the group's first feature */
+""" + _ROW_GH + """#if ROTATE
         /* each work-item starts at its own feature of the group (_ROWS_BODY's ROTATE) */
         const int mdh_f0 = (int)(get_local_id(0) % TREE_GROUP_FEATURES);
 #endif
@@ -242,24 +239,11 @@ def histogram_groups(n_bins: int, n_features: int, n_outputs: int, groups: int, 
     f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
     if g < 2 or f % g:
         raise ValueError(f"feature groups: at least 2, dividing the {f} features; got {g}")
-    inputs = [
-        Input("bins", bin_ctype(b), ("*",), gather=True),
-        Input("gh", "int", ("*",), gather=True),
-        Input("slot_begin", "int", ("node",), gather=True),
-        Input("slot_count", "int", ("node",), gather=True),
-    ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
-    zero = ("for (int c = 0; c < TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) { out.v[c].g = 0; "
-            "out.v[c].h = 0; }\n")
-    prefetch = row_index and not feature_major and not sparse
-    ahead = _ROWS_PREFETCH if prefetch else ""
     return Description(
         "tree_histogram_groups", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
-        Array(hist_gh_type("quantized"), (f // g) * k * b),
-        scalar=zero + _GROUPS_BODY.format(body=_ROWS_ADD.replace("acc.", "out."), prefetch=ahead),
-        accumulate=_GROUPS_BODY.format(body=_ROWS_ADD_PAIR, prefetch=ahead),
-        accumulate_atomic=_GROUPS_BODY.format(body=_ROWS_ATOMIC, prefetch=ahead), packed_pairs=True,
-        switches=("ROTATE",), extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index,
-        flat=row_index, padded=row_index, prefetch=prefetch, inputs=inputs, params=[Param("n_rows", "int")],
+        Array(hist_gh_type("quantized"), (f // g) * k * b), switches=("ROTATE",),
+        **_row_parts(_GROUPS_BODY, "TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS", b, row_index, feature_major,
+                     sparse),
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
         f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
     )
