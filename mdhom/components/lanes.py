@@ -77,16 +77,23 @@ def with_quantized_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict
     return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
 
 
+def defined(desc, name: str) -> int | None:  # noqa: ANN001 - a mdhom.mdh.Description
+    """The integer a tree description's preamble defines as ``name`` (:func:`defines` and the descriptions' own
+    ``#define``s), None where it defines none."""
+    hit = re.search(rf"#define {name} (\d+)", desc.preamble)
+    return int(hit.group(1)) if hit else None
+
+
 def variant_markers(desc) -> dict[str, int]:  # noqa: ANN001 - a mdhom.mdh.Description
     """The variant a tree kernel's build is of, in the markers its tuner classes carry (:func:`with_quantized_classes`,
     :func:`with_vector_classes`, the whole-row histogram's ``row_index``): how a build of another version of the kernel
     (another number of bins, none of its classes tuned for its code) picks a class of its own variant
-    (:func:`mdhom.configs.alike`)."""
+    (:meth:`mdhom.components.specs.KernelSpec.variant_classes`, :func:`mdhom.configs.lookup`'s ``prefer``)."""
     out = {"vector": int(getattr(desc, "vector", None) is not None)}
     for key, name in (("quantized", "TREE_QUANTIZED"), ("row_index", "TREE_ROW_INDEX")):
-        hit = re.search(rf"#define {name} (\d+)", desc.preamble)
-        if hit:
-            out[key] = int(hit.group(1))
+        value = defined(desc, name)
+        if value is not None:
+            out[key] = value
     return out
 
 

@@ -15,14 +15,13 @@ tree_histogram_groups  node x grp x pos                 concat, concat, sum of a
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
 
 from mdhom.components.histogram import hist_q_inputs, histogram_reference
-from mdhom.components.lanes import bin_ctype, bins_reader, defines, gh_struct, hist_gh_type
+from mdhom.components.lanes import bin_ctype, bins_reader, defined, defines, gh_struct, hist_gh_type
 from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
 from mdhom.learn.binning import bin_dtype
@@ -266,14 +265,9 @@ def feature_pad(desc: Description) -> int:
     banks on from the previous feature's: a pad word every 2^s words, 2^s the largest power of two dividing that stride
     (at most the largest offered pad): one bank on where the stride is 2^s (64 bins), stride / 2^s banks otherwise;
     0 where the stride is not a multiple of the 32 banks (features fall apart already)."""
-    words = _defined(desc, "TREE_OUTPUTS") * _defined(desc, "TREE_BINS")
+    words = defined(desc, "TREE_OUTPUTS") * defined(desc, "TREE_BINS")
     s = (words & -words).bit_length() - 1
     return min(s, max(LOCAL_PADS)) if s >= min(p for p in LOCAL_PADS if p) else 0
-
-
-def _defined(desc: Description, name: str) -> int:
-    """A size the histogram descriptions' preamble defines (:func:`mdhom.components.lanes.defines`)."""
-    return int(re.search(rf"#define {name} (\d+)", desc.preamble).group(1))
 
 
 def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
