@@ -566,3 +566,35 @@ def test_a_budgeted_tune_goes_on_where_the_rounds_cannot_be_profiled(cpu, tmp_pa
                              echo=lines.append, progress_bar=False, confirm=False)
     assert any("could not be profiled (RuntimeError: no fit here)" in line for line in lines), lines
     assert results and all(r.measured >= 1 for r in results)
+
+
+def test_every_build_of_a_fit_is_of_a_class_its_devices_tune_stores(device, monkeypatch):
+    """Each tuned kernel that a fit builds on a device, at the sizes the fit builds it, has a size class of that
+    device's tune to take its configuration from (the nearest class that qualifies). A build none qualifies for runs
+    its heuristic and warns "not tuned: run mdhom tune" after every tune: the per-feature histograms' level builds
+    (8 and 64 nodes) did, on every CPU fit in double precision, while the tuner stored classes of one node only."""
+    from mdhom import TreeBoostClassifier
+    from mdhom.components import workspace
+    from mdhom.tunable import applicable_classes
+
+    orphans: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
+    config = workspace.Workspace.config
+
+    def spy(self, spec, desc, sizes):  # noqa: ANN001, ANN202
+        t = spec.tuning
+        if t is not None and spec.tuned_on(self.device):
+            pool = applicable_classes(t.size_classes, t.applies, self.device)
+            if configs.nearest_class({c: {"sizes": s} for c, s in pool.items()}, sizes) is None:
+                orphans.add((desc.name, tuple(sorted(sizes.items()))))
+        return config(self, spec, desc, sizes)
+
+    monkeypatch.setattr(workspace.Workspace, "config", spy)
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # the lookups' warnings aside: which classes exist is the question
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6000, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    for precision in ("double", "quantized"):
+        for policy in ("depthwise", "lossguide"):
+            TreeBoostClassifier(n_estimators=2, grow_policy=policy, max_depth=4 if policy == "depthwise" else 0,
+                                max_leaves=16, precision=precision, device=device).fit(X, y)
+    assert not orphans, sorted(orphans)

@@ -213,21 +213,35 @@ def _binned_like_higgs(rng: np.random.Generator, n: int, n_features: int, n_bins
     return bins
 
 
+def node_slots(n_nodes: int, per: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(slot_begin, slot_count) of ``n_nodes`` nodes packed into ``n_nodes * per`` positions, as a level of a tree
+    holds them: the first node ``per`` rows (the extent the build is sized for), the others from ``per`` down to a
+    64th of it (children of uneven splits)."""
+    count = np.full(n_nodes, per, np.int64)
+    count[1:] = np.maximum(1, per * np.exp(-rng.random(n_nodes - 1) * np.log(64))).astype(np.int64)
+    begin = np.cumsum(count) - count
+    return begin.astype(np.int32), count.astype(np.int32)
+
+
 def _hist_inputs(s, rng):
-    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
-    bins = _binned_like_higgs(rng, n, f, b)
+    """Float64 (g, h) of ``node`` nodes of up to ``pos`` rows each (:func:`node_slots`)."""
+    nodes, per, f, k, b = s.get("node", 1), s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    n = nodes * per
     gh = np.stack([rng.standard_normal((n, k)), rng.random((n, k))], axis=-1)
-    return {"bins": bins, "gh": gh, "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32),
+    begin, count = node_slots(nodes, per, rng)
+    return {"bins": _binned_like_higgs(rng, n, f, b), "gh": gh, "slot_begin": begin, "slot_count": count,
             "n_rows": n}
 
 
 def hist_q_inputs(s, rng):
-    """The root pass of a round in quantized mode: int32 (g, h) at the scale a round of ``pos`` rows uses."""
-    n, f, k, b = s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    """Int32 (g, h) at the scale a round of ``node * pos`` rows uses, in ``node`` nodes (:func:`node_slots`)."""
+    nodes, per, f, k, b = s.get("node", 1), s["pos"], s["feat"], s["output"], s.get("n_bins", 64)
+    n = nodes * per
     gq, hq, _ = quantize_gh(rng.standard_normal((n, k)), rng.random((n, k)))
     gh = np.stack([gq, hq], axis=-1).astype(np.int32)
-    return {"bins": _binned_like_higgs(rng, n, f, b), "gh": gh,
-            "slot_begin": np.array([0], np.int32), "slot_count": np.array([n], np.int32), "n_rows": n}
+    begin, count = node_slots(nodes, per, rng)
+    return {"bins": _binned_like_higgs(rng, n, f, b), "gh": gh, "slot_begin": begin, "slot_count": count,
+            "n_rows": n}
 
 
 def _hist_ref(a, n_bins: int = 64):
@@ -238,22 +252,25 @@ def _hist_ref(a, n_bins: int = 64):
 
 
 _ROWS = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
-_ROOT = {f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in _ROWS.items()}
+# the builds the learner makes (HistogramBuilder, NODE_CLASSES): the root pass (one node owning every row) and a
+# level's few and many nodes sharing 10^6 rows. Without the node classes a fit's two level builds found no class
+# (a class of one node says nothing of parallelism over nodes), so every CPU fit in double precision warned "not
+# tuned for tree_histogram: run mdhom tune", which no tune could silence.
+_CLASSES = ({f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in _ROWS.items()}
+            | {f"rows_1e6_nodes_{c}": {"node": c, "feat": 28, "output": 1, "pos": 10**6 // c, "n_bins": 64}
+               for c in (8, 64)})
 
-# Tuned on the root pass (one node owning every row), the only level whose inputs the generic tuner can make
-# with the declared extents. Exact mode pins the row fold to one lane, so a tuned tree_histogram configuration
-# only serves exact=False.
 _EXACT_ROWS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # a row at a time, in order: the numpy reference's sums
 HISTOGRAM = KernelSpec(
     "tree_histogram", histogram_heuristic, exact_pins=_EXACT_ROWS,
     # float64 histograms run in exact fits (the default of precision="double"), under the pins: tuned under them (a
     # 3-minute PoCL tune had timed its 1M-row class at 73 ms with the rows over 4 groups, an order no fit runs)
-    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _ROOT, _hist_inputs, _hist_ref, fixed=_EXACT_ROWS,
-                  doc="(g, h) histograms of 63 bins + missing, 28 features, one node's rows"))
+    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _CLASSES, _hist_inputs, _hist_ref, fixed=_EXACT_ROWS,
+                  doc="(g, h) histograms of 63 bins + missing, 28 features, of one node's rows or a level's"))
 # int32 lanes, exact: the tuner compares bit for bit; its space includes PARTIALS_LOCAL from the description
 HISTOGRAM_Q = KernelSpec(
     "tree_histogram_q", histogram_heuristic,
-    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _ROOT, hist_q_inputs, _hist_ref,
+    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64)), "quantized"), _CLASSES, hist_q_inputs, _hist_ref,
                   doc="int32 fixed-point (g, h) histograms (precision='quantized'), 63 bins + missing, 28 features"))
 # the learner subtracts with tree_hist_siblings (a batch's children in one launch); kept as the plain md_hom
 # form of the subtraction, tested on every device, and not tuned: nothing runs it in a fit

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.histogram import hist_q_inputs, histogram_reference
+from mdhom.components.histogram import hist_q_inputs, histogram_reference, node_slots
 from mdhom.components.lanes import bin_ctype, bins_reader, defined, defines, gh_struct, hist_gh_type
 from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
@@ -330,11 +330,9 @@ def _rows_inputs(s, rng):
     n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
     n = n_nodes * per
     a = hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
-    count = np.full(n_nodes, per, np.int64)
-    count[1:] = np.maximum(1, per * np.exp(-rng.random(n_nodes - 1) * np.log(64))).astype(np.int64)
-    begin = np.cumsum(count) - count
-    out = {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n,
-           "slot_begin": begin.astype(np.int32), "slot_count": count.astype(np.int32)}
+    begin, count = node_slots(n_nodes, per, rng)
+    out = {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n, "slot_begin": begin,
+           "slot_count": count}
     if s.get("row_index", 1):
         rows = rng.permutation(n)
         out["ridx"] = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
