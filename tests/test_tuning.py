@@ -598,3 +598,35 @@ def test_every_build_of_a_fit_is_of_a_class_its_devices_tune_stores(device, monk
             TreeBoostClassifier(n_estimators=2, grow_policy=policy, max_depth=4 if policy == "depthwise" else 0,
                                 max_leaves=16, precision=precision, device=device).fit(X, y)
     assert not orphans, sorted(orphans)
+
+
+def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch):
+    """A device whose tuned file the package ships fits without a TunedConfigWarning: every kernel its fits build,
+    in the variant its stored layout reads, finds an entry that builds. Intel's runtime on the 2-core EPYC had a
+    stored layout that reads rows through the row index but whole-row histogram entries of moved rows (tuned before
+    the layout stage chose), so every quantized fit there warned five times that an entry is not usable."""
+    import warnings
+    from importlib import resources
+    from pathlib import Path
+
+    from mdhom import TreeBoostClassifier
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+
+    shipped = Path(str(resources.files("mdhom.tuned_configs")))
+    hit = configs.find_device_file(device.key, [shipped])
+    if hit is None or not configs._same_units(hit[1], device):
+        pytest.skip(f"the package ships no tuned file for {device.key} at {device.compute_units} compute units")
+    monkeypatch.setattr(configs, "package_dir", lambda: shipped)
+    X, y = make_higgs_like(4000, 28, 0, 0.0, TRAIN_STREAM)
+    said: list[str] = []
+    for precision in ("auto", "quantized"):
+        for policy in ("depthwise", "lossguide"):
+            for max_bin in (255, 63):
+                kw = {} if precision == "auto" else {"precision": precision}
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", configs.TunedConfigWarning)
+                    TreeBoostClassifier(n_estimators=2, grow_policy=policy, max_bin=max_bin, max_leaves=31,
+                                        max_depth=5 if policy == "depthwise" else 0, device=device, **kw).fit(X, y)
+                said += [f"{precision} {policy} {max_bin}: {w.message}" for w in caught
+                         if issubclass(w.category, configs.TunedConfigWarning)]
+    assert not said, said
