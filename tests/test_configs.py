@@ -398,6 +398,14 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     assert pt.FLAGS.tuning is not None and not pt.FLAGS.tuned_on(cpu) and rh.HISTOGRAM_ROWS.tuned_on(cpu)
     with pytest.warns(TunedConfigWarning, match="not tuned for tree_histogram_rows"):
         ws.config(rh.HISTOGRAM_ROWS, rh.histogram_rows(64, 28), {"node": 1, "pos": 1000})
+    # sizes that no class of the tune serves (one block of a GPU's group partition: a fit of under 4096 rows) run the
+    # heuristic whatever is tuned: no warning either (H200, a 4000-row fit asked for a re-run of the tuner)
+    from mdhom.components.partition_kernels import GROUP_COUNTS, GROUP_ROWS
+
+    gpu = dataclasses.replace(cpu, type="gpu")
+    assert GROUP_COUNTS.tuned_on(gpu) and not GROUP_COUNTS.tuned_on(cpu)
+    assert GROUP_COUNTS.tuned_on(gpu, {"blk": 245, "k": GROUP_ROWS})
+    assert not GROUP_COUNTS.tuned_on(gpu, {"blk": 1, "k": GROUP_ROWS})
 
 
 def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):

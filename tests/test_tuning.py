@@ -575,17 +575,13 @@ def test_every_build_of_a_fit_is_of_a_class_its_devices_tune_stores(device, monk
     (8 and 64 nodes) did, on every CPU fit in double precision, while the tuner stored classes of one node only."""
     from mdhom import TreeBoostClassifier
     from mdhom.components import workspace
-    from mdhom.tunable import applicable_classes
 
     orphans: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
     config = workspace.Workspace.config
 
     def spy(self, spec, desc, sizes):  # noqa: ANN001, ANN202
-        t = spec.tuning
-        if t is not None and spec.tuned_on(self.device):
-            pool = applicable_classes(t.size_classes, t.applies, self.device)
-            if configs.nearest_class({c: {"sizes": s} for c, s in pool.items()}, sizes) is None:
-                orphans.add((desc.name, tuple(sorted(sizes.items()))))
+        if spec.tuned_on(self.device) and not spec.tuned_on(self.device, sizes):
+            orphans.add((desc.name, tuple(sorted(sizes.items()))))
         return config(self, spec, desc, sizes)
 
     monkeypatch.setattr(workspace.Workspace, "config", spy)

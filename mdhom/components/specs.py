@@ -112,14 +112,20 @@ class KernelSpec:
     exact_pins: Mapping[str, int] = field(default_factory=dict)
     tuning: Tuning | None = None
 
-    def tuned_on(self, device: Device) -> bool:
+    def tuned_on(self, device: Device, sizes: Mapping[str, int] | None = None) -> bool:
         """Whether a tune of ``device`` stores this kernel: some size class of it applies there (a kernel a device's
         learner builds but runs only on other devices, such as the GPUs' per-row partition flags on a CPU, is not
-        tuned there, and no re-run of the tuner would stop a warning that it is not)."""
+        tuned there, and no re-run of the tuner would stop a warning that it is not); with ``sizes``, one that a
+        build of those sizes may take (:func:`mdhom.configs.nearest_class`: a GPU fit of under 4096 rows has one
+        block of the group partition, which no class of many blocks serves)."""
+        from mdhom.configs import nearest_class
         from mdhom.tunable import applicable_classes
 
         t = self.tuning
-        return t is not None and bool(applicable_classes(t.size_classes, t.applies, device))
+        pool = applicable_classes(t.size_classes, t.applies, device) if t is not None else {}
+        if sizes is None or not pool:
+            return bool(pool)
+        return nearest_class({c: {"sizes": s} for c, s in pool.items()}, sizes) is not None
 
     def variant_classes(self, desc: Description) -> frozenset[str] | None:
         """The tuner's size classes of ``desc``'s variant: those whose markers (0/1 sizes such as ``quantized`` and

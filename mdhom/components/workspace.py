@@ -129,8 +129,8 @@ class Workspace:
         if cfg is None:
             from mdhom.configs import lookup
 
-            # "re-run mdhom tune" only for kernels a tune stores: of the others no tune can silence it
-            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuned_on(self.device),
+            # "re-run mdhom tune" only where a tune stores a class these sizes take: elsewhere no tune can silence it
+            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuned_on(self.device, sizes),
                                  prefer=spec.variant_classes(desc))
         if cfg is None:
             cfg = spec.heuristic(desc, self.device, sizes)
