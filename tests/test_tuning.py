@@ -626,3 +626,33 @@ def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch):
                 said += [f"{precision} {policy} {max_bin}: {w.message}" for w in caught
                          if issubclass(w.category, configs.TunedConfigWarning)]
     assert not said, said
+
+
+def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, monkeypatch):
+    """When the layout stage finds a quantized layout that reads rows otherwise than the layout the studies ran under,
+    the tune plans the studies of the variants it builds (Intel's runtime had stored a row-index layout beside
+    whole-row histogram entries of moved rows only, and every quantized fit warned); a layout of the studied
+    variant, or none found, plans nothing."""
+    import dataclasses
+
+    from mdhom.components.row_histogram import HISTOGRAM_ROWS
+    from mdhom.trees.layouts import Layout, kernel_name
+    from mdhom.tuning.driver import Plan, _new_variant_plans
+
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # no stored layout: the CPU heuristic moves rows
+    kernel = HISTOGRAM_ROWS.tunable()
+    fresh = dataclasses.replace(cpu, key="test-no-such-device-v0", type="cpu")
+    todo = [Plan(kernel, c, dict(s)) for c, s in kernel.classes(False, fresh).items()]
+    assert sorted(p.size_class for p in todo) == ["moved_1e6_nodes_1", "moved_1e6_nodes_64", "moved_1e6_nodes_8"]
+
+    def found(layout: Layout, precision: str = "quantized") -> list:
+        return [(kernel_name(precision), "higgs28", {"config": layout.config()}, None)]
+
+    index = Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)
+    moved = Layout(row_index=0, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)
+    again = _new_variant_plans(todo, fresh, False, found(index))
+    assert sorted(p.size_class for p in again) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
+    assert all(p.kernel is kernel for p in again)
+    assert _new_variant_plans(todo, fresh, False, found(moved)) == []
+    assert _new_variant_plans(todo, fresh, False, found(index, "double")) == []  # the histogram's is quantized's
+    assert _new_variant_plans(todo, fresh, False, []) == []

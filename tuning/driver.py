@@ -141,39 +141,44 @@ def tune_device(
                      "the planned order, the budget shared evenly")
         if priority is not None:
             todo, weights = (list(x) for x in zip(*ordered(todo, priority), strict=True)) if todo else ([], [])
-    results: list[StudyResult] = []
-    skipped: list[Plan] = []
     hashes: dict[str, str] = {}
-    for i, p in enumerate(todo):
-        timeout = None
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:  # no time for it: not even its inputs are made
-                skipped = todo[i:]
-                break
-            timeout = left * weights[i] / sum(weights[i:])
-        desc = p.kernel.describe(p.sizes)
-        h = configs.description_hash(desc)
-        hashes[f"{p.kernel.name}/{p.size_class}"] = h
-        dims = p.kernel.dim_sizes(p.sizes)
-        space = SearchSpace(desc, device, dims, fixed=p.kernel.fixed_at(p.sizes),
-                            baseline=p.kernel.baseline_config(device, p.sizes))
-        seeds = _seeds(space, configs.stored_config(device, p.kernel.name, p.size_class, directory))
-        label = f"{p.kernel.name} {p.size_class}"
-        bar = _Bar(label, budget, enabled=progress_bar)
-        try:
-            runner = make_runner(p.kernel, device, p.sizes)
-            res = run_study(
-                space, runner, kernel=p.kernel.name, size_class=p.size_class, device_key=device.key,
-                desc_hash=h, budget=budget, timeout=timeout, storage=storage, sampler=sampler, seed=seed,
-                progress=bar.update, seeds=seeds,
-            )
-        finally:
-            bar.close()
-        if confirm and hasattr(runner, "retime") and res.config is not None and res.default_seconds is not None:
-            _confirm(runner, res)
-        results.append(res)
-        echo(format_result(res))
+
+    def run(plans: list[Plan], weights: list[float], deadline: float | None) -> tuple[list[StudyResult], list[Plan]]:
+        """The studies of ``plans`` in turn, each its weight's share of the time left until ``deadline``; those
+        whose turn comes after it are returned, not run."""
+        done: list[StudyResult] = []
+        for i, p in enumerate(plans):
+            timeout = None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:  # no time for it: not even its inputs are made
+                    return done, plans[i:]
+                timeout = left * weights[i] / sum(weights[i:])
+            desc = p.kernel.describe(p.sizes)
+            h = configs.description_hash(desc)
+            hashes[f"{p.kernel.name}/{p.size_class}"] = h
+            dims = p.kernel.dim_sizes(p.sizes)
+            space = SearchSpace(desc, device, dims, fixed=p.kernel.fixed_at(p.sizes),
+                                baseline=p.kernel.baseline_config(device, p.sizes))
+            seeds = _seeds(space, configs.stored_config(device, p.kernel.name, p.size_class, directory))
+            label = f"{p.kernel.name} {p.size_class}"
+            bar = _Bar(label, budget, enabled=progress_bar)
+            try:
+                runner = make_runner(p.kernel, device, p.sizes)
+                res = run_study(
+                    space, runner, kernel=p.kernel.name, size_class=p.size_class, device_key=device.key,
+                    desc_hash=h, budget=budget, timeout=timeout, storage=storage, sampler=sampler, seed=seed,
+                    progress=bar.update, seeds=seeds,
+                )
+            finally:
+                bar.close()
+            if confirm and hasattr(runner, "retime") and res.config is not None and res.default_seconds is not None:
+                _confirm(runner, res)
+            done.append(res)
+            echo(format_result(res))
+        return done, []
+
+    results, skipped = run(todo, weights, deadline)
     if skipped:
         names = list(dict.fromkeys(p.kernel.name for p in skipped))
         order = " (run in the order of the learner's round, its heaviest kernels first)" if priority is not None else ""
@@ -198,6 +203,16 @@ def tune_device(
             checked = checked_layout(device)
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
+            again = _new_variant_plans(todo, device, quick, found)
+            if again:  # until the layouts' deadline, or a tenth of the budget from now if that is later
+                variants = ", ".join(dict.fromkeys(p.kernel.name for p in again))
+                echo(f"the tuned layout builds other variants of {variants}: tuning those")
+                until = None if minutes is None else max(layout_deadline, time.monotonic() + 6.0 * minutes)
+                more, _ = run(again, [1.0] * len(again), until)
+                todo = todo + again[:len(more)]
+                results += more
+                entries += [(r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
+                            for r in more if r.config is not None]
         laid_out = time.monotonic()
         if entries and end_to_end is not None:
             entries, _ = checked_entries(device, entries, end_to_end, echo)
@@ -222,6 +237,23 @@ def _seeds(space: SearchSpace, stored: dict[str, int] | None) -> list[dict[str, 
     names = {q.name for q in space.parameters}
     seed = {**space.default, **{k: v for k, v in stored.items() if k in names}, **space.fixed}
     return [] if seed == space.default or space.check(seed) is not None else [seed]
+
+
+def _new_variant_plans(todo: list[Plan], device: Any, quick: bool, found: list) -> list[Plan]:
+    """The studies of the variants that the layouts just found build, where the studies ran others (``Tuning.applies``
+    reads the stored layout: a tune that stores a layout reading rows through the row index had tuned the whole-row
+    histogram of moved rows, and every quantized fit then warned that its entries are not usable): the tuned
+    kernels' classes that apply under the found quantized layout and were not studied."""
+    from mdhom.trees.layouts import Layout, forcing, kernel_name
+
+    chosen = next((e[2]["config"] for e in found if e[0] == kernel_name("quantized")), None)
+    if chosen is None:
+        return []
+    studied = {(p.kernel.name, p.size_class) for p in todo}
+    kernels = {p.kernel.name: p.kernel for p in todo if p.kernel.applies is not None}
+    with forcing(Layout.of(chosen)):
+        return [Plan(k, c, dict(sz)) for k in kernels.values() for c, sz in k.classes(quick, device).items()
+                if (k.name, c) not in studied]
 
 
 def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[str], None]) -> None:
