@@ -71,6 +71,12 @@ def test_wrong_shape_and_arguments(device):
         comp(bins=bins, g=np.ones(9), h=np.ones(10))
     with pytest.raises(ValueError, match="must have 1 dimension"):
         comp(bins=bins, g=np.ones((10, 1)), h=np.ones(10))
+    # a gathered input longer than a size given: an error along an output dimension (results left out), allowed along
+    # a reduced one only (a level's nodes in one buffer of every row, as the tree learner launches its histograms)
+    solve = mdh.Computation(examples.PACKED_SOLVE, device)
+    k = examples.SOLVE_K
+    with pytest.raises(ValueError, match="axis 0 has extent 10, but dimension 'sys' has size 3"):
+        solve.bind_sizes({"a": np.ones((10, k * (k + 1) // 2)), "b": np.ones((10, k))}, {"sys": 3})
     with pytest.raises(TypeError, match="missing argument"):
         comp(bins=bins, g=np.ones(10))
     with pytest.raises(TypeError, match="unexpected argument"):

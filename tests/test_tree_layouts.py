@@ -181,7 +181,7 @@ def test_gpus_read_rows_through_the_index_up_to_a_few_feature_groups(oclgrind_de
     from mdhom.trees.opencl_backend import ROW_GROUPS, OpenCLTreeKernels
 
     rng = np.random.default_rng(5)
-    for n_feat, n_bins, indexed in ((4, 64, True), (16, 256, True), (80, 256, True), (96, 256, False)):
+    for n_feat, n_bins, indexed in ((4, 64, True), (16, 256, True), (40, 256, True), (80, 256, False)):
         groups = feature_groups(oclgrind_device, n_feat, 1, n_bins)
         assert (0 < groups <= ROW_GROUPS) == indexed, (n_feat, n_bins, groups)
         kern = OpenCLTreeKernels(oclgrind_device, "quantized", feature_major=False)

@@ -753,19 +753,20 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
 
 
 def test_feature_groups_fit_local_memory(cpu):
-    """The fewest equal groups whose histogram fits a work-group's local memory (a GPU's beside FLAT's ~10 KB, half
-    of a CPU's): one where the whole row's does, a divisor of the features otherwise, none where one feature's does
-    not; a description of one group or of groups that do not divide the features is refused."""
+    """The fewest equal groups whose histogram fits a work-group's local memory (a GPU's beside the 16 KB that FLAT
+    takes at 1024 work-items and the pads, half of a CPU's): one where the whole row's does, a divisor of the features
+    otherwise, none where one feature's does not; a description of one group or of groups that do not divide the
+    features is refused."""
     from types import SimpleNamespace
 
-    nv = SimpleNamespace(local_mem_size=48 * 1024, type="gpu")  # NVIDIA's
+    nv = SimpleNamespace(local_mem_size=48 * 1024, type="gpu", max_work_group_size=1024)  # NVIDIA's
     assert rh.feature_groups(nv, 28, 1, 64) == 1
-    assert rh.feature_groups(nv, 28, 1, 256) == 2  # 14 features x 256 bins x 8 bytes = 28 KB, + 10 KB of FLAT's
+    assert rh.feature_groups(nv, 28, 1, 256) == 2  # 14 features x 256 bins x 8 bytes = 28 KB, + 17 KB of FLAT's, pads
+    assert rh.feature_groups(nv, 75, 1, 64) == 3  # 37.5 KB whole would leave FLAT too little
     assert rh.feature_groups(nv, 29, 1, 256) == 29  # a prime: a feature a group
     assert rh.feature_groups(SimpleNamespace(local_mem_size=32 * 1024, type="gpu"), 28, 1, 256) == 4
     assert rh.feature_groups(SimpleNamespace(local_mem_size=64 * 1024, type="gpu"), 28, 1, 256) == 2
-    assert rh.feature_groups(nv, 4, 1, 4096) == 4  # a feature's 32 KB fits beside FLAT's room
-    assert rh.feature_groups(nv, 4, 1, 8192) == 0  # 64 KB does not
+    assert rh.feature_groups(nv, 4, 1, 4096) == 0  # one feature's 32 KB leaves FLAT too little
     cpu48 = SimpleNamespace(local_mem_size=48 * 1024, type="cpu")
     assert rh.feature_groups(cpu48, 28, 1, 256) == 4  # half of a CPU's
     assert rh.feature_groups(cpu48, 4, 1, 4096) == 0

@@ -613,6 +613,7 @@ def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch):
     if hit is None or not configs._same_units(hit[1], device):
         pytest.skip(f"the package ships no tuned file for {device.key} at {device.compute_units} compute units")
     monkeypatch.setattr(configs, "package_dir", lambda: shipped)
+    monkeypatch.delenv(configs.TUNED_ENV, raising=False)  # MDHOM_TUNED=0 would look nothing up
     X, y = make_higgs_like(4000, 28, 0, 0.0, TRAIN_STREAM)
     said: list[str] = []
     for precision in ("auto", "quantized"):
@@ -656,3 +657,39 @@ def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, mo
     assert _new_variant_plans(todo, fresh, False, found(moved)) == []
     assert _new_variant_plans(todo, fresh, False, found(index, "double")) == []  # the histogram's is quantized's
     assert _new_variant_plans(todo, fresh, False, []) == []
+
+
+def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monkeypatch):
+    """End to end through ``tune_device``: studies of the whole-row histogram's moved-row classes (a CPU's heuristic
+    layout), then a layout stage that finds one reading rows through the row index: the tune studies the row-index
+    classes too, stores both, and asks for no re-run."""
+    import dataclasses
+
+    from mdhom.trees.layouts import Layout, kernel_name
+    from mdhom.tuning import driver, endtoend
+    from mdhom.tuning import layouts as layout_stage
+
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # nothing stored is read: the studies run under the heuristic's layout
+    fresh = dataclasses.replace(cpu, key="test-no-such-device-v0", type="cpu")
+    index = Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)
+    entry = {"sizes": {"feat": 28}, "config": index.config(), "median_s": 1.0, "default_config": index.config(),
+             "default_s": 1.0, "trials": 1, "failed_trials": 0, "date": "2026-12-01T00:00:00Z",
+             "versions": driver.versions(fresh)}
+    monkeypatch.setattr(layout_stage, "layout_entries",
+                        lambda *a, **k: [(kernel_name("quantized"), "higgs28", entry, None)])
+    monkeypatch.setattr(driver, "checked_entries", lambda device, entries, work, echo: (entries, []))
+    lines: list[str] = []
+    results, path = tune_device(fresh, ["tree_histogram_rows", "tree_layout_quantized"], trials=2, quick=False,
+                                storage=None, directory=tmp_path, echo=lines.append, progress_bar=False,
+                                confirm=False, runner_factory=lambda k, d, s: HashedRunner(),
+                                end_to_end=endtoend.Workload.for_tune(True))
+    studied = [r.size_class for r in results]
+    assert studied[:3] == ["moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"], studied
+    assert sorted(studied[3:]) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"], studied
+    assert any("builds other variants of tree_histogram_rows: tuning those" in line for line in lines), lines
+    assert not any("again to tune them" in line for line in lines), lines
+    import json
+
+    stored = json.loads(path.read_text())["kernels"]
+    assert set(stored["tree_histogram_rows"]["classes"]) == set(studied)
+    assert stored[kernel_name("quantized")]["classes"]["higgs28"]["config"] == index.config()

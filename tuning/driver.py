@@ -104,12 +104,14 @@ def tune_device(
     tests pass a replay runner. ``minutes`` is the budget for the whole tune: the studies run until
     :data:`STUDY_SHARE` of it, in the order and with the shares of :func:`ordered` by ``priority`` (device seconds
     per kernel of a learner's round; a live tune measures them with :func:`mdhom.tuning.endtoend.learner_seconds`),
-    and a study whose turn comes after that runs not at all; then the layouts until :data:`LAYOUT_SHARE` more, then
-    the end-to-end check. With ``confirm`` (and a runner that can ``retime``), the best configuration and
-    the default are timed again side by side and those times are reported and stored; should the default
-    then be the faster one, the default is stored. ``end_to_end`` (a :class:`mdhom.tuning.endtoend.Workload`)
-    trains with the new configurations and without, and stores tuned configurations only for the kernels whose
-    configurations pay (:mod:`mdhom.tuning.endtoend`); the others are stored with their heuristic's.
+    and a study whose turn comes after that runs not at all; then the layouts until :data:`LAYOUT_SHARE` more, and
+    in what they leave of it the studies of the variants that the quantized layout found builds where the studies
+    ran others (:func:`_new_variant_plans`); then the end-to-end check. With ``confirm`` (and a runner that can
+    ``retime``), the best configuration and the default are timed again side by side and those times are reported
+    and stored; should the default then be the faster one, the default is stored. ``end_to_end`` (a
+    :class:`mdhom.tuning.endtoend.Workload`) trains with the new configurations and without, and stores tuned
+    configurations only for the kernels whose configurations pay (:mod:`mdhom.tuning.endtoend`); the others are
+    stored with their heuristic's.
     """
     if device.checker:
         raise ValueError(f"{device.key} is a checker (simulator): its timings mean nothing, tune a real device")
@@ -194,6 +196,7 @@ def tune_device(
             for r in results if r.config is not None
         ]
         unchecked = []
+        varied = 0.0  # seconds of the studies of the variants that the layouts found build
         if end_to_end is not None and layouts != []:
             from mdhom.tuning.layouts import layout_entries
 
@@ -204,24 +207,30 @@ def tune_device(
             entries += [e for e in found if e[0] == checked]
             unchecked = [e for e in found if e[0] != checked]
             again = _new_variant_plans(todo, device, quick, found)
-            if again:  # until the layouts' deadline, or a tenth of the budget from now if that is later
+            if again:  # in what the layouts left of their share: the check keeps its own
+                t0 = time.monotonic()
                 variants = ", ".join(dict.fromkeys(p.kernel.name for p in again))
                 echo(f"the tuned layout builds other variants of {variants}: tuning those")
-                until = None if minutes is None else max(layout_deadline, time.monotonic() + 6.0 * minutes)
-                more, _ = run(again, [1.0] * len(again), until)
+                try:
+                    more, _ = run(again, [1.0] * len(again), layout_deadline)
+                except Exception as exc:  # noqa: BLE001 - what the tune found so far is still stored
+                    echo(f"  stopped ({type(exc).__name__}: {exc})")
+                    more = []
                 todo = todo + again[:len(more)]
                 results += more
                 entries += [(r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
                             for r in more if r.config is not None]
+                varied = time.monotonic() - t0
         laid_out = time.monotonic()
         if entries and end_to_end is not None:
             entries, _ = checked_entries(device, entries, end_to_end, echo)
         entries += unchecked
         if minutes is not None:
             end = time.monotonic()
+            again_text = f", the layout's variants {varied / 60:.1f}" if varied else ""
             echo(f"the tune took {(end - start) / 60:.1f} of its {minutes:g} minutes: studies "
-                 f"{(studied_at - start) / 60:.1f}, layouts {(laid_out - studied_at) / 60:.1f}, end-to-end check "
-                 f"{(end - laid_out) / 60:.1f}")
+                 f"{(studied_at - start) / 60:.1f}, layouts {(laid_out - studied_at - varied) / 60:.1f}{again_text}, "
+                 f"end-to-end check {(end - laid_out) / 60:.1f}")
         if entries:
             path = configs.store_results(device, entries, directory, stale=stale_entry)
             _say_variants_changed(todo, device, quick, echo)

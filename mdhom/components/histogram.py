@@ -96,8 +96,8 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         scalar=_HIST_BODY.format(body=_HIST_ADD.format(target="out", op="=")),
         accumulate=_HIST_BODY.format(body=_HIST_ADD_PAIR if q else _HIST_ADD.format(target="acc", op="+=")),
         accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None, packed_pairs=q,
-        # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos), so the tuner can make
-        # inputs; deeper levels pass views of the same buffers whose leading extent is the largest count.
+        # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos); a level's call passes the
+        # buffers of every row with SIZE_pos its longest node's count (bind_sizes lets a gathered input be longer).
         inputs=[
             Input("bins", bin_ctype(n_bins), ("feat", "pos") if feature_major else ("pos", "feat"), gather=True),
             Input("gh", hc, ("pos", "output", 2), gather=True),

@@ -256,9 +256,9 @@ def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse:
     return 0 if feature_major or sparse or row_bytes % 4 else row_bytes // 4
 
 
-# what a GPU work-group's local memory holds besides the histogram: FLAT's window prefix and run sums at 256
-# work-items (Configuration.local_mem_bytes), and LOCAL_PAD's pad words (at most one in 128)
-_FLAT_ROOM = 8 * (FLAT_SPAN + 1 + 256)
+# what a GPU work-group's local memory holds besides the histogram (Configuration.local_mem_bytes): FLAT's window
+# prefix and run sums at up to 1024 work-items, and LOCAL_PAD's pad words (at most one in 32, see feature_pad, and one)
+_FLAT_ROOM = 8 * (FLAT_SPAN + 1)
 
 
 def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
@@ -269,7 +269,8 @@ def rows_fit(dev: Device, n_features: int, n_outputs: int, n_bins: int) -> bool:
     4.32 loss-guided (each pass reads a row's index and (g, h) once for its group)."""
     need = n_features * n_outputs * n_bins * hist_gh_type("quantized").dtype.itemsize
     if getattr(dev, "type", None) == "gpu":
-        return need + need // 128 + _FLAT_ROOM <= dev.local_mem_size
+        items = min(int(getattr(dev, "max_work_group_size", 1024)), 1024)
+        return need + need // 32 + 8 + _FLAT_ROOM + 8 * items <= dev.local_mem_size
     return need <= dev.local_mem_size // 2
 
 

@@ -189,9 +189,10 @@ class Computation:
     # ---------------------------------------------------------------- binding
     def bind_sizes(self, arrays: Mapping[str, object], sizes: Mapping[str, int] | None) -> dict[str, int]:
         """Dimension sizes from the inputs' shapes and ``sizes``; every disagreement is an error, but one: a
-        gathered input may be longer along a dimension whose size ``sizes`` gives. Its kernel reads it at indices of
-        its own (a level's nodes at their slots' offsets in one buffer of every row, ``pos`` the longest node's
-        count), so the tuner can time the calls the learner makes."""
+        gathered input may be longer along a reduced dimension whose size ``sizes`` gives. Its kernel reads it at
+        indices of its own (a level's nodes at their slots' offsets in one buffer of every row, ``pos`` the longest
+        node's count), so the tuner can time the calls the learner makes; along an output dimension a longer input
+        would be results silently left out, and stays an error."""
         given = set(sizes or {})
         bound = {k: int(v) for k, v in (sizes or {}).items()}
         unknown = set(bound) - set(self.desc.dim_names)
@@ -214,7 +215,7 @@ class Computation:
                             f"{self.desc.name}: input {inp.name!r} axis {axis} must have extent {want}, got {got}"
                         )
                 elif want in bound and bound[want] != got:
-                    if inp.gather and want in given and got > bound[want]:
+                    if inp.gather and want in given and got > bound[want] and want not in self.desc.output_dims:
                         continue
                     raise ValueError(
                         f"{self.desc.name}: input {inp.name!r} axis {axis} has extent {got}, but dimension "

@@ -194,11 +194,11 @@ class OpenCLTreeKernels:
             row_index = bool(layout.row_index) and not feature_major
         if row_index is None:
             # GPUs, quantized, where a node's histogram fits in local memory, whole or in at most ROW_GROUPS feature
-            # groups (H200, 10.5M Higgs rows at 256 bins, 4 groups: 0.0076 / 0.0166 s a depth-wise / loss-guided round
-            # against 0.0241 / 0.0283 with rows moved and a feature per lane). H100, 10.5M Higgs rows, 64 bins, per
-            # round 0.066 s vs 0.081 s with rows moved (lossguide, 255 leaves) and 0.0275 vs 0.0351 s (depthwise, depth
-            # 8): the partition moves 8 bytes a row instead of ~40; with the layout already fixed feature-major
-            # (device bins), rows stay moved
+            # groups (H200, 10.5M Higgs rows at 256 bins in 4 groups: 0.0076 / 0.0166 s a depth-wise / loss-guided
+            # round against 0.0241 / 0.0283 with rows moved and a feature per lane; in 2 groups since: 0.0060 /
+            # 0.0147). H100, 10.5M Higgs rows, 64 bins, per round 0.066 s vs 0.081 s with rows moved (lossguide, 255
+            # leaves) and 0.0275 vs 0.0351 s (depthwise, depth 8): the partition moves 8 bytes a row instead of ~40;
+            # with the layout already fixed feature-major (device bins), rows stay moved
             row_index = (ws.device.type == "gpu" and ws.quantized
                          and 0 < feature_groups(ws.device, n_feat, n_outputs, n_bins) <= ROW_GROUPS
                          and not feature_major)
