@@ -351,12 +351,14 @@ def _pick(
         from mdhom.mdh.computation import within_local_memory
 
         # a 0/1 switch of another variant of the kernel (a row read as words where this variant's rows are not whole
-        # words) means nothing here: dropped, not a reason to throw the configuration away
-        from mdhom.mdh.parts import is_generator_parameter
+        # words) means nothing here: dropped, not a reason to throw the configuration away; so is a generator switch
+        # that an entry of another version carries and this variant does not offer (INLINE of moved rows' whole-row
+        # histogram on a build that reads the row index: Intel's file warned at every quantized fit)
+        from mdhom.mdh.parts import GENERATOR_SWITCHES, is_generator_parameter
 
         names = set(description.parameter_names())
-        foreign = sorted(p for p, v in config.items()
-                         if p not in names and v in (0, 1) and not is_generator_parameter(p))
+        foreign = sorted(p for p, v in config.items() if p not in names and v in (0, 1) and (
+            not is_generator_parameter(p) or (other_version and p in GENERATOR_SWITCHES)))
         if foreign:
             config = {p: v for p, v in config.items() if p not in foreign}
             cls = f"{cls} ({', '.join(foreign)} not offered by this variant)"

@@ -436,6 +436,17 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
                                     dirs=[tmp_path])
     assert got is None
     assert any(issubclass(w.category, TunedConfigWarning) and "PARTIALS_LOCAL" in str(w.message) for w in caught)
+    # ... but one an entry of another version carries (moved rows' INLINE, read by a build of the row index) is
+    moved, index = rh.histogram_rows(64, 28), rh.histogram_rows(64, 28, 1, False, True)
+    assert "INLINE" in moved.parameter_names() and "INLINE" not in index.parameter_names()
+    sizes = {"node": 1, "pos": 1000}
+    cfg = {**rh.rows_heuristic(moved, cpu, sizes), "INLINE": 1}
+    configs.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, sizes), configs.description_hash(moved))],
+                          tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, source = configs.lookup(cpu, "tree_histogram_rows", sizes, index, dirs=[tmp_path])
+    assert "INLINE" not in got and "INLINE not offered" in source and "another version" in source
 
 
 def test_cpu_configurations_apply_at_their_core_count_only(cpu, tmp_path):
