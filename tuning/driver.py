@@ -191,10 +191,12 @@ def tune_device(
     if write:
         stamp = configs.now_iso()
         vers = versions(device)
-        entries = [
-            (r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
-            for r in results if r.config is not None
-        ]
+
+        def entries_of(done: list[StudyResult]) -> list:
+            return [(r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
+                    for r in done if r.config is not None]
+
+        entries = entries_of(results)
         unchecked = []
         varied = 0.0  # seconds of the studies of the variants that the layouts found build
         if end_to_end is not None and layouts != []:
@@ -218,8 +220,7 @@ def tune_device(
                     more = []
                 todo = todo + again[:len(more)]
                 results += more
-                entries += [(r.kernel, r.size_class, r.entry(vers, stamp), hashes[f"{r.kernel}/{r.size_class}"])
-                            for r in more if r.config is not None]
+                entries += entries_of(more)
                 varied = time.monotonic() - t0
         laid_out = time.monotonic()
         if entries and end_to_end is not None:
@@ -258,24 +259,24 @@ def _new_variant_plans(todo: list[Plan], device: Any, quick: bool, found: list) 
     chosen = next((e[2]["config"] for e in found if e[0] == kernel_name("quantized")), None)
     if chosen is None:
         return []
+    with forcing(Layout.of(chosen)):
+        return _unstudied(todo, device, quick)
+
+
+def _unstudied(todo: list[Plan], device: Any, quick: bool) -> list[Plan]:
+    """The classes of the studied kernels whose classes follow the layout (``Tuning.applies``) that apply under the
+    layout in force and that ``todo`` did not study."""
     studied = {(p.kernel.name, p.size_class) for p in todo}
     kernels = {p.kernel.name: p.kernel for p in todo if p.kernel.applies is not None}
-    with forcing(Layout.of(chosen)):
-        return [Plan(k, c, dict(sz)) for k in kernels.values() for c, sz in k.classes(quick, device).items()
-                if (k.name, c) not in studied]
+    return [Plan(k, c, dict(sz)) for k in kernels.values() for c, sz in k.classes(quick, device).items()
+            if (k.name, c) not in studied]
 
 
 def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[str], None]) -> None:
     """A size class may be the variant of the device's layout (``Tuning.applies``): where this tune stored a layout
     that builds other variants than the kernel studies ran (the whole-row histogram of moved rows or of the row
     index), those studies tuned code the fits no longer build; say which kernels to tune again."""
-    studied: dict[str, set[str]] = {}
-    for p in todo:
-        studied.setdefault(p.kernel.name, set()).add(p.size_class)
-    by_name = {p.kernel.name: p.kernel for p in todo}
-    stale = sorted(name for name, classes in studied.items()
-                   if by_name[name].applies is not None
-                   and set(by_name[name].classes(quick, device)) - classes)
+    stale = sorted({p.kernel.name for p in _unstudied(todo, device, quick)})
     if stale:
         echo(f"the tuned layout builds other variants of {', '.join(stale)}: run `mdhom tune --device {device.key} "
              f"--kernels {' '.join(stale)}` again to tune them")
