@@ -115,13 +115,24 @@ want = mdh.Computation(desc, dev, {**cfg, "VEC": 1})({"row": n, "output": 1}, **
 got = mdh.Computation(desc, dev, {**cfg, "VEC": 8})({"row": n, "output": 1}, **args)
 assert got.tobytes() == want.tobytes()
 print("ok vector gradients", flush=True)
+
+# ... and the softmax loss's, 4 outputs: each block reads its rows' every score
+k = 4
+args = dict(scores=rng.standard_normal((n, k)) * 30, y=rng.integers(0, k, (n, 1)).astype(float), w=rng.random(n) + 0.5,
+            keep=np.ones(1, np.uint8), use_keep=0, factor=k / (k - 1.0))
+desc = gr.gradients("softmax", vector=True)
+cfg = {**cfg, "NUM_WG_output": 2, "NUM_WI_output": 2}
+want = mdh.Computation(desc, dev, {**cfg, "VEC": 1})({"row": n, "output": k}, **args)
+got = mdh.Computation(desc, dev, {**cfg, "VEC": 8})({"row": n, "output": k}, **args)
+assert got.tobytes() == want.tobytes()
+print("ok vector softmax gradients", flush=True)
 """
 
 
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 22, run.explain()
+    assert run.stdout.count("ok ") == 23, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

@@ -253,7 +253,7 @@ def test_vector_forms_call_no_vector_builtins():
 
     builtin = re.compile(r"\b(vload|vstore)(\d+|_half\d*)?\s*\(|\bconvert_[a-z]+\d+\w*\s*\(|MDH_CAT\((vload|vstore|convert_)")
     forms = [sp.split_score(b, k, p, vector=True) for p in ("double", "quantized") for b, k in ((64, 1), (9, 3))]
-    forms.append(gr.gradients("logistic", "double", vector=True))
+    forms += [gr.gradients(kind, "double", vector=True) for kind in ("logistic", "softmax")]
     for desc in forms:
         assert desc.vector is not None, desc.name
         source = generate(desc)
@@ -368,7 +368,7 @@ def test_tunables_match_their_references(device):
                                          ("multilabel:logistic", 3)])
 def test_gradients_match_the_losses(device, objective, k):
     """Double precision: bit for bit the numpy loss (its portable exp included), in the vector form too (what CPUs
-    build for the logistic losses; subnormal and clamped exps among the scores); single: to rounding."""
+    build for the logistic and softmax losses; subnormal and clamped exps among the scores); single: to rounding."""
     from mdhom.learn.losses import make_loss
 
     loss = make_loss(objective, k)
@@ -388,7 +388,7 @@ def test_gradients_match_the_losses(device, objective, k):
     for precision, vector in (("double", False), ("double", True), ("single", False)):
         real = ln.REALS[precision]
         desc = gr.gradients(loss.kind, precision, vector=vector)
-        # the vector form (logistic losses: VEC rows a block, the last partial one row by row) at every width
+        # the vector form (logistic and softmax losses: VEC rows a block, the last partial one row by row) at every width
         cfgs = [{**desc.default_config(device, sizes), "VEC": v} for v in (2, 4, 8)] if desc.vector else [None]
         for cfg in cfgs:
             got = run(desc, device, cfg, sizes, scores=raw.astype(real), y=y.astype(real), w=w.astype(real),

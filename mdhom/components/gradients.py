@@ -190,6 +190,29 @@ for (int s = 0; s < VEC; ++s) {
 }"""
 
 
+# the softmax loss's vector form (kernels/trees/loss_softmax_vec.cl): a block of VEC rows at one output
+_SOFTMAX_VEC = """
+union { tree_real_t s[VEC]; tree_real_v v; } ks_y, ws, go, ho;
+int ks[VEC];
+for (int s = 0; s < VEC; ++s) {
+    const long r = (long)row + s;
+    ks_y.s[s] = ((int)y[r] == (int)output) ? (tree_real_t)1 : (tree_real_t)0;
+    ws.s[s] = w[r];
+    ks[s] = keep[use_keep ? r : 0];
+}
+tree_real_v g, h;
+tree_softmax_gh_vec(scores, (long)row, (int)output, (int)SIZE_output, ks_y.v, factor, &g, &h);
+go.v = g * ws.v;
+ho.v = h * ws.v;
+for (int s = 0; s < VEC; ++s) {
+    out[s].g = ks[s] ? go.s[s] : (tree_real_t)0;
+    out[s].h = ks[s] ? ho.s[s] : (tree_real_t)0;
+}"""
+# the losses with a vector form (double precision, the portable exp), its body and the snippets it adds
+_VECTOR_FORMS = {"logistic": (_LOGISTIC_VEC, ("loss_vec.cl",)),
+                 "softmax": (_SOFTMAX_VEC, ("loss_vec.cl", "loss_softmax_vec.cl"))}
+
+
 @lru_cache(maxsize=16)
 def gradients(kind: str, precision: str = "double", vector: bool = False) -> Description:
     """(g, h) at every (row, output) from the resident raw scores: :meth:`mdhom.learn.losses.Loss.gradients`.
@@ -198,16 +221,18 @@ def gradients(kind: str, precision: str = "double", vector: bool = False) -> Des
     ``y`` is (row, output) for squared error and logistic, (row, 1) class indices for softmax; ``factor``
     is softmax's K / (K - 1). Written in position order = row order (the state right after reset_rows).
 
-    ``vector`` (what CPUs build, :func:`mdhom.components.lanes.vector_forms`): the logistic loss with the portable exp
-    (double precision) computes ``VEC`` rows at once in vector types (:class:`mdhom.mdh.Vector` along ``row``), the
-    same bits; PoCL runs the exp's polynomial one row at a time otherwise (a 2-core Xeon: ~10-20 ns a row).
+    ``vector`` (what CPUs build, :func:`mdhom.components.lanes.vector_forms`): the logistic and softmax losses with the
+    portable exp (double precision) compute ``VEC`` rows at once in vector types (:class:`mdhom.mdh.Vector` along
+    ``row``), the same bits; PoCL runs the exp's polynomial one row at a time otherwise (a 2-core Xeon: ~10-20 ns a
+    row).
     """
     if kind not in LOSS_KINDS:
         raise ValueError(f"loss kind must be one of {', '.join(LOSS_KINDS)}, got {kind!r}")
     r = real_ctype(precision)
     ycols: int | str = 1 if kind == "softmax" else "output"
-    form = Vector("row", _LOGISTIC_VEC) if vector and kind == "logistic" and precision == "double" else None
-    vec_code = vector_defines(precision) + snippet("loss_vec.cl") if form else ""
+    body, snippets = _VECTOR_FORMS.get(kind, ("", ())) if vector and precision == "double" else ("", ())
+    form = Vector("row", body) if body else None
+    vec_code = vector_defines(precision) + "".join(snippet(name) for name in snippets) if form else ""
     return Description(
         f"tree_gradients_{kind}", ["row", "output"], [Concat(), Concat()], gh_type(precision),
         scalar="""
@@ -262,11 +287,11 @@ def _grad_ref(kind: str) -> Callable:
 
 
 def _grad_classes(kind: str) -> dict[str, dict[str, int]]:
-    """Rows 10^4 .. 10^7 at one output and at four (softmax: four); the logistic loss also in its vector form
+    """Rows 10^4 .. 10^7 at one output and at four (softmax: four); the losses with a vector form also in it
     (``vec_*``, what CPUs build)."""
     classes = {f"rows_{k}_out{o}": {"row": v, "output": o} for k, v in _ROWS.items()
                for o in {"squared": (1,), "logistic": (1, 4), "softmax": (4,)}[kind]}
-    return with_vector_classes(classes) if kind == "logistic" else classes
+    return with_vector_classes(classes) if kind in _VECTOR_FORMS else classes
 
 
 # the per-round kernels: element-wise over rows (x outputs); tuned at the Higgs shape (one output) and a softmax shape
@@ -274,7 +299,7 @@ GRADIENTS = {kind: KernelSpec(
     f"tree_gradients_{kind}", elementwise("row"),
     tuning=Tuning(lambda s, kind=kind: gradients(kind, vector=bool(s.get("vector"))), _grad_classes(kind),
                   _grad_inputs(kind), _grad_ref(kind), doc=f"(g, h) of the {kind} loss from the resident scores",
-                  applies=vector_class_applies if kind == "logistic" else None))
+                  applies=vector_class_applies if kind in _VECTOR_FORMS else None))
     for kind in LOSS_KINDS}
 GATHER = KernelSpec("tree_gather_gh", elementwise("pos"))
 
