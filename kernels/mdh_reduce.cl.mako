@@ -41,7 +41,7 @@ ${lane_loop(d)}\
 </%def>\
 ## One point into the private accumulator, or with the vector form a block of them.
 <%def name="fold_point()">\
-% if vec_dim:
+% if vec_dim and vec_dim not in concat_dims:
 #if VEC > 1
             if (mdh_vblock) {
 % if desc.vector.fold is not None:
@@ -60,6 +60,40 @@ ${lane_loop(d)}\
 % else:
             mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
 % endif
+</%def>\
+## The vector form along a concatenated dimension of a description that reduces: a block of VEC points, an accumulator
+## each, the reduced dimensions folded in their usual order, each step a whole block's atoms at once (mdh_scalar_vec);
+## every point's fold is the one VEC=1 makes, in the same order (the same bits). One work-item along the reduced
+## dimensions (check_config); work-groups along them write partials as usual. Opens the #if that the plain fold closes.
+<%def name="concat_vector_fold()">\
+#if VEC > 1
+    atom_t mdh_accs[VEC];
+    for (idx_t mdh_s = 0; mdh_s < VEC; ++mdh_s) mdh_accs[mdh_s] = mdh_neutral();
+    const idx_t mdh_vn = active ? min((idx_t)VEC, SIZE_${vec_dim} - ${vec_dim}) : 0;
+    const bool mdh_vblock = ${vec_dim} + VEC <= (idx_t)(${vec_reach});
+    if (active) {
+% for d in lane_dims:
+${lane_loop(d)}\
+% endfor
+            if (mdh_vblock) {
+                atom_t mdh_v[VEC];
+                mdh_scalar_vec(mdh_v, ${point_args}, MDH_FN_ARGS);
+                for (idx_t mdh_s = 0; mdh_s < VEC; ++mdh_s) mdh_accs[mdh_s] = mdh_combine(mdh_accs[mdh_s], mdh_v[mdh_s]);
+            } else {
+                for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) mdh_fold(&mdh_accs[mdh_s], ${vec_tail_args}, MDH_FN_ARGS);
+            }
+% for d in lane_dims:
+        }
+% endfor
+    }
+    for (idx_t mdh_s = 0; mdh_s < mdh_vn; ++mdh_s) {
+#if NUM_WG_R > 1
+        mdh_partial[(${wg_lane_index}) * n_concat + ${vec_concat_index}] = mdh_accs[mdh_s];
+#else
+        mdh_out[${vec_concat_index}] = mdh_accs[mdh_s];
+#endif
+    }
+#else
 </%def>\
 ## FLAT=1 (descriptions with flat=True): the concatenated points' ragged runs laid end to end in windows of
 ## FLAT_SPAN points, each work-group an equal share of a window's line, folded piece by piece (a piece: the part of
@@ -258,6 +292,9 @@ ${lane_loop(d)}\
     }
     barrier(CLK_LOCAL_MEM_FENCE);  /* the next iteration zeroes what was just read */
 #else
+% if vec_dim in concat_dims:
+${concat_vector_fold()}\
+% endif
 % if desc.packed_pairs:
 #if PACKED
     /* zeroed as ulong words: from here to mdh_unpack_pairs every access is a ulong one, so type-based alias
@@ -307,6 +344,9 @@ ${fold_point()}\
         mdh_out[o] = acc;
 #endif
     }
+% if vec_dim in concat_dims:
+#endif
+% endif
 #endif
 % elif desc.scatter:
     if (active) {

@@ -162,6 +162,10 @@ class Configurable:
         if self.vector and int(config.get("VEC", 1)) not in (1, *self.vector.widths):
             raise ConfigError(f"{self.name}: VEC must be 1 or one of the vector widths {self.vector.widths}, got "
                               f"{config['VEC']}")
+        if (self.vector and int(config.get("VEC", 1)) > 1 and self.kind(self.vector.dim) == "concat"
+                and any(int(config[f"NUM_WI_{d}"]) > 1 for d in self.lane_dims)):
+            raise ConfigError(f"{self.name}: a vector form along {self.vector.dim} keeps a block's accumulators in "
+                              "one work-item: VEC > 1 needs one work-item along the reduced dimensions")
         if int(config.get("SCRATCH_PRIVATE", 0)) not in (0, *self.private_scratch):
             raise ConfigError(f"{self.name}: SCRATCH_PRIVATE must be 0 or one of the scratch's private capacities "
                               f"{self.private_scratch}, got {config['SCRATCH_PRIVATE']}")

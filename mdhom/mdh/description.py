@@ -340,9 +340,9 @@ class Description(Configurable):
         if vec.dim not in self.dim_names or self.kinds[vec.dim] == "scan":
             raise DescriptionError(f"{self.name}: vector's dimension {vec.dim!r} must be a reduced or concatenated "
                                    f"dimension ({', '.join(self.dim_names)})")
-        if self.kinds[vec.dim] == "concat" and (self.reduce_dims or self.scan_dim or self.scatter):
+        if self.kinds[vec.dim] == "concat" and (self.scan_dim or self.scatter):
             raise DescriptionError(f"{self.name}: a vector form along a concatenated dimension is for descriptions "
-                                   "that only concatenate (no reduction, scan or scatter)")
+                                   "that concatenate or reduce (no scan or scatter)")
         if vec.fold is not None and self.kinds[vec.dim] != "reduce":
             raise DescriptionError(f"{self.name}: a vector form's fold is for a reduced dimension, not {vec.dim!r}")
         if (vec.scalar is None) == (vec.fold is None):

@@ -148,8 +148,12 @@ class Vector:
     with OpenCL vector types: what a CPU runtime needs to use its vector unit. PoCL vectorises a work-group's
     work-items only where their code has no loop of its own, so a work-item that folds (or writes) a share of points
     runs its scalar function one point at a time (the split search on a 2-core Xeon: ~18 ns a candidate, 6
-    divisions' worth). Along a concatenated dimension (descriptions that only concatenate) the work-items share
-    blocks of ``VEC`` points and the block's atoms are written to their points' places.
+    divisions' worth). Along a concatenated dimension (descriptions that concatenate or reduce) the work-items share
+    blocks of ``VEC`` points and the block's atoms are written to their points' places; where the description reduces
+    too, a work-item keeps an accumulator per point of its block and folds a whole block's atoms at each step of the
+    reduced dimensions, in their usual order, so each point folds what ``VEC=1`` folds in the same order (one
+    work-item along the reduced dimensions, so that a block's accumulators stay in one: a work-item walking several
+    rows' trees at once, whose pointer chases overlap).
 
     ``scalar`` is OpenCL C statements that set ``out[0] .. out[MDH_VEC - 1]`` (``atom_t out[]``) to the atoms of
     the points whose ``dim`` index is ``dim, dim + 1, ..., dim + MDH_VEC - 1`` (the other dimensions as in the
