@@ -39,6 +39,34 @@ def test_device_predictions_equal_the_numpy_walk(device, monkeypatch, kind):
     assert np.array_equal(got, want)
 
 
+def test_every_walk_of_the_device_predictor_gives_the_numpy_walks_bits(device):
+    """The forest predictor's vector form (several rows' walks of a tree at once, stepped until none moves or for the
+    tree's depth, FIXED_DEPTH) at every width, strided and chunked shares, against the numpy walk: numeric, missing
+    and categorical splits, trees of several depths, a lone leaf, a partial last block."""
+    from mdhom.components.predictor import ForestPredictor, tree_depths
+
+    X, y = _data(1500)
+    Xt, _ = _data(301, seed=2)
+    est = TreeBoostClassifier(n_estimators=5, max_depth=6, max_leaves=21, grow_policy="lossguide",
+                              categorical_feature=[2], device="numpy").fit(X, y)
+    ens = est._ensemble
+    depths = tree_depths(ens.trees)
+    assert len(set(depths.tolist())) > 1 or depths.max() > 1, depths
+    want = ens.tree_sums(Xt)
+    rows = ens.category_positions(Xt)
+    for vec in (1, 2, 4, 8):
+        for fixed in (0, 1):
+            for chunked in (0, 1):
+                cfg = {"NUM_WG_row": 3, "NUM_WI_row": 4, "NUM_WG_output": 1, "NUM_WI_output": 1, "NUM_WG_tree": 1,
+                       "NUM_WI_tree": 1, "NUM_WI_COMBINE": 1, "CHUNKED": chunked, "VEC": vec, "FIXED_DEPTH": fixed}
+                got = ForestPredictor(device, ens.trees, ens.categories, ens.n_outputs, config=cfg).tree_sums(rows)
+                assert got.tobytes() == want.tobytes(), cfg
+    lone = TreeBoostClassifier(n_estimators=1, min_child_weight=1e9, device="numpy").fit(X, y)._ensemble
+    assert tree_depths(lone.trees).tolist() == [0]
+    got = ForestPredictor(device, lone.trees, lone.categories, lone.n_outputs, config={**cfg, "FIXED_DEPTH": 1})
+    assert got.tree_sums(Xt).tobytes() == lone.tree_sums(Xt).tobytes()
+
+
 def test_numpy_device_never_predicts_on_a_device(monkeypatch):
     X, y = _data(300)
     est = TreeBoostRegressor(n_estimators=3, device="numpy").fit(X, y)
@@ -65,6 +93,11 @@ CODE = textwrap.dedent("""
     pred = ForestPredictor("oclgrind", ens.trees, ens.categories, ens.n_outputs)
     got = pred.tree_sums(ens.category_positions(X))
     assert np.array_equal(got, ens.tree_sums(X))
+    for fixed in (0, 1):  # the vector form's walks, a partial last block
+        cfg = {"NUM_WG_row": 2, "NUM_WI_row": 4, "NUM_WG_output": 1, "NUM_WI_output": 1, "NUM_WG_tree": 1,
+               "NUM_WI_tree": 1, "NUM_WI_COMBINE": 1, "CHUNKED": 1, "VEC": 4, "FIXED_DEPTH": fixed}
+        pred = ForestPredictor("oclgrind", ens.trees, ens.categories, ens.n_outputs, config=cfg)
+        assert np.array_equal(pred.tree_sums(ens.category_positions(X)), ens.tree_sums(X))
     print("FOREST-OK")
 """)
 

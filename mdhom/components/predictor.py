@@ -11,6 +11,7 @@ tree_predict_forest    row x output x tree              concat, concat, sum over
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,13 +19,14 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from mdhom.components.lanes import bin_ctype, bins_reader, defines, real_ctype
-from mdhom.components.specs import KernelSpec, elementwise
+from mdhom.components.lanes import bin_ctype, bins_reader, defines, real_ctype, vector_forms
+from mdhom.components.specs import KernelSpec, Tuning, elementwise
 from mdhom.components.tables import TREE_NODE, tree_table, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
 from mdhom.learn.binning import category_tables
 from mdhom.learn.sparse_bins import SparseBins
-from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Struct, Vector
 
 
 @lru_cache(maxsize=32)
@@ -142,11 +144,55 @@ FOREST_NODE = Struct("forest_node_t", (("threshold", "double"), ("feature", "int
                                        ("left", "int"), ("right", "int"), ("cats", "int")))
 
 
+# the split of node t for a row's value x (t a __global const forest_node_t*, forest the table's bytes)
+_FOREST_GO_LEFT = """
+int go_left;
+if (isnan(x)) go_left = t->default_left;
+else if (t->cats >= 0) go_left = ((__global const uchar*)forest)[t->cats + (int)x] != 0;
+else go_left = x <= t->threshold;"""
+# VEC rows' walks of one tree at once: a CPU core overlaps their chains of dependent loads, where one row's walk waits
+# for each node before it can load the next (XGBoost's CPU predictor walks blocks of 64 rows a tree). FIXED_DEPTH 0:
+# a step moves every row not yet at a leaf, until none moves (PoCL, 2-core EPYC: 200k rows x 100 trees of depth 6,
+# 533 ms a row at a time, 192 ms 8 rows a block); 1: the tree's depth in steps, a leaf's row staying put by a select,
+# no branch on whether a row is done (Intel's runtime: 265 -> 128-140 ms; PoCL 500-570 ms)
+_FOREST_VEC = """
+__global const forest_node_t* nodes = (__global const forest_node_t*)forest;
+int at[VEC];
+for (int s = 0; s < VEC; ++s) at[s] = root[tree];
+#if FIXED_DEPTH
+for (int step = 0; step < depth[tree]; ++step) {
+    for (int s = 0; s < VEC; ++s) {
+        __global const forest_node_t* t = nodes + at[s];
+        const double x = X[(long)(row + s) * n_feat + t->feature];""" + _FOREST_GO_LEFT + """
+        const int next = go_left ? t->left : t->right;
+        at[s] = t->left >= 0 ? next : at[s];
+    }
+}
+#else
+for (int moved = 1; moved;) {
+    moved = 0;
+    for (int s = 0; s < VEC; ++s) {
+        __global const forest_node_t* t = nodes + at[s];
+        if (t->left >= 0) {
+            const double x = X[(long)(row + s) * n_feat + t->feature];""" + _FOREST_GO_LEFT + """
+            at[s] = go_left ? t->left : t->right;
+            moved = 1;
+        }
+    }
+}
+#endif
+for (int s = 0; s < VEC; ++s) out[s] = value[(long)at[s] * SIZE_output + output];"""
+
+
 @lru_cache(maxsize=8)
 def predict_forest() -> Description:
     """The raw scores' tree part of new rows: per (row, output), the sum over trees of the value of the leaf the
     row reaches, added from zero in tree order (exact mode pins the tree dimension to one lane: the numpy path's
-    order, so both give the same bits)."""
+    order, so both give the same bits).
+
+    Its vector form along ``row`` (what CPUs build, :func:`mdhom.components.lanes.vector_forms`) walks ``VEC`` rows'
+    paths through a tree at once and keeps their sums apart, each in tree order (the same bits); ``FIXED_DEPTH``
+    chooses how (``_FOREST_VEC``); ``depth`` holds each tree's depth (:func:`tree_depths`)."""
     return Description(
         "tree_predict_forest", ["row", "output", "tree"], [Concat(), Concat(), Reduce(SUM)], "double",
         scalar="""
@@ -154,27 +200,96 @@ __global const forest_node_t* nodes = (__global const forest_node_t*)forest;
 int node = root[tree];
 while (nodes[node].left >= 0) {
     __global const forest_node_t* t = nodes + node;
-    const double x = X[(long)row * n_feat + t->feature];
-    int go_left;
-    if (isnan(x)) go_left = t->default_left;
-    else if (t->cats >= 0) go_left = ((__global const uchar*)forest)[t->cats + (int)x] != 0;
-    else go_left = x <= t->threshold;
+    const double x = X[(long)row * n_feat + t->feature];""" + _FOREST_GO_LEFT.replace("\n", "\n    ") + """
     node = go_left ? t->left : t->right;
 }
 out = value[(long)node * SIZE_output + output];""",
-        inputs=[Input("X", "double", (1,), gather=True), Input("forest", "int", (1,), gather=True),
-                Input("root", "int", ("tree",), gather=True), Input("value", "double", (1,), gather=True)],
+        inputs=[Input("X", "double", ("*",), gather=True), Input("forest", "int", ("*",), gather=True),
+                Input("root", "int", ("tree",), gather=True), Input("value", "double", ("*",), gather=True),
+                Input("depth", "int", ("tree",), gather=True)],
         params=[Param("n_feat", "int")],
         preamble=FOREST_NODE.declaration("forest_node_t") + "\n",
+        switches=("FIXED_DEPTH",), chunked=True, vector=Vector("row", _FOREST_VEC),
     )
 
 
-def forest_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: ANN001
+def forest_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Rows over work-items; CPUs walk 8 rows a block, stepped until none moves (2-core EPYC, 200k rows x 100 trees
+    of depth 6, the walk with its copies: PoCL 581 -> 224 ms, Intel's runtime 285 -> 118 ms; the fixed depth 540 and
+    241 ms)."""
     cfg = elementwise("row")(desc, dev, sizes)
+    cfg["CHUNKED"] = int(dev.type == "cpu")
+    cfg["VEC"] = 8 if vector_forms(dev) else 1
+    cfg["FIXED_DEPTH"] = 0
     return cfg
 
 
-FOREST = KernelSpec("tree_predict_forest", forest_heuristic, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1})
+def random_forest_inputs(s: Mapping[str, int], rng: np.random.Generator, n_feat: int = 28,
+                         max_depth: int = 6) -> dict[str, object]:
+    """A forest of ``s["tree"]`` random trees of up to ``max_depth`` levels (a node splits with probability 0.85, the
+    root always), ``s["output"]`` values a leaf, and ``s["row"]`` rows of ``n_feat`` features, 2% missing: the
+    tuner's inputs of the predictor (a boosted forest's shape at the defaults: depth 6)."""
+    recs, roots, depths = [], [], []
+    at = 0
+    for _ in range(s["tree"]):
+        roots.append(at)
+        level = {0: 0}  # node id (in this tree) -> its depth
+        nodes: list[tuple[int, int, float, int, int]] = []  # (left, right, threshold, feature, default_left)
+        i = 0
+        while i < len(level):
+            d = level[i]
+            if d < max_depth and (i == 0 or rng.random() < 0.85):
+                left, right = len(level), len(level) + 1
+                level[left] = level[right] = d + 1
+                nodes.append((at + left, at + right, float(rng.standard_normal()), int(rng.integers(n_feat)),
+                              int(rng.integers(2))))
+            else:
+                nodes.append((-1, -1, 0.0, 0, 0))
+            i += 1
+        depths.append(max(level.values()))
+        rec = np.zeros(len(nodes), FOREST_NODE.dtype)
+        rec["left"], rec["right"], rec["threshold"], rec["feature"], rec["default_left"] = zip(*nodes, strict=True)
+        rec["cats"] = -1
+        recs.append(rec)
+        at += len(nodes)
+    raw = with_left_tables(np.concatenate(recs), None, None)
+    X = rng.standard_normal((s["row"], n_feat))
+    X[rng.random(X.shape) < 0.02] = np.nan
+    return {"X": X.reshape(-1), "forest": raw.view(np.int32), "root": np.asarray(roots, np.int32),
+            "value": rng.standard_normal(at * s["output"]), "depth": np.asarray(depths, np.int32), "n_feat": n_feat}
+
+
+def forest_reference(a: Mapping[str, object]) -> np.ndarray:
+    """The numpy walk of :func:`random_forest_inputs`' forest (numeric splits), sums over trees in tree order."""
+    roots, n_feat = np.asarray(a["root"]), int(a["n_feat"])
+    X = np.asarray(a["X"]).reshape(-1, n_feat)
+    raw = np.asarray(a["forest"]).view(np.uint8)  # the records alone: no categorical split
+    n_nodes = len(raw) // FOREST_NODE.dtype.itemsize
+    nodes = raw[: n_nodes * FOREST_NODE.dtype.itemsize].view(FOREST_NODE.dtype)
+    value = np.asarray(a["value"]).reshape(n_nodes, -1)
+    rows = np.arange(len(X))
+    out = np.zeros((len(X), value.shape[1]))
+    for root in roots:
+        at = np.full(len(X), root)
+        while (inner := nodes["left"][at] >= 0).any():
+            x = X[rows, nodes["feature"][at]]
+            go_left = np.where(np.isnan(x), nodes["default_left"][at] != 0, x <= nodes["threshold"][at])
+            at = np.where(inner, np.where(go_left, nodes["left"][at], nodes["right"][at]), at)
+        out = out + value[at]
+    return out
+
+
+# new rows' predictions: 10^5 and 10^6 rows of 100 trees (binary and 4 outputs), 10^7 on GPUs (XGBoost's
+# inplace_predict shape of the benches)
+_FOREST_CLASSES = {"rows_1e5_trees_100": {"row": 10**5, "output": 1, "tree": 100},
+                   "rows_1e6_trees_100": {"row": 10**6, "output": 1, "tree": 100},
+                   "rows_1e5_trees_100_out4": {"row": 10**5, "output": 4, "tree": 100},
+                   "rows_1e7_trees_100": {"row": 10**7, "output": 1, "tree": 100}}
+FOREST = KernelSpec("tree_predict_forest", forest_heuristic, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1},
+                    tuning=Tuning(lambda s: predict_forest(), _FOREST_CLASSES, random_forest_inputs, forest_reference,
+                                  doc="new rows' raw scores: the sums over trees of their leaves' values",
+                                  fixed={"NUM_WI_tree": 1, "NUM_WG_tree": 1},
+                                  applies=lambda dev, s: s["row"] < 10**7 or dev.type == "gpu"))
 SPECS = (PREDICT, FOREST)
 
 
@@ -203,12 +318,26 @@ def forest_table(trees: list, categories: list[np.ndarray | None] | None) -> tup
     return raw, roots, np.ascontiguousarray(values, np.float64)
 
 
+def tree_depths(trees: list) -> np.ndarray:
+    """Each tree's depth (edges from the root to its deepest leaf; 0 for a lone leaf), int32: the steps of the
+    vector form's fixed-depth walk."""
+    out = np.zeros(max(1, len(trees)), np.int32)
+    for i, t in enumerate(trees):
+        depth = np.zeros(t.n_nodes, np.int32)
+        for node in range(t.n_nodes):  # children are numbered after their parent
+            if t.left[node] >= 0:
+                depth[t.left[node]] = depth[t.right[node]] = depth[node] + 1
+        out[i] = depth.max(initial=0)
+    return out
+
+
 class ForestPredictor:
     """Raw scores of new rows on a device (``predict`` of a fitted model): the forest's tables go up once, the
-    rows in blocks that fit the device's largest allocation."""
+    rows in blocks that fit the device's largest allocation. ``config`` overrides the device's configuration
+    (tests); it is looked up like a fit's kernels' otherwise, exact order pinned."""
 
     def __init__(self, device: object, trees: list, categories: list[np.ndarray | None] | None,
-                 n_outputs: int) -> None:
+                 n_outputs: int, config: Mapping[str, int] | None = None) -> None:
         from mdhom.devices import get_device
 
         self.device = get_device(device)
@@ -218,13 +347,12 @@ class ForestPredictor:
         self.d_forest = cl_array.to_device(q, raw.view(np.int32))
         self.d_root = cl_array.to_device(q, roots)
         self.d_value = cl_array.to_device(q, values.reshape(-1))
+        self.d_depth = cl_array.to_device(q, tree_depths(trees))
         self.desc = predict_forest()
         sizes = {"row": 1 << 20, "output": self.n_outputs, "tree": max(1, self.n_trees)}
-        cfg = forest_heuristic(self.desc, self.device, sizes)
-        cfg.update(FOREST.exact_pins)
-        from mdhom.mdh import build_within_limits
-
-        self.comp = build_within_limits(self.desc, self.device, cfg)
+        ws = Workspace(self.device, exact=True, configs={self.desc.name: config} if config is not None else None)
+        self.comp = ws.build(FOREST, self.desc, sizes)
+        self.config_source = ws.config_sources[self.desc.name]
 
     def tree_sums(self, X: np.ndarray) -> np.ndarray:
         """(n_rows, n_outputs) sums over trees of the leaf values of float64 ``X`` (categorical columns already
@@ -240,7 +368,8 @@ class ForestPredictor:
             x = np.ascontiguousarray(X[lo:lo + block], np.float64)
             d_x = cl_array.to_device(q, x.reshape(-1))
             d_out = cl_array.empty(q, x.shape[0] * self.n_outputs, np.float64)
-            launch = self.comp.bind(d_out, q, X=d_x, forest=self.d_forest, root=self.d_root, value=self.d_value)
+            launch = self.comp.bind(d_out, q, X=d_x, forest=self.d_forest, root=self.d_root, value=self.d_value,
+                                    depth=self.d_depth)
             launch({"row": x.shape[0], "output": self.n_outputs, "tree": self.n_trees}, n_feat=f)
             out[lo:lo + x.shape[0]] = d_out.get().reshape(-1, self.n_outputs)
         return out

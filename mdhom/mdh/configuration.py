@@ -273,6 +273,8 @@ class Configurable:
         cfg.update(dict.fromkeys(self.switches, 0))  # the description's heuristic decides them
         if self.vector:
             cfg["VEC"] = self.vec_default(device)
+            if self.kind(self.vector.dim) == "concat" and any(cfg[f"NUM_WI_{d}"] > 1 for d in self.lane_dims):
+                cfg["VEC"] = 1  # a block's accumulators stay in one work-item (check_config)
         if self.inline_fold:
             cfg["INLINE"] = int(device.type == "cpu")
         if self.prefetch:
