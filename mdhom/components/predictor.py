@@ -267,14 +267,19 @@ def forest_reference(a: Mapping[str, object]) -> np.ndarray:
     n_nodes = len(raw) // FOREST_NODE.dtype.itemsize
     nodes = raw[: n_nodes * FOREST_NODE.dtype.itemsize].view(FOREST_NODE.dtype)
     value = np.asarray(a["value"]).reshape(n_nodes, -1)
-    rows = np.arange(len(X))
+    left, right, feature, threshold, default_left = (np.ascontiguousarray(nodes[f]) for f in (
+        "left", "right", "feature", "threshold", "default_left"))
+    flat, base = X.reshape(-1), np.arange(len(X), dtype=np.int64) * n_feat
     out = np.zeros((len(X), value.shape[1]))
     for root in roots:
         at = np.full(len(X), root)
-        while (inner := nodes["left"][at] >= 0).any():
-            x = X[rows, nodes["feature"][at]]
-            go_left = np.where(np.isnan(x), nodes["default_left"][at] != 0, x <= nodes["threshold"][at])
-            at = np.where(inner, np.where(go_left, nodes["left"][at], nodes["right"][at]), at)
+        live = np.arange(len(X)) if left[root] >= 0 else np.arange(0)  # the rows not at a leaf yet
+        while live.size:
+            node = at[live]
+            x = flat[base[live] + feature[node]]
+            go_left = np.where(np.isnan(x), default_left[node] != 0, x <= threshold[node])
+            at[live] = np.where(go_left, left[node], right[node])
+            live = live[left[at[live]] >= 0]
         out = out + value[at]
     return out
 
