@@ -67,6 +67,30 @@ def test_every_walk_of_the_device_predictor_gives_the_numpy_walks_bits(device):
     assert got.tree_sums(Xt).tobytes() == lone.tree_sums(Xt).tobytes()
 
 
+@pytest.mark.parametrize("categorical", [False, True], ids=["numeric", "categorical"])
+def test_float32_rows_are_walked_as_they_are_with_the_float64_copys_leaves(device, monkeypatch, categorical):
+    """float32 rows go to the device as they are (the float variant of the walk, half the bytes, no float64 copy on
+    the host), and give the bits the float64 copy of the same values gives, on the device and in numpy; with
+    categorical features, which take positions among the known codes, as float64."""
+    from mdhom.components.predictor import ForestPredictor
+
+    X, y = _data(1500)
+    Xt = _data(700, seed=1)[0].astype(np.float32)
+    Xt[:3, 0] = [np.float32(1e-45), np.float32(-3.4e38), np.nextafter(np.float32(0.1), np.float32(1))]
+    est = TreeBoostRegressor(n_estimators=6, max_depth=5, categorical_feature=[2] if categorical else None,
+                             device=device).fit(X, y)
+    monkeypatch.setattr(estimators, "DEVICE_PREDICT_MIN", 0)
+    want = est._raw(Xt.astype(np.float64))
+    assert est._raw(Xt).tobytes() == want.tobytes()
+    if not categorical:
+        ens = est._ensemble
+        pred = ForestPredictor(device, ens.trees, ens.categories, ens.n_outputs)
+        assert pred.tree_sums(Xt).tobytes() == pred.tree_sums(Xt.astype(np.float64)).tobytes()
+        assert "tree_predict_forest (float32)" in pred.ws.computations
+    monkeypatch.setattr(estimators, "DEVICE_PREDICT_MIN", 1 << 62)
+    assert est._raw(Xt).tobytes() == want.tobytes()
+
+
 def test_numpy_device_never_predicts_on_a_device(monkeypatch):
     X, y = _data(300)
     est = TreeBoostRegressor(n_estimators=3, device="numpy").fit(X, y)
@@ -98,6 +122,8 @@ CODE = textwrap.dedent("""
                "NUM_WI_tree": 1, "NUM_WI_COMBINE": 1, "CHUNKED": 1, "VEC": 4, "FIXED_DEPTH": fixed}
         pred = ForestPredictor("oclgrind", ens.trees, ens.categories, ens.n_outputs, config=cfg)
         assert np.array_equal(pred.tree_sums(ens.category_positions(X)), ens.tree_sums(X))
+        X32 = ens.category_positions(X).astype(np.float32)  # the float variant (positions and values exact here)
+        assert np.array_equal(pred.tree_sums(X32), pred.tree_sums(X32.astype(np.float64)))
     print("FOREST-OK")
 """)
 

@@ -185,14 +185,18 @@ for (int s = 0; s < VEC; ++s) out[s] = value[(long)at[s] * SIZE_output + output]
 
 
 @lru_cache(maxsize=8)
-def predict_forest() -> Description:
+def predict_forest(x_ctype: str = "double") -> Description:
     """The raw scores' tree part of new rows: per (row, output), the sum over trees of the value of the leaf the
     row reaches, added from zero in tree order (exact mode pins the tree dimension to one lane: the numpy path's
     order, so both give the same bits).
 
     Its vector form along ``row`` (what CPUs build, :func:`mdhom.components.lanes.vector_forms`) walks ``VEC`` rows'
     paths through a tree at once and keeps their sums apart, each in tree order (the same bits); ``FIXED_DEPTH``
-    chooses how (``_FOREST_VEC``); ``depth`` holds each tree's depth (:func:`tree_depths`)."""
+    chooses how (``_FOREST_VEC``); ``depth`` holds each tree's depth (:func:`tree_depths`).
+
+    ``x_ctype`` "float" reads float32 rows as the caller has them: a float's value is a double's exactly, so every
+    comparison with a split's double threshold, and so every leaf, is what the float64 copy would give, without the
+    copy (twice the rows' bytes on the host and across the bus: XGBoost's ``inplace_predict`` takes float32 too)."""
     return Description(
         "tree_predict_forest", ["row", "output", "tree"], [Concat(), Concat(), Reduce(SUM)], "double",
         scalar="""
@@ -204,7 +208,7 @@ while (nodes[node].left >= 0) {
     node = go_left ? t->left : t->right;
 }
 out = value[(long)node * SIZE_output + output];""",
-        inputs=[Input("X", "double", ("*",), gather=True), Input("forest", "int", ("*",), gather=True),
+        inputs=[Input("X", x_ctype, ("*",), gather=True), Input("forest", "int", ("*",), gather=True),
                 Input("root", "int", ("tree",), gather=True), Input("value", "double", ("*",), gather=True),
                 Input("depth", "int", ("tree",), gather=True)],
         params=[Param("n_feat", "int")],
@@ -352,27 +356,34 @@ class ForestPredictor:
         self.d_value = cl_array.to_device(q, values.reshape(-1))
         self.d_depth = cl_array.to_device(q, tree_depths(trees))
         self.desc = predict_forest()
+        self.ws = Workspace(self.device, exact=True, configs={self.desc.name: config} if config is not None else None)
+        self.comp = self._build(np.dtype(np.float64))
+        self.config_source = self.ws.config_sources[f"{self.desc.name} (float64)"]
+
+    def _build(self, dtype: np.dtype):  # noqa: ANN202 - a mdhom.mdh.Computation
+        """The walk of rows of ``dtype`` (float64, or float32 as the caller has them), built once."""
         sizes = {"row": 1 << 20, "output": self.n_outputs, "tree": max(1, self.n_trees)}
-        ws = Workspace(self.device, exact=True, configs={self.desc.name: config} if config is not None else None)
-        self.comp = ws.build(FOREST, self.desc, sizes)
-        self.config_source = ws.config_sources[self.desc.name]
+        desc = predict_forest("float" if dtype == np.float32 else "double")
+        return self.ws.build(FOREST, desc, sizes, role=str(dtype))
 
     def tree_sums(self, X: np.ndarray) -> np.ndarray:
-        """(n_rows, n_outputs) sums over trees of the leaf values of float64 ``X`` (categorical columns already
-        as positions among their known codes, NaN where missing)."""
+        """(n_rows, n_outputs) sums over trees of the leaf values of float64 or float32 ``X`` (categorical columns
+        already as positions among their known codes, NaN where missing); other types are read as float64."""
         n, f = X.shape
         out = np.zeros((n, self.n_outputs))
         if n == 0 or self.n_trees == 0:
             return out
+        dtype = np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
+        comp = self.comp if dtype == np.float64 else self._build(dtype)
         dev = self.device
         block = max(1, min(n, int(dev.cl_device.max_mem_alloc_size) // (8 * max(f, self.n_outputs)) // 2))
         q = dev.queue
         for lo in range(0, n, block):
-            x = np.ascontiguousarray(X[lo:lo + block], np.float64)
+            x = np.ascontiguousarray(X[lo:lo + block], dtype)
             d_x = cl_array.to_device(q, x.reshape(-1))
             d_out = cl_array.empty(q, x.shape[0] * self.n_outputs, np.float64)
-            launch = self.comp.bind(d_out, q, X=d_x, forest=self.d_forest, root=self.d_root, value=self.d_value,
-                                    depth=self.d_depth)
+            launch = comp.bind(d_out, q, X=d_x, forest=self.d_forest, root=self.d_root, value=self.d_value,
+                               depth=self.d_depth)
             launch({"row": x.shape[0], "output": self.n_outputs, "tree": self.n_trees}, n_feat=f)
             out[lo:lo + x.shape[0]] = d_out.get().reshape(-1, self.n_outputs)
         return out

@@ -105,14 +105,17 @@ def is_sparse(X: Any) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None, allow_empty: bool = False) -> Any:
+def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None, allow_empty: bool = False,
+              keep_float32: bool = False) -> Any:
     """X as the learners read it: a float64 C-contiguous 2-D copy-or-view with NaN for missing values, or for
     scipy.sparse input a CSR matrix in canonical form (float64, sorted indices, no duplicates; absent entries
     missing). Infinities are refused; a dense copy that would not fit in host memory is refused before it is
     made (a broadcast view has zero strides: its copy costs the full shape). Data frames' 'category' columns
     become codes, by label onto the fitted ``labels`` where given.
 
-    ``allow_empty`` admits zero rows: prediction on no rows has an answer (an empty array), fitting does not."""
+    ``allow_empty`` admits zero rows: prediction on no rows has an answer (an empty array), fitting does not.
+    ``keep_float32`` leaves a float32 array float32 (C-contiguous): prediction compares its values with double
+    thresholds, which a float64 copy would not change."""
     if X is None:
         raise ValueError("X is None; expected a 2-D array-like")
     if is_sparse(X):
@@ -125,11 +128,14 @@ def as_matrix(X: Any, labels: list[np.ndarray | None] | None = None, allow_empty
     if arr.dtype.kind == "c":
         raise ValueError("Complex data not supported")
     _check_shape(arr.shape, allow_empty)
-    if not (arr.dtype == np.float64 and arr.flags.c_contiguous):
-        check_host(8 * arr.shape[0] * arr.shape[1], f"a float64 copy of X {arr.shape}", 8 * arr.shape[1])
+    dtype = np.float32 if keep_float32 and arr.dtype == np.float32 else np.float64
+    if not (arr.dtype == dtype and arr.flags.c_contiguous):
+        size = np.dtype(dtype).itemsize
+        check_host(size * arr.shape[0] * arr.shape[1], f"a {np.dtype(dtype).name} copy of X {arr.shape}",
+                   size * arr.shape[1])
     if arr.dtype.kind in "OUS":
         arr = arr.astype(np.float64)  # a dict in X raises TypeError, a word ValueError: both say which value
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arr = np.ascontiguousarray(arr, dtype=dtype)
     step = max(1, (1 << 22) // max(1, arr.shape[1]))  # bounded temporaries for the check
     for lo in range(0, arr.shape[0], step):
         if np.isinf(arr[lo:lo + step]).any():

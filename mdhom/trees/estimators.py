@@ -286,12 +286,15 @@ class _TreeBoost(TreeModelFiles, OptionParams):
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
-        Xa = as_matrix(X, self._fitted_labels(), allow_empty=True)
+        # float32 rows stay float32 for the device walk (the same leaves: see predict_forest)
+        Xa = as_matrix(X, self._fitted_labels(), allow_empty=True, keep_float32=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
         ens = self._ensemble
         predictor = self._device_predictor(Xa.shape[0])
+        if predictor is None or Xa.dtype == np.float32 and ens.categories is not None:
+            Xa = Xa.astype(np.float64) if Xa.dtype == np.float32 else Xa
         if predictor is None:
             return ens.raw_predict(Xa)
         if not is_sparse(Xa):
