@@ -152,9 +152,10 @@ else if (t->cats >= 0) go_left = ((__global const uchar*)forest)[t->cats + (int)
 else go_left = x <= t->threshold;"""
 # VEC rows' walks of one tree at once: a CPU core overlaps their chains of dependent loads, where one row's walk waits
 # for each node before it can load the next (XGBoost's CPU predictor walks blocks of 64 rows a tree). FIXED_DEPTH 0:
-# a step moves every row not yet at a leaf, until none moves (PoCL, 2-core EPYC: 200k rows x 100 trees of depth 6,
-# 533 ms a row at a time, 192 ms 8 rows a block); 1: the tree's depth in steps, a leaf's row staying put by a select,
-# no branch on whether a row is done (Intel's runtime: 265 -> 128-140 ms; PoCL 500-570 ms)
+# a step moves every row not yet at a leaf, until none moves; 1: the tree's depth in steps, a leaf's row staying put
+# by a select, no branch on whether a row is done. 2-core EPYC, 200k rows x 100 trees of depth 6, 8 rows a block:
+# PoCL 581 ms a row at a time, 224 stepping, 540 at the fixed depth; Intel's runtime 285, 118, 241 (a hand-written
+# walk in work-groups of 8 had Intel's the other way round, 566 against 140): a tuning parameter
 _FOREST_VEC = """
 __global const forest_node_t* nodes = (__global const forest_node_t*)forest;
 int at[VEC];
