@@ -169,6 +169,14 @@ def _loss_defines(kind: str, precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a vector form's end: the block's (g, h) times the rows' weights, 0 where a row is left out
+_VEC_WEIGHTED = """
+go.v = g * ws.v;
+ho.v = h * ws.v;
+for (int s = 0; s < VEC; ++s) {
+    out[s].g = ks[s] ? go.s[s] : (tree_real_t)0;
+    out[s].h = ks[s] ? ho.s[s] : (tree_real_t)0;
+}"""
 # the vector form of the logistic loss's (g, h) (kernels/trees/loss_vec.cl): VEC rows a block, each row's bits
 _LOGISTIC_VEC = """
 union { tree_real_t s[VEC]; tree_real_v v; } xs, ys, ws, go, ho;  /* PoCL calls vload/vstore out of line */
@@ -181,13 +189,7 @@ for (int s = 0; s < VEC; ++s) {
     ks[s] = keep[use_keep ? r : 0];
 }
 tree_real_v g, h;
-tree_logistic_gh_vec(xs.v, ys.v, &g, &h);
-go.v = g * ws.v;
-ho.v = h * ws.v;
-for (int s = 0; s < VEC; ++s) {
-    out[s].g = ks[s] ? go.s[s] : (tree_real_t)0;
-    out[s].h = ks[s] ? ho.s[s] : (tree_real_t)0;
-}"""
+tree_logistic_gh_vec(xs.v, ys.v, &g, &h);""" + _VEC_WEIGHTED
 
 
 # the softmax loss's vector form (kernels/trees/loss_softmax_vec.cl): a block of VEC rows at one output
@@ -201,13 +203,7 @@ for (int s = 0; s < VEC; ++s) {
     ks[s] = keep[use_keep ? r : 0];
 }
 tree_real_v g, h;
-tree_softmax_gh_vec(scores, (long)row, (int)output, (int)SIZE_output, ks_y.v, factor, &g, &h);
-go.v = g * ws.v;
-ho.v = h * ws.v;
-for (int s = 0; s < VEC; ++s) {
-    out[s].g = ks[s] ? go.s[s] : (tree_real_t)0;
-    out[s].h = ks[s] ? ho.s[s] : (tree_real_t)0;
-}"""
+tree_softmax_gh_vec(scores, (long)row, (int)output, (int)SIZE_output, ks_y.v, factor, &g, &h);""" + _VEC_WEIGHTED
 # the losses with a vector form (double precision, the portable exp), its body and the snippets it adds
 _VECTOR_FORMS = {"logistic": (_LOGISTIC_VEC, ("loss_vec.cl",)),
                  "softmax": (_SOFTMAX_VEC, ("loss_vec.cl", "loss_softmax_vec.cl"))}

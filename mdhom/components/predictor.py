@@ -289,11 +289,12 @@ def forest_reference(a: Mapping[str, object]) -> np.ndarray:
     return out
 
 
-# new rows' predictions: 10^5 and 10^6 rows of 100 trees, binary and 4 outputs (10^7 rows took the H200's tune
-# minutes to make and walk in numpy: the 10^6 class serves them)
+# new rows' predictions: 10^5 and 10^6 rows of 100 trees, binary and 4 outputs, the cheap classes first (a CPU's
+# 10^6-row trials take seconds, and the last class is the one a tune's deadline cuts: PoCL's had no 4-output class,
+# and every multiclass prediction warned); 10^7 rows took the H200's tune minutes to make and walk in numpy
 _FOREST_CLASSES = {"rows_1e5_trees_100": {"row": 10**5, "output": 1, "tree": 100},
-                   "rows_1e6_trees_100": {"row": 10**6, "output": 1, "tree": 100},
-                   "rows_1e5_trees_100_out4": {"row": 10**5, "output": 4, "tree": 100}}
+                   "rows_1e5_trees_100_out4": {"row": 10**5, "output": 4, "tree": 100},
+                   "rows_1e6_trees_100": {"row": 10**6, "output": 1, "tree": 100}}
 FOREST = KernelSpec("tree_predict_forest", forest_heuristic, exact_pins={"NUM_WI_tree": 1, "NUM_WG_tree": 1},
                     tuning=Tuning(lambda s: predict_forest(), _FOREST_CLASSES, random_forest_inputs, forest_reference,
                                   doc="new rows' raw scores: the sums over trees of their leaves' values",
