@@ -49,10 +49,12 @@ from mdhom.trees.numpy_backend import NumpyKernels
 from mdhom.trees.reference import category_modes
 
 # rows x trees from which predict walks the trees on the fit's OpenCL device (below, the numpy walk is faster
-# than the kernel's build, which pyopencl caches on disk): PoCL, 2-core AMD EPYC, 50000 Higgs rows x 12 trees of
-# 255 leaves: numpy 0.27 s, the device 0.084 s in a new process (cached build), 0.035-0.042 s once built, 0.64 s
-# the first time ever (no cached build)
-DEVICE_PREDICT_MIN = 1 << 18
+# than the predictor's set-up: its tables and its build, which pyopencl caches on disk). 2-core AMD EPYC, Higgs
+# rows x 12 trees of 255 leaves, the walks alone: from 10 rows on the device's is the faster (PoCL 5000 rows 1.4 ms
+# against numpy's 10.2, 20000 rows 3.5 against 48.4; Intel's runtime 1.0 and 2.9); the set-up, once per fitted
+# model, 26 ms on PoCL and 8 on Intel's runtime with a cached build, so the first call pays from ~10^4 rows x 12
+# trees; a build the first time ever ~0.4-0.6 s on PoCL
+DEVICE_PREDICT_MIN = 1 << 17
 
 
 def resolve_precision(device: Any, precision: str | None) -> str:
