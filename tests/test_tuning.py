@@ -725,3 +725,34 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
     stored = json.loads(path.read_text())["kernels"]
     assert set(stored["tree_histogram_rows"]["classes"]) == set(studied)
     assert stored[kernel_name("quantized")]["classes"]["higgs28"]["config"] == index.config()
+
+
+def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():
+    """The side-by-side re-timing after a study takes as many rounds as fit before its share of ``--minutes`` ends:
+    at least one where the study found another configuration, none where it kept the default (five rounds of a
+    PoCL predictor class of a second a run had taken a minute past a 6-minute tune). Without a deadline, five."""
+    import time
+
+    from mdhom.tuning.driver import _confirm
+    from mdhom.tuning.study import StudyResult
+
+    class Runner:
+        repeats = 4
+
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def retime(self, cfgs: list, rounds: int = 3) -> list[list[float]]:
+            self.asked.append(rounds)
+            return [[0.5 if c["A"] == 2 else 1.0] * (rounds * self.repeats) for c in cfgs]
+
+    def result(config: dict) -> StudyResult:  # a run: 1 s the default, 0.5 s the other (4 repeats: 6 s a round)
+        return StudyResult("k", "c", {}, dict(config), 0.5 if config["A"] == 2 else 1.0, {"A": 1}, 1.0, 3, 0, 0)
+
+    now = time.monotonic()
+    for until, config, want in ((None, {"A": 2}, [5]), (now + 1000.0, {"A": 2}, [5]), (now + 13.0, {"A": 2}, [2]),
+                                (now - 1.0, {"A": 2}, [1]), (now - 1.0, {"A": 1}, []), (now + 9.0, {"A": 1}, [2])):
+        runner, res = Runner(), result(config)
+        _confirm(runner, res, until=until)
+        assert runner.asked == want, (until and until - now, config)
+        assert res.config == config and res.seconds == (0.5 if config["A"] == 2 else 1.0)

@@ -150,12 +150,13 @@ def tune_device(
         whose turn comes after it are returned, not run."""
         done: list[StudyResult] = []
         for i, p in enumerate(plans):
-            timeout = None
+            timeout = share_end = None
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:  # no time for it: not even its inputs are made
                     return done, plans[i:]
                 timeout = left * weights[i] / sum(weights[i:])
+                share_end = time.monotonic() + timeout
             desc = p.kernel.describe(p.sizes)
             h = configs.description_hash(desc)
             hashes[f"{p.kernel.name}/{p.size_class}"] = h
@@ -175,7 +176,7 @@ def tune_device(
             finally:
                 bar.close()
             if confirm and hasattr(runner, "retime") and res.config is not None and res.default_seconds is not None:
-                _confirm(runner, res)
+                _confirm(runner, res, until=share_end)
             done.append(res)
             echo(format_result(res))
         return done, []
@@ -355,10 +356,24 @@ def stale_entry(kernel: str, stored_hash: str | None) -> bool:
     return stored_hash not in current
 
 
-def _confirm(runner: Any, res: StudyResult, rounds: int = 5) -> None:
+def _confirm(runner: Any, res: StudyResult, rounds: int = 5, until: float | None = None) -> None:
     """Re-time best and default side by side; each gets the fastest of its per-round medians, so a round
-    disturbed by other work on a shared machine does not decide the comparison."""
+    disturbed by other work on a shared machine does not decide the comparison.
+
+    ``until`` (``time.monotonic()``), the end of the study's share of ``--minutes``: as many rounds as fit before
+    it, at least one where the study found another configuration (its best was the minimum of noisy medians), none
+    where it kept the default (nothing to decide). Five rounds of a PoCL predictor class of a second a run had taken
+    a minute past a 6-minute tune; an H200 tune that went on past its 3 minutes was killed before it wrote its file."""
     import statistics
+
+    if until is not None:
+        repeats = int(getattr(runner, "repeats", 1))
+        timed = [res.seconds, res.default_seconds] if res.config != res.default_config else [res.default_seconds]
+        per_round = repeats * sum(t or 0.0 for t in timed)
+        fit = int((until - time.monotonic()) / per_round) if per_round > 0 else rounds
+        if fit < 1 and res.config == res.default_config:
+            return
+        rounds = max(1, min(rounds, fit))
 
     def robust(samples: list[float]) -> float:
         n = max(1, len(samples) // rounds)
