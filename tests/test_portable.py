@@ -91,3 +91,18 @@ def test_links_and_metrics_match_numpy_closely():
     want = np.mean(np.logaddexp(0.0, raw[:, :3]) - yb * raw[:, :3])
     assert metrics.logloss(yb, raw[:, :3], np.ones(500)) == pytest.approx(want, rel=1e-12)
     np.testing.assert_allclose(lg.transform(raw), 1 / (1 + np.exp(-raw)), rtol=1e-14)
+
+
+def test_exp_is_the_same_bits_block_by_block_and_element_by_element():
+    """exp_nonpositive works through long arrays a cache-sized block at a time, in place: every element, across the
+    blocks' edges and in any shape, gets the bits it gets alone."""
+    from mdhom.learn import portable
+
+    rng = np.random.default_rng(4)
+    n = 2 * portable._EXP_BLOCK + 4
+    x = -np.abs(rng.standard_normal(n) * 10.0 ** rng.integers(-8, 3, n))
+    x[[0, portable._EXP_BLOCK - 1, portable._EXP_BLOCK, n - 1]] = [-800.0, np.nan, -0.0, -745.5]
+    got = exp_nonpositive(x.reshape(4, -1))
+    alone = np.array([exp_nonpositive(np.array([v]))[0] for v in x])
+    assert got.reshape(-1).tobytes() == alone.tobytes()
+    assert exp_nonpositive(x[:0]).shape == (0,) and isinstance(exp_nonpositive(-1.0), np.floating)

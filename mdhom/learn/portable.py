@@ -29,16 +29,28 @@ LOG_COEFFS = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366
 SQRT_HALF = 0.70710678118654757
 
 
+# elements :func:`exp_nonpositive` takes at a time, in place: its 30-odd passes stay in a core's cache (10^7 scores,
+# the sigmoid of a prediction's: 0.615 -> 0.073 s on a 2-core EPYC, the same bits)
+_EXP_BLOCK = 1 << 14
+
+
 def exp_nonpositive(x: np.ndarray) -> np.ndarray:
     """exp(x) for x <= 0 (the only arguments the losses need: they subtract the maximum first)."""
-    x = np.maximum(np.asarray(x, np.float64), EXP_MIN)
-    k = np.rint(x * INV_LN2)
-    r = (x - k * LN2_HI) - k * LN2_LO
-    p = np.full_like(r, EXP_COEFFS[0])
-    for c in EXP_COEFFS[1:]:
-        p = p * r + c
-    with np.errstate(invalid="ignore"):  # NaN in, NaN out
-        return np.ldexp(p, k.astype(np.int32))
+    x = np.asarray(x, np.float64)
+    out = np.empty(x.shape)
+    flat, dst = x.reshape(-1), out.reshape(-1)
+    for lo in range(0, flat.size, _EXP_BLOCK):
+        v = np.maximum(flat[lo:lo + _EXP_BLOCK], EXP_MIN)
+        k = np.rint(v * INV_LN2)
+        r = v - k * LN2_HI
+        r -= k * LN2_LO
+        p = np.full_like(r, EXP_COEFFS[0])
+        for c in EXP_COEFFS[1:]:
+            p *= r
+            p += c
+        with np.errstate(invalid="ignore"):  # NaN in, NaN out
+            np.ldexp(p, k.astype(np.int32), out=dst[lo:lo + _EXP_BLOCK])
+    return out if out.ndim else out[()]
 
 
 def log_positive(x: np.ndarray) -> np.ndarray:
