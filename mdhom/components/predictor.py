@@ -332,10 +332,15 @@ def tree_depths(trees: list) -> np.ndarray:
     vector form's fixed-depth walk."""
     out = np.zeros(max(1, len(trees)), np.int32)
     for i, t in enumerate(trees):
+        inner = np.flatnonzero(np.asarray(t.left) >= 0)
+        kids = np.concatenate([np.asarray(t.left)[inner], np.asarray(t.right)[inner]])
         depth = np.zeros(t.n_nodes, np.int32)
-        for node in range(t.n_nodes):  # children are numbered after their parent
-            if t.left[node] >= 0:
-                depth[t.left[node]] = depth[t.right[node]] = depth[node] + 1
+        while True:  # a level a pass, all nodes at once (a random forest's trees hold thousands)
+            new = depth.copy()
+            new[kids] = np.concatenate([depth[inner], depth[inner]]) + 1
+            if np.array_equal(new, depth):
+                break
+            depth = new
         out[i] = depth.max(initial=0)
     return out
 
