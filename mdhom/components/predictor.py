@@ -364,14 +364,19 @@ class ForestPredictor:
         self.d_depth = cl_array.to_device(q, tree_depths(trees))
         self.desc = predict_forest()
         self.ws = Workspace(self.device, exact=True, configs={self.desc.name: config} if config is not None else None)
-        self.comp = self._build(np.dtype(np.float64))
-        self.config_source = self.ws.config_sources[f"{self.desc.name} (float64)"]
 
     def _build(self, dtype: np.dtype):  # noqa: ANN202 - a mdhom.mdh.Computation
-        """The walk of rows of ``dtype`` (float64, or float32 as the caller has them), built once."""
+        """The walk of rows of ``dtype`` (float64, or float32 as the caller has them), built at its first use (the
+        workspace keeps it): a caller of float32 rows never builds the float64 walk."""
         sizes = {"row": 1 << 20, "output": self.n_outputs, "tree": max(1, self.n_trees)}
         desc = predict_forest("float" if dtype == np.float32 else "double")
         return self.ws.build(FOREST, desc, sizes, role=str(dtype))
+
+    @property
+    def config_source(self) -> str:
+        """Where the float64 walk's configuration came from (tuned file, defaults, heuristic, override)."""
+        self._build(np.dtype(np.float64))
+        return self.ws.config_sources[f"{self.desc.name} (float64)"]
 
     def tree_sums(self, X: np.ndarray) -> np.ndarray:
         """(n_rows, n_outputs) sums over trees of the leaf values of float64 or float32 ``X`` (categorical columns
@@ -381,7 +386,7 @@ class ForestPredictor:
         if n == 0 or self.n_trees == 0:
             return out
         dtype = np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
-        comp = self.comp if dtype == np.float64 else self._build(dtype)
+        comp = self._build(dtype)
         dev = self.device
         block = max(1, min(n, int(dev.cl_device.max_mem_alloc_size) // (8 * max(f, self.n_outputs)) // 2))
         q = dev.queue

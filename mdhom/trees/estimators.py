@@ -295,8 +295,8 @@ class _TreeBoost(TreeModelFiles, OptionParams):
                              f"{self.n_features_in_} features as input")
         ens = self._ensemble
         predictor = self._device_predictor(Xa.shape[0])
-        if predictor is None or Xa.dtype == np.float32 and ens.categories is not None:
-            Xa = Xa.astype(np.float64) if Xa.dtype == np.float32 else Xa
+        if Xa.dtype == np.float32 and (predictor is None or ens.categories is not None):
+            Xa = Xa.astype(np.float64)  # the numpy walk and the categories' positions read float64
         if predictor is None:
             return ens.raw_predict(Xa)
         if not is_sparse(Xa):
