@@ -111,7 +111,8 @@ class TunableKernel:
     ``description`` is a :class:`Description`, or a factory taking the size class's sizes (for kernels
     whose description depends on, say, the number of bins). ``size_classes`` maps a class name to the
     dimension sizes (and any extra size-like knobs the factory reads) it is tuned at. ``make_inputs(sizes,
-    rng)`` returns the numpy inputs and scalar params for one call; ``reference(inputs)`` the numpy result.
+    rng)`` returns the numpy inputs and scalar params for one call (and anything else the reference needs:
+    :meth:`arguments` picks the kernel's); ``reference(inputs)`` the numpy result.
     ``quick_points`` caps the problem size (product of the sizes) in ``--quick`` mode.
     """
 
@@ -151,6 +152,13 @@ class TunableKernel:
         """Only the sizes of the description's dimensions (a class may carry extra knobs)."""
         desc = self.describe(sizes)
         return {d: int(sizes[d]) for d in desc.dim_names if d in sizes}
+
+    def arguments(self, sizes: Mapping[str, int], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The kernel's arguments among ``make_inputs``' ``inputs``, which may also hold what only the reference reads
+        (the number of bins a histogram's class is tuned at: its output's width)."""
+        desc = self.describe(sizes)
+        names = {i.name for i in desc.inputs} | {p.name for p in desc.params}
+        return {k: v for k, v in inputs.items() if k in names}
 
     def points(self, size_class: str) -> int:
         desc = self.describe(self.size_classes[size_class])

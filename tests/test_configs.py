@@ -191,23 +191,24 @@ def test_description_hash_mismatch_is_reported(cpu, tmp_path):
 
 
 def test_a_build_no_class_was_tuned_for_takes_its_own_variants_class(cpu, tmp_path):
-    """A build of another version of a kernel (the split score at 256 bins; every class tuned at 64) takes the nearest
-    class of its own variant (quantized, vector form) where there is one, not the nearest of any variant: the float64
-    class's configuration had run the quantized vector build 2.3-2.4x slower on PoCL."""
+    """A build of another version of a kernel (the split score at 128 bins; every class tuned at 64 or 256) takes the
+    nearest class of its own variant (quantized, vector form) where there is one, not the nearest of any variant: the
+    float64 class's configuration had run the quantized vector build at 256 bins 2.3-2.4x slower on PoCL."""
     from mdhom.components import split as sp
     from mdhom.components.workspace import Workspace
 
-    desc = sp.split_score(256, 1, "quantized", vector=True)
+    desc = sp.split_score(128, 1, "quantized", vector=True)
     mine = sp.SCORE.variant_classes(desc)
     assert mine == {c for c in sp.SCORE.tuning.size_classes if c.startswith("vec_q_")}
-    assert sp.SCORE.variant_classes(sp.split_score(256, 1, "double")) == {"nodes_1", "nodes_16", "nodes_128"}
+    assert sp.SCORE.variant_classes(sp.split_score(128, 1, "double")) == {
+        "nodes_1", "nodes_16", "nodes_128", "nodes_1_bins256", "nodes_128_bins256"}
     sizes = {"node": 1, "feat": 28, "bin": 62, "dir": 2}
     base = sp.score_heuristic(desc, cpu, sizes)
     plain, vec_q = {**base, "NUM_WG_node": 1}, {**base, "NUM_WG_node": 2}
     configs.store_results(cpu, [("tree_split_score", "nodes_1", _entry(plain, sizes), "sha256:plain"),
                                 ("tree_split_score", "vec_q_nodes_1", _entry(vec_q, sizes), "sha256:vec_q")],
                           directory=tmp_path / "pkg")
-    look = {**sizes, "bin": 254}
+    look = {**sizes, "bin": 126}
     config, source = configs.lookup(cpu, "tree_split_score", look, description=desc, prefer=mine)
     assert config == vec_q and "vec_q_nodes_1" in source and "another version" in source
     config, source = configs.lookup(cpu, "tree_split_score", look, description=desc)  # no variant: the nearest

@@ -360,7 +360,7 @@ def test_tunables_match_their_references(device):
         sizes = dict(sizes, pos=min(sizes.get("pos", 1), 4099)) if "pos" in sizes else sizes
         inputs = kern.make_inputs(sizes, rng)
         dims = kern.dim_sizes(sizes)
-        got = Computation(kern.describe(sizes), device, None, dims)(dims, **inputs)
+        got = Computation(kern.describe(sizes), device, None, dims)(dims, **kern.arguments(sizes, inputs))
         assert kern.compare(got, kern.reference(inputs)) is None, name
 
 

@@ -486,12 +486,17 @@ def test_whole_row_histogram_is_tuned_in_the_variant_the_devices_fits_read(cpu, 
     monkeypatch.setenv("MDHOM_TUNED", "0")  # no stored layout (nor the defaults' groups): the heuristics decide
     kernel = HISTOGRAM_ROWS.tunable()
     fresh = dataclasses.replace(cpu, key="test-no-such-device-v0")
-    names = {t: sorted(kernel.classes(device=dataclasses.replace(fresh, type=t))) for t in ("cpu", "gpu")}
-    assert names["cpu"] == ["moved_1e6_nodes_1", "moved_1e6_nodes_64", "moved_1e6_nodes_8"]
+    # a GPU of NVIDIA's 48 KB: a node's 256-bin histogram of 28 features is feature groups' (tree_histogram_groups)
+    names = {"cpu": sorted(kernel.classes(device=dataclasses.replace(fresh, type="cpu", local_mem_size=256 * 1024))),
+             "gpu": sorted(kernel.classes(device=dataclasses.replace(fresh, type="gpu", local_mem_size=48 * 1024)))}
+    assert names["cpu"] == ["moved_1e6_nodes_1", "moved_1e6_nodes_1_bins256", "moved_1e6_nodes_64",
+                            "moved_1e6_nodes_64_bins256", "moved_1e6_nodes_8", "moved_1e6_nodes_8_bins256"]
     assert names["gpu"] == ["rows_1e6_nodes_1", "rows_1e7_nodes_1", "rows_1e7_nodes_512", "rows_1e7_nodes_64",
                             "rows_1e7_nodes_8"]
     with forcing(Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
-        assert sorted(kernel.classes(device=fresh)) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
+        assert sorted(kernel.classes(device=dataclasses.replace(fresh, local_mem_size=256 * 1024))) == [
+            "index_1e6_nodes_64", "index_1e6_nodes_64_bins256", "index_1e6_nodes_8", "index_1e6_nodes_8_bins256",
+            "rows_1e6_nodes_1", "rows_1e6_nodes_1_bins256"]
     assert kernel.classes(device=dataclasses.replace(fresh, type="accelerator")) == {}  # builds no whole rows
     with forcing(Layout(row_index=0, whole_rows=0, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)):
         assert kernel.classes(device=fresh) == {}
@@ -596,6 +601,44 @@ def test_every_build_of_a_fit_is_of_a_class_its_devices_tune_stores(device, monk
     assert not orphans, sorted(orphans)
 
 
+def test_fits_at_63_and_the_default_255_bins_build_the_code_their_devices_tune_studies(device, monkeypatch):
+    """Each tuned kernel that a fit of Higgs-shaped rows builds on a device, at max_bin=63 and at the default 255, is
+    the code (its description's hash) of a size class that device's tune studies, so the tune's entries are the
+    build's own. The tuner's classes were of 64 bins only: every CPU fit at the default ran its histograms and split
+    score under the 64-bin classes' configurations, "tuned for another version of the kernel", and a re-run of
+    `mdhom tune` could not change that."""
+    from mdhom import TreeBoostClassifier
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+    from mdhom.components import workspace
+    from mdhom.tunable import registered
+
+    built: dict[str, set[str]] = {}
+    config = workspace.Workspace.config
+
+    def spy(self, spec, desc, sizes):  # noqa: ANN001, ANN202
+        if spec.tuning is not None and spec.tuned_on(self.device, sizes):
+            built.setdefault(spec.name, set()).add(configs.description_hash(desc))
+        return config(self, spec, desc, sizes)
+
+    monkeypatch.setattr(workspace.Workspace, "config", spy)
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # which code the classes describe is the question, not what is stored
+    X, y = make_higgs_like(3000, 28, 0, 0.0, TRAIN_STREAM)
+    for precision in ("auto", "quantized"):
+        for policy in ("depthwise", "lossguide"):
+            for max_bin in (63, 255):
+                kw = {} if precision == "auto" else {"precision": precision}
+                TreeBoostClassifier(n_estimators=2, grow_policy=policy, max_bin=max_bin, max_leaves=15,
+                                    max_depth=4 if policy == "depthwise" else 0, device=device, **kw).fit(X, y)
+    kernels = registered()
+    missing = {}
+    for name, hashes in built.items():
+        kern = kernels[name]
+        studied = {configs.description_hash(kern.describe(s)) for s in kern.classes(device=device).values()}
+        if hashes - studied:
+            missing[name] = len(hashes - studied)
+    assert not missing, f"{device.key}: builds no class of the tune describes: {missing}"
+
+
 def _with_the_shipped_file(device, monkeypatch) -> None:  # noqa: ANN001
     """Lookups read the package's own tuned files (skip where none is shipped for ``device``)."""
     from importlib import resources
@@ -661,6 +704,12 @@ def test_regression_and_multiclass_fits_with_a_shipped_file_warn_nothing(device,
     assert not said, said
 
 
+def _at_both_bins(*classes: str) -> list[str]:
+    """The whole-row histogram's CPU classes of 64 bins and their 256-bin twins (a CPU's local memory holds a node's
+    256-bin histogram), sorted."""
+    return sorted([*classes, *(f"{c}_bins256" for c in classes)])
+
+
 def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, monkeypatch):
     """When the layout stage finds a quantized layout that reads rows otherwise than the layout the studies ran under,
     the tune plans the studies of the variants it builds (Intel's runtime had stored a row-index layout beside
@@ -676,7 +725,8 @@ def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, mo
     kernel = HISTOGRAM_ROWS.tunable()
     fresh = dataclasses.replace(cpu, key="test-no-such-device-v0", type="cpu")
     todo = [Plan(kernel, c, dict(s)) for c, s in kernel.classes(False, fresh).items()]
-    assert sorted(p.size_class for p in todo) == ["moved_1e6_nodes_1", "moved_1e6_nodes_64", "moved_1e6_nodes_8"]
+    assert sorted(p.size_class for p in todo) == _at_both_bins("moved_1e6_nodes_1", "moved_1e6_nodes_64",
+                                                               "moved_1e6_nodes_8")
 
     def found(layout: Layout, precision: str = "quantized") -> list:
         return [(kernel_name(precision), "higgs28", {"config": layout.config()}, None)]
@@ -684,7 +734,8 @@ def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, mo
     index = Layout(row_index=1, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)
     moved = Layout(row_index=0, whole_rows=1, columns=0, lookahead=0, blocks=2048, depth_ahead=0, batch=0)
     again = _new_variant_plans(todo, fresh, False, found(index))
-    assert sorted(p.size_class for p in again) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"]
+    assert sorted(p.size_class for p in again) == _at_both_bins("index_1e6_nodes_64", "index_1e6_nodes_8",
+                                                                "rows_1e6_nodes_1")
     assert all(p.kernel is kernel for p in again)
     assert _new_variant_plans(todo, fresh, False, found(moved)) == []
     assert _new_variant_plans(todo, fresh, False, found(index, "double")) == []  # the histogram's is quantized's
@@ -716,8 +767,8 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
                                 confirm=False, runner_factory=lambda k, d, s: HashedRunner(),
                                 end_to_end=endtoend.Workload.for_tune(True))
     studied = [r.size_class for r in results]
-    assert studied[:3] == ["moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"], studied
-    assert sorted(studied[3:]) == ["index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"], studied
+    assert sorted(studied[:6]) == _at_both_bins("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"), studied
+    assert sorted(studied[6:]) == _at_both_bins("index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"), studied
     assert any("builds other variants of tree_histogram_rows: tuning those" in line for line in lines), lines
     assert not any("again to tune them" in line for line in lines), lines
     import json

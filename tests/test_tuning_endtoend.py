@@ -126,6 +126,37 @@ def test_a_host_bound_round_keeps_what_the_device_time_gains(cpu_device, tmp_pat
     assert res.kept == []
 
 
+def test_a_kernel_is_timed_by_the_fits_that_look_up_its_classes(cpu_device, tmp_path, monkeypatch):
+    """A 256-bin class is looked up by the fits at the default max_bin=255 alone: its kernel is timed by those fits
+    (the fits at 63 bins do not run its entries, and their noise would decide), a kernel of both bins by all fits."""
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    entries = [("wide", "c256", _entry({"NUM_WI_i": 2}), "sha256:0"), ("both", "c", _entry({"NUM_WI_i": 2}), "sha256:1")]
+    seen: list[tuple[int, ...]] = []
+
+    def timer(device, work, data):
+        seen.append(work.tree_bins)
+        if os.environ.get(configs.TUNED_ENV) == "0":
+            return 1.0
+        path = Path(os.environ[configs.TUNED_DIR_ENV]) / configs.device_file_name(device.key)
+        tuned = {k for k, body in json.loads(path.read_text())["kernels"].items()
+                 if any(e["config"] != e["default_config"] for e in body["classes"].values())}
+        t = 0.8 if "both" in tuned else 1.0
+        if "wide" in tuned:  # faster at 255 bins; the 63-bin fits' noise against it, which must not count
+            t *= (0.7 if 255 in work.tree_bins else 1.0) * (1.5 if 63 in work.tree_bins else 1.0)
+        return t
+
+    def looked_up(device, work, data):
+        return {"both": {"c"}, **({"wide": {"c256"}} if 255 in work.tree_bins else {})}
+
+    lines: list[str] = []
+    work = Workload(rows=200, rounds=2, leaves=3, repeats=1)
+    assert work.tree_bins == (63, 255) and {f["max_bin"] for f in work.fits()} == {63, 255}
+    res = check(cpu_device, entries, work, echo=lines.append, timer=timer, classes_run=looked_up)
+    assert res.kept == ["wide", "both"], lines
+    assert (255,) in seen and any("wide: tuned kept" in line and "at 255 bins" in line for line in lines), lines
+    assert any(line.startswith("  both: tuned kept") and "bins" not in line for line in lines), lines
+
+
 def test_device_round_seconds_profiles_a_real_fit(cpu_device):
     from mdhom.bench.trees import make_higgs_like
 

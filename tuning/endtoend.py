@@ -5,12 +5,14 @@ faster is another question (the learner builds kernels at its own sizes, launche
 round between host work, and one kernel's speed moves another's caches). So after the studies, the tuner trains
 a few rounds of a real fit (a Higgs-shaped workload, in the learner's default precision and quantized) with
 the candidate device file and with no stored configuration at all (``MDHOM_TUNED=0``, the heuristics): a
-loss-guided fit and a depth-wise one, whose round times count as their geometric mean (the two policies run the
-same kernels at other sizes: the H100's file from a loss-guided check alone made depth-wise rounds 8% slower), and
-keeps a kernel's tuned configurations only where the round with them is faster: one kernel at a time, in the
-order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor default
-takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
-end-to-end speedup over the heuristics. Kernels that run in no boosting round are judged the same way by the fits
+loss-guided fit and a depth-wise one, each at 63 bins and at the default ``max_bin=255`` (the histograms and the split
+score are other code at 256 bins, tuned in size classes of their own), whose round times count as their geometric mean
+(the two policies run the same kernels at other sizes: the H100's file from a loss-guided check alone made depth-wise
+rounds 8% slower), and keeps a kernel's tuned configurations only where the round with them is faster: one kernel at
+a time, in the order of the studies, each reverted to its heuristic configuration (stored as such, so that no vendor
+default takes its place) when the round without its tuned entries is at least as fast. What is kept is reported as the
+end-to-end speedup over the heuristics. A kernel is timed by the fits that look up its changed size classes (a
+256-bin class by the fits at 255 bins). Kernels that run in no boosting round are judged the same way by the fits
 they run in (:data:`CHECKS`): forest and chain kernels by forest and chain fits and predictions, the rule
 refinement's kernels by the seconds per rule of two rule fits, the binning of raw rows by the seconds it takes to bin
 the check's rows.
@@ -34,7 +36,7 @@ import os
 import statistics
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +74,20 @@ class Workload:
     rows: int
     rounds: int
     leaves: int
-    bins: int = 63
+    bins: int = 63  # the forests', chains' and binning's fits
     repeats: int = 3
     depth: int = 8  # the depth-wise fit's max_depth (its max_leaves is 2^depth)
     policies: tuple[str, ...] = ("lossguide", "depthwise")
     rules: RuleWork = RuleWork()
+    # the boosting fits' max_bin: the benchmarks' 63 and the learners' default 255 (a check at 63 alone had left every
+    # CPU fit at the default running 64-bin classes' configurations, tuned for other code)
+    tree_bins: tuple[int, ...] = (63, 255)
 
     def fits(self) -> list[dict[str, Any]]:
         """The estimator parameters of each fit the check times."""
-        return [dict(n_estimators=self.rounds, grow_policy=p, max_bin=self.bins,
+        return [dict(n_estimators=self.rounds, grow_policy=p, max_bin=b,
                      max_leaves=self.leaves if p == "lossguide" else 2 ** self.depth,
-                     max_depth=0 if p == "lossguide" else self.depth) for p in self.policies]
+                     max_depth=0 if p == "lossguide" else self.depth) for b in self.tree_bins for p in self.policies]
 
     @classmethod
     def for_tune(cls, quick: bool, gpu: bool = False) -> Workload:
@@ -276,13 +281,16 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         entries = [e for e in entries if e[0] not in unchanged]
         kernels = [k for k in kernels if k not in unchanged]
     unjudged: list[str] = []
+    scope: dict[str, Workload] = {}  # each kernel's fits: those at the bins whose fits look up its changed classes
     if kernels and classes_run is not None:
         with tempfile.TemporaryDirectory(prefix="mdhom-e2e-classes-") as tmp:
             configs.store_results(device, entries, Path(tmp))
             with _env(**{configs.TUNED_ENV: None, configs.TUNED_DIR_ENV: tmp}):
-                ran = classes_run(device, work, data)
+                ran = {b: classes_run(device, replace(work, tree_bins=(b,)), data) for b in work.tree_bins}
         changed = {k: {c for x, c, e, _ in entries if x == k and e["config"] != e["default_config"]} for k in kernels}
-        unjudged = [k for k in kernels if not changed[k] & ran.get(k, set())]
+        scope = {k: replace(work, tree_bins=tuple(b for b in work.tree_bins if changed[k] & ran[b].get(k, set())))
+                 for k in kernels}
+        unjudged = [k for k in kernels if not scope[k].tree_bins]
         if unjudged:
             echo(f"  {len(unjudged)} kernel(s) whose changed classes the check's fits do not look up, stored as their "
                  f"studies found them: " + ", ".join(f"{k} ({', '.join(sorted(changed[k]))})" for k in unjudged))
@@ -297,30 +305,31 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
             configs.store_results(device, choose(entries, keep), d)
             return d
 
-        def timed(directory: Path | None, how: Callable[[Any, Workload, Any], float] | None = None) -> float:
+        def timed(directory: Path | None, how: Callable[[Any, Workload, Any], float] | None = None,
+                  w: Workload = work) -> float:
             env = {configs.TUNED_ENV: "0"} if directory is None else {configs.TUNED_ENV: None,
                                                                       configs.TUNED_DIR_ENV: str(directory)}
             with _env(**env):
-                return (how or timer)(device, work, data)
+                return (how or timer)(device, w, data)
 
-        def compare(a: Path | None, b: Path | None, how: Callable[[Any, Workload, Any], float] | None = None
-                    ) -> tuple[float, float]:
-            """Fastest median of each, the two measured in turn (by ``how``, default ``timer``)."""
+        def compare(a: Path | None, b: Path | None, how: Callable[[Any, Workload, Any], float] | None = None,
+                    w: Workload = work) -> tuple[float, float]:
+            """Fastest median of each, the two measured in turn (by ``how``, default ``timer``) on ``w``'s fits."""
             ta, tb = [], []
-            for _ in range(work.repeats):
-                ta.append(timed(a, how))
-                tb.append(timed(b, how))
+            for _ in range(w.repeats):
+                ta.append(timed(a, how, w))
+                tb.append(timed(b, how, w))
             return min(ta), min(tb)
 
-        def device_times(a: Path | None, b: Path | None, what: str) -> tuple[float, float]:
+        def device_times(a: Path | None, b: Path | None, what: str, w: Workload = work) -> tuple[float, float]:
             """``a``'s and ``b``'s device seconds (a line in the trace)."""
-            da, db = compare(a, b, device_timer)
+            da, db = compare(a, b, device_timer, w)
             trace.append(f"    {what}: device {da * 1e3:.2f} ms/{unit} against {db * 1e3:.2f}")
             return da, db
 
-        def device_win(a: Path | None, b: Path | None, what: str) -> bool:
+        def device_win(a: Path | None, b: Path | None, what: str, w: Workload = work) -> bool:
             """Whether ``a``'s device seconds beat ``b``'s by the margin."""
-            da, db = device_times(a, b, what)
+            da, db = device_times(a, b, what, w)
             return da < db * (1.0 - MARGIN)
 
         timed(None)  # builds and first-touch costs out of the way
@@ -333,12 +342,14 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         for k in kernels:
             trial_keep = [x for x in keep if x != k]
             trial = with_kernels(trial_keep)
-            with_k, without_k = compare(current, trial)
-            line = f"({with_k * 1e3:.2f} ms tuned, {without_k * 1e3:.2f} without)"
+            w = scope.get(k, work)
+            with_k, without_k = compare(current, trial, w=w)
+            at = "" if w.tree_bins == work.tree_bins else f" at {', '.join(map(str, w.tree_bins))} bins"
+            line = f"({with_k * 1e3:.2f} ms tuned, {without_k * 1e3:.2f} without{at})"
             if without_k > with_k * (1.0 + MARGIN):
                 trace.append(f"  {k}: tuned kept {line}")
             elif (device_timer is not None and not judged_by_round_alone(k) and with_k <= without_k * (1.0 + MARGIN)
-                  and device_win(current, trial, k)):  # the round no slower beyond its noise, the device's work less
+                  and device_win(current, trial, k, w)):  # the round no slower beyond its noise, the device's work less
                 trace.append(f"  {k}: tuned kept for the device time {line}")
             else:  # no win worth its noise: the heuristic stays
                 keep, current = trial_keep, trial

@@ -86,7 +86,7 @@ class LiveRunner:
         queue = self.device.queue
         self.args = {
             k: cl_array.to_device(queue, np.ascontiguousarray(v)) if k in names else v
-            for k, v in self.host_inputs.items()
+            for k, v in self.kernel.arguments(self.sizes, self.host_inputs).items()
         }
         queue.finish()
 

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import (
+    DEFAULT_BINS,
     bin_ctype,
     bins_reader,
     defines,
@@ -36,6 +37,7 @@ from mdhom.components.lanes import (
     hist_ctype,
     hist_gh_type,
     is_quantized,
+    with_default_bins,
 )
 from mdhom.components.quantize import quantize_gh
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
@@ -230,7 +232,7 @@ def _hist_inputs(s, rng):
     gh = np.stack([rng.standard_normal((n, k)), rng.random((n, k))], axis=-1)
     begin, count = node_slots(nodes, per, rng)
     return {"bins": _binned_like_higgs(rng, n, f, b), "gh": gh, "slot_begin": begin, "slot_count": count,
-            "n_rows": n}
+            "n_rows": n, "n_bins": b}
 
 
 def hist_q_inputs(s, rng):
@@ -241,13 +243,13 @@ def hist_q_inputs(s, rng):
     gh = np.stack([gq, hq], axis=-1).astype(np.int32)
     begin, count = node_slots(nodes, per, rng)
     return {"bins": _binned_like_higgs(rng, n, f, b), "gh": gh, "slot_begin": begin, "slot_count": count,
-            "n_rows": n}
+            "n_rows": n, "n_bins": b}
 
 
-def _hist_ref(a, n_bins: int = 64):
+def _hist_ref(a):
     bins, gh = a["bins"], a["gh"]
     h = histogram_reference(bins, gh[..., 0], gh[..., 1], np.arange(gh.shape[0]), a["slot_begin"],
-                            a["slot_count"], n_bins)
+                            a["slot_count"], a["n_bins"])
     return gh_struct(h)
 
 
@@ -259,14 +261,27 @@ _ROWS = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
 _CLASSES = ({f"root_{k}": {"node": 1, "feat": 28, "output": 1, "pos": v, "n_bins": 64} for k, v in _ROWS.items()}
             | {f"rows_1e6_nodes_{c}": {"node": c, "feat": 28, "output": 1, "pos": 10**6 // c, "n_bins": 64}
                for c in (8, 64)})
+# float64 fits (a CPU's default precision) at the default max_bin=255 build 256-bin code: its own classes, the root
+# of 10^5 and 10^6 rows and a level's 8 and 64 nodes
+_DOUBLE_CLASSES = with_default_bins(_CLASSES, ("root_1e5", "root_1e6", "rows_1e6_nodes_8", "rows_1e6_nodes_64"),
+                                    n_bins=DEFAULT_BINS)
+
+
+def _double_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """The 256-bin classes where fits run float64 by default (CPUs; a GPU's default is quantized, its float64 fits
+    take the 64-bin classes' configurations)."""
+    from mdhom.trees.estimators import resolve_precision  # here: importing mdhom.trees imports the components
+
+    return int(s.get("n_bins", 64)) != DEFAULT_BINS or resolve_precision(device, None) == "double"
 
 _EXACT_ROWS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # a row at a time, in order: the numpy reference's sums
 HISTOGRAM = KernelSpec(
     "tree_histogram", histogram_heuristic, exact_pins=_EXACT_ROWS,
     # float64 histograms run in exact fits (the default of precision="double"), under the pins: tuned under them (a
     # 3-minute PoCL tune had timed its 1M-row class at 73 ms with the rows over 4 groups, an order no fit runs)
-    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _CLASSES, _hist_inputs, _hist_ref, fixed=_EXACT_ROWS,
-                  doc="(g, h) histograms of 63 bins + missing, 28 features, of one node's rows or a level's"))
+    tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _DOUBLE_CLASSES, _hist_inputs, _hist_ref,
+                  fixed=_EXACT_ROWS, applies=_double_applies,
+                  doc="(g, h) histograms of 63 or 255 bins + missing, 28 features, of one node's rows or a level's"))
 # int32 lanes, exact: the tuner compares bit for bit; its space includes PARTIALS_LOCAL from the description
 HISTOGRAM_Q = KernelSpec(
     "tree_histogram_q", histogram_heuristic,

@@ -7,7 +7,7 @@ double, histograms and their scans and differences as int32 fixed point).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from importlib import resources
 
 import numpy as np
@@ -75,6 +75,19 @@ def with_quantized_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict
     """A kernel's size classes, and each again as ``q_<name>`` with ``quantized`` 1: its int32 lanes are other code
     (what GPU fits and ``precision="quantized"`` build), tuned in classes of their own."""
     return {**classes, **{f"q_{name}": {**sizes, "quantized": 1} for name, sizes in classes.items()}}
+
+
+# max_bin=255 (the learners' default) builds 256-bin code, another version of each kernel whose description holds the
+# number of bins (the histograms, the split score) than the 64-bin code the tuner's classes had: every CPU fit at the
+# default ran the 64-bin classes' configurations under a "tuned for another version" note that no re-run could silence
+DEFAULT_BINS = 256
+
+
+def with_default_bins(classes: dict[str, dict[str, int]], names: Collection[str],
+                      **sizes: int) -> dict[str, dict[str, int]]:
+    """A kernel's size classes, and those in ``names`` again as ``<name>_bins256`` with ``sizes`` (the class's number
+    of bins, under the key its description factory reads): the code that fits at the default ``max_bin`` build."""
+    return {**classes, **{f"{name}_bins{DEFAULT_BINS}": {**classes[name], **sizes} for name in names}}
 
 
 def defined(desc, name: str) -> int | None:  # noqa: ANN001 - a mdhom.mdh.Description

@@ -21,7 +21,16 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.histogram import hist_q_inputs, histogram_reference, node_slots
-from mdhom.components.lanes import bin_ctype, bins_reader, defined, defines, gh_struct, hist_gh_type
+from mdhom.components.lanes import (
+    DEFAULT_BINS,
+    bin_ctype,
+    bins_reader,
+    defined,
+    defines,
+    gh_struct,
+    hist_gh_type,
+    with_default_bins,
+)
 from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
 from mdhom.learn.binning import bin_dtype
@@ -346,7 +355,7 @@ def _rows_inputs(s, rng):
     a = hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
     begin, count = node_slots(n_nodes, per, rng)
     out = {"bins": a["bins"].reshape(-1), "gh": a["gh"].reshape(-1), "n_rows": n, "slot_begin": begin,
-           "slot_count": count}
+           "slot_count": count, "n_bins": b}
     if s.get("row_index", 1):
         rows = rng.permutation(n)
         out["ridx"] = np.concatenate([np.sort(rows[b0:b0 + c]) for b0, c in zip(begin, count, strict=True)])
@@ -354,12 +363,12 @@ def _rows_inputs(s, rng):
     return out
 
 
-def _rows_ref(a, n_bins: int = 64):
+def _rows_ref(a):
     n = a["n_rows"]
     bins = a["bins"].reshape(n, -1)
     gh = a["gh"].reshape(n, -1, 2)
     ridx = a["ridx"] if "ridx" in a else np.arange(n)
-    h = histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, a["slot_begin"], a["slot_count"], n_bins)
+    h = histogram_reference(bins, gh[..., 0], gh[..., 1], ridx, a["slot_begin"], a["slot_count"], a["n_bins"])
     return gh_struct(h).reshape(h.shape[0], -1)
 
 
@@ -377,6 +386,11 @@ def _row_class(prefix: str, nodes: int, rows: int, row_index: int) -> tuple[str,
 _ROW_CLASSES = dict([_row_class("rows", 1, 10**6, 1)] + [_row_class("rows", c, 10**7, 1) for c in (1, 8, 64, 512)]
                     + [_row_class("index", c, 10**6, 1) for c in (8, 64)]
                     + [_row_class("moved", c, 10**6, 0) for c in (1, 8, 64)])
+# fits at the default max_bin=255 where a node's 256-bin histogram needs no feature groups (CPUs): the CPU classes again
+# at 256 bins (tree_histogram_groups has the GPUs')
+_ROW_CLASSES_ALL = with_default_bins(_ROW_CLASSES, ("rows_1e6_nodes_1", "index_1e6_nodes_8", "index_1e6_nodes_64",
+                                                    "moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"),
+                                     n_bins=DEFAULT_BINS)
 
 
 def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
@@ -397,13 +411,21 @@ def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
     return bool(whole) and int(s.get("row_index", 1)) == int(row_index) and sized
 
 
+def _rows_class_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """:func:`_rows_variant_applies` for the classes whose bins fit a node's histogram in one group on the device
+    (64 bins everywhere, 256 on CPUs): wider ones are :data:`HISTOGRAM_GROUPS`'."""
+    return (feature_groups(device, int(s["feat"]), 1, int(s.get("n_bins", 64))) == 1
+            and _rows_variant_applies(device, s))
+
+
 HISTOGRAM_ROWS = KernelSpec(
     "tree_histogram_rows", rows_heuristic,
     tuning=Tuning(lambda s: histogram_rows(int(s.get("n_bins", 64)), int(s["feat"]), 1, False,
                                            bool(s.get("row_index", 1))),
-                  _ROW_CLASSES, _rows_inputs, _rows_ref, applies=_rows_variant_applies,
+                  _ROW_CLASSES_ALL, _rows_inputs, _rows_ref, applies=_rows_class_applies,
                   doc="int32 (g, h) histograms of whole rows (all 28 features per work-item) in 1 to 512 nodes, rows "
-                      "read through the row index or moved, as the device's layout reads them"))
+                      "read through the row index or moved, as the device's layout reads them (64 bins; 256 where "
+                      "one group holds them)"))
 def _groups_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
     """Whether a class is what the device's 256-bin fits build: Higgs-shaped rows in ``grp`` groups (the fewest that
     fit its local memory), read as its layout reads them (:func:`_rows_variant_applies`)."""
@@ -421,7 +443,7 @@ HISTOGRAM_GROUPS = KernelSpec(
     "tree_histogram_groups", rows_heuristic,
     tuning=Tuning(lambda s: histogram_groups(int(s["n_bins"]), int(s["feat"]), 1, int(s["grp"]), False,
                                              bool(s.get("row_index", 1))),
-                  _GROUP_CLASSES, _rows_inputs, lambda a: _rows_ref(a, 256), applies=_groups_variant_applies,
+                  _GROUP_CLASSES, _rows_inputs, _rows_ref, applies=_groups_variant_applies,
                   doc="int32 (g, h) histograms of whole rows in feature groups (256 bins, 28 features in 2 or 4 "
                       "groups), where a node's whole histogram does not fit local memory"))
 

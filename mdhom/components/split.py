@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.lanes import (
+    DEFAULT_BINS,
     REALS,
     class_precision,
     defines,
@@ -40,6 +41,7 @@ from mdhom.components.lanes import (
     split_type,
     vector_class_applies,
     vector_defines,
+    with_default_bins,
     with_quantized_classes,
     with_vector_classes,
 )
@@ -431,16 +433,19 @@ SCAN = KernelSpec(
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
                   doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
+_SCORE_CLASSES = with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
+                                                                          "n_outputs": 1} for n in _NODES}))
+# a fit at the default max_bin=255 scores 254 candidates a feature: the root's and a level's classes again at that
+_SCORE_CLASSES = with_default_bins(_SCORE_CLASSES, [f"{v}nodes_{n}" for v in ("", "q_", "vec_", "vec_q_")
+                                                    for n in (_NODES[0], _NODES[-1])], bin=DEFAULT_BINS - 2)
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
                                         vector=bool(s.get("vector"))),
-                  with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62,
-                                                                             "dir": 2, "n_outputs": 1}
-                                                              for n in _NODES})),
+                  _SCORE_CLASSES,
                   _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
-                      "(CPUs: in vector form)"))
+                      "of 64 or 256 bins (CPUs: in vector form)"))
 def sums_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """GPUs: a work-item per node, 64 a group, 4 groups (built at node=1, launched for batches of up to a few hundred
     nodes; one work-item walking a loss-guided batch's nodes took 24 us a launch on the H200, 0.34 ms a round). CPUs:
