@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import bin_ctype, bins_reader, defines
+from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines, with_default_bins
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.tables import SPLIT_RECORD, split_table
 from mdhom.devices import Device
@@ -202,9 +202,9 @@ def flags_heuristic(desc: Description, dev, sizes) -> dict[str, int]:  # noqa: A
 def _flags_inputs(s, rng, equal: bool = False):
     """A split step of a GPU fit (row index, column copy of the bins): ``node`` nodes tiling ``pos`` rows, each a
     random set of the matrix's rows in ascending order (as the partition keeps them), split on random features and
-    bins of 63 + missing, every row of them visited (a depth-wise level: most of a tree's rows are visited at such
-    depths, in ascending but scattered order)."""
-    n, ns, f, b = s["pos"], s["node"], 28, 64
+    bins of 63 (or 255) + missing, every row of them visited (a depth-wise level: most of a tree's rows are visited at
+    such depths, in ascending but scattered order)."""
+    n, ns, f, b = s["pos"], s["node"], 28, int(s.get("n_bins", 64))
     bins = rng.integers(0, b, size=f * n, dtype=np.uint8)  # features x rows
     order = np.arange(n, dtype=np.int32) if ns == 1 else rng.permutation(n).astype(np.int32)
     if equal:  # nodes of n // ns rows, the last with the rest
@@ -221,7 +221,7 @@ def _flags_inputs(s, rng, equal: bool = False):
     tab["default_left"], tab["begin"], tab["count"] = rng.integers(0, 2, ns), begin, count
     tab["first"], tab["left"], tab["right"], tab["next_child"] = begin, 2 * np.arange(ns) + 1, 2 * np.arange(ns) + 2, -1
     return {"bins": bins, "split_tab": tab.view(np.int32).reshape(-1), "ridx": ridx, "n_split": ns, "n_rows": n,
-            "n_feat": f}
+            "n_feat": f, "n_bins": b}
 
 
 def _flags_ref(a):
@@ -233,14 +233,17 @@ def _flags_ref(a):
     for t in tab:
         rows = ridx[t["begin"]:t["begin"] + t["count"]]
         go[t["first"]:t["first"] + t["count"]] = ref.goes_left(cols[t["feature"], rows], t["bin"],
-                                                                bool(t["default_left"]), 64)
+                                                                bool(t["default_left"]), a["n_bins"])
     return np.cumsum(go, dtype=np.int64).astype(np.int32)
 
 
-# tuned in the variant GPUs launch (row index, column copy); CPUs partition in blocks
+# tuned in the variant GPUs launch (row index, column copy), at 64 bins and at the 256 of the default max_bin=255 (the
+# missing bin's index is in the code); CPUs partition in blocks
+_STEPS = (("1e6", 10**6), ("1e7", 10**7))
 FLAGS = KernelSpec("tree_partition_flags", flags_heuristic, tuning=Tuning(
-    lambda s: partition_flags(64, feature_major=True, row_index=True),
-    {f"{name}_nodes_{ns}": {"pos": n, "node": ns} for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    lambda s: partition_flags(int(s.get("n_bins", 64)), feature_major=True, row_index=True),
+    with_default_bins({f"{name}_nodes_64": {"pos": n, "node": 64, "n_bins": 64} for name, n in _STEPS},
+                      [f"{name}_nodes_64" for name, _ in _STEPS], n_bins=DEFAULT_BINS),
     _flags_inputs, _flags_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left prefix counts of a split step's rows (row index, column copy of the bins: GPUs' layout)"))
 
@@ -264,7 +267,7 @@ def block_table(count: np.ndarray, blk_rows: int, out: np.ndarray | None = None)
 def _group_inputs(s, rng):
     """:func:`_flags_inputs`' split step (GPUs' layout), ``split`` nodes of equal size over ``rows`` rows (``blk``,
     the blocks of them all, as :func:`_group_sizes` counts them)."""
-    a = _flags_inputs({"pos": s["rows"], "node": s["split"]}, rng, equal=True)
+    a = _flags_inputs({"pos": s["rows"], "node": s["split"], "n_bins": s.get("n_bins", 64)}, rng, equal=True)
     del a["n_split"]  # the flags' parameter: the blocks know their split
     tab = a["split_tab"]
     count = tab.view(SPLIT_RECORD.dtype)["count"].astype(np.int64)
@@ -286,7 +289,7 @@ def _group_ref(a):
     out = []
     for t in tab:
         go = ref.goes_left(cols[t["feature"], ridx[t["begin"]:t["begin"] + t["count"]]], t["bin"],
-                           bool(t["default_left"]), 64)
+                           bool(t["default_left"]), a["n_bins"])
         out.append(np.add.reduceat(go, np.arange(0, go.size, GROUP_ROWS)) if go.size else np.zeros(1, np.int64))
     return np.concatenate(out).astype(np.int32)
 
@@ -294,8 +297,9 @@ def _group_ref(a):
 GROUP_ROWS = 4096  # rows per block of the group partition (GPUs), a work-group of GROUP_WI a block
 GROUP_WI = 256
 GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tuning(
-    lambda s: group_counts(64, feature_major=True, row_index=True),
-    {f"{name}_nodes_{ns}": _group_sizes(n, ns) for name, n in (("1e6", 10**6), ("1e7", 10**7)) for ns in (64,)},
+    lambda s: group_counts(int(s.get("n_bins", 64)), feature_major=True, row_index=True),
+    with_default_bins({f"{name}_nodes_64": {**_group_sizes(n, 64), "n_bins": 64} for name, n in _STEPS},
+                      [f"{name}_nodes_64" for name, _ in _STEPS], n_bins=DEFAULT_BINS),
     _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
