@@ -346,10 +346,10 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
 def _rows_inputs(s, rng):
     """What a whole-row histogram call of the learner sees: ``node`` nodes, the longest of ``pos`` rows and the
     others of ``pos / 64 .. pos`` (log-uniform: a loss-guided batch's nodes differ that much, and a build is chosen
-    by its longest node), int32 (g, h) at the scale a round of that many rows uses, 63 bins + missing, rows x
-    features. Read through the row index (``row_index`` 1, GPUs' layout): each node a disjoint random set of the
-    matrix's rows in ascending order (the partition keeps a node's rows so); moved (0, CPUs' layout): the nodes'
-    rows contiguous, one range after another."""
+    by its longest node), int32 (g, h) at the scale a round of that many rows uses, the class's bins (63 or 255 +
+    missing), rows x features. Read through the row index (``row_index`` 1, GPUs' layout): each node a disjoint random
+    set of the matrix's rows in ascending order (the partition keeps a node's rows so); moved (0, CPUs' layout): the
+    nodes' rows contiguous, one range after another."""
     n_nodes, per, f, b = s["node"], s["pos"], s["feat"], s.get("n_bins", 64)
     n = n_nodes * per
     a = hist_q_inputs({"pos": n, "feat": f, "output": 1, "n_bins": b}, rng)
