@@ -778,6 +778,19 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
     assert stored[kernel_name("quantized")]["classes"]["higgs28"]["config"] == index.config()
 
 
+def test_the_check_keeps_the_share_of_the_minutes_its_fits_take():
+    """Under --minutes the end-to-end check keeps what its fits take, measured by the pass over them that orders the
+    studies: at least what the studies and layouts leave, at most half."""
+    from mdhom.tuning.driver import LAYOUT_SHARE, MAX_CHECK_SHARE, STUDY_SHARE, check_share
+
+    rest = 1.0 - STUDY_SHARE - LAYOUT_SHARE
+    assert check_share(1.0, 3, 3, 840.0) == pytest.approx(rest)  # 31 s of a 14-minute tune
+    assert check_share(10.0, 3, 3, 840.0) == pytest.approx(310.0 / 840.0)  # 1 + 2 * 3 * (3 + 2) passes
+    assert check_share(10.0, 1, 3, 840.0) < check_share(10.0, 3, 3, 840.0)
+    assert check_share(100.0, 3, 3, 840.0) == MAX_CHECK_SHARE
+    assert check_share(10.0, 3, 3, 0.0) == pytest.approx(rest)
+
+
 def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():
     """The side-by-side re-timing after a study takes as many rounds as fit before its share of ``--minutes`` ends:
     at least one where the study found another configuration, none where it kept the default (five rounds of a

@@ -25,6 +25,20 @@ QUICK_TRIALS = 12
 # Under --minutes the studies run until this share of the budget, the layouts' training rounds until the next; the
 # end-to-end check takes the rest (it is not cut short: it decides what is stored) and reports its own time
 STUDY_SHARE, LAYOUT_SHARE = 0.6, 0.2
+# ... or more, as its fits take (check_share), up to this share
+MAX_CHECK_SHARE = 0.5
+
+
+def check_share(pass_seconds: float, kernels: int, repeats: int, total_seconds: float) -> float:
+    """The share of a ``total_seconds`` budget to keep for the end-to-end check: what the studies and layouts leave
+    (1 - STUDY_SHARE - LAYOUT_SHARE), or what the check will take where that is more, up to MAX_CHECK_SHARE. The
+    check times its fits (``pass_seconds`` a pass over them: the learner's profiled rounds that order the studies take
+    one) once to warm up, then ``repeats`` times each way for the heuristics against all new configurations, once per
+    kernel it judges (at most ``kernels``) and once more at the end. With fits at 63 and 255 bins a PoCL check took 4.3
+    minutes of a 14-minute tune that had kept it 2.8."""
+    need = pass_seconds * (1 + 2 * repeats * (kernels + 2))
+    rest = 1.0 - STUDY_SHARE - LAYOUT_SHARE
+    return min(MAX_CHECK_SHARE, max(rest, need / total_seconds)) if total_seconds > 0 else rest
 # the weight of a study of a kernel the learner's rounds do not run (another learner's, the library's examples),
 # as a fraction of an average study of the kernels they run
 UNSEEN_WEIGHT = 0.02
@@ -104,7 +118,8 @@ def tune_device(
     tests pass a replay runner. ``minutes`` is the budget for the whole tune: the studies run until
     :data:`STUDY_SHARE` of it, in the order and with the shares of :func:`ordered` by ``priority`` (device seconds
     per kernel of a learner's round; a live tune measures them with :func:`mdhom.tuning.endtoend.learner_seconds`),
-    and a study whose turn comes after that runs not at all; then the layouts until :data:`LAYOUT_SHARE` more, and
+    and a study whose turn comes after that runs not at all (less where the check's fits will take more than the
+    rest: :func:`check_share`); then the layouts until :data:`LAYOUT_SHARE` more, and
     in what they leave of it the studies of the variants that the quantized layout found builds where the studies
     ran others (:func:`_new_variant_plans`); then the end-to-end check. With ``confirm`` (and a runner that can
     ``retime``), the best configuration and the default are timed again side by side and those times are reported
@@ -130,17 +145,28 @@ def tune_device(
     deadline = layout_deadline = None
     weights = [1.0] * len(todo)
     if minutes is not None:
-        before_check = STUDY_SHARE + LAYOUT_SHARE if checking else 1.0
-        deadline = start + 60.0 * minutes * (STUDY_SHARE if checking and layouts != [] else before_check)
-        layout_deadline = start + 60.0 * minutes * before_check
+        total = 60.0 * minutes
+        share = 1.0 - STUDY_SHARE - LAYOUT_SHARE if checking else 0.0
         if priority is None and runner_factory is None and todo:
             from mdhom.tuning.endtoend import Workload, learner_seconds
 
+            work = end_to_end or Workload.for_tune(quick, device.type == "gpu")
             try:
-                priority = learner_seconds(device, end_to_end or Workload.for_tune(quick, device.type == "gpu"))
+                t0 = time.monotonic()
+                priority = learner_seconds(device, work)
+                if checking:
+                    judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
+                    share = check_share(time.monotonic() - t0, len(judged), work.repeats, total)
+                    if share > 1.0 - STUDY_SHARE - LAYOUT_SHARE:
+                        echo(f"the end-to-end check's fits take {share:.0%} of --minutes {minutes:g}: the studies "
+                             "and layouts get the rest")
             except Exception as exc:  # noqa: BLE001 - the order is a refinement: the tune goes on without it
                 echo(f"the learner's rounds could not be profiled ({type(exc).__name__}: {exc}); the studies run in "
                      "the planned order, the budget shared evenly")
+        before_check = 1.0 - share
+        studies = before_check - (LAYOUT_SHARE * before_check / (STUDY_SHARE + LAYOUT_SHARE) if checking else 0.0)
+        deadline = start + total * (studies if checking and layouts != [] else before_check)
+        layout_deadline = start + total * before_check
         if priority is not None:
             todo, weights = (list(x) for x in zip(*ordered(todo, priority), strict=True)) if todo else ([], [])
     hashes: dict[str, str] = {}
