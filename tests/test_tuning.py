@@ -629,6 +629,7 @@ def test_fits_at_63_and_the_default_255_bins_build_the_code_their_devices_tune_s
                 kw = {} if precision == "auto" else {"precision": precision}
                 TreeBoostClassifier(n_estimators=2, grow_policy=policy, max_bin=max_bin, max_leaves=15,
                                     max_depth=4 if policy == "depthwise" else 0, device=device, **kw).fit(X, y)
+    assert {"tree_split_score", "tree_gradients_logistic"} <= set(built), sorted(built)
     kernels = registered()
     missing = {}
     for name, hashes in built.items():

@@ -25,7 +25,7 @@ QUICK_TRIALS = 12
 # Under --minutes the studies run until this share of the budget, the layouts' training rounds until the next; the
 # end-to-end check takes the rest (it is not cut short: it decides what is stored) and reports its own time
 STUDY_SHARE, LAYOUT_SHARE = 0.6, 0.2
-# ... or more, as its fits take (check_share), up to this share
+# ... or more, as its fits take (check_share), up to this share, the studies' and layouts' shares shrunk in proportion
 MAX_CHECK_SHARE = 0.5
 
 
@@ -154,8 +154,8 @@ def tune_device(
             try:
                 t0 = time.monotonic()
                 priority = learner_seconds(device, work)
-                if checking:
-                    judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
+                judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
+                if checking and judged:  # else the check times no boosting fit: the default share
                     share = check_share(time.monotonic() - t0, len(judged), work.repeats, total)
                     if share > 1.0 - STUDY_SHARE - LAYOUT_SHARE:
                         echo(f"the end-to-end check's fits take {share:.0%} of --minutes {minutes:g}: the studies "

@@ -83,6 +83,10 @@ class Workload:
     # CPU fit at the default running 64-bin classes' configurations, tuned for other code)
     tree_bins: tuple[int, ...] = (63, 255)
 
+    def __post_init__(self) -> None:
+        if not self.tree_bins:
+            raise ValueError("a workload fits at one max_bin at least (tree_bins)")
+
     def fits(self) -> list[dict[str, Any]]:
         """The estimator parameters of each fit the check times."""
         return [dict(n_estimators=self.rounds, grow_policy=p, max_bin=b,
@@ -288,9 +292,9 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
             with _env(**{configs.TUNED_ENV: None, configs.TUNED_DIR_ENV: tmp}):
                 ran = {b: classes_run(device, replace(work, tree_bins=(b,)), data) for b in work.tree_bins}
         changed = {k: {c for x, c, e, _ in entries if x == k and e["config"] != e["default_config"]} for k in kernels}
-        scope = {k: replace(work, tree_bins=tuple(b for b in work.tree_bins if changed[k] & ran[b].get(k, set())))
-                 for k in kernels}
-        unjudged = [k for k in kernels if not scope[k].tree_bins]
+        runs = {k: tuple(b for b in work.tree_bins if changed[k] & ran[b].get(k, set())) for k in kernels}
+        unjudged = [k for k in kernels if not runs[k]]
+        scope = {k: replace(work, tree_bins=b) for k, b in runs.items() if b}
         if unjudged:
             echo(f"  {len(unjudged)} kernel(s) whose changed classes the check's fits do not look up, stored as their "
                  f"studies found them: " + ", ".join(f"{k} ({', '.join(sorted(changed[k]))})" for k in unjudged))

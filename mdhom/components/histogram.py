@@ -203,9 +203,9 @@ def histogram_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
 
 # ------------------------------------------------------------------------------------------------ tuner inputs
 def _binned_like_higgs(rng: np.random.Generator, n: int, n_features: int, n_bins: int = 64) -> np.ndarray:
-    """(n, n_features) uint8 bins shaped like the bench's Higgs data binned at 63 bins + missing: most features spread
-    evenly over the bins, every fourth one from the fourth (a fifth of them) three-valued with 60 / 25 / 15% of the
-    rows (the b-tag-like features). Local atomics contend on such features (a warp's rows mostly share one bin), so
+    """(n, n_features) uint8 bins shaped like the bench's Higgs data binned at ``n_bins`` - 1 + missing: most features
+    spread evenly over the bins, every fourth one from the fourth (a fifth of them) three-valued with 60 / 25 / 15% of
+    the rows (the b-tag-like features). Local atomics contend on such features (a warp's rows mostly share one bin), so
     the tuner must see them. H200, whole-row histogram of 10^7 rows in 64 nodes: on uniform bins 0.32 ms without
     ROTATE against 0.52 with it, which a tune would have kept, while a fit of the bench's rows ran its histograms
     slower without (3.25 -> 3.47 ms a lossguide round, 10.5M rows); on these bins 0.28 without, 0.24 with."""

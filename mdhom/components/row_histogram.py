@@ -386,8 +386,8 @@ def _row_class(prefix: str, nodes: int, rows: int, row_index: int) -> tuple[str,
 _ROW_CLASSES = dict([_row_class("rows", 1, 10**6, 1)] + [_row_class("rows", c, 10**7, 1) for c in (1, 8, 64, 512)]
                     + [_row_class("index", c, 10**6, 1) for c in (8, 64)]
                     + [_row_class("moved", c, 10**6, 0) for c in (1, 8, 64)])
-# fits at the default max_bin=255 where a node's 256-bin histogram needs no feature groups (CPUs): the CPU classes again
-# at 256 bins (tree_histogram_groups has the GPUs')
+# fits at the default max_bin=255 where a node's 256-bin histogram needs no feature groups (the CPUs': half their local
+# memory holds it): the CPU classes again at 256 bins (tree_histogram_groups has those of devices that need groups)
 _ROW_CLASSES_ALL = with_default_bins(_ROW_CLASSES, ("rows_1e6_nodes_1", "index_1e6_nodes_8", "index_1e6_nodes_64",
                                                     "moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"),
                                      n_bins=DEFAULT_BINS)
@@ -413,7 +413,7 @@ def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
 
 def _rows_class_applies(device: Device, s: Mapping[str, int]) -> bool:
     """:func:`_rows_variant_applies` for the classes whose bins fit a node's histogram in one group on the device
-    (64 bins everywhere, 256 on CPUs): wider ones are :data:`HISTOGRAM_GROUPS`'."""
+    (64 bins on every device, 256 where its local memory holds them: CPUs): the others are :data:`HISTOGRAM_GROUPS`'."""
     return (feature_groups(device, int(s["feat"]), 1, int(s.get("n_bins", 64))) == 1
             and _rows_variant_applies(device, s))
 
