@@ -439,11 +439,12 @@ SCAN = KernelSpec(
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
                   doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
-_SCORE_CLASSES = with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
-                                                                          "n_outputs": 1} for n in _NODES}))
-# a fit at the default max_bin=255 scores 254 candidates a feature: the root's and a level's classes again at that
-_SCORE_CLASSES = with_default_bins(_SCORE_CLASSES, [f"{v}nodes_{n}" for v in ("", "q_", "vec_", "vec_q_")
-                                                    for n in (_NODES[0], _NODES[-1])], bin=DEFAULT_BINS - 2)
+# each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
+# and a level's again at 256
+_SCORE_CLASSES = with_default_bins(
+    with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
+                                                               "n_outputs": 1} for n in _NODES})),
+    [f"{v}nodes_{n}" for v in ("", "q_", "vec_", "vec_q_") for n in (_NODES[0], _NODES[-1])], bin=DEFAULT_BINS - 2)
 SCORE = KernelSpec(
     "tree_split_score", score_heuristic,
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
