@@ -370,10 +370,13 @@ def cat_scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int])
 
 
 def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """GPUs: bins and both directions across a work-group's items, the nodes the build is sized for across work-groups
-    and the features across as many more as make two a compute unit (the root's build: 16 groups of features). Each
-    work-group had walked all of a node's features, 256 groups whatever the nodes: the H200's tune found 2.7-5.4x
-    over that at kernel level, with features over 2-16 groups. CPUs: one work-item walks a node's candidates
+    """The nodes the build is sized for across work-groups (two a compute unit), and the features across as many more
+    as make up that many (the root's build: 16 groups of features). Each work-group had walked all of a node's
+    features, 256 groups whatever the nodes on GPUs (the H200's tune found 2.7-5.4x over that at kernel level, with
+    features over 2-16 groups) and two a core on CPUs, where the searches of one split's two children then ran on two
+    of a 16-core host's cores (its PoCL, 256 bins, kernel alone: 1, 2 and 8 nodes 0.17, 0.31 and 0.33 ms -> 0.06, 0.07
+    and 0.14 with 16 groups of features).
+    GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
     (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
     items; and scores 8 bins at once in vector types where the gain has a vector form (2-core Xeon, AVX-512, 256
@@ -382,13 +385,11 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     if dev.type == "gpu":
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
-        groups = 2 * max(1, dev.compute_units)
-        cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], groups)  # built for 1 or a level's nodes, launched for more
-        cfg["NUM_WG_feat"] = pow2_at_most(sizes["feat"], min(16, max(1, groups // cfg["NUM_WG_node"])))
-        return cfg
-    if "VEC" in cfg and dev.type == "cpu":  # Intel's runtime too (the description's default is 1 there)
+    elif "VEC" in cfg and dev.type == "cpu":  # Intel's runtime too (the description's default is 1 there)
         cfg["VEC"] = max(desc.vector.widths)
-    cfg["NUM_WG_node"] = 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    groups = 2 * max(1, dev.compute_units)
+    cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], groups)  # built for 1 or a level's nodes, launched for more
+    cfg["NUM_WG_feat"] = pow2_at_most(sizes["feat"], min(16, max(1, groups // cfg["NUM_WG_node"])))
     return cfg
 
 
