@@ -77,6 +77,60 @@ def test_plugged_in_gain(device):
     assert (got.gain[0], got.feature[0], got.bin[0], got.default_left[0]) == want[0]
 
 
+def test_siblings_kept_out_of_the_arena_alternate_work_buffers(device):
+    """Levels that need no arena copy (a look-ahead that ends the tree): each level's siblings go to the work buffer
+    its parents are not in, with the values of the arena path, the search reads them where they are, and a handle
+    is refused once its buffer was written again or where only arena handles go."""
+    from mdhom.components.gradients import GradientSource
+    from mdhom.components.partition import RowPartitioner
+
+    rng = np.random.default_rng(11)
+    n_rows, n_feat, n_bins = 1501, 3, 9
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    ws = Workspace(device, "double")
+    ws.load(bins, n_bins, 1)
+    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
+    evaluator = SplitEvaluator(ws)
+    grads.set_gradients(rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64))
+    rows.reset()
+    grads.ensure()
+
+    def built(k):  # k nodes, each of every row (the root's range k times)
+        nodes = np.zeros(k, np.int32)
+        return hist.build(nodes, rows.slots(nodes), transient=True)
+
+    root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)))
+    r = hist.to_host(root)[0]
+    lvl1 = hist.siblings(root, built(1), keep=False)  # [R, R - R] into hist_work
+    lvl2 = hist.siblings(lvl1, built(2), keep=False)  # [R, R, R - R, 0 - R] into hist_work1
+    assert (lvl1.work, lvl2.work, lvl1.slot, lvl2.slot) == (0, 1, -1, -1)
+    np.testing.assert_array_equal(hist.to_host(lvl1), np.stack([r, r - r]))
+    want = np.stack([r, r, r - r, (r - r) - r])
+    np.testing.assert_array_equal(hist.to_host(lvl2), want)
+    params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
+    hist.to_work(lvl2)
+    assert ws.search_input == "hist_work1"
+    in_work = evaluator.search(4, mask, params, lambda: None)
+    kept = hist.siblings(lvl1, built(2))  # the same level through the arena (parents in hist_work)
+    np.testing.assert_array_equal(hist.to_host(kept), want)
+    with pytest.raises(ValueError, match="written over"):
+        hist.to_host(lvl2)  # hist_work1 held kept's siblings since
+    again = hist.concat([kept])  # an arena copy no work buffer holds: to_work copies it into hist_work
+    hist.to_work(again)
+    assert ws.search_input == "hist_work"
+    in_arena = evaluator.search(4, mask, params, lambda: None)
+    for field in ("gain", "feature", "bin", "default_left", "left_sum", "right_sum"):
+        np.testing.assert_array_equal(getattr(in_work, field), getattr(in_arena, field))
+    with pytest.raises(ValueError, match="written over"):
+        hist.siblings(lvl1, built(2))  # to_work copied `again` into hist_work
+    lvl3 = hist.siblings(again, built(4), keep=False)
+    assert lvl3.work == 0
+    for refuse in (lambda: hist.take(lvl3, np.array([0])), lambda: hist.concat([lvl3]),
+                   lambda: hist.siblings_from([(lvl3, 0)], built(1))):
+        with pytest.raises(ValueError, match="only a parent"):
+            refuse()
+
+
 def test_specs_are_declared_once_and_name_their_descriptions():
     every = specs.all_specs()
     assert {"tree_histogram", "tree_histogram_q", "tree_split_scan", "tree_split_score", "tree_partition_flags",

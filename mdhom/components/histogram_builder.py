@@ -23,12 +23,16 @@ from mdhom.components.workspace import Bound, Workspace
 @dataclass
 class DeviceHist:
     """A handle to histograms on the device: ``n_nodes`` consecutive node slots of the tree's arena, each
-    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`)."""
+    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`).
+    A handle of a work buffer (``work`` 0 or 1, ``siblings(keep=False)``) is valid only until that buffer is
+    written again."""
 
     slot: int
     n_nodes: int
     nodes: np.ndarray
     gen: int
+    work: int = -1  # the work buffer (WORK) that alone holds it, or -1: the arena (slot >= 0) or hist_small (slot -1)
+    serial: int = 0  # which of the work buffer's contents it is
 
     @cached_property
     def node_ids(self) -> list[int]:
@@ -43,6 +47,10 @@ class DeviceHist:
 LEVEL_NODES = 64
 FEW_NODES = 4
 NODE_CLASSES = ((1, ""), (8, "few"), (LEVEL_NODES, "levels"))
+# The split search's inputs: what to_work copies there and what siblings writes. Siblings whose parents are in one
+# are written to the other, so that levels which need no arena copy (a look-ahead that ends the tree) go from one
+# to the next without copies
+WORK = ("hist_work", "hist_work1")
 
 
 def row_classes(rows: int) -> tuple[tuple[int, str], ...]:
@@ -112,6 +120,8 @@ class HistogramBuilder:
         self.nb = ws.node_bytes
         # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
         self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
+        self._small_holds: tuple[int, int, int] | None = None
+        self._work_holds: list[tuple | None] = [None, None]
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
@@ -124,32 +134,58 @@ class HistogramBuilder:
         self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
         self._dims = dims  # the build's dimensions besides node and pos (feature groups)
         self._flat = [c.flat for c in builds]
-        self.k_sib = Bound(ws, sib, lambda: (ws["hist_work"], dict(child=ws["hist_small"], parent=ws["arena"],
-                                                                   pidx=ws["pidx"])))
+
+        def sib_buffers(src: str, out: str):  # noqa: ANN202
+            return lambda: (ws[out], dict(child=ws["hist_small"], parent=ws[src], pidx=ws["pidx"]))
+
+        # by where the parents are: the arena (into hist_work) or a work buffer (into the other one)
+        self.k_sib = {src: Bound(ws, sib, sib_buffers(src, self._out_of(src))) for src in ("arena", *WORK)}
         self.gen = 0
         self.reset()
 
+    @staticmethod
+    def _out_of(src: str) -> str:
+        """The work buffer that siblings of parents in ``src`` are written to."""
+        return WORK[1] if src == WORK[0] else WORK[0]
+
     def ensure(self, n: int) -> None:
-        """Room for ``n`` nodes per call (histograms), 2n per split search."""
+        """Room for ``n`` nodes per call (histograms; the work buffers grow as they are written, since one may hold
+        the parents of the next call)."""
         ws, nb = self.ws, self.nb
-        for name, nbytes in (("hist_small", n * nb), ("hist_work", 2 * n * nb), ("slot_begin", 8 * n),
-                             ("slot_count", 8 * n), ("pidx", 8 * n)):
+        for name, nbytes in (("hist_small", n * nb), ("slot_begin", 8 * n), ("slot_count", 8 * n), ("pidx", 8 * n)):
             if nbytes > ws.capacity(name):
                 ws.ensure(name, nbytes)
-                self._small_holds = self._work_holds = None
+                self._small_holds = None
+
+    def _work_room(self, name: str, nbytes: int) -> None:
+        """Room for ``nbytes`` in a work buffer about to be written (what it held is lost when it grows)."""
+        if nbytes > self.ws.capacity(name):
+            self.ws.ensure(name, nbytes)
+            self._work_holds[WORK.index(name)] = None
 
     def reset(self) -> None:
         """A new tree: an empty arena; handles of the previous tree become invalid."""
         self.gen += 1
         self.top = 0
         self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
-        self._work_holds: tuple[int, int, int] | None = None  # ... and hist_work
+        # ... and each work buffer: (gen, slot, n) of the arena, or ("work", gen, serial), a handle of its own
+        self._work_holds: list[tuple | None] = [None, None]
+        self._serial = 0
 
-    def check(self, hist: DeviceHist, transient: bool = False) -> None:
+    def check(self, hist: DeviceHist, transient: bool = False, work: bool = False) -> None:
         """A handle of this tree; a transient one (``build(transient=True)``) only where allowed, and only while
-        hist_small still holds it."""
+        hist_small still holds it; one of a work buffer only where allowed (``work``: siblings' parents, to_work,
+        to_host), and only while the buffer still holds it."""
         if hist.gen != self.gen:
             raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
+        if hist.work >= 0:
+            if not work:
+                raise ValueError("a handle of a work buffer (siblings(keep=False)) is only a parent of siblings or "
+                                 "read by to_work and to_host")
+            if self._work_holds[hist.work] != ("work", hist.gen, hist.serial):
+                raise ValueError("a handle of a work buffer that a later call has written over (siblings(keep=False) "
+                                 "keeps no copy in the arena)")
+            return
         if hist.slot < 0 and (not transient or self._small_holds != (hist.gen, hist.slot, hist.n_nodes)):
             raise ValueError("a transient histogram handle is only the child of the next siblings call")
 
@@ -200,12 +236,16 @@ class HistogramBuilder:
         self._small_holds = (self.gen, slot, n)
         return DeviceHist(slot, n, nodes, self.gen)
 
-    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None) -> None:
-        """[child, arena[parent_slots] - child] into hist_work, the split search's input (one launch); ``run``, when
-        the caller knows it: whether the parents' slots are consecutive."""
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None,
+                          src: str = "arena") -> int:
+        """[child, src[parent_slots] - child] into a work buffer, the split search's input (one launch): hist_work,
+        or where the parents are in hist_work the other one; returns which (its index in WORK). ``run``, when the
+        caller knows it: whether the parents' slots are consecutive."""
         self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)
+        out = self._out_of(src)
+        self._work_room(out, 2 * n * self.nb)
         if self._small_holds != (child.gen, child.slot, n):
             self._copy("hist_small", 0, "arena", child.slot, n)
             self._small_holds = (child.gen, child.slot, n)
@@ -213,31 +253,44 @@ class HistogramBuilder:
             run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
         if not run:
             self.ws.put("pidx", self.ws["pidx"], parent_slots, np.int32)
-        self.ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": self.ws.cells},
-                                                        use_index=int(not run),
-                                                        pnode0=int(parent_slots[0]) if run else 0))
-        self._work_holds = None
+        self.ws.record("tree_hist_siblings", self.k_sib[src]({"side": 2, "node": n, "cell": self.ws.cells},
+                                                             use_index=int(not run),
+                                                             pnode0=int(parent_slots[0]) if run else 0))
+        w = WORK.index(out)
+        self._work_holds[w] = None
+        return w
 
     def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
-                             run: bool | None = None) -> DeviceHist:
+                             run: bool | None = None, src: str = "arena") -> DeviceHist:
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
-        self._siblings_to_work(parent_slots, child, run)
+        w = self._siblings_to_work(parent_slots, child, run, src)
         slot = self._alloc(2 * n)
-        self._copy("arena", slot, "hist_work", 0, 2 * n)
-        self._work_holds = (self.gen, slot, 2 * n)
+        self._copy("arena", slot, WORK[w], 0, 2 * n)
+        self._work_holds[w] = (self.gen, slot, 2 * n)
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
-    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
-        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
+    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,
+                 keep: bool = True) -> DeviceHist:
+        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order).
+        ``keep=False``: no copy into the arena; the handle is of the work buffer it was written to, valid until that
+        buffer is written again (the siblings of its children go to the other one): levels whose histograms are only
+        searched and then subtracted from (a look-ahead that ends the tree; 16-core PoCL, 500k rows at 255 bins,
+        the copies were 2.4 ms of a 24 ms depth-wise round: CPU runtimes copy buffers on one thread)."""
         n = child.n_nodes
         idx = np.arange(n) if index is None else np.asarray(index, np.int64).reshape(-1)
         if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
             raise ValueError("siblings: one parent node per child, within the parent handle")
-        self.check(parent)
+        self.check(parent, work=True)
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
-        return self._siblings_into_arena(idx + parent.slot, child, nodes)
+        src, slots = ("arena", idx + parent.slot) if parent.work < 0 else (WORK[parent.work], idx)
+        if keep or n == 0:
+            return self._siblings_into_arena(slots, child, nodes, src=src)
+        w = self._siblings_to_work(slots, child, src=src)
+        self._serial += 1
+        self._work_holds[w] = ("work", self.gen, self._serial)
+        return DeviceHist(-1, 2 * n, nodes, self.gen, w, self._serial)
 
     def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
         """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
@@ -265,9 +318,9 @@ class HistogramBuilder:
         if n == 0:
             return DeviceHist(self._alloc(0), 0, parent.nodes, self.gen)
         self.check(parent)
-        self._siblings_to_work(parent.slot + np.arange(n), child)
+        w = self._siblings_to_work(parent.slot + np.arange(n), child)
         slot = self._alloc(n)
-        self._copy("arena", slot, "hist_work", n, n)
+        self._copy("arena", slot, WORK[w], n, n)
         return DeviceHist(slot, n, parent.nodes, self.gen)
 
     def take(self, hist: DeviceHist, index: np.ndarray) -> DeviceHist:
@@ -296,22 +349,32 @@ class HistogramBuilder:
         return DeviceHist(slot, n, nodes, self.gen)
 
     def to_work(self, hist: DeviceHist) -> None:
-        """The handle's histograms into hist_work, where the split search reads them (no copy when there)."""
-        self.check(hist)
+        """The handle's histograms into a work buffer, where the split search reads them (``Workspace.search_input``
+        names it; no copy when one holds them already)."""
+        self.check(hist, work=True)
         n = hist.n_nodes
-        if self.ws.capacity("hist_work") < n * self.nb:
-            self.ensure(-(-n // 2))
-        if self._work_holds != (hist.gen, hist.slot, n):
-            self._copy("hist_work", 0, "arena", hist.slot, n)
-            self._work_holds = (hist.gen, hist.slot, n)
+        if hist.work >= 0:
+            self.ws.search_input = WORK[hist.work]
+            return
+        held = (hist.gen, hist.slot, n)
+        w = next((w for w in range(len(WORK)) if self._work_holds[w] == held), None)
+        if w is None:
+            w = 0
+            self._work_room(WORK[0], n * self.nb)
+            self._copy(WORK[0], 0, "arena", hist.slot, n)
+            self._work_holds[0] = held
+        self.ws.search_input = WORK[w]
 
     def to_host(self, hist: DeviceHist) -> np.ndarray:
         """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
         sums when quantized (as the numpy reference keeps them)."""
-        self.check(hist)
+        self.check(hist, work=True)
         ws = self.ws
         h = np.empty((hist.n_nodes, ws.n_features, ws.n_outputs, ws.n_bins), ws.gh_dtype)
-        ws.read(h, ws["arena"], hist.slot * self.nb)
+        if hist.work >= 0:
+            ws.read(h, ws[WORK[hist.work]])
+        else:
+            ws.read(h, ws["arena"], hist.slot * self.nb)
         arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
         arr = arr.astype(np.int64 if ws.quantized else np.float64)
         return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
+from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES, WORK
 from mdhom.components.lanes import hist_gh_type, split_type, vector_forms
 from mdhom.components.split import (
     CAT_LEFT,
@@ -27,11 +27,13 @@ from mdhom.components.split import (
     split_sums,
 )
 from mdhom.components.workspace import Bound, Workspace
+from mdhom.mdh import Computation
 
 
 class SplitEvaluator:
-    """The best split of every node of a batch of histograms (in the workspace's ``hist_work``, where
-    :meth:`mdhom.components.histogram_builder.HistogramBuilder.to_work` puts them), under a pluggable :class:`Gain`."""
+    """The best split of every node of a batch of histograms (in the work buffer that
+    :meth:`mdhom.components.histogram_builder.HistogramBuilder.to_work` names, ``Workspace.search_input``), under a
+    pluggable :class:`Gain`."""
 
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain
@@ -52,33 +54,24 @@ class SplitEvaluator:
             ws.put("cat_mode", ws["cat_mode"], ws.cat_mode, np.uint8)
             scan = [ws.build(CAT_SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b, "bin2": b}, role=r)
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"], cat_mode=ws["cat_mode"],
-                                                                  **inv()))) for c in scan]
         else:
             self.d_scan = split_scan(b, p)
             scan = [ws.build(SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, role=r)
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["hist_work"]))) for c in scan]
         self._mask_key: bytes | None = None
         self._values: tuple[tuple, dict[str, object]] = ((), {})  # the gain's parameters as the kernel takes them
+        score, sums, left = [], None, None
         if b > 2:
             spec = score_spec(gain)
             score = [ws.build(spec, self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, role=r)
                      for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
             sums = ws.build(SUMS, self.d_sums, {"node": 1, "output": k})
-
-            def score_buffers():  # noqa: ANN202
-                return ws["best"], dict(scan=ws["scan"], hist=ws["hist_work"], feature_mask=ws["feature_mask"],
-                                        **inv())
-
-            self.k_score = [Bound(ws, c, score_buffers) for c in score]
-            self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["hist_work"],
-                                                                   best=ws["best"], best_value=ws["best"], **inv())))
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
-                self.k_cat_left = Bound(ws, left, lambda: (ws["cat_left"], dict(
-                    hist=ws["hist_work"], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
+        # the launches bound to each work buffer the histograms may be in (Workspace.search_input): no re-binding
+        # when a search reads the other one
+        self._bound = {name: _Launches(ws, name, inv, self.categorical, scan, score, sums, left) for name in WORK}
 
     def ensure(self, n: int) -> None:
         """Room for a search over ``n`` nodes."""
@@ -99,12 +92,12 @@ class SplitEvaluator:
 
     def search(self, n: int, feature_mask: np.ndarray, params: object,
                inv_scale: Callable[[], np.ndarray | None], then: Callable[[], None] | None = None) -> Splits:
-        """The best split of each of the ``n`` nodes in ``hist_work``; ``params`` holds the gain's parameters
-        as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain); ``inv_scale()`` gives the
-        round's 2^-k per (output, g|h) when quantized, asked only where no bin is a candidate (the records hold reals,
-        which the device made with its own copy). One blocking read; a second one, of the left tables, only
-        when the fit has categorical features and a categorical split won. ``then`` runs after the launches,
-        before the read (host work that overlaps the search)."""
+        """The best split of each of the ``n`` nodes in the work buffer ``to_work`` named; ``params`` holds the
+        gain's parameters as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain);
+        ``inv_scale()`` gives the round's 2^-k per (output, g|h) when quantized, asked only where no bin is a
+        candidate (the records hold reals, which the device made with its own copy). One blocking read; a second
+        one, of the left tables, only when the fit has categorical features and a categorical split won. ``then``
+        runs after the launches, before the read (host work that overlaps the search)."""
         ws = self.ws
         if self._launch(n, feature_mask, params, then):
             return self._totals_only(n, inv_scale())
@@ -138,7 +131,8 @@ class SplitEvaluator:
         r = ws.real.type
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
-        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, **smooth))
+        bound = self._bound[ws.search_input]
+        ws.record(self.d_scan.name, bound.scan[0 if few else 1](sizes, **smooth))
         if b <= 2:
             if then is not None:
                 then()
@@ -148,11 +142,11 @@ class SplitEvaluator:
         if raw != self._values[0]:  # the same parameters all fit long: numpy scalars made once
             self._values = (raw, {p: r(v) for p, v in zip(self.gain.params, raw, strict=True)})
         values = self._values[1]
-        ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
+        ws.record(self.d_score.name, bound.score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
                                                                    **values))
-        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, n_feat=f))
+        ws.record("tree_split_sums", bound.sums({"node": n, "output": k}, n_feat=f))
         if self.categorical:
-            ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
+            ws.record("tree_split_cat_left", bound.cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
         if then is not None:
             ws.queue.flush()  # the launches go to the device before the host's work, not with the read after it
             then()
@@ -193,3 +187,24 @@ class SplitEvaluator:
             if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won
                 out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out
+
+
+class _Launches:
+    """The search's kernels bound to the histograms in one work buffer (``hist``)."""
+
+    def __init__(self, ws: Workspace, hist: str, inv: Callable[[], dict], categorical: bool, scan: list[Computation],
+                 score: list[Computation], sums: Computation | None, left: Computation | None) -> None:
+        if categorical:
+            self.scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws[hist], cat_mode=ws["cat_mode"], **inv())))
+                         for c in scan]
+        else:
+            self.scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws[hist]))) for c in scan]
+
+        def score_buffers():  # noqa: ANN202
+            return ws["best"], dict(scan=ws["scan"], hist=ws[hist], feature_mask=ws["feature_mask"], **inv())
+
+        self.score = [Bound(ws, c, score_buffers) for c in score]
+        self.sums = None if sums is None else Bound(ws, sums, lambda: (ws["res"], dict(
+            scan=ws["scan"], hist=ws[hist], best=ws["best"], best_value=ws["best"], **inv())))
+        self.cat_left = None if left is None else Bound(ws, left, lambda: (ws["cat_left"], dict(
+            hist=ws[hist], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))

@@ -481,7 +481,9 @@ class OpenCLTreeKernels:
             # the built children, one per entry of the m, hold about half the split nodes' rows
             built = self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True,
                                     per_node=split_rows // (2 * max(1, m)))
-            cur = self.hist.siblings(cur, built)
+            # a look-ahead that ends the tree (``final``) needs no level's histograms after it: each level into the
+            # work buffer its parents are not in, none copied into the arena
+            cur = self.hist.siblings(cur, built, keep=final is None)
             hists.append(cur)
             self.hist.to_work(cur)
             if k + 1 < levels:
