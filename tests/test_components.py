@@ -113,6 +113,8 @@ def test_siblings_kept_out_of_the_arena_alternate_work_buffers(device):
     in_work = evaluator.search(4, mask, params, lambda: None)
     kept = hist.siblings(lvl1, built(2))  # the same level through the arena (parents in hist_work)
     np.testing.assert_array_equal(hist.to_host(kept), want)
+    hist.to_work(kept)  # hist_work1 holds what was copied into the arena: no copy back
+    assert ws.search_input == "hist_work1"
     with pytest.raises(ValueError, match="written over"):
         hist.to_host(lvl2)  # hist_work1 held kept's siblings since
     again = hist.concat([kept])  # an arena copy no work buffer holds: to_work copies it into hist_work
@@ -127,7 +129,7 @@ def test_siblings_kept_out_of_the_arena_alternate_work_buffers(device):
     assert lvl3.work == 0
     for refuse in (lambda: hist.take(lvl3, np.array([0])), lambda: hist.concat([lvl3]),
                    lambda: hist.siblings_from([(lvl3, 0)], built(1))):
-        with pytest.raises(ValueError, match="only a parent"):
+        with pytest.raises(ValueError, match="only siblings. parent"):
             refuse()
 
 

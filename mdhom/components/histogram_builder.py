@@ -82,7 +82,8 @@ def row_class(classes: tuple[tuple[int, str], ...], flat: list[bool], n_rows: in
 
 class HistogramBuilder:
     """Histograms of listed nodes into the tree's arena, and the arena's bookkeeping (handles, sibling
-    subtraction, copies into the split search's input ``hist_work``).
+    subtraction, copies into the split search's input: a work buffer, ``WORK``, ``Workspace.search_input`` naming the
+    one the search reads).
 
     The rows of node ``i`` of a call are ``slot_begin[i] .. + slot_count[i]`` (positions), tables that the
     row partitioner fills (:meth:`mdhom.components.partition.RowPartitioner.slots`)."""
@@ -180,8 +181,8 @@ class HistogramBuilder:
             raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
         if hist.work >= 0:
             if not work:
-                raise ValueError("a handle of a work buffer (siblings(keep=False)) is only a parent of siblings or "
-                                 "read by to_work and to_host")
+                raise ValueError("a handle of a work buffer (siblings(keep=False)) is only siblings' parent, or read "
+                                 "by to_work and to_host")
             if self._work_holds[hist.work] != ("work", hist.gen, hist.serial):
                 raise ValueError("a handle of a work buffer that a later call has written over (siblings(keep=False) "
                                  "keeps no copy in the arena)")
@@ -238,9 +239,9 @@ class HistogramBuilder:
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None,
                           src: str = "arena") -> int:
-        """[child, src[parent_slots] - child] into a work buffer, the split search's input (one launch): hist_work,
-        or where the parents are in hist_work the other one; returns which (its index in WORK). ``run``, when the
-        caller knows it: whether the parents' slots are consecutive."""
+        """[child, src[parent_slots] - child] into a work buffer, the split search's input (one launch): the one the
+        parents are not in (hist_work for parents in the arena); returns which (its index in WORK). ``run``, when
+        the caller knows it: whether the parents' slots are consecutive."""
         self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)

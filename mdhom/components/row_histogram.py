@@ -316,7 +316,7 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     # in one 0.60; fits of 500k rows at 255 bins, two leases: depth-wise 26.3 -> 22.3 and 33.0 -> 27.0 ms a round,
     # loss-guided 46.9 -> 39.0 and 52.5 -> 45.6; 12, 16 or 32 rows a bin, or 4 work-groups a core, were slower). GPUs
     # fold a work-group's share in local memory
-    rows_min = 8 * cfg["NUM_WI_pos"] if gpu else max(8, 4 * defined(desc, "TREE_BINS"))
+    rows_min = 8 * cfg["NUM_WI_pos"] if gpu else max(8, 4 * (defined(desc, "TREE_BINS") or 64))
     per_node = pow2_at_most(max(1, sizes["pos"] // rows_min), pow2_at_most(total, 512))
     cfg["NUM_WG_pos"] = per_node
     cfg["NUM_WG_node"] = pow2_at_most(max(1, total // per_node), pow2_at_most(sizes["node"], 512))

@@ -275,7 +275,8 @@ class OpenCLTreeKernels:
                 raise MemoryError(f"{what} needs {size_text(nbytes)} in one buffer, but {dev.key} allocates at "
                                   f"most {size_text(max_alloc)} at once{fits}")
         # three regions of positions, the first the row order, and while they are filled the matrix as given (one
-        # copy in row-index mode); the histogram arena starts at 64 nodes, the split search's buffers hold 3 x 16
+        # copy in row-index mode); the histogram arena starts at 64 nodes, the split search's buffers and the
+        # histograms' other tables at 16 (the work buffers grow as they are written)
         if sparse:
             copies = 1
         elif ws.row_index:  # and the partition's column copy, where it is kept
