@@ -24,6 +24,15 @@ import numpy as np
 from mdhom.devices import Device
 from mdhom.mdh.description import Description
 
+# the bins of a fit at the default max_bin=255 (its missing-value bin included): kernels whose code holds the number
+# of bins have a class ``<name>_bins256`` beside a 64-bin one for those fits (mdhom.components.lanes.with_default_bins)
+DEFAULT_BINS = 256
+
+
+def at_default_bins(size_class: str) -> str:
+    """The name of ``size_class``'s twin at :data:`DEFAULT_BINS` bins."""
+    return f"{size_class}_bins{DEFAULT_BINS}"
+
 # (rtol, atol) per precision mode. ``atol`` is relative to the largest magnitude in the reference, so sums
 # that cancel to near zero are judged against the scale of the data, not against zero.
 # "double": float64 accumulation; reassociation over 10^7 terms costs a few ulps times sqrt(n).
@@ -165,14 +174,16 @@ class TunableKernel:
         return math.prod(int(self.size_classes[size_class].get(d, 1)) for d in desc.dim_names)
 
     def classes(self, quick: bool = False, device: Device | None = None) -> dict[str, dict[str, int]]:
-        """The size classes to tune; in quick mode only those within ``quick_points`` (at least the smallest); for
-        a ``device``, only the classes that apply to it (all, without one: every variant any device builds)."""
+        """The size classes to tune; in quick mode only those within ``quick_points`` (at least the smallest), and
+        of a class with a twin at the default bins there only the twin (a quick tune studies what a fit at the
+        default ``max_bin`` runs, not both); for a ``device``, only the classes that apply to it (all, without one:
+        every variant any device builds)."""
         pool = applicable_classes(self.size_classes, self.applies, device)
         if not quick or not pool:
             return dict(pool)
         ordered = sorted(pool, key=self.points)
         kept = [c for c in ordered if self.points(c) <= self.quick_points] or ordered[:1]
-        return {c: pool[c] for c in kept}
+        return {c: pool[c] for c in kept if at_default_bins(c) not in kept}
 
     def compare(self, got: np.ndarray, want: np.ndarray) -> str | None:
         """``None`` if ``got`` is correct, else why not (see :func:`compare`)."""

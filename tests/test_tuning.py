@@ -821,3 +821,15 @@ def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():
         _confirm(runner, res, until=until)
         assert runner.asked == want, (until and until - now, config)
         assert res.config == config and res.seconds == (0.5 if config["A"] == 2 else 1.0)
+
+
+def test_quick_tunes_study_the_default_bins_twin_only():
+    """--quick studies a class's twin at the default bins instead of both (what a fit at the default max_bin runs);
+    a class whose twin is past the quick cap, or that has none, stays; a full tune studies every class."""
+    import dataclasses
+
+    small, big = {"row": 10_000, "out_k": 1}, {"row": 10**7, "out_k": 1}
+    kern = dataclasses.replace(GH, size_classes={
+        "a": small, tunable.at_default_bins("a"): small, "b": small, "c": small, tunable.at_default_bins("c"): big})
+    assert set(kern.classes(quick=True)) == {"a_bins256", "b", "c"}
+    assert set(kern.classes(quick=False)) == set(kern.size_classes)

@@ -12,6 +12,7 @@ from importlib import resources
 
 import numpy as np
 
+from mdhom import tunable
 from mdhom.components.tables import TABLE_TYPEDEFS
 from mdhom.devices import Device
 from mdhom.learn.binning import bin_dtype
@@ -80,14 +81,14 @@ def with_quantized_classes(classes: dict[str, dict[str, int]]) -> dict[str, dict
 # max_bin=255 (the learners' default) builds 256-bin code, another version of each kernel whose description holds the
 # number of bins (the histograms, the split score) than the 64-bin code the tuner's classes had: every CPU fit at the
 # default ran the 64-bin classes' configurations under a "tuned for another version" note that no re-run could silence
-DEFAULT_BINS = 256
+DEFAULT_BINS = tunable.DEFAULT_BINS
 
 
 def with_default_bins(classes: dict[str, dict[str, int]], names: Collection[str],
                       **sizes: int) -> dict[str, dict[str, int]]:
     """A kernel's size classes, and those in ``names`` again as ``<name>_bins256`` with ``sizes`` (the class's number
     of bins, under the key its description factory reads): the code that fits at the default ``max_bin`` build."""
-    return {**classes, **{f"{name}_bins{DEFAULT_BINS}": {**classes[name], **sizes} for name in names}}
+    return {**classes, **{tunable.at_default_bins(name): {**classes[name], **sizes} for name in names}}
 
 
 def defined(desc, name: str) -> int | None:  # noqa: ANN001 - a mdhom.mdh.Description
