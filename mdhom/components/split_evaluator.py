@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES, WORK
+from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import hist_gh_type, split_type, vector_forms
 from mdhom.components.split import (
     CAT_LEFT,
@@ -27,7 +27,6 @@ from mdhom.components.split import (
     split_sums,
 )
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import Computation
 
 
 class SplitEvaluator:
@@ -69,9 +68,22 @@ class SplitEvaluator:
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
-        # the launches bound to each work buffer the histograms may be in (Workspace.search_input): no re-binding
-        # when a search reads the other one
-        self._bound = {name: _Launches(ws, name, inv, self.categorical, scan, score, sums, left) for name in WORK}
+        # the histograms are wherever to_work left them (Workspace.search_input: a work buffer or a view of the
+        # arena), passed to every launch as a view
+        if self.categorical:
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws.search_input, cat_mode=ws["cat_mode"],
+                                                                  **inv()))) for c in scan]
+        else:
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws.search_input))) for c in scan]
+
+        def score_buffers():  # noqa: ANN202
+            return ws["best"], dict(scan=ws["scan"], hist=ws.search_input, feature_mask=ws["feature_mask"], **inv())
+
+        self.k_score = [Bound(ws, c, score_buffers) for c in score]
+        self.k_sums = None if sums is None else Bound(ws, sums, lambda: (ws["res"], dict(
+            scan=ws["scan"], hist=ws.search_input, best=ws["best"], best_value=ws["best"], **inv())))
+        self.k_cat_left = None if left is None else Bound(ws, left, lambda: (ws["cat_left"], dict(
+            hist=ws.search_input, best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
 
     def ensure(self, n: int) -> None:
         """Room for a search over ``n`` nodes."""
@@ -131,8 +143,8 @@ class SplitEvaluator:
         r = ws.real.type
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
-        bound = self._bound[ws.search_input]
-        ws.record(self.d_scan.name, bound.scan[0 if few else 1](sizes, **smooth))
+        hist = {"hist": ws.search_input}
+        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, hist, **smooth))
         if b <= 2:
             if then is not None:
                 then()
@@ -142,11 +154,11 @@ class SplitEvaluator:
         if raw != self._values[0]:  # the same parameters all fit long: numpy scalars made once
             self._values = (raw, {p: r(v) for p, v in zip(self.gain.params, raw, strict=True)})
         values = self._values[1]
-        ws.record(self.d_score.name, bound.score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2},
+        ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2}, hist,
                                                                    **values))
-        ws.record("tree_split_sums", bound.sums({"node": n, "output": k}, n_feat=f))
+        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, hist, n_feat=f))
         if self.categorical:
-            ws.record("tree_split_cat_left", bound.cat_left({"node": n, "bin": b}, n_feat=f, **smooth))
+            ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, hist, n_feat=f, **smooth))
         if then is not None:
             ws.queue.flush()  # the launches go to the device before the host's work, not with the read after it
             then()
@@ -188,23 +200,3 @@ class SplitEvaluator:
                 out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out
 
-
-class _Launches:
-    """The search's kernels bound to the histograms in one work buffer (``hist``)."""
-
-    def __init__(self, ws: Workspace, hist: str, inv: Callable[[], dict], categorical: bool, scan: list[Computation],
-                 score: list[Computation], sums: Computation | None, left: Computation | None) -> None:
-        if categorical:
-            self.scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws[hist], cat_mode=ws["cat_mode"], **inv())))
-                         for c in scan]
-        else:
-            self.scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws[hist]))) for c in scan]
-
-        def score_buffers():  # noqa: ANN202
-            return ws["best"], dict(scan=ws["scan"], hist=ws[hist], feature_mask=ws["feature_mask"], **inv())
-
-        self.score = [Bound(ws, c, score_buffers) for c in score]
-        self.sums = None if sums is None else Bound(ws, sums, lambda: (ws["res"], dict(
-            scan=ws["scan"], hist=ws[hist], best=ws["best"], best_value=ws["best"], **inv())))
-        self.cat_left = None if left is None else Bound(ws, left, lambda: (ws["cat_left"], dict(
-            hist=ws[hist], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))

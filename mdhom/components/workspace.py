@@ -103,6 +103,8 @@ class Workspace:
         # the last fence (:meth:`fence`): its marker, and the staging arrays and uploads taken before it
         self._fence: tuple[cl.Event, int, int] | None = None
         self._named: dict[str, cl.Buffer] = {}
+        self._views: dict[tuple[str, int, int], cl.Buffer] = {}  # view(): the sub-buffers made since `version` moved
+        self._views_version = -1
         self._caps: dict[str, int] = {}
         # bytes of the buffers allocated through this workspace that are alive, and the most at once (what a GPU
         # holds; CPU runtimes make only the pages touched resident)
@@ -113,8 +115,9 @@ class Workspace:
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
         self.sparse = False  # bins as compressed rows (SparseBins; row-index mode), set by load
         self.columns = False  # whether the partition reads a features x rows copy (decided by load)
-        # the buffer holding the histograms the split search reads next (HistogramBuilder.to_work sets it)
-        self.search_input = "hist_work"
+        # the buffer holding the histograms the split search reads next: a work buffer or a view of the arena
+        # (HistogramBuilder.to_work sets it)
+        self.search_input: cl.Buffer | None = None
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""
@@ -257,6 +260,30 @@ class Workspace:
 
     def __getitem__(self, name: str) -> cl.Buffer:
         return self._named[name]
+
+    @property
+    def view_align(self) -> int:
+        """The byte offsets a :meth:`view` may start at are multiples of this (the device's base address alignment)."""
+        return max(1, int(self.device.cl_device.mem_base_addr_align) // 8)
+
+    def view(self, name: str, offset: int, nbytes: int) -> cl.Buffer:
+        """``nbytes`` of the named buffer from byte ``offset`` on, as a buffer of its own (a sub-buffer: a kernel
+        reads or writes a region in place where it would otherwise read or write a copy). ``offset`` must be a
+        multiple of :attr:`view_align`. Valid until the buffer is reallocated (:attr:`version`); a kernel may read
+        overlapping views but must not write a view that it also reads through another."""
+        key = (name, int(offset), int(nbytes))
+        if self._views_version != self.version:
+            self._views.clear()
+            self._views_version = self.version
+        buf = self._views.get(key)
+        if buf is None:
+            if offset % self.view_align or offset < 0 or nbytes <= 0 or offset + nbytes > self._caps.get(name, 0):
+                raise ValueError(f"a view of {name!r} at byte {offset} of {nbytes} bytes: outside the buffer or not "
+                                 f"at a multiple of {self.view_align} bytes")
+            if len(self._views) >= 256:  # a tree's handles: bounded, the oldest first out
+                self._views.pop(next(iter(self._views)))
+            buf = self._views[key] = self._named[name].get_sub_region(int(offset), int(nbytes))
+        return buf
 
     def capacity(self, name: str) -> int:
         return self._caps.get(name, 0)
@@ -463,9 +490,15 @@ class Bound:
         self._version = -1
         self._bound = None
 
-    def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
+    def __call__(self, sizes: Mapping[str, int], views: Mapping[str, cl.Buffer] | None = None,
+                 **params: object) -> list[cl.Event]:
+        """Launch; ``views``: buffers that stand in for the output (``"out"``) or named inputs in this launch (regions
+        of a larger buffer: :meth:`Workspace.view`); a caller that passes a name passes it at every call."""
         if self._version != self.ws.version:
             out, bufs = self.buffers()
             self._bound = self.comp.bind(out, self.ws.queue, **bufs)
             self._version = self.ws.version
+        if views:
+            for name, buf in views.items():
+                self._bound.set_buffer(name, buf)
         return self._bound(sizes, **params)

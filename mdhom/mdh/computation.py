@@ -480,6 +480,7 @@ class BoundLaunch:
         self._flat_bytes = itemsize(desc.atom) if comp.flat else 0  # per output atom, zeroed before each launch
         self._partial_n = 1
         self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
+        self._buffer_at = {"out": 0} | {i.name: 2 + k for k, i in enumerate(desc.inputs)}
         self._params = [name for name, _ in comp._param_types]
         self._scratch = desc.scratch.length if desc.scratch is not None else None
         if self._scratch is not None:
@@ -497,6 +498,11 @@ class BoundLaunch:
         self._main = ((comp.num_groups * wg,), (wg,))
         self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
         self._kernels: dict[bool, list[cl.Kernel]] = {}
+
+    def set_buffer(self, name: str, buffer: cl_array.Array | cl.Buffer) -> None:
+        """Another buffer for the output (``"out"``) or input ``name`` from the next launch on: a region of a larger
+        buffer, say (a sub-buffer). Free: every launch sets all its arguments anyway."""
+        self._buffers[self._buffer_at[name]] = _buffer(buffer)
 
     def _kernels_of(self, index64: bool) -> list[cl.Kernel]:
         """The main kernel and the steps after it, of the 32- or 64-bit program (built on first need)."""
