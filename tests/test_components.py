@@ -78,9 +78,11 @@ def test_plugged_in_gain(device):
 
 
 def test_siblings_kept_out_of_the_arena_alternate_work_buffers(device):
-    """Levels that need no arena copy (a look-ahead that ends the tree): each level's siblings go to the work buffer
-    its parents are not in, with the values of the arena path, the search reads them where they are, and a handle
-    is refused once its buffer was written again or where only arena handles go."""
+    """Histograms are written and read in place: the root built into the arena, siblings of parents in the arena or
+    in a work buffer written into the arena, children read where they are (hist_small or the arena). Levels that need
+    no arena slots (a look-ahead that ends the tree) go to the work buffer their parents are not in, with the values
+    of the arena path; the search reads either where it is; a work buffer's handle is refused once the buffer was
+    written again or where only arena handles go."""
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
 
@@ -111,20 +113,22 @@ def test_siblings_kept_out_of_the_arena_alternate_work_buffers(device):
     hist.to_work(lvl2)
     assert ws.search_input == ws["hist_work1"]
     in_work = evaluator.search(4, mask, params, lambda: None)
-    kept = hist.siblings(lvl1, built(2))  # the same level through the arena (parents in hist_work)
+    kept = hist.siblings(lvl1, built(2))  # the same level into the arena, in place (parents in hist_work)
     np.testing.assert_array_equal(hist.to_host(kept), want)
+    np.testing.assert_array_equal(hist.to_host(lvl2), want)  # nothing was written over hist_work1
     hist.to_work(kept)  # the search reads the arena in place
     assert ws.search_input not in (ws["hist_work"], ws["hist_work1"])
-    with pytest.raises(ValueError, match="written over"):
-        hist.to_host(lvl2)  # hist_work1 held kept's siblings since
-    again = hist.concat([kept])  # another copy in the arena, at another slot
-    hist.to_work(again)
     in_arena = evaluator.search(4, mask, params, lambda: None)
     for field in ("gain", "feature", "bin", "default_left", "left_sum", "right_sum"):
         np.testing.assert_array_equal(getattr(in_work, field), getattr(in_arena, field))
-    np.testing.assert_array_equal(hist.to_host(lvl1), np.stack([r, r - r]))  # to_work copied nothing over it
-    lvl3 = hist.siblings(again, built(4), keep=False)
+    lvl3 = hist.siblings(lvl2, built(4), keep=False)  # parents in hist_work1: into hist_work, over lvl1
     assert lvl3.work == 0
+    np.testing.assert_array_equal(hist.to_host(lvl3), np.concatenate([np.stack([r] * 4), want - r]))
+    with pytest.raises(ValueError, match="written over"):
+        hist.to_host(lvl1)
+    again = hist.concat([kept])  # another copy in the arena, at other slots: parents of siblings in the arena
+    both = hist.siblings(again, hist.zeros(np.zeros(4, np.int32)))  # a child in the arena, read there
+    np.testing.assert_array_equal(hist.to_host(both), np.concatenate([np.zeros_like(want), want]))
     for refuse in (lambda: hist.take(lvl3, np.array([0])), lambda: hist.concat([lvl3]),
                    lambda: hist.siblings_from([(lvl3, 0)], built(1))):
         with pytest.raises(ValueError, match="only siblings. parent"):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import pyopencl as cl
 
 from mdhom.components.histogram import SIBLINGS, hist_siblings, histogram, histogram_spec
 from mdhom.components.row_histogram import (
@@ -138,11 +139,9 @@ class HistogramBuilder:
         self._dims = dims  # the build's dimensions besides node and pos (feature groups)
         self._flat = [c.flat for c in builds]
 
-        def sib_buffers(src: str, out: str):  # noqa: ANN202
-            return lambda: (ws[out], dict(child=ws["hist_small"], parent=ws[src], pidx=ws["pidx"]))
-
-        # by where the parents are: the arena (into hist_work) or a work buffer (into the other one)
-        self.k_sib = {src: Bound(ws, sib, sib_buffers(src, self._out_of(src))) for src in ("arena", *WORK)}
+        # its output, parents and child are views chosen per call (the arena's slots, a work buffer, hist_small)
+        self.k_sib = Bound(ws, sib, lambda: (ws["hist_small"], dict(child=ws["hist_small"], parent=ws["arena"],
+                                                                    pidx=ws["pidx"])))
         self.gen = 0
         self.reset()
 
@@ -171,7 +170,7 @@ class HistogramBuilder:
         self.gen += 1
         self.top = 0
         self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
-        # ... and each work buffer: (gen, slot, n) of the arena, or ("work", gen, serial), a handle of its own
+        # ... and each work buffer: ("work", gen, serial), the handle it holds, or None
         self._work_holds: list[tuple | None] = [None, None]
         self._serial = 0
 
@@ -213,8 +212,9 @@ class HistogramBuilder:
               per_node: int | None = None) -> DeviceHist:
         """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest, or a bound on it;
         ``rows``, their rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are
-        read once). ``transient``: the handle is only the child of the next ``siblings`` call, which copies it with
-        its siblings into the arena anyway; it gets no copy of its own (a launch per split step). ``per_node``: about
+        read once). ``transient``: the handle is only the child of the next ``siblings`` call, which writes it with
+        its siblings anyway; it gets no slots of its own (it stays in hist_small). Otherwise the histograms are
+        written into the arena in place. ``per_node``: about
         the rows a node holds, where ``max_count`` is only a bound (levels split on the device: the host knows no
         ranges, only the rows of its last step's largest node), see :func:`row_class`."""
         nodes = np.asarray(nodes, np.int32).reshape(-1)
@@ -231,48 +231,61 @@ class HistogramBuilder:
             launch = self.k_hist[row_class(self.classes, self._flat, n_rows, max_count, per_node)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
-        ws.record(self.d_hist.name, launch(sizes, n_rows=ws.pos_stride), rows * self.row_bytes)
         if transient:
+            ws.record(self.d_hist.name, launch(sizes, {"out": ws["hist_small"]}, n_rows=ws.pos_stride),
+                      rows * self.row_bytes)
             self._small_holds = (self.gen, -1, n)
             return DeviceHist(-1, n, nodes, self.gen)
-        slot = self._alloc(n)
-        self._copy("arena", slot, "hist_small", 0, n)
-        self._small_holds = (self.gen, slot, n)
+        slot = self._alloc(n)  # into the arena in place
+        out = ws.view("arena", slot * self.nb, n * self.nb)
+        ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride), rows * self.row_bytes)
         return DeviceHist(slot, n, nodes, self.gen)
+
+    def _siblings_launch(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None, parent: cl.Buffer,
+                         out: cl.Buffer) -> None:
+        """[child, parent[parent_slots] - child] into ``out`` (one launch); ``run``, when the caller knows it: whether
+        the parents' slots are consecutive. The child is read where it is: hist_small, or the arena's slots."""
+        ws, n = self.ws, child.n_nodes
+        if self._small_holds == (child.gen, child.slot, n):
+            child_buf = ws["hist_small"]
+        else:  # an arena handle (check refused a transient one hist_small no longer holds)
+            child_buf = ws.view("arena", child.slot * self.nb, n * self.nb)
+        if run is None:  # a contiguous run of parents: no index table
+            run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
+        if not run:
+            ws.put("pidx", ws["pidx"], parent_slots, np.int32)
+        ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": ws.cells},
+                                                   {"out": out, "parent": parent, "child": child_buf},
+                                                   use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0))
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None,
                           src: str = "arena") -> int:
-        """[child, src[parent_slots] - child] into a work buffer, the split search's input (one launch): the one the
-        parents are not in (hist_work for parents in the arena); returns which (its index in WORK). ``run``, when
-        the caller knows it: whether the parents' slots are consecutive."""
+        """[child, src[parent_slots] - child] into a work buffer, the split search's input: the one the parents are
+        not in (hist_work for parents in the arena); returns which (its index in WORK)."""
         self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)
         out = self._out_of(src)
         self._work_room(out, 2 * n * self.nb)
-        if self._small_holds != (child.gen, child.slot, n):
-            self._copy("hist_small", 0, "arena", child.slot, n)
-            self._small_holds = (child.gen, child.slot, n)
-        if run is None:  # a contiguous run of parents: no index table
-            run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
-        if not run:
-            self.ws.put("pidx", self.ws["pidx"], parent_slots, np.int32)
-        self.ws.record("tree_hist_siblings", self.k_sib[src]({"side": 2, "node": n, "cell": self.ws.cells},
-                                                             use_index=int(not run),
-                                                             pnode0=int(parent_slots[0]) if run else 0))
+        self._siblings_launch(parent_slots, child, run, self.ws[src], self.ws[out])
         w = WORK.index(out)
         self._work_holds[w] = None
         return w
 
     def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
                              run: bool | None = None, src: str = "arena") -> DeviceHist:
+        """[child, src[parent_slots] - child] into new slots of the arena, in place: the parents in the arena are
+        read through a view of the slots below the new ones (a kernel must not write a view of a buffer it reads
+        whole)."""
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
-        w = self._siblings_to_work(parent_slots, child, run, src)
-        slot = self._alloc(2 * n)
-        self._copy("arena", slot, WORK[w], 0, 2 * n)
-        self._work_holds[w] = (self.gen, slot, 2 * n)
+        self.check(child, transient=True)
+        self.ensure(n)
+        slot = self._alloc(2 * n)  # before the views: the arena may move
+        ws, nb = self.ws, self.nb
+        parent = ws.view("arena", 0, slot * nb) if src == "arena" else ws[src]
+        self._siblings_launch(parent_slots, child, run, parent, ws.view("arena", slot * nb, 2 * n * nb))
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,
