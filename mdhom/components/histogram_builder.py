@@ -25,16 +25,12 @@ from mdhom.components.workspace import Bound, Workspace
 @dataclass
 class DeviceHist:
     """A handle to histograms on the device: ``n_nodes`` consecutive node slots of the tree's arena, each
-    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`).
-    A handle of a work buffer (``work`` 0 or 1, ``siblings(keep=False)``) is valid only until that buffer is
-    written again."""
+    (feat, output, bin) (g, h) pairs. Valid until the next tree starts (:meth:`HistogramBuilder.reset`)."""
 
     slot: int
     n_nodes: int
     nodes: np.ndarray
     gen: int
-    work: int = -1  # the work buffer (WORK) that alone holds it, or -1: the arena (slot >= 0) or hist_small (slot -1)
-    serial: int = 0  # which of the work buffer's contents it is
 
     @cached_property
     def node_ids(self) -> list[int]:
@@ -49,10 +45,6 @@ class DeviceHist:
 LEVEL_NODES = 64
 FEW_NODES = 4
 NODE_CLASSES = ((1, ""), (8, "few"), (LEVEL_NODES, "levels"))
-# The split search's inputs: what to_work copies there and what siblings writes. Siblings whose parents are in one
-# are written to the other, so that levels which need no arena copy (a look-ahead that ends the tree) go from one
-# to the next without copies
-WORK = ("hist_work", "hist_work1")
 
 
 def row_classes(rows: int) -> tuple[tuple[int, str], ...]:
@@ -83,9 +75,8 @@ def row_class(classes: tuple[tuple[int, str], ...], flat: list[bool], n_rows: in
 
 
 class HistogramBuilder:
-    """Histograms of listed nodes into the tree's arena, and the arena's bookkeeping (handles, sibling
-    subtraction, copies into the split search's input: a work buffer, ``WORK``, ``Workspace.search_input`` naming the
-    one the search reads).
+    """Histograms of listed nodes into the tree's arena, in place, and the arena's bookkeeping (handles, sibling
+    subtraction, the views the split search reads).
 
     The rows of node ``i`` of a call are ``slot_begin[i] .. + slot_count[i]`` (positions), tables that the
     row partitioner fills (:meth:`mdhom.components.partition.RowPartitioner.slots`)."""
@@ -125,7 +116,6 @@ class HistogramBuilder:
         # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
         self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
         self._small_holds: tuple[int, int, int] | None = None
-        self._work_holds: list[tuple | None] = [None, None]
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
@@ -139,55 +129,31 @@ class HistogramBuilder:
         self._dims = dims  # the build's dimensions besides node and pos (feature groups)
         self._flat = [c.flat for c in builds]
 
-        # its output, parents and child are views chosen per call (the arena's slots, a work buffer, hist_small)
+        # its output, parents and child are chosen per call (views of the arena's slots, hist_small, hist_work)
         self.k_sib = Bound(ws, sib, lambda: (ws["hist_small"], dict(child=ws["hist_small"], parent=ws["arena"],
                                                                     pidx=ws["pidx"])))
         self.gen = 0
         self.reset()
 
-    @staticmethod
-    def _out_of(src: str) -> str:
-        """The work buffer that siblings of parents in ``src`` are written to."""
-        return WORK[1] if src == WORK[0] else WORK[0]
-
     def ensure(self, n: int) -> None:
-        """Room for ``n`` nodes per call (histograms; the work buffers grow as they are written, since one may hold
-        the parents of the next call)."""
+        """Room for ``n`` nodes per call."""
         ws, nb = self.ws, self.nb
         for name, nbytes in (("hist_small", n * nb), ("slot_begin", 8 * n), ("slot_count", 8 * n), ("pidx", 8 * n)):
             if nbytes > ws.capacity(name):
                 ws.ensure(name, nbytes)
                 self._small_holds = None
 
-    def _work_room(self, name: str, nbytes: int) -> None:
-        """Room for ``nbytes`` in a work buffer about to be written (what it held is lost when it grows)."""
-        if nbytes > self.ws.capacity(name):
-            self.ws.ensure(name, nbytes)
-            self._work_holds[WORK.index(name)] = None
-
     def reset(self) -> None:
         """A new tree: an empty arena; handles of the previous tree become invalid."""
         self.gen += 1
         self.top = 0
-        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small mirrors
-        # ... and each work buffer: ("work", gen, serial), the handle it holds, or None
-        self._work_holds: list[tuple | None] = [None, None]
-        self._serial = 0
+        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small holds
 
-    def check(self, hist: DeviceHist, transient: bool = False, work: bool = False) -> None:
+    def check(self, hist: DeviceHist, transient: bool = False) -> None:
         """A handle of this tree; a transient one (``build(transient=True)``) only where allowed, and only while
-        hist_small still holds it; one of a work buffer only where allowed (``work``: siblings' parents, to_work,
-        to_host), and only while the buffer still holds it."""
+        hist_small still holds it."""
         if hist.gen != self.gen:
             raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
-        if hist.work >= 0:
-            if not work:
-                raise ValueError("a handle of a work buffer (siblings(keep=False)) is only siblings' parent, or read "
-                                 "by to_work and to_host")
-            if self._work_holds[hist.work] != ("work", hist.gen, hist.serial):
-                raise ValueError("a handle of a work buffer that a later call has written over (siblings(keep=False) "
-                                 "keeps no copy in the arena)")
-            return
         if hist.slot < 0 and (not transient or self._small_holds != (hist.gen, hist.slot, hist.n_nodes)):
             raise ValueError("a transient histogram handle is only the child of the next siblings call")
 
@@ -258,25 +224,19 @@ class HistogramBuilder:
                                                    {"out": out, "parent": parent, "child": child_buf},
                                                    use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0))
 
-    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None = None,
-                          src: str = "arena") -> int:
-        """[child, src[parent_slots] - child] into a work buffer, the split search's input: the one the parents are
-        not in (hist_work for parents in the arena); returns which (its index in WORK)."""
+    def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
+        """[child, arena[parent_slots] - child] into hist_work (``subtract``'s scratch)."""
         self.check(child, transient=True)
         n = child.n_nodes
         self.ensure(n)
-        out = self._out_of(src)
-        self._work_room(out, 2 * n * self.nb)
-        self._siblings_launch(parent_slots, child, run, self.ws[src], self.ws[out])
-        w = WORK.index(out)
-        self._work_holds[w] = None
-        return w
+        ws = self.ws
+        ws.ensure("hist_work", 2 * n * self.nb)
+        self._siblings_launch(parent_slots, child, None, ws["arena"], ws["hist_work"])
 
     def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
-                             run: bool | None = None, src: str = "arena") -> DeviceHist:
-        """[child, src[parent_slots] - child] into new slots of the arena, in place: the parents in the arena are
-        read through a view of the slots below the new ones (a kernel must not write a view of a buffer it reads
-        whole)."""
+                             run: bool | None = None) -> DeviceHist:
+        """[child, arena[parent_slots] - child] into new slots of the arena, in place: the parents are read through
+        a view of the slots below the new ones (a kernel must not write a view of a buffer it reads whole)."""
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
@@ -284,30 +244,19 @@ class HistogramBuilder:
         self.ensure(n)
         slot = self._alloc(2 * n)  # before the views: the arena may move
         ws, nb = self.ws, self.nb
-        parent = ws.view("arena", 0, slot * nb) if src == "arena" else ws[src]
-        self._siblings_launch(parent_slots, child, run, parent, ws.view("arena", slot * nb, 2 * n * nb))
+        self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb),
+                              ws.view("arena", slot * nb, 2 * n * nb))
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
-    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,
-                 keep: bool = True) -> DeviceHist:
-        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order).
-        ``keep=False``: no copy into the arena; the handle is of the work buffer it was written to, valid until that
-        buffer is written again (the siblings of its children go to the other one): levels whose histograms are only
-        searched and then subtracted from (a look-ahead that ends the tree; 16-core PoCL, 500k rows at 255 bins,
-        the copies were 2.4 ms of a 24 ms depth-wise round: CPU runtimes copy buffers on one thread)."""
+    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
+        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
         n = child.n_nodes
         idx = np.arange(n) if index is None else np.asarray(index, np.int64).reshape(-1)
         if idx.size != n or (n and (idx.min() < 0 or idx.max() >= parent.n_nodes)):
             raise ValueError("siblings: one parent node per child, within the parent handle")
-        self.check(parent, work=True)
+        self.check(parent)
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
-        src, slots = ("arena", idx + parent.slot) if parent.work < 0 else (WORK[parent.work], idx)
-        if keep or n == 0:
-            return self._siblings_into_arena(slots, child, nodes, src=src)
-        w = self._siblings_to_work(slots, child, src=src)
-        self._serial += 1
-        self._work_holds[w] = ("work", self.gen, self._serial)
-        return DeviceHist(-1, 2 * n, nodes, self.gen, w, self._serial)
+        return self._siblings_into_arena(idx + parent.slot, child, nodes)
 
     def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
         """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
@@ -335,9 +284,9 @@ class HistogramBuilder:
         if n == 0:
             return DeviceHist(self._alloc(0), 0, parent.nodes, self.gen)
         self.check(parent)
-        w = self._siblings_to_work(parent.slot + np.arange(n), child)
+        self._siblings_to_work(parent.slot + np.arange(n), child)
         slot = self._alloc(n)
-        self._copy("arena", slot, WORK[w], n, n)
+        self._copy("arena", slot, "hist_work", n, n)
         return DeviceHist(slot, n, parent.nodes, self.gen)
 
     def take(self, hist: DeviceHist, index: np.ndarray) -> DeviceHist:
@@ -365,29 +314,22 @@ class HistogramBuilder:
             at += h.n_nodes
         return DeviceHist(slot, n, nodes, self.gen)
 
-    def to_work(self, hist: DeviceHist) -> None:
-        """Where the split search reads the handle's histograms (``Workspace.search_input``): the work buffer that
-        holds it, or a view of the arena at its slots (no copy: 16-core PoCL copied buffers on one thread, 4.8 ms of a
-        45 ms loss-guided round at 255 bins)."""
-        self.check(hist, work=True)
-        ws = self.ws
-        if hist.work >= 0:
-            ws.search_input = ws[WORK[hist.work]]
-            return
+    def view(self, hist: DeviceHist) -> cl.Buffer:
+        """The handle's histograms as the split search reads them: a view of the arena at its slots (in place: no
+        copy into a buffer of the search's own; 16-core PoCL copied buffers on one thread, 4.8 ms of a 45 ms
+        loss-guided round at 255 bins)."""
+        self.check(hist)
         n = max(1, hist.n_nodes)
-        ws.ensure("arena", (hist.slot + n) * self.nb, keep=self.top * self.nb)
-        ws.search_input = ws.view("arena", hist.slot * self.nb, n * self.nb)
+        self.ws.ensure("arena", (hist.slot + n) * self.nb, keep=self.top * self.nb)
+        return self.ws.view("arena", hist.slot * self.nb, n * self.nb)
 
     def to_host(self, hist: DeviceHist) -> np.ndarray:
         """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point
         sums when quantized (as the numpy reference keeps them)."""
-        self.check(hist, work=True)
+        self.check(hist)
         ws = self.ws
         h = np.empty((hist.n_nodes, ws.n_features, ws.n_outputs, ws.n_bins), ws.gh_dtype)
-        if hist.work >= 0:
-            ws.read(h, ws[WORK[hist.work]])
-        else:
-            ws.read(h, ws["arena"], hist.slot * self.nb)
+        ws.read(h, ws["arena"], hist.slot * self.nb)
         arr = np.stack([h["g"], h["h"]], axis=-1)  # (N, F, K, B, 2)
         arr = arr.astype(np.int64 if ws.quantized else np.float64)
         return np.ascontiguousarray(arr.transpose(0, 1, 3, 2, 4))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pyopencl as cl
 
 from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import hist_gh_type, split_type, vector_forms
@@ -30,9 +31,8 @@ from mdhom.components.workspace import Bound, Workspace
 
 
 class SplitEvaluator:
-    """The best split of every node of a batch of histograms (in the work buffer that
-    :meth:`mdhom.components.histogram_builder.HistogramBuilder.to_work` names, ``Workspace.search_input``), under a
-    pluggable :class:`Gain`."""
+    """The best split of every node of a batch of histograms (read in place: a view of the histogram builder's arena,
+    :meth:`mdhom.components.histogram_builder.HistogramBuilder.view`), under a pluggable :class:`Gain`."""
 
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain
@@ -68,22 +68,22 @@ class SplitEvaluator:
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
-        # the histograms are wherever to_work left them (Workspace.search_input: a work buffer or a view of the
-        # arena), passed to every launch as a view
+        # the histograms are read where they are: every launch is given their buffer (a view of the arena); bound
+        # to the arena until the first
         if self.categorical:
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws.search_input, cat_mode=ws["cat_mode"],
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"], cat_mode=ws["cat_mode"],
                                                                   **inv()))) for c in scan]
         else:
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws.search_input))) for c in scan]
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"]))) for c in scan]
 
         def score_buffers():  # noqa: ANN202
-            return ws["best"], dict(scan=ws["scan"], hist=ws.search_input, feature_mask=ws["feature_mask"], **inv())
+            return ws["best"], dict(scan=ws["scan"], hist=ws["arena"], feature_mask=ws["feature_mask"], **inv())
 
         self.k_score = [Bound(ws, c, score_buffers) for c in score]
         self.k_sums = None if sums is None else Bound(ws, sums, lambda: (ws["res"], dict(
-            scan=ws["scan"], hist=ws.search_input, best=ws["best"], best_value=ws["best"], **inv())))
+            scan=ws["scan"], hist=ws["arena"], best=ws["best"], best_value=ws["best"], **inv())))
         self.k_cat_left = None if left is None else Bound(ws, left, lambda: (ws["cat_left"], dict(
-            hist=ws.search_input, best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
+            hist=ws["arena"], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
 
     def ensure(self, n: int) -> None:
         """Room for a search over ``n`` nodes."""
@@ -102,20 +102,21 @@ class SplitEvaluator:
             ws.put("mask", ws["feature_mask"], mask, np.uint8)
             self._mask_key = key
 
-    def search(self, n: int, feature_mask: np.ndarray, params: object,
+    def search(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object,
                inv_scale: Callable[[], np.ndarray | None], then: Callable[[], None] | None = None) -> Splits:
-        """The best split of each of the ``n`` nodes in the work buffer ``to_work`` named; ``params`` holds the
+        """The best split of each of the ``n`` nodes whose histograms ``hist`` holds; ``params`` holds the
         gain's parameters as attributes (a :class:`~mdhom.trees.backend.SplitParams` for XGBoost's gain);
         ``inv_scale()`` gives the round's 2^-k per (output, g|h) when quantized, asked only where no bin is a
         candidate (the records hold reals, which the device made with its own copy). One blocking read; a second
         one, of the left tables, only when the fit has categorical features and a categorical split won. ``then``
         runs after the launches, before the read (host work that overlaps the search)."""
         ws = self.ws
-        if self._launch(n, feature_mask, params, then):
+        if self._launch(hist, n, feature_mask, params, then):
             return self._totals_only(n, inv_scale())
         return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]))
 
-    def search_later(self, n: int, feature_mask: np.ndarray, params: object, key: int = 0) -> Callable[[], Splits]:
+    def search_later(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object,
+                     key: int = 0) -> Callable[[], Splits]:
         """:meth:`search` without waiting: the result is copied to the host behind the launches, and the
         returned function waits for it (the device goes on with what is queued after; nothing may overwrite
         ``res`` before the copy, which the in-order queue guarantees). Numeric splits only. Results in flight at
@@ -123,7 +124,7 @@ class SplitEvaluator:
         ws = self.ws
         if self.categorical or ws.n_bins <= 2:
             raise ValueError("search_later: numeric splits over at least 3 bins only")
-        self._launch(n, feature_mask, params, None)
+        self._launch(hist, n, feature_mask, params, None)
         host, event = ws.read_later(f"split_result{key}", ws["res"], n * ws.n_outputs, self.res_dtype)
         host = host.reshape(n, ws.n_outputs)
 
@@ -133,7 +134,7 @@ class SplitEvaluator:
 
         return result
 
-    def _launch(self, n: int, feature_mask: np.ndarray, params: object,
+    def _launch(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object,
                 then: Callable[[], None] | None) -> bool:
         """The search's launches; True when there are no candidate bins (only the scan ran)."""
         ws = self.ws
@@ -143,8 +144,8 @@ class SplitEvaluator:
         r = ws.real.type
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
-        hist = {"hist": ws.search_input}
-        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, hist, **smooth))
+        view = {"hist": hist}
+        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, view, **smooth))
         if b <= 2:
             if then is not None:
                 then()
@@ -154,11 +155,11 @@ class SplitEvaluator:
         if raw != self._values[0]:  # the same parameters all fit long: numpy scalars made once
             self._values = (raw, {p: r(v) for p, v in zip(self.gain.params, raw, strict=True)})
         values = self._values[1]
-        ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2}, hist,
+        ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2}, view,
                                                                    **values))
-        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, hist, n_feat=f))
+        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, view, n_feat=f))
         if self.categorical:
-            ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, hist, n_feat=f, **smooth))
+            ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, view, n_feat=f, **smooth))
         if then is not None:
             ws.queue.flush()  # the launches go to the device before the host's work, not with the read after it
             then()

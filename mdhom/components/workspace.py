@@ -115,9 +115,6 @@ class Workspace:
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
         self.sparse = False  # bins as compressed rows (SparseBins; row-index mode), set by load
         self.columns = False  # whether the partition reads a features x rows copy (decided by load)
-        # the buffer holding the histograms the split search reads next: a work buffer or a view of the arena
-        # (HistogramBuilder.to_work sets it)
-        self.search_input: cl.Buffer | None = None
 
     def set_row_index(self, row_index: bool, feature_major: bool | None) -> None:
         """Row-index mode or not, before :meth:`load`; row-index mode reads bins rows x features unless told."""

@@ -176,9 +176,8 @@ class TreeKernels(Protocol):
         ``first_id[k] + 2i + 1``; level k + 1 holds, for each entry, the child of the smaller hessian sum
         (``left_smaller``), then for each the other (:func:`mdhom.trees.reference.ahead_step`: an entry that does
         not split contributes an empty node and itself, neither alive). Returns (the splits of ``hist`` and of
-        each level, the levels' histograms: with ``final``, handles that may be invalid on return, the tree needs none
-        of them). ``final``: (the tree's leaves now, its ``max_leaves`` or 0): the last level of ``allow`` is the
-        tree's last (at its depth limit), split where its leaf budget holds (where more of
+        each level, the levels' histograms). ``final``: (the tree's leaves now, its ``max_leaves`` or 0): the last
+        level of ``allow`` is the tree's last (at its depth limit), split where its leaf budget holds (where more of
         its entries would split than the budget has room for, those of the largest gains, ties to the earlier entry:
         the level-wise rule), its children neither built nor searched: then one split per level and one histogram
         less. ``then`` runs once every launch is queued, before the host first waits for a result (as

@@ -420,14 +420,14 @@ class OpenCLTreeKernels:
                 then()
             self.rows.resolve()
             return Splits.none(0, self.n_outputs, np.zeros((0, self.n_outputs, 2)))
-        self.hist.to_work(hist)
+        view = self.hist.view(hist)
 
         def overlap() -> None:  # host work while the search runs: the caller's, then the last partition's left
             if then is not None:  # counts (read back before the search's result) into the ranges, which had
                 then()  # been folded in after the result, between the step's read-back and its next launch
             self.rows.resolve()
 
-        out = self.split.search(hist.n_nodes, feature_mask, params, self._inv_scale, overlap)
+        out = self.split.search(view, hist.n_nodes, feature_mask, params, self._inv_scale, overlap)
         self.gradients.check()
         return out
 
@@ -445,8 +445,7 @@ class OpenCLTreeKernels:
         levels = len(allow)
         built_levels = levels - (final is not None)  # levels whose children are built and searched
         leaves, max_leaves = final if final is not None else (0, 0)
-        self.hist.to_work(hist)
-        later = [self.split.search_later(hist.n_nodes, feature_mask, params)]
+        later = [self.split.search_later(self.hist.view(hist), hist.n_nodes, feature_mask, params)]
         founds: list[Splits] = []
         aheads = []
         state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool),
@@ -482,13 +481,11 @@ class OpenCLTreeKernels:
             # the built children, one per entry of the m, hold about half the split nodes' rows
             built = self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True,
                                     per_node=split_rows // (2 * max(1, m)))
-            # a look-ahead that ends the tree (``final``) needs no level's histograms after it: each level into the
-            # work buffer its parents are not in, none copied into the arena
-            cur = self.hist.siblings(cur, built, keep=final is None)
+            cur = self.hist.siblings(cur, built)
             hists.append(cur)
-            self.hist.to_work(cur)
             if k + 1 < levels:
-                later.append(self.split.search_later(cur.n_nodes, feature_mask, params, key=k + 1))
+                later.append(self.split.search_later(self.hist.view(cur), cur.n_nodes, feature_mask, params,
+                                                     key=k + 1))
 
         def take_rest() -> None:  # with every launch queued: the caller's work, then the results not taken yet
             if then is not None:
@@ -512,7 +509,7 @@ class OpenCLTreeKernels:
             take_rest()
             self.rows.resolve()
 
-        last = self.split.search(cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
+        last = self.split.search(self.hist.view(cur), cur.n_nodes, feature_mask, params, self._inv_scale, take_all)
         self.rows.resolve()
         self.gradients.check()
         return [*founds, last], hists
