@@ -79,7 +79,8 @@ def test_plugged_in_gain(device):
 def test_histograms_are_written_and_read_in_place(device):
     """A build is written into the arena's slots, siblings into new slots with their parents read through a view of
     the slots below, children where they are (hist_small or the arena), and the search reads any handle where it
-    is: the values of the numpy sums and of a copy at other slots, whatever the slots' alignment."""
+    is: the values of the numpy sums, of the root's own search and of a copy at other slots, after the arena grew.
+    Handles start at the device's base address alignment (``take`` realigns a copy)."""
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
 
@@ -107,6 +108,9 @@ def test_histograms_are_written_and_read_in_place(device):
             want_r[f, bins[i, f]] += (g[i], h[i])
     np.testing.assert_array_equal(r[:, :, 0], want_r)
     lvl1 = hist.siblings(root, built(1))  # [R, R - R]: the child from hist_small
+    version = ws.version
+    hist.zeros(np.zeros(64, np.int32))  # the arena grows: every view after this is of the new one
+    assert ws.version > version
     lvl2 = hist.siblings(lvl1, built(2, transient=False), np.array([0, 1]))  # [R, R, 0, -R]: children in the arena
     want = np.stack([r, r, r - r, (r - r) - r])
     np.testing.assert_array_equal(hist.to_host(lvl1), np.stack([r, r - r]))
@@ -115,12 +119,35 @@ def test_histograms_are_written_and_read_in_place(device):
     here = evaluator.search(hist.view(lvl2), 4, mask, params, lambda: None)
     again = hist.concat([hist.zeros(np.zeros(1, np.int32)), lvl2])  # the same histograms one slot on
     there = evaluator.search(hist.view(hist.take(again, np.arange(1, 5))), 4, mask, params, lambda: None)
+    first = evaluator.search(hist.view(root), 1, mask, params, lambda: None)  # R alone: what nodes 0 and 1 hold
     for field in ("gain", "feature", "bin", "default_left", "left_sum", "right_sum"):
         np.testing.assert_array_equal(getattr(here, field), getattr(there, field))
+        for node in (0, 1):
+            np.testing.assert_array_equal(getattr(here, field)[node], getattr(first, field)[0])
     assert np.isfinite(here.gain[:2]).all()  # the nodes of every row have splits to find
     if ws.view_align > 1:
         with pytest.raises(ValueError, match="multiple"):
             ws.view("arena", 1, 8)
+
+
+def test_a_view_too_small_for_its_output_is_refused_on_the_checker(oclgrind_device):
+    """Oclgrind checks a sub-buffer's accesses against its parent only: on the checker each launch checks that its
+    output buffer holds what the sizes address, so a view too small for it cannot write into its neighbours unseen."""
+    from mdhom.components.gradients import GradientSource
+    from mdhom.components.partition import RowPartitioner
+
+    rng = np.random.default_rng(2)
+    ws = Workspace(oclgrind_device, "double")
+    ws.load(rng.integers(0, 5, size=(40, 2)).astype(np.uint8), 5, 1)
+    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
+    grads.set_gradients(rng.standard_normal(40), np.ones(40))
+    rows.reset()
+    grads.ensure()
+    nodes = np.zeros(2, np.int32)
+    sizes = {"node": 2, "feat": 2, "output": 1, "pos": rows.slots(nodes)}
+    with pytest.raises(ValueError, match="output buffer"):
+        hist.k_hist[0](sizes, {"out": ws.view("arena", 0, hist.nb)}, n_rows=ws.pos_stride)  # room for 1 node of 2
+    hist.k_hist[0](sizes, {"out": ws.view("arena", 0, 2 * hist.nb)}, n_rows=ws.pos_stride)  # room for both
 
 
 def test_specs_are_declared_once_and_name_their_descriptions():

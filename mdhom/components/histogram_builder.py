@@ -1,6 +1,6 @@
 """The histogram builder: a tree's histograms in an arena on the device (one slot per node), built per call for the
-listed nodes, their siblings by subtraction, and the copies into the split search's input. The descriptions it
-launches, their heuristics and tuner inputs are :mod:`mdhom.components.histogram`'s."""
+listed nodes and their siblings by subtraction, written and read in place through views of the arena's slots. The
+descriptions it launches, their heuristics and tuner inputs are :mod:`mdhom.components.histogram`'s."""
 
 from __future__ import annotations
 
@@ -112,7 +112,10 @@ class HistogramBuilder:
                   for c, r in self.classes]
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": ws.cells})  # as launched
         self.nb = ws.node_bytes
-        self._granule = ws.view_align // math.gcd(self.nb, ws.view_align)  # slots between view starts, at least
+        # slots between handles' starts at least, so that each can be viewed: 1 where a node's bytes are a multiple of
+        # the alignment (64 and 256 bins on every device); up to 64 for odd features x bins on NVIDIA's 512 bytes,
+        # where aligning handles can double the arena (a reviewer's 201 features x 41 bins: 255 -> 576 slots)
+        self._granule = ws.view_align // math.gcd(self.nb, ws.view_align)
         # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
         self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
         self._small_holds: tuple[int, int, int] | None = None

@@ -327,7 +327,10 @@ class Computation:
         This is the hot path of iterative algorithms (a loss-guided tree launches thousands of kernels per
         round on buffers it allocated up front): no shape or dtype checks and no array objects per call.
         The caller guarantees that the buffers hold every element the given sizes address (the generated
-        kernels never read or write outside the index space; Oclgrind checks that in the tests).
+        kernels never read or write outside the index space; Oclgrind checks that in the tests). Oclgrind checks a
+        sub-buffer's accesses against its parent buffer only, so on checker devices each launch also checks that
+        its output buffer holds the output the sizes address (a view too small for it would write into its
+        neighbours unseen).
         """
         names = {i.name for i in self.desc.inputs}
         if set(buffers) != names:
@@ -481,6 +484,7 @@ class BoundLaunch:
         self._partial_n = 1
         self._buffers = [_buffer(out), comp._partials(queue, 1).base_data] + [_buffer(b) for b in inputs]
         self._buffer_at = {"out": 0} | {i.name: 2 + k for k, i in enumerate(desc.inputs)}
+        self._out_check = itemsize(desc.atom) if comp.device.checker else 0  # see Computation.bind
         self._params = [name for name, _ in comp._param_types]
         self._scratch = desc.scratch.length if desc.scratch is not None else None
         if self._scratch is not None:
@@ -528,6 +532,9 @@ class BoundLaunch:
         for i in self._out_at:
             n_out *= dims[i]
         index64 = self.index64(dims, n_out)
+        if self._out_check and self._buffers[0].size < n_out * self._out_check:
+            raise ValueError(f"{comp.desc.name}: an output buffer of {self._buffers[0].size} bytes for "
+                             f"{n_out * self._out_check} bytes of output")
         if self._steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data

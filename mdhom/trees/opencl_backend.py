@@ -276,7 +276,7 @@ class OpenCLTreeKernels:
                                   f"most {size_text(max_alloc)} at once{fits}")
         # three regions of positions, the first the row order, and while they are filled the matrix as given (one
         # copy in row-index mode); the histogram arena starts at 64 nodes, the split search's buffers and the
-        # histograms' other tables at 16 (the work buffers grow as they are written)
+        # histograms' other tables at 16 (subtract's scratch, 32, is allocated when used)
         if sparse:
             copies = 1
         elif ws.row_index:  # and the partition's column copy, where it is kept
