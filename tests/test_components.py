@@ -130,6 +130,7 @@ def test_histograms_are_written_and_read_in_place(device):
             ws.view("arena", 1, 8)
 
 
+@pytest.mark.filterwarnings("ignore::mdhom.configs.TunedConfigWarning")  # the checker has no tuned file
 def test_a_view_too_small_for_its_output_is_refused_on_the_checker(oclgrind_device):
     """Oclgrind checks a sub-buffer's accesses against its parent only: on the checker each launch checks that its
     output buffer holds what the sizes address, so a view too small for it cannot write into its neighbours unseen."""
