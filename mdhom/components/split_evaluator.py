@@ -46,44 +46,42 @@ class SplitEvaluator:
         ws.ensure("feature_mask", max(1, f))
         ws.ensure("inv_scale", 16 * k)
         inv = (lambda: {"inv_scale": ws["inv_scale"]}) if ws.quantized else dict
-        # the split search runs for one split's two children and for whole batches: a build for each regime
+        # the split search runs for one split's two children and for whole batches: a build for each regime. The
+        # histograms are read where they are: every launch is given their buffer (a view of the histogram builder's
+        # arena), the kernels bound to the arena until the first
         if self.categorical:
             self.d_scan = split_scan_cat(b, p)
             ws.ensure("cat_mode", f)
             ws.put("cat_mode", ws["cat_mode"], ws.cat_mode, np.uint8)
             scan = [ws.build(CAT_SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b, "bin2": b}, role=r)
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"], cat_mode=ws["cat_mode"],
+                                                                  **inv()))) for c in scan]
         else:
             self.d_scan = split_scan(b, p)
             scan = [ws.build(SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b}, role=r)
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
+            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"]))) for c in scan]
         self._mask_key: bytes | None = None
         self._values: tuple[tuple, dict[str, object]] = ((), {})  # the gain's parameters as the kernel takes them
-        score, sums, left = [], None, None
         if b > 2:
             spec = score_spec(gain)
             score = [ws.build(spec, self.d_score, {"node": n, "feat": f, "bin": b - 2, "dir": 2}, role=r)
                      for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
             sums = ws.build(SUMS, self.d_sums, {"node": 1, "output": k})
+
+            def score_buffers():  # noqa: ANN202
+                return ws["best"], dict(scan=ws["scan"], hist=ws["arena"], feature_mask=ws["feature_mask"],
+                                        **inv())
+
+            self.k_score = [Bound(ws, c, score_buffers) for c in score]
+            self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["arena"],
+                                                                   best=ws["best"], best_value=ws["best"], **inv())))
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
-        # the histograms are read where they are: every launch is given their buffer (a view of the arena); bound
-        # to the arena until the first
-        if self.categorical:
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"], cat_mode=ws["cat_mode"],
-                                                                  **inv()))) for c in scan]
-        else:
-            self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"]))) for c in scan]
-
-        def score_buffers():  # noqa: ANN202
-            return ws["best"], dict(scan=ws["scan"], hist=ws["arena"], feature_mask=ws["feature_mask"], **inv())
-
-        self.k_score = [Bound(ws, c, score_buffers) for c in score]
-        self.k_sums = None if sums is None else Bound(ws, sums, lambda: (ws["res"], dict(
-            scan=ws["scan"], hist=ws["arena"], best=ws["best"], best_value=ws["best"], **inv())))
-        self.k_cat_left = None if left is None else Bound(ws, left, lambda: (ws["cat_left"], dict(
-            hist=ws["arena"], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
+                self.k_cat_left = Bound(ws, left, lambda: (ws["cat_left"], dict(
+                    hist=ws["arena"], best=ws["best"], cat_mode=ws["cat_mode"], **inv())))
 
     def ensure(self, n: int) -> None:
         """Room for a search over ``n`` nodes."""
@@ -200,4 +198,3 @@ class SplitEvaluator:
             if np.any(ws.cat_mode[out.feature[ok]]):  # a second read only when a categorical split won
                 out.cat_left[:] = ws.read(np.empty((n, b), np.uint8), ws["cat_left"]) != 0
         return out
-
