@@ -102,6 +102,15 @@ class Device:
         return cl.CommandQueue(self.context)
 
     @property
+    def sub_buffers(self) -> bool:
+        """Whether kernels may read and write regions of a buffer as sub-buffers (:meth:`Workspace.view
+        <mdhom.components.workspace.Workspace.view>`). Not on NVIDIA: its driver (580, H200) crashed the process,
+        with a segfault at a later launch or release, once sub-buffers made after a kernel had used their buffer were
+        released (a loss-guided fit's third fit of 2M rows; a script making 2000 such sub-buffers and releasing them,
+        idle or not, in either order with their buffer); sub-buffers all made before any kernel ran did not."""
+        return self.runtime != "nvidia"
+
+    @property
     def known_faults(self) -> tuple[str, ...]:
         """Faults of this runtime's version that change results (:func:`known_faults`)."""
         return known_faults(self.runtime, self.driver_version)

@@ -76,13 +76,18 @@ def test_plugged_in_gain(device):
     assert (got.gain[0], got.feature[0], got.bin[0], got.default_left[0]) == want[0]
 
 
-def test_histograms_are_written_and_read_in_place(device):
+@pytest.mark.parametrize("copies", [False, True], ids=["device-views", "copied-views"])
+def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
     """A build is written into the arena's slots, siblings into new slots with their parents read through a view of
     the slots below, children where they are (hist_small or the arena), and the search reads any handle where it
     is: the values of the numpy sums, of the root's own search and of a copy at other slots, after the arena grew.
-    Handles start at the device's base address alignment (``take`` realigns a copy)."""
+    Handles start at the device's base address alignment (``take`` realigns a copy). ``copied-views``: as on a device
+    without sub-buffers (NVIDIA), whose views past offset 0 are copies and whose written regions are copied into place."""
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
+
+    if copies:
+        monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
 
     rng = np.random.default_rng(11)
     n_rows, n_feat, n_bins = 1501, 3, 9
@@ -125,6 +130,7 @@ def test_histograms_are_written_and_read_in_place(device):
         for node in (0, 1):
             np.testing.assert_array_equal(getattr(here, field)[node], getattr(first, field)[0])
     assert np.isfinite(here.gain[:2]).all()  # the nodes of every row have splits to find
+    assert (ws.capacity("view:hist") > 0) == (not device.sub_buffers)  # the search read copies, or sub-buffers
     if ws.view_align > 1:
         with pytest.raises(ValueError, match="multiple"):
             ws.view("arena", 1, 8)

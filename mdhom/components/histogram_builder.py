@@ -113,8 +113,9 @@ class HistogramBuilder:
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": ws.cells})  # as launched
         self.nb = ws.node_bytes
         # slots between handles' starts at least, so that each can be viewed: 1 where a node's bytes are a multiple of
-        # the alignment (64 and 256 bins on every device); up to 64 for odd features x bins on NVIDIA's 512 bytes,
-        # where aligning handles can double the arena (a reviewer's 201 features x 41 bins: 255 -> 576 slots)
+        # the alignment (64 and 256 bins on every device) or views are copies (NVIDIA: Device.sub_buffers); more for
+        # odd features x bins, where aligning handles can double the arena (201 features x 41 bins at a 512-byte
+        # alignment: 255 -> 576 slots)
         self._granule = ws.view_align // math.gcd(self.nb, ws.view_align)
         # what a histogram pass reads of each row: its bins, (g, h) and, in row-index mode, its index (profiles)
         self.row_bytes = ws.n_features * ws.bin_bytes + ws.n_outputs * ws.gh_dtype.itemsize + 4 * ws.row_index
@@ -206,8 +207,8 @@ class HistogramBuilder:
             self._small_holds = (self.gen, -1, n)
             return DeviceHist(-1, n, nodes, self.gen)
         slot = self._alloc(n)  # into the arena in place
-        out = ws.view("arena", slot * self.nb, n * self.nb)
-        ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride), rows * self.row_bytes)
+        with ws.written("arena", slot * self.nb, n * self.nb) as out:
+            ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride), rows * self.row_bytes)
         return DeviceHist(slot, n, nodes, self.gen)
 
     def _siblings_launch(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None, parent: cl.Buffer,
@@ -218,7 +219,7 @@ class HistogramBuilder:
         if self._small_holds == (child.gen, child.slot, n):
             child_buf = ws["hist_small"]
         else:  # an arena handle (check refused a transient one hist_small no longer holds)
-            child_buf = ws.view("arena", child.slot * self.nb, n * self.nb)
+            child_buf = ws.view("arena", child.slot * self.nb, n * self.nb, "child")
         if run is None:  # a contiguous run of parents: no index table
             run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
         if not run:
@@ -247,8 +248,8 @@ class HistogramBuilder:
         self.ensure(n)
         slot = self._alloc(2 * n)  # before the views: the arena may move
         ws, nb = self.ws, self.nb
-        self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb),
-                              ws.view("arena", slot * nb, 2 * n * nb))
+        with ws.written("arena", slot * nb, 2 * n * nb) as out:
+            self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out)
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
@@ -324,7 +325,7 @@ class HistogramBuilder:
         self.check(hist)
         n = max(1, hist.n_nodes)
         self.ws.ensure("arena", (hist.slot + n) * self.nb, keep=self.top * self.nb)
-        return self.ws.view("arena", hist.slot * self.nb, n * self.nb)
+        return self.ws.view("arena", hist.slot * self.nb, n * self.nb, "hist")
 
     def to_host(self, hist: DeviceHist) -> np.ndarray:
         """(n_nodes, n_features, n_bins, n_outputs, 2), the protocol's layout: float64, or the int64 fixed-point

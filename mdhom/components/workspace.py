@@ -14,8 +14,9 @@ which fix the summation order to the numpy reference's.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyopencl as cl
@@ -260,27 +261,56 @@ class Workspace:
 
     @property
     def view_align(self) -> int:
-        """The byte offsets a :meth:`view` may start at are multiples of this (the device's base address alignment)."""
+        """The byte offsets a :meth:`view` may start at are multiples of this: the device's base address alignment
+        where views are sub-buffers, else 1 (copies start anywhere)."""
+        if not self.device.sub_buffers:
+            return 1
         return max(1, int(self.device.cl_device.mem_base_addr_align) // 8)
 
-    def view(self, name: str, offset: int, nbytes: int) -> cl.Buffer:
-        """``nbytes`` of the named buffer from byte ``offset`` on, as a buffer of its own (a sub-buffer: a kernel
-        reads or writes a region in place where it would otherwise read or write a copy). ``offset`` must be a
-        multiple of :attr:`view_align`. Valid until the buffer is reallocated (:attr:`version`); a kernel may read
-        overlapping views but must not write a view that it also reads through another."""
+    def view(self, name: str, offset: int, nbytes: int, arg: str = "view") -> cl.Buffer:
+        """``nbytes`` of the named buffer from byte ``offset`` on, as a buffer of its own that a kernel reads in place
+        (a sub-buffer) where it would otherwise read a copy; :meth:`written` for a region a kernel writes. ``offset``
+        must be a multiple of :attr:`view_align`. Valid until the buffer is reallocated (:attr:`version`) and, on
+        devices without sub-buffers (:attr:`Device.sub_buffers <mdhom.devices.Device.sub_buffers>`), until the region
+        is written or the next view for the same kernel argument ``arg``: there a view at offset 0 is the buffer
+        itself and any other a copy of the region into a buffer kept per ``arg``. A kernel may read overlapping views
+        but must not write a view that it also reads through another."""
+        if not self.device.sub_buffers:
+            self._check_view(name, offset, nbytes)
+            if offset == 0:
+                return self._named[name]
+            buf = self.ensure(f"view:{arg}", nbytes)
+            self.copy("view_copies", buf, 0, self._named[name], offset, nbytes)
+            return buf
         key = (name, int(offset), int(nbytes))
         if self._views_version != self.version:
             self._views.clear()
             self._views_version = self.version
         buf = self._views.get(key)
         if buf is None:
-            if offset % self.view_align or offset < 0 or nbytes <= 0 or offset + nbytes > self._caps.get(name, 0):
-                raise ValueError(f"a view of {name!r} at byte {offset} of {nbytes} bytes: outside the buffer or not "
-                                 f"at a multiple of {self.view_align} bytes")
+            self._check_view(name, offset, nbytes)
             if len(self._views) >= 256:  # a tree's handles: bounded, the oldest first out
                 self._views.pop(next(iter(self._views)))
             buf = self._views[key] = self._named[name].get_sub_region(int(offset), int(nbytes))
         return buf
+
+    @contextlib.contextmanager
+    def written(self, name: str, offset: int, nbytes: int) -> Iterator[cl.Buffer]:
+        """A view (:meth:`view`) of a region that the launches inside the ``with`` block write, every byte of it: on
+        devices without sub-buffers, a region past offset 0 is written into a buffer of its own and copied into place
+        after the block."""
+        if self.device.sub_buffers or offset == 0:
+            yield self.view(name, offset, nbytes)
+            return
+        self._check_view(name, offset, nbytes)
+        buf = self.ensure("view:written", nbytes)
+        yield buf
+        self.copy("view_copies", self._named[name], offset, buf, 0, nbytes)
+
+    def _check_view(self, name: str, offset: int, nbytes: int) -> None:
+        if offset % self.view_align or offset < 0 or nbytes <= 0 or offset + nbytes > self._caps.get(name, 0):
+            raise ValueError(f"a view of {name!r} at byte {offset} of {nbytes} bytes: outside the buffer or not at a "
+                             f"multiple of {self.view_align} bytes")
 
     def capacity(self, name: str) -> int:
         return self._caps.get(name, 0)
