@@ -136,6 +136,40 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
             ws.view("arena", 1, 8)
 
 
+def test_many_views_made_after_their_buffer_was_used(device):
+    """What a loss-guided fit does to the arena, many times over: searches of handles at ever other slots and sizes,
+    each a new view made after kernels used the arena, the oldest released as the cache fills (on NVIDIA's driver
+    such sub-buffers crashed the process: `Device.sub_buffers`). The searches agree with the first."""
+    if device.checker:
+        pytest.skip("thousands of launches: too slow for the checker")
+    from mdhom.components.gradients import GradientSource
+    from mdhom.components.partition import RowPartitioner
+
+    rng = np.random.default_rng(3)
+    n_rows, n_feat, n_bins = 999, 8, 63
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
+    ws = Workspace(device, "double")
+    ws.load(bins, n_bins, 1)
+    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
+    evaluator = SplitEvaluator(ws)
+    grads.set_gradients(rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64))
+    rows.reset()
+    grads.ensure()
+    root = hist.build(np.zeros(1, np.int32), rows.slots(np.zeros(1, np.int32)))
+    copies = hist.take(root, np.zeros(300, np.int64))  # 300 slots holding the root's histograms
+    params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
+    first = evaluator.search(hist.view(root), 1, mask, params, lambda: None)
+    for i in range(2000):  # views of ever other handles: the cache (256) evicts, releasing views made after use
+        start, n = int(rng.integers(0, 290)), int(rng.integers(1, 10))
+        got = evaluator.search(hist.view(hist.take(copies, np.arange(start, start + n))), n, mask, params,
+                               lambda: None)
+        if i % 50 == 0:
+            hist.reset()  # a new tree: the arena's handles start over
+            root = hist.build(np.zeros(1, np.int32), rows.slots(np.zeros(1, np.int32)))
+            copies = hist.take(root, np.zeros(300, np.int64))
+        assert got.feature[n - 1] == first.feature[0] and got.bin[n - 1] == first.bin[0]
+
+
 @pytest.mark.filterwarnings("ignore::mdhom.configs.TunedConfigWarning")  # the checker has no tuned file
 def test_a_view_too_small_for_its_output_is_refused_on_the_checker(oclgrind_device):
     """Oclgrind checks a sub-buffer's accesses against its parent only: on the checker each launch checks that its
