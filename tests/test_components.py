@@ -137,7 +137,7 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
 
 
 def test_many_views_made_after_their_buffer_was_used(device):
-    """What a loss-guided fit does to the arena, many times over: searches of handles at ever other slots and sizes,
+    """What a loss-guided fit does to the arena, many times over: searches of handles at slots and sizes that keep changing,
     each a new view made after kernels used the arena, the oldest released as the cache fills (on NVIDIA's driver
     such sub-buffers crashed the process: `Device.sub_buffers`). The searches agree with the first."""
     if device.checker:
@@ -159,7 +159,7 @@ def test_many_views_made_after_their_buffer_was_used(device):
     copies = hist.take(root, np.zeros(300, np.int64))  # 300 slots holding the root's histograms
     params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
     first = evaluator.search(hist.view(root), 1, mask, params, lambda: None)
-    for i in range(2000):  # views of ever other handles: the cache (256) evicts, releasing views made after use
+    for i in range(2000):  # views of changing handles: the cache (256) evicts, releasing views made after use
         start, n = int(rng.integers(0, 290)), int(rng.integers(1, 10))
         got = evaluator.search(hist.view(hist.take(copies, np.arange(start, start + n))), n, mask, params,
                                lambda: None)
