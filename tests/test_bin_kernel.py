@@ -71,7 +71,7 @@ print("ok")
 def test_the_binner_takes_the_class_of_the_rows_it_bins(cpu, tmp_path, monkeypatch):
     """A fit's binner is configured for its training rows' size class (it had looked up 2^20 rows whatever the fit's
     size, so no fit ran the other classes' tuned entries, and no tune's check judged them)."""
-    from mdhom import configs
+    from mdhom import config_store, configs
     from mdhom.components.binning import bin_features
     from mdhom.components.lanes import bin_ctype
 
@@ -87,7 +87,7 @@ def test_the_binner_takes_the_class_of_the_rows_it_bins(cpu, tmp_path, monkeypat
         entry = {"sizes": {"row": rows, "feat": 3}, "config": cfg, "median_s": 1e-3, "default_config": cfg,
                  "default_s": 1e-3, "trials": 1, "failed_trials": 0, "date": "2026-12-01T00:00:00Z",
                  "versions": {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}}
-        configs.store_result(cpu, desc.name, cls, entry, h, directory=tmp_path)
+        config_store.store_result(cpu, desc.name, cls, entry, h, directory=tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     fitted = DeviceBinner(mapper, cpu, rows=X.shape[0])
     assert "rows_1e3" in fitted.config_source and fitted.comp.config["NUM_WI_row"] == 4

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mdhom
-from mdhom import configs, tunable
+from mdhom import config_store, configs, tunable
 from mdhom.configs import TunedConfigWarning
 
 
@@ -43,8 +43,8 @@ def _hist_cfg(device, rows: int, wi: int) -> dict:
 def test_store_and_lookup_nearest_class(cpu, tmp_path):
     d = tmp_path / "pkg"
     small, big = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**6, 8)
-    configs.store_result(cpu, "histogram", "rows_1e4", _entry(small, {"row": 10**4, "feat": 28}), directory=d)
-    configs.store_result(cpu, "histogram", "rows_1e6", _entry(big, {"row": 10**6, "feat": 28}), directory=d)
+    config_store.store_result(cpu, "histogram", "rows_1e4", _entry(small, {"row": 10**4, "feat": 28}), directory=d)
+    config_store.store_result(cpu, "histogram", "rows_1e6", _entry(big, {"row": 10**6, "feat": 28}), directory=d)
     doc = json.loads((d / f"{cpu.key}.json").read_text())
     assert doc["schema"] == configs.SCHEMA and doc["schema_version"] == configs.SCHEMA_VERSION
     assert doc["device"]["key"] == cpu.key and set(doc["kernels"]["histogram"]["classes"]) == {"rows_1e4", "rows_1e6"}
@@ -67,8 +67,8 @@ def test_nearest_class_uses_log_distance_over_shared_dims():
 def test_user_dir_searched_first(cpu, tmp_path):
     a, b = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**4, 4)
     sizes = {"row": 10**4, "feat": 28}
-    configs.store_result(cpu, "histogram", "c", _entry(a, sizes), directory=tmp_path / "pkg")
-    configs.store_result(cpu, "histogram", "c", _entry(b, sizes), directory=tmp_path / "user")
+    config_store.store_result(cpu, "histogram", "c", _entry(a, sizes), directory=tmp_path / "pkg")
+    config_store.store_result(cpu, "histogram", "c", _entry(b, sizes), directory=tmp_path / "user")
     assert configs.lookup_config(cpu, "histogram", sizes) == b
 
 
@@ -94,8 +94,8 @@ def test_fallback_chain_exact_then_runtime_type_then_type_then_none(cpu, tmp_pat
     dev_c = dataclasses.replace(cpu, key="zeta-thing-v1", type="gpu")
     dev_d = dataclasses.replace(cpu, key="zeta-else-v1", type="accelerator")
     tuned = _hist_cfg(cpu, 10**5, 16)
-    configs.store_result(dev_a, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
-    configs.rebuild_defaults([d])
+    config_store.store_result(dev_a, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    config_store.rebuild_defaults([d])
     defaults = json.loads((d / configs.DEFAULTS_FILE).read_text())
     assert set(defaults["groups"]) == {"acme-gpu", "gpu"}
     assert configs.lookup_config(dev_a, "histogram", sizes) == tuned  # exact
@@ -159,7 +159,7 @@ def test_fit_warning_points_at_the_fit_call(cpu, tmp_path):
 
 def test_file_of_another_device_is_not_used(cpu, tmp_path):
     other = dataclasses.replace(cpu, key="acme-widget-v1")
-    configs.store_result(other, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
+    config_store.store_result(other, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
                          directory=tmp_path / "pkg")
     (tmp_path / "pkg" / "acme-widget-v1.json").rename(tmp_path / "pkg" / f"{cpu.key}.json")
     with pytest.warns(TunedConfigWarning, match="holds configurations of acme-widget-v1"):
@@ -170,7 +170,7 @@ def test_stored_config_invalid_on_device_is_skipped_with_description(cpu, tmp_pa
     desc = HIST.describe({})
     bad = _hist_cfg(cpu, 10**4, 1)
     bad["NUM_WI_row"] = cpu.max_work_group_size * 2  # above the device's work-group limit
-    configs.store_result(cpu, "histogram", "c", _entry(bad, {"row": 10**4, "feat": 28}), directory=tmp_path / "pkg")
+    config_store.store_result(cpu, "histogram", "c", _entry(bad, {"row": 10**4, "feat": 28}), directory=tmp_path / "pkg")
     assert configs.lookup_config(cpu, "histogram", {"row": 10**4}) == bad  # no description: caller validates
     with pytest.warns(TunedConfigWarning, match="not usable"):
         assert configs.lookup_config(cpu, "histogram", {"row": 10**4}, description=desc) is None
@@ -179,12 +179,12 @@ def test_stored_config_invalid_on_device_is_skipped_with_description(cpu, tmp_pa
 def test_description_hash_mismatch_is_reported(cpu, tmp_path):
     desc = HIST.describe({})
     good = _hist_cfg(cpu, 10**4, 4)
-    configs.store_result(cpu, "histogram", "c", _entry(good, {"row": 10**4, "feat": 28}), "sha256:old",
+    config_store.store_result(cpu, "histogram", "c", _entry(good, {"row": 10**4, "feat": 28}), "sha256:old",
                          directory=tmp_path / "pkg")
     config, source = configs.lookup(cpu, "histogram", {"row": 10**4}, description=desc)
     assert config == good and "another version of the kernel" in source
     # re-tuning under the new hash drops the stale classes
-    configs.store_result(cpu, "histogram", "d", _entry(good, {"row": 10**6, "feat": 28}),
+    config_store.store_result(cpu, "histogram", "d", _entry(good, {"row": 10**6, "feat": 28}),
                          configs.description_hash(desc), directory=tmp_path / "pkg")
     doc = configs.load_device(cpu.key)
     assert set(doc["kernels"]["histogram"]["classes"]) == {"d"}
@@ -205,7 +205,7 @@ def test_a_build_no_class_was_tuned_for_takes_its_own_variants_class(cpu, tmp_pa
     sizes = {"node": 1, "feat": 28, "bin": 62, "dir": 2}
     base = sp.score_heuristic(desc, cpu, sizes)
     plain, vec_q = {**base, "NUM_WG_node": 1}, {**base, "NUM_WG_node": 2}
-    configs.store_results(cpu, [("tree_split_score", "nodes_1", _entry(plain, sizes), "sha256:plain"),
+    config_store.store_results(cpu, [("tree_split_score", "nodes_1", _entry(plain, sizes), "sha256:plain"),
                                 ("tree_split_score", "vec_q_nodes_1", _entry(vec_q, sizes), "sha256:vec_q")],
                           directory=tmp_path / "pkg")
     look = {**sizes, "bin": 126}
@@ -226,7 +226,7 @@ def test_variants_of_one_kernel_keep_their_own_classes(cpu, tmp_path):
     own = configs.description_hash(desc)
     mine, theirs = _hist_cfg(cpu, 10**4, 2), _hist_cfg(cpu, 10**6, 4)
     d = tmp_path / "pkg"
-    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own),
+    config_store.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own),
                                 ("histogram", "theirs", _entry(theirs, {"row": 10**6, "feat": 28}), "sha256:q")],
                           directory=d)
     body = configs.load_device(cpu.key)["kernels"]["histogram"]
@@ -234,44 +234,44 @@ def test_variants_of_one_kernel_keep_their_own_classes(cpu, tmp_path):
     config, source = configs.lookup(cpu, "histogram", {"row": 10**6, "feat": 28}, description=desc)
     assert config == mine and "another version" not in source and "mine" in source
     # re-tuning one variant keeps the other while its code is current, drops it once it is not
-    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
+    config_store.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
                           stale=lambda kernel, h: h != "sha256:q")
     assert set(configs.load_device(cpu.key)["kernels"]["histogram"]["classes"]) == {"mine", "theirs"}
-    configs.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
+    config_store.store_results(cpu, [("histogram", "mine", _entry(mine, {"row": 10**4, "feat": 28}), own)], directory=d,
                           stale=lambda kernel, h: True)
     assert set(configs.load_device(cpu.key)["kernels"]["histogram"]["classes"]) == {"mine"}
     # a file of the older layout (one hash per kernel) reads the same
     doc = json.loads((d / f"{cpu.key}.json").read_text())
     doc["kernels"]["histogram"]["description_hash"] = doc["kernels"]["histogram"]["classes"]["mine"].pop(
         "description_hash")
-    configs.atomic_write_json(d / f"{cpu.key}.json", doc)
+    config_store.atomic_write_json(d / f"{cpu.key}.json", doc)
     assert configs.lookup(cpu, "histogram", {"row": 10**4, "feat": 28}, description=desc)[0] == mine
     # the defaults carry each class's hash
-    out = configs.rebuild_defaults([d])
+    out = config_store.rebuild_defaults([d])
     group = json.loads(out.read_text())["groups"][cpu.type]["kernels"]["histogram"]
     assert group["classes"]["mine"]["description_hash"] == own
 
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path):
     p = tmp_path / "pkg" / "x.json"
-    configs.atomic_write_json(p, {"a": 1})
+    config_store.atomic_write_json(p, {"a": 1})
     before = p.read_bytes()
     with pytest.raises(TypeError):
-        configs.atomic_write_json(p, {"a": object()})  # fails mid-serialisation
+        config_store.atomic_write_json(p, {"a": object()})  # fails mid-serialisation
     assert p.read_bytes() == before
     assert [q.name for q in p.parent.iterdir()] == ["x.json"]  # no temp file left behind
 
 
 def test_store_result_rejects_schema_violations(cpu, tmp_path):
     with pytest.raises(configs.SchemaError):
-        configs.store_result(cpu, "histogram", "c", _entry({"NUM_WI_row": -1}, {"row": 5}),
+        config_store.store_result(cpu, "histogram", "c", _entry({"NUM_WI_row": -1}, {"row": 5}),
                              directory=tmp_path / "pkg")
     assert not (tmp_path / "pkg" / f"{cpu.key}.json").exists()
 
 
 def test_tuned_status(cpu, tmp_path):
     assert configs.tuned_status(cpu) == "no"
-    configs.store_result(cpu, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
+    config_store.store_result(cpu, "histogram", "c", _entry(_hist_cfg(cpu, 10, 1), {"row": 10, "feat": 28}),
                          directory=tmp_path / "pkg")
     assert configs.tuned_status(cpu).startswith("2026-11-20 (1 kernels)")
     if cpu.type == "cpu":  # a CPU of the same key and another core count does not use the file
@@ -297,7 +297,7 @@ def test_shipped_defaults_are_what_the_shipped_device_files_make(tmp_path):
     from pathlib import Path
 
     shipped = Path(str(resources.files("mdhom.tuned_configs")))
-    rebuilt = configs.rebuild_defaults([shipped], tmp_path / "defaults.json")
+    rebuilt = config_store.rebuild_defaults([shipped], tmp_path / "defaults.json")
     want = json.loads((shipped / "defaults.json").read_text())["groups"]
     assert json.loads(rebuilt.read_text())["groups"] == want, "run mdhom tune --update-defaults (or rebuild_defaults)"
 
@@ -353,11 +353,11 @@ def test_switch_parameters_may_be_zero(tmp_path):
     cfg = {**examples.HISTOGRAM_Q32.default_config(dev, None), "PARTIALS_LOCAL": 0}
     entry = {"sizes": {"row": 10**4, "feat": 28}, "config": cfg, "median_s": 1.0, "default_s": 1.0, "trials": 1,
              "failed_trials": 0, "date": "2026-11-20T00:00:00Z", "versions": {}}
-    path = configs.store_result(dev, "histogram_q32", "rows_1e4", entry, directory=tmp_path)
+    path = config_store.store_result(dev, "histogram_q32", "rows_1e4", entry, directory=tmp_path)
     assert configs.lookup_config(dev, "histogram_q32", {"row": 10**4, "feat": 28}, dirs=[tmp_path])["PARTIALS_LOCAL"] == 0
     bad = {**entry, "config": {**cfg, "NUM_WG_row": 0}}
     with pytest.raises(configs.SchemaError, match="positive integer"):
-        configs.store_result(dev, "histogram_q32", "rows_1e4", bad, directory=tmp_path)
+        config_store.store_result(dev, "histogram_q32", "rows_1e4", bad, directory=tmp_path)
     assert path.exists()
 
 
@@ -371,11 +371,11 @@ def test_a_tune_drops_other_kernels_entries_of_an_older_version(cpu, tmp_path):
     cfg = _hist_cfg(cpu, 10**4, 2)
     current = configs.description_hash(HIST.describe({}))
     for kernel, h in (("histogram", current), ("row_sum", "sha256:" + "0" * 32), ("gone_kernel", None)):
-        configs.store_result(cpu, kernel, "rows_1e4", _entry(cfg, sizes), h, directory=d)
+        config_store.store_result(cpu, kernel, "rows_1e4", _entry(cfg, sizes), h, directory=d)
     assert not stale_entry("histogram", current) and stale_entry("row_sum", "sha256:" + "0" * 32)
     assert stale_entry("gone_kernel", None) and not stale_entry("histogram", None)
     gh = tunable.get("gh_sum")
-    path = configs.store_results(cpu, [("gh_sum", "now", _entry(cfg, sizes), configs.description_hash(
+    path = config_store.store_results(cpu, [("gh_sum", "now", _entry(cfg, sizes), configs.description_hash(
         gh.describe(next(iter(gh.classes(True).values())))))], d, stale=stale_entry)
     assert set(json.loads(path.read_text())["kernels"]) == {"histogram", "gh_sum"}
 
@@ -388,7 +388,7 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     from mdhom.components import row_histogram as rh
     from mdhom.components.workspace import Workspace
 
-    configs.store_results(cpu, [("other_kernel", "c", _entry({"NUM_WI_i": 2}, {"i": 64}), None)], tmp_path / "pkg")
+    config_store.store_results(cpu, [("other_kernel", "c", _entry({"NUM_WI_i": 2}, {"i": 64}), None)], tmp_path / "pkg")
     ws = Workspace(cpu, "quantized")
     assert pt.LEAF_ROWS.tuning is None and rh.HISTOGRAM_ROWS.tuning is not None
     with warnings.catch_warnings():
@@ -418,7 +418,7 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
     words, bytes_ = rh.histogram_rows(64, 28), rh.histogram_rows(64, 27)
     assert "ROW_WORDS" in words.parameter_names() and "ROW_WORDS" not in bytes_.parameter_names()
     cfg = {**rh.rows_heuristic(words, cpu, {"node": 1, "pos": 1000}), "ROW_WORDS": 1, "NUM_WG_pos": 8}
-    configs.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, {"node": 1, "pos": 1000}),
+    config_store.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, {"node": 1, "pos": 1000}),
                                  configs.description_hash(words))], tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -429,7 +429,7 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
     hist = hg.histogram(64, "double")
     assert "PARTIALS_LOCAL" not in hist.parameter_names()
     bad = {**hg.histogram_heuristic(hist, cpu, {"node": 1, "feat": 28, "output": 1, "pos": 1000}), "PARTIALS_LOCAL": 1}
-    configs.store_results(cpu, [("tree_histogram", "c", _entry(bad, {"node": 1, "feat": 28, "output": 1, "pos": 1000}),
+    config_store.store_results(cpu, [("tree_histogram", "c", _entry(bad, {"node": 1, "feat": 28, "output": 1, "pos": 1000}),
                                  None)], tmp_path)
     with warnings.catch_warnings(record=True) as caught:  # refused, then "not tuned" for what is left
         warnings.simplefilter("always")
@@ -442,7 +442,7 @@ def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):
     assert "INLINE" in moved.parameter_names() and "INLINE" not in index.parameter_names()
     sizes = {"node": 1, "pos": 1000}
     cfg = {**rh.rows_heuristic(moved, cpu, sizes), "INLINE": 1}
-    configs.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, sizes), configs.description_hash(moved))],
+    config_store.store_results(cpu, [("tree_histogram_rows", "c", _entry(cfg, sizes), configs.description_hash(moved))],
                           tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -460,11 +460,11 @@ def test_cpu_configurations_apply_at_their_core_count_only(cpu, tmp_path):
     two = dataclasses.replace(cpu, key="acme-cpu-v1", type="cpu", compute_units=2)
     sixteen = dataclasses.replace(two, compute_units=16)
     tuned = _hist_cfg(two, 10**5, 4)
-    configs.store_result(two, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    config_store.store_result(two, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
     assert configs.lookup_config(two, "histogram", sizes) == tuned
     with pytest.warns(TunedConfigWarning, match="tuned on 2 compute units, acme-cpu-v1 has 16"):
         assert configs.lookup_config(sixteen, "histogram", sizes) is None
-    configs.rebuild_defaults([d])
+    config_store.rebuild_defaults([d])
     other = dataclasses.replace(sixteen, key="acme-other-v1")  # falls back to the acme-cpu and cpu groups
     with pytest.warns(TunedConfigWarning, match="heuristic"):
         assert configs.lookup_config(other, "histogram", sizes) is None
@@ -472,10 +472,10 @@ def test_cpu_configurations_apply_at_their_core_count_only(cpu, tmp_path):
         assert configs.lookup_config(dataclasses.replace(other, key="acme-third-v1", compute_units=2), "histogram",
                                      sizes) == tuned
     gpu = dataclasses.replace(two, key="acme-gpu-v1", type="gpu")
-    configs.store_result(gpu, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
+    config_store.store_result(gpu, "histogram", "rows_1e5", _entry(tuned, sizes), directory=d)
     assert configs.lookup_config(dataclasses.replace(gpu, compute_units=16), "histogram", sizes) == tuned
     retuned = _hist_cfg(sixteen, 10**6, 8)
-    configs.store_result(sixteen, "histogram", "rows_1e6", _entry(retuned, {"row": 10**6, "feat": 28}), directory=d)
+    config_store.store_result(sixteen, "histogram", "rows_1e6", _entry(retuned, {"row": 10**6, "feat": 28}), directory=d)
     doc = json.loads((d / "acme-cpu-v1.json").read_text())
     assert doc["device"]["compute_units"] == 16 and set(doc["kernels"]["histogram"]["classes"]) == {"rows_1e6"}
     assert configs.lookup_config(sixteen, "histogram", sizes) == retuned

@@ -8,7 +8,7 @@ import stat
 import numpy as np
 import pytest
 
-from mdhom import TreeBoostRegressor, _files, configs
+from mdhom import TreeBoostRegressor, _files, config_store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes and umask are POSIX")
 
@@ -50,5 +50,5 @@ def test_saved_model_file_follows_umask(tmp_path, umask, mask, mode):
 
 def test_tuned_config_file_follows_umask(tmp_path, umask):
     umask(0o022)
-    configs.atomic_write_json(tmp_path / "dev.json", {"schema": "x"})
+    config_store.atomic_write_json(tmp_path / "dev.json", {"schema": "x"})
     assert _mode(tmp_path / "dev.json") == 0o644

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from mdhom import configs
+from mdhom import config_store, configs
 from mdhom.mdh import Computation
 
 FOREST_TUNABLES = ("forest_candidates", "forest_slot_totals", "forest_sampled_split", "forest_cand_split",
@@ -85,7 +85,7 @@ def _store(device, names, directory):  # noqa: ANN001
                                         "default_config": cfg, "default_s": 1.0, "trials": 1, "failed_trials": 0,
                                         "date": "2026-11-24T00:00:00Z", "versions": {}},
                             configs.description_hash(kern.describe(sizes))))
-    return configs.store_results(device, entries, directory), entries
+    return config_store.store_results(device, entries, directory), entries
 
 
 def _bytes(est, path) -> bytes:  # noqa: ANN001

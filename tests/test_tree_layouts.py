@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mdhom import TreeBoostClassifier, configs
+from mdhom import TreeBoostClassifier, config_store, configs
 from mdhom.trees import layouts
 from mdhom.trees.layouts import BATCH, BLOCK_ROWS, DEPTH_AHEAD, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
 from mdhom.tuning.endtoend import Workload
@@ -143,7 +143,7 @@ def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, policy
     entry = {"sizes": {"feat": X.shape[1], "row": 1000}, "config": layout.config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
-    configs.store_results(device, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path / "tuned")
+    config_store.store_results(device, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path / "tuned")
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "tuned"))
     stored = TreeBoostClassifier(device=device, **kw).fit(X, y)
     ran = stored.kernel_configs_["tree_layout_quantized"]
@@ -195,7 +195,7 @@ def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_pa
     entry = {"sizes": {"feat": 28, "row": 1000}, "config": Layout(1, 1, 1, 0, 0, 0, 0).config(), "median_s": 1.0,
              "default_config": HEURISTIC.config(), "default_s": 1.0, "trials": 1, "failed_trials": 0,
              "date": "2026-11-24T00:00:00Z", "versions": VERSIONS}
-    configs.store_results(cpu, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path)
+    config_store.store_results(cpu, [("tree_layout_quantized", "higgs28", entry, LAYOUT_HASH)], tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0, 0, 0)
     assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import mdhom
-from mdhom import configs
+from mdhom import config_store, configs
 from mdhom.tuning import endtoend
 from mdhom.tuning.endtoend import Workload, check
 
@@ -98,7 +98,7 @@ def test_a_tune_stores_the_heuristic_where_tuning_did_not_pay(cpu_device, tmp_pa
     monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
     monkeypatch.setattr(endtoend, "device_round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
     res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=1), echo=lambda s: None)
-    path = configs.store_results(cpu_device, endtoend.choose(entries, res.kept), tmp_path / "out")
+    path = config_store.store_results(cpu_device, endtoend.choose(entries, res.kept), tmp_path / "out")
     doc = json.loads(path.read_text())["kernels"]
     assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
     assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
@@ -183,7 +183,7 @@ def test_recheck_judges_forest_kernels_by_forest_fits(cpu_device, tmp_path, monk
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
     entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"),
                ("forest_x", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
-    configs.store_results(cpu_device, entries, tmp_path / "user")
+    config_store.store_results(cpu_device, entries, tmp_path / "user")
     # rounds: only "fast" pays; forest fits: only "forest_x" does
     monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "forest_x": 1.3}))
     monkeypatch.setattr(endtoend, "forest_seconds", _machine({"fast": 1.3, "forest_x": 0.5}))
@@ -283,7 +283,7 @@ def test_recheck_keeps_what_pays_of_a_stored_file(cpu_device, tmp_path, monkeypa
 
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
     entries = [("fast", "c", _entry({"NUM_WI_i": 2}), "sha256:0"), ("slow", "c", _entry({"NUM_WI_i": 4}), "sha256:1")]
-    configs.store_results(cpu_device, entries, tmp_path / "user")
+    config_store.store_results(cpu_device, entries, tmp_path / "user")
     monkeypatch.setattr(endtoend, "round_seconds", _machine({"fast": 0.5, "slow": 1.3}))
     kept, path = driver.recheck(cpu_device, Workload(rows=200, rounds=2, leaves=3, repeats=1), tmp_path / "out",
                                 echo=lambda s: None)
@@ -383,7 +383,7 @@ def test_fit_classes_reads_the_classes_a_real_fit_looked_up(cpu_device, tmp_path
     desc = score_update("double")
     cfg = desc.default_config(cpu_device, {"row": 10**4, "output": 1})
     entry = {**_entry(cfg, cfg), "sizes": {"row": 10**4, "output": 1}}
-    configs.store_result(cpu_device, desc.name, "rows_1e4", entry, configs.description_hash(desc), tmp_path)
+    config_store.store_result(cpu_device, desc.name, "rows_1e4", entry, configs.description_hash(desc), tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     ran = FIT_CLASSES(cpu_device, Workload(rows=2000, rounds=3, leaves=7), make_higgs_like(2000, 28, 0, 0.0, 0))
     assert ran.get("tree_score_update") == {"rows_1e4"}, ran
@@ -402,7 +402,7 @@ def test_a_cpus_check_trains_its_quantized_fits_too(cpu_device, tmp_path, monkey
     sizes = k.size_classes[cls]
     cfg = k.baseline_config(cpu_device, sizes)
     entry = {**_entry(cfg, cfg), "sizes": k.dim_sizes(sizes)}
-    configs.store_result(cpu_device, k.name, cls, entry, configs.description_hash(k.describe(sizes)), tmp_path)
+    config_store.store_result(cpu_device, k.name, cls, entry, configs.description_hash(k.describe(sizes)), tmp_path)
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     ran = FIT_CLASSES(cpu_device, Workload(rows=3000, rounds=3, leaves=7), make_higgs_like(3000, 28, 0, 0.0, 0))
     assert cls in ran.get("tree_histogram_rows", set()), ran

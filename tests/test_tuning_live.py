@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mdhom
-from mdhom import configs, tunable
+from mdhom import config_store, configs, tunable
 from mdhom.tuning.measure import LiveRunner
 
 
@@ -75,7 +75,7 @@ def test_sigint_midway_keeps_file_and_resumes(pocl, tmp_path):
     # stored with the current description's hash, as a real earlier tune would have it (a stale hash makes a
     # new tune drop the old classes, by design)
     desc_hash = configs.description_hash(tunable.get("gh_sum").describe(old))
-    path = configs.store_result(pocl, "gh_sum", "earlier", entry, desc_hash, directory=out)
+    path = config_store.store_result(pocl, "gh_sum", "earlier", entry, desc_hash, directory=out)
     before = path.read_bytes()
     cmd = [sys.executable, "-m", "mdhom.cli", "tune", "--device", pocl.key, "--kernels", "gh_sum", "row_sum",
            "--quick", "--trials", "4", "--storage", str(journal), "--out", str(out)]

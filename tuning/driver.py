@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mdhom import configs
+from mdhom import config_store, configs
 from mdhom.tuning.measure import LiveRunner, Runner
 from mdhom.tuning.space import SearchSpace
 from mdhom.tuning.study import StudyResult, run_study
@@ -189,7 +189,7 @@ def tune_device(
             dims = p.kernel.dim_sizes(p.sizes)
             space = SearchSpace(desc, device, dims, fixed=p.kernel.fixed_at(p.sizes),
                                 baseline=p.kernel.baseline_config(device, p.sizes))
-            seeds = _seeds(space, configs.stored_config(device, p.kernel.name, p.size_class, directory))
+            seeds = _seeds(space, config_store.stored_config(device, p.kernel.name, p.size_class, directory))
             label = f"{p.kernel.name} {p.size_class}"
             bar = _Bar(label, budget, enabled=progress_bar)
             try:
@@ -216,7 +216,7 @@ def tune_device(
     studied_at = time.monotonic()
     path = None
     if write:
-        stamp = configs.now_iso()
+        stamp = config_store.now_iso()
         vers = versions(device)
 
         def entries_of(done: list[StudyResult]) -> list:
@@ -260,7 +260,7 @@ def tune_device(
                  f"{(studied_at - start) / 60:.1f}, layouts {(laid_out - studied_at - varied) / 60:.1f}{again_text}, "
                  f"end-to-end check {(end - laid_out) / 60:.1f}")
         if entries:
-            path = configs.store_results(device, entries, directory, stale=stale_entry)
+            path = config_store.store_results(device, entries, directory, stale=stale_entry)
             _say_variants_changed(todo, device, quick, echo)
     return results, path
 
@@ -360,7 +360,7 @@ def recheck(device: Any, work: Any, directory: Path | None = None,
         raise ValueError(f"{path} holds no tuned entry with its heuristic's configuration to check against")
     echo(f"end-to-end check of {path}")
     chosen, kept = checked_entries(device, entries, work, echo)
-    return kept, configs.store_results(device, chosen, directory, stale=stale_entry)
+    return kept, config_store.store_results(device, chosen, directory, stale=stale_entry)
 
 
 def stale_entry(kernel: str, stored_hash: str | None) -> bool:

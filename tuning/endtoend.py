@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from mdhom import configs
+from mdhom import config_store, configs
 
 # a candidate must beat what it replaces by this much to stay: timing noise is not a win
 MARGIN = 0.02
@@ -288,7 +288,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     scope: dict[str, Workload] = {}  # each kernel's fits: those at the bins whose fits look up its changed classes
     if kernels and classes_run is not None:
         with tempfile.TemporaryDirectory(prefix="mdhom-e2e-classes-") as tmp:
-            configs.store_results(device, entries, Path(tmp))
+            config_store.store_results(device, entries, Path(tmp))
             with _env(**{configs.TUNED_ENV: None, configs.TUNED_DIR_ENV: tmp}):
                 ran = {b: classes_run(device, replace(work, tree_bins=(b,)), data) for b in work.tree_bins}
         changed = {k: {c for x, c, e, _ in entries if x == k and e["config"] != e["default_config"]} for k in kernels}
@@ -306,7 +306,7 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
         def with_kernels(keep: list[str]) -> Path:
             d = Path(tmp, f"v{len(list(Path(tmp).iterdir()))}")
             d.mkdir()
-            configs.store_results(device, choose(entries, keep), d)
+            config_store.store_results(device, choose(entries, keep), d)
             return d
 
         def timed(directory: Path | None, how: Callable[[Any, Workload, Any], float] | None = None,

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import mdhom
-    from mdhom import configs
+    from mdhom import config_store, configs
 
     if args.list:
         from mdhom import tunable
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {path}")
     if args.update_defaults:
         try:
-            print(f"wrote {configs.rebuild_defaults([path.parent])}")
+            print(f"wrote {config_store.rebuild_defaults([path.parent])}")
         except OSError as exc:
             print(f"mdhom tune: error: {_os_error(exc, 'defaults.json')}", file=sys.stderr)
             return 1
