@@ -81,10 +81,12 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
     """A build is written into the arena's slots, siblings into new slots with their parents read through a view of
     the slots below, children where they are (hist_small or the arena), and the search reads any handle where it
     is: the values of the numpy sums, of the root's own search and of a copy at other slots, after the arena grew.
-    Handles start at the device's base address alignment (``take`` realigns a copy). ``copied-views``: as on a device
-    without sub-buffers (NVIDIA), whose views past offset 0 are copies and whose written regions are copied into place."""
+    Handles start where views may (the device's base address alignment with sub-buffers; ``take`` realigns a copy).
+    ``copied-views``: as on a device without sub-buffers (NVIDIA), whose views past offset 0 are copies and whose
+    written regions are copied into place. Each node's splits are the numpy reference's of its own histograms."""
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
+    from mdhom.trees import reference
 
     if copies:
         monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
@@ -122,6 +124,12 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
     np.testing.assert_array_equal(hist.to_host(lvl2), want)
     params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
     here = evaluator.search(hist.view(lvl2), 4, mask, params, lambda: None)
+    swapped = hist.take(lvl2, np.array([2, 0]))  # [0, R]: not what the arena's first slots hold
+    for handle, got in ((lvl2, here), (swapped, evaluator.search(hist.view(swapped), 2, mask, params, lambda: None))):
+        with np.errstate(invalid="ignore", divide="ignore"):  # a zero node's sides: 0 / 0, never a split
+            ref = reference.best_splits(hist.to_host(handle), mask, params)
+        for a, b in zip(_splits_of(got), _splits_of(ref), strict=True):  # each node's own histograms were read
+            np.testing.assert_array_equal(a, b)
     again = hist.concat([hist.zeros(np.zeros(1, np.int32)), lvl2])  # the same histograms one slot on
     there = evaluator.search(hist.view(hist.take(again, np.arange(1, 5))), 4, mask, params, lambda: None)
     first = evaluator.search(hist.view(root), 1, mask, params, lambda: None)  # R alone: what nodes 0 and 1 hold
@@ -136,14 +144,24 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
             ws.view("arena", 1, 8)
 
 
-def test_many_views_made_after_their_buffer_was_used(device):
-    """What a loss-guided fit does to the arena, many times over: searches of handles at slots and sizes that keep changing,
-    each a new view made after kernels used the arena, the oldest released as the cache fills (on NVIDIA's driver
-    such sub-buffers crashed the process: `Device.sub_buffers`). The searches agree with the first."""
+def _splits_of(splits, nodes=slice(None)):
+    """A search's choices per node, comparable across searches (the gains to their last bits)."""
+    return [np.asarray(getattr(splits, f))[nodes] for f in ("gain", "feature", "bin", "default_left")]
+
+
+@pytest.mark.parametrize("copies", [False, True], ids=["device-views", "copied-views"])
+def test_many_views_made_after_their_buffer_was_used(device, copies, monkeypatch):
+    """What a loss-guided fit does to the arena, many times over: searches of handles at slots and sizes that keep
+    changing, each a new view made after kernels used the arena, the oldest released as the cache fills (on NVIDIA's
+    driver such sub-buffers crashed the process: `Device.sub_buffers`). The slots alternate two nodes' histograms, so
+    each search must read its own handle's: node for node, the numpy reference's splits of the two."""
     if device.checker:
         pytest.skip("thousands of launches: too slow for the checker")
+    if copies:
+        monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
     from mdhom.components.gradients import GradientSource
     from mdhom.components.partition import RowPartitioner
+    from mdhom.trees import reference
 
     rng = np.random.default_rng(3)
     n_rows, n_feat, n_bins = 999, 8, 63
@@ -155,19 +173,29 @@ def test_many_views_made_after_their_buffer_was_used(device):
     grads.set_gradients(rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64))
     rows.reset()
     grads.ensure()
-    root = hist.build(np.zeros(1, np.int32), rows.slots(np.zeros(1, np.int32)))
-    copies = hist.take(root, np.zeros(300, np.int64))  # 300 slots holding the root's histograms
     params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
-    first = evaluator.search(hist.view(root), 1, mask, params, lambda: None)
+    root = np.zeros(1, np.int32)
+
+    def alternating():  # 300 slots: the root's histograms and its half's, by turns
+        pair = hist.siblings(hist.build(root, rows.slots(root)), hist.build(root, rows.slots(root), transient=True),
+                             np.array([0]))  # [R, R - R]: every row's sums, then zeros
+        halves = hist.take(pair, np.zeros(2, np.int64))  # [R, R]
+        two = hist.siblings(halves, hist.take(pair, np.array([1, 1])), np.array([0, 1]))  # [0, 0, R, R]
+        return hist.take(two, np.arange(300) % 2 * 2 + 1)  # [0, R, 0, R, ...]
+
+    copies_ = alternating()
+    with np.errstate(invalid="ignore"):  # the zero node's sides: 0 / 0, never a split
+        want = reference.best_splits(hist.to_host(hist.take(copies_, np.arange(2))), mask, params)
     for i in range(2000):  # views of changing handles: the cache (256) evicts, releasing views made after use
         start, n = int(rng.integers(0, 290)), int(rng.integers(1, 10))
-        got = evaluator.search(hist.view(hist.take(copies, np.arange(start, start + n))), n, mask, params,
+        got = evaluator.search(hist.view(hist.take(copies_, np.arange(start, start + n))), n, mask, params,
                                lambda: None)
-        if i % 50 == 0:
+        expect = _splits_of(want, (np.arange(start, start + n) % 2))
+        for a, b in zip(_splits_of(got), expect, strict=True):
+            np.testing.assert_array_equal(a, b)
+        if i % 50 == 49:
             hist.reset()  # a new tree: the arena's handles start over
-            root = hist.build(np.zeros(1, np.int32), rows.slots(np.zeros(1, np.int32)))
-            copies = hist.take(root, np.zeros(300, np.int64))
-        assert got.feature[n - 1] == first.feature[0] and got.bin[n - 1] == first.bin[0]
+            copies_ = alternating()
 
 
 @pytest.mark.filterwarnings("ignore::mdhom.configs.TunedConfigWarning")  # the checker has no tuned file

@@ -1,6 +1,8 @@
 """The histogram builder: a tree's histograms in an arena on the device (one slot per node), built per call for the
-listed nodes and their siblings by subtraction, written and read in place through views of the arena's slots. The
-descriptions it launches, their heuristics and tuner inputs are :mod:`mdhom.components.histogram`'s."""
+listed nodes and their siblings by subtraction, written and read in place through views of the arena's slots
+(sub-buffers; on devices without them, NVIDIA's, copies: :meth:`Workspace.view
+<mdhom.components.workspace.Workspace.view>`). The descriptions it launches, their heuristics and tuner inputs are
+:mod:`mdhom.components.histogram`'s."""
 
 from __future__ import annotations
 
@@ -184,7 +186,8 @@ class HistogramBuilder:
         ``rows``, their rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are
         read once). ``transient``: the handle is only the child of the next ``siblings`` call, which writes it with
         its siblings anyway; it gets no slots of its own (it stays in hist_small). Otherwise the histograms are
-        written into the arena in place. ``per_node``: about
+        written into the arena's slots (:meth:`Workspace.written <mdhom.components.workspace.Workspace.written>`:
+        in place, or copied there on devices without sub-buffers). ``per_node``: about
         the rows a node holds, where ``max_count`` is only a bound (levels split on the device: the host knows no
         ranges, only the rows of its last step's largest node), see :func:`row_class`."""
         nodes = np.asarray(nodes, np.int32).reshape(-1)
@@ -206,7 +209,7 @@ class HistogramBuilder:
                       rows * self.row_bytes)
             self._small_holds = (self.gen, -1, n)
             return DeviceHist(-1, n, nodes, self.gen)
-        slot = self._alloc(n)  # into the arena in place
+        slot = self._alloc(n)  # into the arena's slots
         with ws.written("arena", slot * self.nb, n * self.nb) as out:
             ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride), rows * self.row_bytes)
         return DeviceHist(slot, n, nodes, self.gen)
@@ -239,8 +242,10 @@ class HistogramBuilder:
 
     def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
                              run: bool | None = None) -> DeviceHist:
-        """[child, arena[parent_slots] - child] into new slots of the arena, in place: the parents are read through
-        a view of the slots below the new ones (a kernel must not write a view of a buffer it reads whole)."""
+        """[child, arena[parent_slots] - child] into new slots of the arena (:meth:`Workspace.written
+        <mdhom.components.workspace.Workspace.written>`): the parents are read through a view of the slots below
+        the new ones (a kernel must not write a view of a buffer it reads whole; without sub-buffers that view is
+        the arena itself and the output a buffer of its own)."""
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
@@ -319,9 +324,9 @@ class HistogramBuilder:
         return DeviceHist(slot, n, nodes, self.gen)
 
     def view(self, hist: DeviceHist) -> cl.Buffer:
-        """The handle's histograms as the split search reads them: a view of the arena at its slots (in place: no
-        copy into a buffer of the search's own; 16-core PoCL copied buffers on one thread, 4.8 ms of a 45 ms
-        loss-guided round at 255 bins)."""
+        """The handle's histograms as the split search reads them: a view of the arena at its slots (in place where
+        the device has sub-buffers: 16-core PoCL copied buffers on one thread, 4.8 ms of a 45 ms loss-guided round at
+        255 bins; NVIDIA copies them, :meth:`Workspace.view <mdhom.components.workspace.Workspace.view>`)."""
         self.check(hist)
         n = max(1, hist.n_nodes)
         self.ws.ensure("arena", (hist.slot + n) * self.nb, keep=self.top * self.nb)

@@ -31,8 +31,9 @@ from mdhom.components.workspace import Bound, Workspace
 
 
 class SplitEvaluator:
-    """The best split of every node of a batch of histograms (read in place: a view of the histogram builder's arena,
-    :meth:`mdhom.components.histogram_builder.HistogramBuilder.view`), under a pluggable :class:`Gain`."""
+    """The best split of every node of a batch of histograms (a view of the histogram builder's arena, in place where
+    the device has sub-buffers: :meth:`mdhom.components.histogram_builder.HistogramBuilder.view`), under a pluggable
+    :class:`Gain`."""
 
     def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
         self.ws, self.gain = ws, gain

@@ -273,8 +273,10 @@ class Workspace:
         must be a multiple of :attr:`view_align`. Valid until the buffer is reallocated (:attr:`version`) and, on
         devices without sub-buffers (:attr:`Device.sub_buffers <mdhom.devices.Device.sub_buffers>`), until the region
         is written or the next view for the same kernel argument ``arg``: there a view at offset 0 is the buffer
-        itself and any other a copy of the region into a buffer kept per ``arg``. A kernel may read overlapping views
-        but must not write a view that it also reads through another."""
+        itself and any other a copy of the region into a buffer kept per ``arg`` (so the checker's output-size check,
+        :meth:`Computation.bind <mdhom.mdh.Computation.bind>`, sees a view's region only where views are
+        sub-buffers, as on Oclgrind). A kernel may read overlapping views but must not write a view that it also reads
+        through another."""
         if not self.device.sub_buffers:
             self._check_view(name, offset, nbytes)
             if offset == 0:
