@@ -74,7 +74,7 @@ class Workload:
     rows: int
     rounds: int
     leaves: int
-    bins: int = 63  # the forests', chains' and binning's fits
+    forest_bins: int = 63  # max_bin of the forests', chains' and binning kernel's fits (the boosting fits': tree_bins)
     repeats: int = 3
     depth: int = 8  # the depth-wise fit's max_depth (its max_leaves is 2^depth)
     policies: tuple[str, ...] = ("lossguide", "depthwise")
@@ -410,7 +410,7 @@ def forest_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TunedConfigWarning)
         t0 = time.perf_counter()
-        est = RandomForestClassifier(n_estimators=work.rounds, max_depth=work.depth + 2, max_bin=work.bins,
+        est = RandomForestClassifier(n_estimators=work.rounds, max_depth=work.depth + 2, max_bin=work.forest_bins,
                                      random_state=0, device=device).fit(X, y)
         fit = time.perf_counter() - t0
         walker = ForestWalker(_device(device), est._forest)
@@ -418,10 +418,10 @@ def forest_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float:
         t0 = time.perf_counter()
         walker.tree_sums(np.asarray(X, np.float64))
         RandomForestClassifier(n_estimators=max(1, work.rounds // 4), max_depth=work.depth, max_features=None,
-                               max_bin=work.bins, random_state=0, device=device).fit(X, y)
+                               max_bin=work.forest_bins, random_state=0, device=device).fit(X, y)
         Y = (X[:, :6] + X[:, 6:12] > 0).astype(np.int32)
         n_fit = max(200, len(X) // 100)
-        ecc = ClassifierChainEnsemble(n_chains=8, n_estimators=4, max_depth=work.depth, max_bin=work.bins,
+        ecc = ClassifierChainEnsemble(n_chains=8, n_estimators=4, max_depth=work.depth, max_bin=work.forest_bins,
                                       random_state=0, device=device).fit(X[:n_fit], Y[:n_fit])
         ecc.predict_proba(X)  # rows x 192 trees (8 chains x 4 trees x 6 positions): the device walk
     return fit + time.perf_counter() - t0  # the first fit, the prediction, the dense-level fit and the chains
@@ -513,7 +513,7 @@ def binning_seconds(device: Any, work: Workload, data: tuple[Any, Any]) -> float
     from mdhom.learn.binning import BinMapper, sample_rows
 
     X = np.ascontiguousarray(data[0], np.float64)
-    mapper = BinMapper(work.bins).fit(X, None, sample_rows(X.shape[0], 200_000, 0))
+    mapper = BinMapper(work.forest_bins).fit(X, None, sample_rows(X.shape[0], 200_000, 0))
     total, x = 0.0, None
     for feature_major in (False, True):
         with warnings.catch_warnings():
