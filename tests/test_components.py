@@ -53,22 +53,29 @@ def _left_hessian_reference(hist, mcw):
     return out
 
 
-def test_plugged_in_gain(device):
-    rng = np.random.default_rng(5)
-    n_rows, n_feat, n_bins = 2003, 4, 11
+
+def _at_root(device, n_rows, n_feat, n_bins, seed, gain=XGBOOST_GAIN):
+    """A double workspace loaded with seeded random bins and gradients (bins, then g, then h drawn), every row in the
+    root, and the components a tree's step runs: (rng, bins, g, h, ws, rows, hist, evaluator)."""
+    from mdhom.components.gradients import GradientSource
+    from mdhom.components.partition import RowPartitioner
+
+    rng = np.random.default_rng(seed)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
     g, h = rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64)
     ws = Workspace(device, "double")
     ws.load(bins, n_bins, 1)
-    from mdhom.components.gradients import GradientSource
-    from mdhom.components.partition import RowPartitioner
-
     grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
-    evaluator = SplitEvaluator(ws, LEFT_HESSIAN)
-    assert evaluator.d_score.name == "tree_split_score_left_hessian"
+    evaluator = SplitEvaluator(ws, gain)
     grads.set_gradients(g, h)
     rows.reset()
     grads.ensure()
+    return rng, bins, g, h, ws, rows, hist, evaluator
+
+def test_plugged_in_gain(device):
+    n_feat = 4
+    *_, rows, hist, evaluator = _at_root(device, 2003, n_feat, 11, 5, LEFT_HESSIAN)
+    assert evaluator.d_score.name == "tree_split_score_left_hessian"
     root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)))
     host = hist.to_host(root)  # (node, feat, bin, output, 2)
     got = evaluator.search(hist.view(root), 1, np.ones(n_feat, bool), SplitParams(0, 0, 0, 30.0), lambda: None)
@@ -84,24 +91,12 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
     Handles start where views may (the device's base address alignment with sub-buffers; ``take`` realigns a copy).
     ``copied-views``: as on a device without sub-buffers (NVIDIA), whose views past offset 0 are copies and whose
     written regions are copied into place. Each node's splits are the numpy reference's of its own histograms."""
-    from mdhom.components.gradients import GradientSource
-    from mdhom.components.partition import RowPartitioner
     from mdhom.trees import reference
 
     if copies:
         monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
-
-    rng = np.random.default_rng(11)
     n_rows, n_feat, n_bins = 1501, 3, 9
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
-    ws = Workspace(device, "double")
-    ws.load(bins, n_bins, 1)
-    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
-    evaluator = SplitEvaluator(ws)
-    g, h = rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64)
-    grads.set_gradients(g, h)
-    rows.reset()
-    grads.ensure()
+    _, bins, g, h, ws, rows, hist, evaluator = _at_root(device, n_rows, n_feat, n_bins, 11)
 
     def built(k, transient=True):  # k nodes, each of every row (the root's range k times)
         nodes = np.zeros(k, np.int32)
@@ -159,20 +154,10 @@ def test_many_views_made_after_their_buffer_was_used(device, copies, monkeypatch
         pytest.skip("thousands of launches: too slow for the checker")
     if copies:
         monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
-    from mdhom.components.gradients import GradientSource
-    from mdhom.components.partition import RowPartitioner
     from mdhom.trees import reference
 
-    rng = np.random.default_rng(3)
-    n_rows, n_feat, n_bins = 999, 8, 63
-    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
-    ws = Workspace(device, "double")
-    ws.load(bins, n_bins, 1)
-    grads, rows, hist = GradientSource(ws), RowPartitioner(ws), HistogramBuilder(ws)
-    evaluator = SplitEvaluator(ws)
-    grads.set_gradients(rng.standard_normal(n_rows), rng.integers(1, 5, n_rows).astype(np.float64))
-    rows.reset()
-    grads.ensure()
+    n_feat = 8
+    rng, *_, rows, hist, evaluator = _at_root(device, 999, n_feat, 63, 3)
     params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
     root = np.zeros(1, np.int32)
 
