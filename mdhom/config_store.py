@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from mdhom import _files
 from mdhom.configs import (
-    _CACHE,
     DEFAULTS_FILE,
     DEFAULTS_SCHEMA,
     SCHEMA,
     SCHEMA_VERSION,
-    _same_units,
     class_hash,
     device_file_name,
     find_device_file,
+    forget,
     load_file,
     package_dir,
+    same_units,
     validate,
     write_dir,
 )
@@ -73,7 +73,7 @@ def _base_document(device: Device, directory: Path | None) -> tuple[Path, dict |
     if doc is None or doc.get("schema") != SCHEMA:
         found = find_device_file(device.key)
         doc = found[1] if found else None
-    if doc is not None and not _same_units(doc, device):
+    if doc is not None and not same_units(doc, device):
         doc = None  # another core count's configurations: replaced, not merged
     return path, doc
 
@@ -96,7 +96,7 @@ def store_results(
 
     The existing file (in the write directory, else the first one found along the search path) is the
     base, so a tune of some kernels keeps the others; a corrupt base is replaced, after its warning, and so is a
-    CPU's base tuned on another number of compute units (:func:`_same_units`). Each class records its
+    CPU's base tuned on another number of compute units (:func:`same_units`). Each class records its
     description hash. A kernel stored now loses its classes of other hashes (tuned for other code) except those
     ``stale(kernel, hash)`` calls current (another variant of it); every other kernel of the base loses the classes
     for which ``stale`` is true: configurations of an older kernel version are re-tuned, not carried.
@@ -136,7 +136,7 @@ def store_results(
         doc["kernels"][kernel]["classes"][size_class] = e
     validate(doc, str(path))
     atomic_write_json(path, doc)
-    _CACHE.pop(path, None)
+    forget(path)
     return path
 
 
@@ -171,5 +171,5 @@ def rebuild_defaults(dirs: Iterable[Path] | None = None, out: Path | None = None
     target = Path(out) if out is not None else dir_list[0] / DEFAULTS_FILE
     validate(doc, str(target))
     atomic_write_json(target, doc)
-    _CACHE.pop(target, None)
+    forget(target)
     return target

@@ -241,6 +241,12 @@ def load_file(path: Path) -> dict | None:
     return doc
 
 
+def forget(path: Path) -> None:
+    """Drop ``path`` from :func:`load_file`'s cache (a writer calls it once it replaced the file: a rewrite within the
+    clock's resolution can keep the modification time and size)."""
+    _CACHE.pop(Path(path), None)
+
+
 def find_device_file(key: str, dirs: Iterable[Path] | None = None) -> tuple[Path, dict] | None:
     """The first valid file for ``key`` along the search directories."""
     for d in dirs if dirs is not None else search_dirs():
@@ -416,7 +422,7 @@ def lookup(
         return None, "disabled"
     dir_list = list(dirs) if dirs is not None else search_dirs()
     hit = find_device_file(device.key, dir_list)
-    if hit is not None and not _same_units(hit[1], device):
+    if hit is not None and not same_units(hit[1], device):
         _warn_once("units", str(hit[0]), f"{hit[0]} was tuned on {hit[1]['device']['compute_units']} compute units, "
                    f"{device.key} has {device.compute_units}: its work-group counts do not carry over, so it is not "
                    f"used; run `mdhom tune --device {device.key}` on this machine")
@@ -454,7 +460,7 @@ def lookup(
     return None, "heuristic"
 
 
-def _same_units(doc: Mapping[str, Any] | None, device: Device) -> bool:
+def same_units(doc: Mapping[str, Any] | None, device: Device) -> bool:
     """Whether the configurations of the device file ``doc`` (None: unknown) apply to ``device`` by its compute
     units. On CPUs the work-group counts that a tune finds are the machine's core count (a 2-core machine's 2
     work-groups left 14 of a 16-core machine's cores idle: PoCL, 10.5M rows, the histogram at 16% of a copy), while one
@@ -466,12 +472,12 @@ def _same_units(doc: Mapping[str, Any] | None, device: Device) -> bool:
 def _entries_for_units(kernels: Mapping[str, Any], kernel: str, device: Device,
                        dirs: list[Path]) -> Mapping[str, Any]:
     """A defaults group's ``kernel`` with only the size classes whose source device file (its ``source`` key) had
-    ``device``'s compute units (:func:`_same_units`; a source whose file is not found counts as the same)."""
+    ``device``'s compute units (:func:`same_units`; a source whose file is not found counts as the same)."""
     entry = kernels.get(kernel)
     if not entry or device.type != "cpu":
         return kernels
     classes = {c: e for c, e in entry["classes"].items()
-               if _same_units(load_device(e["source"], dirs) if e.get("source") else None, device)}
+               if same_units(load_device(e["source"], dirs) if e.get("source") else None, device)}
     return {kernel: {**entry, "classes": classes}} if classes else {}
 
 
@@ -480,7 +486,7 @@ def tuned_status(device: Device, dirs: Iterable[Path] | None = None) -> str:
     hit = find_device_file(device.key, dirs)
     if hit is None:
         return "no"
-    if not _same_units(hit[1], device):
+    if not same_units(hit[1], device):
         return f"no (the stored file is for {hit[1]['device']['compute_units']} compute units)"
     kernels = hit[1]["kernels"]
     dates = [e.get("date", "") for k in kernels.values() for e in k["classes"].values()]

@@ -647,7 +647,7 @@ def _with_the_shipped_file(device, monkeypatch) -> None:  # noqa: ANN001
 
     shipped = Path(str(resources.files("mdhom.tuned_configs")))
     hit = configs.find_device_file(device.key, [shipped])
-    if hit is None or not configs._same_units(hit[1], device):
+    if hit is None or not configs.same_units(hit[1], device):
         pytest.skip(f"the package ships no tuned file for {device.key} at {device.compute_units} compute units")
     monkeypatch.setattr(configs, "package_dir", lambda: shipped)
     monkeypatch.delenv(configs.TUNED_ENV, raising=False)  # MDHOM_TUNED=0 would look nothing up
