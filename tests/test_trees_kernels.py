@@ -732,15 +732,16 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
 
 @pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, row_index",
                          [(6, 17, 2, False, True), (6, 17, 2, True, False), (6, 300, 3, False, True),
-                          (6, 300, 3, False, False), (8, 256, 4, False, True), (8, 256, 4, True, True)],
+                          (6, 300, 3, False, False), (6, 300, 2, False, True), (8, 256, 4, False, True),
+                          (8, 256, 4, True, True)],
                          ids=["bytes-indexed", "bytes-feature-major-moved", "wide-indexed", "wide-moved",
-                              "quarters-indexed", "quarters-feature-major-indexed"])
+                              "wide-halves-indexed", "quarters-indexed", "quarters-feature-major-indexed"])
 def test_histogram_groups_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins, groups):
     """The whole-row histogram in feature groups (a group's features of every row per point, a group's histogram in
     local memory): the reference's int32 sums bit for bit in the node's (feat, output, bin) layout, rows moved or read
     through the row index, private or local partials (packed, in planes, padded), each work-item from its own
-    feature of the group on (ROTATE) or not, the groups in one work-group or each in its own, FLAT's line over every
-    (node, group) run."""
+    feature (or word, ROW_WORDS) of the group on (ROTATE) or not, a group's bins read as bytes or as words, the groups
+    in one work-group or each in its own, FLAT's line over every (node, group) run."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(53, n_rows, n_feat, n_bins, n_out)
     desc = rh.histogram_groups(n_bins, n_feat, n_out, groups, feature_major, row_index)
@@ -754,6 +755,11 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
               "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl}
              for (pl, pk, sp), g in zip(_LOCAL_PACKED, itertools.cycle((1, groups)))]
     fixed += [{**c, "ROTATE": 1 - c["ROTATE"], "NUM_WI_grp": 2 if groups % 2 == 0 else 1} for c in fixed]
+    # ROW_WORDS where rows are whole words: a group's bins as words, shifted where the group starts inside a word (the
+    # quarters' second and fourth groups, the wide bins' second), rotated by word or not
+    words = rh.row_words(n_bins, n_feat, feature_major)
+    assert ("ROW_WORDS" in desc.switches) == bool(words)
+    fixed += [{**c, "ROW_WORDS": 1} for c in fixed] if words else []
     if row_index:
         local = [c for c in fixed if c["PARTIALS_LOCAL"]]
         fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_grp": 1, "NUM_WI_grp": 1, "NUM_WG_pos": wg}

@@ -112,9 +112,10 @@ QUANTIZED = textwrap.dedent("""
 
     rng = np.random.default_rng(1)
     # 4 one-byte bins: a row is a 32-bit word; 3 with 300 bins (a node's whole-row histogram fits local memory), 3 with
-    # 600 (it does not: a feature a group, tree_histogram_groups)
+    # 600 (it does not: a feature a group, tree_histogram_groups), or 4 (two words a row: a group's bin read from a
+    # word, shifted where it is the word's second, ROW_WORDS)
     n_rows, n_bins, k = 71, N_BINS, 2
-    n_feat = 4 if n_bins <= 256 else 3
+    n_feat = 4 if n_bins <= 256 or GROUP_WORDS else 3
     groups = feature_groups([d for d in mdhom.devices() if d.checker][0], n_feat, k, n_bins)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     one = lambda dims: {f"NUM_{w}_{d}": 1 for d in dims for w in ("WG", "WI")}
@@ -150,7 +151,8 @@ QUANTIZED = textwrap.dedent("""
         "tree_histogram_groups": {**one(("node", "grp", "pos")), "NUM_WI_pos": 8, "NUM_WG_pos": 3, "NUM_WG_node": 2,
                                   "NUM_WG_grp": 2, "NUM_WI_COMBINE": 4, "PARTIALS_LOCAL": 1, "PACKED": 1,
                                   "SPLIT_PAIRS": 0, "ROTATE": 1,
-                                  **({"LOCAL_PAD": 5, "PREFETCH": 1} if mode["row_index"] else {"INLINE": 0})},
+                                  **({"LOCAL_PAD": 5, "PREFETCH": 1} if mode["row_index"] else {"INLINE": 0}),
+                                  **({"ROW_WORDS": 1} if GROUP_WORDS else {})},
     }
     loss = make_loss("multilabel:logistic", k)
     y = rng.integers(0, 2, (n_rows, k)).astype(float)
@@ -253,9 +255,11 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                                            "'block_group': 2}", 9),
                                           ("{'row_index': True, 'columns': False, 'blocks': 0, 'flat': 1}", 9),
                                           ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
-                                           "'block_group': 2}", 600)],
+                                           "'block_group': 2}", 600),
+                                          ("{'row_index': True, 'columns': False, 'blocks': 0, 'words': 1}", 600)],
                          ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks",
-                              "row-index-groups", "row-index-flat", "row-index-feature-groups"])
+                              "row-index-groups", "row-index-flat", "row-index-feature-groups",
+                              "row-index-feature-groups-words"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
@@ -268,10 +272,12 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
     atomics); one has 600 bins, whose whole-row histogram does not fit Oclgrind's local memory: it builds them in
-    feature groups (``tree_histogram_groups``)."""
-    flat = "'flat': 1" in mode
-    mode = mode.replace(", 'flat': 1", "")
-    code = QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))
+    feature groups (``tree_histogram_groups``), and once more with rows of whole words, each group's bins read as
+    words (``ROW_WORDS``)."""
+    flat, words = "'flat': 1" in mode, "'words': 1" in mode
+    mode = mode.replace(", 'flat': 1", "").replace(", 'words': 1", "")
+    code = (QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))
+            .replace("GROUP_WORDS", str(words)))
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()

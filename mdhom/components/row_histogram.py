@@ -200,13 +200,62 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
 
 
 # A node's histogram in feature groups (tree_histogram_groups): the group's features of every row, (g, h) read once a
-# row and group; the same layouts and switches as _ROWS_BODY, byte reads of the bins (a group's bins need not be whole
-# words)
+# row and group; the same layouts and switches as _ROWS_BODY. ``ROW_WORDS`` reads the group's bins as 32-bit words (the
+# row's words from the one holding the group's first bin, shifted so that word i holds the group's bins from its
+# (TREE_PER_WORD i)-th on), ``ROTATE`` then starts each work-item at its own word (rotated by selects, as _ROWS_BODY's
+# words); without ROW_WORDS the bins are bytes and ROTATE starts each work-item at its own feature (what each buys:
+# rows_heuristic)
 _GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /* the group's first feature */
-""" + _ROW_GH + """#if ROTATE
+#if ROW_WORDS
+    /* the group's bins as words, all loaded before the first is used; a word past the row's last is never read */
+    uint mdh_w[TREE_GROUP_WORDS + 1];
+    {{
+        const int mdh_w0 = mdh_f1 / TREE_PER_WORD;
+        __global const uint* mdh_src = (__global const uint*)(bins + mdh_r * TREE_FEATURES) + mdh_w0;
+#pragma unroll
+        for (int mdh_i = 0; mdh_i <= TREE_GROUP_WORDS; ++mdh_i)
+            mdh_w[mdh_i] = mdh_w0 + mdh_i < TREE_ROW_WORDS ? mdh_src[mdh_i] : 0u;
+        const int mdh_sh = (mdh_f1 % TREE_PER_WORD) * (32 / TREE_PER_WORD);  /* the group's first bin's bit */
+        if (mdh_sh) {{
+#pragma unroll
+            for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS; ++mdh_i)
+                mdh_w[mdh_i] = (mdh_w[mdh_i] >> mdh_sh) | (mdh_w[mdh_i + 1] << (32 - mdh_sh));
+        }}
+    }}
+#if ROTATE
+    const int mdh_s = (int)(get_local_id(0) % TREE_GROUP_WORDS);
+    for (int mdh_step = 1; mdh_step < TREE_GROUP_WORDS; mdh_step <<= 1) {{
+        uint mdh_t[TREE_GROUP_WORDS];
+#pragma unroll
+        for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS; ++mdh_i) {{
+            const int mdh_j = mdh_i + mdh_step;
+            mdh_t[mdh_i] = mdh_w[mdh_j < TREE_GROUP_WORDS ? mdh_j : mdh_j - TREE_GROUP_WORDS];
+        }}
+#pragma unroll
+        for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS; ++mdh_i)
+            mdh_w[mdh_i] = (mdh_s & mdh_step) ? mdh_t[mdh_i] : mdh_w[mdh_i];
+    }}
+#endif
+#endif
+""" + _ROW_GH + """#if ROTATE && !ROW_WORDS
         /* each work-item starts at its own feature of the group (_ROWS_BODY's ROTATE) */
         const int mdh_f0 = (int)(get_local_id(0) % TREE_GROUP_FEATURES);
 #endif
+#if ROW_WORDS
+#pragma unroll
+        for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS * TREE_PER_WORD; ++mdh_i) {{
+#if ROTATE
+            /* the rotated words' word mdh_i / TREE_PER_WORD is the group's word mdh_s on from it */
+            const int mdh_j = mdh_i / TREE_PER_WORD + mdh_s;
+            const int mdh_l = (mdh_j < TREE_GROUP_WORDS ? mdh_j : mdh_j - TREE_GROUP_WORDS) * TREE_PER_WORD
+                              + mdh_i % TREE_PER_WORD;
+#else
+            const int mdh_l = mdh_i;
+#endif
+            if (mdh_l >= TREE_GROUP_FEATURES) continue;  /* the last word's bins past the group */
+            const int mdh_b = (mdh_w[mdh_i / TREE_PER_WORD] >> ((32 / TREE_PER_WORD) * (mdh_i % TREE_PER_WORD)))
+                              & (TREE_BIN_WIDE ? 0xffff : 0xff);
+#else
         for (int mdh_i = 0; mdh_i < TREE_GROUP_FEATURES; ++mdh_i) {{
 #if ROTATE
             const int mdh_j = mdh_i + mdh_f0;
@@ -215,6 +264,7 @@ _GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /
             const int mdh_l = mdh_i;
 #endif
             const int mdh_b = tree_bin_of(bins, mdh_r, mdh_f1 + mdh_l, n_rows, TREE_FEATURES);
+#endif
             const int mdh_c = (mdh_l * TREE_OUTPUTS + mdh_k) * TREE_BINS + mdh_b;
 {body}
         }}
@@ -244,17 +294,23 @@ def histogram_groups(n_bins: int, n_features: int, n_outputs: int, groups: int, 
     ``n_features``): (node, grp, pos), each work-item reading a row's (g, h) once per group and adding it to the
     group's features' bins; one atom holds a group's histogram (feat, output, bin), so a work-group's local copy is a
     group's and the output (node, grp, ...) is the node's (feat, output, bin) layout. For histograms whose whole row
-    does not fit a work-group's local memory (:func:`feature_groups`); the same switches, inputs and output."""
+    does not fit a work-group's local memory (:func:`feature_groups`); the same inputs and output, and the same
+    switches: ``ROW_WORDS`` (where rows are whole words) reads a group's bins as words, ``ROTATE`` starts each work-item
+    at its own word of the group then, else at its own feature (``_GROUPS_BODY``)."""
     f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
     if g < 2 or f % g:
         raise ValueError(f"feature groups: at least 2, dividing the {f} features; got {g}")
+    words = row_words(b, f, feature_major, sparse)
+    per_word = 4 // np.dtype(bin_dtype(b)).itemsize
     return Description(
         "tree_histogram_groups", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
-        Array(hist_gh_type("quantized"), (f // g) * k * b), switches=("ROTATE",),
+        Array(hist_gh_type("quantized"), (f // g) * k * b), switches=("ROW_WORDS", "ROTATE") if words else ("ROTATE",),
         **_row_parts(_GROUPS_BODY, "TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS", b, row_index, feature_major,
                      sparse),
         preamble=defines("quantized", b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
-        f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n" + bins_reader(sparse),
+        f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n"
+        f"#define TREE_ROW_WORDS {words}\n#define TREE_PER_WORD {per_word}\n"
+        f"#define TREE_GROUP_WORDS {-(-(f // g) // per_word)}\n" + bins_reader(sparse),
     )
 
 
@@ -320,10 +376,13 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     per_node = pow2_at_most(max(1, sizes["pos"] // rows_min), pow2_at_most(total, 512))
     cfg["NUM_WG_pos"] = per_node
     cfg["NUM_WG_node"] = pow2_at_most(max(1, total // per_node), pow2_at_most(sizes["node"], 512))
-    if "ROW_WORDS" in desc.switches:
+    if "ROW_WORDS" in desc.switches and (gpu or "grp" not in desc.dim_names):
         # a row's bins as 32-bit words: H100 1.1-1.3x (gathered rows); 2-core EPYC, 500k binned Higgs rows in one
         # node, contiguous runs (CHUNKED): PoCL 4.4 -> 3.5 ms, Intel's runtime 3.0 -> 2.6 ms (the feature loop
-        # unrolled, so the words stay in registers)
+        # unrolled, so the words stay in registers). A feature group's words (tree_histogram_groups): H200, 2.5M of
+        # 10^7 binned Higgs-like rows through a scattered row index, 1 / 8 / 64 nodes 0.187 / 0.267 / 0.215 ms as
+        # rotated bytes, 0.124 / 0.158 / 0.176 as rotated words, the 10^7-row root 0.417 -> 0.368; on PoCL (2-core
+        # EPYC, 50k of 200k rows) words were slower, 0.54 -> 0.73 ms: CPUs keep bytes there
         cfg["ROW_WORDS"] = 1
     # local atomics spread over the banks (pairs in two planes) and over the features (each work-item from its own
     # on): H100, 10.5M binned Higgs rows through a row index, 1.35-1.45x over neither
