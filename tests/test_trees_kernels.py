@@ -732,10 +732,11 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
 
 @pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, row_index",
                          [(6, 17, 2, False, True), (6, 17, 2, True, False), (6, 300, 3, False, True),
-                          (6, 300, 3, False, False), (6, 300, 2, False, True), (8, 256, 4, False, True),
-                          (8, 256, 4, True, True)],
+                          (6, 300, 3, False, False), (6, 300, 2, False, True), (10, 300, 2, False, True),
+                          (8, 256, 4, False, True), (12, 256, 4, False, True), (8, 256, 4, True, True)],
                          ids=["bytes-indexed", "bytes-feature-major-moved", "wide-indexed", "wide-moved",
-                              "wide-halves-indexed", "quarters-indexed", "quarters-feature-major-indexed"])
+                              "wide-halves-indexed", "wide-three-words-indexed", "quarters-indexed",
+                              "threes-indexed", "quarters-feature-major-indexed"])
 def test_histogram_groups_is_exact_under_every_configuration(device, feature_major, row_index, n_feat, n_bins, groups):
     """The whole-row histogram in feature groups (a group's features of every row per point, a group's histogram in
     local memory): the reference's int32 sums bit for bit in the node's (feat, output, bin) layout, rows moved or read
@@ -755,8 +756,9 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
               "PARTIALS_LOCAL": pl, "PACKED": pk, "SPLIT_PAIRS": sp, "ROTATE": int(pl == sp), "CHUNKED": 1 - pl}
              for (pl, pk, sp), g in zip(_LOCAL_PACKED, itertools.cycle((1, groups)))]
     fixed += [{**c, "ROTATE": 1 - c["ROTATE"], "NUM_WI_grp": 2 if groups % 2 == 0 else 1} for c in fixed]
-    # ROW_WORDS where rows are whole words: a group's bins as words, shifted where the group starts inside a word (the
-    # quarters' second and fourth groups, the wide bins' second), rotated by word or not
+    # ROW_WORDS where rows are whole words: a group's bins as words, shifted where the group starts inside a word (by
+    # 16 bits: the quarters' second and fourth groups, the wide halves' second; by 24, 16 and 8: the threes' groups),
+    # rotated by word or not (over 3 words: the wide three-word groups, whose second starts mid-word)
     words = rh.row_words(n_bins, n_feat, feature_major)
     assert ("ROW_WORDS" in desc.switches) == bool(words)
     fixed += [{**c, "ROW_WORDS": 1} for c in fixed] if words else []
