@@ -95,22 +95,30 @@ _FEATURE_ROTATED = """if ROTATE
             const int mdh_f = mdh_i;
 #endif
 """
-_ROWS_ROTATE_WORDS = {
-    "rotate_words": """#if ROTATE
-    const int mdh_s = (int)(get_local_id(0) % TREE_ROW_WORDS);
-    for (int mdh_step = 1; mdh_step < TREE_ROW_WORDS; mdh_step <<= 1) {
-        uint mdh_t[TREE_ROW_WORDS];
+
+
+def _rotate_words(count: str) -> str:
+    """Under ROTATE, the ``count`` words ``mdh_w`` rotated so that work-item i's start at word i mod ``count``, by
+    selects in log2 steps (fixed indices: the words stay in registers), the rotation ``mdh_s``."""
+    return f"""#if ROTATE
+    const int mdh_s = (int)(get_local_id(0) % {count});
+    for (int mdh_step = 1; mdh_step < {count}; mdh_step <<= 1) {{
+        uint mdh_t[{count}];
 #pragma unroll
-        for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i) {
+        for (int mdh_i = 0; mdh_i < {count}; ++mdh_i) {{
             const int mdh_j = mdh_i + mdh_step;
-            mdh_t[mdh_i] = mdh_w[mdh_j < TREE_ROW_WORDS ? mdh_j : mdh_j - TREE_ROW_WORDS];
-        }
+            mdh_t[mdh_i] = mdh_w[mdh_j < {count} ? mdh_j : mdh_j - {count}];
+        }}
 #pragma unroll
-        for (int mdh_i = 0; mdh_i < TREE_ROW_WORDS; ++mdh_i)
+        for (int mdh_i = 0; mdh_i < {count}; ++mdh_i)
             mdh_w[mdh_i] = (mdh_s & mdh_step) ? mdh_t[mdh_i] : mdh_w[mdh_i];
-    }
+    }}
 #endif
-""",
+"""
+
+
+_ROWS_ROTATE_WORDS = {
+    "rotate_words": _rotate_words("TREE_ROW_WORDS"),
     "by_feature": " && !ROW_WORDS",
     "unrolled": "",
     "feature": """#if ROW_WORDS && ROTATE
@@ -222,21 +230,7 @@ _GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /
                 mdh_w[mdh_i] = (mdh_w[mdh_i] >> mdh_sh) | (mdh_w[mdh_i + 1] << (32 - mdh_sh));
         }}
     }}
-#if ROTATE
-    const int mdh_s = (int)(get_local_id(0) % TREE_GROUP_WORDS);
-    for (int mdh_step = 1; mdh_step < TREE_GROUP_WORDS; mdh_step <<= 1) {{
-        uint mdh_t[TREE_GROUP_WORDS];
-#pragma unroll
-        for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS; ++mdh_i) {{
-            const int mdh_j = mdh_i + mdh_step;
-            mdh_t[mdh_i] = mdh_w[mdh_j < TREE_GROUP_WORDS ? mdh_j : mdh_j - TREE_GROUP_WORDS];
-        }}
-#pragma unroll
-        for (int mdh_i = 0; mdh_i < TREE_GROUP_WORDS; ++mdh_i)
-            mdh_w[mdh_i] = (mdh_s & mdh_step) ? mdh_t[mdh_i] : mdh_w[mdh_i];
-    }}
-#endif
-#endif
+""" + _rotate_words("TREE_GROUP_WORDS").replace("{", "{{").replace("}", "}}") + """#endif
 """ + _ROW_GH + """#if ROTATE && !ROW_WORDS
         /* each work-item starts at its own feature of the group (_ROWS_BODY's ROTATE) */
         const int mdh_f0 = (int)(get_local_id(0) % TREE_GROUP_FEATURES);
