@@ -256,7 +256,11 @@ def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.n
     return np.concatenate([pairs, extra]).astype(np.int32)[:n_blk]
 
 
-AHEAD = KernelSpec("tree_split_from_search", elementwise())
-AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise())
-AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise())
+# built at the most entries (blocks) a launch holds: work-groups as many as those fill (elementwise's ``sized``)
+AHEAD = KernelSpec("tree_split_from_search", elementwise(sized=True))
+AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise(sized=True))
+AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise(sized=True))
+# the entries a split table made on the device holds at most, as its kernels are built: a depth-wise level of 128
+# nodes' children (a 255-leaf tree of depth 8), where a launch of more loops over them
+AHEAD_ENTRIES = 256
 SPECS = (AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET)

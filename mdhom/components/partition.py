@@ -59,7 +59,15 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.lanes import snippet
-from mdhom.components.lookahead import AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET, ahead_blocks, ahead_budget, split_from_search
+from mdhom.components.lookahead import (
+    AHEAD,
+    AHEAD_BLOCKS,
+    AHEAD_BUDGET,
+    AHEAD_ENTRIES,
+    ahead_blocks,
+    ahead_budget,
+    split_from_search,
+)
 from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
@@ -137,7 +145,8 @@ class RowPartitioner:
         self._at_root = False  # whether no split step has run since reset
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
-            self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision), {"entry": 64})
+            self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision),
+                                        {"entry": AHEAD_ENTRIES})
             for name in ("split_ahead0", "split_ahead1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
@@ -425,7 +434,7 @@ class RowPartitioner:
             if budget is None:  # built at its first use: loss-guided trees and trees without a depth limit never ask
                 if self._budget_comp is None:
                     self._budget_comp = ws.build(AHEAD_BUDGET, ahead_budget(ws.n_bins, ws.n_outputs, ws.precision),
-                                                 {"entry": 64})
+                                                 {"entry": AHEAD_ENTRIES})
                 last = self._tab
                 budget = self._budget_bounds[last] = Bound(ws, self._budget_comp, lambda: (ws["ahead_budget"], dict(
                     res=ws["res"], last_tab=ws[last], allow=ws["ahead_allow"])))

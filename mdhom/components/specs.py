@@ -66,16 +66,24 @@ def description_default(desc: Description, dev: Device, sizes: Mapping[str, int]
     return desc.default_config(dev, sizes)
 
 
-def elementwise(dim: str | None = None, gpu_groups_per_cu: int = 64) -> Heuristic:
+def elementwise(dim: str | None = None, gpu_groups_per_cu: int = 64, sized: bool = False) -> Heuristic:
     """Element-wise kernels: one dimension (``dim``, default the first) carries the parallelism, in work-groups
-    of 256 (GPUs) or 64 (CPUs) work-items, ``gpu_groups_per_cu`` (GPUs) or 4 (CPUs) per compute unit."""
+    of 256 (GPUs) or 64 (CPUs) work-items, ``gpu_groups_per_cu`` (GPUs) or 4 (CPUs) per compute unit.
+
+    ``sized``: no more work-groups than the build's size fills, for kernels built at the most a launch holds (a
+    level's split records, a step's blocks). A grid for the whole device launched every level for a few hundred
+    entries: H200, 132 compute units, 8448 work-groups of 256 for at most 257 split records, the look-ahead's split
+    tables 19 us a launch and their blocks 16 us (depth-wise, 10.5M rows, 255 bins)."""
 
     def heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
         cfg = ones(desc, dev, sizes)
         d = dim or desc.dim_names[0]
         gpu = dev.type == "gpu"
-        cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
-        cfg[f"NUM_WG_{d}"] = max(1, dev.compute_units) * (gpu_groups_per_cu if gpu else 4)
+        wi = cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
+        groups = max(1, dev.compute_units) * (gpu_groups_per_cu if gpu else 4)
+        if sized and d in sizes:
+            groups = min(groups, max(1, -(-int(sizes[d]) // wi)))
+        cfg[f"NUM_WG_{d}"] = groups
         return cfg
 
     return heuristic
