@@ -354,10 +354,22 @@ def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPar
 
 # ------------------------------------------------------------------------------------------------ heuristics
 def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """CPUs, and exact fits (double, one lane along bins): a work-item walks the bins of a (node, feature) in turn.
+    GPUs' integer scans go along bins: a run of 4 bins a work-item (64 at most), 64 work-items a group, the features
+    over as many groups as make them one step each. H200, quantized, kernel alone at the learner's grid (64 groups of
+    nodes), 1 / 8 / 64 / 128 nodes, ms: 256 bins (the default max_bin=255 build) 0.036 / 0.035 / 0.035 / 0.065 for a
+    bin at a time, 16 features a group, 0.008 / 0.007 / 0.012 / 0.018 so; 64 bins 0.011 / 0.011 / 0.011 / 0.017
+    against 0.006 / 0.007 / 0.008 / 0.009 (16 bins by 4 features, 8 groups)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_feat"] = pow2_at_most(sizes["feat"], 64 if gpu else 8)
     cfg["NUM_WG_node"] = 64 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
+    if gpu and desc.atom == hist_gh_type("quantized"):
+        wb = min(64, max(1, int(sizes.get("bin", 64)) // 4))
+        wf = pow2_at_most(sizes["feat"], max(1, 64 // wb))
+        steps = -(-int(sizes["feat"]) // wf)
+        cfg["NUM_WI_bin"], cfg["NUM_WI_feat"], cfg["NUM_WG_feat"] = wb, wf, 1 << (steps - 1).bit_length()
+        cfg["SCAN_TILED"] = 0
     return cfg
 
 
@@ -434,12 +446,15 @@ _SCAN_PINS = {"NUM_WI_bin": 1, "NUM_WG_bin": 1}  # np.cumsum's order
 SCAN = KernelSpec(
     "tree_split_scan", scan_heuristic, exact_pins=_SCAN_PINS,
     # the float64 classes run in exact fits (precision="double"), under the pins: tuned under them
+    # the classes of 64 bins, and (a fit at the default max_bin=255 scans 256) the root's and a level's again at 256
     tuning=Tuning(lambda s: split_scan(int(s["bin"]), class_precision(s)),
-                  with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "output": 1, "bin": 64}
-                                          for n in _NODES}),
+                  with_default_bins(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "output": 1,
+                                                                           "bin": 64} for n in _NODES}),
+                                    [f"{v}nodes_{n}" for v in ("", "q_") for n in (_NODES[0], _NODES[-1])],
+                                    bin=DEFAULT_BINS),
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
-                  doc="prefix sums of (g, h) over 64 bins per node, feature and output (float64 and int32 lanes)"))
+                  doc="prefix sums of (g, h) over 64 or 256 bins per node, feature and output (float64, int32 lanes)"))
 # each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
 # and a level's again at 256
 _SCORE_CLASSES = with_default_bins(
