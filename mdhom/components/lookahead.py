@@ -66,7 +66,21 @@ __global const lr_t* rs = (__global const lr_t*)res;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
 const int ok = entry < n_entries && tree_ahead(rs, allow, entry, min_gain);
 int first = 0, n_split = 0;
-for (int e = 0; e < entry; ++e) {
+/* four entries a step, every load issued before the sums (integers: any order adds the same): a GPU work-item
+ * walking a level's 256 entries one load chain at a time waited a memory latency each */
+int e = 0;
+for (; e + 4 <= entry; e += 4) {
+    int k[4], c[4];
+    for (int u = 0; u < 4; ++u) {
+        k[u] = tree_ahead(rs, allow, e + u, min_gain);
+        c[u] = root ? n_rows : tree_ahead_count(last, n_left, n_entries, e + u);
+    }
+    for (int u = 0; u < 4; ++u) {
+        first += k[u] ? c[u] : 0;
+        n_split += k[u];
+    }
+}
+for (; e < entry; ++e) {
     if (tree_ahead(rs, allow, e, min_gain)) {
         first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
         ++n_split;
@@ -231,17 +245,37 @@ def ahead_blocks() -> Description:
         "tree_ahead_blocks", ["blk"], [Concat()], BLOCK_PAIR,
         scalar="""
 __global const tree_split_t* t = (__global const tree_split_t*)split_tab;
+/* blocks of a power of two rows (every layout's) by a shift, four records' loads a step: a GPU work-item's walk over
+ * a level's records had waited on a load and an integer division each */
+const int shift = (blk_rows & (blk_rows - 1)) == 0 ? 31 - (int)clz(blk_rows) : -1;
 int s = 0, b0 = 0;
-for (; s < n_split - 1; ++s) {
-    const int nb = max(1, (t[s].count + blk_rows - 1) / blk_rows);
-    if (b0 + nb > (int)blk) break;
-    b0 += nb;
+for (;;) {
+    if (s + 4 > n_split - 1) {  /* the last few records, one at a time */
+        for (; s < n_split - 1; ++s) {
+            const int nb = tree_blocks_of(t[s].count, blk_rows, shift);
+            if (b0 + nb > (int)blk) break;
+            b0 += nb;
+        }
+        break;
+    }
+    int nb[4];
+    for (int u = 0; u < 4; ++u) nb[u] = tree_blocks_of(t[s + u].count, blk_rows, shift);
+    int u = 0;
+    while (u < 4 && b0 + nb[u] <= (int)blk) b0 += nb[u++];
+    s += u;
+    if (u < 4) break;
 }
 out.split = s;
 out.block = (int)blk - b0;""",
         inputs=[Input("split_tab", "int", (1,), gather=True)],
         params=[Param("n_split", "int"), Param("blk_rows", "int")],
-        preamble=TABLE_TYPEDEFS,
+        preamble=TABLE_TYPEDEFS + """
+/* a split's blocks: its rows over blk_rows, rounded up, one at least (shift: log2 blk_rows, -1 where not a power) */
+inline int tree_blocks_of(const int count, const int blk_rows, const int shift) {
+    const int r = count + blk_rows - 1;
+    return max(1, shift >= 0 ? r >> shift : r / blk_rows);
+}
+""",
     )
 
 
