@@ -768,6 +768,32 @@ def test_timeline_summary_is_the_union_of_kernel_intervals_per_round():
     text = format_profile({**profile, "timeline": {"status": "ok", **t}})
     assert "device busy, unserialised fit" in text and "55.6%" in text  # 2.5 of 4.5
     assert "device busy" not in format_profile({**profile, "timeline": {"status": "failed", "reason": "x"}})
+    assert "waits" not in t and "idle" not in text  # no kernel names: nothing to say where the device waits
+
+
+def test_timeline_says_where_the_device_waits():
+    """The idle time before each launch, summed per round by the kernel before it and its own, the largest by their
+    mean over the rounds after the first: the gaps of a step's read-back and host work show before its first launch."""
+    from mdhom.bench.profile import format_profile, summarize, summarize_timeline
+
+    ms = 10**6
+    base = 1_700_000_000 * 10**9
+
+    def step(t0: int, gap: int) -> list[tuple[int, int, str]]:  # a step: sums, then (after the host's gap) a partition
+        return [(t0, t0 + ms, "split"), (t0 + ms + gap, t0 + 2 * ms + gap, "partition")]
+
+    rounds = [step(base, 50 * ms),  # round 1: skipped
+              # round 2: 3 and 5 ms before the partitions, 5 between the steps; round 3: 1 and 1, then 7
+              step(base + 100 * ms, 3 * ms) + step(base + 110 * ms, 5 * ms),
+              step(base + 200 * ms, 1 * ms) + step(base + 210 * ms, 1 * ms)]
+    t = summarize_timeline([0.05, 0.03, 0.03], rounds, waits=2)
+    assert [w["pair"] for w in t["waits"]] == ["partition -> split", "split -> partition"]
+    assert t["waits"][0]["seconds"] == pytest.approx(0.006) and t["waits"][0]["count"] == 1  # (5 + 7) / 2 ms
+    assert t["waits"][1]["seconds"] == pytest.approx(0.005) and t["waits"][1]["count"] == 2  # (3 + 5 + 1 + 1) / 2
+    assert len(summarize_timeline([0.05, 0.03, 0.03], rounds, waits=1)["waits"]) == 1
+    profile = {"status": "ok", **summarize([0.05, 0.03, 0.03], [{"kernel_seconds": {}, "call_seconds": {}}] * 3)}
+    text = format_profile({**profile, "timeline": {"status": "ok", **t}})
+    assert "idle between" in text and "20.0%  partition -> split" in text and "16.7%  split -> partition" in text
 
 
 def test_timeline_of_a_real_fit_runs_unserialised(device):
@@ -787,9 +813,12 @@ def test_timeline_of_a_real_fit_runs_unserialised(device):
     in_rounds = sum(len(r) for r in recorder.rounds)
     assert 0 < in_rounds <= backend.launches and all(len(r) > 5 for r in recorder.rounds)
     for r in recorder.rounds:
-        assert all(a <= b for a, b in r)
+        assert all(a <= b for a, b, _ in r)
+        assert {name for _, _, name in r} >= {"tree_split_scan", "tree_partition"}  # each launch's kernel named
     t = summarize_timeline(list(model.round_times_), recorder.rounds)
     assert t["rounds"] == 3 and 0 < t["busy_seconds"] <= t["span_seconds"]
+    idle = sum(w["seconds"] for w in t["waits"])
+    assert 0 <= idle <= t["span_seconds"] - t["busy_seconds"] + 1e-9 and len(t["waits"]) == 3
     # the kernels of a round run within it and the next (a GPU's round ends without waiting for its last kernels;
     # the next round's waits for them): its span is at most two rounds' wall time
     assert t["span_seconds"] <= 2 * max(model.round_times_) + 1e-3

@@ -183,12 +183,12 @@ class TimelineRecorder:
     """Collects the launches' events of the backend the estimator creates (``timeline``: no waits, so the fit runs
     at full speed) and cuts them into rounds at each round's gradients, as :class:`KernelRecorder` does. At a cut
     the last round's events are waited for (a GPU's round ends without waiting for its last kernels): they are kept as
-    (start, end) device nanoseconds and let go (a deep tree launches hundreds a round)."""
+    (start, end) device nanoseconds and the kernel's name, and let go (a deep tree launches hundreds a round)."""
 
     def __init__(self, starts: tuple[str, ...] = ROUND_STARTS) -> None:
         self.starts = starts
         self.events: list[tuple[str, Any]] = []  # the backend's timeline: this round's launches so far
-        self.rounds: list[list[tuple[int, int]]] = []
+        self.rounds: list[list[tuple[int, int, str]]] = []
         self.backend: Any = None
         self.unsupported: str | None = None
 
@@ -227,7 +227,7 @@ class TimelineRecorder:
         for _, event in self.events:
             event.wait()
         if self.rounds:
-            self.rounds[-1].extend((int(e.profile.start), int(e.profile.end)) for _, e in self.events)
+            self.rounds[-1].extend((int(e.profile.start), int(e.profile.end), name) for name, e in self.events)
         self.events.clear()
 
 
@@ -236,30 +236,48 @@ def record_timeline() -> contextlib.AbstractContextManager[TimelineRecorder]:
     return _recording(TimelineRecorder())
 
 
-def summarize_timeline(wall: list[float], rounds: list[list[tuple[int, int]]], skip: int = 1) -> dict[str, Any]:
-    """Per round of an unserialised fit (``rounds``: its kernels' (start, end) device nanoseconds): the device's
-    span (first kernel start to last kernel end), busy time (the union of the kernels' intervals) and launches;
-    medians over rounds ``skip+1 .. n``. Busy well below the wall time says the device waits for the host
-    (launches, read-backs, the host's decisions between steps)."""
-    spans, busy, launches = [], [], []
+def summarize_timeline(wall: list[float], rounds: list[list[tuple]], skip: int = 1, waits: int = 3) -> dict[str, Any]:
+    """Per round of an unserialised fit (``rounds``: its kernels' (start, end) device nanoseconds, each with its
+    kernel's name where known): the device's span (first kernel start to last kernel end), busy time (the union of the
+    kernels' intervals) and launches; medians over rounds ``skip+1 .. n``. Busy well below the wall time says the
+    device waits for the host (launches, read-backs, the host's decisions between steps); ``waits`` says where: the
+    idle time before each launch, summed per round by the kernel before it and its own (``"a -> b"``), the ``waits``
+    largest by their mean over the same rounds (a loss-guided step's read-back and host walk show as the idle before
+    its first launch)."""
+    spans, busy, launches, idle = [], [], [], []
     for iv in rounds:
         iv = sorted(iv)
         t0 = iv[0][0] if iv else 0
-        total, end = 0, t0
-        for a, b in iv:
+        total, end, before = 0, t0, None
+        gaps: dict[str, list[float]] = {}
+        for a, b, *name in iv:
+            if name and before is not None:
+                pair = gaps.setdefault(f"{before} -> {name[0]}", [0.0, 0])
+                pair[0] += max(0, a - end) * 1e-9
+                pair[1] += 1
+            before = name[0] if name else None
             total += max(0, b - max(a, end))
             end = max(end, b)
         spans.append((end - t0) * 1e-9)
         busy.append(total * 1e-9)
         launches.append(len(iv))
+        idle.append(gaps)
     n = min(len(wall), len(rounds))
     steady = slice(skip, n) if n > skip else slice(0, n)
 
     def med(vals: list[float]) -> float:
         return float(np.median(vals[steady])) if vals[steady] else 0.0
 
-    return {"rounds": n, "wall_seconds": med(list(wall)), "span_seconds": med(spans), "busy_seconds": med(busy),
-            "launches": med(launches)}
+    out = {"rounds": n, "wall_seconds": med(list(wall)), "span_seconds": med(spans), "busy_seconds": med(busy),
+           "launches": med(launches)}
+    kept = idle[steady]
+    if kept and any(kept):
+        pairs = {p for g in kept for p in g}
+        mean = {p: (sum(g.get(p, [0.0, 0])[0] for g in kept) / len(kept),
+                    sum(g.get(p, [0.0, 0])[1] for g in kept) / len(kept)) for p in pairs}
+        out["waits"] = [{"pair": p, "seconds": mean[p][0], "count": mean[p][1]}
+                        for p in sorted(mean, key=lambda p: (-mean[p][0], p))[:waits]]
+    return out
 
 
 def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip: int = 1) -> dict[str, Any]:
@@ -389,6 +407,9 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
         lines.append(f"{'device busy, unserialised fit (median)':<40}{t['busy_seconds']:>11.4g}{t['launches']:>8.1f}"
                      f"{t['busy_seconds'] / t['wall_seconds']:>8.1%}  of its {t['wall_seconds']:.4g} s {unit}"
                      f" (kernels' span {t['span_seconds']:.4g} s)")
+        for w in t.get("waits", []):  # where the device waits: idle before a launch, by the kernels around the gap
+            lines.append(f"{'  idle between':<40}{w['seconds']:>11.4g}{w['count']:>8.1f}"
+                         f"{w['seconds'] / t['wall_seconds']:>8.1%}  {w['pair']}")
     if m.get("backend_calls"):
         lines.append("backend calls (host time, their kernels included):")
         for name, c in m["backend_calls"].items():

@@ -53,8 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--profile-rounds",
         type=int,
         default=None,
-        help="rounds of an extra mdhom fit with OpenCL profiling: time per kernel, launches+transfers, host work "
-        "(default 20; --quick: 5; 0: none)",
+        help="rounds of an extra mdhom fit with OpenCL profiling: time per kernel, launches+transfers, host work; "
+        "and of one at full speed: how much of a round the device is busy, and where it waits (the idle time "
+        "between two kernels) (default 20; --quick: 5; 0: none)",
     )
     t.add_argument(
         "--no-mdhom",
