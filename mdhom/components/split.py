@@ -357,9 +357,9 @@ def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     """CPUs, and exact fits (double, one lane along bins): a work-item walks the bins of a (node, feature) in turn.
     GPUs' integer scans go along bins: a run of 4 bins a work-item (64 at most), 64 work-items a group, the features
     over as many groups as make them one step each. H200, quantized, kernel alone at the learner's grid (64 groups of
-    nodes), 1 / 8 / 64 / 128 nodes, ms: 256 bins (the default max_bin=255 build) 0.036 / 0.035 / 0.035 / 0.065 for a
-    bin at a time, 16 features a group, 0.008 / 0.007 / 0.012 / 0.018 so; 64 bins 0.011 / 0.011 / 0.011 / 0.017
-    against 0.006 / 0.007 / 0.008 / 0.009 (16 bins by 4 features, 8 groups)."""
+    nodes), 1 / 128 nodes: 256 bins (the default max_bin=255 build) 0.036 / 0.065 ms a bin at a time with 16 features
+    a group, 0.007 / 0.017 so; 64 bins 0.013 / 0.021 against 0.006 / 0.010 (chosen among 90 configurations a bin
+    count at 1, 8, 64 and 128 nodes)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_feat"] = pow2_at_most(sizes["feat"], 64 if gpu else 8)
