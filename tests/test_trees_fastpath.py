@@ -578,7 +578,7 @@ def test_depthwise_lookahead_without_limits_keeps_its_levels_narrow(n, depth, we
     levels split fewer levels, so the deepest level searched, or the last one split on the device, holds at most
     AHEAD_ENTRIES entries (slots below nodes that did not split included); the tree is still the level-wise one. At
     depth 13 the last level (depth 12) is over a thousand nodes wide: the host splits it."""
-    from mdhom.trees.grower import AHEAD_ENTRIES
+    from mdhom.components.lookahead import AHEAD_ENTRIES
 
     rng = np.random.default_rng(14)
     X, _, h = _data(14, n, 6)

@@ -535,7 +535,9 @@ def test_split_from_search(device, n_outputs):
     # the floor drops the entries of smaller gains and keeps those at it (ties), some of which hold rows
     np.testing.assert_array_equal(floored["count"][:m], np.where(gain >= 0.5, want["count"][:m], 0))
     assert (floored["count"][:m][gain == 0.5] > 0).any() and (want["count"][:m][gain < 0.5] > 0).any()
-    for cf in configs(desc, device, {"entry": m + 1}, seed=44):
+    # and as the learner builds it (elementwise's sized grid), here for fewer entries than launched: work-items loop
+    sized = lookahead.AHEAD.heuristic(desc, device, {"entry": 9})
+    for cf in [sized, *configs(desc, device, {"entry": m + 1}, seed=44)]:
         for leaves, floor in ((-1, 0.0), (7, 0.0), (-1, 0.5)):  # the last table's count, or the host's; a floor
             want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves,
                                                          floor)
@@ -596,19 +598,23 @@ def test_ahead_blocks(device, blk_rows):
     """The block table of a split table made on the device: the host's block table of its records (one block at
     least a record, empty ones too), then, up to the launched bound, more blocks of the last record (the sentinel)."""
     rng = np.random.default_rng(45)
-    tab = tb.split_table(41)
-    tab["count"][:40] = rng.choice([0, 0, 1, 6, 7, 8, 63, 64, 65, 300], 40)
-    tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
-    total = int(np.maximum(1, -(-tab["count"].astype(np.int64) // blk_rows)).sum())
     desc = lookahead.ahead_blocks()
-    for n_blk in (total, total + 13, total // 2):
-        want = lookahead.ahead_blocks_reference(tab["count"], n_blk, blk_rows)
-        assert want.shape == (n_blk, 2)
-        if n_blk >= total:
-            np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(tab["count"], blk_rows)[0])
-        for cf in configs(desc, device, {"blk": n_blk}, seed=46):
-            got = run(desc, device, cf, {"blk": n_blk}, split_tab=("o", tab, np.int32), n_split=41, blk_rows=blk_rows)
-            np.testing.assert_array_equal(got.view(np.int32).reshape(-1, 2), want, err_msg=str(cf))
+    for n_split in (41, 5, 4, 2, 1):  # the walk four records a step, and tables too short for a step
+        tab = tb.split_table(n_split)
+        tab["count"][:n_split - 1] = rng.choice([0, 0, 1, 6, 7, 8, 63, 64, 65, 300], n_split - 1)
+        tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
+        total = int(np.maximum(1, -(-tab["count"].astype(np.int64) // blk_rows)).sum())
+        for n_blk in sorted({total, total + 13, max(1, total // 2)}):
+            want = lookahead.ahead_blocks_reference(tab["count"], n_blk, blk_rows)
+            assert want.shape == (n_blk, 2)
+            if n_blk >= total:
+                np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(tab["count"], blk_rows)[0])
+            # the learner's sized grid, built for fewer blocks than launched (work-items loop), and random ones
+            sized = lookahead.AHEAD_BLOCKS.heuristic(desc, device, {"blk": 3})
+            for cf in [sized, *configs(desc, device, {"blk": n_blk}, seed=46)]:
+                got = run(desc, device, cf, {"blk": n_blk}, split_tab=("o", tab, np.int32), n_split=n_split,
+                          blk_rows=blk_rows)
+                np.testing.assert_array_equal(got.view(np.int32).reshape(-1, 2), want, err_msg=f"{n_split} {cf}")
 
 
 @pytest.mark.parametrize("chunked", [0, 1], ids=["strided", "chunked"])

@@ -294,7 +294,8 @@ def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.n
 AHEAD = KernelSpec("tree_split_from_search", elementwise(sized=True))
 AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise(sized=True))
 AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise(sized=True))
-# the entries a split table made on the device holds at most, as its kernels are built: a depth-wise level of 128
-# nodes' children (a 255-leaf tree of depth 8), where a launch of more loops over them
-AHEAD_ENTRIES = 256
+# the most entries (split slots, alive or not) of a look-ahead's deepest level: 2^10, a depth-wise tree's from the root
+# with depth_ahead 7 are 2^7; a histogram each (28 features x 63 bins: 14 KB). Its kernels are built for them and the
+# sentinel (elementwise's ``sized``)
+AHEAD_ENTRIES = 1024
 SPECS = (AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET)

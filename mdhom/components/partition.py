@@ -146,7 +146,7 @@ class RowPartitioner:
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision),
-                                        {"entry": AHEAD_ENTRIES})
+                                        {"entry": AHEAD_ENTRIES + 1})
             for name in ("split_ahead0", "split_ahead1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
@@ -434,7 +434,7 @@ class RowPartitioner:
             if budget is None:  # built at its first use: loss-guided trees and trees without a depth limit never ask
                 if self._budget_comp is None:
                     self._budget_comp = ws.build(AHEAD_BUDGET, ahead_budget(ws.n_bins, ws.n_outputs, ws.precision),
-                                                 {"entry": AHEAD_ENTRIES})
+                                                 {"entry": AHEAD_ENTRIES + 1})
                 last = self._tab
                 budget = self._budget_bounds[last] = Bound(ws, self._budget_comp, lambda: (ws["ahead_budget"], dict(
                     res=ws["res"], last_tab=ws[last], allow=ws["ahead_allow"])))

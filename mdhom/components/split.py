@@ -354,21 +354,22 @@ def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPar
 
 # ------------------------------------------------------------------------------------------------ heuristics
 def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """CPUs, and exact fits (double, one lane along bins): a work-item walks the bins of a (node, feature) in turn.
+    """CPUs, and real-valued fits (exact in double: one lane along bins): a work-item walks a (node, feature)'s bins.
     GPUs' integer scans go along bins: a run of 4 bins a work-item (64 at most), 64 work-items a group, the features
-    over as many groups as make them one step each. H200, quantized, kernel alone at the learner's grid (64 groups of
-    nodes), 1 / 128 nodes: 256 bins (the default max_bin=255 build) 0.036 / 0.065 ms a bin at a time with 16 features
-    a group, 0.007 / 0.017 so; 64 bins 0.013 / 0.021 against 0.006 / 0.010 (chosen among 90 configurations a bin
-    count at 1, 8, 64 and 128 nodes)."""
+    over as many groups as make them one step each (64 groups at most). H200, quantized, kernel alone at the learner's
+    grid (64 groups of nodes), 1 / 128 nodes: 256 bins (the default max_bin=255 build) 0.036 / 0.065 ms a bin at a
+    time with 16 features a group, 0.007 / 0.017 so; 64 bins 0.013 / 0.021 against 0.006 / 0.010 (chosen among 90
+    configurations a bin count at 1, 8, 64 and 128 nodes)."""
     cfg = ones(desc, dev, sizes)
     gpu = dev.type == "gpu"
     cfg["NUM_WI_feat"] = pow2_at_most(sizes["feat"], 64 if gpu else 8)
     cfg["NUM_WG_node"] = 64 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     if gpu and desc.atom == hist_gh_type("quantized"):
-        wb = min(64, max(1, int(sizes.get("bin", 64)) // 4))
-        wf = pow2_at_most(sizes["feat"], max(1, 64 // wb))
-        steps = -(-int(sizes["feat"]) // wf)
-        cfg["NUM_WI_bin"], cfg["NUM_WI_feat"], cfg["NUM_WG_feat"] = wb, wf, 1 << (steps - 1).bit_length()
+        items = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0]), 64)
+        wb = min(items, max(1, int(sizes.get("bin", 64)) // 4))
+        wf = pow2_at_most(sizes["feat"], max(1, items // wb))
+        steps = -(-int(sizes["feat"]) // wf)  # wide rows: at most 64 groups of features, each walking its share
+        cfg["NUM_WI_bin"], cfg["NUM_WI_feat"], cfg["NUM_WG_feat"] = wb, wf, min(64, 1 << (steps - 1).bit_length())
         cfg["SCAN_TILED"] = 0
     return cfg
 

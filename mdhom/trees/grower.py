@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.lookahead import within_budget
+from mdhom.components.lookahead import AHEAD_ENTRIES, within_budget
 from mdhom.components.split import SPLIT_EPS
 from mdhom.trees.backend import Splits, TreeKernels
 from mdhom.trees.growth import (
@@ -33,10 +33,6 @@ from mdhom.trees.model import Tree
 from mdhom.trees.reference import ahead_step
 
 __all__ = ["GrowParams", "grow_tree", "start_tree"]
-
-# the most entries (split slots, alive or not) of a look-ahead's deepest level: 2^10, a depth-wise tree's from the root
-# with depth_ahead 7 are 2^7; a histogram each (28 features x 63 bins: 14 KB)
-AHEAD_ENTRIES = 1024
 
 
 def grow_tree(kernels: TreeKernels, root_sums: np.ndarray | None, feature_mask: np.ndarray, params: GrowParams,
