@@ -126,6 +126,32 @@ def test_a_host_bound_round_keeps_what_the_device_time_gains(cpu_device, tmp_pat
     assert res.kept == []
 
 
+def test_a_noisy_host_decides_by_the_device_time(cpu_device, tmp_path, monkeypatch):
+    """Round times that jump between repeats by more than the margin (a host-bound round on a host whose cores differ)
+    decide nothing: no configuration is kept for a lucky repeat, and the one whose fits' device time is lower stays
+    (the round no slower beyond that noise). Rounds with any stored file drawn from 0.85-1.25 of the heuristics' (the
+    same for every configuration); device time 0.7 with one kernel's configuration, 1.2 with the other's."""
+    import numpy as np
+
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    rng = np.random.default_rng(5)
+
+    def noisy(device, work, data):
+        return 1.0 if os.environ.get(configs.TUNED_ENV) == "0" else float(rng.uniform(0.85, 1.25))
+
+    entries = [(k, "c", _entry({"NUM_WI_i": 2}), "sha256:0") for k in ("lower_device", "higher_device")]
+    lines: list[str] = []
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=5), echo=lines.append,
+                timer=noisy, device_timer=_machine({"lower_device": 0.7, "higher_device": 1.2}))
+    assert res.kept == ["lower_device"] and res.dropped == ["higher_device"], lines
+    assert any(line.startswith("the fits' repeats varied up to") for line in lines), lines
+    assert any("lower_device: tuned kept for the device time" in line for line in lines), lines
+    # a quiet host (one value a configuration) keeps deciding by the 2% margin
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=3), echo=lambda s: None,
+                timer=_machine({"lower_device": 0.9, "higher_device": 1.0}))
+    assert res.kept == ["lower_device"]
+
+
 def test_a_kernel_is_timed_by_the_fits_that_look_up_its_classes(cpu_device, tmp_path, monkeypatch):
     """A 256-bin class is looked up by the fits at the default max_bin=255 alone: its kernel is timed by those fits
     (the fits at 63 bins do not run its entries, and their noise would decide), a kernel of both bins by all fits."""
