@@ -153,8 +153,8 @@ def test_split_scan(device):
 def test_split_scan_gpu_rule_is_exact(device, n_feat, n_out, n_bins):
     """The GPUs' integer scan along bins (``scan_heuristic``: a run of bins a work-item, the features over groups),
     as a GPU builds it, on every device: int32 sums equal np.cumsum's in any order, so bit for bit. Shapes: the default
-    256 bins, 64, a few bins over several outputs, one feature of 3 bins, 2 bins (no candidate). Nodes past the grid's
-    (a level launched on the batch build) and a launch of fewer nodes than built."""
+    256 bins, 64, a few bins over several outputs, one feature of 3 bins, 2 bins (no candidate). Launched for 3 nodes and
+    for 70, past the grid's 64 groups of nodes (a level launched on the one-node build)."""
     import dataclasses
 
     rng = np.random.default_rng(61)
@@ -163,9 +163,7 @@ def test_split_scan_gpu_rule_is_exact(device, n_feat, n_out, n_bins):
     built = {"node": 1, "feat": n_feat, "output": n_out, "bin": n_bins}
     cfg = sp.SCAN.heuristic(desc, gpu, built)
     assert cfg["NUM_WI_bin"] == min(64, max(1, n_bins // 4)) and cfg["SCAN_TILED"] == 0
-    if device.checker:  # Oclgrind runs every work-item of the grid: fewer groups of nodes, the same walk
-        cfg["NUM_WG_node"] = 2
-    for n_nodes in (3, 70 if not device.checker else 5):
+    for n_nodes in (3, 70):
         hist = rng.integers(-2**20, 2**20, (n_nodes, n_feat, n_out, n_bins, 2)).astype(np.int32)
         hist[..., 1] = np.abs(hist[..., 1])
         sizes = {**built, "node": n_nodes}
