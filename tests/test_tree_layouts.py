@@ -201,25 +201,32 @@ def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_pa
     assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call
 
 
-def test_the_stage_compares_what_it_timed_before_its_deadline(cpu):
+def test_the_stage_compares_what_it_timed_before_its_deadline(cpu, monkeypatch):
     """A budgeted tune gives the layouts a deadline: candidates are timed until then (the heuristic always), what was
-    timed is compared, and a precision whose turn comes after it is not tuned."""
-    import time
+    timed is compared, and a precision whose turn comes after it is not tuned. The stage's clock is a model that each
+    fit advances by one tick: a wall clock made the test depend on the machine's load (a busy CI host spent the whole
+    0.1 s before the first candidate)."""
+    import types
 
+    from mdhom.tuning import layouts as stage
+
+    now = [0.0]
+    monkeypatch.setattr(stage, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     fast = Layout(1, 1, 1, 0, 0, 0, 0)
     times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {fast: 0.5}
     machine = _machine(times)
 
     def slow(*a):
-        time.sleep(0.01)
+        now[0] += 1
         return machine(*a)
 
     work = Workload(rows=300, rounds=2, leaves=3, repeats=2)
     lines: list[str] = []
     ((_, _, entry, _),) = layouts_stage(cpu, work, VERSIONS, "2026-11-24T00:00:00Z", echo=lines.append, timer=slow,
-                                       only=["tree_layout_quantized"], deadline=time.monotonic() + 0.1)
-    assert 1 <= entry["trials"] < len(times) - 1, lines
+                                       only=["tree_layout_quantized"], deadline=10)
+    # the warm-up and the heuristic take 2 of the 10 ticks: eight candidates are timed, in the first repeat
+    assert entry["trials"] == 8, lines
     assert any("candidates timed before it" in line for line in lines), lines
     assert layouts_stage(cpu, work, VERSIONS, "2026-11-24T00:00:00Z", echo=lines.append, timer=slow,
-                         only=["tree_layout_quantized"], deadline=time.monotonic()) == []
+                         only=["tree_layout_quantized"], deadline=now[0]) == []
     assert "tree_layout_quantized: no time left before the deadline; not tuned" in lines[-1]
