@@ -815,8 +815,8 @@ def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():
         return StudyResult("k", "c", {}, dict(config), 0.5 if config["A"] == 2 else 1.0, {"A": 1}, 1.0, 3, 0, 0)
 
     now = time.monotonic()
-    for until, config, want in ((None, {"A": 2}, [5]), (now + 1000.0, {"A": 2}, [5]), (now + 13.0, {"A": 2}, [2]),
-                                (now - 1.0, {"A": 2}, [1]), (now - 1.0, {"A": 1}, []), (now + 9.0, {"A": 1}, [2])):
+    for until, config, want in ((None, {"A": 2}, [5]), (now + 1000.0, {"A": 2}, [5]), (now + 15.0, {"A": 2}, [2]),
+                                (now - 1.0, {"A": 2}, [1]), (now - 1.0, {"A": 1}, []), (now + 10.0, {"A": 1}, [2])):
         runner, res = Runner(), result(config)
         _confirm(runner, res, until=until)
         assert runner.asked == want, (until and until - now, config)
