@@ -340,6 +340,47 @@ def test_bound_launch_equals_checked_enqueue(device, name):
         assert got.tobytes() == want.tobytes(), (name, sizes)
 
 
+@pytest.mark.parametrize("name", ["row_sum", "argmax_rows", "sum_3d", "key_count", "scan_inclusive", "scan_exclusive",
+                                  "packed_solve"])
+def test_launches_along_fewer_points_than_the_grid_run_only_the_groups_that_hold_them(request, device, name):
+    """A launch whose first, concatenated dimension has fewer points than the build's work-groups cover in one pass
+    runs only the groups holding them (PoCL's threads take the groups in contiguous runs, so the empty ones had left a
+    thread idle): a grid four times too wide gives the bits of one that fits, and both the reference's, over random
+    configurations of reductions (with partials and their combine), scans, a scatter and a concatenation alone."""
+    runtime_faults(request, device)
+    case = copy.copy(CASES[name]).prepare(np.random.default_rng(23))
+    desc = case.description
+    first = desc.dim_names[0]
+    assert first in desc.concat_dims
+    n = case.sizes[first]
+    rng = np.random.default_rng(11)
+    ran = 0
+    for _ in range(4 * RANDOM_CONFIGS):
+        cfg = random_config(desc, device, case.sizes, rng)
+        need = -(-n // cfg[f"NUM_WI_{first}"])  # the groups that hold the points in one pass
+        try:
+            fit = mdh.Computation(desc, device, {**cfg, f"NUM_WG_{first}": need}, case.sizes)
+            wide = mdh.Computation(desc, device, {**cfg, f"NUM_WG_{first}": 4 * need + 1}, case.sizes)
+        except mdh.ConfigError:
+            continue  # beyond what the compiled kernel can run on this device (registers)
+        assert wide.groups(n) == fit.groups(n) == fit.num_groups < wide.num_groups, cfg
+        got = wide(**case.inputs)
+        assert_matches(case, got, cfg)
+        assert got.tobytes() == fit(**case.inputs).tobytes(), cfg
+        ran += 1
+        if ran == RANDOM_CONFIGS:
+            break
+    assert ran == RANDOM_CONFIGS, f"only {ran} random configurations were runnable"
+
+
+def test_a_first_dimension_that_reduces_keeps_the_whole_grid(device):
+    """Only a concatenated first dimension is trimmed: groups along a reduced one each fold a share of every point."""
+    comp = mdh.Computation(examples.TOTAL_SUM, device, {"NUM_WG_i": 8, "NUM_WI_i": 4, "NUM_WI_COMBINE": 2})
+    assert comp.groups(3) == comp.num_groups == 8
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(comp(x=x), np.float32(3.0))
+
+
 def test_sums_of_lanes_combine_lane_by_lane(device):
     """A SUM over an atom of one lane type (a histogram) folds its work-group partials a lane per work-item, in
     the same order as whole atoms, so the bits are the same; other operators keep one work-item per atom."""

@@ -119,6 +119,14 @@ class Computation:
         # the launch-independent parts of :meth:`wide_indices`: every launched work-item, and the indices of the
         # partials' lanes per output atom (none under FLAT)
         self._launched = self.num_groups * self.work_group_size
+        # the first dimension's work-groups are the outermost of a group's number (mdh_decompose.cl.mako): where it
+        # is concatenated, a launch of fewer points along it than the build covers in one pass needs only the groups
+        # that hold them (:meth:`groups`)
+        first = desc.dim_names[0]
+        self._trim = not self.flat and first in desc.concat_dims
+        self._first_wg = self.config[f"NUM_WG_{first}"]
+        self._first_wi = self.config[f"NUM_WI_{first}"]
+        self._first_vec = int(self.config.get("VEC", 1)) if desc.vector and desc.vector.dim == first else 1
         self._lanes = (1 if self.flat else max(1, self.lane_groups)) * max(1, desc.combine_lanes)
         self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
@@ -266,6 +274,19 @@ class Computation:
                 or max([0] + [math.prod(a.shape) for a in arrays.values() if hasattr(a, "shape")]) > _INDEX32_LIMIT)
 
     # ---------------------------------------------------------------- running
+    def groups(self, first: int) -> int:
+        """Work-groups of a launch of ``first`` points along the first dimension: the build's, or where that dimension
+        is concatenated and its points fit one pass of fewer groups (its index is then a group's work-item lanes, the
+        same in either mode of the fold), only those. The others would find no point to compute: on PoCL, whose
+        threads take the groups in contiguous runs, a split score of 32 nodes built for 128 ran at half speed, one
+        thread's run all empty groups (2-core EPYC, 1.71 -> 0.85 ms). Every point is computed by the same work-item
+        lane and folded in the same order as in the full grid: results are bit for bit the same."""
+        if not self._trim:
+            return self.num_groups
+        units = -(-first // self._first_vec)
+        used = max(1, min(self._first_wg, -(-units // self._first_wi)))
+        return used * (self.num_groups // self._first_wg)
+
     def enqueue(
         self,
         sizes: Mapping[str, int] | None = None,
@@ -304,7 +325,7 @@ class Computation:
         for name, cast in self._param_types:
             kargs.append(cast(args[name]))
         wg = self.work_group_size
-        events.append(self._launch("main", index64, queue, self.num_groups * wg, wg, kargs))
+        events.append(self._launch("main", index64, queue, self.groups(bound[self.desc.dim_names[0]]) * wg, wg, kargs))
         if self.desc.lane_dims and self.lane_groups > 1 and not self.flat:
             wi = self.config["NUM_WI_COMBINE"]
             for which in ("partials", "fixup") if self.desc.scan_dim else ("combine",):
@@ -544,7 +565,8 @@ class BoundLaunch:
         ks = self._kernels_of(index64)
         q = self.queue
         events = [zero_output(q, self._buffers[0], n_out * self._flat_bytes)] if self._flat_bytes else []
-        events.append(ks[0](q, *self._main, *args))
+        wg = self._main[1][0]
+        events.append(ks[0](q, (comp.groups(dims[0]) * wg,), self._main[1], *args))
         if self._steps:
             wi = self._wi
             scan = dims[self._scan_at] if self._scan_at >= 0 else 0
