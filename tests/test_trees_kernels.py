@@ -533,9 +533,10 @@ def test_split_from_search(device, n_outputs):
     # the floor drops the entries of smaller gains and keeps those at it (ties), some of which hold rows
     np.testing.assert_array_equal(floored["count"][:m], np.where(gain >= 0.5, want["count"][:m], 0))
     assert (floored["count"][:m][gain == 0.5] > 0).any() and (want["count"][:m][gain < 0.5] > 0).any()
-    # and as the learner builds it (elementwise's sized grid), here for fewer entries than launched: work-items loop
-    sized = lookahead.AHEAD.heuristic(desc, device, {"entry": 9})
-    for cf in [sized, *configs(desc, device, {"entry": m + 1}, seed=44)]:
+    # a grid of fewer work-items than entries launched (work-items loop), the learner's, and random ones
+    few = {"NUM_WI_entry": 2, "NUM_WG_entry": 3}
+    learner = lookahead.AHEAD.heuristic(desc, device, {"entry": m + 1})
+    for cf in [few, learner, *configs(desc, device, {"entry": m + 1}, seed=44)]:
         for leaves, floor in ((-1, 0.0), (7, 0.0), (-1, 0.5)):  # the last table's count, or the host's; a floor
             want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves,
                                                          floor)
@@ -607,9 +608,10 @@ def test_ahead_blocks(device, blk_rows):
             assert want.shape == (n_blk, 2)
             if n_blk >= total:
                 np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(tab["count"], blk_rows)[0])
-            # the learner's sized grid, built for fewer blocks than launched (work-items loop), and random ones
-            sized = lookahead.AHEAD_BLOCKS.heuristic(desc, device, {"blk": 3})
-            for cf in [sized, *configs(desc, device, {"blk": n_blk}, seed=46)]:
+            # a grid of fewer work-items than blocks launched (work-items loop), the learner's, and random ones
+            few = {"NUM_WI_blk": 1, "NUM_WG_blk": 3}
+            learner = lookahead.AHEAD_BLOCKS.heuristic(desc, device, {"blk": n_blk})
+            for cf in [few, learner, *configs(desc, device, {"blk": n_blk}, seed=46)]:
                 got = run(desc, device, cf, {"blk": n_blk}, split_tab=("o", tab, np.int32), n_split=n_split,
                           blk_rows=blk_rows)
                 np.testing.assert_array_equal(got.view(np.int32).reshape(-1, 2), want, err_msg=f"{n_split} {cf}")

@@ -66,24 +66,17 @@ def description_default(desc: Description, dev: Device, sizes: Mapping[str, int]
     return desc.default_config(dev, sizes)
 
 
-def elementwise(dim: str | None = None, gpu_groups_per_cu: int = 64, sized: bool = False) -> Heuristic:
+def elementwise(dim: str | None = None, gpu_groups_per_cu: int = 64) -> Heuristic:
     """Element-wise kernels: one dimension (``dim``, default the first) carries the parallelism, in work-groups
-    of 256 (GPUs) or 64 (CPUs) work-items, ``gpu_groups_per_cu`` (GPUs) or 4 (CPUs) per compute unit.
-
-    ``sized``: no more work-groups than the build's size fills, for kernels built at the most a launch holds (a
-    level's split records, a step's blocks). A grid for the whole device had been launched every level for a few
-    hundred entries: PoCL on 16 cores wakes every worker for each of 64 work-groups (the look-ahead's three kernels,
-    built for 256 entries: 1.02 / 0.95 -> 0.59 / 0.67 ms of a depth-wise round at 500k rows and 255 bins)."""
+    of 256 (GPUs) or 64 (CPUs) work-items, ``gpu_groups_per_cu`` (GPUs) or 4 (CPUs) per compute unit. A launch of
+    fewer points than that grid holds runs only the groups they fill (:meth:`mdhom.mdh.Computation.groups`)."""
 
     def heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
         cfg = ones(desc, dev, sizes)
         d = dim or desc.dim_names[0]
         gpu = dev.type == "gpu"
-        wi = cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
-        groups = max(1, dev.compute_units) * (gpu_groups_per_cu if gpu else 4)
-        if sized and d in sizes:
-            groups = min(groups, max(1, -(-int(sizes[d]) // wi)))
-        cfg[f"NUM_WG_{d}"] = groups
+        cfg[f"NUM_WI_{d}"] = 256 if gpu else 64
+        cfg[f"NUM_WG_{d}"] = max(1, dev.compute_units) * (gpu_groups_per_cu if gpu else 4)
         return cfg
 
     return heuristic
