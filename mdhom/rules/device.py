@@ -1,7 +1,8 @@
 """The rule refinement on an OpenCL device: a thin driver over its own step histogram (the trees' histogram operators,
 reading the statistics in place), the trees' split-scan description and the split evaluator's score description with
 the rule head's quality plugged in, plus small kernels of its own (:mod:`mdhom.rules.device_kernels` declares them
-and lists every kernel of a step; complete heads over a coupled Hessian run :mod:`mdhom.rules.device_coupled`'s).
+and lists every kernel of a step; complete heads over a coupled Hessian run :mod:`mdhom.rules.device_coupled`'s, driven
+by :mod:`mdhom.rules.device_coupled_search`).
 :mod:`mdhom.rules.binned` is the numpy reference of every step, to the bit.
 
 :meth:`DeviceRefinement.best` runs one step and reads it; :meth:`DeviceRefinement.best_batch` runs several and reads
@@ -39,9 +40,10 @@ from mdhom.components import split as sp
 from mdhom.components.lanes import bin_ctype, hist_gh_type, split_type
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.devices import Device
-from mdhom.rules import device_coupled as dc
 from mdhom.rules import device_kernels as dk
+from mdhom.rules.device_coupled_search import CoupledSearch
 from mdhom.rules.device_gain import head_gain
+from mdhom.rules.device_kernels import MASKS
 from mdhom.rules.heads import Head
 from mdhom.rules.losses import packed_index
 from mdhom.rules.quantized import QuantizedStatistics
@@ -60,8 +62,8 @@ LOOKAHEAD = 1
 # the most feature samples of a rule's steps that go up in one copy (stage_features): a rule of the mediamill-shaped
 # benchmark takes ~14 steps, so one copy per rule instead of one per step
 AHEAD = 16
-# the coverage masks: cov2 covers every row; a rule's first cover reads it and writes cov0, later covers alternate
-_MASKS = (0, 1, 2)
+# the coverage masks (MASKS): cov2 covers every row; a rule's first cover reads it and writes cov0, later covers
+# alternate
 _NEXT = (1, 0, 0)
 
 
@@ -155,12 +157,12 @@ class DeviceRefinement:
                         "one": lambda: (ws["cols1"], ws["inv1"])}
         k_cov = ws.build(dk.COVER, dk.cover(bin_ctype(nb)), {"row": n})
         self.k_cover = [Bound(ws, k_cov, lambda c=c: (ws[f"cov{_NEXT[c]}"], dict(covered=ws[f"cov{c}"],
-                                                                                 bins=ws["bins"]))) for c in _MASKS]
+                                                                                 bins=ws["bins"]))) for c in MASKS]
         # a batch's later steps narrow the mask by the winner the device holds, over the features that step searched
         k_cb = ws.build(dk.COVER_BEST, dk.cover_best(bin_ctype(nb)), {"row": n})
         self.k_cover_best = [Bound(ws, k_cb, lambda c=c: (ws[f"cov{_NEXT[c]}"], dict(
             covered=ws[f"cov{c}"], bins=ws["fbins"], fidx=ws["fidx"], best=ws["best"], best_value=ws["best"])))
-            for c in _MASKS]
+            for c in MASKS]
         # the sampled features' bins side by side: what the coupled heads' counting sort reads
         k_fb = ws.build(dk.FEATURE_BINS, dk.feature_bins(bin_ctype(nb)), {"row": n, "feat": fs})
         self.k_feature_bins = Bound(ws, k_fb, lambda: (ws["sbins"], dict(bins=ws["bins"], fidx=ws["fidx"])))
@@ -171,7 +173,7 @@ class DeviceRefinement:
         self.k_hist = {(t, c): Bound(ws, k_hist, lambda t=t, c=c: (ws["hist"], dict(
             bins=ws["fbins"], fidx=ws["fidx"], G=self._stat("G"), H=self._stat("H"), weight=ws["weight"],
             covered=ws[f"cov{c}"],
-            cols=self._tables[t]()[0]))) for t in self._tables for c in _MASKS}
+            cols=self._tables[t]()[0]))) for t in self._tables for c in MASKS}
         self.d_scan = sp.split_scan(nb, precision)
         k_scan = ws.build(sp.SCAN, self.d_scan, {"node": 1, "feat": fs, "output": slots, "bin": nb})
         self.k_scan = Bound(ws, k_scan, lambda: (ws["scan"], dict(hist=ws["hist"])))
@@ -199,9 +201,8 @@ class DeviceRefinement:
         dev = ws.device
         self.coupled_budget = int(coupled_budget if coupled_budget is not None else
                                   min(int(dev.cl_device.max_mem_alloc_size), dev.global_mem_size // 8))
-        self._coupled: dict[str, object] = {}
-        self.masks = 0  # coverage masks made so far (start, add): the list of covered rows is of mask ``_rows_of``
-        self._rows_of = -1
+        self.masks = 0  # coverage masks made so far (start, add)
+        self._coupled = CoupledSearch(self)
         self._mask_key: int | None = None  # the feature mask holds this many ones (every searched feature)
         self.head: Head | None = None
         self.quant: QuantizedStatistics | None = None
@@ -342,7 +343,7 @@ class DeviceRefinement:
             raise ValueError("the device statistics update runs quantized, for label-wise losses")
         align = max(1, int(self.ws.device.cl_device.mem_base_addr_align) // 8)
         self.stats = DeviceStatistics(self.ws, loss, Y, S, self.ws["GHq"], self.h_off, align,
-                                      tuple(f"cov{c}" for c in _MASKS))
+                                      tuple(f"cov{c}" for c in MASKS))
 
     def apply_head(self, labels: np.ndarray, scores: np.ndarray) -> None:
         """Add a rule's head to the scores of the rows the current mask covers and re-quantize its columns, on the
@@ -385,7 +386,7 @@ class DeviceRefinement:
             if f < self.n_feat:  # the counting sort reads the sampled features' bins side by side
                 ws.record("rule_feature_bins", self.k_feature_bins({"row": n, "feat": f}, n_feat=self.n_feat,
                                                                    fidx0=row * self.n_feat))
-            return self._best_coupled(features)
+            return self._coupled.best(features)
         self._search(f, self.k_result, fidx0=row * self.n_feat)
         host = self._read_pinned("res", k + 1, dk.SIDE.dtype)
         self.steps += 1
@@ -500,112 +501,3 @@ class DeviceRefinement:
                                                               missing=self.n_bins - 1))
         self.cur = _NEXT[self.cur]
         self.masks += 1
-
-    # ------------------------------------------------------------------------------------------ coupled heads
-    def _coupled_kernels(self, k: int, chunk: int) -> dict[str, object]:
-        """The coupled search's kernels for heads of ``k`` labels and chunks of ``chunk`` features (built once per
-        (k, chunk, quality scratch length)), and its buffers at that size."""
-        work = dc.work_len(k, self.head.label_binning)  # the quality kernel's scratch: private when small
-        key = f"{k}/{chunk}/{work}"
-        if key in self._coupled:
-            return self._coupled[key]
-        ws, n, nb = self.ws, self.n, self.n_bins
-        lanes = dc.lanes_of(k)
-        n_chunks = -(-self.n_feat // chunk)
-        tiles = -(-n // dc.SORT_TILE)
-        block = dc.lane_block(ws.device)
-        n_blk = -(-lanes // block)
-        ws.ensure("c_hist", 8 * chunk * nb * n_blk * block)
-        ws.ensure("c_scan", 8 * chunk * lanes * nb)
-        ws.ensure("c_res", 8 * n_chunks * (lanes + 2))
-        ws.ensure("c_at", 4 * n)
-        ws.ensure("c_ridx", 4 * n)
-        ws.ensure("c_count", 4 * self.n_feat * nb * tiles)
-        ws.ensure("c_off", 4 * self.n_feat * nb * tiles)
-        ws.ensure("c_srows", 4 * self.n_feat * n)
-        role = f"{k}/{chunk}"
-        bt = bin_ctype(nb)
-        k_hist = ws.build(dc.HISTOGRAM, dc.histogram(block), {"feat": chunk, "bin": nb, "blk": n_blk, "pos": n},
-                          role=role)
-        k_cs = ws.build(dc.COVER_SCAN, dc.cover_scan(), {"row": n})
-        k_cr = ws.build(dc.COVER_ROWS, dc.cover_rows(), {"row": n})
-        k_sc = ws.build(dc.SORT_COUNT, dc.sort_count(bt), {"feat": self.searched, "bin": nb, "tile": tiles,
-                                                           "q": dc.SORT_TILE})
-        k_so = ws.build(dc.SORT_OFFSETS, dc.sort_offsets(), {"feat": self.searched, "cell": nb * tiles})
-        k_sr = ws.build(dc.SORT_ROWS, dc.sort_rows(bt), {"feat": self.searched, "pos": n})
-        k_scan = ws.build(dc.SCAN, dc.scan(), {"feat": chunk, "lane": lanes, "bin": nb}, role=role)
-        k_q = ws.build(dc.QUALITY, dc.quality(), {"feat": chunk, "bin": nb - 2, "dir": 2, "work_len": work},
-                       role=f"{role}/{work}")
-        k_res = ws.build(dc.RESULT, dc.result(), {"lane": lanes + 2}, role=role)
-        lists = lambda c: dict(ridx=ws["c_ridx"], at=ws["c_at"], covered=ws[f"cov{c}"])  # noqa: E731
-        kernels = {
-            # per coverage mask (cov0 / cov1 ping-pong), and for the sort per bins source
-            "hist": [Bound(ws, k_hist, lambda c=c: (ws["c_hist"], dict(
-                G=ws["G"], weight=ws["weight"], gcol=self._tab["cols"], pair_r=self._tab["pair_r"],
-                pair_c=self._tab["pair_c"], srows=ws["c_srows"], off=ws["c_off"], at=ws["c_at"],
-                covered=ws[f"cov{c}"]))) for c in _MASKS],
-            "sort_count": {(src, c): Bound(ws, k_sc, lambda src=src, c=c: (ws["c_count"], dict(
-                bins=ws[src], **lists(c)))) for src in ("bins", "sbins") for c in _MASKS},
-            "sort_offsets": Bound(ws, k_so, lambda: (ws["c_off"], dict(count=ws["c_count"]))),
-            "sort_rows": {(src, c): Bound(ws, k_sr, lambda src=src, c=c: (ws["c_srows"], dict(
-                bins=ws[src], **lists(c), off=ws["c_off"]))) for src in ("bins", "sbins") for c in _MASKS},
-            # the list of covered rows, per coverage mask
-            "cover_scan": [Bound(ws, k_cs, lambda c=c: (ws["c_at"], dict(covered=ws[f"cov{c}"]))) for c in _MASKS],
-            "cover_rows": [Bound(ws, k_cr, lambda c=c: (ws["c_ridx"], dict(covered=ws[f"cov{c}"], at=ws["c_at"])))
-                           for c in _MASKS],
-            "scan": Bound(ws, k_scan, lambda: (ws["c_scan"], dict(hist=ws["c_hist"]))),
-            "quality": Bound(ws, k_q, lambda: (ws["best"], dict(scan=ws["c_scan"]))),
-            "result": Bound(ws, k_res, lambda: (ws["c_res"], dict(scan=ws["c_scan"], best=ws["best"],
-                                                                  best_value=ws["best"]))),
-        }
-        self._coupled[key] = kernels
-        return kernels
-
-    def _best_coupled(self, features: np.ndarray):  # noqa: ANN202 - a Refinement or None
-        """:meth:`best` for a complete head over a coupled Hessian (the sampled features' bins are in place)."""
-        from mdhom.rules.refinement import Refinement
-
-        ws, head, n, nb = self.ws, self.head, self.n, self.n_bins
-        k, f = head.k, len(features)
-        lanes = dc.lanes_of(k)
-        chunk = dc.feature_chunk(self.searched, lanes, nb, self.coupled_budget)
-        kern = self._coupled_kernels(k, chunk)
-        src, stride = ("sbins", f) if f < self.n_feat else ("bins", self.n_feat)
-        n_chunks = -(-f // chunk)
-        if self._rows_of != self.masks:  # the covered rows' list, once per coverage mask
-            ws.record("rule_cover_scan", kern["cover_scan"][self.cur]({"row": n}))
-            ws.record("rule_cover_rows", kern["cover_rows"][self.cur]({"row": n}))
-            self._rows_of = self.masks
-        # the covered rows grouped by bin per searched feature (a stable counting sort: count, offsets, scatter)
-        tiles = -(-n // dc.SORT_TILE)
-        block = dc.lane_block(ws.device)
-        n_blk = -(-lanes // block)
-        ws.record("rule_sort_count", kern["sort_count"][src, self.cur](
-            {"feat": f, "bin": nb, "tile": tiles, "q": dc.SORT_TILE}, bin_stride=stride, n_rows=n))
-        ws.record("rule_sort_offsets", kern["sort_offsets"]({"feat": f, "cell": nb * tiles}))
-        ws.record("rule_sort_rows", kern["sort_rows"][src, self.cur](
-            {"feat": f, "pos": n}, bin_stride=stride, n_bins=nb, tile=dc.SORT_TILE, n_rows=n))
-        for c in range(n_chunks):
-            fc = min(chunk, f - c * chunk)
-            ws.record("rule_coupled_histogram", kern["hist"][self.cur](
-                {"feat": fc, "bin": nb, "blk": n_blk, "pos": n}, feat0=c * chunk, g_stride=self.n_labels, k=k,
-                width=lanes - 2, n_tiles=tiles, n_rows=n))
-            ws.record("rule_coupled_scan", kern["scan"]({"feat": fc, "lane": lanes, "bin": nb},
-                                                        lane_stride=n_blk * block))
-            ws.record("rule_coupled_quality", kern["quality"](
-                {"feat": fc, "bin": nb - 2, "dir": 2}, k=k, n_lanes=lanes, l2=self.l2, l1=self.l1,
-                min_coverage=self.min_coverage, work_len=dc.work_len(k, head.label_binning),
-                **dc.binning_params(k, head.label_binning)))
-            ws.record("rule_coupled_result", kern["result"]({"lane": lanes + 2}, n_feat=fc, n_bins=nb, chunk=c))
-        host = self._read(np.empty((n_chunks, lanes + 2)), ws["c_res"])
-        self.steps += 1
-        win = int(np.argmax(host[:, -2]))  # the first of equal values: the earlier chunk's features come first
-        value = float(host[win, -2])
-        if not value > -np.inf:
-            return None
-        at, rest = divmod(int(host[win, -1]), 2 * (nb - 2))
-        feat = int(features[win * chunk + at])
-        b, op = divmod(rest, 2)
-        side = host[win, :lanes]
-        return Refinement(-value, feat, "<=" if op == 0 else ">", float(self.edges[feat][b]), side[:lanes - 2].copy(),
-                          int(side[lanes - 1]), b)

@@ -60,6 +60,8 @@ from mdhom.rules.device_gain import COMPLETE_HEAD_GAIN, SINGLE_HEAD_GAIN, head_g
 from mdhom.rules.heads import Head
 
 # what the host reads back per step: per slot the chosen side's sums, and the winner's value and index
+# the coverage masks' buffers cov0, cov1, cov2 (the driver's: mdhom.rules.device)
+MASKS = (0, 1, 2)
 SIDE = Struct("rule_side_t", (("g", "double"), ("h", "double"), ("value", "double"), ("index", "int")))
 _BEST = split_type("double").dtype
 _BEST_INDEX = _BEST.fields["index"][1] // 4  # int offset of the argmax index in a split_t
