@@ -276,11 +276,11 @@ class Computation:
     # ---------------------------------------------------------------- running
     def groups(self, first: int) -> int:
         """Work-groups of a launch of ``first`` points along the first dimension: the build's, or where that dimension
-        is concatenated and its points fit one pass of fewer groups (its index is then a group's work-item lanes, the
-        same in either mode of the fold), only those. The others would find no point to compute: on PoCL, whose
-        threads take the groups in contiguous runs, a split score of 32 nodes built for 128 ran at half speed, one
-        thread's run all empty groups (2-core EPYC, 1.71 -> 0.85 ms). Every point is computed by the same work-item
-        lane and folded in the same order as in the full grid: results are bit for bit the same."""
+        is concatenated and its points fit one pass of fewer groups (a point then sits at the same group and lane
+        whether the shares are strided or chunked), only those. The others would find no point to compute, and on
+        PoCL they cost as if one thread's run of groups were all empty ones: a split score of 32 nodes built for 128
+        ran at half speed (2-core EPYC, 1.71 -> 0.85 ms). Every point is computed by the same lane and folded in the
+        same order as in the full grid: results are bit for bit the same."""
         if not self._trim:
             return self.num_groups
         units = -(-first // self._first_vec)
