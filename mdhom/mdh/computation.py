@@ -519,8 +519,7 @@ class BoundLaunch:
         self._per_point = max([1] + [math.prod(e for e in i.shape if isinstance(e, int)) for i in desc.inputs
                                      if not i.gather])
         self._combine = max(1, desc.combine_lanes)
-        wg = comp.work_group_size
-        self._main = ((comp.num_groups * wg,), (wg,))
+        self._wg = comp.work_group_size  # the main kernel's (its groups: Computation.groups, per launch)
         self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
         self._kernels: dict[bool, list[cl.Kernel]] = {}
 
@@ -565,8 +564,8 @@ class BoundLaunch:
         ks = self._kernels_of(index64)
         q = self.queue
         events = [zero_output(q, self._buffers[0], n_out * self._flat_bytes)] if self._flat_bytes else []
-        wg = self._main[1][0]
-        events.append(ks[0](q, (comp.groups(dims[0]) * wg,), self._main[1], *args))
+        wg = self._wg
+        events.append(ks[0](q, (comp.groups(dims[0]) * wg,), (wg,), *args))
         if self._steps:
             wi = self._wi
             scan = dims[self._scan_at] if self._scan_at >= 0 else 0
