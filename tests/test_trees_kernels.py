@@ -473,7 +473,8 @@ def test_score_update_and_predict_bins(device, feature_major):
 
 def test_leaf_rows(device):
     """Every row's node from the nodes' position ranges, each in any of the three regions of the positions, written
-    through the output view ridx[region + pos]."""
+    through the output view ridx[region + pos]; some ranges are a split's two children, cut at the left count the
+    kernel reads on the device (the last partition's, not yet on the host)."""
     rng = np.random.default_rng(41)
     n = 3001
     begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
@@ -485,15 +486,27 @@ def test_leaf_rows(device):
     for b, e, h in zip(begin, ends, region, strict=True):
         ridx[h + b:h + e] = perm[b:e]
     node = rng.permutation(200)[:50].astype(np.int32)
-    tab, shift = pt.leaf_table(begin, node, region, n)
-    assert shift == 4 and tab.size == 3 * 50 + 188 + 1  # about four buckets of 16 positions a leaf, and the end
-    want = pt.leaf_rows_reference(ridx, tab, n, 50)
-    assert all(np.all(want[perm[b:e]] == v) for b, e, v in zip(begin, ends, node, strict=True))  # the reference
+    right = (node + 1000).astype(np.int32)
+    # every third range a split's children: its left count at index split[i] of n_left (0 to the whole range)
+    split = np.where(np.arange(50) % 3 == 1, rng.permutation(50), -1).astype(np.int32)
+    n_left = np.full(50, 10**6, np.int32)
+    cut = begin + np.array([rng.integers(0, e - b + 1) for b, e in zip(begin, ends, strict=True)])
+    n_left[split[split >= 0]] = (cut - begin)[split >= 0]
+    tab, shift = pt.leaf_table(begin, node, region, n, split=split, right=right)
+    assert shift == 4 and tab.size == pt.LEAF_INTS * 50 + 188 + 1  # about four buckets of 16 positions a leaf, the end
+    want = pt.leaf_rows_reference(ridx, tab, n, 50, n_left)
+    for b, e, c, v, r, s in zip(begin, ends, cut, node, right, split, strict=True):  # the reference
+        assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
+    assert len(set(want[perm[begin[1]:ends[1]]].tolist())) == 2 or cut[1] in (begin[1], ends[1])
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
-        tab, _ = pt.leaf_table(begin, node, region, n, s)
-        got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None), n_leaves=50,
-                  bucket_shift=s)
+        tab, _ = pt.leaf_table(begin, node, region, n, s, split=split, right=right)
+        got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
+                  n_left=("o", n_left, None), n_leaves=50, bucket_shift=s)
         np.testing.assert_array_equal(got, want, err_msg=str(s))
+    leaves, _ = pt.leaf_table(begin, node, region, n)  # leaves only: no count is read
+    got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", leaves, None),
+              n_left=("o", np.zeros(1, np.int32), None), n_leaves=50, bucket_shift=shift)
+    np.testing.assert_array_equal(got[perm], np.repeat(node, ends - begin))
 
 
 @pytest.mark.parametrize("n_outputs", [1, 3])

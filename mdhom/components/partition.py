@@ -72,14 +72,15 @@ from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
     GROUP_COUNTS,
+    LEAF_INTS,
     LEAF_ROWS,
     SPLIT_FIELDS,
     bin_columns,
     block_table,
     flip_positions,
     group_counts,
+    leaf_records_table,
     leaf_rows,
-    leaf_table,
     partition_flags,
     region_start,
 )
@@ -136,7 +137,8 @@ class RowPartitioner:
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                   **ridx)))
-        self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"])))
+        self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"],
+                                                                          n_left=ws["n_left"])))
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str, str], tuple[Bound, Bound]] = {}
         self._budget_bounds: dict[str, Bound] = {}
@@ -541,31 +543,68 @@ class RowPartitioner:
         self.names = np.asarray(node_map, np.int64).reshape(-1)
         self.nodes_written = False
 
-    def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
-        """The nodes that hold rows, and the name each goes by (:meth:`relabel`)."""
-        node = np.flatnonzero(self.count > 0)
+    def _names(self, node: np.ndarray) -> np.ndarray:
+        """The names nodes go by (:meth:`relabel`)."""
         names = self.names
         if names is None or names.size == 0:
-            return node, node
-        return node, np.where(node < names.size, names[np.minimum(node, names.size - 1)], node)
+            return node
+        return np.where(node < names.size, names[np.minimum(node, names.size - 1)], node)
+
+    def _last_splits(self) -> tuple[np.ndarray, ...] | None:
+        """Every partition folded but the last, whose splits are made known; that one's (nodes, left children, right
+        children, begins, counts, index of each in its left counts), its counts left on their way; None where every
+        partition is folded."""
+        if not self._pending:
+            return None
+        last = self._pending.pop()
+        try:
+            self.resolve()
+            _, _, rows = last
+            if isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):
+                if rows.take is None:
+                    raise RuntimeError("apply_searched's nodes and splits are needed before its ranges")
+                rows.take()  # (which folds nothing: the partitions before are folded, and this one is popped)
+        finally:
+            self._pending.append(last)
+        if isinstance(rows, _Ahead):
+            k = np.flatnonzero(rows.ok)
+            node = np.asarray(rows.nodes, np.int64)[k]
+            return node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node], k
+        node, lo, hi, b0, c0 = rows
+        return node, lo, hi, b0, c0, np.arange(node.size)
 
     def settle(self) -> None:
         """Write every row's node into ``row_node`` from the host's ranges (one ``tree_leaf_rows`` pass), where a
-        split or a renaming since the last one left it stale."""
+        split or a renaming since the last one left it stale. The last partition's counts are not waited for: its
+        splits' children are one record each, which the kernel cuts at the left count on the device (H200, 10.5M
+        rows, depth 8: the device had waited 1.1 ms a tree between the last partition and this pass)."""
         if self.nodes_written:
             return
-        self.resolve()
         ws = self.ws
-        node, name = self._pieces()
-        begin = self.begin[node]
-        region = region_start(begin, ws.n_rows)
-        order = np.argsort(begin - region, kind="stable")
-        if ws.n_rows and node.size:
-            tab, shift = leaf_table((begin - region)[order], name[order], region[order], ws.n_rows)
+        last = self._last_splits()
+        live = self.count > 0
+        held = None
+        if last is not None:
+            p_node, lo, hi, b0, c0, s = last
+            live[p_node] = False  # the split nodes' rows are their children's now
+            held = np.flatnonzero(c0 > 0)
+        node = np.flatnonzero(live)
+        n = node.size + (0 if held is None else held.size)
+        # records (begin, node, region, split, right) filled as columns, few numpy calls: this runs while the device
+        # works through the tree's last partition, which is short on GPUs
+        rec = np.full((n, LEAF_INTS), -1, np.int64)
+        rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
+        if held is not None:
+            rec[node.size:, 0] = flip_positions(b0[held], ws.n_rows)
+            rec[node.size:, 1] = self._names(np.asarray(lo)[held])
+            rec[node.size:, 3], rec[node.size:, 4] = s[held], self._names(np.asarray(hi)[held])
+        rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
+        rec[:, 0] -= rec[:, 2]
+        if ws.n_rows and n:
+            tab, shift = leaf_records_table(rec[np.argsort(rec[:, 0], kind="stable")], ws.n_rows)
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
-            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=int(node.size),
-                                                         bucket_shift=shift))
+            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=n, bucket_shift=shift))
         self.nodes_written = True
 
     def row_nodes(self) -> np.ndarray:
@@ -578,7 +617,8 @@ class RowPartitioner:
         """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
         renamed by ``relabel`` holds the rows of the nodes below it.)"""
         self.resolve()
-        held, name = self._pieces()
+        held = np.flatnonzero(self.count > 0)
+        name = self._names(held)
         parts = [self.ws.read(np.empty(int(self.count[p]), np.int32), self.ws.ridx, 4 * int(self.begin[p]))
                  for p in held[name == node]]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int32)

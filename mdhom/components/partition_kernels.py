@@ -13,37 +13,44 @@ import numpy as np
 
 from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines, with_default_bins
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
-from mdhom.components.tables import SPLIT_RECORD, split_table
+from mdhom.components.tables import LEAF_RECORD, SPLIT_RECORD, split_table
 from mdhom.devices import Device
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Scan
 
 SPLIT_FIELDS = SPLIT_RECORD.dtype.names
+LEAF_INTS = len(LEAF_RECORD.fields)  # a leaf record's int32s
 
 
 @lru_cache(maxsize=1)
 def leaf_rows() -> Description:
     """Every row's node from the nodes' position ranges: ``row_node[ridx[region + pos]]`` = the node whose range
-    holds ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` triples (begin, node, region) in ascending ``begin``,
+    holds ``pos`` (``leaf_tab``: :func:`leaf_table`, ``n_leaves`` records (``LEAF_RECORD``) in ascending ``begin``,
     ranges within [0, n_rows) covering every position, each in the region of positions that starts at ``region``
-    (:func:`flip_positions`); then, per
-    bucket of ``2^bucket_shift`` positions, the leaf holding its first position, so a position's search starts within a
-    few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms). The partition keeps only the row order
-    per step; a row's node is written once per tree, when something reads it (the score update, the host), instead of
-    a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
-    into rows, so no two points write one place."""
+    (:func:`flip_positions`); then, per bucket of ``2^bucket_shift`` positions, the leaf holding its first position,
+    so a position's search starts within a few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms).
+    A record with ``split`` >= 0 is the children of a split of the last partition, whose left count the host has not
+    read: the kernel takes it from ``n_left``, so the leaves are written right behind that partition (the host does
+    not wait for it). The partition keeps only the row order per step; a row's node is written once per tree, when
+    something reads it (the score update, the host), instead of a scattered 4-byte write per row and split step. It
+    scatters (``out_at = ridx[...]``): a permutation of positions into rows, so no two points write one place."""
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
+__global const tree_leaf_t* mdh_leaf = (__global const tree_leaf_t*)leaf_tab;
+__global const int* mdh_first = leaf_tab + TREE_LEAF_INTS * n_leaves;
 const int mdh_b = (int)(pos >> bucket_shift);
-int lo = leaf_tab[3 * n_leaves + mdh_b], hi = leaf_tab[3 * n_leaves + mdh_b + 1];
+int lo = mdh_first[mdh_b], hi = mdh_first[mdh_b + 1];
 while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (leaf_tab[3 * mid] <= pos) lo = mid; else hi = mid - 1;
+    if (mdh_leaf[mid].begin <= pos) lo = mid; else hi = mid - 1;
 }
-out = leaf_tab[3 * lo + 1];
-out_at = ridx[leaf_tab[3 * lo + 2] + pos];""",
-        inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True)],
+const tree_leaf_t mdh_t = mdh_leaf[lo];
+out = (mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split]) ? mdh_t.right : mdh_t.node;
+out_at = ridx[mdh_t.region + pos];""",
+        inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True),
+                Input("n_left", "int", ("*",), gather=True)],
         params=[Param("n_leaves", "int"), Param("bucket_shift", "int")],
+        preamble=LEAF_RECORD.declaration(LEAF_RECORD.name) + f"\n#define TREE_LEAF_INTS {LEAF_INTS}\n",
         scatter=True,
         chunked=True,
     )
@@ -60,26 +67,41 @@ def region_start(begin: np.ndarray, n_rows: int) -> np.ndarray:
     return (np.asarray(begin, np.int64) // max(1, n_rows)) * n_rows
 
 
-def leaf_table(begin: np.ndarray, node: np.ndarray, region: np.ndarray, n_rows: int,
-               shift: int | None = None) -> tuple[np.ndarray, int]:
-    """``tree_leaf_rows``'s table and bucket shift: the (begin, node, region) triples (ascending ``begin``, the first
-    0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first position (the last
-    position for the end); ``shift`` None: about four buckets a leaf."""
-    begin = np.asarray(begin, np.int64)
+def leaf_table(begin: np.ndarray, node: np.ndarray, region: np.ndarray, n_rows: int, shift: int | None = None,
+               split: np.ndarray | None = None, right: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """``tree_leaf_rows``'s table and bucket shift: the ``LEAF_RECORD``s (ascending ``begin``, the first 0; ``split``
+    and ``right`` None: leaves only), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its
+    first position (the last position for the end); ``shift`` None: about four buckets a leaf. As int32s."""
+    rec = np.full((np.size(begin), LEAF_INTS), -1, np.int64)
+    rec[:, 0], rec[:, 1], rec[:, 2] = begin, node, region
+    if split is not None:
+        rec[:, 3], rec[:, 4] = split, right
+    return leaf_records_table(rec, n_rows, shift)
+
+
+def leaf_records_table(rec: np.ndarray, n_rows: int, shift: int | None = None) -> tuple[np.ndarray, int]:
+    """:func:`leaf_table` of records already laid out (n, ``LEAF_INTS``), in ascending ``begin``."""
+    begin = rec[:, 0]
     if shift is None:
         shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
     n_buckets = -(-max(1, n_rows) >> shift)
     first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
-    tab = np.concatenate([np.stack([begin, node, region], axis=1).reshape(-1), first])
-    return tab.astype(np.int32), shift
+    return np.concatenate([rec.reshape(-1), first]).astype(np.int32), shift
 
 
-def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int) -> np.ndarray:
+def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int,
+                        n_left: np.ndarray | None = None) -> np.ndarray:
     """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
-    begin, node, region = leaf_tab[: 3 * n_leaves].reshape(-1, 3).T
+    rec = np.asarray(leaf_tab[: LEAF_INTS * n_leaves]).reshape(-1, LEAF_INTS).astype(np.int64)
+    begin, node, region, split, right = rec.T
     at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
+    lefts = np.zeros(n_leaves, np.int64)
+    held = split >= 0
+    if held.any():
+        lefts[held] = np.asarray(n_left)[split[held]]
     out = np.empty(n_rows, np.int32)
-    out[ridx[region[at] + np.arange(n_rows)]] = node[at]
+    goes_right = held[at] & (np.arange(n_rows) - begin[at] >= lefts[at])
+    out[ridx[region[at] + np.arange(n_rows)]] = np.where(goes_right, right[at], node[at])
     return out
 
 

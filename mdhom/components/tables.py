@@ -6,6 +6,12 @@ nodes' row ranges end to end (the running sum of ``count``): the compact index s
 visits only the rows of the nodes it splits. ``next_child`` names the child whose row range the next histogram
 reads (0 left, 1 right, -1 neither).
 
+``LEAF_RECORD``: one row per range of positions that ``tree_leaf_rows`` maps to a node: a leaf's range (``split`` -1),
+or the range of the children of a split whose left count is still on the device only (``split``: its index in the
+last partition's counts, ``n_left``): positions before ``begin + n_left[split]`` are ``node``'s, the others
+``right``'s. So a tree's leaves can be written behind its last partition without the host waiting for that
+partition's counts.
+
 ``TREE_NODE``: one row per node of a grown tree, walked by the eval-set prediction (``left`` < 0 at leaves).
 
 In both, ``cats`` is -1 for a numeric split; for a categorical one, the byte offset (from the start of the
@@ -21,6 +27,7 @@ from mdhom.mdh import Struct
 
 SPLIT_RECORD = Struct("tree_split_t", tuple((name, "int") for name in (
     "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first", "cats")))
+LEAF_RECORD = Struct("tree_leaf_t", tuple((name, "int") for name in ("begin", "node", "region", "split", "right")))
 TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
                                                                    "cats")))
 # the blocks of a split step's rows that the block and group partitions walk: block ``block`` of split ``split``

@@ -458,10 +458,13 @@ class OpenCLTreeKernels:
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
             state["ids"], state["alive"] = ids, alive
             state["leaves"] += int(ok.sum())
-            # the ranges of the levels taken so far, while the device works on the levels below: at the end only the
-            # last level's wait for the host (H200, 10.5M rows, depth 8: ~0.2 ms a tree of the ranges after the last
-            # search)
-            self.rows.resolve(known=True)
+            # the ranges of the levels taken so far, while the device works on the levels below; not the tree's last
+            # level's: its leaves are written from the counts on the device (RowPartitioner.settle), and the host's
+            # ranges wait until something asks for them
+            if k < built_levels:
+                self.rows.resolve(known=True)
+            elif final is not None:  # the tree's leaves are known: their rows' nodes are written right behind the last
+                self.rows.settle()  # partition, while the host does the level's bookkeeping (the score update's)
 
         self.gradients.ensure()
         cur, hists = hist, []
