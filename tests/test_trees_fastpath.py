@@ -677,6 +677,38 @@ def test_depthwise_lookahead_that_stops_early_still_settles_its_levels(device):
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
 
 
+@pytest.mark.parametrize("leaves,depth", [(20, 6), (6, 4), (255, 8)])
+def test_depthwise_leaves_behind_a_last_level_nobody_asked_for(device, leaves, depth):
+    """A leaf budget puts the tree's last level on the device (its leaves cut at the last partition's counts there),
+    but nothing splits below the root's children, so the grower asks for no level after the first: the leaves'
+    pass takes the last level's splits itself, once, and every row is in the reference's leaf when the values are
+    (before any renaming)."""
+    rng = np.random.default_rng(21)
+    X = rng.standard_normal((2000, 4))
+    X[:, 0] = rng.integers(0, 2, 2000)
+    g = np.where(X[:, :1] > 0, 1.0, -1.0)  # one split makes both children pure: no gain below them
+    h = np.ones((2000, 1))
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, False)
+    at_values = []
+    ref = NumpyKernels("quantized")
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(g, h)
+    want = grow_tree(ref, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float),
+                     on_values=lambda v: at_values.append(ref.row_nodes()))
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=7)
+    dev.load(bins, m.n_bins, 1)
+    dev.set_gradients(g, h)
+    passes, launch = [], dev.rows.k_leaf_rows
+    dev.rows.k_leaf_rows = lambda *a, **k: passes.append(1) or launch(*a, **k)
+    _same(grow_tree(dev, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float),
+                    on_values=lambda v: at_values.append(dev.row_nodes())), want)
+    assert want.n_nodes == 3 and len(passes) == 1
+    np.testing.assert_array_equal(at_values[1], at_values[0])
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+
+
 def test_rows_sit_in_the_final_leaves_after_batched_growth(device):
     """After a loss-guided tree (batched, some leaves expanded ahead and then renamed back), every row sits in its
     leaf of the final tree: row -> node map and each leaf's rows equal the numpy reference's."""

@@ -197,6 +197,7 @@ class RowPartitioner:
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
         self._last: tuple[int, int, int] | None = None
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
+        self._settling = False
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
@@ -578,8 +579,16 @@ class RowPartitioner:
         split or a renaming since the last one left it stale. The last partition's counts are not waited for: its
         splits' children are one record each, which the kernel cuts at the left count on the device (H200, 10.5M
         rows, depth 8: the device had waited 1.1 ms a tree between the last partition and this pass)."""
-        if self.nodes_written:
+        if self.nodes_written or self._settling:  # (the last level's splits, taken for it here, settle again)
             return
+        self._settling = True
+        try:
+            self._write_leaves()
+        finally:
+            self._settling = False
+        self.nodes_written = True
+
+    def _write_leaves(self) -> None:
         ws = self.ws
         last = self._last_splits()
         live = self.count > 0
@@ -605,7 +614,6 @@ class RowPartitioner:
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
             ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=n, bucket_shift=shift))
-        self.nodes_written = True
 
     def row_nodes(self) -> np.ndarray:
         ws = self.ws
