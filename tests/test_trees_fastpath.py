@@ -653,36 +653,13 @@ def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
     assert want.n_nodes > 30 and syncs[2] <= syncs[1] < syncs[0], syncs
 
 
-def test_depthwise_lookahead_that_stops_early_still_settles_its_levels(device):
+@pytest.mark.parametrize("leaves,depth", [(0, 6), (20, 6), (6, 4), (255, 8)])
+def test_depthwise_lookahead_that_stops_early_still_settles_its_levels(device, leaves, depth):
     """A tree the look-ahead grows past where it stops (nothing splits below the root's children): the grower asks
     for no level after the first that splits nothing, and the rows still land in the reference's leaves (the ranges
-    take the levels nobody asked for)."""
-    rng = np.random.default_rng(21)
-    X = rng.standard_normal((2000, 4))
-    X[:, 0] = rng.integers(0, 2, 2000)
-    g = np.where(X[:, :1] > 0, 1.0, -1.0)  # one split makes both children pure: no gain below them
-    h = np.ones((2000, 1))
-    m = BinMapper(31).fit(X)
-    bins = m.transform(X)
-    gp = GrowParams(PARAMS, 0.1, 6, 0, False)
-    ref = NumpyKernels("quantized")
-    ref.load(bins, m.n_bins, 1)
-    ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float))
-    assert want.n_nodes == 3
-    dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=7)
-    dev.load(bins, m.n_bins, 1)
-    dev.set_gradients(g, h)
-    _same(grow_tree(dev, None, np.ones(4, bool), gp, lambda f, b: np.asarray(b, float)), want)
-    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-
-
-@pytest.mark.parametrize("leaves,depth", [(20, 6), (6, 4), (255, 8)])
-def test_depthwise_leaves_behind_a_last_level_nobody_asked_for(device, leaves, depth):
-    """A leaf budget puts the tree's last level on the device (its leaves cut at the last partition's counts there),
-    but nothing splits below the root's children, so the grower asks for no level after the first: the leaves'
-    pass takes the last level's splits itself, once, and every row is in the reference's leaf when the values are
-    (before any renaming)."""
+    take the levels nobody asked for), already when the values are (before any renaming). With a leaf budget the
+    tree's last level is on the device too, its leaves cut at the last partition's counts there: the leaves' pass
+    takes that level's splits itself, and runs once."""
     rng = np.random.default_rng(21)
     X = rng.standard_normal((2000, 4))
     X[:, 0] = rng.integers(0, 2, 2000)
