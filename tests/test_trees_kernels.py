@@ -471,6 +471,15 @@ def test_score_update_and_predict_bins(device, feature_major):
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
 
+def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None):
+    """tree_leaf_rows' table from its records' columns (``split`` and ``right`` None: leaves only)."""
+    rec = np.full((np.size(begin), pt.LEAF_INTS), -1, np.int64)
+    rec[:, 0], rec[:, 1], rec[:, 2] = begin, node, region
+    if split is not None:
+        rec[:, 3], rec[:, 4] = split, right
+    return pt.leaf_records_table(rec, n_rows, shift)
+
+
 def test_leaf_rows(device):
     """Every row's node from the nodes' position ranges, each in any of the three regions of the positions, written
     through the output view ridx[region + pos]; some ranges are a split's two children, cut at the left count the
@@ -492,18 +501,18 @@ def test_leaf_rows(device):
     n_left = np.full(50, 10**6, np.int32)
     cut = begin + np.array([rng.integers(0, e - b + 1) for b, e in zip(begin, ends, strict=True)])
     n_left[split[split >= 0]] = (cut - begin)[split >= 0]
-    tab, shift = pt.leaf_table(begin, node, region, n, split=split, right=right)
+    tab, shift = _leaf_table(begin, node, region, n, split=split, right=right)
     assert shift == 4 and tab.size == pt.LEAF_INTS * 50 + 188 + 1  # about four buckets of 16 positions a leaf, the end
     want = pt.leaf_rows_reference(ridx, tab, n, 50, n_left)
     for b, e, c, v, r, s in zip(begin, ends, cut, node, right, split, strict=True):  # the reference
         assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
     assert len(set(want[perm[begin[1]:ends[1]]].tolist())) == 2 or cut[1] in (begin[1], ends[1])
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
-        tab, _ = pt.leaf_table(begin, node, region, n, s, split=split, right=right)
+        tab, _ = _leaf_table(begin, node, region, n, s, split=split, right=right)
         got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
                   n_left=("o", n_left, None), n_leaves=50, bucket_shift=s)
         np.testing.assert_array_equal(got, want, err_msg=str(s))
-    leaves, _ = pt.leaf_table(begin, node, region, n)  # leaves only: no count is read
+    leaves, _ = _leaf_table(begin, node, region, n)  # leaves only: no count is read
     got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", leaves, None),
               n_left=("o", np.zeros(1, np.int32), None), n_leaves=50, bucket_shift=shift)
     np.testing.assert_array_equal(got[perm], np.repeat(node, ends - begin))

@@ -463,8 +463,9 @@ class OpenCLTreeKernels:
             # ranges wait until something asks for them
             if k < built_levels:
                 self.rows.resolve(known=True)
-            elif final is not None:  # the tree's leaves are known: their rows' nodes are written right behind the last
-                self.rows.settle()  # partition, while the host does the level's bookkeeping (the score update's)
+            else:  # (k == built_levels: the tree's last level, on the device) the tree's leaves are known: their rows'
+                self.rows.settle()  # nodes are written right behind the last partition, while the host does the
+                # level's bookkeeping (the score update's)
 
         self.gradients.ensure()
         cur, hists = hist, []
