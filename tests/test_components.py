@@ -183,6 +183,63 @@ def test_many_views_made_after_their_buffer_was_used(device, copies, monkeypatch
             copies_ = alternating()
 
 
+def test_a_view_of_the_region_just_written_is_the_buffer_that_wrote_it(device, monkeypatch):
+    """On a device without sub-buffers (NVIDIA), a search of the siblings just written reads the buffer their launch
+    wrote, with no copy of the arena's slots; once anything else writes the arena (a fill, a copy into it) or another
+    written block begins, a view of that region is a copy of the arena again. Each search finds the splits of its own
+    handle's histograms (the numpy reference's); a view that kept the held buffer after the arena changed would read
+    the old sums and fail that."""
+    from mdhom.trees import reference
+
+    monkeypatch.setattr(type(device), "sub_buffers", property(lambda self: False))
+    n_feat = 4
+    *_, ws, rows, hist, evaluator = _at_root(device, 1200, n_feat, 13, 7)
+    params, mask = SplitParams(0, 0, 0, 1.0), np.ones(n_feat, bool)
+    copies = []
+    copy = ws.copy
+    monkeypatch.setattr(ws, "copy", lambda name, *a: (copies.append(name), copy(name, *a)))
+    root_nodes = np.zeros(1, np.int32)
+
+    def searched(handle):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = reference.best_splits(hist.to_host(handle), mask, params)
+        got = evaluator.search(hist.view(handle), handle.n_nodes, mask, params, lambda: None)
+        for a, b in zip(_splits_of(got), _splits_of(want), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+    root = hist.build(root_nodes, rows.slots(root_nodes), transient=False)
+    pair = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))  # [R, R - R]
+    before = len(copies)
+    searched(pair)
+    assert copies[before:] == []  # the siblings' own buffer: no copy of the slots
+    hist.zeros(np.zeros(3, np.int32))  # a fill into the arena: the held buffer no longer stands for it
+    before = len(copies)
+    searched(pair)
+    assert copies[before:] == ["view_copies"]
+    swapped = hist.take(pair, np.array([1, 0]))  # a copy into the arena
+    searched(swapped)
+    again = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))
+    other = hist.take(again, np.array([1, 0]))  # [R - R, R] at new slots, then a written block elsewhere:
+    hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))
+    searched(other)  # ... the held buffer is the last block's, not other's
+    searched(again)
+    # a written block whose launch reads the region held before it: a child built into the arena, then its siblings
+    # (their block writes the buffer the child's block wrote): the child is read from a copy of the arena, not from
+    # the buffer being written (the second time round, with the arena and the buffers as large as they get)
+    for n in (100, 1):  # room in the arena, so that neither block moves it (which would end the hold anyway)
+        hist.zeros(np.zeros(n, np.int32))
+    r = hist.to_host(root)[0]
+    for _ in range(2):
+        version = ws.version
+        child = hist.build(root_nodes, rows.slots(root_nodes), transient=False)
+        before = len(copies)
+        both = hist.siblings(root, child)
+        assert copies[before:] == ["view_copies", "view_copies"]  # the child's view, then the siblings into place
+        np.testing.assert_array_equal(hist.to_host(both), np.stack([r, r - r]))
+        searched(both)
+    assert ws.version == version
+
+
 @pytest.mark.filterwarnings("ignore::mdhom.configs.TunedConfigWarning")  # the checker has no tuned file
 def test_a_view_too_small_for_its_output_is_refused_on_the_checker(oclgrind_device):
     """Oclgrind checks a sub-buffer's accesses against its parent only: on the checker each launch checks that its
