@@ -305,9 +305,21 @@ ${desc.accumulate}
 }
 % if desc.vector and desc.vector.fold is not None:
 #if VEC > 1
+% if desc.vector.carry is not None:
+/* What the fold carries from block to block (Vector.carry): zeroed where a work-item's accumulator starts. */
+typedef struct {
+${desc.vector.carry}
+} mdh_carry_t;
+
+% endif
 /* A whole block of VEC points along ${desc.vector.dim} from the point's own on (mdh_vn of them within the dimension)
  * into the accumulator at once, as folding their atoms one by one would. */
+% if desc.vector.carry is not None:
+${fold_inline} void mdh_fold_vec(atom_t* mdh_acc, ${point_params}, const idx_t mdh_vn, mdh_carry_t* mdh_carry,
+                                 MDH_FN_PARAMS) {
+% else:
 ${fold_inline} void mdh_fold_vec(atom_t* mdh_acc, ${point_params}, const idx_t mdh_vn, MDH_FN_PARAMS) {
+% endif
 #define acc (*mdh_acc)
     {
 ${desc.vector.fold}

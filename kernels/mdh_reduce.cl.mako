@@ -44,7 +44,9 @@ ${lane_loop(d)}\
 % if vec_dim and vec_dim not in concat_dims:
 #if VEC > 1
             if (mdh_vblock) {
-% if desc.vector.fold is not None:
+% if desc.vector.carry is not None:
+                mdh_fold_vec(&acc, ${point_args}, mdh_vn, &mdh_carry, MDH_FN_ARGS);
+% elif desc.vector.fold is not None:
                 mdh_fold_vec(&acc, ${point_args}, mdh_vn, MDH_FN_ARGS);
 % else:
                 atom_t mdh_v[VEC];
@@ -306,6 +308,12 @@ ${concat_vector_fold()}\
 % endif
     atom_t acc = mdh_neutral();
 % if desc.packed_pairs:
+#endif
+% endif
+% if desc.vector and desc.vector.carry is not None:
+#if VEC > 1
+    mdh_carry_t mdh_carry;  /* zeroed byte by byte: its members are the description's */
+    for (idx_t mdh_i = 0; mdh_i < (idx_t)sizeof(mdh_carry_t); ++mdh_i) ((uchar*)&mdh_carry)[mdh_i] = 0;
 #endif
 % endif
     if (active) {

@@ -643,6 +643,50 @@ def test_vector_form_equals_the_scalar_fold(device, reach):
                                               err_msg=f"{desc.name} {cfg}")
 
 
+def test_vector_fold_carries_its_sums_from_block_to_block(device):
+    """``Vector.carry``: what a fold keeps from one block of its walk to the next. Each row's argmax of its running
+    sums, the fold carrying the sum of the columns before its block (and which row and column that sum reaches), so it
+    adds each column once, not from the row's first on: the scalar function's answer under every width, over one and
+    several work-items and work-groups along the columns, whose blocks come to a work-item with gaps between them;
+    a carry without a fold is refused."""
+    rows, cols = 13, 101
+    x = np.random.default_rng(37).integers(-20, 21, (rows, cols)).astype(np.int32)
+    fold = """
+const long at = row * SIZE_col;
+if (mdh_carry->row != row + 1 || mdh_carry->col > col) {  /* another row, or a block behind the sum: start over */
+    mdh_carry->row = row + 1;
+    mdh_carry->col = 0;
+    mdh_carry->sum = 0;
+}
+for (; mdh_carry->col < col; ++mdh_carry->col) mdh_carry->sum += x[at + mdh_carry->col];
+long s = mdh_carry->sum;
+for (idx_t l = 0; l < mdh_vn; ++l) {
+    s += x[at + col + l];
+    atom_t a;
+    a.value = (double)s;
+    a.index = (int)(col + l);
+    acc = mdh_combine(acc, a);
+}"""
+    base = dict(name="vec_running", dims=["row", "col"], combine=[mdh.Concat(), mdh.Reduce(mdh.ARGMAX)],
+                atom=mdh.Struct("best_t", (("value", "double"), ("index", "int"))),
+                scalar="long s = 0;\nfor (idx_t c = 0; c <= col; ++c) s += x[row * SIZE_col + c];\n"
+                       "out.value = (double)s;\nout.index = (int)col;",
+                inputs=[mdh.Input("x", "int", ("*",), gather=True)])
+    carry = "long row;  /* 1 + the row summed */\nlong col;  /* the columns summed: 0 .. col - 1 */\nlong sum;"
+    desc = mdh.Description(**base, vector=mdh.Vector("col", reach="SIZE_col + 8", fold=fold, carry=carry))
+    assert "mdh_carry_t" in generate(desc) and "mdh_carry" not in generate(mdh.Description(**base))
+    want = np.cumsum(x, axis=1).argmax(axis=1)
+    sizes = {"row": rows, "col": cols}
+    for vec in (1, 2, 4, 8):
+        for wg, wi in ((1, 1), (3, 5), (2, 16)):
+            cfg = {"NUM_WG_row": 2, "NUM_WI_row": 1, "NUM_WG_col": wg, "NUM_WI_col": wi, "NUM_WI_COMBINE": 4,
+                   "VEC": vec}
+            got = mdh.Computation(desc, device, cfg)(sizes, x=x.reshape(-1))
+            np.testing.assert_array_equal(got["index"], want, err_msg=str(cfg))
+    with pytest.raises(mdh.DescriptionError, match="carry .* needs a fold"):
+        mdh.Description(**base, vector=mdh.Vector("col", "out[0] = 0;", carry=carry))
+
+
 def test_vector_form_is_declared_and_checked(device):
     """A vector form belongs to a reduced dimension of a description whose points load nothing of their own; its
     widths are VEC's values, a configuration without VEC (stored before the vector form existed) builds the device's

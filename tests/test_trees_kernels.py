@@ -258,11 +258,27 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
     assert "VEC" in vector.parameter_names()
     want = run(scalar, device, None, sizes, **args)
     assert np.isfinite(want["value"]).sum() >= n_nodes - 1
+    # the vector form sums the bins itself, and reads the scan for features whose cat_mode is not 0 (here the plain
+    # prefix sums: the same candidates either way)
+    cats = np.array([0, 1, 0, 0, 2], np.uint8)
     cfgs = [{**vector.default_config(device, sizes), "VEC": v} for v in (1, 2, 4, 8)]
     for cfg in cfgs + configs(vector, device, sizes, seed=62)[1:]:
-        got = run(vector, device, cfg, sizes, **args)
+        got = run(vector, device, cfg, sizes, **args, cat_mode=cats)
         assert got["value"].tobytes() == want["value"].tobytes(), cfg
         np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))
+    # the packed result after it, summed from the histogram (for cat_mode 0), has the scan's bits
+    plain, summed = sp.split_sums(n_bins, n_out, precision), sp.split_sums(n_bins, n_out, precision, summed=True)
+    stride, _, rstride = sp._best_layout(precision)
+    sums_sizes = {"node": n_nodes, "output": n_out}
+    both = dict(scan=("o", scan, None), hist=("o", hist, None), best=want.view(np.int32).reshape(n_nodes, stride),
+                best_value=("o", want.view(np.float64), None), n_feat=n_feat, **{k: v for k, v in args.items()
+                                                                                if k == "inv_scale"})
+    lr = run(plain, device, plain.default_config(device, sums_sizes), sums_sizes, **both)
+    for modes in (cats, np.zeros(n_feat, np.uint8)):
+        got = run(summed, device, summed.default_config(device, sums_sizes), sums_sizes, **both,
+                  cat_mode=("o", modes, None))
+        for name in lr.dtype.names:  # (not the records' padding)
+            assert got[name].tobytes() == lr[name].tobytes(), name
 
 
 def test_vector_forms_call_no_vector_builtins():

@@ -1,6 +1,8 @@
-/* The vector form of XGBoost's split gain (gain_xgboost.cl, built after it in the score kernel's vector form:
- * mdhom.components.split.split_score with vector=True): tree_gain_vec, the gains of VEC consecutive bins from `bin`
- * on in vector types (mdhom.components.lanes.vector_defines), each lane the bits tree_gain gives at its bin. */
+/* The vector form of XGBoost's split gain (gain_xgboost.cl, built after it and split_carry.cl in the score kernel's
+ * vector form: mdhom.components.split.split_score with vector=True): tree_gain_vec, the gains of VEC consecutive bins
+ * in vector types (mdhom.components.lanes.vector_defines) from their left sums and the feature's totals, each lane the
+ * bits tree_gain gives at its bin; and tree_gain_sums, one candidate's from the same sums (the form's scalar
+ * function). */
 #pragma OPENCL FP_CONTRACT OFF
 
 #if VEC > 1
@@ -22,36 +24,19 @@ inline tree_real_v tree_score_vec(const tree_real_v g, const tree_real_v h, cons
 #define TREE_REAL_VEC(q, k, c) convert_tree_real_v(q)
 #endif
 
-/* tree_gain of candidates (feat, bin .. bin + VEC - 1, dir): a node's and feature's totals and parent score once,
- * the left and right sums of VEC bins from one load of their prefix sums. */
+/* tree_gain of VEC candidates of one feature from their left sums (lgq, lhq: a vector per output) and the feature's
+ * totals (tgq, thq: per output): the same operations as tree_gain, lane by lane. */
 /* forced inline: PoCL calls it out of line otherwise (its pointers are not restrict: Oclgrind runs the inlined form) */
 __attribute__((always_inline)) inline tree_real_v tree_gain_vec(
-    __global const tree_hist_t* scan, __global const tree_hist_t* hist, const long node, const long n_feat,
-    const long feat, const int bin, const int dir, const tree_real_t lambda, const tree_real_t alpha,
-    const tree_real_t min_split_gain, const tree_real_t min_child_weight TREE_INV_DECL) {
-    if (dir == 1) {  /* as tree_gain: an empty missing bin leaves default-right nothing to win */
-        int missing = 0;
-        for (int k = 0; k < TREE_OUTPUTS; ++k) {
-            const long m = 2 * (((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS + TREE_BINS - 1);
-            missing |= (hist[m] != 0) | (hist[m + 1] != 0);
-        }
-        if (!missing) return (tree_real_v)(-INFINITY);
-    }
+    const tree_hist_v* lgq, const tree_hist_v* lhq, const tree_hist_t* tgq, const tree_hist_t* thq,
+    const tree_real_t lambda, const tree_real_t alpha, const tree_real_t min_split_gain,
+    const tree_real_t min_child_weight TREE_INV_DECL) {
     tree_real_v sl = 0, sr = 0, hl = 0, hr = 0;
     tree_real_t sp = 0;
     for (int k = 0; k < TREE_OUTPUTS; ++k) {
-        const long cell = ((node * n_feat + feat) * TREE_OUTPUTS + k) * TREE_BINS;
-        const tree_hist_t tgq = scan[2 * (cell + TREE_BINS - 1)];
-        const tree_hist_t thq = scan[2 * (cell + TREE_BINS - 1) + 1];
-        const tree_hist_v2 pairs = vload_tree_hist_v2(scan + 2 * (cell + bin));
-        tree_hist_v lgq = pairs.even, lhq = pairs.odd;
-        if (dir == 0) {  /* the missing bin goes left (tree_left_sums) */
-            lgq = lgq + hist[2 * (cell + TREE_BINS - 1)];
-            lhq = lhq + hist[2 * (cell + TREE_BINS - 1) + 1];
-        }
-        const tree_real_t tg = TREE_REAL_OF(tgq, k, 0), th = TREE_REAL_OF(thq, k, 1);
-        const tree_real_v lg = TREE_REAL_VEC(lgq, k, 0), lh = TREE_REAL_VEC(lhq, k, 1);
-        const tree_real_v rg = TREE_REAL_VEC(tgq - lgq, k, 0), rh = TREE_REAL_VEC(thq - lhq, k, 1);
+        const tree_real_t tg = TREE_REAL_OF(tgq[k], k, 0), th = TREE_REAL_OF(thq[k], k, 1);
+        const tree_real_v lg = TREE_REAL_VEC(lgq[k], k, 0), lh = TREE_REAL_VEC(lhq[k], k, 1);
+        const tree_real_v rg = TREE_REAL_VEC(tgq[k] - lgq[k], k, 0), rh = TREE_REAL_VEC(thq[k] - lhq[k], k, 1);
         if (k == 0) {
             sl = tree_score_vec(lg, lh, lambda, alpha);
             sr = tree_score_vec(rg, rh, lambda, alpha);
@@ -72,3 +57,25 @@ __attribute__((always_inline)) inline tree_real_v tree_gain_vec(
                ? gain : (tree_real_v)(-INFINITY);
 }
 #endif
+
+/* tree_gain of one candidate from its left sums and its feature's totals per output (the vector form's scalar
+ * function, VEC=1): tree_gain's operations, which read them from the scan instead (the GPUs' build, whose tuned
+ * configurations hash that file's text: it stays as it is). */
+inline tree_real_t tree_gain_sums(const tree_hist_t* lgq, const tree_hist_t* lhq, const tree_hist_t* tgq,
+                                  const tree_hist_t* thq, const tree_real_t lambda, const tree_real_t alpha,
+                                  const tree_real_t min_split_gain, const tree_real_t min_child_weight TREE_INV_DECL) {
+    tree_real_t sl = 0, sr = 0, sp = 0, hl = 0, hr = 0;
+    for (int k = 0; k < TREE_OUTPUTS; ++k) {
+        const tree_real_t tg = TREE_REAL_OF(tgq[k], k, 0), th = TREE_REAL_OF(thq[k], k, 1);
+        const tree_real_t lg = TREE_REAL_OF(lgq[k], k, 0), lh = TREE_REAL_OF(lhq[k], k, 1);
+        const tree_real_t rg = TREE_REAL_OF(tgq[k] - lgq[k], k, 0), rh = TREE_REAL_OF(thq[k] - lhq[k], k, 1);
+        sl = (k == 0) ? tree_score(lg, lh, lambda, alpha) : sl + tree_score(lg, lh, lambda, alpha);
+        sr = (k == 0) ? tree_score(rg, rh, lambda, alpha) : sr + tree_score(rg, rh, lambda, alpha);
+        sp = (k == 0) ? tree_score(tg, th, lambda, alpha) : sp + tree_score(tg, th, lambda, alpha);
+        hl = (k == 0) ? lh : hl + lh;
+        hr = (k == 0) ? rh : hr + rh;
+    }
+    if (!(hl >= min_child_weight && hr >= min_child_weight)) return -INFINITY;
+    const tree_real_t gain = (tree_real_t)0.5 * ((sl + sr) - sp) - min_split_gain;
+    return isfinite(gain) ? gain : -INFINITY;
+}

@@ -213,23 +213,44 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     ``vector`` (a gain with a vector form; what CPUs build, :func:`mdhom.components.lanes.vector_forms`): scores
     ``VEC`` bins at once (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6
     ms in a hand-written trial of the same arithmetic), where the reals are doubles: OpenCL lets a float division
-    be 2.5 ulp off, and the H200's vector float division gave other last bits than its scalar one. GPUs build the
-    description without it, which is the kernel their tuned configurations were tuned for.
+    be 2.5 ulp off, and the H200's vector float division gave other last bits than its scalar one. The vector form
+    sums a feature's bins itself as it walks them (the fold's carry, ``kernels/trees/split_carry.cl``), so a numeric
+    fit launches no scan before it: the scan wrote a node's histogram again as prefix sums for the score to read
+    back, a memory pass as long as the score's own on a CPU. It reads ``scan`` only for the features whose
+    ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it, which is
+    the kernel their tuned configurations were tuned for.
     """
     gain = gain or XGBOOST_GAIN
     hc = hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     r = real_ctype(precision)
     args = "".join(f", {p}" for p in gain.params)
-    form = None
+    inputs = [Input("scan", hc, ("node", "feat", k, b, 2), gather=True),
+              Input("hist", hc, ("node", "feat", k, b, 2), gather=True),
+              Input("feature_mask", "uchar", ("feat",), gather=True)]
     if vector and gain.vector_code and r == "double":  # single: float division may round either way (below)
-        gains = f"""
-const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
-tree_real_v mdh_g = (tree_real_v)(-INFINITY);
-if (feature_mask[feat]) mdh_g = tree_gain_vec(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir{args} TREE_INV_ARG);
-tree_real_t mdh_gains[VEC];"""
-        form = Vector("bin", reach="SIZE_bin + 2",  # a block may reach the last bin of the cell (the missing bin)
-                      fold=gains + _ARGMAX_BLOCK)
+        return Description(
+            gain.kernel_name, ["node", "feat", "bin", "dir"],
+            [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)], split_type(precision),
+            scalar=f"""out.index = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
+out.value = -INFINITY;
+if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, feat))) {{
+    tree_hist_t lg[TREE_OUTPUTS], lh[TREE_OUTPUTS], tg[TREE_OUTPUTS], th[TREE_OUTPUTS];
+    for (int k = 0; k < TREE_OUTPUTS; ++k)
+        tree_candidate_sums(scan, hist, cat_mode[feat] != 0, tree_cell(node, SIZE_feat, feat, k), (int)bin, (int)dir,
+                            &lg[k], &lh[k], &tg[k], &th[k]);
+    out.value = tree_gain_sums(lg, lh, tg, th{args} TREE_INV_ARG);
+}}""",
+            inputs=inputs + [Input("cat_mode", "uchar", ("feat",), gather=True)] + _inv_input(precision),
+            params=[Param(p, r) for p in gain.params],
+            preamble=defines(precision, b, k) + vector_defines(precision) + snippet("split.cl")
+            + snippet("split_carry.cl") + gain.code + gain.vector_code + _ARGMAX_MAX,
+            # every block in vector form (the fold folds a partial block's first mdh_vn lanes), the bins' running
+            # sums carried from block to block
+            vector=Vector("bin", reach="SIZE_bin + 8", fold=_CARRIED_GAINS.replace("ARGS", args) + _ARGMAX_BLOCK,
+                          carry=_CARRY),
+            inline_fold=True,
+        )
     return Description(
         gain.kernel_name, ["node", "feat", "bin", "dir"], [Concat(), Reduce(ARGMAX), Reduce(ARGMAX), Reduce(ARGMAX)],
         split_type(precision),
@@ -237,15 +258,67 @@ tree_real_t mdh_gains[VEC];"""
                "out.value = -INFINITY;\n"
                "if (feature_mask[feat]) out.value = tree_gain(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir"
                f"{args} TREE_INV_ARG);",
-        inputs=[
-            Input("scan", hc, ("node", "feat", k, b, 2), gather=True),
-            Input("hist", hc, ("node", "feat", k, b, 2), gather=True),
-            Input("feature_mask", "uchar", ("feat",), gather=True),
-        ] + _inv_input(precision),
+        inputs=inputs + _inv_input(precision),
         params=[Param(p, r) for p in gain.params],
-        preamble=defines(precision, b, k) + (vector_defines(precision) if form else "") + snippet("split.cl")
-        + gain.code + (gain.vector_code + _ARGMAX_MAX if form else ""), vector=form, inline_fold=form is not None,
+        preamble=defines(precision, b, k) + snippet("split.cl") + gain.code,
     )
+
+
+# The vector form's carry: the running sums of a (node, feature)'s bins before the block, and the feature's totals
+_CARRY = """    long key;                                        /* 1 + the (node, feature) summed below; 0: none yet */
+    int at;                                          /* the bins summed in g and h: 0 .. at - 1 */
+    int blk;                                         /* 1 + the first bin of the block in lg and lh; 0: none */
+    tree_hist_t g[TREE_OUTPUTS], h[TREE_OUTPUTS];    /* the sums of bins 0 .. at - 1 */
+    tree_hist_t tg[TREE_OUTPUTS], th[TREE_OUTPUTS];  /* the sums of all the feature's bins */
+    tree_hist_v lg[TREE_OUTPUTS], lh[TREE_OUTPUTS];  /* the block's running sums (its default-left candidates less
+                                                        the missing bin) */"""
+# The vector form's gains of a block: its candidates' left sums from the carried sums (a block's both directions from
+# one summing of its bins), or from the categorical scan for a sorted feature (cat_mode), and the gain of each lane
+# (-inf where the feature is masked, or where default-right has an empty missing bin); a walk handed a block behind
+# the carried ones (another (node, feature), or blocks out of order) sums from bin 0 again
+_CARRIED_GAINS = """
+const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
+tree_real_v mdh_g = (tree_real_v)(-INFINITY);
+if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, feat))) {
+    tree_hist_v mdh_lg[TREE_OUTPUTS], mdh_lh[TREE_OUTPUTS];
+    if (cat_mode[feat] != 0) {
+        tree_hist_t mdh_tg[TREE_OUTPUTS], mdh_th[TREE_OUTPUTS];
+        for (int k = 0; k < TREE_OUTPUTS; ++k) {
+            const long cell = tree_cell(node, SIZE_feat, feat, k);
+            tree_block_sums_scan(scan, hist, cell, (int)bin, (int)mdh_vn, (int)dir, &mdh_lg[k], &mdh_lh[k]);
+            mdh_tg[k] = scan[2 * (cell + TREE_BINS - 1)];
+            mdh_th[k] = scan[2 * (cell + TREE_BINS - 1) + 1];
+        }
+        mdh_g = tree_gain_vec(mdh_lg, mdh_lh, mdh_tg, mdh_th ARGS TREE_INV_ARG);
+    } else {
+        const long mdh_key = 1 + (long)node * SIZE_feat + feat;
+        if (mdh_carry->key != mdh_key || ((int)bin < mdh_carry->at && mdh_carry->blk != (int)bin + 1)) {
+            mdh_carry->key = mdh_key;
+            mdh_carry->at = 0;
+            mdh_carry->blk = 0;
+            for (int k = 0; k < TREE_OUTPUTS; ++k)
+                tree_sum_bins(hist, tree_cell(node, SIZE_feat, feat, k), 0, TREE_BINS, &mdh_carry->tg[k],
+                              &mdh_carry->th[k]);
+        }
+        if (mdh_carry->blk != (int)bin + 1) {
+            for (int k = 0; k < TREE_OUTPUTS; ++k) {
+                const long cell = tree_cell(node, SIZE_feat, feat, k);
+                tree_sum_bins(hist, cell, mdh_carry->at, (int)bin, &mdh_carry->g[k], &mdh_carry->h[k]);
+                tree_block_lanes(hist, cell, (int)bin, (int)mdh_vn, &mdh_carry->g[k], &mdh_carry->h[k],
+                                 &mdh_carry->lg[k], &mdh_carry->lh[k]);
+            }
+            mdh_carry->at = (int)(bin + mdh_vn);
+            mdh_carry->blk = (int)bin + 1;
+        }
+        for (int k = 0; k < TREE_OUTPUTS; ++k) {
+            const long m = 2 * (tree_cell(node, SIZE_feat, feat, k) + TREE_BINS - 1);
+            mdh_lg[k] = (dir == 0) ? mdh_carry->lg[k] + hist[m] : mdh_carry->lg[k];  /* the missing bin goes left */
+            mdh_lh[k] = (dir == 0) ? mdh_carry->lh[k] + hist[m + 1] : mdh_carry->lh[k];
+        }
+        mdh_g = tree_gain_vec(mdh_lg, mdh_lh, mdh_carry->tg, mdh_carry->th ARGS TREE_INV_ARG);
+    }
+}
+tree_real_t mdh_gains[VEC];"""
 
 
 # The largest of two lanes, and of a vector's, a NaN lane losing as the combine lets it (of +0 and -0 either).
@@ -303,20 +376,42 @@ def result_type(precision: str) -> Struct:
 
 
 @lru_cache(maxsize=32)
-def split_sums(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
+def split_sums(n_bins: int, n_outputs: int, precision: str = "double", summed: bool = False) -> Description:
     """The packed result of a split search per (node, output): gain and index of the node's best split
     (repeated over outputs), its left and right (g, h), and the node's total (g, h) (the prefix sum of
-    feature 0 over all bins). One read of this array is the only sync of a split step."""
+    feature 0 over all bins). One read of this array is the only sync of a split step. ``summed``: after the score's
+    vector form, which no scan precedes in numeric fits: the sums are the histogram's bins added up here (the same
+    bits), the scan read only for features whose ``cat_mode`` is not 0."""
     r, hc = real_ctype(precision), hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     stride, offset, rstride = _best_layout(precision)
-    return Description(
-        "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
-        scalar=f"""
+    head = f"""
 const int idx = best[node * {stride} + {offset}];
 const int n_cand = TREE_BINS - 2;
 const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
-const tree_hist_t tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
+"""
+    if summed:
+        body = """tree_hist_t tg0 = 0, th0 = 0, lg, lh, tg, th;
+if (cat_mode[0] != 0) {
+    tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
+    th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+} else {
+    tree_sum_bins(hist, cell0, 0, TREE_BINS, &tg0, &th0);
+}
+out.tg = TREE_REAL_OF(tg0, output, 0);
+out.th = TREE_REAL_OF(th0, output, 1);
+out.gain = best_value[node * RSTRIDE];
+out.index = idx;
+out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
+if (idx >= 0 && idx < n_feat * n_cand * 2) {
+    const int feat = idx / (2 * n_cand);
+    const long cell = (((long)node * n_feat + feat) * TREE_OUTPUTS + output) * TREE_BINS;
+    tree_candidate_sums(scan, hist, cat_mode[feat] != 0, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh, &tg, &th);
+    out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
+    out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
+}""".replace("RSTRIDE", str(rstride))
+    else:
+        body = f"""const tree_hist_t tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
 const tree_hist_t th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
 out.tg = TREE_REAL_OF(tg0, output, 0);
 out.th = TREE_REAL_OF(th0, output, 1);
@@ -331,15 +426,18 @@ if (idx >= 0 && idx < n_feat * n_cand * 2) {{
     const tree_hist_t th = scan[2 * (cell + TREE_BINS - 1) + 1];
     out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
     out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
-}}""",
+}}"""
+    return Description(
+        "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
+        scalar=head + body,
         inputs=[
             Input("scan", hc, (1,), gather=True),
             Input("hist", hc, (1,), gather=True),
             Input("best", "int", ("node", stride), gather=True),
             Input("best_value", r, (1,), gather=True),
-        ] + _inv_input(precision),
+        ] + ([Input("cat_mode", "uchar", (1,), gather=True)] if summed else []) + _inv_input(precision),
         params=[Param("n_feat", "int")],
-        preamble=defines(precision, b, k) + snippet("split.cl"),
+        preamble=defines(precision, b, k) + snippet("split.cl") + (snippet("split_carry.cl") if summed else ""),
     )
 
 
@@ -421,6 +519,8 @@ def _score_inputs(s, rng):
     hist = np.stack([g, h], axis=-1)
     mask = np.ones(f, np.uint8)
     params = {"reg_lambda": 1.0, "reg_alpha": 0.0, "min_split_gain": 0.0, "min_child_weight": 1.0}
+    if s.get("vector"):  # a numeric fit's: every feature's bins summed in the kernel (the scan is not read)
+        params["cat_mode"] = np.zeros(f, np.uint8)
     if s.get("quantized"):  # integer sums, read as reals through 2^-k per (output, g|h)
         hist = hist.astype(np.int32)
         inv = np.ldexp(1.0, -np.array([[2, 1]] * k)).reshape(-1)

@@ -39,7 +39,9 @@ class SplitEvaluator:
         self.ws, self.gain = ws, gain
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
         self.d_score = split_score(b, k, p, gain, vector=vector_forms(ws.device))
-        self.d_sums = split_sums(b, k, p)
+        # the score's vector form sums the bins itself: a numeric fit's search launches no scan before it
+        self.summed = self.d_score.vector is not None
+        self.d_sums = split_sums(b, k, p, summed=self.summed)
         self.res_dtype = result_type(p).dtype
         self.best_dtype = split_type(p).dtype
         self.categorical = ws.cat_mode is not None
@@ -50,10 +52,12 @@ class SplitEvaluator:
         # the split search runs for one split's two children and for whole batches: a build for each regime. The
         # histograms are read where they are: every launch is given their buffer (a view of the histogram builder's
         # arena), the kernels bound to the arena until the first
+        if self.categorical or self.summed:  # (a numeric fit's are all 0: every feature's bins summed in order)
+            ws.ensure("cat_mode", f)
+            ws.put("cat_mode", ws["cat_mode"], ws.cat_mode if self.categorical else np.zeros(f), np.uint8)
+        cats = (lambda: {"cat_mode": ws["cat_mode"]}) if self.summed else dict
         if self.categorical:
             self.d_scan = split_scan_cat(b, p)
-            ws.ensure("cat_mode", f)
-            ws.put("cat_mode", ws["cat_mode"], ws.cat_mode, np.uint8)
             scan = [ws.build(CAT_SCAN, self.d_scan, {"node": n, "feat": f, "output": k, "bin": b, "bin2": b}, role=r)
                     for n, r in ((1, ""), (LEVEL_NODES, "levels"))]
             self.k_scan = [Bound(ws, c, lambda: (ws["scan"], dict(hist=ws["arena"], cat_mode=ws["cat_mode"],
@@ -73,11 +77,12 @@ class SplitEvaluator:
 
             def score_buffers():  # noqa: ANN202
                 return ws["best"], dict(scan=ws["scan"], hist=ws["arena"], feature_mask=ws["feature_mask"],
-                                        **inv())
+                                        **cats(), **inv())
 
             self.k_score = [Bound(ws, c, score_buffers) for c in score]
             self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["arena"],
-                                                                   best=ws["best"], best_value=ws["best"], **inv())))
+                                                                   best=ws["best"], best_value=ws["best"], **cats(),
+                                                                   **inv())))
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
@@ -144,7 +149,8 @@ class SplitEvaluator:
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
         view = {"hist": hist}
-        ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, view, **smooth))
+        if b <= 2 or self.categorical or not self.summed:  # (no candidates: the totals are read from the scan)
+            ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, view, **smooth))
         if b <= 2:
             if then is not None:
                 then()

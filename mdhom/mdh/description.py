@@ -348,6 +348,9 @@ class Description(Configurable):
         if (vec.scalar is None) == (vec.fold is None):
             raise DescriptionError(f"{self.name}: a vector form is its block's atoms (`scalar`) or, along a reduced "
                                    "dimension, its block folded at once (`fold`): one of the two")
+        if vec.carry is not None and vec.fold is None:
+            raise DescriptionError(f"{self.name}: a vector form's carry is what its fold keeps from block to block: "
+                                   "it needs a fold")
         if not vec.widths or any(w not in (2, 4, 8) for w in vec.widths):
             raise DescriptionError(f"{self.name}: vector widths must be among 2, 4 and 8 (OpenCL loads 2 x 8 "
                                    f"lanes at most), got {vec.widths}")

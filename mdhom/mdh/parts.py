@@ -181,13 +181,22 @@ class Vector:
     within the dimension, the rest are not folded), with the bits the one-by-one fold gives. A reduction whose atoms are
     structs otherwise writes every point's atom and combines it alone (the split search's argmax: a gain, an
     index and a compare a candidate), where a block's best can be found in vector registers and combined once.
-    A vector form has one of ``scalar`` and ``fold``: with a fold the block's atoms are never written."""
+    A vector form has one of ``scalar`` and ``fold``: with a fold the block's atoms are never written.
+
+    ``carry``, with ``fold``: OpenCL C member declarations of a struct ``mdh_carry_t`` that the fold keeps from block
+    to block (``mdh_carry``, a pointer to the work-item's): zeroed where the work-item's accumulator starts (each output
+    point), so it carries what one block's fold worked out to the next, such as the running prefix sums of the blocks
+    before (the split score reads a node's histograms and sums its bins as it walks them, instead of a scan kernel's
+    output written and read back). A configuration may hand a work-item blocks out of order (several work-items along
+    the dimensions, and the dimensions' order), so the fold checks what it carried still applies and starts over
+    where not."""
 
     dim: str
     scalar: str | None = None
     widths: tuple[int, ...] = (2, 4, 8)
     reach: str | None = None
     fold: str | None = None
+    carry: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "widths", tuple(sorted({int(w) for w in self.widths})))
