@@ -22,6 +22,9 @@ __attribute__((always_inline)) inline void tree_sum_bins(__global const tree_his
         from = 1;
     }
     tree_hist_t sg = *g, sh = *h;
+    /* in bin order: Intel's CPU compiler otherwise vectorizes the sum of doubles in another order (another last bit
+     * at 64 and 256 bins) */
+#pragma clang loop vectorize(disable) interleave(disable)
     for (int b = from; b < to; ++b) {
         sg = sg + hist[2 * (cell + b)];
         sh = sh + hist[2 * (cell + b) + 1];

@@ -8,7 +8,9 @@ another learner (rules) plugs in its own head quality with the same scan, argmax
 
 The argmax index ``(feat * n_cand + bin) * 2 + dir`` orders candidates as the tie rule of
 :mod:`mdhom.trees.backend` does, and ARGMAX keeps the lower index on equal values, so the winner does not
-depend on the order of combination. Exact mode pins the scan to one lane along ``bin`` (np.cumsum's order).
+depend on the order of combination. Exact mode pins the scan to one lane along ``bin`` (np.cumsum's order). The
+score's CPU form sums the bins itself in that order (``kernels/trees/split_carry.cl``): numeric fits on CPUs launch no
+scan.
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
