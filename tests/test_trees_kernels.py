@@ -411,9 +411,14 @@ def test_tunables_match_their_references(device):
                  "tree_gradients_softmax", "tree_score_update", "tree_partition_flags", "tree_group_counts",
                  "tree_predict_forest"):
         kern = tunable.registered()[name]
-        # and the default max_bin's code where it fits the device (a GPU's 256-bin whole rows need feature groups)
-        wide = [c for c in kern.size_classes if c.endswith("_bins256") and _fits(kern, kern.size_classes[c], device)]
-        for cls in [next(iter(kern.classes(quick=True)))] + sorted(wide, key=kern.points)[:1]:
+        # the first quick class and the default max_bin's code that build on the device (a GPU's 256-bin whole rows
+        # need feature groups: the whole-row histogram's quick class is one of them)
+        fit = [c for c in kern.size_classes if _fits(kern, kern.size_classes[c], device)]
+        quick = [c for c in kern.classes(quick=True) if c in fit][:1] or sorted(
+            (c for c in fit if not c.endswith("_bins256")), key=kern.points)[:1]
+        wide = [c for c in fit if c.endswith("_bins256")]
+        assert quick, (name, "no size class builds on", device.key)
+        for cls in quick + sorted(wide, key=kern.points)[:1]:
             sizes = kern.size_classes[cls]
             sizes = dict(sizes, pos=min(sizes.get("pos", 1), 4099)) if "pos" in sizes else sizes
             inputs = kern.make_inputs(sizes, rng)
