@@ -21,10 +21,14 @@ __attribute__((always_inline)) inline void tree_sum_bins(__global const tree_his
         *h = hist[2 * cell + 1];
         from = 1;
     }
-    tree_hist_t sg = *g, sh = *h;
-    /* in bin order: Intel's CPU compiler otherwise vectorizes the sum of doubles in another order (another last bit
-     * at 64 and 256 bins) */
-#pragma clang loop vectorize(disable) interleave(disable)
+#if TREE_QUANTIZED
+    tree_hist_t sg = *g, sh = *h;  /* integers: any order gives the same sums */
+#else
+    /* in bin order: Intel's CPU compiler vectorizes a sum of doubles into another order where a launch is too small for
+     * its work-item vectors (fewer than 16 nodes: other last bits, a model file unlike numpy's), a loop pragma
+     * notwithstanding; every partial sum stored makes it add them one by one */
+    volatile tree_hist_t sg = *g, sh = *h;
+#endif
     for (int b = from; b < to; ++b) {
         sg = sg + hist[2 * (cell + b)];
         sh = sh + hist[2 * (cell + b) + 1];
