@@ -273,7 +273,7 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
         np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))
     # the packed result after it, summed from the histogram (for cat_mode 0), has the scan's bits
     plain, summed = sp.split_sums(n_bins, n_out, precision), sp.split_sums(n_bins, n_out, precision, summed=True)
-    stride, _, rstride = sp._best_layout(precision)
+    stride = sp._best_layout(precision)[0]
     sums_sizes = {"node": n_nodes, "output": n_out}
     both = dict(scan=("o", scan, None), hist=("o", hist, None), best=want.view(np.int32).reshape(n_nodes, stride),
                 best_value=("o", want.view(np.float64), None), n_feat=n_feat, **{k: v for k, v in args.items()

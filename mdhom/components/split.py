@@ -387,51 +387,34 @@ def split_sums(n_bins: int, n_outputs: int, precision: str = "double", summed: b
     r, hc = real_ctype(precision), hist_ctype(precision)
     k, b = int(n_outputs), int(n_bins)
     stride, offset, rstride = _best_layout(precision)
-    head = f"""
+    if summed:  # the histogram's bins added up here (a sorted feature's sums from its scan): feature 0's totals too
+        totals = "tree_candidate_sums(scan, hist, cat_mode[0] != 0, cell0, 0, 1, &lg, &lh, &tg0, &th0);"
+        sums = "tree_candidate_sums(scan, hist, cat_mode[feat] != 0, cell, bin, dir, &lg, &lh, &tg, &th);"
+    else:
+        totals = "tg0 = scan[2 * (cell0 + TREE_BINS - 1)];\nth0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];"
+        sums = ("tree_left_sums(scan, hist, cell, bin, dir, &lg, &lh);\n"
+                "    tg = scan[2 * (cell + TREE_BINS - 1)];\n    th = scan[2 * (cell + TREE_BINS - 1) + 1];")
+    body = f"""
 const int idx = best[node * {stride} + {offset}];
 const int n_cand = TREE_BINS - 2;
 const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
-"""
-    if summed:
-        body = """tree_hist_t tg0 = 0, th0 = 0, lg, lh, tg, th;
-if (cat_mode[0] != 0) {
-    tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
-    th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
-} else {
-    tree_sum_bins(hist, cell0, 0, TREE_BINS, &tg0, &th0);
-}
-out.tg = TREE_REAL_OF(tg0, output, 0);
-out.th = TREE_REAL_OF(th0, output, 1);
-out.gain = best_value[node * RSTRIDE];
-out.index = idx;
-out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
-if (idx >= 0 && idx < n_feat * n_cand * 2) {
-    const int feat = idx / (2 * n_cand);
-    const long cell = (((long)node * n_feat + feat) * TREE_OUTPUTS + output) * TREE_BINS;
-    tree_candidate_sums(scan, hist, cat_mode[feat] != 0, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh, &tg, &th);
-    out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
-    out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
-}""".replace("RSTRIDE", str(rstride))
-    else:
-        body = f"""const tree_hist_t tg0 = scan[2 * (cell0 + TREE_BINS - 1)];
-const tree_hist_t th0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];
+tree_hist_t tg0, th0, lg, lh, tg, th;
+{totals}
 out.tg = TREE_REAL_OF(tg0, output, 0);
 out.th = TREE_REAL_OF(th0, output, 1);
 out.gain = best_value[node * {rstride}];
 out.index = idx;
 out.lg = 0; out.lh = 0; out.rg = 0; out.rh = 0;
 if (idx >= 0 && idx < n_feat * n_cand * 2) {{
-    const long cell = (((long)node * n_feat + idx / (2 * n_cand)) * TREE_OUTPUTS + output) * TREE_BINS;
-    tree_hist_t lg, lh;
-    tree_left_sums(scan, hist, cell, (idx / 2) % n_cand, idx % 2, &lg, &lh);
-    const tree_hist_t tg = scan[2 * (cell + TREE_BINS - 1)];
-    const tree_hist_t th = scan[2 * (cell + TREE_BINS - 1) + 1];
+    const int feat = idx / (2 * n_cand), bin = (idx / 2) % n_cand, dir = idx % 2;
+    const long cell = (((long)node * n_feat + feat) * TREE_OUTPUTS + output) * TREE_BINS;
+    {sums}
     out.lg = TREE_REAL_OF(lg, output, 0); out.lh = TREE_REAL_OF(lh, output, 1);
     out.rg = TREE_REAL_OF(tg - lg, output, 0); out.rh = TREE_REAL_OF(th - lh, output, 1);
 }}"""
     return Description(
         "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
-        scalar=head + body,
+        scalar=body,
         inputs=[
             Input("scan", hc, (1,), gather=True),
             Input("hist", hc, (1,), gather=True),
