@@ -234,10 +234,21 @@ ${operator_source}
 #define MDH_FN_ARGS ${fn_args}
 
 /* The scalar function f: one point of the index space to one atom${" and, scattering, where it lands" if desc.scatter else ""}. */
+% if desc.inline_scalar:
+/* INLINE=1 forces the scalar function inline: PoCL leaves a large one a call per point. */
+#ifndef INLINE
+#define INLINE 0
+#endif
+#if INLINE
+#define MDH_SCALAR_INLINE __attribute__((always_inline)) inline
+#else
+#define MDH_SCALAR_INLINE inline
+#endif
+% endif
 % if desc.scatter:
-inline atom_t mdh_scalar(idx_t* mdh_at, ${point_params}, MDH_FN_PARAMS) {
+${scalar_inline} atom_t mdh_scalar(idx_t* mdh_at, ${point_params}, MDH_FN_PARAMS) {
 % else:
-inline atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
+${scalar_inline} atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
 % endif
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];

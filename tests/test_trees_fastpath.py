@@ -724,6 +724,52 @@ def test_profiled_histogram_bytes_are_the_rows_it_reads(device, whole_rows):
     assert kern.kernel_bytes[name] == (3000 + left) * row
 
 
+@pytest.mark.parametrize("layout", [{}, {"row_index": True}, {"blocks": 0}], ids=["moved", "row-index", "per-row"])
+def test_a_trees_last_step_moves_no_row(device, layout):
+    """A tree's last split step (``final``: its children are leaves) launches no partition: the leaves' pass takes
+    each row's child from its bin and the step's split table, and the rows land in the reference's leaves. Asked for
+    a leaf's rows, the partition runs after all, and the ranges are the reference's; a later step (a loss-guided
+    batch after one whose children may not split) first partitions the one left out, since its table is about to be
+    overwritten, and the rows still land where the reference puts them."""
+    X, g, h = _data(17, 3000, 5)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    ref, dev = NumpyKernels("quantized"), ob.OpenCLTreeKernels(device, precision="quantized", **layout)
+    launched = []
+    for b in (ref, dev):
+        b.load(bins, m.n_bins, 1)
+        b.set_gradients(g, h)
+    record = dev.ws.record
+    dev.ws.record = lambda name, *a, **k: launched.append(name) or record(name, *a, **k)
+    root = [b.best_splits(b.histograms(np.array([0], np.int32)), np.ones(5, bool), PARAMS) for b in (ref, dev)]
+    s = root[0]
+    assert np.isfinite(s.gain[0]) and s.feature[0] == root[1].feature[0] and s.bin[0] == root[1].bin[0]
+    for b in (ref, dev):
+        b.apply_splits(np.array([0], np.int32), s.feature[:1], s.bin[:1], s.default_left[:1],
+                       np.array([1], np.int32), np.array([2], np.int32))
+    kids = [b.best_splits(b.histograms(np.array([1, 2], np.int32)), np.ones(5, bool), PARAMS) for b in (ref, dev)]
+    k = kids[0]
+    np.testing.assert_array_equal(k.feature, kids[1].feature)
+    assert np.isfinite(k.gain).all()
+
+    def split(i: int, lo: int) -> None:  # node 1 + i by its best split into lo, lo + 1: the children are leaves
+        for b in (ref, dev):
+            b.apply_splits(np.array([1 + i], np.int32), k.feature[i:i + 1], k.bin[i:i + 1], k.default_left[i:i + 1],
+                           np.array([lo], np.int32), np.array([lo + 1], np.int32), final=True)
+
+    split(0, 3)
+    before = launched.count("tree_partition")
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    assert launched.count("tree_partition") == before and "tree_leaf_rows" in launched
+    assert len(set(dev.row_nodes()[ref.row_nodes() == 3].tolist())) == 1 and (ref.row_nodes() == 4).any()
+    split(1, 5)  # the last step's partition first, then this one's (left out in turn)
+    assert launched.count("tree_partition") == before + 1
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    for node in range(3, 7):
+        np.testing.assert_array_equal(dev.node_rows(node), np.flatnonzero(ref.row_nodes() == node))
+    assert launched.count("tree_partition") == before + 2
+
+
 @pytest.mark.parametrize("categorical", [False, True])
 def test_write_splits_writes_what_split_would(categorical):
     """NodeTable.write_splits (a loss-guided walk's splits at the tree's end, parents among the nodes it makes) leaves

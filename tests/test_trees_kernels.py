@@ -497,21 +497,27 @@ def test_score_update_and_predict_bins(device, feature_major):
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
 
-def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None):
-    """tree_leaf_rows' table from its records' columns (``split`` and ``right`` None: leaves only)."""
+def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None, rule=None):
+    """tree_leaf_rows' table from its records' columns (``split``, ``rule`` and ``right`` None: leaves only)."""
     rec = np.full((np.size(begin), pt.LEAF_INTS), -1, np.int64)
-    rec[:, 0], rec[:, 1], rec[:, 2] = begin, node, region
-    if split is not None:
-        rec[:, 3], rec[:, 4] = split, right
+    cols = dict(begin=begin, node=node, region=region, split=split, right=right, rule=rule)
+    for i, name in enumerate(tb.LEAF_RECORD.dtype.names):
+        if cols[name] is not None:
+            rec[:, i] = cols[name]
     return pt.leaf_records_table(rec, n_rows, shift)
 
 
-def test_leaf_rows(device):
+@pytest.mark.parametrize("layout", ["moved", "moved-fm", "row-index", "row-index-fm"])
+def test_leaf_rows(device, layout):
     """Every row's node from the nodes' position ranges, each in any of the three regions of the positions, written
     through the output view ridx[region + pos]; some ranges are a split's two children, cut at the left count the
-    kernel reads on the device (the last partition's, not yet on the host)."""
+    kernel reads on the device (the last partition's, not yet on the host); others a split no partition ran for
+    (a tree's last step), each row's child decided from its bin by the split's record, numeric or categorical, the
+    missing bin by the default direction: bins in position order (rows moved with the row order) or row order
+    through the row index, rows x features or features x rows, as the partition reads them."""
     rng = np.random.default_rng(41)
-    n = 3001
+    n, n_feat, n_bins = 3001, 5, 17
+    row_index, feature_major = layout.startswith("row-index"), layout.endswith("-fm")
     begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
     ends = np.append(begin[1:], n)
     region = (rng.integers(0, 3, 50) * n).astype(np.int32)
@@ -527,20 +533,52 @@ def test_leaf_rows(device):
     n_left = np.full(50, 10**6, np.int32)
     cut = begin + np.array([rng.integers(0, e - b + 1) for b, e in zip(begin, ends, strict=True)])
     n_left[split[split >= 0]] = (cut - begin)[split >= 0]
-    tab, shift = _leaf_table(begin, node, region, n, split=split, right=right)
+    # and every third a split no partition ran for: record rule[i] of the split table, one of them categorical
+    ruled = np.flatnonzero(np.arange(50) % 3 == 2)
+    rule = np.full(50, -1, np.int32)
+    rule[ruled] = rng.permutation(ruled.size)
+    recs = tb.split_table(ruled.size)
+    recs["feature"] = rng.integers(0, n_feat, ruled.size)
+    recs["bin"] = rng.integers(0, n_bins - 2, ruled.size)
+    recs["default_left"] = rng.integers(0, 2, ruled.size)
+    cat_left = rng.integers(0, 2, (1, n_bins)).astype(np.uint8)
+    cat_row = np.full(ruled.size, -1)
+    cat_row[3] = 0
+    split_tab = tb.with_left_tables(recs, cat_row, cat_left)
+    split_tab = np.concatenate([split_tab, np.zeros(-split_tab.size % 4, np.uint8)]).view(np.int32)
+    rows_bins = rng.integers(0, n_bins, (n, n_feat)).astype(np.uint8)  # a row's bins; the last bin is the missing one
+    pos_bins = rows_bins[np.maximum(ridx, 0)]  # where rows move, each position holds its row's bins
+    stored = rows_bins if row_index else pos_bins
+    stride = stored.shape[0]
+    bins = np.ascontiguousarray(stored.T if feature_major else stored)
+    feat = recs["feature"]
+    cats = tb.with_left_tables(recs.copy(), cat_row, cat_left)[: recs.nbytes].view(tb.SPLIT_RECORD.dtype)["cats"]
+    goes_left = np.stack([
+        np.asarray(cat_left[0], bool)[pos_bins[:, f]] if c >= 0 else pos_bins[:, f] <= b
+        for f, b, c in zip(feat, recs["bin"], cats, strict=True)], axis=1)
+    missing = pos_bins[:, feat] == n_bins - 1
+    goes_left = np.where(missing, recs["default_left"][None, :] != 0, goes_left)
+    tab, shift = _leaf_table(begin, node, region, n, split=split, right=right, rule=rule)
     assert shift == 4 and tab.size == pt.LEAF_INTS * 50 + 188 + 1  # about four buckets of 16 positions a leaf, the end
-    want = pt.leaf_rows_reference(ridx, tab, n, 50, n_left)
-    for b, e, c, v, r, s in zip(begin, ends, cut, node, right, split, strict=True):  # the reference
-        assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
+    want = pt.leaf_rows_reference(ridx, tab, n, 50, n_left, goes_left)
+    for i, (b, e, c, v, r, s) in enumerate(zip(begin, ends, cut, node, right, split, strict=True)):  # the reference
+        if rule[i] >= 0:
+            at = region[i] + np.arange(b, e)
+            np.testing.assert_array_equal(want[perm[b:e]], np.where(goes_left[at, rule[i]], v, r))
+        else:
+            assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
     assert len(set(want[perm[begin[1]:ends[1]]].tolist())) == 2 or cut[1] in (begin[1], ends[1])
+    assert len(set(want[perm[begin[5]:ends[5]]].tolist())) == 2  # a ruled range whose rows went both ways
+    desc = pt.leaf_rows(n_bins, feature_major, row_index)
+    args = dict(ridx=ridx, n_left=("o", n_left, None), bins=("o", bins, None), split_tab=("o", split_tab, None),
+                n_leaves=50, n_rows=stride, n_feat=n_feat)
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
-        tab, _ = _leaf_table(begin, node, region, n, s, split=split, right=right)
-        got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
-                  n_left=("o", n_left, None), n_leaves=50, bucket_shift=s)
+        tab, _ = _leaf_table(begin, node, region, n, s, split=split, right=right, rule=rule)
+        got = run(desc, device, None, {"pos": n}, leaf_tab=("o", tab, None), bucket_shift=s, **args)
         np.testing.assert_array_equal(got, want, err_msg=str(s))
     leaves, _ = _leaf_table(begin, node, region, n)  # leaves only: no count is read
-    got = run(pt.leaf_rows(), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", leaves, None),
-              n_left=("o", np.zeros(1, np.int32), None), n_leaves=50, bucket_shift=shift)
+    got = run(desc, device, None, {"pos": n}, leaf_tab=("o", leaves, None), bucket_shift=shift,
+              **{**args, "n_left": ("o", np.zeros(1, np.int32), None)})
     np.testing.assert_array_equal(got[perm], np.repeat(node, ends - begin))
 
 

@@ -101,6 +101,17 @@ class _Ahead:
         self.take: Callable[[], None] | None = None
 
 
+class _Deferred:
+    """A tree's last split step, its partition not launched (``final``: its children are leaves, whose rows' nodes the
+    leaves' pass decides from the split table ``tab`` itself): ``launch()`` runs it after all, where something asks
+    for the children's ranges (:meth:`RowPartitioner.node_rows`) or a later step would overwrite its table, and
+    returns (the read of its left counts, the host array they arrive in)."""
+
+    def __init__(self, tab: str, launch: Callable[[], tuple[cl.Event, np.ndarray]]) -> None:
+        self.tab = tab
+        self.launch = launch
+
+
 class RowPartitioner:
     """Rows to nodes on the device (see the module docstring). The host keeps each live node's (begin, count),
     folded in from the left counts each partition reads back without a wait; they decide nothing but the
@@ -119,7 +130,7 @@ class RowPartitioner:
         # row-index mode with a column copy of the bins (ws.columns): splits read a feature's column
         cols = ws.columns and ws.n_rows > 0 and ws.n_features > 0
         self.d_flags = partition_flags(b, ws.feature_major or cols, ws.row_index, ws.sparse)
-        self.d_leaf_rows = leaf_rows()
+        self.d_leaf_rows = leaf_rows(b, ws.feature_major or cols, ws.row_index, ws.sparse)
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
         leaves = ws.build(LEAF_ROWS, self.d_leaf_rows, {"pos": rows})
         split_bins = ws.bins
@@ -137,8 +148,9 @@ class RowPartitioner:
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
                                                                   **ridx)))
-        self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(ridx=ws.ridx, leaf_tab=ws["leaf_tab"],
-                                                                          n_left=ws["n_left"])))
+        self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(
+            ridx=ws.ridx, leaf_tab=ws["leaf_tab"], n_left=ws["n_left"], bins=self.split_bins,
+            split_tab=ws["split_tab"])))
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str, str], tuple[Bound, Bound]] = {}
         self._budget_bounds: dict[str, Bound] = {}
@@ -225,7 +237,10 @@ class RowPartitioner:
     # ------------------------------------------------------------------------------------------ a tree
     def reset(self) -> None:
         """Every row into the root: region 0 of the positions, which holds the rows in their original order (the
-        reference's summation order) whatever the last tree moved. Nothing runs on the device."""
+        reference's summation order) whatever the last tree moved. Nothing runs on the device: a last step whose
+        partition was left out (:class:`_Deferred`) is dropped, its leaves written."""
+        if self._pending and isinstance(self._pending[-1][0], _Deferred):
+            self._pending.pop()
         self.resolve()
         self._prepared = None
         self._last = None
@@ -241,9 +256,13 @@ class RowPartitioner:
         """Fold the left counts of the last partitions (read back without a wait) into the host's ranges; for a
         table decided on the device, its records too (only those that split). ``known``: only the partitions before
         the first whose splits the host does not know yet (a look-ahead's levels, folded as their searches come in,
-        while the device works through the levels below)."""
+        while the device works through the levels below). A tree's last step whose partition was left out stays
+        pending (:meth:`_materialize` runs it)."""
         pending, self._pending = self._pending, []
         for i, (event, n_left, rows) in enumerate(pending):
+            if isinstance(event, _Deferred):
+                self._pending = pending[i:]
+                return
             if isinstance(rows, _Ahead) and (rows.ok is None or rows.nodes is None):  # its splits not known yet
                 self._pending = pending[i:]
                 if known:
@@ -269,6 +288,13 @@ class RowPartitioner:
             dst = flip_positions(b0, self.ws.n_rows)  # the children's rows: the same range of the next region
             self.begin[lo], self.count[lo] = dst, n_left
             self.begin[hi], self.count[hi] = dst + n_left, c0 - n_left
+
+    def _materialize(self) -> None:
+        """Launch the partition a tree's last step left out (:class:`_Deferred`), where its children's ranges are
+        asked for or a later step would overwrite its table."""
+        if self._pending and isinstance(self._pending[-1][0], _Deferred):
+            deferred, _, rows = self._pending.pop()
+            self._pending.append((*deferred.launch(), rows))
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""
@@ -297,6 +323,7 @@ class RowPartitioner:
                 ws.send(ws["slot_begin"], self._root_host[:1])
                 ws.send(ws["slot_count"], self._root_host[1:])
             return ws.n_rows
+        self._materialize()
         self.resolve()
         begin, count = self._ranges(nodes)
         maxc = int(count.max()) if n else 0
@@ -307,6 +334,7 @@ class RowPartitioner:
 
     def rows_of(self, nodes: np.ndarray) -> int:
         """The rows the listed nodes hold (after the last partition's counts are in)."""
+        self._materialize()
         self.resolve()
         return int(self._ranges(nodes)[1].sum())
 
@@ -324,6 +352,7 @@ class RowPartitioner:
         if nodes.size == 0:
             return
         self._at_root = False
+        self._materialize()
         self.resolve()
         self.nodes_written = False
         ns = int(nodes.size)
@@ -375,16 +404,20 @@ class RowPartitioner:
                 raw = np.concatenate([raw, np.zeros(4 * blk_at - raw.size, np.uint8), blocks.view(np.uint8)])
             ws.ensure("split_tab", raw.size)
             ws.put("split_tab", ws["split_tab"], raw, np.uint8)
-        if self.blocks:
-            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, move=not final)
-        else:
-            events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
-            ws.record("tree_partition", events, n * self.part_bytes)
-            ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"], not final),
-                      n * self._scatter_bytes(self.scatter_bytes, not final))
+
+        def launch() -> tuple[cl.Event, np.ndarray]:
+            if self.blocks:
+                (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, move=not final)
+            else:
+                events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
+                ws.record("tree_partition", events, n * self.part_bytes)
+                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"], not final),
+                          n * self._scatter_bytes(self.scatter_bytes, not final))
+            host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
+            return read, host
+
         self._tab = "split_tab"
-        host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
-        self._pending.append((read, host, rows))
+        self._pending.append((_Deferred("split_tab", launch), None, rows) if final else (*launch(), rows))
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
             most = int(count.max())
@@ -409,6 +442,7 @@ class RowPartitioner:
         Numeric splits only. Returns (the rows of the
         split nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
         ws = self.ws
+        self._materialize()
         allow = np.asarray(allow, bool).reshape(-1)
         m = int(allow.size)
         root = self._at_root and m == 1
@@ -448,25 +482,30 @@ class RowPartitioner:
         ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows,
                                                  root=int(root), leaves=int(leaves), min_gain=float(min_gain)))
         ns = m + 1  # and the sentinel
-        if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
-            n_blk = n // self.blocks + ns + 1
-            ws.ensure("ahead_blk", 8 * n_blk)
-            cut = self._ahead_blk_bounds.get(out)
-            if cut is None:
-                cut = self._ahead_blk_bounds[out] = Bound(ws, self._ahead_blk_comp,
-                                                          lambda: (ws["ahead_blk"], dict(split_tab=ws[out])))
-            ws.record("tree_ahead_blocks", cut({"blk": n_blk}, n_split=ns, blk_rows=self.blocks))
-            (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, "ahead_blk", not final)
-        else:
-            ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features),
-                      n * self.part_bytes)
-            ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out], not final),
-                      n * self._scatter_bytes(self.scatter_bytes, not final))
-        self._tab = out
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
-        n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
+
+        def launch() -> tuple[cl.Event, np.ndarray]:
+            if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at
+                # least
+                n_blk = n // self.blocks + ns + 1
+                ws.ensure("ahead_blk", 8 * n_blk)
+                cut = self._ahead_blk_bounds.get(out)
+                if cut is None:
+                    cut = self._ahead_blk_bounds[out] = Bound(ws, self._ahead_blk_comp,
+                                                              lambda: (ws["ahead_blk"], dict(split_tab=ws[out])))
+                ws.record("tree_ahead_blocks", cut({"blk": n_blk}, n_split=ns, blk_rows=self.blocks))
+                (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, "ahead_blk", not final)
+            else:
+                ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
+                                                  n_feat=ws.n_features), n * self.part_bytes)
+                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out], not final),
+                          n * self._scatter_bytes(self.scatter_bytes, not final))
+            n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
+            return read, n_left
+
+        self._tab = out
         ahead = _Ahead(int(base))
-        self._pending.append((read, n_left, ahead))
+        self._pending.append((_Deferred(out, launch), None, ahead) if final else (*launch(), ahead))
         self._last = (n, most, m)
         return n, most, ahead
 
@@ -551,10 +590,11 @@ class RowPartitioner:
             return node
         return np.where(node < names.size, names[np.minimum(node, names.size - 1)], node)
 
-    def _last_splits(self) -> tuple[np.ndarray, ...] | None:
+    def _last_splits(self) -> tuple | None:
         """Every partition folded but the last, whose splits are made known; that one's (nodes, left children, right
-        children, begins, counts, index of each in its left counts), its counts left on their way; None where every
-        partition is folded."""
+        children, begins, counts, index of each in its left counts and in its split table, the buffer of the table
+        where its partition was left out (:class:`_Deferred`), else None), its counts left on their way; None where
+        every partition is folded."""
         if not self._pending:
             return None
         last = self._pending.pop()
@@ -567,12 +607,13 @@ class RowPartitioner:
                 rows.take()  # (which folds nothing: the partitions before are folded, and this one is popped)
         finally:
             self._pending.append(last)
+        tab = last[0].tab if isinstance(last[0], _Deferred) else None
         if isinstance(rows, _Ahead):
             k = np.flatnonzero(rows.ok)
             node = np.asarray(rows.nodes, np.int64)[k]
-            return node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node], k
+            return node, rows.base + 2 * k, rows.base + 2 * k + 1, self.begin[node], self.count[node], k, tab
         node, lo, hi, b0, c0 = rows
-        return node, lo, hi, b0, c0, np.arange(node.size)
+        return node, lo, hi, b0, c0, np.arange(node.size), tab
 
     def settle(self) -> None:
         """Write every row's node into ``row_node`` from the host's ranges (one ``tree_leaf_rows`` pass), where a
@@ -592,9 +633,9 @@ class RowPartitioner:
         ws = self.ws
         last = self._last_splits()
         live = self.count > 0
-        held = None
+        held, rules = None, None
         if last is not None:
-            p_node, lo, hi, b0, c0, s = last
+            p_node, lo, hi, b0, c0, s, rules = last
             live[p_node] = False  # the split nodes' rows are their children's now
             held = np.flatnonzero(c0 > 0)
         node = np.flatnonzero(live)
@@ -604,16 +645,21 @@ class RowPartitioner:
         rec = np.full((n, LEAF_INTS), -1, np.int64)
         rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
         if held is not None:
-            rec[node.size:, 0] = flip_positions(b0[held], ws.n_rows)
             rec[node.size:, 1] = self._names(np.asarray(lo)[held])
-            rec[node.size:, 3], rec[node.size:, 4] = s[held], self._names(np.asarray(hi)[held])
+            rec[node.size:, 4] = self._names(np.asarray(hi)[held])
+            if rules is None:  # partitioned: the children in the next region, cut at the left count on the device
+                rec[node.size:, 0], rec[node.size:, 3] = flip_positions(b0[held], ws.n_rows), s[held]
+            else:  # not partitioned (the tree's last step): the parent's range, each row's child from its bin
+                rec[node.size:, 0], rec[node.size:, 5] = b0[held], s[held]
         rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
         rec[:, 0] -= rec[:, 2]
         if ws.n_rows and n:
             tab, shift = leaf_records_table(rec[np.argsort(rec[:, 0], kind="stable")], ws.n_rows)
             ws.ensure("leaf_tab", tab.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], tab, np.int32)
-            ws.record("tree_leaf_rows", self.k_leaf_rows({"pos": ws.n_rows}, n_leaves=n, bucket_shift=shift))
+            ws.record("tree_leaf_rows", self.k_leaf_rows(
+                {"pos": ws.n_rows}, {"split_tab": ws[rules or self._tab]}, n_leaves=n, bucket_shift=shift,
+                n_rows=ws.pos_stride, n_feat=ws.n_features))
 
     def row_nodes(self) -> np.ndarray:
         ws = self.ws
@@ -624,6 +670,7 @@ class RowPartitioner:
     def node_rows(self, node: int) -> np.ndarray:
         """Row indices of a node, in ascending order. (The stable partition keeps them so within a node; a leaf
         renamed by ``relabel`` holds the rows of the nodes below it.)"""
+        self._materialize()
         self.resolve()
         held = np.flatnonzero(self.count > 0)
         name = self._names(held)

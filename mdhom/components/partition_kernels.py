@@ -21,8 +21,9 @@ SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 LEAF_INTS = len(LEAF_RECORD.fields)  # a leaf record's int32s
 
 
-@lru_cache(maxsize=1)
-def leaf_rows() -> Description:
+@lru_cache(maxsize=32)
+def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False, row_index: bool = False,
+              sparse: bool = False) -> Description:
     """Every row's node from the nodes' position ranges: ``row_node[ridx[region + pos]]`` = the node whose range
     holds ``pos`` (``leaf_tab``: :func:`leaf_records_table`: ``n_leaves`` ``LEAF_RECORD``s in ascending ``begin``,
     ranges within [0, n_rows) covering every position, each in the region of positions that starts at ``region``
@@ -30,9 +31,14 @@ def leaf_rows() -> Description:
     so a position's search starts within a few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms).
     A record with ``split`` >= 0 is the children of a split of the last partition, whose left count the host has not
     read: the kernel takes it from ``n_left``, so the leaves are written right behind that partition (the host does
-    not wait for it). The partition keeps only the row order per step; a row's node is written once per tree, when
-    something reads it (the score update, the host), instead of a scattered 4-byte write per row and split step. It
-    scatters (``out_at = ridx[...]``): a permutation of positions into rows, so no two points write one place."""
+    not wait for it). A record with ``rule`` >= 0 is the children of a split no partition ran for (a tree's last
+    step: :meth:`mdhom.components.partition.RowPartitioner.settle`): the parent's range, each row's child decided
+    from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would (``bins`` and
+    the layout flags are the partition's: :func:`partition_flags`). The partition keeps only the row order per step;
+    a row's node is written once per tree, when something reads it (the score update, the host), instead of a
+    scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
+    into rows, so no two points write one place."""
+    at = "ridx[mdh_p]" if row_index else "mdh_p"
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
@@ -45,14 +51,25 @@ while (lo < hi) {
     if (mdh_leaf[mid].begin <= pos) lo = mid; else hi = mid - 1;
 }
 const tree_leaf_t mdh_t = mdh_leaf[lo];
-out = (mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split]) ? mdh_t.right : mdh_t.node;
-out_at = ridx[mdh_t.region + pos];""",
+const long mdh_p = mdh_t.region + pos;
+int mdh_right = mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split];
+if (mdh_t.rule >= 0) {
+    __global const tree_split_t* t = (__global const tree_split_t*)split_tab + mdh_t.rule;
+    mdh_right = !tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
+                                (__global const uchar*)split_tab);
+}
+out = mdh_right ? mdh_t.right : mdh_t.node;
+out_at = ridx[mdh_p];""",
         inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True),
-                Input("n_left", "int", ("*",), gather=True)],
-        params=[Param("n_leaves", "int"), Param("bucket_shift", "int")],
-        preamble=LEAF_RECORD.declaration(LEAF_RECORD.name) + f"\n#define TREE_LEAF_INTS {LEAF_INTS}\n",
+                Input("n_left", "int", ("*",), gather=True), Input("bins", bin_ctype(n_bins), ("*",), gather=True),
+                Input("split_tab", "int", ("*",), gather=True)],
+        params=[Param("n_leaves", "int"), Param("bucket_shift", "int"), Param("n_rows", "int"),
+                Param("n_feat", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse)
+        + LEAF_RECORD.declaration(LEAF_RECORD.name) + f"\n#define TREE_LEAF_INTS {LEAF_INTS}\n",
         scatter=True,
         chunked=True,
+        inline_scalar=True,
     )
 
 
@@ -80,18 +97,25 @@ def leaf_records_table(rec: np.ndarray, n_rows: int, shift: int | None = None) -
 
 
 def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int,
-                        n_left: np.ndarray | None = None) -> np.ndarray:
-    """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows."""
+                        n_left: np.ndarray | None = None, goes_left: np.ndarray | None = None) -> np.ndarray:
+    """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows. ``goes_left`` (positions of the three
+    regions x split records, bool): whether the row at a position goes left by a record's split, for records with a
+    ``rule``."""
     rec = np.asarray(leaf_tab[: LEAF_INTS * n_leaves]).reshape(-1, LEAF_INTS).astype(np.int64)
-    begin, node, region, split, right = rec.T
-    at = np.searchsorted(begin, np.arange(n_rows), side="right") - 1
+    cols = {name: rec[:, i] for i, name in enumerate(LEAF_RECORD.dtype.names)}
+    begin, node, region, split, right, rule = (cols[k] for k in ("begin", "node", "region", "split", "right", "rule"))
+    pos = np.arange(n_rows)
+    at = np.searchsorted(begin, pos, side="right") - 1
     lefts = np.zeros(n_leaves, np.int64)
     held = split >= 0
     if held.any():
         lefts[held] = np.asarray(n_left)[split[held]]
+    goes_right = held[at] & (pos - begin[at] >= lefts[at])
+    ruled = rule[at] >= 0
+    if ruled.any():
+        goes_right[ruled] = ~np.asarray(goes_left)[region[at][ruled] + pos[ruled], rule[at][ruled]]
     out = np.empty(n_rows, np.int32)
-    goes_right = held[at] & (np.arange(n_rows) - begin[at] >= lefts[at])
-    out[ridx[region[at] + np.arange(n_rows)]] = np.where(goes_right, right[at], node[at])
+    out[ridx[region[at] + pos]] = np.where(goes_right, right[at], node[at])
     return out
 
 

@@ -6,11 +6,13 @@ nodes' row ranges end to end (the running sum of ``count``): the compact index s
 visits only the rows of the nodes it splits. ``next_child`` names the child whose row range the next histogram
 reads (0 left, 1 right, -1 neither).
 
-``LEAF_RECORD``: one row per range of positions that ``tree_leaf_rows`` maps to a node: a leaf's range (``split`` -1),
-or the range of the children of a split whose left count is still on the device only (``split``: its index in the
-last partition's counts, ``n_left``): positions before ``begin + n_left[split]`` are ``node``'s, the others
-``right``'s. So a tree's leaves can be written behind its last partition without the host waiting for that
-partition's counts.
+``LEAF_RECORD``: one row per range of positions that ``tree_leaf_rows`` maps to a node: a leaf's range (``split`` and
+``rule`` -1), or the range of the children of a split whose left count is still on the device only (``split``: its
+index in the last partition's counts, ``n_left``): positions before ``begin + n_left[split]`` are ``node``'s, the
+others ``right``'s. So a tree's leaves can be written behind its last partition without the host waiting for that
+partition's counts. Or (``rule``: the index of its record in the split table) the range of a node split by a step
+that no partition ran for, a tree's last: each row goes to ``node`` or ``right`` as its bin says, so the tree's
+last level moves no row.
 
 ``TREE_NODE``: one row per node of a grown tree, walked by the eval-set prediction (``left`` < 0 at leaves).
 
@@ -27,7 +29,8 @@ from mdhom.mdh import Struct
 
 SPLIT_RECORD = Struct("tree_split_t", tuple((name, "int") for name in (
     "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first", "cats")))
-LEAF_RECORD = Struct("tree_leaf_t", tuple((name, "int") for name in ("begin", "node", "region", "split", "right")))
+LEAF_RECORD = Struct("tree_leaf_t", tuple((name, "int") for name in ("begin", "node", "region", "split", "right",
+                                                                       "rule")))
 TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
                                                                    "cats")))
 # the blocks of a split step's rows that the block and group partitions walk: block ``block`` of split ``split``

@@ -104,6 +104,7 @@ def template_context(desc: Description) -> dict:
         "scratch_decl": scratch_decl,
         "point_params": ", ".join(f"const idx_t {d}" for d in desc.dim_names),
         "fold_inline": "MDH_FOLD_INLINE" if desc.inline_fold else "inline",
+        "scalar_inline": "MDH_SCALAR_INLINE" if desc.inline_scalar else "inline",
         "point_args": ", ".join(desc.dim_names),
         # the vector form's dimension, and the point of a partial block's mdh_s-th point (folded one by one)
         "vec_dim": desc.vector.dim if desc.vector else None,
