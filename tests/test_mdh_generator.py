@@ -316,6 +316,29 @@ def test_inline_fold_is_a_generator_switch(device):
                         inline_fold=True)
 
 
+def test_inline_scalar_is_a_generator_switch(device):
+    """``inline_scalar`` offers INLINE for a description without a fold (its scalar function forced inline): both
+    values write the plain description's output, 1 by default on CPUs; a description that does not opt in keeps its
+    source, and one with a fold is refused (``inline_fold`` is its switch)."""
+    case = copy.copy(CASES["key_count"]).prepare(np.random.default_rng(37))
+    kc = case.description
+    assert kc.scatter_add  # the case adds each point where it lands
+    twin = mdh.Description(kc.name, kc.dims, kc.combine, kc.atom, kc.scalar, kc.inputs, kc.params, scatter="add",
+                           inline_scalar=True)
+    assert "INLINE" in twin.parameter_names() and "INLINE" not in kc.parameter_names()
+    assert "INLINE" not in generate(kc) and "MDH_SCALAR_INLINE atom_t mdh_scalar(" in generate(twin)
+    assert twin.default_config(device, case.sizes)["INLINE"] == int(device.type == "cpu")
+    base = {"NUM_WG_i": 2, "NUM_WI_i": 1, "NUM_WG_j": 3, "NUM_WI_j": 16}
+    plain = case.run(device, base)
+    assert_matches(case, plain, "the plain scalar function")
+    for inline in (0, 1):
+        got = mdh.Computation(twin, device, {**base, "INLINE": inline}, case.sizes)(**case.inputs)
+        assert got.tobytes() == plain.tobytes(), inline
+    with pytest.raises(mdh.DescriptionError, match="without a fold"):
+        mdh.Description("bad", ["i"], [mdh.Reduce(mdh.SUM)], "int", "out = x;", [mdh.Input("x", "int", ("i",))],
+                        inline_scalar=True)
+
+
 @pytest.mark.parametrize("name", ["histogram", "scan_exclusive", "argmax_rows"])
 def test_bound_launch_equals_checked_enqueue(device, name):
     """Buffers bound once at the largest size; every smaller size gives what a checked enqueue gives."""
