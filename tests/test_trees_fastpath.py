@@ -726,11 +726,12 @@ def test_profiled_histogram_bytes_are_the_rows_it_reads(device, whole_rows):
 
 @pytest.mark.parametrize("layout", [{}, {"row_index": True}, {"blocks": 0}], ids=["moved", "row-index", "per-row"])
 def test_a_trees_last_step_moves_no_row(device, layout):
-    """A tree's last split step (``final``: its children are leaves) launches no partition: the leaves' pass takes
-    each row's child from its bin and the step's split table, and the rows land in the reference's leaves. Asked for
-    a leaf's rows, the partition runs after all, and the ranges are the reference's; a later step (a loss-guided
-    batch after one whose children may not split) first partitions the one left out, since its table is about to be
-    overwritten, and the rows still land where the reference puts them."""
+    """Where rows move, a tree's last split step (``final``: its children are leaves) launches no partition: the
+    leaves' pass takes each row's child from its bin and the step's split table, and the rows land in the reference's
+    leaves. Asked for a leaf's rows, the partition runs after all, and the ranges are the reference's; a later step (a
+    loss-guided batch after one whose children may not split) first partitions the one left out, since its table is
+    about to be overwritten, and the rows still land where the reference puts them. Through a row index the step is
+    partitioned as any other (the pass would gather the bins)."""
     X, g, h = _data(17, 3000, 5)
     m = BinMapper(31).fit(X)
     bins = m.transform(X)
@@ -757,13 +758,15 @@ def test_a_trees_last_step_moves_no_row(device, layout):
             b.apply_splits(np.array([1 + i], np.int32), k.feature[i:i + 1], k.bin[i:i + 1], k.default_left[i:i + 1],
                            np.array([lo], np.int32), np.array([lo + 1], np.int32), final=True)
 
-    split(0, 3)
+    left_out = not layout.get("row_index")
+    assert dev.rows.defer_last == left_out
     before = launched.count("tree_partition")
+    split(0, 3)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-    assert launched.count("tree_partition") == before and "tree_leaf_rows" in launched
+    assert launched.count("tree_partition") == before + (not left_out) and "tree_leaf_rows" in launched
     assert len(set(dev.row_nodes()[ref.row_nodes() == 3].tolist())) == 1 and (ref.row_nodes() == 4).any()
-    split(1, 5)  # the last step's partition first, then this one's (left out in turn)
-    assert launched.count("tree_partition") == before + 1
+    split(1, 5)  # where left out: the last step's partition first, then this one's (left out in turn)
+    assert launched.count("tree_partition") == before + 1 + (not left_out)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     for node in range(3, 7):
         np.testing.assert_array_equal(dev.node_rows(node), np.flatnonzero(ref.row_nodes() == node))

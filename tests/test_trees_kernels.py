@@ -507,17 +507,16 @@ def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None,
     return pt.leaf_records_table(rec, n_rows, shift)
 
 
-@pytest.mark.parametrize("layout", ["moved", "moved-fm", "row-index", "row-index-fm"])
-def test_leaf_rows(device, layout):
+@pytest.mark.parametrize("feature_major", [False, True], ids=["rows-major", "features-major"])
+def test_leaf_rows(device, feature_major):
     """Every row's node from the nodes' position ranges, each in any of the three regions of the positions, written
     through the output view ridx[region + pos]; some ranges are a split's two children, cut at the left count the
     kernel reads on the device (the last partition's, not yet on the host); others a split no partition ran for
     (a tree's last step), each row's child decided from its bin by the split's record, numeric or categorical, the
-    missing bin by the default direction: bins in position order (rows moved with the row order) or row order
-    through the row index, rows x features or features x rows, as the partition reads them."""
+    missing bin by the default direction: bins in position order (rows moved with the row order), rows x features
+    or features x rows."""
     rng = np.random.default_rng(41)
     n, n_feat, n_bins = 3001, 5, 17
-    row_index, feature_major = layout.startswith("row-index"), layout.endswith("-fm")
     begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), 49, replace=False))]).astype(np.int32)
     ends = np.append(begin[1:], n)
     region = (rng.integers(0, 3, 50) * n).astype(np.int32)
@@ -547,10 +546,9 @@ def test_leaf_rows(device, layout):
     split_tab = tb.with_left_tables(recs, cat_row, cat_left)
     split_tab = np.concatenate([split_tab, np.zeros(-split_tab.size % 4, np.uint8)]).view(np.int32)
     rows_bins = rng.integers(0, n_bins, (n, n_feat)).astype(np.uint8)  # a row's bins; the last bin is the missing one
-    pos_bins = rows_bins[np.maximum(ridx, 0)]  # where rows move, each position holds its row's bins
-    stored = rows_bins if row_index else pos_bins
-    stride = stored.shape[0]
-    bins = np.ascontiguousarray(stored.T if feature_major else stored)
+    pos_bins = rows_bins[np.maximum(ridx, 0)]  # rows moved with the row order: each position holds its row's bins
+    stride = pos_bins.shape[0]
+    bins = np.ascontiguousarray(pos_bins.T if feature_major else pos_bins)
     feat = recs["feature"]
     cats = tb.with_left_tables(recs.copy(), cat_row, cat_left)[: recs.nbytes].view(tb.SPLIT_RECORD.dtype)["cats"]
     goes_left = np.stack([
@@ -569,7 +567,7 @@ def test_leaf_rows(device, layout):
             assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
     assert len(set(want[perm[begin[1]:ends[1]]].tolist())) == 2 or cut[1] in (begin[1], ends[1])
     assert len(set(want[perm[begin[5]:ends[5]]].tolist())) == 2  # a ruled range whose rows went both ways
-    desc = pt.leaf_rows(n_bins, feature_major, row_index)
+    desc = pt.leaf_rows(n_bins, feature_major)
     args = dict(ridx=ridx, n_left=("o", n_left, None), bins=("o", bins, None), split_tab=("o", split_tab, None),
                 n_leaves=50, n_rows=stride, n_feat=n_feat)
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position

@@ -22,8 +22,7 @@ LEAF_INTS = len(LEAF_RECORD.fields)  # a leaf record's int32s
 
 
 @lru_cache(maxsize=32)
-def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False, row_index: bool = False,
-              sparse: bool = False) -> Description:
+def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False) -> Description:
     """Every row's node from the nodes' position ranges: ``row_node[ridx[region + pos]]`` = the node whose range
     holds ``pos`` (``leaf_tab``: :func:`leaf_records_table`: ``n_leaves`` ``LEAF_RECORD``s in ascending ``begin``,
     ranges within [0, n_rows) covering every position, each in the region of positions that starts at ``region``
@@ -33,12 +32,12 @@ def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False, row_index
     read: the kernel takes it from ``n_left``, so the leaves are written right behind that partition (the host does
     not wait for it). A record with ``rule`` >= 0 is the children of a split no partition ran for (a tree's last
     step: :meth:`mdhom.components.partition.RowPartitioner.settle`): the parent's range, each row's child decided
-    from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would (``bins`` and
-    the layout flags are the partition's: :func:`partition_flags`). The partition keeps only the row order per step;
+    from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would; ``bins`` in
+    position order (the layouts whose rows move, which alone leave a step's partition out). The partition keeps
+    only the row order per step;
     a row's node is written once per tree, when something reads it (the score update, the host), instead of a
     scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
     into rows, so no two points write one place."""
-    at = "ridx[mdh_p]" if row_index else "mdh_p"
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""
@@ -55,7 +54,7 @@ const long mdh_p = mdh_t.region + pos;
 int mdh_right = mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split];
 if (mdh_t.rule >= 0) {
     __global const tree_split_t* t = (__global const tree_split_t*)split_tab + mdh_t.rule;
-    mdh_right = !tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
+    mdh_right = !tree_goes_left(tree_bin_of(bins, mdh_p, t->feature, n_rows, n_feat), t,
                                 (__global const uchar*)split_tab);
 }
 out = mdh_right ? mdh_t.right : mdh_t.node;
@@ -65,7 +64,7 @@ out_at = ridx[mdh_p];""",
                 Input("split_tab", "int", ("*",), gather=True)],
         params=[Param("n_leaves", "int"), Param("bucket_shift", "int"), Param("n_rows", "int"),
                 Param("n_feat", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(sparse)
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader()
         + LEAF_RECORD.declaration(LEAF_RECORD.name) + f"\n#define TREE_LEAF_INTS {LEAF_INTS}\n",
         scatter=True,
         chunked=True,
