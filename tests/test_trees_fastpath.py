@@ -724,7 +724,8 @@ def test_profiled_histogram_bytes_are_the_rows_it_reads(device, whole_rows):
     assert kern.kernel_bytes[name] == (3000 + left) * row
 
 
-@pytest.mark.parametrize("layout", [{}, {"row_index": True}, {"blocks": 0}], ids=["moved", "row-index", "per-row"])
+@pytest.mark.parametrize("layout", [{"row_index": False}, {"row_index": True}, {"row_index": False, "blocks": 0}],
+                         ids=["moved", "row-index", "moved-per-row"])
 def test_a_trees_last_step_moves_no_row(device, layout):
     """Where rows move, a tree's last split step (``final``: its children are leaves) launches no partition: the
     leaves' pass takes each row's child from its bin and the step's split table, and the rows land in the reference's
@@ -758,7 +759,7 @@ def test_a_trees_last_step_moves_no_row(device, layout):
             b.apply_splits(np.array([1 + i], np.int32), k.feature[i:i + 1], k.bin[i:i + 1], k.default_left[i:i + 1],
                            np.array([lo], np.int32), np.array([lo + 1], np.int32), final=True)
 
-    left_out = not layout.get("row_index")
+    left_out = not layout["row_index"]
     assert dev.rows.defer_last == left_out
     before = launched.count("tree_partition")
     split(0, 3)
