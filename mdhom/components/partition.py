@@ -47,6 +47,10 @@ instead of 25: no count per row; the same or a lower fraction of a copy). Both b
 (split, block) pairs uploaded after the split records; tables decided on the device (the look-ahead) have theirs
 cut on the device (``tree_ahead_blocks``, into a buffer of their own, launched for an upper bound of the blocks):
 their counts are not on the host.
+
+A tree's last step, whose children are leaves, is not partitioned where rows move (``defer_last``): the leaves' pass
+(``tree_leaf_rows``) takes each row's child from its split bin and the step's table, read in position order; the
+partition runs only if a leaf's rows or ranges are asked for, or a later step would overwrite the table.
 """
 
 from __future__ import annotations
@@ -242,7 +246,7 @@ class RowPartitioner:
     def reset(self) -> None:
         """Every row into the root: region 0 of the positions, which holds the rows in their original order (the
         reference's summation order) whatever the last tree moved. Nothing runs on the device: a last step whose
-        partition was left out (:class:`_Deferred`) is dropped, its leaves written."""
+        partition was left out (:class:`_Deferred`) is dropped (its rows' leaves come from its table)."""
         if self._pending and isinstance(self._pending[-1][0], _Deferred):
             self._pending.pop()
         self.resolve()
@@ -490,8 +494,8 @@ class RowPartitioner:
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
 
         def launch() -> tuple[cl.Event, np.ndarray]:
-            if self.blocks:  # the blocks of at most n rows: a split's rows over the block size, rounded up, one at
-                # least
+            # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
+            if self.blocks:
                 n_blk = n // self.blocks + ns + 1
                 ws.ensure("ahead_blk", 8 * n_blk)
                 cut = self._ahead_blk_bounds.get(out)
