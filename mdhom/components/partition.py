@@ -247,8 +247,7 @@ class RowPartitioner:
         """Every row into the root: region 0 of the positions, which holds the rows in their original order (the
         reference's summation order) whatever the last tree moved. Nothing runs on the device: a last step whose
         partition was left out (:class:`_Deferred`) is dropped (its rows' leaves come from its table)."""
-        if self._pending and isinstance(self._pending[-1][0], _Deferred):
-            self._pending.pop()
+        self._materialize(drop=True)
         self.resolve()
         self._prepared = None
         self._last = None
@@ -297,12 +296,13 @@ class RowPartitioner:
             self.begin[lo], self.count[lo] = dst, n_left
             self.begin[hi], self.count[hi] = dst + n_left, c0 - n_left
 
-    def _materialize(self) -> None:
+    def _materialize(self, drop: bool = False) -> None:
         """Launch the partition a tree's last step left out (:class:`_Deferred`), where its children's ranges are
-        asked for or a later step would overwrite its table."""
+        asked for or a later step would overwrite its table; ``drop``: let it go unlaunched instead."""
         if self._pending and isinstance(self._pending[-1][0], _Deferred):
             deferred, _, rows = self._pending.pop()
-            self._pending.append((*deferred.launch(), rows))
+            if not drop:
+                self._pending.append((*deferred.launch(), rows))
 
     def _room(self, n: int) -> None:
         """Node ids below ``n`` in the range arrays."""

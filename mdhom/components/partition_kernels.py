@@ -34,10 +34,9 @@ def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False) -> Descri
     step: :meth:`mdhom.components.partition.RowPartitioner.settle`): the parent's range, each row's child decided
     from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would; ``bins`` in
     position order (the layouts whose rows move, which alone leave a step's partition out). The partition keeps
-    only the row order per step;
-    a row's node is written once per tree, when something reads it (the score update, the host), instead of a
-    scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a permutation of positions
-    into rows, so no two points write one place."""
+    only the row order per step; a row's node is written once per tree, when something reads it (the score update,
+    the host), instead of a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a
+    permutation of positions into rows, so no two points write one place."""
     return Description(
         "tree_leaf_rows", ["pos"], [Concat()], "int",
         scalar="""

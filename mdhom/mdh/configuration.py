@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 class Configurable:
     """The configuration side of a :class:`~mdhom.mdh.description.Description` (see the module docstring)."""
 
+    @property
+    def inlines(self) -> bool:
+        """Whether the description offers ``INLINE`` (its folds', or without a fold its scalar function's)."""
+        return self.inline_fold or self.inline_scalar
+
     def parameter_names(self) -> tuple[str, ...]:
         """``NUM_WG_<dim>`` and ``NUM_WI_<dim>`` per dimension, plus ``NUM_WI_COMBINE`` (the work-group
         size of the second kernel) where partials of several work-groups may need combining."""
@@ -40,7 +45,7 @@ class Configurable:
         names += ("PACKED", "SPLIT_PAIRS") if self.packed_pairs else ()
         names += self.switches
         names += ("VEC",) if self.vector else ()
-        names += ("INLINE",) if self.inline_fold or self.inline_scalar else ()
+        names += ("INLINE",) if self.inlines else ()
         names += ("PREFETCH",) if self.prefetch else ()
         names += ("FLAT",) if self.flat else ()
         names += ("LOCAL_PAD",) if self.padded else ()
@@ -207,7 +212,7 @@ class Configurable:
             space.append(Parameter("PACKED", (0, 1), default["PACKED"]))
             space.append(Parameter("SPLIT_PAIRS", (0, 1), default["SPLIT_PAIRS"]))
         space += [Parameter(sw, (0, 1), default[sw]) for sw in self.switches]
-        if self.inline_fold or self.inline_scalar:
+        if self.inlines:
             space.append(Parameter("INLINE", (0, 1), default["INLINE"]))
         if self.prefetch and self._prefetches(device):
             space.append(Parameter("PREFETCH", (0, 1), default["PREFETCH"]))
@@ -275,7 +280,7 @@ class Configurable:
             cfg["VEC"] = self.vec_default(device)
             if self.kind(self.vector.dim) == "concat" and any(cfg[f"NUM_WI_{d}"] > 1 for d in self.lane_dims):
                 cfg["VEC"] = 1  # a block's accumulators stay in one work-item (check_config)
-        if self.inline_fold or self.inline_scalar:
+        if self.inlines:
             cfg["INLINE"] = int(device.type == "cpu")
         if self.prefetch:
             cfg["PREFETCH"] = int(device.type == "cpu")
