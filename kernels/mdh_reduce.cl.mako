@@ -207,12 +207,88 @@ ${flat_point("mdh_w0 + mdh_k")}\
     }
 </%def>\
 
+## FLAT=1 with PARTIALS_LOCAL=0 (descriptions with flat="private"): what a CPU runs, one work-item after another,
+## each with a private accumulator. Each work-item takes an equal share of the line and folds each piece of it into its
+## accumulator; a piece that is a whole run is the point's only one and is stored, a part of a run is added with
+## global atomics (the launch zeroes the output first), each work-item from its own word on.
+<%def name="flat_private_main()">\
+<% red = desc.reduce_dims[0]; ext = dict(desc.extents)[red] %>\
+    const idx_t n_concat = ${concat_count};
+    const ulong mdh_g = get_global_id(0), mdh_ng = get_global_size(0);
+    ulong mdh_total = 0;
+    for (idx_t mdh_j = 0; mdh_j < n_concat; ++mdh_j) {
+${flat_point("mdh_j")}\
+        mdh_total += (ulong)max((idx_t)0, min(SIZE_${red}, (idx_t)(${ext})));
+    }
+    const ulong mdh_at = mdh_total * mdh_g / mdh_ng, mdh_end = mdh_total * (mdh_g + 1) / mdh_ng;
+    ulong mdh_pre = 0;  /* where run mdh_k starts on the line */
+    for (idx_t mdh_k = 0; mdh_k < n_concat && mdh_pre < mdh_end; ++mdh_k) {
+${flat_point("mdh_k")}\
+        const ulong mdh_len = (ulong)max((idx_t)0, min(SIZE_${red}, (idx_t)(${ext})));
+        const ulong mdh_lo = max(mdh_pre, mdh_at), mdh_hi = min(mdh_pre + mdh_len, mdh_end);
+        if (mdh_lo < mdh_hi) {
+% if desc.packed_pairs:
+#if PACKED
+            atom_t acc __attribute__((aligned(8)));
+            for (idx_t mdh_i = 0; mdh_i < MDH_PAIRS; ++mdh_i) ((ulong*)&acc)[mdh_i] = 0;
+#else
+            atom_t acc = mdh_neutral();
+#endif
+% else:
+            atom_t acc = mdh_neutral();
+% endif
+            for (idx_t ${red} = (idx_t)(mdh_lo - mdh_pre); ${red} < (idx_t)(mdh_hi - mdh_pre); ++${red})
+                mdh_fold(&acc, ${point_args}, MDH_FN_ARGS);
+            if (mdh_lo == mdh_pre && mdh_hi == mdh_pre + mdh_len) {
+% if desc.packed_pairs:
+#if PACKED
+                mdh_unpack_pairs(&acc);
+#endif
+% endif
+                mdh_out[mdh_k] = acc;
+            } else {
+                volatile __global int* mdh_dst = (volatile __global int*)&mdh_out[mdh_k];
+% if desc.packed_pairs:
+#if PACKED
+                /* the packed pairs read as ulong words (as they were written), the borrow given back here */
+                const idx_t mdh_n = MDH_PAIRS, mdh_i0 = (idx_t)(mdh_g * (ulong)MDH_PAIRS / mdh_ng);
+                for (idx_t mdh_i = 0; mdh_i < mdh_n; ++mdh_i) {
+                    const idx_t w = mdh_i + mdh_i0 < mdh_n ? mdh_i + mdh_i0 : mdh_i + mdh_i0 - mdh_n;
+                    const ulong mdh_v = ((const ulong*)&acc)[w];
+                    const int mdh_a = (int)(uint)mdh_v, mdh_b = (int)(uint)(mdh_v >> 32) + (mdh_a < 0);
+                    if (mdh_a) atomic_add(mdh_dst + 2 * w, mdh_a);
+                    if (mdh_b) atomic_add(mdh_dst + 2 * w + 1, mdh_b);
+                }
+#else
+% endif
+                const idx_t mdh_n = (idx_t)(sizeof(atom_t) / 4), mdh_i0 = (idx_t)(mdh_g * (ulong)mdh_n / mdh_ng);
+                for (idx_t mdh_i = 0; mdh_i < mdh_n; ++mdh_i) {
+                    const idx_t w = mdh_i + mdh_i0 < mdh_n ? mdh_i + mdh_i0 : mdh_i + mdh_i0 - mdh_n;
+                    const int mdh_v = ((const int*)&acc)[w];
+                    if (mdh_v) atomic_add(mdh_dst + w, mdh_v);
+                }
+% if desc.packed_pairs:
+#endif
+% endif
+            }
+        }
+        mdh_pre += mdh_len;
+    }
+</%def>\
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
 % if desc.flat:
 #if FLAT
+% if desc.flat_private:
+#if PARTIALS_LOCAL
 ${flat_main()}\
+#else
+${flat_private_main()}\
+#endif
+% else:
+${flat_main()}\
+% endif
 #else
 % endif
 #if PARTIALS_LOCAL
@@ -395,6 +471,19 @@ ${fold_point()}\
 % endif
 }
 
+% if desc.flat_private:
+/* FLAT's zeroed output, where its pieces are added with atomics: a kernel, each work-item zeroing one contiguous run
+ * of its words (what a CPU streams), not a fill command, which PoCL runs on one thread */
+__kernel void ${name}_zero(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
+{
+    const ulong mdh_n = (ulong)(${concat_count}) * (sizeof(atom_t) / 4);
+    const ulong mdh_per = (mdh_n + get_global_size(0) - 1) / get_global_size(0);
+    const ulong mdh_lo = min(mdh_n, get_global_id(0) * mdh_per), mdh_hi = min(mdh_n, mdh_lo + mdh_per);
+    __global uint* mdh_z = (__global uint*)mdh_out;
+    for (ulong w = mdh_lo; w < mdh_hi; ++w) mdh_z[w] = 0u;
+}
+
+% endif
 % if lane_dims:
 __kernel void ${name}_combine(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {

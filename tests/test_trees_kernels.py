@@ -827,10 +827,14 @@ def test_histogram_rows_is_exact_under_every_configuration(device, feature_major
         desc.check_config(valid, device)
         with pytest.raises(ConfigError, match="PREFETCH=1"):
             desc.check_config({**valid, "PREFETCH": 1}, device)
-    if row_index:  # FLAT: the nodes' rows end to end, pieces of them into the zeroed output by global atomics
-        assert desc.flat
-        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(
-            [c for c in fixed if c["PARTIALS_LOCAL"]][::2], (3, 5, 7), strict=False)]
+    # FLAT: the nodes' rows end to end, pieces of them into the zeroed output by global atomics; moved rows (CPUs')
+    # also with private accumulators (flat="private"), each of a work-group's work-items a share of its own
+    assert desc.flat and desc.flat_private == (not row_index)
+    fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg} for c, wg in zip(
+        [c for c in fixed if c["PARTIALS_LOCAL"]][::2], (3, 5, 7), strict=False)]
+    if not row_index:
+        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_pos": wg, "NUM_WI_pos": wi} for c, (wg, wi) in zip(
+            [c for c in fixed if not c["PARTIALS_LOCAL"]], ((3, 16), (7, 1), (1, 1), (64, 1), (2, 4)), strict=False)]
     # LOCAL_PAD: a word of padding every 2^s words of the local accumulator (GPUs' builds: moved rows keep the
     # source their stored configurations were tuned for); two nodes' accumulators per work-group among them
     assert desc.padded == row_index
@@ -857,7 +861,8 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
     local memory): the reference's int32 sums bit for bit in the node's (feat, output, bin) layout, rows moved or read
     through the row index, private or local partials (packed, in planes, padded), each work-item from its own
     feature (or word, ROW_WORDS) of the group on (ROTATE) or not, a group's bins read as bytes or as words, the groups
-    in one work-group or each in its own, FLAT's line over every (node, group) run."""
+    in one work-group or each in its own, FLAT's line over every (node, group) run (moved rows: local or private
+    accumulators)."""
     n_rows, n_out = 1031, 2
     bins, gq, hq, counts, ridx, begin, count, want = _grouped_quantized_case(53, n_rows, n_feat, n_bins, n_out)
     desc = rh.histogram_groups(n_bins, n_feat, n_out, groups, feature_major, row_index)
@@ -877,11 +882,15 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
     words = rh.row_words(n_bins, n_feat, feature_major)
     assert ("ROW_WORDS" in desc.switches) == bool(words)
     fixed += [{**c, "ROW_WORDS": 1} for c in fixed] if words else []
+    local = [c for c in fixed if c["PARTIALS_LOCAL"]]
+    fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_grp": 1, "NUM_WI_grp": 1, "NUM_WG_pos": wg}
+              for c, wg in zip(local[::2], (3, 5, 7), strict=False)]
     if row_index:
-        local = [c for c in fixed if c["PARTIALS_LOCAL"]]
-        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_grp": 1, "NUM_WI_grp": 1, "NUM_WG_pos": wg}
-                  for c, wg in zip(local[::2], (3, 5, 7), strict=False)]
         fixed += [{**c, "LOCAL_PAD": pad} for c, pad in zip(local, itertools.cycle((5, 6, 7, 8)))]
+    else:  # FLAT with private accumulators (CPUs'): the line over every (node, group) run, work-items sharing it
+        fixed += [{**c, "FLAT": 1, "NUM_WG_node": 1, "NUM_WG_grp": 1, "NUM_WG_pos": wg, "NUM_WI_pos": wi}
+                  for c, (wg, wi) in zip([c for c in fixed if not c["PARTIALS_LOCAL"]],
+                                         ((3, 16), (7, 1), (64, 1)), strict=False)]
     if desc.prefetch and device.type == "cpu":
         fixed = [{**c, "PREFETCH": i % 2} for i, c in enumerate(fixed)]
     for cfg in fixed + configs(desc, device, sizes, seed=54, n=2):
@@ -914,6 +923,52 @@ def test_feature_groups_fit_local_memory(cpu):
     with pytest.raises(ValueError, match="at least 2"):
         rh.histogram_groups(256, 28, 1, 1)
 
+
+
+def test_private_flat_zeroes_and_keeps_gpu_sources(device):
+    """FLAT with private accumulators (``flat="private"``, moved rows: CPUs' builds): a bound launch into an output
+    holding garbage, twice and then for fewer nodes, gives the reference each time (its zero kernel clears what the
+    pieces cut by a share's end add into; whole nodes are stored); FLAT without local partials is refused where a
+    description offers only the local form, whose source (the row-index builds GPUs tuned) has neither the private
+    fold nor the zero kernel; any other value of ``flat`` is refused."""
+    from mdhom import mdh
+    from mdhom.mdh import DescriptionError
+    from mdhom.mdh.codegen import generate
+
+    rng = np.random.default_rng(57)
+    n_feat, n_bins, n_out = 8, 17, 1
+    counts = rng.integers(0, 90, 23)
+    counts[[3, 4]] = 0
+    counts[9] = 700  # a node longer than a share: cut by several shares' ends
+    n_rows = int(counts.sum())
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
+    gq, hq = _quantized_gh(rng, n_rows, n_out)
+    begin = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+    want = hg.histogram_reference(bins, gq, hq, np.arange(n_rows), begin, counts, n_bins)
+    desc = rh.histogram_rows(n_bins, n_feat, n_out, False, False)
+    indexed = rh.histogram_rows(n_bins, n_feat, n_out, False, True)
+    assert desc.flat_private and not indexed.flat_private and indexed.flat
+    assert "void tree_histogram_rows_zero(" in generate(desc)
+    assert "_zero(" not in generate(indexed).replace("atom_zero(", "")
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "pos") for w in ("WG", "WI")}
+    cfg = {**base, "NUM_WG_pos": 5, "NUM_WI_pos": 2, "PARTIALS_LOCAL": 0, "FLAT": 1, "PACKED": 1, "CHUNKED": 1,
+           "NUM_WI_COMBINE": 4}
+    with pytest.raises(ConfigError, match="FLAT=1"):
+        indexed.check_config({**cfg, "LOCAL_PAD": 0}, device)
+    q = device.queue
+    comp = build_within_limits(desc, device, cfg)
+    d_bins = cl_array.to_device(q, bins.reshape(-1))
+    d_gh = cl_array.to_device(q, np.stack([gq, hq], axis=-1).reshape(-1))
+    d_begin, d_count = cl_array.to_device(q, begin), cl_array.to_device(q, counts.astype(np.int32))
+    out = cl_array.to_device(q, np.full(counts.size * n_feat * n_out * n_bins * 2, -7, np.int32))
+    bound = comp.bind(out, bins=d_bins, gh=d_gh, slot_begin=d_begin, slot_count=d_count)
+    for n in (counts.size, counts.size, 11):
+        bound({"node": n, "pos": int(counts[:n].max())}, n_rows=n_rows)
+        got = out.get()[: n * n_feat * n_out * n_bins * 2].reshape(n, n_feat, n_out, n_bins, 2)
+        np.testing.assert_array_equal(got, want[:n], err_msg=f"{n} nodes")
+    with pytest.raises(DescriptionError, match="flat must be"):
+        mdh.Description("bad", ["i"], [mdh.Reduce(mdh.SUM)], "int", "out = x;", [mdh.Input("x", "int", ("i",))],
+                        flat="local")
 
 def test_histogram_rows_flat_spans_windows(device):
     """FLAT over more nodes than one prefix window holds (FLAT_SPAN): each window's runs laid end to end and shared

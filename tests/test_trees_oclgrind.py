@@ -249,6 +249,8 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
 
 @pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False, 'blocks': 0}", 9),
                                           ("{'row_index': False, 'whole_rows': True, 'lookahead': 2, 'blocks': 8, 'block_group': 0}", 9),
+                                          ("{'row_index': False, 'whole_rows': True, 'blocks': 8, 'block_group': 0, "
+                                           "'flat': 1}", 9),
                                           ("{'row_index': True, 'columns': False, 'lookahead': 1, 'blocks': 0}", 9),
                                           ("{'row_index': True, 'columns': True, 'blocks': 8, 'block_group': 0}", 300),
                                           ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
@@ -257,9 +259,9 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
                                           ("{'row_index': True, 'columns': True, 'lookahead': 1, 'blocks': 8, "
                                            "'block_group': 2}", 600),
                                           ("{'row_index': True, 'columns': False, 'blocks': 0, 'words': 1}", 600)],
-                         ids=["moved", "whole-rows-blocks", "row-index", "row-index-16-bit-bins-blocks",
-                              "row-index-groups", "row-index-flat", "row-index-feature-groups",
-                              "row-index-feature-groups-words"])
+                         ids=["moved", "whole-rows-blocks", "whole-rows-blocks-flat", "row-index",
+                              "row-index-16-bit-bins-blocks", "row-index-groups", "row-index-flat",
+                              "row-index-feature-groups", "row-index-feature-groups-words"])
 def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bins):
     """The quantized round (MAX reduction, quantisation, int32 histograms with local atomics over several
     work-groups, 32-bit or packed 64-bit, or packed in private memory, rows read as 32-bit words, integer scans
@@ -271,8 +273,8 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     spans several blocks), moving rows as CPUs do; one in blocks of a work-group
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
-    atomics); one has 600 bins, whose whole-row histogram does not fit Oclgrind's local memory: it builds them in
-    feature groups (``tree_histogram_groups``), and once more with rows of whole words, each group's bins read as
+    atomics), and one more so with rows moved, in private accumulators (a whole node's stored); one has 600 bins,
+    whose whole-row histogram does not fit Oclgrind's local memory: it builds them in feature groups (``tree_histogram_groups``), and once more with rows of whole words, each group's bins read as
     words (``ROW_WORDS``)."""
     flat, words = "'flat': 1" in mode, "'words': 1" in mode
     mode = mode.replace(", 'flat': 1", "").replace(", 'words': 1", "")

@@ -166,7 +166,8 @@ def _row_parts(body: str, cells: str, n_bins: int, row_index: bool, feature_majo
     return dict(scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
                 accumulate=body.format(body=_ROWS_ADD_PAIR, **fmt),
                 accumulate_atomic=body.format(body=_ROWS_ATOMIC, **fmt), packed_pairs=True,
-                extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index, flat=row_index,
+                extents={"pos": "slot_count[node]"}, chunked=True, inline_fold=not row_index,
+                flat=True if row_index else "private",
                 padded=row_index, prefetch=prefetch, inputs=inputs, params=[Param("n_rows", "int")])
 
 
@@ -181,6 +182,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`.
     Moved rows (what CPUs read) take the generator's ``INLINE`` switch: PoCL calls a fold this large once per row
     otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
+    Both take the generator's ``FLAT`` (the nodes' rows end to end, an equal share per work-group): row-index builds
+    fold a share in local memory, moved ones privately as well (``flat="private"``, what CPUs run).
 
     Row-index builds of dense rows-major bins take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16
     positions on in its run while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's
@@ -388,6 +391,13 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
         # bank). H200, 10^7 binned Higgs rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one
         # bin 2.24 -> 0.41 ms
         cfg["LOCAL_PAD"] = feature_pad(desc)
+    if desc.flat_private and not gpu and sizes["node"] >= 64:
+        # CPUs, batches of many unequal nodes: a private share of the rows end to end per work-group (FLAT under
+        # PARTIALS_LOCAL=0), a node whole in a share stored and one cut by a share's end added with atomics, instead of
+        # every node the same work-groups, each writing a partial of the node's whole histogram for the combine kernel
+        # (500k binned Higgs rows at 255 bins, fits alternating in one process, MDHOM_TUNED=0: 16-core PoCL depth-wise
+        # 1.036x, loss-guided 1.00x; 2-core Xeon 1.02x and 1.00x; the kernel alone, 64 unequal nodes: 0.92 -> 0.64 ms)
+        cfg["FLAT"], cfg["NUM_WG_node"], cfg["NUM_WG_pos"] = 1, 1, pow2_at_most(max(1, total), 512)
     if desc.flat and gpu and cfg.get("PARTIALS_LOCAL") and sizes["node"] >= 64:
         # batches of many unequal nodes: their rows end to end, an equal share per work-group, instead of every node
         # the same work-groups and the launch waiting for its longest node's (H200, 10.5M rows, loss-guided batches

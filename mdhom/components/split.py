@@ -334,6 +334,17 @@ _ARGMAX_MAX = """
 #define TREE_HMAX(v) TREE_MAX2(TREE_MAX2(TREE_MAX2((v).s0, (v).s1), TREE_MAX2((v).s2, (v).s3)), \\
                                TREE_MAX2(TREE_MAX2((v).s4, (v).s5), TREE_MAX2((v).s6, (v).s7)))
 #endif
+/* Whether any lane is at least x (a NaN lane is not): the lanes' compare masks or-ed together, operators only */
+#define TREE_GE_LANE(m, i) (m).s##i
+#if VEC == 2
+#define TREE_ANY_MASK(m) (TREE_GE_LANE(m, 0) | TREE_GE_LANE(m, 1))
+#elif VEC == 4
+#define TREE_ANY_MASK(m) (TREE_GE_LANE(m, 0) | TREE_GE_LANE(m, 1) | TREE_GE_LANE(m, 2) | TREE_GE_LANE(m, 3))
+#else
+#define TREE_ANY_MASK(m) (TREE_GE_LANE(m, 0) | TREE_GE_LANE(m, 1) | TREE_GE_LANE(m, 2) | TREE_GE_LANE(m, 3) \\
+                          | TREE_GE_LANE(m, 4) | TREE_GE_LANE(m, 5) | TREE_GE_LANE(m, 6) | TREE_GE_LANE(m, 7))
+#endif
+#define TREE_ANY_GE(v, x) (TREE_ANY_MASK((v) >= (x)) != 0)
 """
 # The vector form's fold of a block of gains (mdh_gains, lanes of the candidates mdh_i0 + 2 s): its best lane, the
 # lowest of those of the largest gain, combined once, and only where it may win; its value the lane's own bits
@@ -341,8 +352,9 @@ _ARGMAX_MAX = """
 # nodes' candidates: 662 -> 355 us, 215-263 with the gain's built-ins avoided too (gain_xgboost_vec.cl); a loss-guided
 # round of 500k Higgs rows: 9.0-11.5 -> 4.5-5.4 ms of split score.
 _ARGMAX_BLOCK = """
-tree_real_t mdh_m = TREE_HMAX(mdh_g);
 const bool mdh_part = mdh_vn < VEC;
+if (mdh_part || TREE_ANY_GE(mdh_g, acc.value)) {
+tree_real_t mdh_m = TREE_HMAX(mdh_g);
 if (mdh_part) {
     vstore_tree_real_v(mdh_g, mdh_gains);
     mdh_m = mdh_gains[0];
@@ -356,6 +368,7 @@ if (mdh_m >= acc.value) {
     mdh_b.value = mdh_gains[s];
     mdh_b.index = mdh_i0 + 2 * s;
     acc = mdh_combine(acc, mdh_b);
+}
 }"""
 
 

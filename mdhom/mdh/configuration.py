@@ -104,7 +104,7 @@ class Configurable:
                 acc += 8 * (FLAT_SPAN + 1 + math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names))
             return acc
         lanes = math.prod(config[f"NUM_WI_{d}"] for d in self.lane_dims)
-        if lanes <= 1:
+        if lanes <= 1 or config.get("FLAT"):  # FLAT's private accumulators combine through global memory
             return combine
         wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
         return max(wg * itemsize(self.atom), combine)
@@ -180,9 +180,11 @@ class Configurable:
             raise ConfigError(f"{self.name}: PACKED=1 needs local 64-bit atomics (cl_khr_int64_base_atomics), "
                               f"missing on {device.key}")
         if int(config.get("FLAT", 0)) and not (config.get("PARTIALS_LOCAL") and all(
-                int(config[f"NUM_WI_{d}"]) == 1 for d in self.concat_dims)):
+                int(config[f"NUM_WI_{d}"]) == 1 for d in self.concat_dims)) and not (
+                self.flat_private and not config.get("PARTIALS_LOCAL")):
             raise ConfigError(f"{self.name}: FLAT=1 folds into one local accumulator per work-group: it needs "
-                              "PARTIALS_LOCAL=1 and one work-item along the concatenated dimensions")
+                              "PARTIALS_LOCAL=1 and one work-item along the concatenated dimensions"
+                              + ("" if not self.flat_private else ", or PARTIALS_LOCAL=0 (private accumulators)"))
         if int(config.get("PACKED", 0)) and int(config.get("SPLIT_PAIRS", 0)) and config.get("PARTIALS_LOCAL"):
             raise ConfigError(f"{self.name}: PACKED=1 adds a pair in local memory as one 64-bit word, which "
                               "SPLIT_PAIRS=1 keeps apart: at most one of them")
