@@ -182,8 +182,8 @@ def histogram_rows(n_bins: int, n_features: int, n_outputs: int = 1, feature_maj
     rows x features bins then cost one cache line per row). Same output layout as :func:`histogram`.
     Moved rows (what CPUs read) take the generator's ``INLINE`` switch: PoCL calls a fold this large once per row
     otherwise. Row-index builds (what GPUs read) go without it, so their tuned entries keep their description hash.
-    Both take the generator's ``FLAT`` (the nodes' rows end to end, an equal share per work-group): row-index builds
-    fold a share in local memory, moved ones privately as well (``flat="private"``, what CPUs run).
+    Both take the generator's ``FLAT`` (the nodes' rows end to end in equal shares): row-index builds fold a
+    work-group's share in local memory, moved ones also a work-item's privately (``flat="private"``, what CPUs run).
 
     Row-index builds of dense rows-major bins take the generator's ``PREFETCH``: a CPU's work-item asks for the row 16
     positions on in its run while it adds this one (PoCL, 2-core EPYC, 500k binned Higgs rows, a loss-guided round's
@@ -350,7 +350,8 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
     """One node's histogram per work-group in local memory (the description's default where local atomics fit):
     work-groups enough to fill the device (4 per compute unit on GPUs), as many per node as its rows keep busy
     (8 rows per work-item), the rest across nodes; a node's partials are added by the combine kernel. FLAT builds
-    (GPUs, 64 nodes or more) share the rows out over 2 work-groups per compute unit. Feature groups take their own
+    (64 nodes or more) share the rows out over 2 work-groups per compute unit on GPUs, a work-item's private share per
+    core on CPUs (moved rows, ``flat="private"``). Feature groups take their own
     work-groups out of the same total, or under FLAT their runs' share of the line (H200, 10.5M rows at 256 bins in 4
     groups: a depth-wise round's histograms 4.60 ms, against 20.68 for a feature per lane)."""
     cfg = ones(desc, dev, sizes)
@@ -391,13 +392,14 @@ def rows_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
         # bank). H200, 10^7 binned Higgs rows in one node, rows rotated by word: 0.48 -> 0.33 ms; every row in one
         # bin 2.24 -> 0.41 ms
         cfg["LOCAL_PAD"] = feature_pad(desc)
-    if desc.flat_private and not gpu and sizes["node"] >= 64:
-        # CPUs, batches of many unequal nodes: a private share of the rows end to end per work-group (FLAT under
+    if desc.flat_private and dev.type == "cpu" and sizes["node"] >= 64:
+        # CPUs, batches of many unequal nodes: a private share of the rows end to end per work-item (FLAT under
         # PARTIALS_LOCAL=0), a node whole in a share stored and one cut by a share's end added with atomics, instead of
         # every node the same work-groups, each writing a partial of the node's whole histogram for the combine kernel
         # (500k binned Higgs rows at 255 bins, fits alternating in one process, MDHOM_TUNED=0: 16-core PoCL depth-wise
         # 1.036x, loss-guided 1.00x; 2-core Xeon 1.02x and 1.00x; the kernel alone, 64 unequal nodes: 0.92 -> 0.64 ms)
-        cfg["FLAT"], cfg["NUM_WG_node"], cfg["NUM_WG_pos"] = 1, 1, pow2_at_most(max(1, total), 512)
+        # (a share per core: the shares need not be a power of two, a 12-core CPU runs 12)
+        cfg["FLAT"], cfg["NUM_WG_node"], cfg["NUM_WG_pos"] = 1, 1, max(1, min(total, 512))
     if desc.flat and gpu and cfg.get("PARTIALS_LOCAL") and sizes["node"] >= 64:
         # batches of many unequal nodes: their rows end to end, an equal share per work-group, instead of every node
         # the same work-groups and the launch waiting for its longest node's (H200, 10.5M rows, loss-guided batches
