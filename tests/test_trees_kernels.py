@@ -476,6 +476,37 @@ def _small_tree(rng, n_feat, n_bins, k):
                 bin=np.array([n_bins // 2, 1, 0, 0, 0], np.int32))
 
 
+@pytest.mark.parametrize("precision", ["double", "single"])
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_leaf_values(device, precision, n_outputs):
+    """The value table with a split search's children made on the device: the host's node values bit for bit (the
+    L1 shrinkage at zero sums, signed zeros and a NaN sum included), the nodes outside the children the host's."""
+    rng = np.random.default_rng(53)
+    n_nodes, n_entries, base = 301, 64, 137
+    rt = sp.result_type(precision)
+    res = np.zeros((n_entries, n_outputs), rt.dtype)
+    for f in ("lg", "rg"):
+        res[f] = rng.standard_normal((n_entries, n_outputs)) * 10.0 ** rng.integers(-3, 4, (n_entries, n_outputs))
+    for f in ("lh", "rh"):
+        res[f] = rng.random((n_entries, n_outputs)) * 50
+    res["lg"][:4, 0] = [0.0, -0.0, 0.05, -0.05]  # within alpha of zero: shrunk to zero
+    res["rg"][4, 0] = np.nan
+    real = np.float32 if precision == "single" else np.float64
+    known = rng.standard_normal((n_nodes, n_outputs)).astype(real)
+    left = np.stack([res["lg"], res["lh"]], axis=-1).astype(np.float64)
+    right = np.stack([res["rg"], res["rh"]], axis=-1).astype(np.float64)
+    desc = sc.leaf_values(precision)
+    sizes = {"node": n_nodes, "output": n_outputs}
+    for alpha in (0.0, 0.1):
+        want = sc.leaf_values_reference(known, left, right, base, 0.3, 1.5, alpha).astype(real)
+        assert np.isnan(want[base + 9, 0]) and want[base, 0] == 0 and np.signbit(want[base, 0])  # -0: -(+0) / h
+        for cfg in configs(desc, device, sizes, seed=5, n=3):
+            got = run(desc, device, cfg, sizes, known=known, res=("o", res.view(np.uint8), None), base=base,
+                      n_entries=n_entries, learning_rate=0.3, reg_lambda=1.5, reg_alpha=alpha)
+            np.testing.assert_array_equal(got, want)  # (NaN where NaN: a non-finite sum never splits in a fit)
+            np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))  # -0 as -0
+
+
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_score_update_and_predict_bins(device, feature_major):
     from mdhom.trees import reference as ref
@@ -497,10 +528,10 @@ def test_score_update_and_predict_bins(device, feature_major):
     np.testing.assert_array_equal(got, scores + tree.value[leaf])
 
 
-def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None, rule=None):
+def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None, rule=None, stay=None):
     """tree_leaf_rows' table from its records' columns (``split``, ``rule`` and ``right`` None: leaves only)."""
     rec = np.full((np.size(begin), pt.LEAF_INTS), -1, np.int64)
-    cols = dict(begin=begin, node=node, region=region, split=split, right=right, rule=rule)
+    cols = dict(begin=begin, node=node, region=region, split=split, right=right, rule=rule, stay=stay)
     for i, name in enumerate(tb.LEAF_RECORD.dtype.names):
         if cols[name] is not None:
             rec[:, i] = cols[name]
@@ -578,6 +609,60 @@ def test_leaf_rows(device, feature_major):
     got = run(desc, device, None, {"pos": n}, leaf_tab=("o", leaves, None), bucket_shift=shift,
               **{**args, "n_left": ("o", np.zeros(1, np.int32), None)})
     np.testing.assert_array_equal(got[perm], np.repeat(node, ends - begin))
+
+
+def test_leaf_rows_ahead(device):
+    """Leaves written before the host has read the tree's last search (rows that move, the last step not
+    partitioned): a node of that step (``stay``) keeps its rows where the step's table record holds none, else each
+    row goes to the child its bin says, read in the node's region; other ranges are leaves, or a split's children cut
+    at the left count. Ranges in each of the three regions; the positions the kernel must not read hold -1."""
+    rng = np.random.default_rng(47)
+    n, n_feat, n_bins, m = 2003, 3, 9, 60
+    begin = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), m - 1, replace=False))]).astype(np.int32)
+    ends = np.append(begin[1:], n)
+    region = (np.arange(m) % 3 * n).astype(np.int32)
+    kind = rng.permutation(np.arange(m) % 4)  # 0 a leaf, 1 a split cut at its left count, 2 kept, 3 split by bins
+    opened = kind >= 2
+    rule = np.where(opened, rng.permutation(m), -1).astype(np.int32)
+    recs = tb.split_table(m)
+    recs["count"][rule[opened]] = np.where(kind[opened] == 3, rng.integers(1, 99, opened.sum()), 0)
+    recs["feature"] = rng.integers(0, n_feat, m)
+    recs["bin"] = rng.integers(0, n_bins - 2, m)
+    recs["default_left"] = rng.integers(0, 2, m)
+    split_tab = tb.with_left_tables(recs, np.full(m, -1), np.zeros((0, n_bins), np.uint8))
+    split_tab = np.concatenate([split_tab, np.zeros(-split_tab.size % 4, np.uint8)]).view(np.int32)
+    split = np.where(kind == 1, rng.permutation(m), -1).astype(np.int32)
+    cut = np.array([rng.integers(b, e + 1) for b, e in zip(begin, ends, strict=True)])
+    n_left = np.zeros(m, np.int32)
+    n_left[split[kind == 1]] = (cut - begin)[kind == 1]
+    ridx = np.full(3 * n, -1, np.int32)
+    perm = rng.permutation(n).astype(np.int32)
+    for b, e, h in zip(begin, ends, region, strict=True):
+        ridx[h + b:h + e] = perm[b:e]
+    rows_bins = rng.integers(0, n_bins, (n, n_feat)).astype(np.uint8)
+    pos_bins = rows_bins[np.maximum(ridx, 0)]  # rows moved with the row order
+    goes_left = np.stack([pos_bins[:, f] <= b for f, b in zip(recs["feature"], recs["bin"], strict=True)], axis=1)
+    goes_left = np.where(pos_bins[:, recs["feature"]] == n_bins - 1, recs["default_left"][None, :] != 0, goes_left)
+    node = np.arange(m, dtype=np.int32) * 3
+    right, stay = node + 1, np.where(opened, node + 2, -1).astype(np.int32)
+    tab, shift = _leaf_table(begin, node, region, n, split=split, right=right, rule=rule, stay=stay)
+    want = pt.leaf_rows_reference(ridx, tab, n, m, n_left, goes_left, recs["count"])
+    for i, (b, e, c) in enumerate(zip(begin, ends, cut, strict=True)):  # the reference, case by case
+        got = want[perm[b:e]]
+        if kind[i] == 0:
+            assert np.all(got == node[i])
+        elif kind[i] == 1:
+            np.testing.assert_array_equal(got, np.where(np.arange(b, e) < c, node[i], right[i]))
+        elif kind[i] == 2:
+            assert np.all(got == stay[i])
+        else:
+            np.testing.assert_array_equal(got, np.where(goes_left[region[i] + np.arange(b, e), rule[i]], node[i],
+                                                        right[i]))
+    assert len(set(want.tolist())) > m  # both children of some splits
+    got = run(pt.leaf_rows(n_bins), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
+              n_left=("o", n_left, None), bins=("o", pos_bins, None), split_tab=("o", split_tab, None), n_leaves=m,
+              bucket_shift=shift, n_rows=pos_bins.shape[0], n_feat=n_feat)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("n_outputs", [1, 3])

@@ -181,15 +181,16 @@ QUANTIZED = textwrap.dedent("""
         assert np.array_equal(dev.inv_scale, ref.inv_scale), round_
         assert np.array_equal(dev.to_host(dev.histograms(np.array([0]))), ref.histograms(np.array([0]))), round_
         grow = policies[round_]
-        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: np.asarray(b, float)) for b in (dev, ref)]
+        # the scores updated as the estimator does, as soon as the values are known: where rows move, the depth-wise
+        # tree's last level's values made on the device (tree_leaf_values) before its search is read
+        trees = [grow_tree(b, None, np.ones(n_feat, bool), grow, lambda f, b: np.asarray(b, float),
+                           on_values=b.update_scores) for b in (dev, ref)]
         assert np.array_equal(trees[0].value, trees[1].value) and np.array_equal(trees[0].bin, trees[1].bin)
         assert np.array_equal(dev.row_nodes(), ref.row_nodes()), round_
         assert (trees[0].left < 0).sum() >= 4, round_
-        for b, t in zip((dev, ref), trees):
-            b.update_scores(t.value)
         assert np.array_equal(dev.scores(), ref.scores()), round_
         assert np.array_equal(dev.update_eval(0, trees[0]), ref.update_eval(0, trees[1])), round_
-    print("QUANTIZED-OK")
+    print("QUANTIZED-OK", "tree_leaf_values" in dev.ws.computations)
 """)
 
 
@@ -268,7 +269,10 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     and subtraction) under the checker, equal to the numpy reference; with rows
     moved and a feature per lane, whole rows per point, and rows read through the row index (the 300-bin case
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
-    Two of them grow the loss-guided tree with the device's look-ahead (split tables made on the device, partitions
+    The scores are updated as the estimator does, from the tree's values as soon as they are known: where rows
+    move, the depth-wise tree's last level's values come from ``tree_leaf_values`` before its search is read, its
+    rows' leaves from ``tree_leaf_rows`` queued behind the level's launches. Two of them grow the loss-guided tree with
+    the device's look-ahead (split tables made on the device, partitions
     launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
     spans several blocks), moving rows as CPUs do; one in blocks of a work-group
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
@@ -283,6 +287,8 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     run = run_under_oclgrind(code, timeout=900)
     assert run.clean, run.explain()
     assert "QUANTIZED-OK" in run.stdout, run.explain()
+    # where rows move, the depth-wise tree's last level had its leaf values made on the device (tree_leaf_values)
+    assert ("QUANTIZED-OK True" in run.stdout) == ("'row_index': False" in mode), run.explain()
 
 
 FLAT_WINDOWS = textwrap.dedent("""

@@ -37,6 +37,7 @@ BACKEND_CALLS = (
     "set_objective",
     "compute_gradients",
     "update_scores",
+    "scores_ahead",
     "scores",
     "add_eval",
     "update_eval",

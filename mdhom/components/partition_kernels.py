@@ -33,7 +33,11 @@ def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False) -> Descri
     not wait for it). A record with ``rule`` >= 0 is the children of a split no partition ran for (a tree's last
     step: :meth:`mdhom.components.partition.RowPartitioner.settle`): the parent's range, each row's child decided
     from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would; ``bins`` in
-    position order (the layouts whose rows move, which alone leave a step's partition out). The partition keeps
+    position order (the layouts whose rows move, which alone leave a step's partition out). Such a record with
+    ``stay`` >= 0 is a node of a step decided on the device whose search the host has not read
+    (:meth:`mdhom.components.partition.RowPartitioner.write_leaves_ahead`): its rows stay ``stay``'s where record
+    ``rule`` holds none (the step did not split the node), so the leaves are written before the host reads the tree's
+    last search. The partition keeps
     only the row order per step; a row's node is written once per tree, when something reads it (the score update,
     the host), instead of a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a
     permutation of positions into rows, so no two points write one place."""
@@ -50,13 +54,15 @@ while (lo < hi) {
 }
 const tree_leaf_t mdh_t = mdh_leaf[lo];
 const long mdh_p = mdh_t.region + pos;
+/* a step decided on the device (stay >= 0): its record holds no rows where it did not split the node */
+const int mdh_kept = mdh_t.stay >= 0 && ((__global const tree_split_t*)split_tab + mdh_t.rule)->count == 0;
 int mdh_right = mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split];
-if (mdh_t.rule >= 0) {
+if (mdh_t.rule >= 0 && !mdh_kept) {
     __global const tree_split_t* t = (__global const tree_split_t*)split_tab + mdh_t.rule;
     mdh_right = !tree_goes_left(tree_bin_of(bins, mdh_p, t->feature, n_rows, n_feat), t,
                                 (__global const uchar*)split_tab);
 }
-out = mdh_right ? mdh_t.right : mdh_t.node;
+out = mdh_kept ? mdh_t.stay : (mdh_right ? mdh_t.right : mdh_t.node);
 out_at = ridx[mdh_p];""",
         inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True),
                 Input("n_left", "int", ("*",), gather=True), Input("bins", bin_ctype(n_bins), ("*",), gather=True),
@@ -95,25 +101,29 @@ def leaf_records_table(rec: np.ndarray, n_rows: int, shift: int | None = None) -
 
 
 def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int,
-                        n_left: np.ndarray | None = None, goes_left: np.ndarray | None = None) -> np.ndarray:
+                        n_left: np.ndarray | None = None, goes_left: np.ndarray | None = None,
+                        counts: np.ndarray | None = None) -> np.ndarray:
     """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows. ``goes_left`` (positions of the three
     regions x split records, bool): whether the row at a position goes left by a record's split, for records with a
-    ``rule``."""
+    ``rule``; ``counts``: the split records' row counts, for records with a ``stay``."""
     rec = np.asarray(leaf_tab[: LEAF_INTS * n_leaves]).reshape(-1, LEAF_INTS).astype(np.int64)
     cols = {name: rec[:, i] for i, name in enumerate(LEAF_RECORD.dtype.names)}
-    begin, node, region, split, right, rule = (cols[k] for k in ("begin", "node", "region", "split", "right", "rule"))
+    begin, node, region, split, right, rule, stay = (cols[k] for k in LEAF_RECORD.dtype.names)
+    kept = np.zeros(n_leaves, bool)
+    if (stay >= 0).any():
+        kept[stay >= 0] = np.asarray(counts)[rule[stay >= 0]] == 0
+    held = split >= 0
     pos = np.arange(n_rows)
     at = np.searchsorted(begin, pos, side="right") - 1
     lefts = np.zeros(n_leaves, np.int64)
-    held = split >= 0
     if held.any():
         lefts[held] = np.asarray(n_left)[split[held]]
     goes_right = held[at] & (pos - begin[at] >= lefts[at])
-    ruled = rule[at] >= 0
+    ruled = ((rule >= 0) & ~kept)[at]
     if ruled.any():
         goes_right[ruled] = ~np.asarray(goes_left)[region[at][ruled] + pos[ruled], rule[at][ruled]]
     out = np.empty(n_rows, np.int32)
-    out[ridx[region[at] + pos]] = np.where(goes_right, right[at], node[at])
+    out[ridx[region[at] + pos]] = np.where(kept[at], stay[at], np.where(goes_right, right[at], node[at]))
     return out
 
 

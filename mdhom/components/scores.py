@@ -5,7 +5,13 @@ every row through the row -> node map the partition left behind (no leaf indices
 kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_score_update      row x output                     concat: score + value of the row's leaf
+tree_leaf_values       node x output                    concat: a node's value, from the last search's sums
 =====================  ===============================  ======================================================
+
+A depth-wise tree decided on the device (the look-ahead down to its last level) has its last level's leaf values
+made there too (``tree_leaf_values``, :meth:`ScoreUpdater.update_ahead`): the host gives the values of the nodes it
+knows, the kernel adds the last level's children from the last split search's sums, and the score update follows
+without the host reading that search.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ import pyopencl as cl
 
 from mdhom.components.lanes import real_ctype
 from mdhom.components.specs import KernelSpec, Tuning, elementwise
+from mdhom.components.split import result_type
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import Computation, Concat, Description, Input
+from mdhom.mdh import Computation, Concat, Description, Input, Param
 
 
 @lru_cache(maxsize=4)
@@ -35,6 +42,50 @@ def score_update(precision: str = "double") -> Description:
     )
 
 
+@lru_cache(maxsize=4)
+def leaf_values(precision: str = "double") -> Description:
+    """The value table by node id: ``known`` (the host's), with the ``2 n_entries`` nodes from ``base`` on (the
+    children of a split search's entries, left then right for each) made from that search's packed result ``res``:
+    learning_rate x -S(G) / (H + lambda) per output, S the L1 shrinkage sign(G) max(|G| - alpha, 0), the host's
+    operations (:func:`leaf_values_reference`) in double, so the bits are the host's. Children of entries that did not
+    split get a value too, which no row reads."""
+    r = real_ctype(precision)
+    return Description(
+        "tree_leaf_values", ["node", "output"], [Concat(), Concat()], r,
+        scalar="""
+const long c = (long)node - base;
+if (c >= 0 && c < 2 * (long)n_entries) {
+    __global const lr_t* rs = (__global const lr_t*)res + (c >> 1) * SIZE_output + output;
+    const double g = (c & 1) ? (double)rs->rg : (double)rs->lg;
+    const double h = (c & 1) ? (double)rs->rh : (double)rs->lh;
+    const double sg = g > 0.0 ? 1.0 : (g < 0.0 ? -1.0 : (g != g ? g : 0.0));  /* np.sign: +0 at zeros */
+    double t = fabs(g) - reg_alpha;
+    t = (t > 0.0 || t != t) ? t : 0.0;  /* np.maximum(t, 0): NaN kept */
+    out = learning_rate * (-(sg * t) / (h + reg_lambda));
+} else {
+    out = known[(long)node * SIZE_output + output];
+}""",
+        inputs=[Input("known", r, ("node", "output"), gather=True), Input("res", "uchar", (1,), gather=True)],
+        params=[Param("base", "int"), Param("n_entries", "int"), Param("learning_rate", "double"),
+                Param("reg_lambda", "double"), Param("reg_alpha", "double")],
+        preamble="#pragma OPENCL FP_CONTRACT OFF\n" + result_type(precision).declaration("lr_t"),
+    )
+
+
+def leaf_values_reference(known: np.ndarray, left: np.ndarray, right: np.ndarray, base: int, learning_rate: float,
+                          reg_lambda: float, reg_alpha: float) -> np.ndarray:
+    """``tree_leaf_values`` in numpy: ``known`` (n_nodes, n_outputs), ``left`` and ``right`` (n_entries, n_outputs, 2)
+    the (g, h) sums of each entry's children: the host's node values (:func:`mdhom.trees.growth.node_values`)."""
+    from mdhom.trees.reference import leaf_weight
+
+    out = np.array(known, np.float64)
+    sums = np.stack([left, right], axis=1).reshape(-1, *np.shape(left)[1:])  # left, right of each entry in turn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[base:base + sums.shape[0]] = learning_rate * leaf_weight(sums[..., 0], sums[..., 1], reg_lambda,
+                                                                     reg_alpha)
+    return out
+
+
 _ROWS = {"1e4": 10**4, "1e5": 10**5, "1e6": 10**6, "1e7": 10**7}
 # the tuner's inputs have the declared extents, so its score update puts every row in leaf 0 of a one-value table
 UPDATE = KernelSpec(
@@ -44,7 +95,8 @@ UPDATE = KernelSpec(
                                   "row_node": np.zeros(s["row"], np.int32), "value": rng.standard_normal(1)},
                   lambda a: a["scores"] + a["value"][a["row_node"]][:, None],
                   doc="training scores + the new tree's leaf values"))
-SPECS = (UPDATE,)
+LEAF_VALUES = KernelSpec("tree_leaf_values", elementwise())
+SPECS = (UPDATE, LEAF_VALUES)
 
 
 class ScoreUpdater:
@@ -63,6 +115,7 @@ class ScoreUpdater:
         comp = self.build(ws)
         self.k_update = [Bound(ws, comp, lambda s=s, o=o: (o, dict(scores=s, row_node=ws.row_node, value=ws["value"])))
                          for s, o in (self.buffers, self.buffers[::-1])]
+        self.k_values: Bound | None = None  # tree_leaf_values, built at its first use (update_ahead)
 
     @staticmethod
     def build(ws: Workspace) -> Computation:
@@ -76,6 +129,30 @@ class ScoreUpdater:
         value = np.asarray(value, np.float64).reshape(-1, ws.n_outputs)
         ws.ensure("value", value.size * ws.real.itemsize)
         ws.put("value", ws["value"], value, ws.real)
+        ws.record("tree_score_update", self.k_update[self.cur]({"row": ws.n_rows, "output": ws.n_outputs}))
+        self.cur = 1 - self.cur
+
+    def update_ahead(self, known: np.ndarray, base: int, n_entries: int, learning_rate: float, reg_lambda: float,
+                     reg_alpha: float) -> None:
+        """:meth:`update` with the values of nodes ``base .. base + 2 n_entries - 1`` made on the device from the
+        last split search's result (``res``: the children of its entries), the others ``known`` ((n_nodes,
+        n_outputs)): a tree's last level decided on the device needs no read of its search before the update."""
+        ws = self.ws
+        if not ws.n_rows:
+            return
+        known = np.asarray(known, np.float64).reshape(-1, ws.n_outputs)
+        n = known.shape[0]
+        if not 0 <= base and base + 2 * n_entries <= n:
+            raise ValueError(f"update_ahead: nodes {base}..{base + 2 * n_entries - 1} outside the {n} known")
+        ws.ensure("value_known", known.size * ws.real.itemsize)
+        ws.ensure("value", known.size * ws.real.itemsize)
+        ws.put("value_known", ws["value_known"], known, ws.real)
+        if self.k_values is None:
+            comp = ws.build(LEAF_VALUES, leaf_values(ws.rp), {"node": 1024, "output": ws.n_outputs})
+            self.k_values = Bound(ws, comp, lambda: (ws["value"], dict(known=ws["value_known"], res=ws["res"])))
+        ws.record("tree_leaf_values", self.k_values({"node": n, "output": ws.n_outputs}, base=int(base),
+                                                    n_entries=int(n_entries), learning_rate=float(learning_rate),
+                                                    reg_lambda=float(reg_lambda), reg_alpha=float(reg_alpha)))
         ws.record("tree_score_update", self.k_update[self.cur]({"row": ws.n_rows, "output": ws.n_outputs}))
         self.cur = 1 - self.cur
 

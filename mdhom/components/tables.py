@@ -12,7 +12,9 @@ index in the last partition's counts, ``n_left``): positions before ``begin + n_
 others ``right``'s. So a tree's leaves can be written behind its last partition without the host waiting for that
 partition's counts. Or (``rule``: the index of its record in the split table) the range of a node split by a step
 that no partition ran for, a tree's last: each row goes to ``node`` or ``right`` as its bin says, so the tree's
-last level moves no row.
+last level moves no row. With ``stay`` >= 0 as well, that step was decided on the device and the host has not read
+whether it split the node: where it did not, its record ``rule`` holds no rows and the rows stay ``stay``'s. So a
+tree's leaves are written before the host has read its last search.
 
 ``TREE_NODE``: one row per node of a grown tree, walked by the eval-set prediction (``left`` < 0 at leaves).
 
@@ -30,7 +32,7 @@ from mdhom.mdh import Struct
 SPLIT_RECORD = Struct("tree_split_t", tuple((name, "int") for name in (
     "node", "feature", "bin", "default_left", "left", "right", "begin", "count", "next_child", "first", "cats")))
 LEAF_RECORD = Struct("tree_leaf_t", tuple((name, "int") for name in ("begin", "node", "region", "split", "right",
-                                                                       "rule")))
+                                                                       "rule", "stay")))
 TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
                                                                    "cats")))
 # the blocks of a split step's rows that the block and group partitions walk: block ``block`` of split ``split``

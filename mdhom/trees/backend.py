@@ -103,6 +103,14 @@ class TreeKernels(Protocol):
         """Add ``value[node of the row]`` ((n_nodes, n_outputs), the tree just grown) to every row's score: the node
         id the row holds now, which is the backend's own until :meth:`relabel` renames it."""
 
+    def scores_ahead(self, value: np.ndarray, learning_rate: float, params: SplitParams) -> bool:
+        """:meth:`update_scores` of a depth-wise tree whose last level :meth:`look_ahead` split (``final``) before the
+        host has read that level's search: ``value`` holds the values of the nodes above it, and the backend makes
+        its children's (``learning_rate`` x the leaf weight of their sums under ``params``) from the search it ran,
+        with the same bits as :func:`mdhom.trees.growth.node_values`. So the update needs no round trip, and the host
+        reads the search when it writes the tree. Returns False where the backend cannot (the caller reads the level
+        and calls :meth:`update_scores`): a backend with no device, or rows whose nodes wait for that search."""
+
     def scores(self) -> np.ndarray:
         """The resident raw scores (n_rows, n_outputs), for tests."""
 

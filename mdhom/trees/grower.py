@@ -260,6 +260,7 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
     sums_b = np.zeros((_tree_size(params), *nodes.sums.shape[1:]))  # (g, h) sums by backend id
     sums_b[0] = nodes.sums[0]
     pending = None  # a look-ahead launched, its levels not yet taken into the tree
+    unread = None  # a tree's last level whose scores were updated before the host read its search (scores_ahead)
     if root_ahead is not None:
         pending, n_bid = root_ahead
         tree_of = np.arange(nodes.n, dtype=np.int32)  # from here on the backend's ids differ from the tree's
@@ -331,6 +332,13 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         # the tree's ids of those levels wait for it (``_name_ahead``)
         alive = np.ones(m, bool)
         for j in range(levels + final):
+            if final and j == levels and on_values is not None:  # the tree's last level: its leaves' values on the
+                sums_b = _room(sums_b, n_bid)  # device where it can, its search read when the tree is written
+                if kernels.scores_ahead(_values(sums_b[:n_bid], params), params.learning_rate, params.split):
+                    on_values = None
+                    unread = (founds, allow[j], first_id[j], j, alive, at, n_leaves)
+                    at = at[:0]
+                    break
             room = params.max_leaves - n_leaves if j == levels and params.max_leaves else None  # the last level's
             ok, _, next_ids, next_alive = ahead_step(founds[j], alive, allow[j], first_id[j], room)
             split_at = np.flatnonzero(ok)  # entries that split, in level order: the level's chosen nodes
@@ -354,6 +362,13 @@ def _grow_depthwise(kernels: TreeKernels, nodes: NodeTable, mask: np.ndarray, pa
         on_values(_values(sums_b[:n_bid], params))
 
     def finish() -> None:  # the node table's records of the levels the device split, and the rows' tree ids
+        if unread is not None:  # the last level, its scores updated before its search was read (scores_ahead)
+            founds_l, allow_l, first_l, j, alive_l, at_l, leaves_l = unread
+            ok = ahead_step(founds_l[j], alive_l, allow_l, first_l,
+                            params.max_leaves - leaves_l if params.max_leaves else None)[0]
+            split_at = np.flatnonzero(ok)
+            if split_at.size:
+                ahead.append((founds_l[j], split_at, at_l, first_l))
         if ahead_record is not None:  # also where the look-ahead's first level split nothing
             ahead_record()
         if ahead:

@@ -359,6 +359,15 @@ class OpenCLTreeKernels:
         self.rows.settle()  # every row's leaf, from the tree's final ranges
         self.scores_.update(value)
 
+    def scores_ahead(self, value: np.ndarray, learning_rate: float, params: SplitParams) -> bool:
+        # rows that move: the leaves were written before the last search was read (RowPartitioner.write_leaves_ahead)
+        ahead = self.rows.leaves_ahead()
+        if ahead is None:
+            return False
+        base, n_entries = ahead
+        self.scores_.update_ahead(value, base, n_entries, learning_rate, params.reg_lambda, params.reg_alpha)
+        return True
+
     def scores(self) -> np.ndarray:
         return self.scores_.scores()
 
@@ -445,7 +454,11 @@ class OpenCLTreeKernels:
         levels = len(allow)
         built_levels = levels - (final is not None)  # levels whose children are built and searched
         leaves, max_leaves = final if final is not None else (0, 0)
-        later = [self.split.search_later(self.hist.view(hist), hist.n_nodes, feature_mask, params)]
+        # the tree whose results these are: a level taken after the next tree began (its last level, which
+        # scores_ahead leaves to the tree's finish) touches no row state; its results' host memory is the tree's own
+        tree = self.rows.tree
+        key0 = 64 * (tree % 2)
+        later = [self.split.search_later(self.hist.view(hist), hist.n_nodes, feature_mask, params, key=key0)]
         founds: list[Splits] = []
         aheads = []
         state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool),
@@ -458,11 +471,15 @@ class OpenCLTreeKernels:
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
             state["ids"], state["alive"] = ids, alive
             state["leaves"] += int(ok.sum())
+            if self.rows.tree != tree:
+                return
             # the ranges of the levels taken so far, while the device works on the levels below; not the tree's last
             # level's: its leaves are written from the counts on the device (RowPartitioner.settle), and the host's
             # ranges wait until something asks for them
             if k < built_levels:
                 self.rows.resolve(known=True)
+                if k + 1 == built_levels and len(aheads) > built_levels:  # the last level's entries are known, its
+                    self.rows.write_leaves_ahead(state["ids"])  # search is not: the leaves' pass queues behind it
             else:  # (k == built_levels: the tree's last level, on the device) the tree's leaves are known: their rows'
                 self.rows.settle()  # nodes are written right behind the last partition, while the host does the
                 # level's bookkeeping (the score update's)
@@ -489,7 +506,7 @@ class OpenCLTreeKernels:
             hists.append(cur)
             if k + 1 < levels:
                 later.append(self.split.search_later(self.hist.view(cur), cur.n_nodes, feature_mask, params,
-                                                     key=k + 1))
+                                                     key=key0 + k + 1))
 
         def take_rest() -> None:  # with every launch queued: the caller's work, then the results not taken yet
             if then is not None:

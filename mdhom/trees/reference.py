@@ -335,6 +335,9 @@ class NumpyTreeKernels:
     def update_scores(self, value: np.ndarray) -> None:
         self.raw = self.raw + np.asarray(value, np.float64)[self.row_node]
 
+    def scores_ahead(self, value: np.ndarray, learning_rate: float, params: SplitParams) -> bool:
+        return False  # the host holds every result already: nothing to gain
+
     def scores(self) -> np.ndarray:
         return self.raw.copy()
 
