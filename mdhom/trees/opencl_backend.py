@@ -335,6 +335,7 @@ class OpenCLTreeKernels:
         if group is None:  # every device but a CPU takes GROUP_ROWS a block, and a work-group for each
             group = 0 if ws.device.type == "cpu" else pow2_at_most(ws.device.max_work_group_size, GROUP_WI)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group))
+        self._ahead_calls = 0  # look-aheads launched: their reads' host memory alternates (look_ahead)
         self.hist = HistogramBuilder(ws, self.whole_rows)
         self.split = SplitEvaluator(ws, XGBOOST_GAIN)
         self.predictor = Predictor(ws)
@@ -455,9 +456,12 @@ class OpenCLTreeKernels:
         built_levels = levels - (final is not None)  # levels whose children are built and searched
         leaves, max_leaves = final if final is not None else (0, 0)
         # the tree whose results these are: a level taken after the next tree began (its last level, which
-        # scores_ahead leaves to the tree's finish) touches no row state; its results' host memory is the tree's own
+        # scores_ahead leaves to the tree's finish) touches no row state; its results' host memory is not the next
+        # look-ahead's (whose reads may land before the host has taken it: a small tree's whole look-ahead can run on
+        # the device before the host writes the last tree)
         tree = self.rows.tree
-        key0 = 64 * (tree % 2)
+        self._ahead_calls += 1
+        key0 = 64 * (self._ahead_calls % 2)
         later = [self.split.search_later(self.hist.view(hist), hist.n_nodes, feature_mask, params, key=key0)]
         founds: list[Splits] = []
         aheads = []
