@@ -219,7 +219,7 @@ class RowPartitioner:
         self.nodes_written = False  # whether ws.row_node holds every row's node as of the host's ranges
         self._settling = False
         self._written_ahead: tuple[_Ahead, int] | None = None  # write_leaves_ahead's step and its entries
-        self.tree = 0  # trees begun (reset): a caller's handle on the tree its results are of
+        self.tree = 0  # resets so far (a tree begins with one or two): whether results are of the rows' tree still
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
