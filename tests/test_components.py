@@ -350,3 +350,17 @@ def test_fence_frees_the_uploads_of_the_round_before(device):
     ws.fence()
     ws.sync()
     assert not ws._staging.busy and ws._fence is None
+
+
+def test_leaf_values_ahead_refuse_nodes_past_the_known():
+    """The score update with device-made leaf values refuses a children's range outside the value table the host
+    gives (it would read and write past it), before anything is uploaded or launched."""
+    from mdhom.components.scores import ScoreUpdater
+
+    ws = Workspace(get_device("cpu"), "quantized")
+    ws.load(np.zeros((8, 2), np.uint8), 5, 1)
+    scores = ScoreUpdater(ws, np.zeros(1))
+    for base, n_entries in ((3, 2), (-1, 1)):  # nodes 3..6 of 5 known; a negative first node
+        with pytest.raises(ValueError, match="outside the 5 known"):
+            scores.update_ahead(np.zeros((5, 1)), base, n_entries, 0.3, 1.0, 0.0)
+    assert scores.cur == 0  # nothing launched

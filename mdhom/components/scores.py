@@ -142,7 +142,7 @@ class ScoreUpdater:
             return
         known = np.asarray(known, np.float64).reshape(-1, ws.n_outputs)
         n = known.shape[0]
-        if not 0 <= base and base + 2 * n_entries <= n:
+        if not (0 <= base and base + 2 * n_entries <= n):
             raise ValueError(f"update_ahead: nodes {base}..{base + 2 * n_entries - 1} outside the {n} known")
         ws.ensure("value_known", known.size * ws.real.itemsize)
         ws.ensure("value", known.size * ws.real.itemsize)
