@@ -653,11 +653,9 @@ class RowPartitioner:
             live[p_node] = False  # the split nodes' rows are their children's now
             held = np.flatnonzero(c0 > 0)
         node = np.flatnonzero(live)
-        n = node.size + (0 if held is None else held.size)
         # records (begin, node, region, split, right) filled as columns, few numpy calls: this runs while the device
         # works through the tree's last partition, which is short on GPUs
-        rec = np.full((n, LEAF_INTS), -1, np.int64)
-        rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
+        rec = self._leaf_records(node, 0 if held is None else held.size)
         if held is not None:
             rec[node.size:, 1] = self._names(np.asarray(lo)[held])
             rec[node.size:, 4] = self._names(np.asarray(hi)[held])
@@ -665,13 +663,21 @@ class RowPartitioner:
                 rec[node.size:, 0], rec[node.size:, 3] = flip_positions(b0[held], ws.n_rows), s[held]
             else:  # not partitioned (the tree's last step): the parent's range, each row's child from its bin
                 rec[node.size:, 0], rec[node.size:, 5] = b0[held], s[held]
-        rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
-        rec[:, 0] -= rec[:, 2]
         self._launch_leaves(rec, rules or self._tab)
 
+    def _leaf_records(self, node: np.ndarray, more: int) -> np.ndarray:
+        """Leaf records (``LEAF_INTS`` columns, -1 where unset): the leaves ``node`` (their begins and names), then
+        ``more`` rows for the caller to fill."""
+        rec = np.full((node.size + more, LEAF_INTS), -1, np.int64)
+        rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
+        return rec
+
     def _launch_leaves(self, rec: np.ndarray, tab: str) -> None:
-        """``tree_leaf_rows`` over the records ``rec`` (begins within their regions), reading split table ``tab``."""
+        """``tree_leaf_rows`` over the records ``rec`` (begins as combined positions, split here into their regions
+        and the begins within them), reading split table ``tab``."""
         ws = self.ws
+        rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
+        rec[:, 0] -= rec[:, 2]
         if ws.n_rows and rec.shape[0]:
             table, shift = leaf_records_table(rec[np.argsort(rec[:, 0], kind="stable")], ws.n_rows)
             ws.ensure("leaf_tab", table.nbytes)
@@ -697,23 +703,19 @@ class RowPartitioner:
         event, _, rows = self._pending[0]
         if not isinstance(event, _Deferred) or not isinstance(rows, _Ahead) or rows.ok is not None:
             return False
-        ws = self.ws
         nodes = np.asarray(nodes, np.int64).reshape(-1)
         b0, c0 = self._ranges(nodes)
         held = np.flatnonzero(c0 > 0)
         live = self.count > 0
         live[nodes[held]] = False
         node = np.flatnonzero(live)
-        rec = np.full((node.size + held.size, LEAF_INTS), -1, np.int64)
-        rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
+        rec = self._leaf_records(node, held.size)
         tail = rec[node.size:]
         tail[:, 0] = b0[held]
         tail[:, 1] = self._names(rows.base + 2 * held)
         tail[:, 4] = self._names(rows.base + 2 * held + 1)
         tail[:, 5] = held  # the entry's record in the step's table
         tail[:, 6] = self._names(nodes[held])
-        rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
-        rec[:, 0] -= rec[:, 2]
         self._launch_leaves(rec, event.tab)
         self.nodes_written = True
         self._written_ahead = (rows, int(nodes.size))

@@ -126,11 +126,8 @@ class ScoreUpdater:
         ws = self.ws
         if not ws.n_rows:
             return
-        value = np.asarray(value, np.float64).reshape(-1, ws.n_outputs)
-        ws.ensure("value", value.size * ws.real.itemsize)
-        ws.put("value", ws["value"], value, ws.real)
-        ws.record("tree_score_update", self.k_update[self.cur]({"row": ws.n_rows, "output": ws.n_outputs}))
-        self.cur = 1 - self.cur
+        self._put("value", value)
+        self._add()
 
     def update_ahead(self, known: np.ndarray, base: int, n_entries: int, learning_rate: float, reg_lambda: float,
                      reg_alpha: float) -> None:
@@ -140,19 +137,29 @@ class ScoreUpdater:
         ws = self.ws
         if not ws.n_rows:
             return
-        known = np.asarray(known, np.float64).reshape(-1, ws.n_outputs)
-        n = known.shape[0]
+        n = np.asarray(known).size // ws.n_outputs
         if not (0 <= base and base + 2 * n_entries <= n):
             raise ValueError(f"update_ahead: nodes {base}..{base + 2 * n_entries - 1} outside the {n} known")
-        ws.ensure("value_known", known.size * ws.real.itemsize)
-        ws.ensure("value", known.size * ws.real.itemsize)
-        ws.put("value_known", ws["value_known"], known, ws.real)
+        self._put("value_known", known)
+        ws.ensure("value", n * ws.n_outputs * ws.real.itemsize)
         if self.k_values is None:
             comp = ws.build(LEAF_VALUES, leaf_values(ws.rp), {"node": 1024, "output": ws.n_outputs})
             self.k_values = Bound(ws, comp, lambda: (ws["value"], dict(known=ws["value_known"], res=ws["res"])))
         ws.record("tree_leaf_values", self.k_values({"node": n, "output": ws.n_outputs}, base=int(base),
                                                     n_entries=int(n_entries), learning_rate=float(learning_rate),
                                                     reg_lambda=float(reg_lambda), reg_alpha=float(reg_alpha)))
+        self._add()
+
+    def _put(self, name: str, value: np.ndarray) -> None:
+        """A value table ((n_nodes, n_outputs), float64) into buffer ``name`` as the device's reals."""
+        ws = self.ws
+        value = np.asarray(value, np.float64).reshape(-1, ws.n_outputs)
+        ws.ensure(name, value.size * ws.real.itemsize)
+        ws.put(name, ws[name], value, ws.real)
+
+    def _add(self) -> None:
+        """The score update from the value table in ``value``: the current scores into the other buffer."""
+        ws = self.ws
         ws.record("tree_score_update", self.k_update[self.cur]({"row": ws.n_rows, "output": ws.n_outputs}))
         self.cur = 1 - self.cur
 
