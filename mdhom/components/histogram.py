@@ -89,6 +89,12 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
     Quantized (``precision="quantized"``): (g, h) are int32 fixed point and so are the sums, which are then
     exact and independent of the order of addition; the fold may also run as integer atomics into one
     accumulator per work-group in local memory (tuning parameter ``PARTIALS_LOCAL``).
+
+    Float64 builds are ragged along ``pos`` (each node folds its own ``slot_count`` rows, not the longest node's
+    count): their exact fold is one work-item walking a (node, feature) in position order, which had walked every
+    node to the longest one's count, testing each position. PoCL, 2-core EPYC, 20k rows, depth 6: a deep level's
+    histograms 1.4-1.6 -> 0.5-0.8 ms. The quantized build keeps its source (and the GPUs' stored configurations
+    their hash): its fits on CPUs read whole rows (:mod:`mdhom.components.row_histogram`).
     """
     hc = hist_ctype(precision)
     q = is_quantized(precision)
@@ -98,6 +104,7 @@ def histogram(n_bins: int, precision: str = "double", feature_major: bool = Fals
         scalar=_HIST_BODY.format(body=_HIST_ADD.format(target="out", op="=")),
         accumulate=_HIST_BODY.format(body=_HIST_ADD_PAIR if q else _HIST_ADD.format(target="acc", op="+=")),
         accumulate_atomic=_HIST_BODY.format(body=_HIST_ATOMIC) if q else None, packed_pairs=q,
+        extents={} if q else {"pos": "slot_count[node]"},
         # Declared as the root pass sees them (node 0 owns positions 0 .. SIZE_pos); a level's call passes the
         # buffers of every row with SIZE_pos its longest node's count (bind_sizes lets a gathered input be longer).
         inputs=[
