@@ -34,15 +34,15 @@ def cpu():
 
 def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
-    assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 12
+    assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 24
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
-    assert len(set(gq)) == len(gq) == 64 and len(set(gd)) == len(gd) == 12
-    assert {c.depth_ahead for c in q + gq} == {0, DEPTH_AHEAD}
+    assert len(set(gq)) == len(gq) == 64 and len(set(gd)) == len(gd) == 24
+    assert {c.depth_ahead for c in q + gq + d + gd} == {0, DEPTH_AHEAD}
     assert {c.batch for c in q + d} == {c.batch for c in gq + gd} == {0, BATCH}
     assert {c.blocks for c in q + d} == {0, BLOCK_ROWS} and {c.blocks for c in gq + gd} == {0, GROUP_ROWS}
     assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
     assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
-    assert not any(c.whole_rows or c.lookahead or c.depth_ahead for c in d)  # all need quantized histograms
+    assert not any(c.whole_rows or c.lookahead for c in d)  # both need quantized histograms
     with pytest.raises(ValueError, match="precision"):
         kernel_name("half")
     with pytest.raises(ValueError, match="lacks"):

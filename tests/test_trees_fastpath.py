@@ -626,24 +626,26 @@ def test_depthwise_lookahead_that_splits_nothing_below_a_host_level():
     assert empty > 0
 
 
+@pytest.mark.parametrize("precision", ["quantized", "double"])
 @pytest.mark.parametrize("leaves,depth,seed", [(255, 8, 3), (0, 5, 4), (60, 7, 9), (20, 5, 10)])
-def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed):
-    """The device's depth-wise look-ahead grows the reference's quantized level-wise tree bit for bit, rows in their
-    leaves, with fewer syncs than level by level; with the tree's last level too (its leaf budget decided on the
-    device: (20, 5) binds it, 16 nodes for 4 more leaves) fewer still."""
+def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed, precision):
+    """The device's depth-wise look-ahead grows the reference's level-wise tree bit for bit, rows in their leaves,
+    with fewer syncs than level by level; with the tree's last level too (its leaf budget decided on the device: (20,
+    5) binds it, 16 nodes for 4 more leaves) fewer still. Quantized and exact float64 fits alike (the float64
+    histogram ragged, the levels' ranges unknown to the host)."""
     rng = np.random.default_rng(seed)
     X, _, h = _data(seed, 3000, 6)
     g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
     m = BinMapper(31).fit(X)
     bins = m.transform(X)
     gp = GrowParams(PARAMS, 0.1, depth, leaves, False)
-    ref = NumpyKernels("quantized")
+    ref = NumpyKernels(precision)
     ref.load(bins, m.n_bins, 1)
     ref.set_gradients(g, h)
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     syncs = []
     for ahead in (0, 2, 7):
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=ahead)
+        dev = ob.OpenCLTreeKernels(device, precision=precision, depth_ahead=ahead)
         dev.load(bins, m.n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs

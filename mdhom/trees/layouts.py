@@ -91,7 +91,8 @@ def is_layout(kernel: str) -> bool:
 
 def candidates(precision: str, cpu: bool) -> list[Layout]:
     """Every distinct layout of a fit in ``precision`` on a CPU (``cpu``) or a GPU: the row index always reads whole
-    rows, and only it has a column copy; whole rows and the device-side levels need quantized histograms; blocks are
+    rows, and only it has a column copy; whole rows and the loss-guided look-ahead need quantized histograms, the
+    depth-wise levels on the device any precision's (their splits are the host's, bit for bit); blocks are
     :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs; loss-guided batches are
     bounded at :data:`BATCH` candidates or not at all."""
     quantized = precision == "quantized"
@@ -101,7 +102,7 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
             for columns in ((0, 1) if row_index else (0,)):
                 for lookahead in ((0, 1) if quantized else (0,)):
                     for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
-                        for depth_ahead in ((0, DEPTH_AHEAD) if quantized else (0,)):
+                        for depth_ahead in (0, DEPTH_AHEAD):
                             for batch in (0, BATCH):
                                 out.append(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead,
                                                   batch))

@@ -313,12 +313,16 @@ class OpenCLTreeKernels:
         # (kernels 5.91 against 6.76 ms); PoCL, 2-core EPYC, 500k rows, 112 against 125 ms. Off by default.
         # Depth-wise levels ahead split what the level-wise rule splits anyway: on by default (DEPTH_AHEAD, figures
         # in mdhom.trees.layouts), since their partitions cut blocks on the device and their histograms take the
-        # class of a node's rows (before, each cost more than the round trips saved: H200 kernels 4.78 -> 6.02 ms)
-        ahead = ws.quantized and ws.cat_mode is None and n_bins > 2
+        # class of a node's rows (before, each cost more than the round trips saved: H200 kernels 4.78 -> 6.02 ms).
+        # Float fits take them too (the device's search is the host's, bit for bit; the float64 histogram ragged, so a
+        # level whose ranges the host does not know costs its rows): PoCL, 2-core EPYC, default parameters (double,
+        # depth 6), alternating fits, 20k rows 16.2 / 16.0 / 13.1 -> 11.7 / 10.9 / 12.0 ms a round, 100k rows 32.6 /
+        # 27.5 / 31.6 -> 27.1 / 25.5 / 28.5; the loss-guided look-ahead stays quantized (the layouts' candidates)
+        ahead = ws.cat_mode is None and n_bins > 2
         want = (LOOKAHEAD_GPU if ws.device.type == "gpu" else 0) if self._lookahead is None else int(self._lookahead)
         if self._lookahead is None and self.layout is not None:
             want = self.layout.lookahead
-        self.lookahead = want if ahead else 0
+        self.lookahead = want if ahead and ws.quantized else 0
         depth = DEPTH_AHEAD if self._depth_ahead is None else int(self._depth_ahead)
         if self._depth_ahead is None and self.layout is not None:
             depth = self.layout.depth_ahead
