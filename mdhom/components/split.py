@@ -491,7 +491,7 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     items; and scores 8 bins at once in vector types where the gain has a vector form (2-core Xeon, AVX-512, 256
     nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms). The checker
     (a GPU by its type) runs the vector form as CPUs do: spread over 64 lanes of one bin each, every lane walked its
-    feature's bins again from the first, and a loss-guided round at 600 bins took Oclgrind 204 s in the score (4 s
+    feature's bins again from the first, and a loss-guided round at 600 bins took Oclgrind 204 s in the score (3 s
     so)."""
     cfg = ones(desc, dev, sizes)
     if desc.vector is not None:  # CPUs, and the checker as CPUs run it (Intel's runtime too: its default VEC is 1)
