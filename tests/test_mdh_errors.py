@@ -158,3 +158,19 @@ def test_scratch_beyond_device_memory_is_refused_before_allocating(device):
     comp = mdh.Computation(case.description, device, {"NUM_WG_sys": 4, "NUM_WI_sys": 8})
     with pytest.raises(mdh.ConfigError, match="scratch of .* needs"):
         comp(**{**case.inputs, "work_len": 2**40})
+
+
+def test_private_accumulators_beyond_a_cpu_threads_stack_are_refused(device):
+    """A CPU runtime keeps a work-group's private accumulators on one thread's stack: 256 work-items a group of
+    57 KB whole-row histograms (256 bins, 28 features, int32 pairs) crashed PoCL with SIGSEGV and took `mdhom tune`
+    with it; such a configuration is refused before it is built, one of 16 work-items is not."""
+    if device.type != "cpu":
+        pytest.skip(f"{device.key} is not a CPU: its work-items' private memory is not one thread's stack")
+    from mdhom.components.row_histogram import histogram_rows
+
+    desc = histogram_rows(256, 28)
+    cfg = {"NUM_WG_node": 1, "NUM_WI_node": 1, "NUM_WG_pos": 16, "NUM_WI_pos": 256, "PARTIALS_LOCAL": 0,
+           "FLAT": 1, "CHUNKED": 1, "PACKED": 1}
+    with pytest.raises(mdh.ConfigError, match=r"256 work-items a group .* 57344 bytes each .* thread's stack"):
+        mdh.Computation(desc, device, cfg)
+    assert mdh.Computation(desc, device, {**cfg, "NUM_WI_pos": 16}).work_group_size == 16

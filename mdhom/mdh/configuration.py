@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
     from mdhom.devices import Device
 
+# Most bytes of private accumulators (an atom per work-item) one work-group may hold on a CPU. CPU runtimes run a
+# work-group's work-items in a loop on one thread and keep each work-item's private values in arrays on that
+# thread's stack, 8 MiB by default on Linux: PoCL 3 and 5 crashed (SIGSEGV, which ended `mdhom tune`) on whole-row
+# histograms of 256 bins (57 KB an atom) at 256 work-items a group, 14.7 MB, and ran them at 128 (7.3 MB). Half of
+# it leaves the thread's other frames room; the configurations CPUs run hold one to 16 work-items a group.
+CPU_PRIVATE_BYTES = 4 << 20
+
 
 class Configurable:
     """The configuration side of a :class:`~mdhom.mdh.description.Description` (see the module docstring)."""
@@ -148,6 +155,12 @@ class Configurable:
             raise ConfigError(
                 f"{self.name}: configuration needs {need} bytes of local memory, device {device.key} has "
                 f"{device.local_mem_size}"
+            )
+        if device.type == "cpu" and not config.get("PARTIALS_LOCAL") and wg * itemsize(self.atom) > CPU_PRIVATE_BYTES:
+            raise ConfigError(
+                f"{self.name}: {wg} work-items a group with a private accumulator of {itemsize(self.atom)} bytes each "
+                f"({wg * itemsize(self.atom)} bytes) exceed the {CPU_PRIVATE_BYTES} bytes a CPU's work-group may "
+                "keep on its thread's stack"
             )
         if self.double_fp and not device.has_fp64:
             raise ConfigError(f"{self.name}: uses double precision, which {device.key} does not support")
