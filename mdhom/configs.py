@@ -369,10 +369,11 @@ def _pick(
             config = {p: v for p, v in config.items() if p not in foreign}
             cls = f"{cls} ({', '.join(foreign)} not offered by this variant)"
         # atoms grow with the problem (a histogram's bins): a stored configuration drops local partials and
-        # work-items where this variant's would overflow local memory, rather than being thrown away
+        # work-items where this variant's would overflow local memory (or a CPU thread's stack, with private
+        # accumulators), rather than being thrown away
         fitted = within_local_memory(description, device, config)
         if fitted != config:
-            config, cls = fitted, f"{cls} (fitted to local memory)"
+            config, cls = fitted, f"{cls} (fitted to the device's memory)"
         try:
             description.check_config(config, device)
         except ConfigError as exc:

@@ -174,3 +174,5 @@ def test_private_accumulators_beyond_a_cpu_threads_stack_are_refused(device):
     with pytest.raises(mdh.ConfigError, match=r"256 work-items a group .* 57344 bytes each .* thread's stack"):
         mdh.Computation(desc, device, cfg)
     assert mdh.Computation(desc, device, {**cfg, "NUM_WI_pos": 16}).work_group_size == 16
+    # a stored or heuristic configuration is shrunk to fit instead (4 MiB: 64 work-items of 57 KB)
+    assert mdh.build_within_limits(desc, device, cfg).work_group_size == 64

@@ -19,6 +19,7 @@ import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.codegen import generate
+from mdhom.mdh.configuration import CPU_PRIVATE_BYTES
 from mdhom.mdh.description import Description
 from mdhom.mdh.parts import ConfigError, KernelLimitError
 from mdhom.mdh.types import CTYPES, itemsize
@@ -452,16 +453,19 @@ def build_within_limits(
 
 def within_local_memory(desc: Description, device: Device, config: Mapping[str, int]) -> dict[str, int]:
     """``config`` with ``PARTIALS_LOCAL`` off, then its widest ``NUM_WI_<dim>`` (then ``NUM_WI_COMBINE``) halved,
-    until its local memory fits ``device``; unchanged when it fits already, lacks work-item counts or exceeds the
-    device's work-group size (an error of its own, which :meth:`Description.check_config` reports)."""
+    until its local memory fits ``device``, and on CPUs its private accumulators a thread's stack
+    (:data:`~mdhom.mdh.configuration.CPU_PRIVATE_BYTES`); unchanged when it fits already, lacks work-item counts or
+    exceeds the device's work-group size (an error of its own, which :meth:`Description.check_config` reports)."""
     cfg = dict(config)
     names = desc.parameter_names()
     if any(p not in cfg for p in names if p.startswith("NUM_WI_")):
         return cfg  # incomplete: check_config names what is missing
     limit = device.local_mem_size
     wg = math.prod(int(cfg[f"NUM_WI_{d}"]) for d in desc.dim_names)
-    if desc.local_mem_bytes(cfg) <= limit or wg > min(device.max_work_group_size, device.max_work_item_sizes[0]):
-        return cfg  # fits, or breaks the work-group limit first (check_config names that)
+    if wg > min(device.max_work_group_size, device.max_work_item_sizes[0]):
+        return cfg  # breaks the work-group limit first (check_config names that)
+    if desc.local_mem_bytes(cfg) <= limit:
+        return _within_private(desc, device, cfg)
     if cfg.get("PARTIALS_LOCAL"):
         cfg["PARTIALS_LOCAL"] = 0
         if cfg.get("FLAT") and not desc.flat_private:  # FLAT folds into local memory, or privately where offered
@@ -475,6 +479,15 @@ def within_local_memory(desc: Description, device: Device, config: Mapping[str, 
             cfg["NUM_WI_COMBINE"] = int(cfg["NUM_WI_COMBINE"]) // 2
         else:
             break  # nothing left to shrink: check_config names the need
+    return _within_private(desc, device, cfg)
+
+
+def _within_private(desc: Description, device: Device, cfg: dict[str, int]) -> dict[str, int]:
+    """``cfg`` with its widest ``NUM_WI_<dim>`` halved until a CPU thread's stack holds its private accumulators."""
+    while desc.private_bytes(cfg, device) > CPU_PRIVATE_BYTES:
+        wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
+        widest = max(wi, key=lambda k: wi[k])
+        cfg[widest] = wi[widest] // 2
     return cfg
 
 

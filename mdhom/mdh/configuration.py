@@ -116,6 +116,15 @@ class Configurable:
         wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
         return max(wg * itemsize(self.atom), combine)
 
+    def private_bytes(self, config: Mapping[str, int], device: Device) -> int:
+        """Bytes of private accumulators a work-group of ``config`` keeps on a CPU thread's stack (one atom per
+        work-item without ``PARTIALS_LOCAL``); 0 on other devices, and for one work-item a group (its accumulator is
+        the kernel's own stack variable, not one of a work-group's copies)."""
+        wg = math.prod(int(config[f"NUM_WI_{d}"]) for d in self.dim_names)
+        if device.type != "cpu" or config.get("PARTIALS_LOCAL") or wg <= 1:
+            return 0
+        return wg * itemsize(self.atom)
+
     @staticmethod
     def _prefetches(device: Device) -> bool:
         """Whether ``PREFETCH=1`` builds on ``device``: CPUs, and checkers (whose prefetch is a checked read)."""
@@ -156,7 +165,7 @@ class Configurable:
                 f"{self.name}: configuration needs {need} bytes of local memory, device {device.key} has "
                 f"{device.local_mem_size}"
             )
-        if device.type == "cpu" and not config.get("PARTIALS_LOCAL") and wg * itemsize(self.atom) > CPU_PRIVATE_BYTES:
+        if self.private_bytes(config, device) > CPU_PRIVATE_BYTES:
             raise ConfigError(
                 f"{self.name}: {wg} work-items a group with a private accumulator of {itemsize(self.atom)} bytes each "
                 f"({wg * itemsize(self.atom)} bytes) exceed the {CPU_PRIVATE_BYTES} bytes a CPU's work-group may "
