@@ -445,9 +445,7 @@ def build_within_limits(
             if exc.kernel != "main":
                 cfg["NUM_WI_COMBINE"] = 1 << (exc.limit.bit_length() - 1)
                 continue
-            wi = {k: v for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE"}
-            widest = max(wi, key=lambda k: wi[k])
-            cfg[widest] = max(1, wi[widest] // 2)
+            _halve_widest(cfg)
     raise AssertionError("unreachable: work-group sizes cannot shrink below 1")
 
 
@@ -471,24 +469,29 @@ def within_local_memory(desc: Description, device: Device, config: Mapping[str, 
         if cfg.get("FLAT") and not desc.flat_private:  # FLAT folds into local memory, or privately where offered
             cfg["FLAT"] = 0
     while desc.local_mem_bytes(cfg) > limit:
-        wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
-        if wi:
-            widest = max(wi, key=lambda k: wi[k])
-            cfg[widest] = wi[widest] // 2
-        elif int(cfg.get("NUM_WI_COMBINE", 1)) > 1:
-            cfg["NUM_WI_COMBINE"] = int(cfg["NUM_WI_COMBINE"]) // 2
-        else:
+        if _halve_widest(cfg):
+            continue
+        if int(cfg.get("NUM_WI_COMBINE", 1)) <= 1:
             break  # nothing left to shrink: check_config names the need
+        cfg["NUM_WI_COMBINE"] = int(cfg["NUM_WI_COMBINE"]) // 2
     return _within_private(desc, device, cfg)
 
 
 def _within_private(desc: Description, device: Device, cfg: dict[str, int]) -> dict[str, int]:
     """``cfg`` with its widest ``NUM_WI_<dim>`` halved until a CPU thread's stack holds its private accumulators."""
-    while desc.private_bytes(cfg, device) > CPU_PRIVATE_BYTES:
-        wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
-        widest = max(wi, key=lambda k: wi[k])
-        cfg[widest] = wi[widest] // 2
+    while desc.private_bytes(cfg, device) > CPU_PRIVATE_BYTES:  # > 0 only for more than one work-item a group
+        _halve_widest(cfg)
     return cfg
+
+
+def _halve_widest(cfg: dict[str, int]) -> bool:
+    """Halve ``cfg``'s widest ``NUM_WI_<dim>`` in place (the first of equals); False where every one is 1 already."""
+    wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
+    if not wi:
+        return False
+    widest = max(wi, key=lambda k: wi[k])
+    cfg[widest] = wi[widest] // 2
+    return True
 
 
 def _step_size(which: str, n_concat: int, scan: int, wi: int, combine: int) -> int:

@@ -165,10 +165,11 @@ class Configurable:
                 f"{self.name}: configuration needs {need} bytes of local memory, device {device.key} has "
                 f"{device.local_mem_size}"
             )
-        if self.private_bytes(config, device) > CPU_PRIVATE_BYTES:
+        private = self.private_bytes(config, device)
+        if private > CPU_PRIVATE_BYTES:
             raise ConfigError(
                 f"{self.name}: {wg} work-items a group with a private accumulator of {itemsize(self.atom)} bytes each "
-                f"({wg * itemsize(self.atom)} bytes) exceed the {CPU_PRIVATE_BYTES} bytes a CPU's work-group may "
+                f"({private} bytes) exceed the {CPU_PRIVATE_BYTES} bytes a CPU's work-group may "
                 "keep on its thread's stack"
             )
         if self.double_fp and not device.has_fp64:
