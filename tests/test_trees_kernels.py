@@ -228,8 +228,8 @@ def test_split_score_and_sums(request, device, params):
 @pytest.mark.parametrize("precision", ["double", "single", "quantized"])
 @pytest.mark.parametrize("n_out, n_bins", [(1, 64), (2, 17), (1, 6), (1, 146)])
 def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out, n_bins, reg):
-    """The split score's vector form (what CPUs build: VEC bins a block, a share's last block reaching into the
-    missing bin) finds every node's best split with the scalar form's gain bits and index, under every width and
+    """The split score's vector form (what CPUs build: VEC features a block, one a lane, a share's last block
+    reaching past the features) finds every node's best split with the scalar form's gain bits and index, under every width and
     random configurations; features with and without missing values (default-right scored or skipped), L1 and
     min_child_weight active, ties among integer gradients."""
     rng = np.random.default_rng(61)

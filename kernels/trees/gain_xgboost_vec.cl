@@ -1,8 +1,8 @@
 /* The vector form of XGBoost's split gain (gain_xgboost.cl, built after it and split_carry.cl in the score kernel's
- * vector form: mdhom.components.split.split_score with vector=True): tree_gain_vec, the gains of VEC consecutive bins
- * in vector types (mdhom.components.lanes.vector_defines) from their left sums and the feature's totals, each lane the
- * bits tree_gain gives at its bin; and tree_gain_sums, one candidate's from the same sums (the form's scalar
- * function). */
+ * vector form: mdhom.components.split.split_score with vector=True): tree_gain_vec, the gains of VEC candidates in
+ * vector types (mdhom.components.lanes.vector_defines), one a lane, each of its own feature, from their left sums and
+ * their features' totals, each lane the bits tree_gain gives at its candidate; and tree_gain_sums, one candidate's
+ * from the same sums (the form's scalar function). */
 #pragma OPENCL FP_CONTRACT OFF
 
 #if VEC > 1
@@ -39,29 +39,40 @@ inline tree_real_v tree_score_vec(const tree_real_v g, const tree_real_v h, cons
 #define TREE_REAL_VEC(q, k, c) TREE_REAL_LANES(q)
 #endif
 
-/* tree_gain of VEC candidates of one feature from their left sums (lgq, lhq: a vector per output) and the feature's
- * totals (tgq, thq: per output): the same operations as tree_gain, lane by lane. */
+/* The parent's part of tree_gain for VEC candidates, each of its own feature (tgq, thq: their features' totals, a
+ * vector per output; the gain's parameters as tree_gain_vec takes them): the sum over outputs of the totals' scores,
+ * the same for every bin of a feature, so that the walk along its bins computes it once. */
+__attribute__((always_inline)) inline tree_real_v tree_parent_vec(
+    const tree_hist_v* tgq, const tree_hist_v* thq, const tree_real_t lambda, const tree_real_t alpha,
+    const tree_real_t min_split_gain, const tree_real_t min_child_weight TREE_INV_DECL) {
+    tree_real_v sp = 0;
+    for (int k = 0; k < TREE_OUTPUTS; ++k) {
+        const tree_real_v tg = TREE_REAL_VEC(tgq[k], k, 0), th = TREE_REAL_VEC(thq[k], k, 1);
+        sp = (k == 0) ? tree_score_vec(tg, th, lambda, alpha) : sp + tree_score_vec(tg, th, lambda, alpha);
+    }
+    return sp;
+}
+
+/* tree_gain of VEC candidates from their left sums (lgq, lhq) and their features' totals (tgq, thq), a vector per
+ * output each, and the parent's part (sp, tree_parent_vec of the same totals): the same operations as tree_gain, lane
+ * by lane. */
 /* forced inline: PoCL calls it out of line otherwise (its pointers are not restrict: Oclgrind runs the inlined form) */
 __attribute__((always_inline)) inline tree_real_v tree_gain_vec(
-    const tree_hist_v* lgq, const tree_hist_v* lhq, const tree_hist_t* tgq, const tree_hist_t* thq,
-    const tree_real_t lambda, const tree_real_t alpha, const tree_real_t min_split_gain,
+    const tree_hist_v* lgq, const tree_hist_v* lhq, const tree_hist_v* tgq, const tree_hist_v* thq,
+    const tree_real_v sp, const tree_real_t lambda, const tree_real_t alpha, const tree_real_t min_split_gain,
     const tree_real_t min_child_weight TREE_INV_DECL) {
     tree_real_v sl = 0, sr = 0, hl = 0, hr = 0;
-    tree_real_t sp = 0;
     for (int k = 0; k < TREE_OUTPUTS; ++k) {
-        const tree_real_t tg = TREE_REAL_OF(tgq[k], k, 0), th = TREE_REAL_OF(thq[k], k, 1);
         const tree_real_v lg = TREE_REAL_VEC(lgq[k], k, 0), lh = TREE_REAL_VEC(lhq[k], k, 1);
         const tree_real_v rg = TREE_REAL_VEC(tgq[k] - lgq[k], k, 0), rh = TREE_REAL_VEC(thq[k] - lhq[k], k, 1);
         if (k == 0) {
             sl = tree_score_vec(lg, lh, lambda, alpha);
             sr = tree_score_vec(rg, rh, lambda, alpha);
-            sp = tree_score(tg, th, lambda, alpha);
             hl = lh;
             hr = rh;
         } else {
             sl = sl + tree_score_vec(lg, lh, lambda, alpha);
             sr = sr + tree_score_vec(rg, rh, lambda, alpha);
-            sp = sp + tree_score(tg, th, lambda, alpha);
             hl = hl + lh;
             hr = hr + rh;
         }

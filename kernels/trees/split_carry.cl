@@ -1,7 +1,7 @@
 /* A candidate's left sums and its feature's totals from the histogram itself, for the split score's vector form
  * (mdhom.components.split.split_score with vector=True, what CPUs build) and the packed result read after it: the
- * score walks a feature's bins in order and carries their running sums from block to block (mdh_carry_t, the
- * generator's Vector.carry), so no scan kernel writes prefix sums for it to read back. Sums are added in bin order
+ * score walks its features' bins in order, a feature a vector lane, and carries their running sums from bin to bin
+ * (mdh_carry_t, the generator's Vector.carry), so no scan kernel writes prefix sums for it to read back. Sums are added in bin order
  * from the first bin's own value on, as np.cumsum adds (float64 histograms: the same bits as tree_split_scan's pinned
  * scan). A feature whose candidates are not its bins in order (a categorical one, cat_mode != 0) reads the
  * categorical scan (tree_split_scan_cat) instead, as tree_left_sums does.
@@ -83,56 +83,63 @@ __attribute__((always_inline)) inline void tree_candidate_sums(__global const tr
 }
 
 #if VEC > 1
-/* The running sums through each of bins bin .. bin + VEC - 1 of a cell (the first vn of them; the lanes after repeat
- * the last) into (lg, lh), from (g, h), the sums of the bins before `bin`, which end as the sums through the block.
- * Lane by lane in scalars, the vectors made of them at the end: through a union (vector stores read back as lanes,
- * lanes stored and read back as a vector) PoCL's code waited on memory (2-core Xeon, 128 nodes' candidates at 256
- * bins: 5.1 ms a launch against 2.3 without the sums at all). */
-#define TREE_LANE(s, p)                                                                           \
-    const tree_hist_t g##s = ((s) < vn) ? g##p + hist[2 * (cell + bin + (s))] : g##p;          \
-    const tree_hist_t h##s = ((s) < vn) ? h##p + hist[2 * (cell + bin + (s)) + 1] : h##p;
-__attribute__((always_inline)) inline void tree_block_lanes(__global const tree_hist_t* hist, const long cell,
-                                                            const int bin, const int vn, tree_hist_t* g,
-                                                            tree_hist_t* h, tree_hist_v* lg, tree_hist_v* lh) {
-    /* bin 0's sum is its own value (np.cumsum's first element) */
-    const tree_hist_t g0 = (bin == 0) ? hist[2 * cell] : *g + hist[2 * (cell + bin)];
-    const tree_hist_t h0 = (bin == 0) ? hist[2 * cell + 1] : *h + hist[2 * (cell + bin) + 1];
-    TREE_LANE(1, 0)
+/* The vector form's lanes are features: lane s of a block of features feat .. feat + VEC - 1 walks feature feat + s's
+ * bins in order and carries its own running sums, so each lane adds what np.cumsum adds for its feature, no lane
+ * waits for the sums of the lane before, and a feature's totals are VEC features' at once. Lanes past the dimension
+ * (from a block's mdh_vn on) read the block's last feature and are never folded. The cells of neighbouring features
+ * are TREE_FEAT_STRIDE histogram lanes apart. */
+#define TREE_FEAT_STRIDE (2L * TREE_OUTPUTS * TREE_BINS)
+#define TREE_LANE_OF(s, vn) ((long)((s) < (vn) ? (s) : (vn) - 1) * TREE_FEAT_STRIDE)
+/* The lanes' values at p (lane 0's; lane s's TREE_LANE_OF(s) further), built from scalars: through a union (lanes
+ * stored and read back as a vector) PoCL's code waited on memory. */
+__attribute__((always_inline)) inline tree_hist_v tree_feat_lanes(__global const tree_hist_t* p, const int vn) {
 #if VEC == 2
-    *lg = (tree_hist_v)(g0, g1);
-    *lh = (tree_hist_v)(h0, h1);
-    *g = g1;
-    *h = h1;
+    return (tree_hist_v)(p[0], p[TREE_LANE_OF(1, vn)]);
+#elif VEC == 4
+    return (tree_hist_v)(p[0], p[TREE_LANE_OF(1, vn)], p[TREE_LANE_OF(2, vn)], p[TREE_LANE_OF(3, vn)]);
 #else
-    TREE_LANE(2, 1) TREE_LANE(3, 2)
-#if VEC == 4
-    *lg = (tree_hist_v)(g0, g1, g2, g3);
-    *lh = (tree_hist_v)(h0, h1, h2, h3);
-    *g = g3;
-    *h = h3;
-#else
-    TREE_LANE(4, 3) TREE_LANE(5, 4) TREE_LANE(6, 5) TREE_LANE(7, 6)
-    *lg = (tree_hist_v)(g0, g1, g2, g3, g4, g5, g6, g7);
-    *lh = (tree_hist_v)(h0, h1, h2, h3, h4, h5, h6, h7);
-    *g = g7;
-    *h = h7;
-#endif
+    return (tree_hist_v)(p[0], p[TREE_LANE_OF(1, vn)], p[TREE_LANE_OF(2, vn)], p[TREE_LANE_OF(3, vn)],
+                         p[TREE_LANE_OF(4, vn)], p[TREE_LANE_OF(5, vn)], p[TREE_LANE_OF(6, vn)],
+                         p[TREE_LANE_OF(7, vn)]);
 #endif
 }
-#undef TREE_LANE
 
-/* The same from the categorical scan (a sorted feature's candidates), as tree_left_sums reads it, lane by lane: a
- * block may reach past the feature's bins. */
-__attribute__((always_inline)) inline void tree_block_sums_scan(__global const tree_hist_t* scan, __global const tree_hist_t* hist, const long cell,
-                                 const int bin, const int vn, const int dir, tree_hist_v* lg, tree_hist_v* lh) {
-    union { tree_hist_t s[VEC]; tree_hist_v v; } ug, uh;
-    tree_hist_t g = 0, h = 0;
-    for (int s = 0; s < VEC; ++s) {
-        if (s < vn) tree_left_sums(scan, hist, cell, bin + s, dir, &g, &h);
-        ug.s[s] = g;
-        uh.s[s] = h;
+/* Adds bins [from, to) of the lanes' cells (`cell`: lane 0's) to (g, h) in bin order; bin 0 sets them (np.cumsum's
+ * first element). */
+__attribute__((always_inline)) inline void tree_feat_sum_bins(__global const tree_hist_t* hist, const long cell,
+                                                              const int vn, int from, const int to, tree_hist_v* g,
+                                                              tree_hist_v* h) {
+    __global const tree_hist_t* p = hist + 2 * cell;
+    if (from == 0 && to > 0) {
+        *g = tree_feat_lanes(p, vn);
+        *h = tree_feat_lanes(p + 1, vn);
+        from = 1;
     }
-    *lg = ug.v;
-    *lh = uh.v;
+#if TREE_QUANTIZED
+    tree_hist_v sg = *g, sh = *h;  /* integers: any order gives the same sums */
+#else
+    /* in bin order, a partial sum stored after every 8 bins, as tree_sum_bins does (Intel's CPU compiler) */
+    volatile tree_hist_v sg = *g, sh = *h;
+    for (; from + 8 <= to; from += 8) {
+        tree_hist_v rg = sg, rh = sh;
+        __global const tree_hist_t* q = p + 2 * from;
+        rg = rg + tree_feat_lanes(q, vn);       rh = rh + tree_feat_lanes(q + 1, vn);
+        rg = rg + tree_feat_lanes(q + 2, vn);   rh = rh + tree_feat_lanes(q + 3, vn);
+        rg = rg + tree_feat_lanes(q + 4, vn);   rh = rh + tree_feat_lanes(q + 5, vn);
+        rg = rg + tree_feat_lanes(q + 6, vn);   rh = rh + tree_feat_lanes(q + 7, vn);
+        rg = rg + tree_feat_lanes(q + 8, vn);   rh = rh + tree_feat_lanes(q + 9, vn);
+        rg = rg + tree_feat_lanes(q + 10, vn);  rh = rh + tree_feat_lanes(q + 11, vn);
+        rg = rg + tree_feat_lanes(q + 12, vn);  rh = rh + tree_feat_lanes(q + 13, vn);
+        rg = rg + tree_feat_lanes(q + 14, vn);  rh = rh + tree_feat_lanes(q + 15, vn);
+        sg = rg;
+        sh = rh;
+    }
+#endif
+    for (int b = from; b < to; ++b) {
+        sg = sg + tree_feat_lanes(p + 2 * b, vn);
+        sh = sh + tree_feat_lanes(p + 2 * b + 1, vn);
+    }
+    *g = sg;
+    *h = sh;
 }
 #endif

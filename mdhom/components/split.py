@@ -106,9 +106,10 @@ class Gain:
     defines ``tree_gain(scan, hist, node, n_feat, feat, bin, dir, <params> TREE_INV_DECL)``: a candidate's
     gain, or -INFINITY where it is not allowed; ``params`` are its real-valued parameters in order. The kernel
     is tuned and looked up as ``tree_split_score`` for XGBoost's gain, ``tree_split_score_<name>`` for others.
-    ``vector_code``, optional, defines ``tree_gain_vec`` (built after ``code``), the gains of ``VEC`` consecutive bins
-    in vector types: the score kernel's :class:`mdhom.mdh.Vector` form, what CPUs build, whose fold takes a block's
-    best lane (a NaN lane loses, as in the scalar fold)."""
+    ``vector_code``, optional, defines ``tree_gain_vec`` (built after ``code``), the gains of ``VEC`` candidates, one
+    a lane, each from its own left sums and totals and ``tree_parent_vec`` of those totals (the part of the gain a
+    feature's bins share, computed once a walk), in vector types: the score kernel's :class:`mdhom.mdh.Vector`
+    form, what CPUs build, whose fold takes a block's best lane (a NaN lane loses, as in the scalar fold)."""
 
     name: str
     code: str
@@ -213,12 +214,15 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     Quantized: left, right and total sums are formed in int32 and converted to double as ``(double)q *
     inv_scale`` (``inv_scale`` (output, 2), powers of two) just before the gain, as the reference does.
     ``vector`` (a gain with a vector form; what CPUs build, :func:`mdhom.components.lanes.vector_forms`): scores
-    ``VEC`` bins at once (:class:`mdhom.mdh.Vector`; PoCL, 2-core Xeon, 256 nodes of binned Higgs rows: 7.8 -> 1.1-1.6
-    ms in a hand-written trial of the same arithmetic), where the reals are doubles: OpenCL lets a float division
-    be 2.5 ulp off, and the H200's vector float division gave other last bits than its scalar one. The vector form
-    sums a feature's bins itself as it walks them (the fold's carry, ``kernels/trees/split_carry.cl``), so a numeric
-    fit launches no scan before it: the scan wrote a node's histogram again as prefix sums for the score to read
-    back, a memory pass as long as the score's own on a CPU. It reads ``scan`` only for the features whose
+    ``VEC`` features at once (:class:`mdhom.mdh.Vector` along ``feat``), each lane walking its own feature's bins in
+    order, where the reals are doubles: OpenCL lets a float division be 2.5 ulp off, and the H200's vector float
+    division gave other last bits than its scalar one. Each lane sums its feature's bins itself as it walks them (the
+    fold's carry, ``kernels/trees/split_carry.cl``), so a numeric fit launches no scan before it: the scan wrote a
+    node's histogram again as prefix sums for the score to read back, a memory pass as long as the score's own on a
+    CPU. Lanes along features rather than bins (kernel alone, 28 features of 256 bins, 32 nodes, PoCL, 2-core EPYC):
+    along bins a block's running sums were added lane after lane and its best lane found across the vector at every
+    block, ~22-45 us a node; a hand-written walk of one feature a work-item ~14; four features a lane ~10, each a
+    block's gains one vector compare against the best so far. It reads ``scan`` only for the features whose
     ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it, which is
     the kernel their tuned configurations were tuned for.
     """
@@ -247,9 +251,9 @@ if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, f
             params=[Param(p, r) for p in gain.params],
             preamble=defines(precision, b, k) + vector_defines(precision) + snippet("split.cl")
             + snippet("split_carry.cl") + gain.code + gain.vector_code + _ARGMAX_MAX,
-            # every block in vector form (the fold folds a partial block's first mdh_vn lanes), the bins' running
-            # sums carried from block to block
-            vector=Vector("bin", reach="SIZE_bin + 8", fold=_CARRIED_GAINS.replace("ARGS", args) + _ARGMAX_BLOCK,
+            # every block in vector form (lanes past the features read the last and are never folded), each lane's
+            # running sums carried from bin to bin
+            vector=Vector("feat", reach="SIZE_feat + 8", fold=_CARRIED_GAINS.replace("ARGS", args) + _ARGMAX_BLOCK,
                           carry=_CARRY),
             inline_fold=True,
         )
@@ -266,61 +270,97 @@ if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, f
     )
 
 
-# The vector form's carry: the running sums of a (node, feature)'s bins before the block, and the feature's totals
-_CARRY = """    long key;                                        /* 1 + the (node, feature) summed below; 0: none yet */
+# The vector form's carry: a block of features (one a lane), the running sums of each lane's bins walked so far, its
+# totals and its missing bin
+_CARRY = """    long key;                                        /* 1 + (node, its first feature); 0: none yet */
     int at;                                          /* the bins summed in g and h: 0 .. at - 1 */
-    int blk;                                         /* 1 + the first bin of the block in lg and lh; 0: none */
-    tree_hist_t g[TREE_OUTPUTS], h[TREE_OUTPUTS];    /* the sums of bins 0 .. at - 1 */
-    tree_hist_t tg[TREE_OUTPUTS], th[TREE_OUTPUTS];  /* the sums of all the feature's bins */
-    tree_hist_v lg[TREE_OUTPUTS], lh[TREE_OUTPUTS];  /* the block's running sums (its default-left candidates less
-                                                        the missing bin) */"""
-# The vector form's gains of a block: its candidates' left sums from the carried sums (a block's both directions from
-# one summing of its bins), or from the categorical scan for a sorted feature (cat_mode), and the gain of each lane
-# (-inf where the feature is masked, or where default-right has an empty missing bin); a walk handed a block behind
-# the carried ones (another (node, feature), or blocks out of order) sums from bin 0 again
+    int any_missing;                                 /* a lane scores default-right (its missing bin holds rows) */
+    int cat;                                         /* a lane's feature is categorical (sums from the scan) */
+    MDH_VT(long) on0, on1;                           /* the lanes scored default-left, default-right (-1) */
+    tree_hist_v g[TREE_OUTPUTS], h[TREE_OUTPUTS];    /* each lane's sums of bins 0 .. at - 1 */
+    tree_hist_v tg[TREE_OUTPUTS], th[TREE_OUTPUTS];  /* each lane's sums of all its bins */
+    tree_hist_v mg[TREE_OUTPUTS], mh[TREE_OUTPUTS];  /* each lane's missing bin */
+    tree_real_v sp;                                  /* each lane's parent part of the gain (tree_parent_vec) */"""
+# The vector form's gains of a block of features at (bin, dir): the lanes' left sums from the carried sums (a walk
+# handed a bin behind the carried ones sums from bin 0 again), or from the categorical scan for a sorted feature
+# (cat_mode), and the gain of each lane (-inf where the feature is masked, past the features, or where default-right
+# has an empty missing bin); default-right not at all where no lane's missing bin holds rows (its candidates never
+# win: default-left's of the same bin hold the same rows, one index lower)
 _CARRIED_GAINS = """
 const int mdh_i0 = (int)(((long)feat * SIZE_bin + bin) * 2 + dir);
-tree_real_v mdh_g = (tree_real_v)(-INFINITY);
-if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, feat))) {
-    tree_hist_v mdh_lg[TREE_OUTPUTS], mdh_lh[TREE_OUTPUTS];
-    if (cat_mode[feat] != 0) {
-        tree_hist_t mdh_tg[TREE_OUTPUTS], mdh_th[TREE_OUTPUTS];
-        for (int k = 0; k < TREE_OUTPUTS; ++k) {
-            const long cell = tree_cell(node, SIZE_feat, feat, k);
-            tree_block_sums_scan(scan, hist, cell, (int)bin, (int)mdh_vn, (int)dir, &mdh_lg[k], &mdh_lh[k]);
-            mdh_tg[k] = scan[2 * (cell + TREE_BINS - 1)];
-            mdh_th[k] = scan[2 * (cell + TREE_BINS - 1) + 1];
-        }
-        mdh_g = tree_gain_vec(mdh_lg, mdh_lh, mdh_tg, mdh_th ARGS TREE_INV_ARG);
-    } else {
-        const long mdh_key = 1 + (long)node * SIZE_feat + feat;
-        if (mdh_carry->key != mdh_key || ((int)bin < mdh_carry->at && mdh_carry->blk != (int)bin + 1)) {
-            mdh_carry->key = mdh_key;
-            mdh_carry->at = 0;
-            mdh_carry->blk = 0;
-            for (int k = 0; k < TREE_OUTPUTS; ++k)
-                tree_sum_bins(hist, tree_cell(node, SIZE_feat, feat, k), 0, TREE_BINS, &mdh_carry->tg[k],
-                              &mdh_carry->th[k]);
-        }
-        if (mdh_carry->blk != (int)bin + 1) {
-            for (int k = 0; k < TREE_OUTPUTS; ++k) {
-                const long cell = tree_cell(node, SIZE_feat, feat, k);
-                tree_sum_bins(hist, cell, mdh_carry->at, (int)bin, &mdh_carry->g[k], &mdh_carry->h[k]);
-                tree_block_lanes(hist, cell, (int)bin, (int)mdh_vn, &mdh_carry->g[k], &mdh_carry->h[k],
-                                 &mdh_carry->lg[k], &mdh_carry->lh[k]);
-            }
-            mdh_carry->at = (int)(bin + mdh_vn);
-            mdh_carry->blk = (int)bin + 1;
-        }
-        for (int k = 0; k < TREE_OUTPUTS; ++k) {
-            const long m = 2 * (tree_cell(node, SIZE_feat, feat, k) + TREE_BINS - 1);
-            mdh_lg[k] = (dir == 0) ? mdh_carry->lg[k] + hist[m] : mdh_carry->lg[k];  /* the missing bin goes left */
-            mdh_lh[k] = (dir == 0) ? mdh_carry->lh[k] + hist[m + 1] : mdh_carry->lh[k];
-        }
-        mdh_g = tree_gain_vec(mdh_lg, mdh_lh, mdh_carry->tg, mdh_carry->th ARGS TREE_INV_ARG);
+const int mdh_n = (int)mdh_vn;
+const long mdh_key = 1 + (long)node * SIZE_feat + feat;
+if (mdh_carry->key != mdh_key) {
+    union { long s[VEC]; MDH_VT(long) v; } mdh_on0, mdh_on1;
+    mdh_carry->key = mdh_key;
+    mdh_carry->at = 0;
+    mdh_carry->any_missing = 0;
+    mdh_carry->cat = 0;
+    for (int s = 0; s < VEC; ++s) {
+        const long f = feat + (s < mdh_n ? s : mdh_n - 1);
+        const int on = s < mdh_n && feature_mask[f];
+        const int missing = on && tree_has_missing(hist, node, SIZE_feat, f);
+        mdh_on0.s[s] = on ? -1 : 0;
+        mdh_on1.s[s] = missing ? -1 : 0;
+        mdh_carry->any_missing |= missing;
+        mdh_carry->cat |= on && cat_mode[f] != 0;
     }
+    mdh_carry->on0 = mdh_on0.v;
+    mdh_carry->on1 = mdh_on1.v;
+    for (int k = 0; k < TREE_OUTPUTS; ++k) {
+        const long cell = tree_cell(node, SIZE_feat, feat, k);
+        tree_feat_sum_bins(hist, cell, mdh_n, 0, TREE_BINS, &mdh_carry->tg[k], &mdh_carry->th[k]);
+        mdh_carry->mg[k] = tree_feat_lanes(hist + 2 * (cell + TREE_BINS - 1), mdh_n);
+        mdh_carry->mh[k] = tree_feat_lanes(hist + 2 * (cell + TREE_BINS - 1) + 1, mdh_n);
+        if (mdh_carry->cat) {  /* a sorted feature's totals: its scan's last */
+            union { tree_hist_t s[VEC]; tree_hist_v v; } mdh_ug, mdh_uh;
+            mdh_ug.v = mdh_carry->tg[k];
+            mdh_uh.v = mdh_carry->th[k];
+            for (int s = 0; s < mdh_n; ++s) {
+                if (cat_mode[feat + s] == 0) continue;
+                const long c = tree_cell(node, SIZE_feat, feat + s, k);
+                mdh_ug.s[s] = scan[2 * (c + TREE_BINS - 1)];
+                mdh_uh.s[s] = scan[2 * (c + TREE_BINS - 1) + 1];
+            }
+            mdh_carry->tg[k] = mdh_ug.v;
+            mdh_carry->th[k] = mdh_uh.v;
+        }
+    }
+    mdh_carry->sp = tree_parent_vec(mdh_carry->tg, mdh_carry->th ARGS TREE_INV_ARG);
 }
-tree_real_t mdh_gains[VEC];"""
+if (dir == 0 || mdh_carry->any_missing) {
+    if ((int)bin < mdh_carry->at - 1) mdh_carry->at = 0;  /* behind the carried bins */
+    if (mdh_carry->at == (int)bin && bin > 0) {  /* the next bin: one add a lane */
+        for (int k = 0; k < TREE_OUTPUTS; ++k) {
+            __global const tree_hist_t* p = hist + 2 * (tree_cell(node, SIZE_feat, feat, k) + bin);
+            mdh_carry->g[k] = mdh_carry->g[k] + tree_feat_lanes(p, mdh_n);
+            mdh_carry->h[k] = mdh_carry->h[k] + tree_feat_lanes(p + 1, mdh_n);
+        }
+        mdh_carry->at = (int)bin + 1;
+    } else if (mdh_carry->at <= (int)bin) {
+        for (int k = 0; k < TREE_OUTPUTS; ++k)
+            tree_feat_sum_bins(hist, tree_cell(node, SIZE_feat, feat, k), mdh_n, mdh_carry->at, (int)bin + 1,
+                               &mdh_carry->g[k], &mdh_carry->h[k]);
+        mdh_carry->at = (int)bin + 1;
+    }
+    tree_hist_v mdh_lg[TREE_OUTPUTS], mdh_lh[TREE_OUTPUTS];
+    for (int k = 0; k < TREE_OUTPUTS; ++k) {  /* the missing bin goes left */
+        mdh_lg[k] = (dir == 0) ? mdh_carry->g[k] + mdh_carry->mg[k] : mdh_carry->g[k];
+        mdh_lh[k] = (dir == 0) ? mdh_carry->h[k] + mdh_carry->mh[k] : mdh_carry->h[k];
+        if (mdh_carry->cat) {
+            union { tree_hist_t s[VEC]; tree_hist_v v; } mdh_ug, mdh_uh;
+            mdh_ug.v = mdh_lg[k];
+            mdh_uh.v = mdh_lh[k];
+            for (int s = 0; s < mdh_n; ++s)
+                if (cat_mode[feat + s] != 0)
+                    tree_left_sums(scan, hist, tree_cell(node, SIZE_feat, feat + s, k), (int)bin, (int)dir,
+                                   &mdh_ug.s[s], &mdh_uh.s[s]);
+            mdh_lg[k] = mdh_ug.v;
+            mdh_lh[k] = mdh_uh.v;
+        }
+    }
+    tree_real_v mdh_g = tree_gain_vec(mdh_lg, mdh_lh, mdh_carry->tg, mdh_carry->th, mdh_carry->sp ARGS TREE_INV_ARG);
+    mdh_g = ((dir == 0) ? mdh_carry->on0 : mdh_carry->on1) ? mdh_g : (tree_real_v)(-INFINITY);"""
 
 
 # The largest of two lanes, and of a vector's, a NaN lane losing as the combine lets it (of +0 and -0 either).
@@ -346,29 +386,24 @@ _ARGMAX_MAX = """
 #endif
 #define TREE_ANY_GE(v, x) (TREE_ANY_MASK((v) >= (x)) != 0)
 """
-# The vector form's fold of a block of gains (mdh_gains, lanes of the candidates mdh_i0 + 2 s): its best lane, the
-# lowest of those of the largest gain, combined once, and only where it may win; its value the lane's own bits
-# (equal gains, -0 and +0 among them, tie by index as the combine does). PoCL, 2-core EPYC, the kernel alone over 16
-# nodes' candidates: 662 -> 355 us, 215-263 with the gain's built-ins avoided too (gain_xgboost_vec.cl); a loss-guided
-# round of 500k Higgs rows: 9.0-11.5 -> 4.5-5.4 ms of split score.
+# The vector form's fold of a block's gains (mdh_g, lane s the candidate mdh_i0 + 2 s SIZE_bin: feature feat + s):
+# its best lane, the lowest of those of the largest gain (the lowest index among them), combined once, and only
+# where it may win; its value the lane's own bits (equal gains, -0 and +0 among them, tie by index as the combine
+# does). Lanes that are not scored hold -inf: the lowest lane of a block holds a feature.
 _ARGMAX_BLOCK = """
-const bool mdh_part = mdh_vn < VEC;
-if (mdh_part || TREE_ANY_GE(mdh_g, acc.value)) {
-tree_real_t mdh_m = TREE_HMAX(mdh_g);
-if (mdh_part) {
-    vstore_tree_real_v(mdh_g, mdh_gains);
-    mdh_m = mdh_gains[0];
-    for (int s = 1; s < mdh_vn; ++s) mdh_m = TREE_MAX2(mdh_m, mdh_gains[s]);
-}
-if (mdh_m >= acc.value) {
-    if (!mdh_part) vstore_tree_real_v(mdh_g, mdh_gains);
-    int s = 0;
-    while (mdh_gains[s] != mdh_m) ++s;
-    atom_t mdh_b;
-    mdh_b.value = mdh_gains[s];
-    mdh_b.index = mdh_i0 + 2 * s;
-    acc = mdh_combine(acc, mdh_b);
-}
+    if (TREE_ANY_GE(mdh_g, acc.value)) {
+        const tree_real_t mdh_m = TREE_HMAX(mdh_g);
+        if (mdh_m >= acc.value) {
+            tree_real_t mdh_gains[VEC];
+            vstore_tree_real_v(mdh_g, mdh_gains);
+            int s = 0;
+            while (mdh_gains[s] != mdh_m) ++s;
+            atom_t mdh_b;
+            mdh_b.value = mdh_gains[s];
+            mdh_b.index = mdh_i0 + 2 * s * (int)SIZE_bin;
+            acc = mdh_combine(acc, mdh_b);
+        }
+    }
 }"""
 
 
@@ -488,20 +523,25 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
     (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
-    items; and scores 8 bins at once in vector types where the gain has a vector form (2-core Xeon, AVX-512, 256
-    nodes of binned Higgs rows, kernel alone: PoCL 6.0-6.3 -> 2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms). The checker
-    (a GPU by its type) runs the vector form as CPUs do: spread over 64 lanes of one bin each, every lane walked its
-    feature's bins again from the first, and a loss-guided round at 600 bins took Oclgrind 204 s in the score (3 s
-    so)."""
+    items; and scores ``VEC`` features at once in vector types where the gain has a vector form (one a lane: 2-core
+    Xeon, AVX-512, 256 nodes of binned Higgs rows, kernel alone, 8 bins a vector as the form was then: PoCL 6.0-6.3 ->
+    2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms), as many as still leave every group a block of features (a node's 28
+    features are 4 blocks of 8: at the root of a 16-core fit, blocks of 2). The checker (a GPU by its type) runs the
+    vector form as CPUs do: spread over 64 lanes of one bin each, every lane walked its feature's bins again from the
+    first, and a loss-guided round at 600 bins took Oclgrind 204 s in the score (3 s so)."""
     cfg = ones(desc, dev, sizes)
+    groups = 2 * max(1, dev.compute_units)
+    nodes, feat = max(1, int(sizes["node"])), max(1, int(sizes["feat"]))
     if desc.vector is not None:  # CPUs, and the checker as CPUs run it (Intel's runtime too: its default VEC is 1)
-        cfg["VEC"] = max(desc.vector.widths)
+        # the widest blocks of features that still give the groups a block each (few nodes on many cores: narrower)
+        widths = sorted(desc.vector.widths)
+        cfg["VEC"] = next((w for w in reversed(widths) if nodes * -(-feat // w) >= groups), widths[0])
+        feat = -(-feat // cfg["VEC"])  # blocks of features are what the groups share
     elif dev.type == "gpu":
         cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64)
         cfg["NUM_WI_dir"] = 2
-    groups = 2 * max(1, dev.compute_units)
-    cfg["NUM_WG_node"] = pow2_at_most(sizes["node"], groups)  # built for 1 or a level's nodes, launched for more
-    cfg["NUM_WG_feat"] = pow2_at_most(sizes["feat"], min(16, max(1, groups // cfg["NUM_WG_node"])))
+    cfg["NUM_WG_node"] = pow2_at_most(nodes, groups)  # built for 1 or a level's nodes, launched for more
+    cfg["NUM_WG_feat"] = pow2_at_most(feat, min(16, max(1, groups // cfg["NUM_WG_node"])))
     return cfg
 
 
