@@ -229,9 +229,9 @@ def test_split_score_and_sums(request, device, params):
 @pytest.mark.parametrize("n_out, n_bins", [(1, 64), (2, 17), (1, 6), (1, 146)])
 def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out, n_bins, reg):
     """The split score's vector form (what CPUs build: VEC features a block, one a lane, a share's last block
-    reaching past the features) finds every node's best split with the scalar form's gain bits and index, under every width and
-    random configurations; features with and without missing values (default-right scored or skipped), L1 and
-    min_child_weight active, ties among integer gradients."""
+    reaching past the features) finds every node's best split with the scalar form's gain bits and index, under
+    every width and random configurations; features with and without missing values (default-right scored or
+    skipped), L1 and min_child_weight active, ties among integer gradients."""
     rng = np.random.default_rng(61)
     n_nodes, n_feat = 9, 5
     hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
@@ -284,6 +284,55 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
                   cat_mode=("o", modes, None))
         for name in lr.dtype.names:  # (not the records' padding)
             assert got[name].tobytes() == lr[name].tobytes(), name
+
+
+@pytest.mark.parametrize("precision", ["double", "quantized"])
+def test_split_score_vector_form_blocks_of_features(device, precision):
+    """The vector form's lanes are features. 13 features make a partial block at every width, the first and last
+    masked; copies of one feature tie across lanes and blocks (the lowest feature wins, as in the scalar fold); the
+    categorical features' scan is a permutation whose total was added in another order (other last bits than the
+    histogram's sums: their lanes must read the scan); a node holds missing values only, and in another nothing may
+    split (index 0 comes back). The scalar form's bits under every width, and configurations that split the bins
+    and the directions over work-items and work-groups (blocks walked out of order, default-right alone)."""
+    rng = np.random.default_rng(62)
+    n_nodes, n_feat, n_out, n_bins = 5, 13, 2, 12
+    hist = split_inputs(rng, n_nodes, n_feat, n_out, n_bins)
+    if precision == "double":
+        hist += rng.random(hist.shape) * (hist != 0) * np.where(np.arange(2) == 1, 0.3, 0.7)
+    hist[:, :4, :, -1, :] = 0.0  # features without missing values
+    hist[:, [5, 8, 11]] = hist[:, 4:5]  # ties across lanes and blocks
+    hist[2, :, :, :-1, :] = 0.0  # missing values only
+    hist[4] = 0.0  # no hessian: no candidate may split
+    cats = np.zeros(n_feat, np.uint8)
+    cats[[1, 6, 9]] = [2, 1, 2]
+    hist[[0, 1, 3], 1, :, :, 0] *= 6  # the sorted feature 1 wins these nodes: its lane's sums decide them
+    if precision == "quantized":
+        hist = (hist * 2**20).astype(np.int32)
+    scan = sp.split_scan_reference(hist)
+    for f in np.nonzero(cats)[0]:  # the sorted features' candidates: another order, another total's bits
+        order = list(rng.permutation(n_bins - 1)) + [n_bins - 1]
+        part = hist[:, f][:, :, order]
+        scan[:, f] = np.cumsum(part, axis=2, dtype=hist.dtype)
+        scan[:, f, :, -1] = np.flip(part, axis=2).cumsum(axis=2, dtype=hist.dtype)[:, :, -1]
+    mask = np.ones(n_feat, np.uint8)
+    mask[[0, 12]] = 0
+    args = dict(scan=scan, hist=hist, feature_mask=mask, reg_lambda=1.0, reg_alpha=0.25, min_split_gain=0.0,
+                min_child_weight=0.5)
+    if precision == "quantized":
+        args["inv_scale"] = ("o", np.ldexp(1.0, -np.full((n_out, 2), 20)), None)
+    sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
+    scalar, vector = sp.split_score(n_bins, n_out, precision), sp.split_score(n_bins, n_out, precision, vector=True)
+    want = run(scalar, device, None, sizes, **args)
+    assert not np.isfinite(want["value"][4]) and want["index"][4] == 0
+    assert np.isfinite(want["value"]).sum() >= 2  # (the node of missing values only has no split)
+    assert (want["index"][[0, 1, 3]] // (2 * (n_bins - 2)) == 1).sum() >= 2
+    base = vector.default_config(device, sizes)
+    splits = ({"NUM_WI_dir": 2}, {"NUM_WG_dir": 2}, {"NUM_WG_bin": 4}, {"NUM_WI_bin": 2, "NUM_WI_dir": 2},
+              {"NUM_WG_feat": 2, "NUM_WI_feat": 2})
+    for cfg in [{**base, "VEC": v} for v in (2, 4, 8)] + [{**base, "VEC": v, **e} for v in (2, 8) for e in splits]:
+        got = run(vector, device, cfg, sizes, **args, cat_mode=cats)
+        assert got["value"].tobytes() == want["value"].tobytes(), cfg
+        np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))
 
 
 def test_vector_forms_call_no_vector_builtins():

@@ -525,10 +525,11 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
     items; and scores ``VEC`` features at once in vector types where the gain has a vector form (one a lane: 2-core
     Xeon, AVX-512, 256 nodes of binned Higgs rows, kernel alone, 8 bins a vector as the form was then: PoCL 6.0-6.3 ->
-    2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms), as many as still leave every group a block of features (a node's 28
-    features are 4 blocks of 8: at the root of a 16-core fit, blocks of 2). The checker (a GPU by its type) runs the
-    vector form as CPUs do: spread over 64 lanes of one bin each, every lane walked its feature's bins again from the
-    first, and a loss-guided round at 600 bins took Oclgrind 204 s in the score (3 s so)."""
+    2.4-2.7 ms, Intel's runtime 2.4 -> 1.8 ms), the widest whose blocks still give every group one, else the narrowest
+    (a node's 28 features are 4 blocks of 8; at the root of a 16-core fit, 14 blocks of 2 over 8 groups). The
+    checker (a GPU by its type) runs the vector form as CPUs do: spread over 64 lanes of one bin each, every lane
+    walked its feature's bins again from the first, and a loss-guided round at 600 bins took Oclgrind 204 s in the
+    score (3 s so)."""
     cfg = ones(desc, dev, sizes)
     groups = 2 * max(1, dev.compute_units)
     nodes, feat = max(1, int(sizes["node"])), max(1, int(sizes["feat"]))

@@ -84,7 +84,8 @@ class Configurable:
 
     def vec_default(self, device: Device) -> int:
         """``VEC`` for a configuration that does not say: PoCL on CPUs the widest vector form (it vectorises no
-        work-item's own loop: on a 2-core Xeon the split search, 256 nodes, 6.0-6.3 -> 2.4-2.7 ms at 8 bins a block;
+        work-item's own loop: on a 2-core Xeon the split search, 256 nodes, 6.0-6.3 -> 2.4-2.7 ms in the form of 8
+        bins a vector it had then;
         the logistic gradients of 500k rows 7.1-9.3 -> 3.9-6.0 ms at 8 rows), 1 elsewhere: GPUs spread dimensions
         over work-items, and Intel's CPU compiler vectorises work-items itself (its gradients 4.1-4.5 -> 5.2-5.9 ms
         in vector form; its split search, 2.4 -> 1.8 ms, asks for it in its heuristic)."""
