@@ -56,6 +56,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -307,8 +308,36 @@ def class_hash(entry: Mapping[str, Any], size_class: str) -> str | None:
     return entry["classes"][size_class].get("description_hash") or entry.get("description_hash")
 
 
+# comments (a block one unterminated to the end) and string and character literals, in the order a compiler meets them
+_TOKENS = re.compile(r"/\*.*?\*/|/\*.*\Z|//[^\n]*|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?", re.DOTALL)
+
+
+def source_text(src: str) -> str:
+    """The part of OpenCL C source that a compiler reads: comments out (each a space, as the preprocessor takes
+    them; string and character literals kept whole), every preprocessor directive a line of its own and the code
+    between two directives one line, every run of white space one space. What :func:`description_hash` covers, so
+    that a comment, an indentation or a line-break edit of a kernel's file does not make every configuration tuned
+    for it one "of an older version of the kernel"."""
+    text = _TOKENS.sub(lambda m: m.group() if m.group()[0] in "\"'" else " ", src)
+    # preprocessor directives (with their continued lines) each a line of their own, the code between them one line
+    parts: list[str] = []
+    code: list[str] = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.lstrip().startswith("#"):
+            while line.endswith("\\"):
+                line = line[:-1] + " " + next(lines, "")
+            parts += [" ".join(code), line]
+            code = []
+        else:
+            code.append(line)
+    parts.append(" ".join(code))
+    return "\n".join(t for t in (" ".join(p.split()) for p in parts) if t)
+
+
 def description_hash(desc: Description) -> str:
-    """Hash of what a configuration was tuned for: the generated OpenCL source and the parameter names."""
+    """Hash of what a configuration was tuned for: the generated OpenCL source as its compiler reads it
+    (:func:`source_text`) and the parameter names."""
     key = id(desc)
     hit = _HASHES.get(key)
     if hit is not None and hit[0] is desc:
@@ -316,7 +345,7 @@ def description_hash(desc: Description) -> str:
     from mdhom.mdh.codegen import generate
 
     h = hashlib.sha256()
-    h.update(generate(desc).encode())
+    h.update(source_text(generate(desc)).encode())
     h.update(",".join(desc.parameter_names()).encode())
     digest = "sha256:" + h.hexdigest()[:32]
     _HASHES[key] = (desc, digest)

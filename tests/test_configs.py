@@ -190,6 +190,46 @@ def test_description_hash_mismatch_is_reported(cpu, tmp_path):
     assert set(doc["kernels"]["histogram"]["classes"]) == {"d"}
 
 
+def test_description_hash_covers_the_code_not_its_comments(monkeypatch):
+    """A configuration is tuned for the code a compiler reads: a kernel whose comments or indentation were edited
+    keeps its hash (its tuned entries stay current), while any change of code, a string literal's included, or of
+    the parameter names gives another. Session 62 had left two over-long comment lines in a kernel file because
+    editing them would have made every tuned entry of the split search one "of an older version"."""
+    from mdhom.mdh import codegen
+
+    desc = tunable.get("tree_split_score").describe(tunable.get("tree_split_score").size_classes["vec_nodes_16"])
+    real = codegen.generate(desc)
+    assert "/*" in real and "  " in real  # the kernel has comments and indentation to edit
+    monkeypatch.setattr(configs, "_HASHES", {})  # the made-up sources' hashes die with the test
+    base = configs.description_hash(desc)
+
+    def hashed(text: str) -> str:
+        configs._HASHES.clear()
+        monkeypatch.setattr(codegen, "generate", lambda d: text)
+        return configs.description_hash(desc)
+
+    lines = real.splitlines()
+    commented = "\n".join(f"{line}  // a note on line {i}" if line and not line.endswith("\\") else line
+                          for i, line in enumerate(lines))
+    reflowed = "/* a new header\n   over two lines */\n\n" + "\n".join("\t " + " ".join(line.split()) for line in lines)
+    assert hashed(commented) == hashed(reflowed) == hashed(real) == base
+    assert hashed(real.replace("/*", "/* edited:", 1)) == base
+    code = next(i for i, line in enumerate(lines) if "=" in line and not line.lstrip().startswith(("/*", "*", "//")))
+    assert hashed("\n".join(lines[:code] + [lines[code] + " + 0"] + lines[code + 1:])) != base
+    assert hashed(real + '\nconstant char note[] = "/* not a comment */";') != hashed(real + '\nconstant char '
+                                                                                        'note[] = "/* other */";')
+    assert configs.source_text('a = "x // y"; // z\nb = \'"\'; /* c */ d') == 'a = "x // y"; b = \'"\'; d'
+    def code_line(i: int) -> bool:  # neither a directive (or its continuation) nor within a comment's reach
+        line = lines[i]
+        return not (line.lstrip().startswith(("#", "*")) or (i and lines[i - 1].endswith("\\"))
+                    or any(m in line for m in ("//", "/*", "*/")))
+
+    wrapped = "\n".join(line.replace(", ", ",\n        ") if code_line(i) else line for i, line in enumerate(lines))
+    assert wrapped != real and hashed(wrapped) == base  # a long line broken after its commas
+    assert configs.source_text("int a;\n  #define B(x) \\\n (x)\nint c;\n/*\n*/#if B\nd;") == \
+        "int a;\n#define B(x) (x)\nint c;\n#if B\nd;"
+
+
 def test_a_build_no_class_was_tuned_for_takes_its_own_variants_class(cpu, tmp_path):
     """A build of another version of a kernel (the split score at 128 bins; every class tuned at 64 or 256) takes the
     nearest class of its own variant (quantized, vector form) where there is one, not the nearest of any variant: the

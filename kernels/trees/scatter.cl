@@ -97,7 +97,8 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
     }
     if (i >= n) return;
     __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
-    if (i - t->first >= t->count) return;  /* past the last range: n is an upper bound (a sentinel record ends the table) */
+    /* past the last range: n is an upper bound (a sentinel record ends the table) */
+    if (i - t->first >= t->count) return;
     const int first = t->first, p = t->begin + (i - first);
     /* the stable partition's destination: left rows first, each side in its old order */
     const int base = (first > 0) ? incl[first - 1] : 0;
@@ -109,10 +110,10 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
 }
 
 /* Block mode (CPUs): the split nodes' compact ranges cut into blocks of at most `blk_rows` indices, a block in one
- * split only (`blk`, from int `blk_at` on: per block its split's index and the block's index among the split's; each split has
- * at least one block, empty for an empty node, so its counts and slot tables are written). The block table follows
- * the split table in its buffer (one upload per split step), so `blk` is that buffer. A block is one work-item that walks its
- * indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
+ * split only (`blk`, from int `blk_at` on: per block its split's index and the block's index among the split's; each
+ * split has at least one block, empty for an empty node, so its counts and slot tables are written). The block table
+ * follows the split table in its buffer (one upload per split step), so `blk` is that buffer. A block is one work-item
+ * that walks its indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
  * earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right destinations in order:
  * the same stable partition as tree_scatter_rows, with no per-row prefix counts and no per-row search of the split
  * table (XGBoost's CPU partition: per-thread blocks, then their counts).

@@ -1,10 +1,10 @@
 /* A candidate's left sums and its feature's totals from the histogram itself, for the split score's vector form
  * (mdhom.components.split.split_score with vector=True, what CPUs build) and the packed result read after it: the
  * score walks its features' bins in order, a feature a vector lane, and carries their running sums from bin to bin
- * (mdh_carry_t, the generator's Vector.carry), so no scan kernel writes prefix sums for it to read back. Sums are added in bin order
- * from the first bin's own value on, as np.cumsum adds (float64 histograms: the same bits as tree_split_scan's pinned
- * scan). A feature whose candidates are not its bins in order (a categorical one, cat_mode != 0) reads the
- * categorical scan (tree_split_scan_cat) instead, as tree_left_sums does.
+ * (mdh_carry_t, the generator's Vector.carry), so no scan kernel writes prefix sums for it to read back. Sums are
+ * added in bin order from the first bin's own value on, as np.cumsum adds (float64 histograms: the same bits as
+ * tree_split_scan's pinned scan). A feature whose candidates are not its bins in order (a categorical one,
+ * cat_mode != 0) reads the categorical scan (tree_split_scan_cat) instead, as tree_left_sums does.
  * Built after split.cl; histograms and scans are laid out (node, feature, output, bin, 2). */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -14,8 +14,8 @@ __attribute__((always_inline)) inline long tree_cell(const long node, const long
 }
 
 /* Adds bins [from, to) of a cell's histogram to (g, h) in bin order; bin 0 sets them (np.cumsum's first element). */
-__attribute__((always_inline)) inline void tree_sum_bins(__global const tree_hist_t* hist, const long cell, int from, const int to,
-                          tree_hist_t* g, tree_hist_t* h) {
+__attribute__((always_inline)) inline void tree_sum_bins(__global const tree_hist_t* hist, const long cell, int from,
+                                                         const int to, tree_hist_t* g, tree_hist_t* h) {
     if (from == 0 && to > 0) {
         *g = hist[2 * cell];
         *h = hist[2 * cell + 1];
@@ -24,10 +24,11 @@ __attribute__((always_inline)) inline void tree_sum_bins(__global const tree_his
 #if TREE_QUANTIZED
     tree_hist_t sg = *g, sh = *h;  /* integers: any order gives the same sums */
 #else
-    /* in bin order: Intel's CPU compiler vectorizes a sum of doubles into another order where a launch is too small for
-     * its work-item vectors (fewer than 16 nodes: other last bits, a model file unlike numpy's), a loop pragma
+    /* in bin order: Intel's CPU compiler vectorizes a sum of doubles into another order where a launch is too small
+     * for its work-item vectors (fewer than 16 nodes: other last bits, a model file unlike numpy's), a loop pragma
      * notwithstanding; a partial sum stored after every 8 bins makes it add them one by one. Stored after every bin,
-     * the store's round trip was the score's longest wait (PoCL, 2-core EPYC, 256 bins: ~40% of the kernel's samples) */
+     * the store's round trip was the score's longest wait (PoCL, 2-core EPYC, 256 bins: ~40% of the kernel's
+     * samples) */
     volatile tree_hist_t sg = *g, sh = *h;
     for (; from + 8 <= to; from += 8) {
         tree_hist_t rg = sg, rh = sh;
@@ -54,7 +55,8 @@ __attribute__((always_inline)) inline void tree_sum_bins(__global const tree_his
 
 /* Whether any output's missing bin of (node, feature) holds rows: default-right is scored only then (an empty
  * missing bin makes it default-left's split, one index higher: it never wins, tree_gain). */
-__attribute__((always_inline)) inline int tree_has_missing(__global const tree_hist_t* hist, const long node, const long n_feat, const long feat) {
+__attribute__((always_inline)) inline int tree_has_missing(__global const tree_hist_t* hist, const long node,
+                                                           const long n_feat, const long feat) {
     int missing = 0;
     for (int k = 0; k < TREE_OUTPUTS; ++k) {
         const long m = 2 * (tree_cell(node, n_feat, feat, k) + TREE_BINS - 1);
@@ -65,9 +67,11 @@ __attribute__((always_inline)) inline int tree_has_missing(__global const tree_h
 
 /* Left sums of candidate (bin, dir) and the totals of one (node, feature, output) cell, one candidate alone (the
  * scalar form): from the categorical scan where `sorted`, else summed from the histogram. */
-__attribute__((always_inline)) inline void tree_candidate_sums(__global const tree_hist_t* scan, __global const tree_hist_t* hist, const int sorted,
-                                const long cell, const int bin, const int dir, tree_hist_t* lg, tree_hist_t* lh,
-                                tree_hist_t* tg, tree_hist_t* th) {
+__attribute__((always_inline)) inline void tree_candidate_sums(__global const tree_hist_t* scan,
+                                                               __global const tree_hist_t* hist, const int sorted,
+                                                               const long cell, const int bin, const int dir,
+                                                               tree_hist_t* lg, tree_hist_t* lh, tree_hist_t* tg,
+                                                               tree_hist_t* th) {
     if (sorted) {
         tree_left_sums(scan, hist, cell, bin, dir, lg, lh);
         *tg = scan[2 * (cell + TREE_BINS - 1)];
