@@ -494,6 +494,10 @@ def _halve_widest(cfg: dict[str, int]) -> bool:
     return True
 
 
+# the most launch plans a bound launch keeps (BoundLaunch._plan)
+_PLANS = 4096
+
+
 def _step_size(which: str, n_concat: int, scan: int, wi: int, combine: int) -> int:
     """The global size of a second kernel in groups of ``wi``: a work-group per output row for a scan's partials,
     else a work-item per element (the fixup, ``scan`` elements a row), or per lane of each output atom (a lane-wise
@@ -554,6 +558,7 @@ class BoundLaunch:
         self._wg = comp.work_group_size  # the main kernel's (its groups: Computation.groups, per launch)
         self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
         self._kernels: dict[bool, list[cl.Kernel]] = {}
+        self._plans: dict[tuple[int, ...], tuple] = {}
 
     def set_buffer(self, name: str, buffer: cl_array.Array | cl.Buffer) -> None:
         """Another buffer for the output (``"out"``) or input ``name`` from the next launch on: a region of a larger
@@ -575,32 +580,42 @@ class BoundLaunch:
         loss-guided histograms 3.10 -> 2.64 ms a round in 32 bits)."""
         return self.comp.wide_indices(math.prod(dims) * self._per_point, n_out)
 
+    def _plan(self, dims: tuple[int, ...]) -> tuple:
+        """What a launch of these sizes runs beside its arguments: whether it takes the 64-bit build, the main kernel
+        and its global size, each step's kernel and global size, its output atoms and concatenated rows. Worked out
+        once per distinct sizes: a fit launches each kernel at a few dozen sizes, round after round, and on a GPU
+        host every microsecond of a launch's Python is the device's idle time (2-core EPYC, a bound launch of a
+        small kernel 9.5-18 us against pyopencl's invoker alone 4-6 us)."""
+        comp = self.comp
+        n_concat = math.prod([dims[i] for i in self._concat_at])
+        n_out = math.prod([dims[i] for i in self._out_at])
+        index64 = self.index64(list(dims), n_out)
+        ks = self._kernels_of(index64)
+        scan = dims[self._scan_at] if self._scan_at >= 0 else 0
+        steps = tuple((k, _step_size(which, n_concat, scan, self._wi, self._combine))
+                      for k, which in zip(ks[1:], self._steps, strict=True))
+        if len(self._plans) >= _PLANS:  # sizes that never repeat (a range's rows): no cache grows without bound
+            self._plans.clear()
+        plan = self._plans[dims] = (index64, ks[0], comp.groups(dims[0]) * self._wg, steps, n_out, n_concat)
+        return plan
+
     def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
         comp = self.comp
-        dims = [int(sizes[d]) for d in self._dims]
-        n_concat = n_out = 1
-        for i in self._concat_at:
-            n_concat *= dims[i]
-        for i in self._out_at:
-            n_out *= dims[i]
-        index64 = self.index64(dims, n_out)
+        dims = tuple([int(sizes[d]) for d in self._dims])
+        plan = self._plans.get(dims) or self._plan(dims)
+        index64, main, global_size, steps, n_out, n_concat = plan
         if self._out_check and self._buffers[0].size < n_out * self._out_check:
             raise ValueError(f"{comp.desc.name}: an output buffer of {self._buffers[0].size} bytes for "
                              f"{n_out * self._out_check} bytes of output")
-        if self._steps and n_concat * comp.lane_groups > self._partial_n:
+        if steps and n_concat * comp.lane_groups > self._partial_n:
             self._partial_n = n_concat * comp.lane_groups
             self._buffers[1] = comp._partials(self.queue, self._partial_n).base_data
         if self._scratch is not None:
             self._buffers[-1] = comp.work_buffer(int(params[self._scratch]))
-        args = self._buffers + dims + [params[name] for name in self._params]
-        ks = self._kernels_of(index64)
+        args = [*self._buffers, *dims, *[params[name] for name in self._params]]
         q = self.queue
-        events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args)
-        wg = self._wg
-        events.append(ks[0](q, (comp.groups(dims[0]) * wg,), (wg,), *args))
-        if self._steps:
-            wi = self._wi
-            scan = dims[self._scan_at] if self._scan_at >= 0 else 0
-            for k, which in zip(ks[1:], self._steps, strict=True):
-                events.append(k(q, (_step_size(which, n_concat, scan, wi, self._combine),), (wi,), *args))
+        events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args) if self._flat_bytes else []
+        events.append(main(q, (global_size,), (self._wg,), *args))
+        for k, size in steps:
+            events.append(k(q, (size,), (self._wi,), *args))
         return events
