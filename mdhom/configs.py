@@ -325,8 +325,8 @@ def source_text(src: str) -> str:
     lines = iter(text.splitlines())
     for line in lines:
         if line.lstrip().startswith("#"):
-            while line.endswith("\\"):
-                line = line[:-1] + " " + next(lines, "")
+            while line.endswith("\\"):  # a spliced line, as the preprocessor splices it
+                line = line[:-1] + next(lines, "")
             parts += [" ".join(code), line]
             code = []
         else:

@@ -226,8 +226,8 @@ def test_description_hash_covers_the_code_not_its_comments(monkeypatch):
 
     wrapped = "\n".join(line.replace(", ", ",\n        ") if code_line(i) else line for i, line in enumerate(lines))
     assert wrapped != real and hashed(wrapped) == base  # a long line broken after its commas
-    assert configs.source_text("int a;\n  #define B(x) \\\n (x)\nint c;\n/*\n*/#if B\nd;") == \
-        "int a;\n#define B(x) (x)\nint c;\n#if B\nd;"
+    assert configs.source_text("int a;\n  #define B(x) \\\n (x)\nint c;\n/*\n*/#if B\nd;\n#define C a\\\nb") == \
+        "int a;\n#define B(x) (x)\nint c;\n#if B\nd;\n#define C ab"
 
 
 def test_a_build_no_class_was_tuned_for_takes_its_own_variants_class(cpu, tmp_path):
