@@ -90,7 +90,7 @@ from mdhom.components.partition_kernels import (
 )
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import build_program
+from mdhom.mdh import build_program, program_kernel
 
 
 class _Ahead:
@@ -204,14 +204,13 @@ class RowPartitioner:
         ws.build_seconds += time.perf_counter() - t0
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
         i32 = np.int32
-        self._scatter = cl.Kernel(prg, "tree_scatter_rows")
-        self._scatter.set_scalar_arg_dtypes([None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32])
-        self._blk_counts = cl.Kernel(prg, "tree_block_counts")
-        self._blk_counts.set_scalar_arg_dtypes([None] * 4 + [i32] * 7 + [None])
-        self._blk_scatter = cl.Kernel(prg, "tree_block_scatter")
-        self._blk_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None] + [i32] * 3 + [None] * 4 + [i32])
-        self._grp_scatter = cl.Kernel(prg, "tree_group_scatter")
-        self._grp_scatter.set_scalar_arg_dtypes([None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
+        self._scatter = program_kernel(prg, "tree_scatter_rows",
+                                       [None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32])
+        self._blk_counts = program_kernel(prg, "tree_block_counts", [None] * 4 + [i32] * 7 + [None])
+        self._blk_scatter = program_kernel(prg, "tree_block_scatter",
+                                           [None] * 4 + [i32] * 5 + [None, None] + [i32] * 3 + [None] * 4 + [i32])
+        self._grp_scatter = program_kernel(prg, "tree_group_scatter",
+                                           [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)

@@ -100,6 +100,7 @@ class Workspace:
         self._events: list[tuple[str, list[cl.Event]]] = []
         self._staging = Staging()
         self._pinned: dict[str, tuple[cl.Buffer, np.ndarray]] = {}  # key -> (buffer, its mapped host bytes)
+        self._map_queue: cl.CommandQueue | None = None  # where the pinned buffers are mapped (read_later)
         self._sent: list[cl.Event] = []  # uploads since the last sync (send)
         # the last fence (:meth:`fence`): its marker, and the staging arrays and uploads taken before it
         self._fence: tuple[cl.Event, int, int] | None = None
@@ -457,8 +458,12 @@ class Workspace:
             size = max(nbytes, 2 * (held[1].nbytes if held else 0), 256)
             mf = cl.mem_flags
             buf_pinned = cl.Buffer(self.device.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size)
-            mapped, _ = cl.enqueue_map_buffer(self.queue, buf_pinned, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                              (size,), np.uint8, is_blocking=True)
+            # mapped (for good) through a queue of its own: the new buffer waits for nothing there, where a blocking
+            # map in the fit's queue waited for every launch before it, a sync at each key's first read of a fit
+            if self._map_queue is None:
+                self._map_queue = cl.CommandQueue(self.device.context, self.device.cl_device)
+            mapped, _ = cl.enqueue_map_buffer(self._map_queue, buf_pinned, cl.map_flags.READ | cl.map_flags.WRITE,
+                                              0, (size,), np.uint8, is_blocking=True)
             held = self._pinned[key] = (buf_pinned, mapped)
         host = held[1][:nbytes].view(dtype)[:n]
         return host, cl.enqueue_copy(self.queue, host, buf, is_blocking=False)

@@ -13,7 +13,7 @@ an output atom, and one combine operator per dimension::
     )
     counts = mdh.Computation(hist, device="auto")(bins=b, g=g)   # shape (n_features, 16)
 
-See DESIGN.md section 2 for the model and the skeleton the generator emits.
+The README's md_hom computations section describes the model and the skeleton the generator emits.
 """
 
 from mdhom.mdh.computation import (
@@ -23,6 +23,7 @@ from mdhom.mdh.computation import (
     Launch,
     build_program,
     build_within_limits,
+    program_kernel,
 )
 from mdhom.mdh.description import Description
 from mdhom.mdh.parts import (
@@ -77,4 +78,5 @@ __all__ = [
     "Vector",
     "build_program",
     "build_within_limits",
+    "program_kernel",
 ]
