@@ -1,4 +1,4 @@
-"""Model quality on real data against the anchors in DESIGN.md section 9 (numpy reference backend).
+"""Model quality on real data against the anchor libraries (numpy reference backend).
 
 The figures each test reaches are printed (``pytest -s``) so that a report can quote them; the assertions
 are floors a correct learner clears and a subtly broken one (wrong gain, wrong default direction, off-by-one

@@ -1,4 +1,5 @@
-"""Benchmarks: scripts that time mdhom against the anchor libraries in the same run (DESIGN.md section 8).
+"""Benchmarks: scripts that time mdhom against the anchor libraries in the same run (the README's Tuning and
+benchmarks section).
 
 Absolute times move from run to run on shared machines, so every benchmark trains all systems on the same
 data in one process and reports ratios to mdhom next to the raw figures. Each has a ``--quick`` mode for CI.

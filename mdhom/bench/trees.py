@@ -1,4 +1,4 @@
-"""``mdhom bench trees``: the Higgs-shaped boosting benchmark of DESIGN.md sections 8 and 9.
+"""``mdhom bench trees``: the Higgs-shaped boosting benchmark (the README's Tuning and benchmarks section).
 
 The real HIGGS file (11M rows, 2.6 GB) cannot ship with the package or be fetched on the GPU machine, so the
 workload is synthetic but shaped like it: 28 dense float32 features, of which 21 are "low-level" kinematics
@@ -191,7 +191,7 @@ class TreesConfig:
     anchors: list[str] | None = None  # None = every installed anchor (GPU ones only when a GPU is visible)
     seed: int = 0
     nan_fraction: float = 0.0
-    grow_policy: str = "lossguide"  # LightGBM's leaf-wise growth, as the anchors of DESIGN.md section 9 ran
+    grow_policy: str = "lossguide"  # LightGBM's leaf-wise growth, the anchors' own default
     max_depth: int | None = None  # depth limit for every system; None: none for lossguide, log2(leaves) else
     profile_rounds: int = 20  # rounds of the extra, profiled mdhom fit (0: none)
     include_mdhom: bool = True

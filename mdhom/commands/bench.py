@@ -18,7 +18,7 @@ parts must share the workload options (rows, leaves, bins, seed, ...); --rounds 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks against the anchor libraries (DESIGN.md sections 8-9)")
+    p = sub.add_parser("bench", help="benchmarks against the anchor libraries in the same run")
     kinds = p.add_subparsers(dest="benchmark", required=True)
     t = kinds.add_parser(
         "trees",

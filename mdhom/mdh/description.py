@@ -37,7 +37,7 @@ from mdhom.mdh.types import CTYPES, AtomType, as_atom, itemsize
 
 @dataclass(frozen=True)
 class Description(Configurable):
-    """An md_hom computation: see DESIGN.md section 2 and the module docstring.
+    """An md_hom computation: see the module docstring and the README's md_hom computations section.
 
     ``scalar`` is OpenCL C statements that set ``out`` (an ``atom_t`` that starts at zero) from the point's
     dimension indices and inputs. ``accumulate``, optional, folds one point straight into ``acc`` and must
