@@ -94,6 +94,30 @@ def test_same_config_is_deterministic(device):
     assert first.tobytes() == second.tobytes()
 
 
+def test_kernels_are_made_once_per_thread_and_launch_right_after_reuse(cpu):
+    """Computations of one program share its kernels within a thread (a later fit reuses them, without pyopencl's
+    per-kernel invoker fetch), never across threads (each launch sets a kernel's arguments, so two threads' fits
+    must not share one); a reused kernel computes with its new launch's buffers and sizes."""
+    import threading
+
+    case = CASES["histogram"].prepare(np.random.default_rng(3))
+    cfg = {"NUM_WG_row": 3, "NUM_WI_row": 8, "NUM_WG_feat": 2, "NUM_WI_feat": 1, "NUM_WI_COMBINE": 4}
+    first, second = (mdh.Computation(case.description, cpu, cfg) for _ in range(2))
+    assert first.kernel("main") is second.kernel("main") and first.kernel("combine") is second.kernel("combine")
+    other: list = []
+    worker = threading.Thread(target=lambda: other.append(mdh.Computation(case.description, cpu, cfg).kernel("main")))
+    worker.start()
+    worker.join()
+    assert other and other[0] is not first.kernel("main")
+    # the shared kernels computing in turn for two computations with other inputs each (other buffers, other sizes)
+    other_case = copy.copy(CASES["histogram"]).prepare(np.random.default_rng(4))
+    other_case.sizes = {**case.sizes, "row": case.sizes["row"] // 2 + 1}
+    other_case.prepare(np.random.default_rng(4))
+    for _ in range(2):
+        assert case.matches(first(**case.inputs))
+        assert other_case.matches(second(**other_case.inputs))
+
+
 def test_integer_reduction_is_exact_across_configs(request, device):
     """Integer accumulation is associative, so every configuration gives the same bits."""
     runtime_faults(request, device)

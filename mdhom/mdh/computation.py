@@ -86,11 +86,11 @@ def program_kernel(program: cl.Program, name: str, arg_dtypes: list[np.dtype | N
     if cache is None:
         cache = _THREAD_KERNELS.kernels = {}
     key = (id(program), name)
-    knl = cache.get(key)
-    if knl is None:
-        knl = cache[key] = cl.Kernel(program, name)
-        knl.set_scalar_arg_dtypes(arg_dtypes)
-    return knl
+    hit = cache.get(key)
+    if hit is None:  # the entry holds its program: no other program can take its id while it is kept
+        hit = cache[key] = (program, cl.Kernel(program, name))
+        hit[1].set_scalar_arg_dtypes(arg_dtypes)
+    return hit[1]
 
 
 @dataclass
