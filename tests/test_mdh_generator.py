@@ -96,8 +96,10 @@ def test_same_config_is_deterministic(device):
 
 def test_kernels_are_made_once_per_thread_and_launch_right_after_reuse(cpu):
     """Computations of one program share its kernels within a thread (a later fit reuses them, without pyopencl's
-    per-kernel invoker fetch), never across threads (each launch sets a kernel's arguments, so two threads' fits
-    must not share one); a reused kernel computes with its new launch's buffers and sizes."""
+    per-kernel invoker fetch), never across threads: a kernel object is the launching thread's, whichever thread made
+    the computation (each launch sets a kernel's arguments, so two threads launching one object could mix them: two
+    models' predictions from a thread pool, say); a reused kernel computes with its new launch's buffers and
+    sizes."""
     import threading
 
     case = CASES["histogram"].prepare(np.random.default_rng(3))
@@ -105,10 +107,15 @@ def test_kernels_are_made_once_per_thread_and_launch_right_after_reuse(cpu):
     first, second = (mdh.Computation(case.description, cpu, cfg) for _ in range(2))
     assert first.kernel("main") is second.kernel("main") and first.kernel("combine") is second.kernel("combine")
     other: list = []
-    worker = threading.Thread(target=lambda: other.append(mdh.Computation(case.description, cpu, cfg).kernel("main")))
+
+    def elsewhere() -> None:  # this thread's kernels: of a computation made here, and of the one made before
+        other.extend([mdh.Computation(case.description, cpu, cfg).kernel("main"), first.kernel("main")])
+        other.append(other[0] is other[1])
+
+    worker = threading.Thread(target=elsewhere)
     worker.start()
     worker.join()
-    assert other and other[0] is not first.kernel("main")
+    assert len(other) == 3 and other[2] and other[0] is not first.kernel("main")
     # the shared kernels computing in turn for two computations with other inputs each (other buffers, other sizes)
     other_case = copy.copy(CASES["histogram"]).prepare(np.random.default_rng(4))
     other_case.sizes = {**case.sizes, "row": case.sizes["row"] // 2 + 1}

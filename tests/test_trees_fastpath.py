@@ -79,8 +79,8 @@ def test_64bit_index_launches(device, monkeypatch):
     want = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
     monkeypatch.setattr(computation, "_INDEX32_LIMIT", 1000)
     calls = []
-    original = computation.Computation.kernel
-    monkeypatch.setattr(computation.Computation, "kernel",
+    original = computation.Computation.kernel_spec  # (what every launch asks its kernels by)
+    monkeypatch.setattr(computation.Computation, "kernel_spec",
                         lambda self, which, index64=False: calls.append(index64) or original(self, which, index64))
     got = _tree(ob.OpenCLTreeKernels(device), bins, m.n_bins, g, h, True, 31)
     assert sum(calls) >= 10

@@ -204,13 +204,16 @@ class RowPartitioner:
         ws.build_seconds += time.perf_counter() - t0
         # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
         i32 = np.int32
-        self._scatter = program_kernel(prg, "tree_scatter_rows",
-                                       [None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32])
-        self._blk_counts = program_kernel(prg, "tree_block_counts", [None] * 4 + [i32] * 7 + [None])
-        self._blk_scatter = program_kernel(prg, "tree_block_scatter",
-                                           [None] * 4 + [i32] * 5 + [None, None] + [i32] * 3 + [None] * 4 + [i32])
-        self._grp_scatter = program_kernel(prg, "tree_group_scatter",
-                                           [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
+        # (the launching thread's kernel objects: program_kernel)
+        self._row_kernels = {
+            "tree_scatter_rows": [None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32],
+            "tree_block_counts": [None] * 4 + [i32] * 7 + [None],
+            "tree_block_scatter": [None] * 4 + [i32] * 5 + [None, None] + [i32] * 3 + [None] * 4 + [i32],
+            "tree_group_scatter": [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32],
+        }
+        self._row_program = prg
+        for name, dtypes in self._row_kernels.items():
+            program_kernel(prg, name, dtypes)  # made (and their argument types declared) now, not at a launch
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -522,6 +525,10 @@ class RowPartitioner:
         self._last = (n, most, m)
         return n, most, ahead
 
+    def _row_kernel(self, name: str) -> cl.Kernel:
+        """Kernel ``name`` of the row partition's program, the launching thread's (:func:`program_kernel`)."""
+        return program_kernel(self._row_program, name, self._row_kernels[name])
+
     def _ahead_bound(self, last: str, out: str, allow: str) -> tuple[Bound, Bound]:
         """The table maker from ``last`` into ``out`` (its ``allow`` in buffer ``allow``), and the partition reading
         ``out``."""
@@ -545,13 +552,13 @@ class RowPartitioner:
         ws.ensure("blk_left", 4 * n_blk)
         cols = int(self.split_bins is not ws.bins)
         g = (n_blk,)
-        ws.record("tree_partition", [self._blk_counts(q, g, (1,), self.split_bins, ws.ridx, tab, blk, blk_at, n_blk,
-                                                      br, cols, ws.n_rows, ws.pos_stride, ws.n_features,
-                                                      ws["blk_left"])],
+        counts, scatter = self._row_kernel("tree_block_counts"), self._row_kernel("tree_block_scatter")
+        ws.record("tree_partition", [counts(q, g, (1,), self.split_bins, ws.ridx, tab, blk, blk_at, n_blk, br, cols,
+                                            ws.n_rows, ws.pos_stride, ws.n_features, ws["blk_left"])],
                   n * self.blk_part_bytes)
-        ev = [self._blk_scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
-                                ws.n_features, ws.n_outputs, tab, blk, blk_at, n_blk, br, ws["blk_left"],
-                                ws["n_left"], ws["slot_begin"], ws["slot_count"], int(move))]
+        ev = [scatter(q, g, (1,), ws.ridx, ws.bins, ws.gh, self.split_bins, cols, ws.n_rows, ws.pos_stride,
+                      ws.n_features, ws.n_outputs, tab, blk, blk_at, n_blk, br, ws["blk_left"],
+                      ws["n_left"], ws["slot_begin"], ws["slot_count"], int(move))]
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
 
     def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
@@ -568,10 +575,11 @@ class RowPartitioner:
                 bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
         ws.record("tree_partition", counts({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
                                            n_feat=ws.n_features), n * self.blk_part_bytes)
-        ev = [self._grp_scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
-                                int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
-                                ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
-                                ws["slot_begin"], ws["slot_count"], int(move))]
+        scatter = self._row_kernel("tree_group_scatter")
+        ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
+                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
+                      ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
+                      ws["slot_begin"], ws["slot_count"], int(move))]
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
 
     def _scatter_bytes(self, per_row: int, move: bool) -> int:
@@ -584,9 +592,10 @@ class RowPartitioner:
         ``move`` false: the row order alone, the rows' bins and (g, h) left where they are (a tree's last split)."""
         ws, q = self.ws, self.ws.queue
         wi = 64
-        return [self._scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, n, ws.n_rows,
-                              ws.pos_stride, ws.n_features, ws.n_outputs, tab, self.incl, ns, ws["n_left"],
-                              ws["slot_begin"], ws["slot_count"], int(move))]
+        scatter = self._row_kernel("tree_scatter_rows")
+        return [scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, n, ws.n_rows,
+                        ws.pos_stride, ws.n_features, ws.n_outputs, tab, self.incl, ns, ws["n_left"],
+                        ws["slot_begin"], ws["slot_count"], int(move))]
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (rows learn it at :meth:`settle`). The ranges stay those of

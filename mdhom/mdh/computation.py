@@ -79,7 +79,9 @@ def build_program(device: Device, source: str, options: list[str], name: str = "
 
 
 def program_kernel(program: cl.Program, name: str, arg_dtypes: list[np.dtype | None]) -> cl.Kernel:
-    """Kernel ``name`` of a cached program with ``arg_dtypes`` declared, made once per thread. Declaring them has
+    """Kernel ``name`` of a cached program with ``arg_dtypes`` declared, made once per thread and asked for at each
+    launch, so that a kernel object is only ever launched by the thread it belongs to (each launch sets its
+    arguments, then enqueues it: two threads launching one object could mix their arguments). Declaring the types has
     pyopencl fetch its generated invoker from its on-disk cache (no in-memory one): ~0.2 ms a kernel, ~15 ms of every
     fit's fixed cost (66 kernels: 2-core EPYC, PoCL, a one-round fit of 5k rows) where each fit made its own."""
     cache = getattr(_THREAD_KERNELS, "kernels", None)
@@ -152,7 +154,7 @@ class Computation:
         self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
-        self._kernels: dict[tuple[bool, str], cl.Kernel] = {}
+        self._kernels: dict[tuple[bool, str], tuple] = {}  # (index64, which) -> kernel_spec, its limit checked
         self._scratch: cl_array.Array | None = None
         self._work: cl.Buffer | None = None  # the description's Scratch, grown on demand
         self._work_bytes = 0
@@ -183,14 +185,20 @@ class Computation:
         return ("main", "partials", "fixup") if self.desc.scan_dim else ("main", "combine", *zero)
 
     def kernel(self, which: str, index64: bool = False) -> cl.Kernel:
-        """One of the generated kernels ("main", "combine", "partials", "fixup" or "zero"), retrieved once and reused.
+        """One of the generated kernels ("main", "combine", "partials", "fixup" or "zero"), the calling thread's
+        (:func:`program_kernel`: ask again at each launch rather than keep it)."""
+        return program_kernel(*self.kernel_spec(which, index64))
+
+    def kernel_spec(self, which: str, index64: bool = False) -> tuple[cl.Program, str, list[np.dtype | None]]:
+        """What :func:`program_kernel` makes a generated kernel from: its program, name and argument types.
 
         A compiled kernel may run fewer work-items per group than the device maximum (registers, private
         memory); a configuration beyond that is a :class:`ConfigError`, found before any launch.
         """
         key = (index64, which)
         if key not in self._kernels:
-            knl = program_kernel(self.program(index64), f"{self.desc.name}_{which}", self._arg_dtypes(index64))
+            spec = (self.program(index64), f"{self.desc.name}_{which}", self._arg_dtypes(index64))
+            knl = program_kernel(*spec)
             limit = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.cl_device)
             wanted = (self.work_group_size if which == "main" else self._zero_wi if which == "zero"
                       else self.config["NUM_WI_COMBINE"])
@@ -200,7 +208,7 @@ class Computation:
                     f"{self.device.key} (registers or private memory), the configuration asks for {wanted}",
                     which, limit, wanted,
                 )
-            self._kernels[key] = knl
+            self._kernels[key] = spec
         return self._kernels[key]
 
     def _arg_dtypes(self, index64: bool) -> list[np.dtype | None]:
@@ -575,20 +583,12 @@ class BoundLaunch:
         self._combine = max(1, desc.combine_lanes)
         self._wg = comp.work_group_size  # the main kernel's (its groups: Computation.groups, per launch)
         self._wi = comp.config["NUM_WI_COMBINE"] if self._steps else 1
-        self._kernels: dict[bool, list[cl.Kernel]] = {}
         self._plans: dict[tuple[int, ...], tuple] = {}
 
     def set_buffer(self, name: str, buffer: cl_array.Array | cl.Buffer) -> None:
         """Another buffer for the output (``"out"``) or input ``name`` from the next launch on: a region of a larger
         buffer, say (a sub-buffer). Free: every launch sets all its arguments anyway."""
         self._buffers[self._buffer_at[name]] = _buffer(buffer)
-
-    def _kernels_of(self, index64: bool) -> list[cl.Kernel]:
-        """The main kernel and the steps after it, of the 32- or 64-bit program (built on first need)."""
-        ks = self._kernels.get(index64)
-        if ks is None:
-            ks = self._kernels[index64] = [self.comp.kernel(w, index64) for w in ("main", *self._steps)]
-        return ks
 
     def index64(self, dims: list[int], n_out: int) -> bool:
         """Whether a launch of these dimension sizes (``n_out`` output atoms) needs the 64-bit index build
@@ -599,8 +599,9 @@ class BoundLaunch:
         return self.comp.wide_indices(math.prod(dims) * self._per_point, n_out)
 
     def _plan(self, dims: tuple[int, ...]) -> tuple:
-        """What a launch of these sizes runs beside its arguments: whether it takes the 64-bit build, the main kernel
-        and its global size, each step's kernel and global size, its output atoms and concatenated rows. Worked out
+        """What a launch of these sizes runs beside its arguments: whether it takes the 64-bit build (built on first
+        need), the main kernel's spec (:meth:`Computation.kernel_spec`) and global size, each step's, its output atoms
+        and concatenated rows. Worked out
         once per distinct sizes: a fit launches each kernel at a few dozen sizes, round after round, and on a GPU
         host every microsecond of a launch's Python is the device's idle time (2-core EPYC, a bound launch of a
         small kernel 9.5-18 us against pyopencl's invoker alone 4-6 us)."""
@@ -608,7 +609,7 @@ class BoundLaunch:
         n_concat = math.prod([dims[i] for i in self._concat_at])
         n_out = math.prod([dims[i] for i in self._out_at])
         index64 = self.index64(list(dims), n_out)
-        ks = self._kernels_of(index64)
+        ks = [comp.kernel_spec(w, index64) for w in ("main", *self._steps)]
         scan = dims[self._scan_at] if self._scan_at >= 0 else 0
         steps = tuple((k, _step_size(which, n_concat, scan, self._wi, self._combine))
                       for k, which in zip(ks[1:], self._steps, strict=True))
@@ -633,7 +634,7 @@ class BoundLaunch:
         args = [*self._buffers, *dims, *[params[name] for name in self._params]]
         q = self.queue
         events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args) if self._flat_bytes else []
-        events.append(main(q, (global_size,), (self._wg,), *args))
+        events.append(program_kernel(*main)(q, (global_size,), (self._wg,), *args))
         for k, size in steps:
-            events.append(k(q, (size,), (self._wi,), *args))
+            events.append(program_kernel(*k)(q, (size,), (self._wi,), *args))
         return events
