@@ -113,8 +113,9 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
  * split only (`blk`, from int `blk_at` on: per block its split's index and the block's index among the split's; each
  * split has at least one block, empty for an empty node, so its counts and slot tables are written). The block table
  * follows the split table in its buffer (one upload per split step), so `blk` is that buffer. A block is one work-item
- * that walks its indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts of its split's
- * earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right destinations in order:
+ * that walks its indices in order: tree_block_counts counts the rows going left, tree_block_scatter adds the counts
+ * of its split's earlier blocks (a split's blocks are consecutive) and writes its rows to the left and right
+ * destinations in order:
  * the same stable partition as tree_scatter_rows, with no per-row prefix counts and no per-row search of the split
  * table (XGBoost's CPU partition: per-thread blocks, then their counts).
  * The split read: bins in position order (moved rows) or row order through ridx (TREE_MOVE_ROWS=0), laid out

@@ -601,10 +601,9 @@ class BoundLaunch:
     def _plan(self, dims: tuple[int, ...]) -> tuple:
         """What a launch of these sizes runs beside its arguments: whether it takes the 64-bit build (built on first
         need), the main kernel's spec (:meth:`Computation.kernel_spec`) and global size, each step's, its output atoms
-        and concatenated rows. Worked out
-        once per distinct sizes: a fit launches each kernel at a few dozen sizes, round after round, and on a GPU
-        host every microsecond of a launch's Python is the device's idle time (2-core EPYC, a bound launch of a
-        small kernel 9.5-18 us against pyopencl's invoker alone 4-6 us)."""
+        and concatenated rows. Worked out once per distinct sizes: a fit launches each kernel at a few dozen sizes,
+        round after round, and on a GPU host every microsecond of a launch's Python is the device's idle time (2-core
+        EPYC, a bound launch of a small kernel 9.5-18 us against pyopencl's invoker alone 4-6 us)."""
         comp = self.comp
         n_concat = math.prod([dims[i] for i in self._concat_at])
         n_out = math.prod([dims[i] for i in self._out_at])
@@ -633,7 +632,7 @@ class BoundLaunch:
             self._buffers[-1] = comp.work_buffer(int(params[self._scratch]))
         args = [*self._buffers, *dims, *[params[name] for name in self._params]]
         q = self.queue
-        events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args) if self._flat_bytes else []
+        events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args)
         events.append(program_kernel(*main)(q, (global_size,), (self._wg,), *args))
         for k, size in steps:
             events.append(program_kernel(*k)(q, (size,), (self._wi,), *args))
