@@ -1195,6 +1195,34 @@ def test_quantize_and_absmax(device):
         qz.quantization_exponents(got, n)
 
 
+def test_quantization_exponent_is_the_rational_bound():
+    """The host's exponent (integer arithmetic on the double's mantissa) is the largest k with n * m * 2^k <= 2^30,
+    checked with rationals: every kind of double and row count, and k off by one either way fails."""
+    from fractions import Fraction
+
+    def rational(m: float, n: int) -> int:
+        if m == 0.0:
+            return 0
+        bound, val = Fraction(2) ** QUANT_BITS, Fraction(m) * max(1, n)
+        k = QUANT_BITS - math.frexp(m)[1] - max(1, n).bit_length()
+        while val * Fraction(2) ** k > bound:
+            k -= 1
+        while val * Fraction(2) ** (k + 1) <= bound:
+            k += 1
+        return max(-qz.MAX_EXPONENT, min(qz.MAX_EXPONENT, k))
+
+    rng = np.random.default_rng(46)
+    tiny = 2.0**-1074
+    vals = [0.0, tiny, 3 * tiny, 2.0**-1022 - tiny, 2.0**-1022, 0.25, 0.5, 1.0, 3.0, 1e300, np.finfo(np.float64).max]
+    vals += [float(np.nextafter(2.0**e, d)) for e in (-40, -3, 0, 1, 30, 52) for d in (0.0, np.inf)]
+    vals += (10.0 ** rng.uniform(-320, 308, 60)).tolist() + (rng.random(60) * 2.0 ** rng.integers(-60, 60, 60)).tolist()
+    for n in (0, 1, 2, 3, 1031, 500_000, 10_500_000, 2**31 - 1, 2**40 + 17):
+        for m in vals:
+            assert qz.quantization_exponent(m, n) == rational(m, n), (m, n)
+    with pytest.raises(ValueError, match="not finite"):
+        qz.quantization_exponent(float("nan"), 10)
+
+
 def test_gh_scale(device):
     """The round's scales made on the device (tree_gh_scale): 2^k and 2^-k with k the reference's exponent for every
     kind of double (zero, subnormal, normal, the largest, around powers of two) and row count (none to 2^31 - 1);
