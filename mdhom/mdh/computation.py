@@ -154,7 +154,7 @@ class Computation:
         self._param_types = [(p.name, CTYPES[p.ctype].type) for p in desc.params]
         self.source = generate(desc)
         self._programs: dict[bool, cl.Program] = {}
-        self._kernels: dict[tuple[bool, str], tuple] = {}  # (index64, which) -> kernel_spec, its limit checked
+        self._specs: dict[tuple[bool, str], tuple] = {}  # (index64, which) -> kernel_spec, its limit checked
         self._scratch: cl_array.Array | None = None
         self._work: cl.Buffer | None = None  # the description's Scratch, grown on demand
         self._work_bytes = 0
@@ -196,7 +196,7 @@ class Computation:
         memory); a configuration beyond that is a :class:`ConfigError`, found before any launch.
         """
         key = (index64, which)
-        if key not in self._kernels:
+        if key not in self._specs:
             spec = (self.program(index64), f"{self.desc.name}_{which}", self._arg_dtypes(index64))
             knl = program_kernel(*spec)
             limit = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.cl_device)
@@ -208,8 +208,8 @@ class Computation:
                     f"{self.device.key} (registers or private memory), the configuration asks for {wanted}",
                     which, limit, wanted,
                 )
-            self._kernels[key] = spec
-        return self._kernels[key]
+            self._specs[key] = spec
+        return self._specs[key]
 
     def _arg_dtypes(self, index64: bool) -> list[np.dtype | None]:
         """Every generated kernel's arguments: output, partials and inputs (buffers), the dimension sizes and
