@@ -30,6 +30,12 @@ def test_any_extent_only_for_gathered_inputs():
         mdh.Description("s", ["i"], [mdh.Reduce(mdh.SUM)], "float", "out = 1;", inputs=[mdh.Input("x", "float", ("*",))])
 
 
+def test_only_gathered_inputs_are_written():
+    with pytest.raises(mdh.DescriptionError, match="only gathered inputs may be"):
+        mdh.Description("s", ["i"], [mdh.Concat()], "float", "out = 1;",
+                        inputs=[mdh.Input("x", "float", ("i",), writes=True)])
+
+
 def test_unsupported_operator_mix_and_counts():
     with pytest.raises(mdh.DescriptionError, match="2 dimensions but 1 combine"):
         mdh.Description("s", ["i", "j"], [mdh.Concat()], "float", "out = 1;")

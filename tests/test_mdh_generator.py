@@ -176,6 +176,32 @@ def test_gather_input_and_index_expression(device):
     np.testing.assert_allclose(got, table[code.T] * x, rtol=1e-6)
 
 
+def test_written_gathered_input_is_a_second_result(device):
+    """A gathered input with ``writes=True`` is the scalar function's to write as well as read: each point leaves its
+    own element there beside the output (one launch, two results), under every configuration; a read-only input stays
+    ``const`` in the kernel."""
+    import pyopencl.array as cl_array
+
+    desc = mdh.Description(
+        "two_results", ["i"], [mdh.Concat()], "int", "out = 2 * x[i];\nif (i < n) aux[i] = x[i] + 1;",
+        inputs=[mdh.Input("x", "int", ("*",), gather=True), mdh.Input("aux", "int", ("*",), gather=True, writes=True)],
+        params=[mdh.Param("n", "int")],
+    )
+    src = generate(desc)
+    assert "__global int* restrict aux" in src and "__global const int* restrict x" in src
+    rng = np.random.default_rng(11)
+    n = 203
+    x = rng.integers(-1000, 1000, n + 5).astype(np.int32)
+    for _ in range(RANDOM_CONFIGS):
+        cfg = random_config(desc, device, {"i": n}, rng)
+        aux = cl_array.to_device(device.queue, np.full(n + 5, -7, np.int32))
+        got = mdh.Computation(desc, device, cfg)({"i": n}, x=cl_array.to_device(device.queue, x), aux=aux, n=n - 3)
+        np.testing.assert_array_equal(got.get(), 2 * x[:n], err_msg=str(cfg))
+        want = np.full(n + 5, -7, np.int32)
+        want[: n - 3] = x[: n - 3] + 1
+        np.testing.assert_array_equal(aux.get(), want, err_msg=str(cfg))
+
+
 def test_scatter_permutes_positions(device):
     """A scattering description writes each point's atom where its scalar function sends it (``out_at``, a
     permutation: a row scatter): the same result under every configuration, awkward tile sizes included."""

@@ -53,16 +53,24 @@ def configs(desc, device, sizes, seed, n=N_CONFIGS, max_groups=4096):
 
 
 def run(desc, device, cfg, sizes, **args):
+    return run_writing(desc, device, cfg, sizes, **args)[0]
+
+
+def run_writing(desc, device, cfg, sizes, **args):
+    """:func:`run`, and what the kernel left in its inputs (by name: the written ones' bytes)."""
     q = device.queue
     dev_args = {k: cl_array.to_device(q, np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
                 for k, v in args.items()}
+    whole = {}
     for k, v in list(dev_args.items()):
         if isinstance(v, tuple) and v[0] == "o":  # ("o", array, dtype): the whole buffer behind a (1,) view
-            dev_args[k] = opaque(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2])
+            whole[k] = cl_array.to_device(q, np.ascontiguousarray(v[1]))
+            dev_args[k] = opaque(whole[k], v[2])
         elif isinstance(v, tuple):  # ("v", array, shape): the whole buffer behind a view of that shape
             dev_args[k] = view(cl_array.to_device(q, np.ascontiguousarray(v[1])), v[2], v[1].dtype)
     # a point the compiled kernel cannot run (registers) is shrunk to fit, as the backend does
-    return build_within_limits(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
+    out = build_within_limits(desc, device, cfg).enqueue(sizes, queue=q, **dev_args).out.get()
+    return out, {k: whole[k].get() for k in (i.name for i in desc.inputs if i.writes)}
 
 
 def grouped_rows(rng, n_rows, counts):
@@ -714,15 +722,45 @@ def test_leaf_rows_ahead(device):
     np.testing.assert_array_equal(got, want)
 
 
+def ahead_search(rng, m, n_feat, n_outputs, n_bins, gains):
+    """A split search's inputs for ``m`` entries as the look-ahead reads them (quantized): small integer histograms
+    (the children's hessian sums tie now and then), their scan, the score's best records with gains drawn from
+    ``gains`` and valid indices (one entry's out of range, as a node without a candidate has), the round's scales."""
+    hist = np.zeros((m, n_feat, n_outputs, n_bins, 2), np.int32)
+    hist[..., 0] = rng.integers(-40, 41, hist.shape[:-1])
+    hist[..., 1] = rng.integers(0, 3, hist.shape[:-1])
+    hist[m // 2, ..., 1] = 0  # no hessian: its children's sums tie
+    scan = np.cumsum(hist, axis=3, dtype=np.int32)
+    best = np.zeros(m, ln.split_type("quantized").dtype)
+    best["value"] = rng.choice(gains, m)
+    best["index"] = rng.integers(0, n_feat * (n_bins - 2) * 2, m)
+    best["index"][m // 3] = n_feat * (n_bins - 2) * 2  # past the candidates: no sums
+    best["value"][m // 2] = max(g for g in gains if np.isfinite(g))
+    inv = np.ldexp(1.0, -np.arange(10, 10 + 2 * n_outputs)).reshape(n_outputs, 2)
+    return hist, scan, best, inv
+
+
+def ahead_inputs(hist, scan, best, inv, summed):
+    """The keyword arguments of ``tree_split_from_search``'s search inputs (opaque buffers)."""
+    stride = sp._best_layout("quantized")[0]
+    args = dict(scan=("o", scan, None), hist=("o", hist, None), best=best.view(np.int32).reshape(-1, stride),
+                best_value=("o", best.view(np.float64), None), inv_scale=("o", inv, None), n_feat=hist.shape[1])
+    if summed:  # the score's vector form's result: the sums of the histogram's bins (cat_mode 0)
+        args["cat_mode"] = ("o", np.zeros(hist.shape[1], np.uint8), None)
+    return args
+
+
+@pytest.mark.parametrize("summed", [False, True], ids=["scanned", "summed"])
 @pytest.mark.parametrize("n_outputs", [1, 3])
-def test_split_from_search(device, n_outputs):
+def test_split_from_search(device, n_outputs, summed):
     """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
     the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS and at least
     the batch's floor (``min_gain``, ties kept), the child of the smaller hessian sum built next, running ``first``
     and a sentinel; records in each of the three regions of positions, whose children go to the next region (0 and
-    2 to 1, 1 to 2)."""
+    2 to 1, 1 to 2). The same launch writes the host's packed result of the search (``tree_split_sums``'s records,
+    from the scan or the summed bins) into ``res``, every entry's and no further."""
     rng = np.random.default_rng(43)
-    half, n_bins, prec = 37, 19, "quantized"
+    half, n_bins, n_feat, prec = 37, 19, 4, "quantized"
     n_rows = 9000  # positions a region
     last = tb.split_table(half + 5)  # longer than the step: a table buffer holds earlier rows past its end
     last["count"][:half] = rng.integers(0, 400, half)
@@ -731,26 +769,32 @@ def test_split_from_search(device, n_outputs):
     last["next_child"][:half] = rng.integers(0, 2, half)
     n_left = np.array([rng.integers(0, c + 1) for c in last["count"][:half]] + [0] * 5, np.int32)
     m = 2 * half
-    res = np.zeros((m, n_outputs), sp.result_type(prec).dtype)
-    res["gain"] = np.repeat(rng.choice([-np.inf, np.nan, np.inf, 0.0, 1e-7, 1e-6, 2e-6, 0.5, 3.0], m), n_outputs
-                            ).reshape(m, n_outputs)
-    res["index"] = np.repeat(rng.integers(0, 7 * (n_bins - 2) * 2, m), n_outputs).reshape(m, n_outputs)
-    res["lh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25  # ties between the children's hessian sums
-    res["rh"] = rng.integers(0, 4, (m, n_outputs)) * 0.25
+    hist, scan, best, inv = ahead_search(rng, m, n_feat, n_outputs, n_bins,
+                                         [-np.inf, np.nan, np.inf, 0.0, 1e-7, 1e-6, 2e-6, 0.5, 3.0])
+    res = sp.split_sums_reference(scan, hist, best, prec, inv)
+    assert res["tg"].any() and res["lh"].any() and (res["lh"][:, 0] == 0).any()
     allow = (rng.random(m) < 0.8).astype(np.int32)
+    allow[m // 2] = 1
     last["node"][half] = 40  # the leaves the last step's sentinel counts
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1)
-    n_split = int(lookahead.ahead_budget_reference(res, allow, 0, 0).sum())  # the entries that split
+    ok = lookahead.ahead_budget_reference(best["value"], allow, 0, 0).astype(bool)  # the entries that split
+    n_split = int(ok.sum())
     assert want["node"][m] == 40 + n_split and (want["node"][:m] == -1).all()
     assert (want["begin"][:m] >= n_rows).all()
     assert np.array_equal(want["begin"][:m] // n_rows, np.tile(np.where(parent_region == 1, 2, 1), 2))
     assert 0 < want["count"][:m].sum() and (want["count"][:m] == 0).any()
-    desc = lookahead.split_from_search(n_bins, n_outputs, prec)
+    sl, sr = res["lh"].astype(np.float64).sum(axis=1), res["rh"].astype(np.float64).sum(axis=1)
+    assert (want["next_child"][:m][ok] == 1).any() and (want["next_child"][:m][ok] == 0).any()
+    assert (ok & (sl == sr)).any()  # a tie: the left child is built
+    desc = lookahead.split_from_search(n_bins, n_outputs, prec, summed)
     floored = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1, 0.5)
-    gain = res["gain"][:, 0].astype(np.float64)
+    gain = best["value"].astype(np.float64)
     # the floor drops the entries of smaller gains and keeps those at it (ties), some of which hold rows
     np.testing.assert_array_equal(floored["count"][:m], np.where(gain >= 0.5, want["count"][:m], 0))
     assert (floored["count"][:m][gain == 0.5] > 0).any() and (want["count"][:m][gain < 0.5] > 0).any()
+    search = ahead_inputs(hist, scan, best, inv, summed)
+    fill = np.full((m + 3, n_outputs), 0, res.dtype)  # the host's records: room past the entries stays as it was
+    fill["gain"], fill["index"] = -5.0, -9
     # a grid of fewer work-items than entries launched (work-items loop), the learner's, and random ones
     few = {"NUM_WI_entry": 2, "NUM_WG_entry": 3}
     learner = lookahead.AHEAD.heuristic(desc, device, {"entry": m + 1})
@@ -758,52 +802,76 @@ def test_split_from_search(device, n_outputs):
         for leaves, floor in ((-1, 0.0), (7, 0.0), (-1, 0.5)):  # the last table's count, or the host's; a floor
             want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, leaves,
                                                          floor)
-            got = run(desc, device, cf, {"entry": m + 1}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                      n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows,
-                      root=0, leaves=leaves, min_gain=floor)
+            got, wrote = run_writing(
+                desc, device, cf, {"entry": m + 1}, res=("o", fill, np.uint8), last_tab=("o", last, np.int32),
+                n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows, root=0,
+                leaves=leaves, min_gain=floor, **search)
             np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
+            recs = wrote["res"].view(res.dtype).reshape(m + 3, n_outputs)
+            for name in res.dtype.names:  # (not the records' padding)
+                assert recs[name][:m].tobytes() == res[name].tobytes(), (name, cf)
+            assert recs[m:].tobytes() == fill[m:].tobytes()
     # the root (a depth-wise tree whose root's split is the device's): every row in region 0, no last table read
-    for gain, split in ((0.5, True), (-np.inf, False)):
-        one = res[:1].copy()
-        one["gain"] = gain
-        want = lookahead.split_from_search_reference(one, None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
+    for g, split in ((0.5, True), (-np.inf, False)):
+        one = best[:1].copy()
+        one["value"] = g
+        args = ahead_inputs(hist[:1], scan[:1], one, inv, summed)
+        want = lookahead.split_from_search_reference(sp.split_sums_reference(scan[:1], hist[:1], one, prec, inv),
+                                                     None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
         assert want["count"][0] == (n_rows if split else 0) and want["begin"][0] == 0
         assert want["first"][1] == want["count"][0] and want["count"][1] == 0 and want["node"][1] == 1 + split
-        got = run(desc, device, None, {"entry": 2}, res=("o", one, np.uint8), last_tab=("o", last, np.int32),
+        got = run(desc, device, None, {"entry": 2}, res=("o", fill, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", np.ones(1, np.int32), None), n_entries=1, base=1,
-                  n_rows=n_rows, root=1, leaves=1, min_gain=0.0)
+                  n_rows=n_rows, root=1, leaves=1, min_gain=0.0, **args)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want)
+
+
+def test_split_sums_reference_is_the_kernel(device):
+    """``split_sums_reference`` (the look-ahead test's oracle of the host's records) has ``tree_split_sums``'s bits,
+    scanned and summed."""
+    rng = np.random.default_rng(45)
+    m, n_feat, n_out, n_bins = 23, 3, 2, 11
+    hist, scan, best, inv = ahead_search(rng, m, n_feat, n_out, n_bins, [-np.inf, 0.0, 0.5, 3.0])
+    want = sp.split_sums_reference(scan, hist, best, "quantized", inv)
+    assert (want["lg"] != 0).any() and (want["rh"] != 0).any()
+    for summed in (False, True):
+        desc = sp.split_sums(n_bins, n_out, "quantized", summed)
+        sizes = {"node": m, "output": n_out}
+        got = run(desc, device, desc.default_config(device, sizes), sizes, **ahead_inputs(hist, scan, best, inv,
+                                                                                            summed))
+        for name in want.dtype.names:
+            assert got[name].tobytes() == want[name].tobytes(), (name, summed)
 
 
 @pytest.mark.parametrize("n_outputs", [1, 2])
 def test_ahead_budget(device, n_outputs):
     """A tree's last level on the device: of the entries that may split (allowed, a finite gain above SPLIT_EPS),
     only the largest gains the leaf budget has room for, ties to the earlier entry (the host's level-wise rule);
-    the leaves before the level are the host's count or the last table's sentinel's."""
+    the leaves before the level are the host's count or the last table's sentinel's. The gains are the score's."""
     rng = np.random.default_rng(47)
     m, n_bins, prec = 90, 19, "quantized"
-    res = np.zeros((m, n_outputs), sp.result_type(prec).dtype)
+    best = np.zeros(m, ln.split_type(prec).dtype)
     # few distinct gains: ties across the budget's edge
-    res["gain"] = np.repeat(rng.choice([-np.inf, np.nan, 0.0, 1e-7, 0.25, 0.5, 0.5, 1.0, 2.0, 3.0], m), n_outputs
-                            ).reshape(m, n_outputs)
+    best["value"] = rng.choice([-np.inf, np.nan, 0.0, 1e-7, 0.25, 0.5, 0.5, 1.0, 2.0, 3.0], m)
+    gain = best["value"].astype(np.float64)
     allow = (rng.random(m) < 0.9).astype(np.int32)
     last = tb.split_table(m // 2 + 3)
     last["node"][m // 2] = 100  # the sentinel of the last table: the tree's leaves before the level
-    n_ok = int(lookahead.ahead_budget_reference(res, allow, 0, 0).sum())
+    n_ok = int(lookahead.ahead_budget_reference(gain, allow, 0, 0).sum())
     assert n_ok > 30
     desc = lookahead.ahead_budget(n_bins, n_outputs, prec)
     for leaves, max_leaves in ((-1, 0), (-1, 100 + n_ok + 5), (-1, 100 + n_ok // 2), (-1, 100), (3, 20), (7, 8)):
         before = 100 if leaves < 0 else leaves
-        want = lookahead.ahead_budget_reference(res, allow, before, max_leaves)
+        want = lookahead.ahead_budget_reference(gain, allow, before, max_leaves)
         assert want.sum() == (n_ok if not max_leaves else min(n_ok, max_leaves - before))
         for cf in configs(desc, device, {"entry": m}, seed=48):
-            got = run(desc, device, cf, {"entry": m}, res=("o", res, np.uint8), last_tab=("o", last, np.int32),
-                      allow=("o", allow, None), n_entries=m, leaves=leaves, max_leaves=max_leaves)
+            got = run(desc, device, cf, {"entry": m}, best_value=("o", best.view(np.float64), None),
+                      last_tab=("o", last, np.int32), allow=("o", allow, None), n_entries=m, leaves=leaves,
+                      max_leaves=max_leaves)
             np.testing.assert_array_equal(got, want, err_msg=f"{leaves} {max_leaves} {cf}")
     # the reference's rule: among equal gains the earlier entries, the largest gains first
-    gain = res["gain"][:, 0].astype(np.float64)
-    keep = lookahead.ahead_budget_reference(res, allow, 100, 100 + n_ok // 2).astype(bool)
-    ok = lookahead.ahead_budget_reference(res, allow, 0, 0).astype(bool)
+    keep = lookahead.ahead_budget_reference(gain, allow, 100, 100 + n_ok // 2).astype(bool)
+    ok = lookahead.ahead_budget_reference(gain, allow, 0, 0).astype(bool)
     edge = gain[keep].min()
     assert (gain[ok & ~keep] <= edge).all()
     tied = np.flatnonzero(ok & (gain == edge))

@@ -331,6 +331,66 @@ def test_flat_histogram_windows_clean_under_oclgrind(oclgrind_device):
     assert "FLAT-OK" in run.stdout, run.explain()
 
 
+AHEAD_WRITES = textwrap.dedent("""
+    import numpy as np
+    import pyopencl.array as cl_array
+    import mdhom
+    from mdhom.components import lanes as ln
+    from mdhom.components import lookahead
+    from mdhom.components import split as sp
+    from mdhom.components import tables as tb
+    from mdhom.components.workspace import opaque
+    from mdhom.mdh import build_within_limits
+
+    dev = [d for d in mdhom.devices() if d.checker][0]
+    q = dev.queue
+    rng = np.random.default_rng(5)
+    half, n_feat, k, n_bins, n_rows = 6, 3, 2, 9, 500
+    m = 2 * half
+    hist = np.zeros((m, n_feat, k, n_bins, 2), np.int32)
+    hist[..., 0] = rng.integers(-9, 10, hist.shape[:-1])
+    hist[..., 1] = rng.integers(0, 3, hist.shape[:-1])
+    scan = np.cumsum(hist, axis=3, dtype=np.int32)
+    best = np.zeros(m, ln.split_type("quantized").dtype)
+    best["value"] = rng.choice([-np.inf, 0.0, 0.5, 2.0], m)
+    best["index"] = rng.integers(0, n_feat * (n_bins - 2) * 2, m)
+    inv = np.ldexp(1.0, -np.arange(10, 10 + 2 * k)).reshape(k, 2)
+    last = tb.split_table(half)
+    last["count"] = rng.integers(0, 40, half)
+    last["begin"] = np.cumsum(last["count"]) - last["count"]
+    last["next_child"] = rng.integers(0, 2, half)
+    n_left = np.array([rng.integers(0, c + 1) for c in last["count"]], np.int32)
+    allow = np.ones(m, np.int32)
+    res = sp.split_sums_reference(scan, hist, best, "quantized", inv)
+    want = lookahead.split_from_search_reference(res, last, n_left, allow, 50, n_bins, n_rows, 3)
+    put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
+    for summed in (False, True):
+        desc = lookahead.split_from_search(n_bins, k, "quantized", summed)
+        recs = put(np.zeros((m, k), res.dtype))  # exactly the entries' records: a write past them is out of bounds
+        extra = {"cat_mode": opaque(put(np.zeros(n_feat, np.uint8)), None)} if summed else {}
+        comp = build_within_limits(desc, dev, {"NUM_WI_entry": 4, "NUM_WG_entry": 2})
+        got = comp.enqueue({"entry": m + 1}, queue=q, res=opaque(recs, np.uint8), scan=opaque(put(scan), None),
+                           hist=opaque(put(hist), None), best=put(best.view(np.int32).reshape(m, -1)),
+                           best_value=opaque(put(best.view(np.float64)), None), inv_scale=opaque(put(inv), None),
+                           last_tab=opaque(put(last), np.int32), n_left=opaque(put(n_left), None),
+                           allow=opaque(put(allow), None), n_entries=m, base=50, n_rows=n_rows, root=0, leaves=3,
+                           min_gain=0.0, n_feat=n_feat, **extra).out.get()
+        assert np.array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want), summed
+        back = recs.get()
+        assert all(back[f].tobytes() == res[f].tobytes() for f in res.dtype.names), summed
+    print("AHEAD-OK")
+""")
+
+
+def test_split_from_search_writes_clean_under_oclgrind(oclgrind_device):
+    """The look-ahead's table maker writes the search's packed result beside its table (a written gathered input):
+    each entry its own records, none past them, while every entry reads the others' gains from the score's result;
+    no race, no out-of-bounds access, both ways of summing."""
+    run = run_under_oclgrind(AHEAD_WRITES, timeout=600)
+    assert run.clean, run.explain()
+    assert "AHEAD-OK" in run.stdout, run.explain()
+
+
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",
                          [(False, 9, 0, 0, None), (True, 9, 40, 0, None), (False, 300, 16, 0, None),
                           (False, 9, 16, 0, False), (True, 9, 16, 4, None), (False, 300, 16, 8, None)],

@@ -7,7 +7,8 @@ block and group partitions.
 =======================  =========================  ==================================================================
 kernel                   index space                combine operators
 =======================  =========================  ==================================================================
-tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel
+tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel (and
+                                                    the search's packed result, a written input)
 tree_ahead_budget        entry                      concat: which entries of a tree's last level split (its leaf budget)
 tree_ahead_blocks        blk                        concat: each block's (split, block) pair for the block partitions
 =======================  =========================  ==================================================================
@@ -19,27 +20,43 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import defines, snippet
+from mdhom.components.lanes import defines, real_ctype, snippet
 from mdhom.components.partition_kernels import block_table, flip_positions
 from mdhom.components.specs import KernelSpec, elementwise
-from mdhom.components.split import SPLIT_EPS, result_type
+from mdhom.components.split import (
+    SPLIT_EPS,
+    _best_layout,
+    result_code,
+    result_inputs,
+    result_preamble,
+    result_type,
+)
 from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
-# whether entry e of a search's packed result may split: allowed, and a finite gain above SPLIT_EPS and at least
-# min_gain (the host's rule, may_split)
-_RULE = f"""
-inline int tree_ahead(__global const lr_t* res, __global const int* allow, const int e, const double min_gain) {{
-    const double g = (double)res[e * TREE_OUTPUTS].gain;
+
+def _rule(precision: str) -> str:
+    """OpenCL C: whether entry e of a split search may split: allowed, and a finite gain above SPLIT_EPS and at least
+    min_gain (the host's rule, :func:`may_split`). The gain is the score's (``best_value``, the packed result's
+    ``gain``, the same bits): read there, no entry waits for another's packed result."""
+    rstride = _best_layout(precision)[2]
+    return f"""
+inline int tree_ahead(__global const tree_real_t* gains, __global const int* allow, const int e,
+                      const double min_gain) {{
+    const double g = (double)gains[e * {rstride}];
     return allow[e] != 0 && isfinite(g) && g > {SPLIT_EPS!r} && g >= min_gain;
 }}
 """
 
 
 @lru_cache(maxsize=8)
-def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Description:
+def split_from_search(n_bins: int, n_outputs: int, precision: str, summed: bool = False) -> Description:
     """The split table of a step the device decides alone: a look-ahead splits the nodes of the split
-    search just run before the host has seen its result (``RowPartitioner.apply_searched``).
+    search just run before the host has seen its result (``RowPartitioner.apply_searched``). It also writes that
+    result for the host (``res``, written: ``tree_split_sums``'s records, :func:`~mdhom.components.split.result_code`,
+    ``summed`` as there) from the search's histograms, scan and best splits: one launch a step instead of two (a
+    depth-wise tree of depth 8 launched 8 of ``tree_split_sums``); every entry reads the gains and indices of the
+    others from the score's ``best``, which nothing writes here.
 
     Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
     search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
@@ -61,53 +78,60 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str) -> Descriptio
     n_cand = int(n_bins) - 2
     return Description(
         "tree_split_from_search", ["entry"], [Concat()], SPLIT_RECORD,
-        scalar="""
-__global const lr_t* rs = (__global const lr_t*)res;
+        scalar=f"""
+__global const tree_real_t* gains = (__global const tree_real_t*)best_value;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
-const int ok = entry < n_entries && tree_ahead(rs, allow, entry, min_gain);
+const int ok = entry < n_entries && tree_ahead(gains, allow, entry, min_gain);
+double sl = 0.0, sr = 0.0;  /* the children's hessian sums over outputs, in output order (the host's left_smaller) */
+for (int output = 0; output < TREE_OUTPUTS && entry < n_entries; ++output) {{
+    const int node = entry;
+    lr_t rec;
+    {{{result_code(precision, summed, "rec")}
+    }}
+    ((__global lr_t*)res)[entry * TREE_OUTPUTS + output] = rec;
+    sl += (double)rec.lh;
+    sr += (double)rec.rh;
+}}
 int first = 0, n_split = 0;
 /* four entries a step, every load issued before the sums (integers: any order adds the same): a GPU work-item
  * walking a level's 256 entries one load chain at a time waited a memory latency each */
 int e = 0;
-for (; e + 4 <= entry; e += 4) {
+for (; e + 4 <= entry; e += 4) {{
     int k[4], c[4];
-    for (int u = 0; u < 4; ++u) {
-        k[u] = tree_ahead(rs, allow, e + u, min_gain);
+    for (int u = 0; u < 4; ++u) {{
+        k[u] = tree_ahead(gains, allow, e + u, min_gain);
         c[u] = root ? n_rows : tree_ahead_count(last, n_left, n_entries, e + u);
-    }
-    for (int u = 0; u < 4; ++u) {
+    }}
+    for (int u = 0; u < 4; ++u) {{
         first += k[u] ? c[u] : 0;
         n_split += k[u];
-    }
-}
-for (; e < entry; ++e) {
-    if (tree_ahead(rs, allow, e, min_gain)) {
+    }}
+}}
+for (; e < entry; ++e) {{
+    if (tree_ahead(gains, allow, e, min_gain)) {{
         first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
         ++n_split;
-    }
-}
-const int idx = ok ? rs[entry * TREE_OUTPUTS].index : 0;
-double sl = 0.0, sr = 0.0;
-for (int k = 0; k < TREE_OUTPUTS && ok; ++k) {
-    sl += (double)rs[entry * TREE_OUTPUTS + k].lh;
-    sr += (double)rs[entry * TREE_OUTPUTS + k].rh;
-}
+    }}
+}}
+const int at = ok ? best[entry * {_best_layout(precision)[0]} + {_best_layout(precision)[1]}] : 0;
 out.node = entry < n_entries ? -1 : (leaves >= 0 ? leaves : last[n_entries / 2].node) + n_split;
-out.feature = idx / (2 * N_CAND);
-out.bin = (idx / 2) % N_CAND;
-out.default_left = (idx % 2) == 0;
+out.feature = at / (2 * N_CAND);
+out.bin = (at / 2) % N_CAND;
+out.default_left = (at % 2) == 0;
 out.left = base + 2 * entry;
 out.right = base + 2 * entry + 1;
 out.begin = (entry < n_entries && !root) ? tree_ahead_begin(last, n_left, n_entries, entry, n_rows) : 0;
 out.count = ok ? (root ? n_rows : tree_ahead_count(last, n_left, n_entries, entry)) : 0;
-out.next_child = (entry < n_entries) ? (sl <= sr ? 0 : 1) : -1;
+out.next_child = (entry < n_entries) ? (ok && !(sl <= sr) ? 1 : 0) : -1;
 out.first = first;
 out.cats = -1;""",
-        inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
-                Input("n_left", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
+        inputs=[Input("res", "uchar", (1,), gather=True, writes=True), *result_inputs(precision, summed, "*"),
+                Input("last_tab", "int", (1,), gather=True), Input("n_left", "int", (1,), gather=True),
+                Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int"),
-                Param("leaves", "int"), Param("min_gain", "double")],
-        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + snippet("positions.cl") + f"""
+                Param("leaves", "int"), Param("min_gain", "double"), Param("n_feat", "int")],
+        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + result_preamble(precision, summed)
+        + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
 inline int tree_ahead_left(__global const tree_split_t* last, const int n_entries, const int e) {{
@@ -126,7 +150,7 @@ inline int tree_ahead_count(__global const tree_split_t* last, __global const in
     return tree_ahead_left(last, n_entries, e) ? n_left[i] : last[i].count - n_left[i];
 }}
 """
-        + _RULE,
+        + _rule(precision),
     )
 
 
@@ -179,30 +203,31 @@ def ahead_budget(n_bins: int, n_outputs: int, precision: str) -> Description:
     largest gains, ties to the earlier entry: the host's level-wise rule (:func:`within_budget`), so the last level
     needs no round trip. The leaves before the level are ``leaves``, or where that is -1 the last table's sentinel's
     count (``tree_split_from_search``). The result is that step's ``allow``. Entry ``entry`` ranks its gain among the
-    level's (a loop: a few hundred entries)."""
-    res = result_type(precision)
+    level's (a loop: a few hundred entries). It reads the gains from the score's result (``best_value``), ahead of
+    the table maker that writes the host's records."""
     return Description(
         "tree_ahead_budget", ["entry"], [Concat()], "int",
         scalar="""
-__global const lr_t* rs = (__global const lr_t*)res;
+__global const tree_real_t* gains = (__global const tree_real_t*)best_value;
 __global const tree_split_t* last = (__global const tree_split_t*)last_tab;
 out = 0;
-if (tree_ahead(rs, allow, entry, 0.0)) {
+if (tree_ahead(gains, allow, entry, 0.0)) {
     const int room = max_leaves > 0 ? max_leaves - (leaves >= 0 ? leaves : last[n_entries / 2].node) : n_entries;
-    const double g = (double)rs[entry * TREE_OUTPUTS].gain;
+    const double g = (double)gains[entry * RSTRIDE];
     int rank = 0;  /* entries ahead of this one: a larger gain, or the same gain earlier */
     for (int e = 0; e < n_entries && rank < room; ++e) {
-        if (e != entry && tree_ahead(rs, allow, e, 0.0)) {
-            const double ge = (double)rs[e * TREE_OUTPUTS].gain;
+        if (e != entry && tree_ahead(gains, allow, e, 0.0)) {
+            const double ge = (double)gains[e * RSTRIDE];
             rank += ge > g || (ge == g && e < entry);
         }
     }
     out = rank < room;
 }""",
-        inputs=[Input("res", "uchar", (1,), gather=True), Input("last_tab", "int", (1,), gather=True),
-                Input("allow", "int", (1,), gather=True)],
+        inputs=[Input("best_value", real_ctype(precision), (1,), gather=True),
+                Input("last_tab", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("leaves", "int"), Param("max_leaves", "int")],
-        preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + _RULE,
+        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {_best_layout(precision)[2]}\n"
+        + _rule(precision),
     )
 
 
@@ -226,9 +251,9 @@ def within_budget(gain: np.ndarray, ok: np.ndarray, room: int | None) -> np.ndar
     return out
 
 
-def ahead_budget_reference(res: np.ndarray, allow: np.ndarray, leaves: int, max_leaves: int) -> np.ndarray:
-    """``tree_ahead_budget`` in numpy, ``leaves`` the tree's before the level (int32 per entry)."""
-    gain = res["gain"][:, 0]
+def ahead_budget_reference(gain: np.ndarray, allow: np.ndarray, leaves: int, max_leaves: int) -> np.ndarray:
+    """``tree_ahead_budget`` in numpy: ``gain`` per entry (the score's), ``leaves`` the tree's before the level
+    (int32 per entry)."""
     return within_budget(gain, may_split(gain, allow), max_leaves - leaves if max_leaves > 0 else None
                          ).astype(np.int32)
 

@@ -121,9 +121,12 @@ class RowPartitioner:
     folded in from the left counts each partition reads back without a wait; they decide nothing but the
     launch sizes of the next histograms."""
 
-    def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0, group: int = 0) -> None:
-        """``ahead``: build what :meth:`apply_searched` launches (the look-ahead). ``blocks``: rows per
-        block of the block partition, 0 for a work-item per row and a prefix count. ``group``: work-items per block
+    def __init__(self, ws: Workspace, ahead: bool = False, blocks: int = 0, group: int = 0,
+                 summed: bool = False) -> None:
+        """``ahead``: build what :meth:`apply_searched` launches (the look-ahead), whose table maker also writes the
+        split search's packed result (``summed``: as the split evaluator's, after the score's vector form; the
+        evaluator's buffers ``scan``, ``best``, ``res``, ``inv_scale`` and ``cat_mode`` where summed). ``blocks``: rows
+        per block of the block partition, 0 for a work-item per row and a prefix count. ``group``: work-items per block
         (the group partition, GPUs; the block in local memory), 0 for one work-item walking each block (CPUs). Tables
         decided on the device (:meth:`apply_searched`) have their blocks cut on the device too (their counts are not
         on the host), launched for an upper bound of the blocks. Sparse bins are read through their own reader,
@@ -167,8 +170,9 @@ class RowPartitioner:
         self._at_root = False  # whether no split step has run since reset
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
-            self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision),
+            self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision, summed),
                                         {"entry": AHEAD_ENTRIES + 1})
+            self._summed = summed
             for name in ("split_ahead0", "split_ahead1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
@@ -440,8 +444,9 @@ class RowPartitioner:
             if row is None:
                 self._last = (n, most, ns)
 
-    def apply_searched(self, allow: np.ndarray, base: int, leaves: int = -1,
-                       max_leaves: int = 0, min_gain: float = 0.0, final: bool = False) -> tuple[int, int, _Ahead]:
+    def apply_searched(self, hist: cl.Buffer, allow: np.ndarray, base: int, leaves: int = -1,
+                       max_leaves: int = 0, min_gain: float = 0.0, final: bool = False,
+                       then: Callable[[], None] | None = None) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
         (:mod:`mdhom.components.lookahead`): the host learns the splits with the search's result, after the launches,
         and sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
@@ -454,7 +459,11 @@ class RowPartitioner:
         loss-guided batch's floor). ``final``: the step is the tree's last, its children leaves that nothing reads the
         bins or (g, h) of (no histogram, no partition: the next tree's root reads region 0), so only the row order
         moves (PoCL, 2-core EPYC, 500k rows, depth 8: the last level's scatter moved 40 bytes a row each way).
-        Numeric splits only. Returns (the rows of the
+        Numeric splits only. ``hist``: the searched nodes' histograms (the search's view of them); the table maker
+        writes the search's packed result into ``res`` from them and the score's ``best``, so the search launches no
+        ``tree_split_sums``; ``then`` runs right after that launch, before the partition's: where the host's read of
+        ``res`` goes (behind the partition and scatter, a loss-guided batch's host waited for them: H200, 10.5M rows,
+        10 -> 16 ms a round). Returns (the rows of the
         split nodes, the most rows one of them holds: upper bounds for the launches that follow; the record)."""
         ws = self.ws
         self._materialize()
@@ -489,13 +498,16 @@ class RowPartitioner:
                                                  {"entry": AHEAD_ENTRIES + 1})
                 last = self._tab
                 budget = self._budget_bounds[last] = Bound(ws, self._budget_comp, lambda: (ws["ahead_budget"], dict(
-                    res=ws["res"], last_tab=ws[last], allow=ws["ahead_allow"])))
+                    best_value=ws["best"], last_tab=ws[last], allow=ws["ahead_allow"])))
             ws.record("tree_ahead_budget", budget({"entry": m}, n_entries=m, leaves=int(leaves),
                                                   max_leaves=int(max_leaves)))
             allowed = "ahead_budget"
         make, flags = self._ahead_bound(self._tab, out, allowed)
-        ws.record("tree_split_from_search", make({"entry": m + 1}, n_entries=m, base=int(base), n_rows=ws.n_rows,
-                                                 root=int(root), leaves=int(leaves), min_gain=float(min_gain)))
+        ws.record("tree_split_from_search", make({"entry": m + 1}, {"hist": hist}, n_entries=m, base=int(base),
+                                                 n_rows=ws.n_rows, root=int(root), leaves=int(leaves),
+                                                 min_gain=float(min_gain), n_feat=ws.n_features))
+        if then is not None:
+            then()
         ns = m + 1  # and the sentinel
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
 
@@ -536,9 +548,16 @@ class RowPartitioner:
         if key not in self._ahead_bounds:
             ws = self.ws
             flags = self.k_flags.comp
+
+            def tables():  # noqa: ANN202  (the split search's buffers, as the evaluator's tree_split_sums reads them)
+                search = ({"cat_mode": ws["cat_mode"]} if self._summed else {}) | (
+                    {"inv_scale": ws["inv_scale"]} if ws.quantized else {})
+                return ws[out], dict(res=ws["res"], scan=ws["scan"], hist=ws["arena"], best=ws["best"],
+                                     best_value=ws["best"], **search, last_tab=ws[last], n_left=ws["n_left"],
+                                     allow=ws[allow])
+
             self._ahead_bounds[key] = (
-                Bound(ws, self._ahead_comp, lambda: (ws[out], dict(res=ws["res"], last_tab=ws[last],
-                                                                   n_left=ws["n_left"], allow=ws[allow]))),
+                Bound(ws, self._ahead_comp, tables),
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
 

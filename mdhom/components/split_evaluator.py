@@ -119,16 +119,18 @@ class SplitEvaluator:
             return self._totals_only(n, inv_scale())
         return self._unpack(n, ws.read(np.empty((n, ws.n_outputs), self.res_dtype), ws["res"]))
 
-    def search_later(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object,
-                     key: int = 0) -> Callable[[], Splits]:
-        """:meth:`search` without waiting: the result is copied to the host behind the launches, and the
-        returned function waits for it (the device goes on with what is queued after; nothing may overwrite
-        ``res`` before the copy, which the in-order queue guarantees). Numeric splits only. Results in flight at
-        once need distinct ``key``s (their host memory)."""
+    def score_only(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object) -> None:
+        """:meth:`search` up to the best split of each node (``best``), without its packed result and without
+        waiting: a look-ahead's table maker writes that result (``RowPartitioner.apply_searched``, one launch fewer a
+        level), and :meth:`result_later` reads it after. Numeric splits over at least 3 bins only."""
+        if self.categorical or self.ws.n_bins <= 2:
+            raise ValueError("score_only: numeric splits over at least 3 bins only")
+        self._launch(hist, n, feature_mask, params, None, sums=False)
+
+    def result_later(self, n: int, key: int = 0) -> Callable[[], Splits]:
+        """The packed result of the last search over ``n`` nodes copied to the host behind what is queued: the
+        returned function waits for it. Results in flight at once need distinct ``key``s (their host memory)."""
         ws = self.ws
-        if self.categorical or ws.n_bins <= 2:
-            raise ValueError("search_later: numeric splits over at least 3 bins only")
-        self._launch(hist, n, feature_mask, params, None)
         host, event = ws.read_later(f"split_result{key}", ws["res"], n * ws.n_outputs, self.res_dtype)
         host = host.reshape(n, ws.n_outputs)
 
@@ -139,8 +141,9 @@ class SplitEvaluator:
         return result
 
     def _launch(self, hist: cl.Buffer, n: int, feature_mask: np.ndarray, params: object,
-                then: Callable[[], None] | None) -> bool:
-        """The search's launches; True when there are no candidate bins (only the scan ran)."""
+                then: Callable[[], None] | None, sums: bool = True) -> bool:
+        """The search's launches (``sums``: and its packed result); True when there are no candidate bins (only the
+        scan ran)."""
         ws = self.ws
         f, k, b = ws.n_features, ws.n_outputs, ws.n_bins
         self.ensure(n)
@@ -162,7 +165,8 @@ class SplitEvaluator:
         values = self._values[1]
         ws.record(self.d_score.name, self.k_score[0 if few else 1]({"node": n, "feat": f, "bin": b - 2, "dir": 2}, view,
                                                                    **values))
-        ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, view, n_feat=f))
+        if sums:
+            ws.record("tree_split_sums", self.k_sums({"node": n, "output": k}, view, n_feat=f))
         if self.categorical:
             ws.record("tree_split_cat_left", self.k_cat_left({"node": n, "bin": b}, view, n_feat=f, **smooth))
         if then is not None:

@@ -54,7 +54,7 @@ def template_context(desc: Description) -> dict:
     fn_params, fn_args, loads = [], [], []
     for inp in desc.inputs:
         if inp.gather:
-            fn_params.append(f"__global const {inp.ctype}* restrict {inp.name}")
+            fn_params.append(f"__global {'' if inp.writes else 'const '}{inp.ctype}* restrict {inp.name}")
             fn_args.append(inp.name)
         else:
             fn_params.append(f"__global const {inp.ctype}* restrict mdh_in_{inp.name}")

@@ -312,6 +312,9 @@ class Description(Configurable):
             as_atom(inp.ctype)
             if not inp.shape:
                 raise DescriptionError(f"{self.name}: input {inp.name} needs a shape")
+            if inp.writes and not inp.gather:
+                raise DescriptionError(f"{self.name}: input {inp.name} is written (writes=True), which only gathered "
+                                       "inputs may be")
             for s in inp.shape:
                 if s == "*":
                     if not inp.gather:

@@ -39,6 +39,11 @@ class Input:
     the element at the current point under the buffer's name; without it the element at the row-major
     position of the ``shape`` dimensions is loaded. ``gather=True`` instead passes the buffer as a
     ``__global const`` pointer for arbitrary reads (tree nodes, lookup tables).
+
+    ``writes=True`` (gathered inputs only) passes it without ``const``: the scalar function may also write it, a
+    second result beside the output where one launch must leave two (a split table and the host's records of the
+    same search: one launch fewer a step). The description owns the races: each point writes only places no other
+    point reads or writes, as a scatter's positions.
     """
 
     name: str
@@ -46,6 +51,7 @@ class Input:
     shape: tuple[str | int, ...]
     index: str | None = None
     gather: bool = False
+    writes: bool = False
 
 
 @dataclass(frozen=True)

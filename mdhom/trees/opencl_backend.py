@@ -338,10 +338,10 @@ class OpenCLTreeKernels:
         group = self._block_group
         if group is None:  # every device but a CPU takes GROUP_ROWS a block, and a work-group for each
             group = 0 if ws.device.type == "cpu" else pow2_at_most(ws.device.max_work_group_size, GROUP_WI)
-        self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group))
+        self.split = SplitEvaluator(ws, XGBOOST_GAIN)
+        self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group), summed=self.split.summed)
         self._ahead_calls = 0  # look-aheads launched: their reads' host memory alternates (look_ahead)
         self.hist = HistogramBuilder(ws, self.whole_rows)
-        self.split = SplitEvaluator(ws, XGBOOST_GAIN)
         self.predictor = Predictor(ws)
         ScoreUpdater.build(ws)  # now, so that build time stays apart from the first round
         self.scores_ = None
@@ -466,7 +466,9 @@ class OpenCLTreeKernels:
         tree = self.rows.tree
         self._ahead_calls += 1
         key0 = 64 * (self._ahead_calls % 2)
-        later = [self.split.search_later(self.hist.view(hist), hist.n_nodes, feature_mask, params, key=key0)]
+        view = self.hist.view(hist)  # the searched level's histograms: its table maker reads them too
+        self.split.score_only(view, hist.n_nodes, feature_mask, params)
+        later: list[Callable[[], Splits]] = []
         founds: list[Splits] = []
         aheads = []
         state = {"ids": np.asarray(nodes, np.int64).reshape(-1), "alive": np.ones(hist.n_nodes, bool),
@@ -497,8 +499,9 @@ class OpenCLTreeKernels:
         for k in range(levels):
             m = cur.n_nodes
             split_rows, most, ahead = self.rows.apply_searched(
-                allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0, min_gain,
-                final=k == built_levels)
+                view, allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0,
+                min_gain, final=k == built_levels,  # the search's result, written by the table maker, read behind it
+                then=lambda m=m, k=k: later.append(self.split.result_later(m, key=key0 + k)))
             aheads.append(ahead)
             if k == built_levels:  # the tree's last level: nothing below it to build or search
                 break
@@ -513,8 +516,8 @@ class OpenCLTreeKernels:
             cur = self.hist.siblings(cur, built)
             hists.append(cur)
             if k + 1 < levels:
-                later.append(self.split.search_later(self.hist.view(cur), cur.n_nodes, feature_mask, params,
-                                                     key=key0 + k + 1))
+                view = self.hist.view(cur)
+                self.split.score_only(view, cur.n_nodes, feature_mask, params)
 
         def take_rest() -> None:  # with every launch queued: the caller's work, then the results not taken yet
             if then is not None:
