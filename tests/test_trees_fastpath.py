@@ -528,10 +528,25 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
                                whole_rows=True, columns=False, **partition)
     dev.load(bins, m.n_bins, 1)
     dev.set_gradients(g, h)
+    calls = {"_block_launch": [], "_group_launch": [], "_scatter_launch": []}  # which partition each table took
+
+    def spy(f, seen):  # noqa: ANN001, ANN202
+        def call(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            seen.append(a[4] if len(a) > 4 else kw.get("blk_name"))
+            return f(*a, **kw)
+        return call
+
+    for name, seen in calls.items():
+        setattr(dev.rows, name, spy(getattr(dev.rows, name), seen))
     _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and dev.lookahead == dev.depth_ahead == 2
-    assert bool(getattr(dev.rows, "_ahead_blk_bounds", None)) == bool(partition["blocks"])  # the blocks were cut
+    used = {name for name, seen in calls.items() if seen}
+    if not partition["blocks"]:
+        assert used == {"_scatter_launch"}
+    else:  # the device's tables by their blocks, which the table maker wrote beside them
+        launch = "_group_launch" if partition.get("block_group") else "_block_launch"
+        assert used == {launch} and any(str(b).startswith("ahead_blk") for b in calls[launch]), calls
 
 
 @pytest.mark.parametrize("ahead", [1, 2, 5, 7])

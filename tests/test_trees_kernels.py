@@ -750,15 +750,9 @@ def ahead_inputs(hist, scan, best, inv, summed):
     return args
 
 
-@pytest.mark.parametrize("summed", [False, True], ids=["scanned", "summed"])
-@pytest.mark.parametrize("n_outputs", [1, 3])
-def test_split_from_search(device, n_outputs, summed):
-    """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
-    the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS and at least
-    the batch's floor (``min_gain``, ties kept), the child of the smaller hessian sum built next, running ``first``
-    and a sentinel; records in each of the three regions of positions, whose children go to the next region (0 and
-    2 to 1, 1 to 2). The same launch writes the host's packed result of the search (``tree_split_sums``'s records,
-    from the scan or the summed bins) into ``res``, every entry's and no further."""
+def ahead_case(n_outputs):
+    """A look-ahead step's inputs: the last table (records in each of the three regions of positions, longer than the
+    step), its left counts, the step's search (:func:`ahead_search`) and its packed result, which entries are allowed."""
     rng = np.random.default_rng(43)
     half, n_bins, n_feat, prec = 37, 19, 4, "quantized"
     n_rows = 9000  # positions a region
@@ -776,6 +770,22 @@ def test_split_from_search(device, n_outputs, summed):
     allow = (rng.random(m) < 0.8).astype(np.int32)
     allow[m // 2] = 1
     last["node"][half] = 40  # the leaves the last step's sentinel counts
+    return last, n_left, hist, scan, best, inv, res, allow
+
+
+@pytest.mark.parametrize("summed", [False, True], ids=["scanned", "summed"])
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_split_from_search(device, n_outputs, summed):
+    """The split table the device decides from a split search's result (the loss-guided look-ahead): ranges from
+    the last table and its left counts, splits only where allowed with a finite gain above SPLIT_EPS and at least
+    the batch's floor (``min_gain``, ties kept), the child of the smaller hessian sum built next, running ``first``
+    and a sentinel; records in each of the three regions of positions, whose children go to the next region (0 and
+    2 to 1, 1 to 2). The same launch writes the host's packed result of the search (``tree_split_sums``'s records,
+    from the scan or the summed bins) into ``res``, every entry's and no further."""
+    half, n_bins, prec, n_rows = 37, 19, "quantized", 9000
+    m = 2 * half
+    last, n_left, hist, scan, best, inv, res, allow = ahead_case(n_outputs)
+    parent_region = np.arange(half) % 3
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1)
     ok = lookahead.ahead_budget_reference(best["value"], allow, 0, 0).astype(bool)  # the entries that split
     n_split = int(ok.sum())
@@ -793,6 +803,7 @@ def test_split_from_search(device, n_outputs, summed):
     np.testing.assert_array_equal(floored["count"][:m], np.where(gain >= 0.5, want["count"][:m], 0))
     assert (floored["count"][:m][gain == 0.5] > 0).any() and (want["count"][:m][gain < 0.5] > 0).any()
     search = ahead_inputs(hist, scan, best, inv, summed)
+    no_blocks = dict(blk_tab=("o", np.full(2, -3, np.int32), None), blk_rows=0, n_blk=0)
     fill = np.full((m + 3, n_outputs), 0, res.dtype)  # the host's records: room past the entries stays as it was
     fill["gain"], fill["index"] = -5.0, -9
     # a grid of fewer work-items than entries launched (work-items loop), the learner's, and random ones
@@ -805,7 +816,7 @@ def test_split_from_search(device, n_outputs, summed):
             got, wrote = run_writing(
                 desc, device, cf, {"entry": m + 1}, res=("o", fill, np.uint8), last_tab=("o", last, np.int32),
                 n_left=("o", n_left, None), allow=("o", allow, None), n_entries=m, base=500, n_rows=n_rows, root=0,
-                leaves=leaves, min_gain=floor, **search)
+                leaves=leaves, min_gain=floor, **search, **no_blocks)
             np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want, err_msg=str(cf))
             recs = wrote["res"].view(res.dtype).reshape(m + 3, n_outputs)
             for name in res.dtype.names:  # (not the records' padding)
@@ -822,8 +833,50 @@ def test_split_from_search(device, n_outputs, summed):
         assert want["first"][1] == want["count"][0] and want["count"][1] == 0 and want["node"][1] == 1 + split
         got = run(desc, device, None, {"entry": 2}, res=("o", fill, np.uint8), last_tab=("o", last, np.int32),
                   n_left=("o", n_left, None), allow=("o", np.ones(1, np.int32), None), n_entries=1, base=1,
-                  n_rows=n_rows, root=1, leaves=1, min_gain=0.0, **args)
+                  n_rows=n_rows, root=1, leaves=1, min_gain=0.0, **args, **no_blocks)
         np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want)
+
+
+@pytest.mark.parametrize("blk_rows", [1, 7, 64])
+def test_split_from_search_blocks(device, blk_rows):
+    """The block table the table maker writes beside its table for the block and group partitions: the host's block
+    table of its records (one block at least a record, empty ones too), then, up to the launched bound, more blocks of
+    the sentinel; a bound below the blocks cuts them there. Nothing past the bound is written. The root's step too
+    (every row in one record)."""
+    half, n_bins, n_rows = 37, 19, 9000
+    m = 2 * half
+    last, n_left, hist, scan, best, inv, res, allow = ahead_case(1)
+    desc = lookahead.split_from_search(n_bins, 1, "quantized")
+    common = dict(res=("o", res, np.uint8), last_tab=("o", last, np.int32), n_left=("o", n_left, None),
+                  **ahead_inputs(hist, scan, best, inv, False), n_rows=n_rows, leaves=-1, min_gain=0.0, base=500)
+    table = lookahead.split_from_search_reference(res, last, n_left, allow, 500, n_bins, n_rows, -1)
+    total = int(np.maximum(1, -(-table["count"].astype(np.int64) // blk_rows)).sum())
+    few = {"NUM_WI_entry": 2, "NUM_WG_entry": 3}
+    learner = lookahead.AHEAD.heuristic(desc, device, {"entry": m + 1})
+    for n_blk, cf in zip(sorted({total, total + 13, max(1, total // 2)}), [few, learner, few], strict=False):
+        want = lookahead.block_pairs_reference(table["count"], n_blk, blk_rows)
+        assert want.shape == (n_blk, 2)
+        if n_blk >= total:
+            np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(table["count"], blk_rows)[0])
+        got, wrote = run_writing(desc, device, cf, {"entry": m + 1}, **common, allow=("o", allow, None),
+                                 blk_tab=("o", np.full(2 * n_blk + 6, -3, np.int32), None), n_entries=m, root=0,
+                                 blk_rows=blk_rows, n_blk=n_blk)
+        np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), table, err_msg=str(cf))
+        np.testing.assert_array_equal(wrote["blk_tab"][:2 * n_blk].reshape(-1, 2), want, err_msg=f"{n_blk} {cf}")
+        assert (wrote["blk_tab"][2 * n_blk:] == -3).all()
+    # the root: its rows in blocks, the sentinel's one, then the sentinel's up to the bound
+    one = best[:1].copy()
+    one["value"] = 0.5
+    root_res = sp.split_sums_reference(scan[:1], hist[:1], one, "quantized", inv)
+    root_tab = lookahead.split_from_search_reference(root_res, None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
+    n_blk = n_rows // blk_rows + 3
+    root = common | ahead_inputs(hist[:1], scan[:1], one, inv, False) | dict(base=1, leaves=1)
+    got, wrote = run_writing(desc, device, None, {"entry": 2}, **root, allow=("o", np.ones(1, np.int32), None),
+                             blk_tab=("o", np.full(2 * n_blk, -3, np.int32), None), n_entries=1, root=1,
+                             blk_rows=blk_rows, n_blk=n_blk)
+    np.testing.assert_array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), root_tab)
+    np.testing.assert_array_equal(wrote["blk_tab"].reshape(-1, 2),
+                                  lookahead.block_pairs_reference(root_tab["count"], n_blk, blk_rows))
 
 
 def test_split_sums_reference_is_the_kernel(device):
@@ -876,31 +929,6 @@ def test_ahead_budget(device, n_outputs):
     assert (gain[ok & ~keep] <= edge).all()
     tied = np.flatnonzero(ok & (gain == edge))
     assert np.array_equal(keep[tied], np.arange(tied.size) < keep[tied].sum())
-
-
-@pytest.mark.parametrize("blk_rows", [1, 7, 64])
-def test_ahead_blocks(device, blk_rows):
-    """The block table of a split table made on the device: the host's block table of its records (one block at
-    least a record, empty ones too), then, up to the launched bound, more blocks of the last record (the sentinel)."""
-    rng = np.random.default_rng(45)
-    desc = lookahead.ahead_blocks()
-    for n_split in (41, 5, 4, 2, 1):  # the walk four records a step, and tables too short for a step
-        tab = tb.split_table(n_split)
-        tab["count"][:n_split - 1] = rng.choice([0, 0, 1, 6, 7, 8, 63, 64, 65, 300], n_split - 1)
-        tab["first"] = np.concatenate([[0], np.cumsum(tab["count"][:-1])])
-        total = int(np.maximum(1, -(-tab["count"].astype(np.int64) // blk_rows)).sum())
-        for n_blk in sorted({total, total + 13, max(1, total // 2)}):
-            want = lookahead.ahead_blocks_reference(tab["count"], n_blk, blk_rows)
-            assert want.shape == (n_blk, 2)
-            if n_blk >= total:
-                np.testing.assert_array_equal(want[:total].reshape(-1), pt.block_table(tab["count"], blk_rows)[0])
-            # a grid of fewer work-items than blocks launched (work-items loop), the learner's, and random ones
-            few = {"NUM_WI_blk": 1, "NUM_WG_blk": 3}
-            learner = lookahead.AHEAD_BLOCKS.heuristic(desc, device, {"blk": n_blk})
-            for cf in [few, learner, *configs(desc, device, {"blk": n_blk}, seed=46)]:
-                got = run(desc, device, cf, {"blk": n_blk}, split_tab=("o", tab, np.int32), n_split=n_split,
-                          blk_rows=blk_rows)
-                np.testing.assert_array_equal(got.view(np.int32).reshape(-1, 2), want, err_msg=f"{n_split} {cf}")
 
 
 @pytest.mark.parametrize("chunked", [0, 1], ids=["strided", "chunked"])

@@ -363,29 +363,36 @@ AHEAD_WRITES = textwrap.dedent("""
     allow = np.ones(m, np.int32)
     res = sp.split_sums_reference(scan, hist, best, "quantized", inv)
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 50, n_bins, n_rows, 3)
+    blk_rows = 8
+    n_blk = int(last["count"].sum()) // blk_rows + m + 2  # the partition's bound
+    pairs = lookahead.block_pairs_reference(want["count"], n_blk, blk_rows)
     put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
     for summed in (False, True):
         desc = lookahead.split_from_search(n_bins, k, "quantized", summed)
         recs = put(np.zeros((m, k), res.dtype))  # exactly the entries' records: a write past them is out of bounds
+        blk = put(np.zeros(2 * n_blk, np.int32))  # ... and exactly the bound's blocks
         extra = {"cat_mode": opaque(put(np.zeros(n_feat, np.uint8)), None)} if summed else {}
         comp = build_within_limits(desc, dev, {"NUM_WI_entry": 4, "NUM_WG_entry": 2})
         got = comp.enqueue({"entry": m + 1}, queue=q, res=opaque(recs, np.uint8), scan=opaque(put(scan), None),
                            hist=opaque(put(hist), None), best=put(best.view(np.int32).reshape(m, -1)),
                            best_value=opaque(put(best.view(np.float64)), None), inv_scale=opaque(put(inv), None),
                            last_tab=opaque(put(last), np.int32), n_left=opaque(put(n_left), None),
-                           allow=opaque(put(allow), None), n_entries=m, base=50, n_rows=n_rows, root=0, leaves=3,
-                           min_gain=0.0, n_feat=n_feat, **extra).out.get()
+                           allow=opaque(put(allow), None), blk_tab=opaque(blk, None), n_entries=m, base=50,
+                           n_rows=n_rows, root=0, leaves=3, min_gain=0.0, n_feat=n_feat, blk_rows=blk_rows,
+                           n_blk=n_blk, **extra).out.get()
         assert np.array_equal(got.view(tb.SPLIT_RECORD.dtype).reshape(-1), want), summed
         back = recs.get()
         assert all(back[f].tobytes() == res[f].tobytes() for f in res.dtype.names), summed
+        assert np.array_equal(blk.get().reshape(-1, 2), pairs), summed
     print("AHEAD-OK")
 """)
 
 
 def test_split_from_search_writes_clean_under_oclgrind(oclgrind_device):
-    """The look-ahead's table maker writes the search's packed result beside its table (a written gathered input):
-    each entry its own records, none past them, while every entry reads the others' gains from the score's result;
-    no race, no out-of-bounds access, both ways of summing."""
+    """The look-ahead's table maker writes the search's packed result and the block table beside its table (written
+    gathered inputs): each entry its own records and blocks, none past them (the sentinel's blocks up to the bound),
+    while every entry reads the others' gains from the score's result; no race, no out-of-bounds access, both ways of
+    summing."""
     run = run_under_oclgrind(AHEAD_WRITES, timeout=600)
     assert run.clean, run.explain()
     assert "AHEAD-OK" in run.stdout, run.explain()

@@ -1,16 +1,15 @@
 """The look-ahead's split tables (below loss-guided batches, and depth-wise levels), made on the device: a step whose
 splits the device decides from the split search it just ran, before the host has read the result (the row
 partitioner's ``apply_searched`` launches it; ``OpenCLTreeKernels(lookahead=k, depth_ahead=d)`` use it, tuned layout
-choices), the leaf budget of a depth-wise tree's last level, and the blocks such a table's rows are cut into for the
-block and group partitions.
+choices), with the blocks its rows are cut into for the block and group partitions, and the leaf budget of a
+depth-wise tree's last level.
 
 =======================  =========================  ==================================================================
 kernel                   index space                combine operators
 =======================  =========================  ==================================================================
-tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel (and
-                                                    the search's packed result, a written input)
+tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel (and,
+                                                    written inputs, the search's packed result and the block table)
 tree_ahead_budget        entry                      concat: which entries of a tree's last level split (its leaf budget)
-tree_ahead_blocks        blk                        concat: each block's (split, block) pair for the block partitions
 =======================  =========================  ==================================================================
 """
 
@@ -31,7 +30,7 @@ from mdhom.components.split import (
     result_preamble,
     result_type,
 )
-from mdhom.components.tables import BLOCK_PAIR, SPLIT_RECORD, TABLE_TYPEDEFS, split_table
+from mdhom.components.tables import SPLIT_RECORD, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
 
@@ -72,7 +71,12 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str, summed: bool 
     the rows, and indices past the last range find it. Its ``node`` counts the tree's leaves after the step (no other
     record names its node): ``leaves`` (the host's count, where the step is a look-ahead's first) or, where that is
     -1, the last table's sentinel's, plus the entries that split; a tree's last level takes its leaf budget from it
-    (:func:`ahead_budget`). ``root`` 1: the one entry is a tree's root, every row in
+    (:func:`ahead_budget`). With ``blk_rows`` > 0 it also writes the step's block table for the block and group
+    partitions (``blk_tab``, written: (record, block) int pairs, the rows of each record in blocks of ``blk_rows``,
+    one block at least), each entry its own blocks after the blocks of the entries before it (counted in the same
+    loop as ``first``), the sentinel its one and every further block up to the ``n_blk`` the partition launches for
+    (an upper bound: those move no row): what ``tree_ahead_blocks`` had cut in a launch of its own (a depth-wise
+    round of depth 8 launched 7). ``root`` 1: the one entry is a tree's root, every row in
     region 0 (no last table: a depth-wise tree whose root's split is the device's too)."""
     res = result_type(precision)
     n_cand = int(n_bins) - 2
@@ -92,7 +96,9 @@ for (int output = 0; output < TREE_OUTPUTS && entry < n_entries; ++output) {{
     sl += (double)rec.lh;
     sr += (double)rec.rh;
 }}
-int first = 0, n_split = 0;
+int first = 0, n_split = 0, bfirst = 0;  /* rows, splits and blocks of the entries before this one */
+/* blocks of 1 row where the step has none (blk_rows 0): counted, not written, and no division by 0 */
+const int br = max(blk_rows, 1), shift = (br & (br - 1)) == 0 ? 31 - (int)clz(br) : -1;
 /* four entries a step, every load issued before the sums (integers: any order adds the same): a GPU work-item
  * walking a level's 256 entries one load chain at a time waited a memory latency each */
 int e = 0;
@@ -105,12 +111,17 @@ for (; e + 4 <= entry; e += 4) {{
     for (int u = 0; u < 4; ++u) {{
         first += k[u] ? c[u] : 0;
         n_split += k[u];
+        bfirst += tree_blocks_of(k[u] ? c[u] : 0, br, shift);
     }}
 }}
 for (; e < entry; ++e) {{
     if (tree_ahead(gains, allow, e, min_gain)) {{
-        first += root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
+        const int c = root ? n_rows : tree_ahead_count(last, n_left, n_entries, e);
+        first += c;
         ++n_split;
+        bfirst += tree_blocks_of(c, br, shift);
+    }} else {{
+        bfirst += 1;
     }}
 }}
 const int at = ok ? best[entry * {_best_layout(precision)[0]} + {_best_layout(precision)[1]}] : 0;
@@ -124,15 +135,28 @@ out.begin = (entry < n_entries && !root) ? tree_ahead_begin(last, n_left, n_entr
 out.count = ok ? (root ? n_rows : tree_ahead_count(last, n_left, n_entries, entry)) : 0;
 out.next_child = (entry < n_entries) ? (ok && !(sl <= sr) ? 1 : 0) : -1;
 out.first = first;
-out.cats = -1;""",
+out.cats = -1;
+if (blk_rows > 0) {{  /* this entry's blocks; the sentinel's reach to the launch's bound */
+    const int end = entry < n_entries ? min(n_blk, bfirst + tree_blocks_of(out.count, br, shift)) : n_blk;
+    for (int b = bfirst; b < end; ++b) {{
+        blk_tab[2 * b] = entry;
+        blk_tab[2 * b + 1] = b - bfirst;
+    }}
+}}""",
         inputs=[Input("res", "uchar", (1,), gather=True, writes=True), *result_inputs(precision, summed, "*"),
                 Input("last_tab", "int", (1,), gather=True), Input("n_left", "int", (1,), gather=True),
-                Input("allow", "int", (1,), gather=True)],
+                Input("allow", "int", (1,), gather=True), Input("blk_tab", "int", (1,), gather=True, writes=True)],
         params=[Param("n_entries", "int"), Param("base", "int"), Param("n_rows", "int"), Param("root", "int"),
-                Param("leaves", "int"), Param("min_gain", "double"), Param("n_feat", "int")],
+                Param("leaves", "int"), Param("min_gain", "double"), Param("n_feat", "int"), Param("blk_rows", "int"),
+                Param("n_blk", "int")],
         preamble=defines(precision, n_bins, n_outputs) + res.declaration("lr_t") + result_preamble(precision, summed)
         + snippet("positions.cl") + f"""
 #define N_CAND {n_cand}
+/* a split's blocks: its rows over blk_rows, rounded up, one at least (shift: log2 blk_rows, -1 where not a power) */
+inline int tree_blocks_of(const int count, const int blk_rows, const int shift) {{
+    const int r = count + blk_rows - 1;
+    return max(1, shift >= 0 ? r >> shift : r / blk_rows);
+}}
 /* the range of entry e: a child of record e % half of the last table (built child first, then the other) */
 inline int tree_ahead_left(__global const tree_split_t* last, const int n_entries, const int e) {{
     const int built = n_entries / 2;  /* the built children come first */
@@ -258,55 +282,9 @@ def ahead_budget_reference(gain: np.ndarray, allow: np.ndarray, leaves: int, max
                          ).astype(np.int32)
 
 
-@lru_cache(maxsize=1)
-def ahead_blocks() -> Description:
-    """The block table of a split table made on the device (``tree_split_from_search``): the split step's rows
-    cut into blocks of ``blk_rows``, each split at least one block (an empty split's counts are written too), as
-    the host's :func:`~mdhom.components.partition_kernels.block_table` cuts them, for the block and group
-    partitions. The host knows an upper bound of the blocks only (its last step's rows over ``blk_rows``, plus one a
-    split): blocks past the table's go to the last record, the sentinel of no rows, as blocks past its first, which
-    move no row and write no count. Block ``blk`` walks the records' block counts (a few hundred records at most)."""
-    return Description(
-        "tree_ahead_blocks", ["blk"], [Concat()], BLOCK_PAIR,
-        scalar="""
-__global const tree_split_t* t = (__global const tree_split_t*)split_tab;
-/* blocks of a power of two rows (every layout's) by a shift, four records' loads a step: a GPU work-item's walk over
- * a level's records had waited on a load and an integer division each */
-const int shift = (blk_rows & (blk_rows - 1)) == 0 ? 31 - (int)clz(blk_rows) : -1;
-int s = 0, b0 = 0;
-for (;;) {
-    if (s + 4 > n_split - 1) {  /* the last few records, one at a time */
-        for (; s < n_split - 1; ++s) {
-            const int nb = tree_blocks_of(t[s].count, blk_rows, shift);
-            if (b0 + nb > (int)blk) break;
-            b0 += nb;
-        }
-        break;
-    }
-    int nb[4];
-    for (int u = 0; u < 4; ++u) nb[u] = tree_blocks_of(t[s + u].count, blk_rows, shift);
-    int u = 0;
-    while (u < 4 && b0 + nb[u] <= (int)blk) b0 += nb[u++];
-    s += u;
-    if (u < 4) break;
-}
-out.split = s;
-out.block = (int)blk - b0;""",
-        inputs=[Input("split_tab", "int", (1,), gather=True)],
-        params=[Param("n_split", "int"), Param("blk_rows", "int")],
-        preamble=TABLE_TYPEDEFS + """
-/* a split's blocks: its rows over blk_rows, rounded up, one at least (shift: log2 blk_rows, -1 where not a power) */
-inline int tree_blocks_of(const int count, const int blk_rows, const int shift) {
-    const int r = count + blk_rows - 1;
-    return max(1, shift >= 0 ? r >> shift : r / blk_rows);
-}
-""",
-    )
-
-
-def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.ndarray:
-    """``tree_ahead_blocks`` in numpy: :func:`block_table` of the records' ``count``, then more blocks of the last
-    record up to ``n_blk``; (n_blk, 2) int32 pairs."""
+def block_pairs_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.ndarray:
+    """The block table ``tree_split_from_search`` writes, in numpy: :func:`block_table` of the records' ``count``
+    (the sentinel's last), then more blocks of the sentinel up to ``n_blk``; (n_blk, 2) int32 pairs."""
     count = np.asarray(count, np.int64)
     pairs = block_table(count, blk_rows)[0].reshape(-1, 2)
     last = max(1, -(-int(count[-1]) // blk_rows))  # the last record's blocks
@@ -319,10 +297,9 @@ def ahead_blocks_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.n
 # device had been launched every level, and PoCL on 16 cores woke every worker for each of 64 work-groups (the three
 # kernels, 1.02 / 0.95 -> 0.59 / 0.67 ms of a depth-wise round at 500k rows and 255 bins, grids sized at the build then)
 AHEAD = KernelSpec("tree_split_from_search", elementwise())
-AHEAD_BLOCKS = KernelSpec("tree_ahead_blocks", elementwise())
 AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise())
 # the most entries (split slots, alive or not) of a look-ahead's deepest level: 2^10, a depth-wise tree's from the root
 # with depth_ahead 7 are 2^7; a histogram each (28 features x 63 bins: 14 KB). Its kernels are built for them and the
 # sentinel
 AHEAD_ENTRIES = 1024
-SPECS = (AHEAD, AHEAD_BLOCKS, AHEAD_BUDGET)
+SPECS = (AHEAD, AHEAD_BUDGET)

@@ -45,8 +45,8 @@ per row and no search of the split table per row: H200, 10.5M Higgs rows, profil
 0.99 -> 0.96 + 0.94 ms a loss-guided round, 1.29 + 0.86 -> 0.79 + 0.75 ms depth-wise (14 bytes a row by design
 instead of 25: no count per row; the same or a lower fraction of a copy). Both block partitions read a table of
 (split, block) pairs uploaded after the split records; tables decided on the device (the look-ahead) have theirs
-cut on the device (``tree_ahead_blocks``, into a buffer of their own, launched for an upper bound of the blocks):
-their counts are not on the host.
+written by the table maker itself (``tree_split_from_search``, into a buffer of their own beside the table, up to an
+upper bound of the blocks that the partition launches for): their counts are not on the host.
 
 A tree's last step, whose children are leaves, is not partitioned where rows move (``defer_last``): the leaves' pass
 (``tree_leaf_rows``) takes each row's child from its split bin and the step's table, read in position order; the
@@ -65,10 +65,8 @@ import pyopencl as cl
 from mdhom.components.lanes import snippet
 from mdhom.components.lookahead import (
     AHEAD,
-    AHEAD_BLOCKS,
     AHEAD_BUDGET,
     AHEAD_ENTRIES,
-    ahead_blocks,
     ahead_budget,
     split_from_search,
 )
@@ -173,7 +171,7 @@ class RowPartitioner:
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision, summed),
                                         {"entry": AHEAD_ENTRIES + 1})
             self._summed = summed
-            for name in ("split_ahead0", "split_ahead1"):
+            for name in ("split_ahead0", "split_ahead1", "ahead_blk0", "ahead_blk1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
         self._ridx = ridx
@@ -189,9 +187,6 @@ class RowPartitioner:
             self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
                                         {"blk": -(-rows // self.blocks), "k": self.blocks})
             self._group_bounds: dict[tuple[str, str], Bound] = {}
-        if ahead and self.blocks:  # tables made on the device: their blocks cut on the device too
-            self._ahead_blk_comp = ws.build(AHEAD_BLOCKS, ahead_blocks(), {"blk": -(-rows // self.blocks) + 64})
-            self._ahead_blk_bounds: dict[str, Bound] = {}
         t0 = time.perf_counter()  # the scatters' program (ws.build times its own builds)
         opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
                 f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
@@ -502,26 +497,24 @@ class RowPartitioner:
             ws.record("tree_ahead_budget", budget({"entry": m}, n_entries=m, leaves=int(leaves),
                                                   max_leaves=int(max_leaves)))
             allowed = "ahead_budget"
+        ns = m + 1  # and the sentinel
+        # the table's blocks (block partitions): at most n rows over the block size, rounded up, one at least a
+        # record; the table maker writes their pairs beside the table (a buffer for each of the two tables)
+        n_blk = n // self.blocks + ns + 1 if self.blocks else 0
+        blk = out.replace("split_ahead", "ahead_blk")
+        ws.ensure(blk, 8 * max(1, n_blk))
         make, flags = self._ahead_bound(self._tab, out, allowed)
-        ws.record("tree_split_from_search", make({"entry": m + 1}, {"hist": hist}, n_entries=m, base=int(base),
+        ws.record("tree_split_from_search", make({"entry": ns}, {"hist": hist}, n_entries=m, base=int(base),
                                                  n_rows=ws.n_rows, root=int(root), leaves=int(leaves),
-                                                 min_gain=float(min_gain), n_feat=ws.n_features))
+                                                 min_gain=float(min_gain), n_feat=ws.n_features,
+                                                 blk_rows=self.blocks, n_blk=n_blk))
         if then is not None:
             then()
-        ns = m + 1  # and the sentinel
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
 
         def launch() -> tuple[cl.Event, np.ndarray]:
-            # the blocks of at most n rows: a split's rows over the block size, rounded up, one at least
             if self.blocks:
-                n_blk = n // self.blocks + ns + 1
-                ws.ensure("ahead_blk", 8 * n_blk)
-                cut = self._ahead_blk_bounds.get(out)
-                if cut is None:
-                    cut = self._ahead_blk_bounds[out] = Bound(ws, self._ahead_blk_comp,
-                                                              lambda: (ws["ahead_blk"], dict(split_tab=ws[out])))
-                ws.record("tree_ahead_blocks", cut({"blk": n_blk}, n_split=ns, blk_rows=self.blocks))
-                (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, "ahead_blk", not final)
+                (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, blk, not final)
             else:
                 ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
                                                   n_feat=ws.n_features), n * self.part_bytes)
@@ -554,7 +547,7 @@ class RowPartitioner:
                     {"inv_scale": ws["inv_scale"]} if ws.quantized else {})
                 return ws[out], dict(res=ws["res"], scan=ws["scan"], hist=ws["arena"], best=ws["best"],
                                      best_value=ws["best"], **search, last_tab=ws[last], n_left=ws["n_left"],
-                                     allow=ws[allow])
+                                     allow=ws[allow], blk_tab=ws[out.replace("split_ahead", "ahead_blk")])
 
             self._ahead_bounds[key] = (
                 Bound(ws, self._ahead_comp, tables),

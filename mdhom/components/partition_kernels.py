@@ -160,7 +160,8 @@ out = (pos - t->first < t->count)  /* past the last range: a table decided on th
 def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
     """The rows going left in each block of a split step's rows: block ``blk`` is block ``b`` of split ``s``, the
     int pair (s, b) at ``blk_tab[blk_at + 2 blk]`` (the host's after the split records, uploaded with them; a
-    table made on the device, :func:`mdhom.components.lookahead.ahead_blocks`, in a buffer of its own), its indices
+    table made on the device, written beside it by :func:`mdhom.components.lookahead.split_from_search`, in a buffer of
+    its own), its indices
     from ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of
     the group partition's two launches (``tree_group_scatter`` in kernels/trees/scatter.cl is the second)."""
     at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"

@@ -35,8 +35,6 @@ LEAF_RECORD = Struct("tree_leaf_t", tuple((name, "int") for name in ("begin", "n
                                                                        "rule", "stay")))
 TREE_NODE = Struct("tree_node_t", tuple((name, "int") for name in ("feature", "bin", "default_left", "left", "right",
                                                                    "cats")))
-# the blocks of a split step's rows that the block and group partitions walk: block ``block`` of split ``split``
-BLOCK_PAIR = Struct("tree_block_t", (("split", "int"), ("block", "int")))
 TABLE_TYPEDEFS = "".join(s.declaration(s.name) + "\n" for s in (SPLIT_RECORD, TREE_NODE))
 
 
