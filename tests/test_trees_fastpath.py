@@ -549,6 +549,50 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
         assert used == {launch} and any(str(b).startswith("ahead_blk") for b in calls[launch]), calls
 
 
+def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
+    """A depth-wise look-ahead's siblings zero the next level's histograms as they read this level's (the two small
+    buffers alternate), so a level whose build adds up into its output (FLAT) launches no zeroing: the reference's
+    quantized trees bit for bit, two of them (the second tree's first level starts from a normal zeroing), every row
+    in its leaf; where the level builds are FLAT, every look-ahead level after the first skips its zeroing."""
+    rng = np.random.default_rng(21)
+    n = 20000  # rows enough for the builds of a few nodes' rows (row_classes), FLAT on CPUs
+    X, _, h = _data(21, n, 6)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, 6, 63, False)
+    ref = NumpyKernels("quantized")
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", depth_ahead=5)  # the device's layout otherwise
+    for b in (ref, dev):
+        b.load(bins, m.n_bins, 1)
+    seen = []
+
+    class Spy:  # a level build's launch, and whether its output was zero already
+        def __init__(self, bound):  # noqa: ANN001
+            self.bound, self.comp = bound, bound.comp
+
+        def __call__(self, sizes, views=None, zeroed=False, **params):  # noqa: ANN001, ANN002, ANN003, ANN204
+            seen.append((sizes["node"], self.comp.flat, zeroed))
+            return self.bound(sizes, views, zeroed, **params)
+
+    dev.hist.k_hist = [Spy(b) for b in dev.hist.k_hist]
+    for t in range(2):
+        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
+        trees = []
+        for b in (ref, dev):
+            b.set_gradients(g, h)
+            trees.append(grow_tree(b, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
+        _same(trees[1], trees[0])
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+        assert trees[0].n_nodes > 40, t
+        # the root's build, then five levels on the device (1, 2, 4, 8, 16 built nodes): the first zeroed by its own
+        # launch, each later one by the siblings before it where it is FLAT, never where it is not
+        root, *levels = seen
+        assert [s[0] for s in levels] == [1, 2, 4, 8, 16] and not root[2] and not levels[0][2], seen
+        assert all(z == flat for _, flat, z in levels[1:]), seen
+        assert any(flat for _, flat, _ in levels[1:]) or device.type == "gpu", seen  # CPUs' builds: FLAT here
+        seen.clear()
+
+
 @pytest.mark.parametrize("ahead", [1, 2, 5, 7])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(255, 8, 1, 3), (0, 6, 1, 4), (40, 7, 1, 5), (31, 5, 3, 6),
                                                  (100, 0, 1, 7), (20, 5, 2, 8)])

@@ -398,6 +398,44 @@ def test_split_from_search_writes_clean_under_oclgrind(oclgrind_device):
     assert "AHEAD-OK" in run.stdout, run.explain()
 
 
+SIBLINGS_ZERO = textwrap.dedent("""
+    import numpy as np
+    import pyopencl.array as cl_array
+    import mdhom
+    from mdhom.components import histogram as hg
+    from mdhom.components.workspace import opaque
+    from mdhom.mdh import build_within_limits
+
+    dev = [d for d in mdhom.devices() if d.checker][0]
+    q = dev.queue
+    rng = np.random.default_rng(9)
+    n, cells = 5, 41
+    parent = rng.integers(-99, 99, (7, cells)).astype(np.int32)
+    child = rng.integers(-99, 99, (n, cells)).astype(np.int32)
+    put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
+    desc = hg.hist_siblings("quantized")
+    one = {f"NUM_{w}_{d}": 1 for d in ("side", "node", "cell") for w in ("WG", "WI")}
+    for cfg in ({**one, "NUM_WI_cell": 4, "NUM_WG_cell": 3, "CHUNKED": 1},
+                {**one, "NUM_WI_cell": 8, "NUM_WG_cell": 2, "NUM_WG_side": 2, "NUM_WG_node": 2, "CHUNKED": 0}):
+        zero = put(np.full(2 * n * cells, 5, np.int32))  # exactly the next level's cells: a write past is caught
+        got = build_within_limits(desc, dev, cfg).enqueue(
+            {"side": 2, "node": n, "cell": cells}, queue=q, child=put(child), parent=opaque(put(parent), None),
+            pidx=opaque(put(np.zeros(1, np.int32)), None), zero=opaque(zero, None), use_index=0, pnode0=2,
+            zero_next=1).out.get()
+        assert np.array_equal(got.reshape(2 * n, cells), hg.hist_siblings_reference(parent, child, np.arange(2, 7)))
+        assert not zero.get().any(), cfg
+    print("ZERO-OK")
+""")
+
+
+def test_siblings_zeroing_clean_under_oclgrind(oclgrind_device):
+    """The siblings' zeroing of the next level's histograms (a written input, as many cells as it writes): no race,
+    no out-of-bounds access, under a chunked and a strided schedule."""
+    run = run_under_oclgrind(SIBLINGS_ZERO, timeout=600)
+    assert run.clean, run.explain()
+    assert "ZERO-OK" in run.stdout, run.explain()
+
+
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",
                          [(False, 9, 0, 0, None), (True, 9, 40, 0, None), (False, 300, 16, 0, None),
                           (False, 9, 16, 0, False), (True, 9, 16, 4, None), (False, 300, 16, 8, None)],

@@ -151,13 +151,17 @@ def hist_siblings(precision: str = "double") -> Description:
     """[child, parent - child] over flat histogram cells: a split level's histograms in one launch.
 
     ``child`` holds the built (smaller) children, one node each; their parents are ``parent[pidx[node]]``
-    (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation.
+    (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation. ``zero_next``:
+    each point also zeroes its own cell of ``zero`` (written: 2 x nodes x cells, as many as it writes), where the
+    next level's histograms (one a node of this level) will be added up, so their build launches no zeroing of its
+    own (FLAT: a depth-wise look-ahead's levels launch one kernel fewer each).
     """
     r = hist_ctype(precision)
     return Description(
         "tree_hist_siblings", ["side", "node", "cell"], [Concat(), Concat(), Concat()], r,
         scalar="""
 const long c = (long)node * SIZE_cell + cell;
+if (zero_next) zero[((long)side * SIZE_node + node) * SIZE_cell + cell] = 0;
 if (side == 0) {
     out = child[c];
 } else {
@@ -165,8 +169,8 @@ if (side == 0) {
     out = parent[pn * SIZE_cell + cell] - child[c];
 }""",
         inputs=[Input("child", r, ("node", "cell"), gather=True), Input("parent", r, (1,), gather=True),
-                Input("pidx", "int", (1,), gather=True)],
-        params=[Param("use_index", "int"), Param("pnode0", "int")],
+                Input("pidx", "int", (1,), gather=True), Input("zero", r, (1,), gather=True, writes=True)],
+        params=[Param("use_index", "int"), Param("pnode0", "int"), Param("zero_next", "int")],
         chunked=True,
     )
 

@@ -137,7 +137,7 @@ class HistogramBuilder:
 
         # its output, parents and child are chosen per call (views of the arena's slots, hist_small, hist_work)
         self.k_sib = Bound(ws, sib, lambda: (ws["hist_small"], dict(child=ws["hist_small"], parent=ws["arena"],
-                                                                    pidx=ws["pidx"])))
+                                                                    pidx=ws["pidx"], zero=ws["hist_small"])))
         self.gen = 0
         self.reset()
 
@@ -147,20 +147,25 @@ class HistogramBuilder:
         for name, nbytes in (("hist_small", n * nb), ("slot_begin", 8 * n), ("slot_count", 8 * n), ("pidx", 8 * n)):
             if nbytes > ws.capacity(name):
                 ws.ensure(name, nbytes)
-                self._small_holds = None
+                if self._small_holds is not None and self._small_holds[3] == name:
+                    self._small_holds = None
 
     def reset(self) -> None:
         """A new tree: an empty arena; handles of the previous tree become invalid."""
         self.gen += 1
         self.top = 0
-        self._small_holds: tuple[int, int, int] | None = None  # (gen, slot, n): what hist_small holds
+        # (gen, slot, n, buffer): the transient histograms a small buffer holds (hist_small or hist_small2)
+        self._small_holds: tuple[int, int, int, str] | None = None
+        # (buffer, its cl.Buffer, n): a small buffer whose first n nodes a siblings launch zeroed (zero_next)
+        self._zeroed: tuple[str, cl.Buffer, int] | None = None
 
     def check(self, hist: DeviceHist, transient: bool = False) -> None:
         """A handle of this tree; a transient one (``build(transient=True)``) only where allowed, and only while
         hist_small still holds it."""
         if hist.gen != self.gen:
             raise ValueError("a histogram handle of an earlier tree (handles live until reset_rows)")
-        if hist.slot < 0 and (not transient or self._small_holds != (hist.gen, hist.slot, hist.n_nodes)):
+        if hist.slot < 0 and (not transient or self._small_holds is None
+                              or self._small_holds[:3] != (hist.gen, hist.slot, hist.n_nodes)):
             raise ValueError("a transient histogram handle is only the child of the next siblings call")
 
     def _alloc(self, n: int) -> int:
@@ -204,10 +209,13 @@ class HistogramBuilder:
             launch = self.k_hist[row_class(self.classes, self._flat, n_rows, max_count, per_node)]
         else:  # by node count: the first class that holds them
             launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
-        if transient:
-            ws.record(self.d_hist.name, launch(sizes, {"out": ws["hist_small"]}, n_rows=ws.pos_stride),
+        if transient:  # into a small buffer: one the last siblings zeroed for it, where it adds up into zeros (FLAT)
+            z, self._zeroed = self._zeroed, None
+            zeroed = z is not None and launch.comp.flat and z[2] >= n and ws[z[0]] is z[1]
+            name = z[0] if zeroed else "hist_small"
+            ws.record(self.d_hist.name, launch(sizes, {"out": ws[name]}, zeroed, n_rows=ws.pos_stride),
                       rows * self.row_bytes)
-            self._small_holds = (self.gen, -1, n)
+            self._small_holds = (self.gen, -1, n, name)
             return DeviceHist(-1, n, nodes, self.gen)
         slot = self._alloc(n)  # into the arena's slots
         with ws.written("arena", slot * self.nb, n * self.nb) as out:
@@ -215,21 +223,35 @@ class HistogramBuilder:
         return DeviceHist(slot, n, nodes, self.gen)
 
     def _siblings_launch(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None, parent: cl.Buffer,
-                         out: cl.Buffer) -> None:
+                         out: cl.Buffer, zero_next: bool = False) -> None:
         """[child, parent[parent_slots] - child] into ``out`` (one launch); ``run``, when the caller knows it: whether
-        the parents' slots are consecutive. The child is read where it is: hist_small, or the arena's slots."""
+        the parents' slots are consecutive. The child is read where it is: a small buffer, or the arena's slots.
+        ``zero_next``: the next transient build (2n nodes, one a node of this level) adds up into the other small
+        buffer, which this launch zeroes."""
         ws, n = self.ws, child.n_nodes
-        if self._small_holds == (child.gen, child.slot, n):
-            child_buf = ws["hist_small"]
+        held = self._small_holds
+        if held is not None and held[:3] == (child.gen, child.slot, n):
+            child_buf = ws[held[3]]
         else:  # an arena handle (check refused a transient one hist_small no longer holds)
             child_buf = ws.view("arena", child.slot * self.nb, n * self.nb, "child")
+            held = None
+        zero = child_buf  # (not written without zero_next)
+        if zero_next and held is not None:
+            other = "hist_small2" if held[3] == "hist_small" else "hist_small"
+            if 2 * n * self.nb > ws.capacity(other):
+                ws.ensure(other, 2 * n * self.nb)
+            zero = ws[other]
+            self._zeroed = (other, zero, 2 * n)
+        else:
+            zero_next = False
         if run is None:  # a contiguous run of parents: no index table
             run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
         if not run:
             ws.put("pidx", ws["pidx"], parent_slots, np.int32)
         ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": ws.cells},
-                                                   {"out": out, "parent": parent, "child": child_buf},
-                                                   use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0))
+                                                   {"out": out, "parent": parent, "child": child_buf, "zero": zero},
+                                                   use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0,
+                                                   zero_next=int(zero_next)))
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
         """[child, arena[parent_slots] - child] into hist_work (``subtract``'s scratch)."""
@@ -241,7 +263,7 @@ class HistogramBuilder:
         self._siblings_launch(parent_slots, child, None, ws["arena"], ws["hist_work"])
 
     def _siblings_into_arena(self, parent_slots: np.ndarray, child: DeviceHist, nodes: np.ndarray,
-                             run: bool | None = None) -> DeviceHist:
+                             run: bool | None = None, zero_next: bool = False) -> DeviceHist:
         """[child, arena[parent_slots] - child] into new slots of the arena (:meth:`Workspace.written
         <mdhom.components.workspace.Workspace.written>`): the parents are read through a view of the slots below
         the new ones (a kernel must not write a view of a buffer it reads whole; without sub-buffers that view is
@@ -254,11 +276,14 @@ class HistogramBuilder:
         slot = self._alloc(2 * n)  # before the views: the arena may move
         ws, nb = self.ws, self.nb
         with ws.written("arena", slot * nb, 2 * n * nb) as out:
-            self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out)
+            self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out, zero_next)
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
-    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
-        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order)."""
+    def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,
+                 zero_next: bool = False) -> DeviceHist:
+        """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order).
+        ``zero_next``: the next transient build is of the 2n nodes this returns (a look-ahead's next level): a
+        transient ``child``'s launch zeroes where that build adds up, which then launches no zeroing of its own."""
         n = child.n_nodes
         if index is None:  # the parent handle's first n nodes: consecutive slots, in range when n fits (a depth-wise
             # look-ahead's every level: no index checked or tested for a run, ~20 us a level on a 2-core EPYC)
@@ -271,7 +296,7 @@ class HistogramBuilder:
             raise ValueError("siblings: one parent node per child, within the parent handle")
         self.check(parent)
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
-        return self._siblings_into_arena(slots, child, nodes, run)
+        return self._siblings_into_arena(slots, child, nodes, run, zero_next)
 
     def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
         """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle

@@ -543,9 +543,10 @@ class Bound:
         self._bound = None
 
     def __call__(self, sizes: Mapping[str, int], views: Mapping[str, cl.Buffer] | None = None,
-                 **params: object) -> list[cl.Event]:
+                 zeroed: bool = False, **params: object) -> list[cl.Event]:
         """Launch; ``views``: buffers that stand in for the output (``"out"``) or named inputs in this launch (regions
-        of a larger buffer: :meth:`Workspace.view`); a caller that passes a name passes it at every call."""
+        of a larger buffer: :meth:`Workspace.view`); a caller that passes a name passes it at every call. ``zeroed``:
+        see :class:`~mdhom.mdh.computation.BoundLaunch`."""
         if self._version != self.ws.version:
             out, bufs = self.buffers()
             self._bound = self.comp.bind(out, self.ws.queue, **bufs)
@@ -553,4 +554,4 @@ class Bound:
         if views:
             for name, buf in views.items():
                 self._bound.set_buffer(name, buf)
-        return self._bound(sizes, **params)
+        return self._bound(sizes, zeroed, **params)

@@ -617,7 +617,10 @@ class BoundLaunch:
         plan = self._plans[dims] = (index64, ks[0], comp.groups(dims[0]) * self._wg, steps, n_out, n_concat)
         return plan
 
-    def __call__(self, sizes: Mapping[str, int], **params: object) -> list[cl.Event]:
+    def __call__(self, sizes: Mapping[str, int], zeroed: bool = False, **params: object) -> list[cl.Event]:
+        """Launch at ``sizes`` with the description's ``params``. ``zeroed``: the caller knows the output the launch
+        writes is zero already (another kernel zeroed it), so FLAT's zeroing before the main kernel is left out: a
+        launch fewer (a depth-wise look-ahead's siblings zero the next level's histograms as they read this one's)."""
         comp = self.comp
         dims = tuple([int(sizes[d]) for d in self._dims])
         plan = self._plans.get(dims) or self._plan(dims)
@@ -632,7 +635,7 @@ class BoundLaunch:
             self._buffers[-1] = comp.work_buffer(int(params[self._scratch]))
         args = [*self._buffers, *dims, *[params[name] for name in self._params]]
         q = self.queue
-        events = comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args)
+        events = [] if zeroed else comp._zero(q, index64, self._buffers[0], n_out * self._flat_bytes, args)
         events.append(program_kernel(*main)(q, (global_size,), (self._wg,), *args))
         for k, size in steps:
             events.append(program_kernel(*k)(q, (size,), (self._wi,), *args))

@@ -300,8 +300,9 @@ class Description(Configurable):
         seen = set(names)
         self._validate_scratch(scans)
         for p in self.params:
-            if not NAME_RE.match(p.name) or p.name in seen:
-                raise DescriptionError(f"{self.name}: parameter name {p.name!r} is invalid or repeated")
+            if not NAME_RE.match(p.name) or p.name in seen or p.name in ("sizes", "zeroed", "queue"):
+                raise DescriptionError(f"{self.name}: parameter name {p.name!r} is invalid, repeated or reserved "
+                                       "(sizes, zeroed and queue are the launches' own)")
             as_atom(p.ctype)
             seen.add(p.name)
         known = set(names) | {f"SIZE_{n}" for n in names} | {p.name for p in self.params} | INDEX_BUILTINS

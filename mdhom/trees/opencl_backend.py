@@ -513,7 +513,7 @@ class OpenCLTreeKernels:
             # the built children, one per entry of the m, hold about half the split nodes' rows
             built = self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True,
                                     per_node=split_rows // (2 * max(1, m)))
-            cur = self.hist.siblings(cur, built)
+            cur = self.hist.siblings(cur, built, zero_next=k + 1 < built_levels)  # (a build of cur's nodes follows)
             hists.append(cur)
             if k + 1 < levels:
                 view = self.hist.view(cur)
