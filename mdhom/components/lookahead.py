@@ -61,7 +61,7 @@ def split_from_search(n_bins: int, n_outputs: int, precision: str, summed: bool 
     search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
     split (``node`` is -1: the host knows the ids). Entry ``entry`` takes its node's row range from its record and
     the rows that went left (``n_left``; a record's children lie in the next region of the positions, ``n_rows`` a
-    region: kernels/trees/positions.cl), and splits by the node's best split (``res``, the search's packed result) where
+    region: kernels/trees/positions.cl), and splits by the node's best split (``best``, the score's result) where
     it may and the gain is finite, above SPLIT_EPS and at least ``min_gain`` (the host's rule; a loss-guided batch's
     floor, 0 for none), into ``base + 2 entry`` (left) and
     ``base + 2 entry + 1``; otherwise its record holds no rows and the node keeps its range. ``next_child`` is the
