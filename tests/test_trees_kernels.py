@@ -420,7 +420,7 @@ def test_partition(device, feature_major, row_index):
         got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
                   blk_tab=("o", table, None), blk_at=blk_at, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
-        # the pairs in a buffer of their own (a table made on the device, tree_ahead_blocks)
+        # the pairs in a buffer of their own (a table made on the device: tree_split_from_search writes them)
         got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
                   blk_tab=("o", pairs, None), blk_at=0, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
