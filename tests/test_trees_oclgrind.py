@@ -13,6 +13,15 @@ import pytest
 
 from mdhom.testing import run_under_oclgrind
 
+
+def checked(code: str, marker: str, timeout: int = 600):  # noqa: ANN201
+    """Run ``code`` under Oclgrind: clean (no out-of-bounds access, no race, no uninitialised read) and printing
+    ``marker`` (its own checks passed); the run, for further checks of its output."""
+    run = run_under_oclgrind(code, timeout=timeout)
+    assert run.clean, run.explain()
+    assert marker in run.stdout, run.explain()
+    return run
+
 CODE = textwrap.dedent("""
     import numpy as np
     from mdhom.learn.binning import bin_dtype
@@ -243,9 +252,7 @@ def test_categorical_tree_kernels_clean_under_oclgrind(oclgrind_device):
     """Categorical split search (the O(bins^2) scan, sequential and with several work-groups along the summed
     bins), left tables in the partition's split table (partitioned a work-item per row, and by the group partition,
     its block table after the left tables) and in the predictor's tree table, under the checker."""
-    run = run_under_oclgrind(CATEGORICAL, timeout=900)
-    assert run.clean, run.explain()
-    assert "CATEGORICAL-OK" in run.stdout, run.explain()
+    checked(CATEGORICAL, "CATEGORICAL-OK", timeout=900)
 
 
 @pytest.mark.parametrize("mode, n_bins", [("{'row_index': False, 'whole_rows': False, 'blocks': 0}", 9),
@@ -284,9 +291,7 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     mode = mode.replace(", 'flat': 1", "").replace(", 'words': 1", "")
     code = (QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))
             .replace("GROUP_WORDS", str(words)))
-    run = run_under_oclgrind(code, timeout=900)
-    assert run.clean, run.explain()
-    assert "QUANTIZED-OK" in run.stdout, run.explain()
+    run = checked(code, "QUANTIZED-OK", timeout=900)
     # where rows move, the depth-wise tree's last level had its leaf values made on the device (tree_leaf_values)
     assert ("QUANTIZED-OK True" in run.stdout) == ("'row_index': False" in mode), run.explain()
 
@@ -326,9 +331,7 @@ FLAT_WINDOWS = textwrap.dedent("""
 def test_flat_histogram_windows_clean_under_oclgrind(oclgrind_device):
     """FLAT over more nodes than one prefix window (FLAT_SPAN): the second window's prefix rewritten after every
     work-item of the first is done with it, empty nodes at the seam; no race, no out-of-bounds access."""
-    run = run_under_oclgrind(FLAT_WINDOWS, timeout=600)
-    assert run.clean, run.explain()
-    assert "FLAT-OK" in run.stdout, run.explain()
+    checked(FLAT_WINDOWS, "FLAT-OK")
 
 
 AHEAD_WRITES = textwrap.dedent("""
@@ -393,9 +396,7 @@ def test_split_from_search_writes_clean_under_oclgrind(oclgrind_device):
     gathered inputs): each entry its own records and blocks, none past them (the sentinel's blocks up to the bound),
     while every entry reads the others' gains from the score's result; no race, no out-of-bounds access, both ways of
     summing."""
-    run = run_under_oclgrind(AHEAD_WRITES, timeout=600)
-    assert run.clean, run.explain()
-    assert "AHEAD-OK" in run.stdout, run.explain()
+    checked(AHEAD_WRITES, "AHEAD-OK")
 
 
 SIBLINGS_ZERO = textwrap.dedent("""
@@ -431,9 +432,7 @@ SIBLINGS_ZERO = textwrap.dedent("""
 def test_siblings_zeroing_clean_under_oclgrind(oclgrind_device):
     """The siblings' zeroing of the next level's histograms (a written input, as many cells as it writes): no race,
     no out-of-bounds access, under a chunked and a strided schedule."""
-    run = run_under_oclgrind(SIBLINGS_ZERO, timeout=600)
-    assert run.clean, run.explain()
-    assert "ZERO-OK" in run.stdout, run.explain()
+    checked(SIBLINGS_ZERO, "ZERO-OK")
 
 
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",
@@ -450,9 +449,7 @@ def test_tree_kernels_clean_under_oclgrind(oclgrind_device, row_index, n_bins, b
     the positions in each feature's column), and rows-major as on CPUs (a row's bins moved as 4-byte words)."""
     code = CODE.replace("ROW_INDEX", str(row_index)).replace("N_BINS", str(n_bins)).replace("BLOCKS", str(blocks))
     code = code.replace("FEATURE_MAJOR", str(feature_major)).replace("GROUP", str(group))
-    run = run_under_oclgrind(code, timeout=900)
-    assert run.clean, run.explain()
-    assert "TREES-OK" in run.stdout, run.explain()
+    checked(code, "TREES-OK", timeout=900)
 
 
 if __name__ == "__main__":  # pragma: no cover
