@@ -86,6 +86,7 @@ from mdhom.components.partition_kernels import (
     partition_flags,
     region_start,
 )
+from mdhom.components.split_evaluator import result_buffers
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import build_program, program_kernel
@@ -101,6 +102,12 @@ class _Ahead:
         self.nodes: np.ndarray | None = None
         self.ok: np.ndarray | None = None
         self.take: Callable[[], None] | None = None
+
+
+def _pairs_of(tab: str) -> str:
+    """The buffer of a device-made table's block pairs (``split_ahead0`` -> ``ahead_blk0``): one beside each of the
+    two alternating tables, so a deferred partition finds its own."""
+    return tab.replace("split_ahead", "ahead_blk")
 
 
 class _Deferred:
@@ -501,7 +508,7 @@ class RowPartitioner:
         # the table's blocks (block partitions): at most n rows over the block size, rounded up, one at least a
         # record; the table maker writes their pairs beside the table (a buffer for each of the two tables)
         n_blk = n // self.blocks + ns + 1 if self.blocks else 0
-        blk = out.replace("split_ahead", "ahead_blk")
+        blk = _pairs_of(out)
         ws.ensure(blk, 8 * max(1, n_blk))
         make, flags = self._ahead_bound(self._tab, out, allowed)
         ws.record("tree_split_from_search", make({"entry": ns}, {"hist": hist}, n_entries=m, base=int(base),
@@ -541,16 +548,10 @@ class RowPartitioner:
         if key not in self._ahead_bounds:
             ws = self.ws
             flags = self.k_flags.comp
-
-            def tables():  # noqa: ANN202  (the split search's buffers, as the evaluator's tree_split_sums reads them)
-                search = ({"cat_mode": ws["cat_mode"]} if self._summed else {}) | (
-                    {"inv_scale": ws["inv_scale"]} if ws.quantized else {})
-                return ws[out], dict(res=ws["res"], scan=ws["scan"], hist=ws["arena"], best=ws["best"],
-                                     best_value=ws["best"], **search, last_tab=ws[last], n_left=ws["n_left"],
-                                     allow=ws[allow], blk_tab=ws[out.replace("split_ahead", "ahead_blk")])
-
             self._ahead_bounds[key] = (
-                Bound(ws, self._ahead_comp, tables),
+                Bound(ws, self._ahead_comp, lambda: (ws[out], dict(
+                    res=ws["res"], **result_buffers(ws, self._summed), last_tab=ws[last], n_left=ws["n_left"],
+                    allow=ws[allow], blk_tab=ws[_pairs_of(out)]))),
                 Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
         return self._ahead_bounds[key]
 

@@ -30,6 +30,15 @@ from mdhom.components.split import (
 from mdhom.components.workspace import Bound, Workspace
 
 
+def result_buffers(ws: Workspace, summed: bool) -> dict[str, cl.Buffer]:
+    """What the statements of the packed result (:func:`mdhom.components.split.result_code`) read, by input name:
+    the evaluator's ``tree_split_sums`` and the look-ahead's table maker (``RowPartitioner.apply_searched``) bind
+    the same buffers (the histograms ``hist`` stand in for each launch's view)."""
+    return dict(scan=ws["scan"], hist=ws["arena"], best=ws["best"], best_value=ws["best"],
+                **({"cat_mode": ws["cat_mode"]} if summed else {}),
+                **({"inv_scale": ws["inv_scale"]} if ws.quantized else {}))
+
+
 class SplitEvaluator:
     """The best split of every node of a batch of histograms (a view of the histogram builder's arena, in place where
     the device has sub-buffers: :meth:`mdhom.components.histogram_builder.HistogramBuilder.view`), under a pluggable
@@ -80,9 +89,7 @@ class SplitEvaluator:
                                         **cats(), **inv())
 
             self.k_score = [Bound(ws, c, score_buffers) for c in score]
-            self.k_sums = Bound(ws, sums, lambda: (ws["res"], dict(scan=ws["scan"], hist=ws["arena"],
-                                                                   best=ws["best"], best_value=ws["best"], **cats(),
-                                                                   **inv())))
+            self.k_sums = Bound(ws, sums, lambda: (ws["res"], result_buffers(ws, self.summed)))
             if self.categorical:
                 self.d_cat_left = split_cat_left(b, k, p)
                 left = ws.build(CAT_LEFT, self.d_cat_left, {"node": 1, "bin": b})
