@@ -42,6 +42,14 @@ def test_wide_bins_search_without_the_linear_count(device):
     np.testing.assert_array_equal(binner.transform(X).get(), mapper.transform(X))
 
 
+def test_rows_of_another_type_are_refused(device):
+    """A binner is built for float64 or float32 rows (its kernel's input type): rows of the other type are an error,
+    not a silent reinterpretation of their bytes."""
+    mapper = BinMapper(15).fit(np.random.default_rng(1).standard_normal((50, 3)))
+    with pytest.raises(TypeError, match="float64 rows, got float32"):
+        DeviceBinner(mapper, device).transform(np.zeros((5, 3), np.float32))
+
+
 def test_feature_count_mismatch(device):
     mapper = BinMapper(15).fit(np.random.default_rng(1).standard_normal((50, 3)))
     with pytest.raises(ValueError, match="fitted on 3"):

@@ -114,10 +114,10 @@ def packed_edges(mapper: BinMapper) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def sends_whole(device: Device, X: np.ndarray) -> bool:
-    """Whether raw rows may go to ``device`` whole for :class:`DeviceBinner`: their float64 copy within half the
-    device's largest allocation. Larger matrices are binned on the host (the same bins): PoCL on a 16-core machine
-    refused a 10.5M x 28 upload (2.35 GB) with INVALID_BUFFER_SIZE."""
-    return 8 * int(np.size(X)) <= int(device.cl_device.max_mem_alloc_size) // 2
+    """Whether raw rows may go to ``device`` whole for :class:`DeviceBinner`: their bytes (float64, or float32 as the
+    caller has them) within half the device's largest allocation. Larger matrices are binned on the host (the same
+    bins): PoCL on a 16-core machine refused a 10.5M x 28 float64 upload (2.35 GB) with INVALID_BUFFER_SIZE."""
+    return int(X.dtype.itemsize) * int(np.size(X)) <= int(device.cl_device.max_mem_alloc_size) // 2
 
 
 class DeviceBinner:
@@ -134,7 +134,8 @@ class DeviceBinner:
         self.device = get_device(device)
         self.queue = self.device.queue if queue is None else queue  # a fit's: its workspace's (no cross-queue wait)
         self.feature_major = feature_major
-        x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(x_dtype)]
+        self.x_dtype = np.dtype(x_dtype)
+        x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[self.x_dtype]
         self.desc = bin_features(x_ctype, feature_major, bin_ctype(mapper.n_bins))
         n_feat = len(mapper.edges)
         sizes = {"row": max(1, int(rows)) if rows is not None else 1 << 20, "feat": n_feat}
@@ -157,6 +158,8 @@ class DeviceBinner:
     def transform(self, X: np.ndarray | cl_array.Array) -> cl_array.Array:
         """Bins on the device: (rows, features), or (features, rows) when feature-major."""
         q = self.queue
+        if X.dtype != self.x_dtype:
+            raise TypeError(f"this binner reads {self.x_dtype} rows, got {X.dtype}")
         x = X if isinstance(X, cl_array.Array) else cl_array.to_device(q, np.ascontiguousarray(X))
         n_rows, n_feat = x.shape
         if n_feat != len(self.mapper.edges):

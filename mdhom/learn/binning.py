@@ -77,7 +77,9 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
         v, w = v[order], w[order]
     # the distinct values and where each one's run starts: np.unique's result, without sorting the sorted again
     start = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
-    distinct = v[start]
+    # halfway points in float64 whatever the input's type: float32 values are doubles exactly, so a float32 matrix
+    # and its float64 copy get the same edges (a float32 halfway would round elsewhere)
+    distinct = v[start].astype(np.float64, copy=False)
     if distinct.size <= 1:
         return np.empty(0)
     if distinct.size <= max_bin:

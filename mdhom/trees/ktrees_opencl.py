@@ -88,8 +88,8 @@ class OpenCLKTrees(HostEvals):
         def to_bins(X: Any) -> cl_array.Array | np.ndarray:
             if is_sparse(X) or mapper.categorical.any() or not sends_whole(self.device, X):
                 return mapper.transform(X)
-            return DeviceBinner(mapper, self.device, np.float64, feature_major=True, queue=self.ws.queue,
-                                rows=X.shape[0]).transform(np.ascontiguousarray(X, np.float64))
+            return DeviceBinner(mapper, self.device, X.dtype, feature_major=True, queue=self.ws.queue,
+                                rows=X.shape[0]).transform(np.ascontiguousarray(X))
 
         return to_bins
 

@@ -237,7 +237,8 @@ class OpenCLTreeKernels:
         knows edges only), on the host, in the layout the device reads, and uploaded by ``load``; so are dense
         rows too large to send whole (:func:`mdhom.components.binning.sends_whole`)."""
         self._resolve_rows(len(mapper.edges), mapper.n_bins, 1, self._feature_major)
-        self.binner = None  # built at the first dense matrix
+        self.binner = None  # built at the first dense matrix (the training rows')
+        binners: dict[np.dtype, DeviceBinner] = {}  # float64, or float32 rows as the caller has them
 
         def to_bins(X: object) -> cl_array.Array | np.ndarray | SparseBins:
             if is_sparse(X) and sparse_pays(*X.shape, X.nnz, bin_dtype(mapper.n_bins).itemsize):
@@ -245,10 +246,12 @@ class OpenCLTreeKernels:
             if is_sparse(X) or mapper.categorical.any() or not sends_whole(self.device, X):
                 bins = mapper.transform(X, feature_major=self.feature_major)
                 return bins.T if self.feature_major else bins  # (rows, features) as load reads it; no copy
-            if self.binner is None:
-                self.binner = DeviceBinner(mapper, self.device, np.float64, self.feature_major, queue=self.ws.queue,
-                                           rows=X.shape[0])
-            return self.binner.transform(X)
+            binner = binners.get(X.dtype)
+            if binner is None:
+                binner = binners[X.dtype] = DeviceBinner(mapper, self.device, X.dtype, self.feature_major,
+                                                         queue=self.ws.queue, rows=X.shape[0])
+                self.binner = self.binner or binner
+            return binner.transform(X)
 
         return to_bins
 
