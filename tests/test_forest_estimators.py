@@ -159,6 +159,32 @@ def test_device_bins_are_the_host_bins(device):
     assert np.array_equal(got.array.get(), mapper.transform(X, feature_major=True))
 
 
+def test_float32_rows_grow_the_float64_copys_forest(device, tmp_path, monkeypatch):
+    """float32 training rows are binned as they are (on the device, its binner reads float rows): the model file of
+    the float64 copy of the same values, as in numpy."""
+    from mdhom.components import binning
+
+    X, y = _cancer()
+    X32 = X.astype(np.float32)
+    X32[::17, 3] = np.nan
+    read = []
+    made = binning.DeviceBinner.__init__
+
+    def spy(self, mapper, dev=None, x_dtype=np.float64, *a, **k):
+        read.append(np.dtype(x_dtype))
+        made(self, mapper, dev, x_dtype, *a, **k)
+
+    monkeypatch.setattr(binning.DeviceBinner, "__init__", spy)
+    for dev in ("numpy", device):
+        files = []
+        for Xi in (X32, X32.astype(np.float64)):
+            read.clear()
+            est = RandomForestClassifier(n_estimators=4, max_features=0.5, device=dev, random_state=2).fit(Xi, y)
+            assert read == ([] if dev == "numpy" else [Xi.dtype])
+            files.append(_file(est, tmp_path, "f.json"))
+        assert files[0] == files[1]
+
+
 def test_thresholds_and_importances_are_the_per_node_ones():
     """The fit's thresholds (BinMapper.thresholds) are BinMapper.threshold of every split node, +inf past the last
     edge included, and the importances the per-tree normalised sums added in tree order, bit for bit."""

@@ -126,7 +126,7 @@ class _Forest(OptionParams):
         if is_sparse(X):
             raise ValueError(f"{type(self).__name__} does not take scipy.sparse X yet; pass X.toarray() (an absent "
                              "entry then is 0, as in scikit-learn)")
-        Xa = as_matrix(X)
+        Xa = as_matrix(X, keep_float32=True)  # float32 rows binned as they are: the float64 copy's bins
         n, n_feat = Xa.shape
         target, outputs = self._encode_target(y, n)
         sw = check_weights(sample_weight, n)

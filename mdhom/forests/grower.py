@@ -119,7 +119,7 @@ class Slots:
 
 class ForestBackend(Protocol):
     def bin_rows(self, mapper: BinMapper, X: np.ndarray) -> Any:
-        """The mapper's bins of dense float64 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
+        """The mapper's bins of dense float64 or float32 ``X`` in the form :meth:`start` takes (numpy: host bins)."""
         ...
 
     def start(self, bins: Any, n_bins: int, stat: np.ndarray, bag: Bag, spec: GrowSpec,
