@@ -101,3 +101,47 @@ def test_the_binner_takes_the_class_of_the_rows_it_bins(cpu, tmp_path, monkeypat
     assert "rows_1e3" in fitted.config_source and fitted.comp.config["NUM_WI_row"] == 4
     assert "rows_1e6" in DeviceBinner(mapper, cpu).config_source  # no rows given: 2^20
     np.testing.assert_array_equal(fitted.transform(X).get(), mapper.transform(X))
+
+
+def test_float32_rows_take_the_classes_tuned_for_them(cpu, tmp_path, monkeypatch):
+    """float32 rows (what a fit of float32 rows bins) build the float description, another kernel than the double
+    one: the tuner tunes it in classes of its own (``f32_*``, marked ``x32``), which the float binner takes and the
+    double binner never does; where a file holds only the double's classes, the float binner runs them as what they
+    are, another version of the kernel."""
+    from mdhom import config_store, configs
+    from mdhom.components.binning import BIN_FEATURES, BIN_FEATURES_FM, bin_features
+    from mdhom.components.lanes import bin_ctype
+
+    for spec in (BIN_FEATURES, BIN_FEATURES_FM):
+        classes = spec.tuning.size_classes
+        assert {c for c in classes if classes[c].get("x32")} == {f"f32_{c}" for c in classes if "x32" not in classes[c]}
+        for sizes in classes.values():
+            desc = spec.tuning.describe(sizes)
+            assert desc.inputs[0].ctype == ("float" if sizes.get("x32") else "double")
+            x = spec.tuning.make_inputs({**sizes, "row": 50}, np.random.default_rng(0))["x"]
+            assert x.dtype == (np.float32 if sizes.get("x32") else np.float64)
+    rng = np.random.default_rng(4)
+    X = _data(rng, 800, 3, np.float64)
+    mapper = BinMapper(15).fit(X)
+    stored = {}
+    for cls, ctype, wi in (("rows_1e3", "double", 4), ("f32_rows_1e3", "float", 8)):
+        desc = bin_features(ctype, False, bin_ctype(mapper.n_bins))
+        sizes = {"row": 1000, "feat": 3, **({"x32": 1} if ctype == "float" else {})}
+        cfg = {**desc.default_config(cpu, {"row": 1000, "feat": 3}), "NUM_WG_row": 2, "NUM_WI_row": wi,
+               "NUM_WG_feat": 1, "NUM_WI_feat": 1}
+        stored[cls] = (desc, {"sizes": sizes, "config": cfg, "median_s": 1e-3, "default_config": cfg,
+                              "default_s": 1e-3, "trials": 1, "failed_trials": 0, "date": "2026-12-01T00:00:00Z",
+                              "versions": {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}})
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
+    desc, entry = stored["rows_1e3"]
+    config_store.store_result(cpu, desc.name, "rows_1e3", entry, configs.description_hash(desc), directory=tmp_path)
+    lone = DeviceBinner(mapper, cpu, np.float32, rows=X.shape[0])
+    assert "rows_1e3" in lone.config_source and "another version" in lone.config_source
+    config_store.store_results(cpu, [(d.name, c, e, configs.description_hash(d)) for c, (d, e) in stored.items()],
+                               directory=tmp_path)  # one tune's two variants
+    floats = DeviceBinner(mapper, cpu, np.float32, rows=X.shape[0])
+    doubles = DeviceBinner(mapper, cpu, np.float64, rows=X.shape[0])
+    assert "f32_rows_1e3" in floats.config_source and "another version" not in floats.config_source
+    assert floats.comp.config["NUM_WI_row"] == 8
+    assert "f32" not in doubles.config_source and doubles.comp.config["NUM_WI_row"] == 4
+    np.testing.assert_array_equal(floats.transform(X.astype(np.float32)).get(), mapper.transform(X.astype(np.float32)))

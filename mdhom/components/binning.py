@@ -79,6 +79,7 @@ def _bin_inputs(s, rng):
     n, f = s["row"], s["feat"]
     x = rng.standard_normal((n, f))
     x[rng.random((n, f)) < 0.01] = np.nan
+    x = x.astype(np.float32) if s.get("x32") else x
     edges = np.sort(rng.standard_normal((f, 62)), axis=1)
     return {"x": x, "edges": edges.reshape(-1), "first": np.arange(0, 62 * f, 62, dtype=np.int32),
             "count": np.full(f, 62, np.int32), "nan_bin": 63}
@@ -90,16 +91,25 @@ def _bin_ref(a):  # the host mapper with these edges (its NaN bin is a["nan_bin"
     return mapper.transform(a["x"])
 
 
-_BIN_CLASSES = {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))}
+_ROWS = {f"rows_{k}": {"row": v, "feat": 28} for k, v in (("1e4", 10**4), ("1e5", 10**5), ("1e6", 10**6))}
+# each again as f32_<name> with x32 1: float32 rows (what a fit of float32 rows bins: the learners keep them so), the
+# float description, another kernel than the double one, tuned as itself (lanes.variant_markers)
+_BIN_CLASSES = {**_ROWS, **{f"f32_{name}": {**sizes, "x32": 1} for name, sizes in _ROWS.items()}}
+
+
+def _x_ctype(s: Mapping[str, int]) -> str:
+    return "float" if s.get("x32") else "double"
+
+
 # 63 edges per feature, in either order of the bins
 BIN_FEATURES = KernelSpec(
     "tree_bin_features", bin_heuristic,
-    tuning=Tuning(lambda s: bin_features("double", False), _BIN_CLASSES, _bin_inputs, _bin_ref,
+    tuning=Tuning(lambda s: bin_features(_x_ctype(s), False), _BIN_CLASSES, _bin_inputs, _bin_ref,
                   doc="raw features to bins (a binary search over each feature's edges), 28 features, rows x "
                       "features (the trees' layouts that read rows whole)"))
 BIN_FEATURES_FM = KernelSpec(
     "tree_bin_features_fm", bin_heuristic,
-    tuning=Tuning(lambda s: bin_features("double", True), _BIN_CLASSES, _bin_inputs,
+    tuning=Tuning(lambda s: bin_features(_x_ctype(s), True), _BIN_CLASSES, _bin_inputs,
                   lambda a: np.ascontiguousarray(_bin_ref(a).T),
                   doc="raw features to bins, features x rows (forests, one tree per output, moved rows on GPUs)"))
 SPECS = (BIN_FEATURES, BIN_FEATURES_FM)
@@ -138,14 +148,17 @@ class DeviceBinner:
         x_ctype = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[self.x_dtype]
         self.desc = bin_features(x_ctype, feature_major, bin_ctype(mapper.n_bins))
         n_feat = len(mapper.edges)
-        sizes = {"row": max(1, int(rows)) if rows is not None else 1 << 20, "feat": n_feat}
+        sizes = {"row": max(1, int(rows)) if rows is not None else 1 << 20, "feat": n_feat,
+                 "x32": int(x_ctype == "float")}
         self.config_source = "override"
-        if config is None:  # a tuned configuration where one is stored, else the spec's heuristic
+        if config is None:  # a tuned configuration where one is stored (of the rows' type), else the heuristic
             from mdhom.configs import lookup
 
-            config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc)
+            spec = BIN_FEATURES_FM if feature_major else BIN_FEATURES
+            config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc,
+                                                prefer=spec.variant_classes(self.desc))
             if config is None:
-                config = (BIN_FEATURES_FM if feature_major else BIN_FEATURES).heuristic(self.desc, self.device, sizes)
+                config = spec.heuristic(self.desc, self.device, sizes)
                 self.config_source = "default" if self.config_source == "heuristic" else \
                     f"default ({self.config_source})"
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)

@@ -100,14 +100,18 @@ def defined(desc, name: str) -> int | None:  # noqa: ANN001 - a mdhom.mdh.Descri
 
 def variant_markers(desc) -> dict[str, int]:  # noqa: ANN001 - a mdhom.mdh.Description
     """The variant a tree kernel's build is of, in the markers its tuner classes carry (:func:`with_quantized_classes`,
-    :func:`with_vector_classes`, the whole-row histogram's ``row_index``): how a build of another version of the kernel
-    (another number of bins, none of its classes tuned for its code) picks a class of its own variant
-    (:meth:`mdhom.components.specs.KernelSpec.variant_classes`, :func:`mdhom.configs.lookup`'s ``prefer``)."""
+    :func:`with_vector_classes`, the whole-row histogram's ``row_index``, the binning's ``x32``): how a build of
+    another version of the kernel (another number of bins, none of its classes tuned for its code) picks a class of
+    its own variant (:meth:`mdhom.components.specs.KernelSpec.variant_classes`, :func:`mdhom.configs.lookup`'s
+    ``prefer``)."""
     out = {"vector": int(getattr(desc, "vector", None) is not None)}
     for key, name in (("quantized", "TREE_QUANTIZED"), ("row_index", "TREE_ROW_INDEX")):
         value = defined(desc, name)
         if value is not None:
             out[key] = value
+    raw = next((i for i in desc.inputs if i.name == "x"), None)  # the binning's raw rows: float32 or float64
+    if raw is not None:
+        out["x32"] = int(raw.ctype == "float")
     return out
 
 
