@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import mdhom
@@ -277,13 +278,23 @@ def test_binning_is_judged_by_binning_rows(cpu_device, monkeypatch):
     assert res.kept == []
 
 
-def test_binning_seconds_bins_for_real(cpu_device):
-    """The binning check's timer at toy size: the rows' bins on the device, in both orders."""
+def test_binning_seconds_bins_for_real(cpu_device, monkeypatch):
+    """The binning check's timer at toy size: the rows' bins on the device, in both orders, from float64 and float32
+    rows (each a kernel of its own), timed by the kernels' profiling events."""
     from mdhom.bench.trees import make_higgs_like
+    from mdhom.components.binning import DeviceBinner
 
+    built, launch = [], DeviceBinner.launch
+
+    def timed(self, X):
+        built.append((self.x_dtype, self.feature_major))
+        return launch(self, X)
+
+    monkeypatch.setattr(DeviceBinner, "launch", timed)
     X, y = make_higgs_like(3000, 28, 0)[:2]
     t = endtoend.binning_seconds(cpu_device, Workload(rows=3000, rounds=2, leaves=3), (X, y))
     assert 0 < t < 10
+    assert set(built) == {(np.dtype(d), fm) for d in (np.float64, np.float32) for fm in (False, True)}
 
 
 def test_rule_seconds_fits_for_real(cpu_device):

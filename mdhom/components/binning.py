@@ -21,6 +21,7 @@ from mdhom.components.specs import KernelSpec, Tuning, description_default
 from mdhom.devices import Device, get_device
 from mdhom.learn.binning import BinMapper
 from mdhom.mdh import Computation, Concat, Description, Input, Param, build_within_limits
+from mdhom.mdh.computation import Launch
 
 _SEARCH = """
 const double v = (double)x;
@@ -170,6 +171,11 @@ class DeviceBinner:
 
     def transform(self, X: np.ndarray | cl_array.Array) -> cl_array.Array:
         """Bins on the device: (rows, features), or (features, rows) when feature-major."""
+        return self.launch(X).out
+
+    def launch(self, X: np.ndarray | cl_array.Array) -> Launch:
+        """:meth:`transform`'s launch: the bins (``out``) and the kernel's events (its device time where the queue
+        profiles: the tuner's check of the binning times it so)."""
         q = self.queue
         if X.dtype != self.x_dtype:
             raise TypeError(f"this binner reads {self.x_dtype} rows, got {X.dtype}")
@@ -179,4 +185,4 @@ class DeviceBinner:
             raise ValueError(f"X has {n_feat} features, the binning was fitted on {len(self.mapper.edges)}")
         launch = self.comp.enqueue({"row": n_rows, "feat": n_feat}, queue=q, x=x, edges=self._edges,
                                    first=self._first, count=self._count, nan_bin=self.mapper.n_bins - 1)
-        return launch.out
+        return launch
