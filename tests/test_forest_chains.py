@@ -67,6 +67,26 @@ def test_model_file_is_the_references(device, case, tmp_path, monkeypatch):
     assert _file(other, tmp_path, "o.json") != _file(ref, tmp_path, "r.json")
 
 
+def test_float32_rows_grow_the_float64_copys_chains(tmp_path):
+    """float32 rows (and the labels beside them) are binned as they are, without a float64 copy of the matrix: the
+    model file of the float64 copy of the same values."""
+    X, Y = _data(200, seed=3)
+    kw = dict(n_chains=2, n_estimators=3, random_state=4, max_bin=31, device="numpy")
+    X32 = X.astype(np.float32)
+    seen = []
+    transform = CH.BinMapper.transform
+
+    def spy(self, XY, *a, **k):
+        seen.append(XY.dtype)
+        return transform(self, XY, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CH.BinMapper, "transform", spy)
+        files = [_file(ClassifierChainEnsemble(**kw).fit(Xi, Y), tmp_path, f"{Xi.dtype}.json")
+                 for Xi in (X32, X32.astype(np.float64))]
+    assert seen == [np.float32, np.float64] and files[0] == files[1]
+
+
 def test_chains_see_only_their_earlier_labels():
     X, Y = _data(200)
     orders = [[3, 2, 1, 0], [0, 1, 2, 3], [2, 0, 3, 1]]

@@ -146,13 +146,13 @@ class ClassifierChainEnsemble(OptionParams):
         p = self._params()
         if is_sparse(X):
             raise ValueError("ClassifierChainEnsemble does not take scipy.sparse X yet; pass X.toarray()")
-        Xa = as_matrix(X)
+        Xa = as_matrix(X, keep_float32=True)  # float32 rows binned as they are: the float64 copy's bins
         n, n_x = Xa.shape
         Yl = self._labels(Y, n)
         n_lab = Yl.shape[1]
         rng = np.random.default_rng(p["random_state"])
         orders = self._chain_orders(p, n_lab, rng)
-        XY = np.hstack([Xa, Yl.astype(np.float64)])
+        XY = np.hstack([Xa, Yl.astype(Xa.dtype)])  # 0/1 labels: exact in float32 too
         mapper = BinMapper(p["max_bin"]).fit(XY, rows=sample_rows(n, BIN_SAMPLE, p["random_state"]))
         bins = mapper.transform(XY)
         # each label's two class lanes: row r's statistics are stat[r, 2j:2j+2] for label j
