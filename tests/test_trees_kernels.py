@@ -1337,12 +1337,14 @@ def test_gh_scale(device):
     desc = gr.gh_scale()
     for n_rows in (0, 1, 3, 1031, 10_500_000, 2**31 - 1):
         exps = np.array([0 if not np.isfinite(m) else qz.quantization_exponent(float(m), n_rows) for m in vals])
-        for sign in (1, -1):
-            want = np.ldexp(1.0, sign * exps).reshape(k, 2)
-            for cfg in configs(desc, device, {"output": k, "lane": 2}, seed=48 + n_rows % 7):
-                got = run(desc, device, cfg, {"output": k, "lane": 2}, absmax=vals.view(np.uint64), n_rows=n_rows,
-                          sign=sign)
-                np.testing.assert_array_equal(got, want, err_msg=f"{n_rows} {sign} {cfg}")
+        for cfg in configs(desc, device, {"output": k, "lane": 2}, seed=48 + n_rows % 7):
+            # inv_scale written by the same launch, each (output, lane) its own place; the rest left alone
+            got, written = run_writing(desc, device, cfg, {"output": k, "lane": 2}, absmax=vals.view(np.uint64),
+                                       inv=("o", np.full(2 * k + 3, -7.0), "double"), n_rows=n_rows)
+            inv = written["inv"]
+            np.testing.assert_array_equal(got, np.ldexp(1.0, exps).reshape(k, 2), err_msg=f"{n_rows} {cfg}")
+            np.testing.assert_array_equal(inv[: 2 * k], np.ldexp(1.0, -exps), err_msg=f"{n_rows} {cfg}")
+            assert (inv[2 * k:] == -7.0).all()
 
 
 @pytest.mark.parametrize("params", [SplitParams(1.0, 0.0, 0.0, 1.0), SplitParams(0.5, 0.75, 0.25, 0.0)],

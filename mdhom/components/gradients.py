@@ -101,15 +101,20 @@ def gh_scale() -> Description:
     """The round's fixed-point scales from ``tree_gh_absmax``'s records, on the device: ``2^(sign * k)`` per (output,
     g|h) with k :func:`mdhom.components.quantize.quantization_exponent`'s, the largest with ``n_rows * m * 2^k <=
     2^QUANT_BITS`` (clamped to +-MAX_EXPONENT, 0 for m = 0). Exact in integers: m = M * 2^e with M the 53-bit
-    significand, ``n_rows * M`` in 128 bits (``mul_hi``), k = QUANT_BITS - e - ceil(log2(n_rows * M)). Launched
-    with ``sign`` 1 for the quantisation's scale and -1 for the split search's ``inv_scale``, so the round's (g, h)
-    are quantised without a round trip to the host (H200, 10.5M rows: the device waited ~0.16 ms a round for it). A
+    significand, ``n_rows * M`` in 128 bits (``mul_hi``), k = QUANT_BITS - e - ceil(log2(n_rows * M)). The output is
+    the quantisation's scale 2^k; the split search's ``inv_scale`` 2^-k is written beside it (a written gathered
+    input, each point its own (output, lane): one launch, where two had run, one per sign), so the round's (g, h) are
+    quantised without a round trip to the host (H200, 10.5M rows: the device waited ~0.16 ms a round for it). A
     non-finite m gives 0 here: the host, which reads the records behind the launches, refuses it."""
     return Description(
         "tree_gh_scale", ["output", "lane"], [Concat(), Concat()], "double",
-        scalar="out = ldexp(1.0, sign * tree_quant_exponent(absmax[2 * output + lane], (ulong)n_rows));",
-        inputs=[Input("absmax", "ulong", ("*",), gather=True)],
-        params=[Param("n_rows", "long"), Param("sign", "int")],
+        scalar="""
+const int k = tree_quant_exponent(absmax[2 * output + lane], (ulong)n_rows);
+inv[2 * output + lane] = ldexp(1.0, -k);
+out = ldexp(1.0, k);""",
+        inputs=[Input("absmax", "ulong", ("*",), gather=True),
+                Input("inv", "double", ("*",), gather=True, writes=True)],
+        params=[Param("n_rows", "long")],
         preamble=f"""/* k for the double of ``bits`` (|x|, so the sign bit is 0) and n = max(1, n_rows) rows */
 inline int tree_quant_exponent(const ulong bits, const ulong rows) {{
     const ulong ef = bits >> 52, n = rows > 0 ? rows : 1;
@@ -370,8 +375,7 @@ class GradientSource:
             quant = ws.build(QUANTIZE, quantize_gh(), {"pos": rows, "output": k})
             scale = ws.build(SCALE, gh_scale(), {"output": k, "lane": 2})
             self.k_absmax = Bound(ws, absmax, lambda: (self.absmax, dict(gh=self.gh_real)))
-            self.k_scale = Bound(ws, scale, lambda: (self.scale, dict(absmax=self.absmax)))
-            self.k_inv = Bound(ws, scale, lambda: (ws["inv_scale"], dict(absmax=self.absmax)))
+            self.k_scale = Bound(ws, scale, lambda: (self.scale, dict(absmax=self.absmax, inv=ws["inv_scale"])))
             self.k_quant = Bound(ws, quant, lambda: (ws.gh, dict(gh=self.gh_real, scale=self.scale)))
         self.k_grad: list[Bound] = []
 
@@ -435,8 +439,7 @@ class GradientSource:
         ws.record("tree_gh_absmax", self.k_absmax({"pos": n, "output": k}))
         self._absmax_read = ws.read_later("gh_absmax", self.absmax, k, GH_BITS.dtype)
         self._inv = None
-        ws.record("tree_gh_scale", self.k_scale({"output": k, "lane": 2}, n_rows=n, sign=1))
-        ws.record("tree_gh_scale", self.k_inv({"output": k, "lane": 2}, n_rows=n, sign=-1))
+        ws.record("tree_gh_scale", self.k_scale({"output": k, "lane": 2}, n_rows=n))
         ws.record("tree_quantize_gh", self.k_quant({"pos": n, "output": k}))
 
     def check(self) -> None:

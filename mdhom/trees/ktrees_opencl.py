@@ -210,9 +210,8 @@ class OpenCLKTrees(HostEvals):
             # reads), the maxima read behind the launches for the host's check
             self._launch("boost_gh_absmax", self.c_absmax, ws["absmax"], {"cls": k, "pos": n}, gh=ws["gh_real"])
             self._absmax_read = ws.read_later("absmax", ws["absmax"], k, TG.GH_BITS.dtype)
-            for name, sign in (("scale", 1), ("inv_scale", -1)):
-                self._launch("tree_gh_scale", self.c_scale, ws[name], {"output": k, "lane": 2},
-                             {"n_rows": np.int64(n), "sign": np.int32(sign)}, absmax=ws["absmax"])
+            self._launch("tree_gh_scale", self.c_scale, ws["scale"], {"output": k, "lane": 2},
+                         {"n_rows": np.int64(n)}, absmax=ws["absmax"], inv=ws["inv_scale"])
             self._launch("boost_quantize_gh", self.c_quant, ws["gh"], {"cls": k, "pos": n}, gh=ws["gh_real"],
                          scale=ws["scale"])
 
