@@ -638,3 +638,7 @@ def test_float32_rows_fit_as_they_are_into_the_float64_copys_model(tmp_path, mon
             texts.append((tmp_path / "m.json").read_bytes())
             scores.append(est.evals_result_)
         assert texts[0] == texts[1] and scores[0] == scores[1]
+        # eval rows of the other type than the training rows: a binner for each type, the same scores
+        mixed = TreeBoostClassifier(n_estimators=4, device=dev, eval_metric="logloss", **kw).fit(
+            X32, y, eval_set=[(X32[:200].astype(np.float64), y[:200])])
+        assert mixed.evals_result_ == scores[0]
