@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 import mdhom
@@ -70,3 +71,20 @@ def cpu() -> mdhom.Device:
     if not devs:
         pytest.skip("no OpenCL CPU device")
     return devs[0]
+
+
+@pytest.fixture
+def binner_row_types(monkeypatch) -> list:
+    """The row types (numpy dtypes) of the device binners built while the test runs, in order: what a fit bins its
+    rows from (float32 rows are binned as they are)."""
+    from mdhom.components import binning
+
+    seen: list = []
+    made = binning.DeviceBinner.__init__
+
+    def spy(self, mapper, device=None, x_dtype=np.float64, *args, **kwargs):
+        seen.append(np.dtype(x_dtype))
+        made(self, mapper, device, x_dtype, *args, **kwargs)
+
+    monkeypatch.setattr(binning.DeviceBinner, "__init__", spy)
+    return seen

@@ -159,22 +159,13 @@ def test_device_bins_are_the_host_bins(device):
     assert np.array_equal(got.array.get(), mapper.transform(X, feature_major=True))
 
 
-def test_float32_rows_grow_the_float64_copys_forest(device, tmp_path, monkeypatch):
+def test_float32_rows_grow_the_float64_copys_forest(device, tmp_path, binner_row_types):
     """float32 training rows are binned as they are (on the device, its binner reads float rows): the model file of
     the float64 copy of the same values, as in numpy."""
-    from mdhom.components import binning
-
     X, y = _cancer()
     X32 = X.astype(np.float32)
     X32[::17, 3] = np.nan
-    read = []
-    made = binning.DeviceBinner.__init__
-
-    def spy(self, mapper, dev=None, x_dtype=np.float64, *a, **k):
-        read.append(np.dtype(x_dtype))
-        made(self, mapper, dev, x_dtype, *a, **k)
-
-    monkeypatch.setattr(binning.DeviceBinner, "__init__", spy)
+    read = binner_row_types
     for dev in ("numpy", device):
         files = []
         for Xi in (X32, X32.astype(np.float64)):

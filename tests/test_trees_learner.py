@@ -609,23 +609,14 @@ def test_rows_too_large_to_send_are_binned_on_the_host(tmp_path, device, monkeyp
 @pytest.mark.parametrize("kw", [dict(grow_policy="depthwise", max_depth=5, precision="quantized"),
                                 dict(grow_policy="lossguide", max_depth=0, max_leaves=15, subsample=0.8,
                                      random_state=3)], ids=["depthwise", "lossguide"])
-def test_float32_rows_fit_as_they_are_into_the_float64_copys_model(tmp_path, monkeypatch, device, kw):
+def test_float32_rows_fit_as_they_are_into_the_float64_copys_model(tmp_path, binner_row_types, device, kw):
     """float32 training and eval rows are binned as they are (no float64 copy of the matrix: it had been twice the
     rows' memory, and at 10.5M x 28 rows the largest part of a GPU fit's setup): the model file and the eval scores
     are the float64 copy's, in numpy and on the device, whose binner reads float rows."""
-    from mdhom.components import binning
-
     X, y = _data(n=700, nan=0.03, seed=21)
     X32 = X.astype(np.float32)
     X32[:5, 2] = [np.float32(1e-45), np.float32(-3.4e38), np.float32(3.4e38), 0.5, np.nextafter(np.float32(0.5), 1)]
-    read = []
-    made = binning.DeviceBinner.__init__
-
-    def spy(self, mapper, dev=None, x_dtype=np.float64, *a, **k):
-        read.append(np.dtype(x_dtype))
-        made(self, mapper, dev, x_dtype, *a, **k)
-
-    monkeypatch.setattr(binning.DeviceBinner, "__init__", spy)
+    read = binner_row_types
     for dev in ("numpy", device):
         texts, scores = [], []
         for Xi in (X32, X32.astype(np.float64)):
