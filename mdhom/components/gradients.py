@@ -98,14 +98,14 @@ def absmax_values(bits: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def gh_scale() -> Description:
-    """The round's fixed-point scales from ``tree_gh_absmax``'s records, on the device: ``2^(sign * k)`` per (output,
-    g|h) with k :func:`mdhom.components.quantize.quantization_exponent`'s, the largest with ``n_rows * m * 2^k <=
-    2^QUANT_BITS`` (clamped to +-MAX_EXPONENT, 0 for m = 0). Exact in integers: m = M * 2^e with M the 53-bit
-    significand, ``n_rows * M`` in 128 bits (``mul_hi``), k = QUANT_BITS - e - ceil(log2(n_rows * M)). The output is
-    the quantisation's scale 2^k; the split search's ``inv_scale`` 2^-k is written beside it (a written gathered
-    input, each point its own (output, lane): one launch, where two had run, one per sign), so the round's (g, h) are
-    quantised without a round trip to the host (H200, 10.5M rows: the device waited ~0.16 ms a round for it). A
-    non-finite m gives 0 here: the host, which reads the records behind the launches, refuses it."""
+    """The round's fixed-point scales from ``tree_gh_absmax``'s records, on the device: ``2^k`` and ``2^-k`` per
+    (output, g|h) with k :func:`mdhom.components.quantize.quantization_exponent`'s, the largest with
+    ``n_rows * m * 2^k <= 2^QUANT_BITS`` (clamped to +-MAX_EXPONENT, 0 for m = 0). Exact in integers: m = M * 2^e
+    with M the 53-bit significand, ``n_rows * M`` in 128 bits (``mul_hi``), k = QUANT_BITS - e - ceil(log2(n_rows *
+    M)). The output is the quantisation's scale 2^k; the split search's ``inv_scale`` 2^-k is written beside it (a
+    written gathered input, each point its own (output, lane): one launch, where two had run, one per sign), so the
+    round's (g, h) are quantised without a round trip to the host (H200, 10.5M rows: the device waited ~0.16 ms a
+    round for it). A non-finite m gives 0 here: the host, which reads the records behind the launches, refuses it."""
     return Description(
         "tree_gh_scale", ["output", "lane"], [Concat(), Concat()], "double",
         scalar="""
