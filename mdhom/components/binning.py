@@ -107,12 +107,13 @@ BIN_FEATURES = KernelSpec(
     "tree_bin_features", bin_heuristic,
     tuning=Tuning(lambda s: bin_features(_x_ctype(s), False), _BIN_CLASSES, _bin_inputs, _bin_ref,
                   doc="raw features to bins (a binary search over each feature's edges), 28 features, rows x "
-                      "features (the trees' layouts that read rows whole)"))
+                      "features (the trees' layouts that read rows whole); float64 rows, float32 in the f32 classes"))
 BIN_FEATURES_FM = KernelSpec(
     "tree_bin_features_fm", bin_heuristic,
     tuning=Tuning(lambda s: bin_features(_x_ctype(s), True), _BIN_CLASSES, _bin_inputs,
                   lambda a: np.ascontiguousarray(_bin_ref(a).T),
-                  doc="raw features to bins, features x rows (forests, one tree per output, moved rows on GPUs)"))
+                  doc="raw features to bins, features x rows (forests, one tree per output, moved rows on GPUs); "
+                      "float64 rows, float32 in the f32 classes"))
 SPECS = (BIN_FEATURES, BIN_FEATURES_FM)
 
 
