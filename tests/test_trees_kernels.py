@@ -426,6 +426,111 @@ def test_partition(device, feature_major, row_index):
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
 
 
+def block_scatter_reference(tab, goes, ridx3, bins3, gh3, n_rows, move):
+    """The block scatter in numpy: each split's rows (region 0 or 2 -> the next region, tree_flip) left rows first,
+    each side in its old order, their bins and (g, h) rows along where ``bins3``/``gh3`` (position order, three
+    regions; None: the row index only) and ``move``; each split's left count and its next child's slot."""
+    ridx3 = ridx3.copy()
+    bins3 = None if bins3 is None else bins3.copy()
+    gh3 = None if gh3 is None else gh3.copy()
+    n_left = np.zeros(len(tab), np.int64)
+    slot_begin, slot_count = np.full(len(tab), -7, np.int64), np.full(len(tab), -7, np.int64)
+    for s, t in enumerate(tab):
+        b, c, f = int(t["begin"]), int(t["count"]), int(t["first"])
+        go = goes[f:f + c].astype(bool)
+        src = np.arange(b, b + c)
+        order = np.concatenate([src[go], src[~go]])
+        dst = int(pt.flip_positions(b, n_rows))
+        ridx3[dst:dst + c] = ridx3[order]
+        if bins3 is not None and move:
+            bins3[dst:dst + c] = bins3[order]
+            gh3[dst:dst + c] = gh3[order]
+        n_left[s] = go.sum()
+        if t["next_child"] >= 0:
+            slot_begin[s] = dst if t["next_child"] == 0 else dst + n_left[s]
+            slot_count[s] = n_left[s] if t["next_child"] == 0 else c - n_left[s]
+    return ridx3, bins3, gh3, n_left, slot_begin, slot_count
+
+
+@pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
+@pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_block_scatter(device, feature_major, row_index, wide):
+    """The block partition's generated scatter against numpy: a split step's rows (nodes in region 0, and in region 2
+    where the step's second half sits there) walked a block at a time (blocks of 64, a split's last shorter, an empty
+    split one empty block, and spare blocks past the last split's rows as a table made on the device has), each row to
+    the next region after its split's earlier blocks' left or right rows; moved rows take their bins (4-byte words
+    where a row is whole words: 8 features) and (g, h) words (4 or 8 bytes, two outputs) along unless ``move`` is 0;
+    every split's left count (the output, scattered by each split's first block) and its next child's slot; nothing
+    else written. Under random configurations (a block a work-item, in groups or strided shares)."""
+    rng = np.random.default_rng(21)
+    n_rows, n_feat, n_bins, n_out = 1031, 8, 9, 2
+    counts = [100, 257, 0, 129, 1, 544]
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    begin = begin.astype(np.int64)
+    begin[3:] += 2 * n_rows  # the last three nodes in region 2 (their children go to region 1)
+    split = [4, 1, 2, 3]
+    tab = tb.split_table(len(split))
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)  # row order
+    # positions: region 0 holds the rows in order, regions 1 and 2 the nodes where they lie
+    ridx3 = np.full(3 * n_rows, -1, np.int32)
+    ridx3[:n_rows] = np.arange(n_rows)
+    for i, (b, c) in enumerate(zip(begin, count, strict=True)):
+        ridx3[b:b + c] = ridx[(b % n_rows):(b % n_rows) + c] if i >= 3 else ridx3[b:b + c]
+    for j, i in enumerate(split):
+        tab[j] = (i, rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
+                  begin[i], count[i], -1, 0, (-1, 0, 1, 0)[j])
+    tab["first"][1:] = np.cumsum(tab["count"][:-1])
+    raw = tb.with_left_tables(tab, np.full(len(tab), -1), np.zeros((0, n_bins + 3), np.uint8))
+    gh_words = 2 * n_out
+    word = np.uint64 if wide else np.uint32
+    gh3 = rng.integers(0, 2**31, size=(3 * n_rows, gh_words)).astype(word)
+    bins3 = bins[np.maximum(ridx3, 0)]  # moved rows: bins in position order, all three regions
+    if row_index:  # only the order moves; bins in row order, read through it
+        stored, stride = (bins.T if feature_major else bins), n_rows
+    else:
+        stored, stride = (bins3.T if feature_major else bins3), 3 * n_rows
+    stored = np.ascontiguousarray(stored)
+    goes = np.concatenate([
+        np.asarray([(bins[r, t["feature"]] <= t["bin"]) if bins[r, t["feature"]] != n_bins - 1 else t["default_left"]
+                    for r in ridx3[t["begin"]:t["begin"] + t["count"]]], np.int32).reshape(-1) for t in tab])
+    blk_rows = 64
+    pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
+    spare = 3  # a table made on the device is launched for an upper bound of its blocks: the last split's, moving none
+    pairs = np.concatenate([pairs, np.repeat([[len(tab) - 1, 99]], spare, axis=0).reshape(-1).astype(np.int32)])
+    n_blk += spare
+    blk_left = np.array([int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
+                         for f, c in zip(tab["first"], tab["count"], strict=True)
+                         for k in range(max(1, -(-int(c) // blk_rows)))] + [0] * spare, np.int32)
+    table = np.concatenate([raw.view(np.int32), pairs])
+    words = 0 if row_index or feature_major else n_feat // 4
+    desc = pt.block_scatter(n_bins, feature_major, not row_index, wide, gh_words, words)
+    sizes = {"blk": n_blk}
+    for move in (1, 0):
+        want = block_scatter_reference(tab, goes, ridx3, None if row_index else bins3, None if row_index else gh3,
+                                       n_rows, move)
+        for cf in configs(desc, device, sizes, seed=22 + move, n=4):
+            slots = np.full(len(tab), -7, np.int32)
+            out, written = run_writing(
+                desc, device, cf, sizes, ridx=("o", ridx3, None), bins=("o", stored, None), gh=("o", gh3, None),
+                split_bins=("o", stored, None), split_tab=("o", table, None), blk_tab=("o", table, None),
+                blk_left=blk_left, slot_begin=("o", slots, None), slot_count=("o", slots, None), split_cols=0,
+                n_rows=n_rows, stride=stride, n_feat=n_feat, n_out=n_out, blk_at=raw.size // 4, blk_rows=blk_rows,
+                move=move)
+            msg = f"{cf} move={move}"
+            np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)
+            np.testing.assert_array_equal(written["ridx"], want[0], err_msg=msg)
+            np.testing.assert_array_equal(written["slot_begin"], want[4], err_msg=msg)
+            np.testing.assert_array_equal(written["slot_count"], want[5], err_msg=msg)
+            if not row_index:
+                got_bins = written["bins"].reshape(n_feat, -1).T if feature_major else written["bins"].reshape(-1, n_feat)
+                np.testing.assert_array_equal(got_bins, want[1], err_msg=msg)
+                np.testing.assert_array_equal(written["gh"].reshape(-1, gh_words), want[2], err_msg=msg)
+            else:  # bins and (g, h) stay where they are
+                np.testing.assert_array_equal(written["bins"].reshape(-1), stored.reshape(-1), err_msg=msg)
+                np.testing.assert_array_equal(written["gh"].reshape(-1, gh_words), gh3, err_msg=msg)
+
+
 @pytest.mark.parametrize("n_bins", [9, 300])
 def test_bin_columns(device, n_bins):
     """The partition's features x rows copy of a rows x features bin matrix (8- and 16-bit bins)."""

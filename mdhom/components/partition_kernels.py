@@ -1,6 +1,7 @@
 """The row partitioner's kernels (:mod:`mdhom.components.partition` drives them): their md_hom descriptions, numpy
 references, heuristics, tuner inputs and specs, and the block table the block and group partitions read. The
-hand-written scatters are in kernels/trees/scatter.cl.
+hand-written scatters (the per-row one and the GPUs' group scatter) are in kernels/trees/scatter.cl, what every
+scatter shares in kernels/trees/row_moves.cl.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines, with_default_bins
+from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines, snippet, with_default_bins
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.tables import LEAF_RECORD, SPLIT_RECORD, split_table
 from mdhom.devices import Device
@@ -182,6 +183,81 @@ out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_fea
     )
 
 
+@lru_cache(maxsize=32)
+def block_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
+                  row_words: int) -> Description:
+    """The block partition's scatter (CPUs): a point is a block of a split step's rows (``blk``, the int pair (split,
+    block) at ``blk_tab[blk_at + 2 blk]``, ``blk_rows`` rows a block; a split's blocks consecutive), and its scalar
+    function walks the block's rows in order, writing each to the next region after the split's earlier blocks' left
+    or right rows (their counts ``blk_left``, from ``tree_block_counts``): XGBoost's CPU partition, the same stable
+    partition as the per-row scatter. The written gathered inputs move the row order ``ridx`` and, where rows move
+    (``moved``), their bins and (g, h) words (``gh_words`` a row, 8 bytes each where ``gh_wide``; the bins as
+    ``row_words`` 4-byte words a row where they are whole words, else byte by byte; kernels/trees/row_moves.cl); the
+    output, scattered, is each split's left count, written by its first block with the next child's slot
+    (``slot_begin``, ``slot_count``, written). A block past its split's rows (the spare blocks of a table cut on the
+    device) writes and moves nothing. ``move`` 0: the row order alone (a tree's last split). ``split_bins``: the
+    bins the split reads (a column copy where ``split_cols``), possibly the buffer the rows move in: the rows it reads
+    are the block's own, and no block writes where another reads. Rows read through the row index are prefetched
+    16 ahead on CPUs (``PREFETCH``)."""
+    body = """
+__global const int* mdh_blk = blk_tab + blk_at;
+const int s = mdh_blk[2 * blk];
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab + s;
+const int i0 = t->first + mdh_blk[2 * blk + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
+out_at = -1;
+if (i0 == t->first || i0 < end) {
+    int before = 0, nl = 0;
+    for (long c = (long)blk - 1; c >= 0 && mdh_blk[2 * c] == s; --c) before += blk_left[c];
+    for (long c = blk; c < SIZE_blk && mdh_blk[2 * c] == s; ++c) nl += blk_left[c];
+    nl += before;
+    if (i0 == t->first) {
+        out = nl;
+        out_at = s;
+        tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
+    }
+    const int shift = t->begin - t->first, dst = tree_flip(t->begin, n_rows);
+    int dl = dst + before, dr = dst + nl + (i0 - t->first - before);
+    const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
+    for (int i = i0; i < end; ++i) {
+        const int p = i + shift;
+        tree_block_ahead(split_bins, ridx, p, end + shift, u);
+        const int d = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab) ? dl++ : dr++;
+        tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out, move);
+    }
+}"""
+    b = bin_ctype(n_bins)
+    return Description(
+        "tree_block_scatter", ["blk"], [Concat()], "int",
+        scalar=body,
+        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
+                Input("bins", b, ("*",), gather=True, writes=True),
+                Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
+                Input("split_bins", b, ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
+                Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
+                Input("slot_begin", "int", ("*",), gather=True, writes=True),
+                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
+                Param("n_out", "int"), Param("blk_at", "int"), Param("blk_rows", "int"), Param("move", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
+        + f"#define TREE_MOVE_ROWS {int(moved)}\n#define TREE_GH_WIDE {int(gh_wide)}\n"
+        f"#define TREE_GH_WORDS {int(gh_words)}\n#define TREE_ROW_WORDS {int(row_words)}\n"
+        "#define TREE_PREFETCH PREFETCH\n#define TREE_PREFETCH_AT(at) MDH_PREFETCH(at)\n" + snippet("row_moves.cl"),
+        scatter=True,
+        prefetch=True,
+    )
+
+
+def block_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """A block a work-item, in work-groups of one on CPUs (a thread walks the block; PoCL hands work-groups out as
+    threads come free) and of 64 elsewhere, enough work-groups for every block up to 8192 of them (past that each
+    work-item walks a strided share)."""
+    cfg = ones(desc, dev, sizes)
+    wi = 1 if dev.type == "cpu" else 64
+    cfg["NUM_WI_blk"] = wi
+    cfg["NUM_WG_blk"] = min(8192, 1 << (max(1, -(-int(sizes["blk"]) // wi)) - 1).bit_length())
+    return cfg
+
+
 def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """A work-group per block at a time, its work-items on neighbouring indices (the row index read coalesced);
     16 work-groups per compute unit on GPUs walk the blocks, two waves of the 8 a compute unit holds at once (H200,
@@ -348,5 +424,6 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
     _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
+BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, COLUMNS)
