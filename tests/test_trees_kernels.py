@@ -413,10 +413,12 @@ def test_partition(device, feature_major, row_index):
     blk_at = raw.size // 4
     want = [int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
             for f, c in zip(tab["first"], tab["count"], strict=True) for k in range(max(1, -(-int(c) // blk_rows)))]
-    group_d = pt.group_counts(n_bins, feature_major, row_index)
     sizes = {"blk": n_blk, "k": blk_rows}
     table = np.concatenate([raw.view(np.int32), pairs])
-    for cf in configs(group_d, device, sizes, seed=13):
+    # the GPUs' variant, and the CPUs' (through the row index it prefetches the split bin of the row 16 on)
+    group_ds = [pt.group_counts(n_bins, feature_major, row_index), pt.group_counts(n_bins, feature_major, row_index,
+                                                                                    prefetch=True)]
+    for group_d, cf in [(d, cf) for d in group_ds for cf in configs(d, device, sizes, seed=13)]:
         got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
                   blk_tab=("o", table, None), blk_at=blk_at, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))

@@ -76,7 +76,7 @@ inline void tree_split_counts(__global const tree_split_t* t, const int s, const
     tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
 }
 
-/* The block walks (CPUs: tree_block_counts here and the generated tree_block_scatter): the split nodes' compact
+/* The block walk (CPUs: the generated tree_block_scatter): the split nodes' compact
  * ranges cut into blocks of at most `blk_rows` indices, a block in one split only (`blk`, from int `blk_at` on: per
  * block its split's index and the block's index among the split's; each split has at least one block, empty for an
  * empty node, so its counts and slot tables are written). The split read: bins in position order (moved rows) or

@@ -1,5 +1,5 @@
-/* The row scatters that are not md_hom computations (mdhom.components.partition_kernels.block_scatter is the CPUs'
- * block scatter, generated): the per-row scatter and the GPUs' group scatter. Built after the table typedefs,
+/* The row scatters that are not md_hom computations (the CPUs' block partition is generated:
+ * mdhom.components.partition_kernels.group_counts and block_scatter): the per-row scatter and the GPUs' group scatter. Built after the table typedefs,
  * partition.cl, positions.cl and row_moves.cl (a row's move, a split's counts, the block walk's rule).
  * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
  * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
@@ -40,32 +40,6 @@ __kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, _
     const int left_before = incl[i] - f - base;
     const int d = f ? left_before : nl + (i - first - left_before);
     tree_move_row(ridx, bins, gh, tree_flip(t->begin, n_rows) + d, p, stride, n_feat, n_out, move);
-}
-
-/* Block mode (CPUs): a block is one work-item that walks its indices in order: tree_block_counts counts the rows
- * going left, the generated tree_block_scatter adds the counts of its split's earlier blocks (a split's blocks are
- * consecutive) and writes its rows to the left and right destinations in order: the same stable partition as
- * tree_scatter_rows, with no per-row prefix counts and no per-row search of the split table (XGBoost's CPU partition:
- * per-thread blocks, then their counts). The block table follows the split table in its buffer (one upload per split
- * step), so `blk` is that buffer. */
-__kernel void tree_block_counts(__global const tree_bin_t* restrict split_bins, __global const int* restrict ridx,
-                                __global const tree_split_t* restrict split_tab, __global const int* restrict blk,
-                                const int blk_at, const int n_blk, const int blk_rows, const int split_cols,
-                                const int n_rows, const int stride, const int n_feat, __global int* restrict blk_left)
-{
-    const int b = get_global_id(0);
-    if (b >= n_blk) return;
-    blk += blk_at;
-    __global const tree_split_t* t = split_tab + blk[2 * b];
-    const int i0 = t->first + blk[2 * b + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
-    const int shift = t->begin - t->first;
-    const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
-    int nl = 0;
-    for (int i = i0; i < end; ++i) {
-        tree_block_ahead(split_bins, ridx, i + shift, end + shift, u);
-        nl += tree_block_go(split_bins, ridx, i + shift, u, (__global const uchar*)split_tab);
-    }
-    blk_left[b] = nl;
 }
 
 /* Group mode (GPUs): the same blocks, a work-group of TREE_GROUP_WI work-items each instead of one work-item, so

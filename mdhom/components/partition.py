@@ -31,7 +31,8 @@ tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new 
 =====================  ===============================  ======================================================
 
 On CPUs the partition runs in blocks instead (``blocks`` rows each, a work-item per block; the layout choice
-``blocks`` of :mod:`mdhom.trees.layouts`): ``tree_block_counts`` counts each block's rows going left and
+``blocks`` of :mod:`mdhom.trees.layouts`): ``tree_group_counts`` counts each block's rows going left (a work-item
+folding a block in order, the split bin of the row 16 on prefetched where rows are read through the index) and
 the generated ``tree_block_scatter`` walks its block again in order, writing left and right rows (to the next
 region) from its split's earlier blocks' counts, the rows' bins and (g, h) and the next histogram's slot tables as
 written inputs, each split's left count its output (scattered: a split's first block writes it). A work-item per row
@@ -198,10 +199,12 @@ class RowPartitioner:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
                                  f"{self.blocks} rows and {self.group} work-items)")
-            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
+        if self.blocks:  # the left rows of each block: a work-group's fold (GPUs), a work-item's walk (CPUs)
+            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index,
+                                                                   prefetch=not self.group),
                                         {"blk": -(-rows // self.blocks), "k": self.blocks})
             self._group_bounds: dict[tuple[str, str], Bound] = {}
-        if self.blocks and not self.group:  # the block partition's scatter, generated
+        if self.blocks and not self.group:  # the block partition's scatter
             row_bins = ws.n_features * ws.bin_bytes
             words = row_bins // 4 if moved and not ws.feature_major and row_bins % 4 == 0 else 0
             self._block_comp = ws.build(BLOCK_SCATTER, block_scatter(
@@ -227,7 +230,6 @@ class RowPartitioner:
         # (the launching thread's kernel objects: program_kernel)
         self._row_kernels = {
             "tree_scatter_rows": [None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32],
-            "tree_block_counts": [None] * 4 + [i32] * 7 + [None],
             "tree_group_scatter": [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32],
         }
         self._row_program = prg
@@ -573,17 +575,12 @@ class RowPartitioner:
         """The partition in blocks: the block table is in buffer ``blk_name`` from int ``blk_at`` on (the host's in
         the split table, uploaded with the records); a block is a work-item, a work-group of one (PoCL compiles a
         kernel per work-group size: one size keeps it to one build). ``move``: see :meth:`_scatter_launch`."""
-        ws, q, br = self.ws, self.ws.queue, self.blocks
-        tab, blk = ws[tab_name], ws[blk_name]
-        ws.ensure("blk_left", 4 * n_blk)
+        ws, br = self.ws, self.blocks
+        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
         # the scatter's output is n_left, a count a split written by the split's first block (a scatter over the
         # blocks): room for one a block, which a checker's bound launch checks
         ws.ensure("n_left", 4 * n_blk, keep=ws.capacity("n_left"))
         cols = int(self.split_bins is not ws.bins)
-        counts = self._row_kernel("tree_block_counts")
-        ws.record("tree_partition", [counts(q, (n_blk,), (1,), self.split_bins, ws.ridx, tab, blk, blk_at, n_blk, br,
-                                            cols, ws.n_rows, ws.pos_stride, ws.n_features, ws["blk_left"])],
-                  n * self.blk_part_bytes)
         key = (tab_name, blk_name)
         scatter = self._block_bounds.get(key)
         if scatter is None:
@@ -595,20 +592,26 @@ class RowPartitioner:
                      n_out=ws.n_outputs, blk_at=blk_at, blk_rows=br, move=int(move))
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
 
-    def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
-                      blk_name: str = "split_tab", move: bool = True) -> None:
-        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in buffer
-        ``blk_name`` from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter. ``move``: see
-        :meth:`_scatter_launch`."""
-        ws, br, w = self.ws, self.blocks, self.group
+    def _block_counts(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str) -> None:
+        """The left rows of each of a step's ``n_blk`` blocks (``n`` rows; pairs in buffer ``blk_name`` from int
+        ``blk_at`` on, the table in ``tab_name``) into ``blk_left``: the block and group partitions' first launch."""
+        ws = self.ws
         ws.ensure("blk_left", 4 * n_blk)
         key = (tab_name, blk_name)
         counts = self._group_bounds.get(key)
         if counts is None:
             counts = self._group_bounds[key] = Bound(ws, self._group_comp, lambda: (ws["blk_left"], dict(
                 bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
-        ws.record("tree_partition", counts({"blk": n_blk, "k": br}, blk_at=blk_at, n_rows=ws.pos_stride,
+        ws.record("tree_partition", counts({"blk": n_blk, "k": self.blocks}, blk_at=blk_at, n_rows=ws.pos_stride,
                                            n_feat=ws.n_features), n * self.blk_part_bytes)
+
+    def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
+                      blk_name: str = "split_tab", move: bool = True) -> None:
+        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in buffer
+        ``blk_name`` from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter. ``move``: see
+        :meth:`_scatter_launch`."""
+        ws, w = self.ws, self.group
+        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
         scatter = self._row_kernel("tree_group_scatter")
         ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
                       int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
