@@ -454,17 +454,20 @@ def block_scatter_reference(tab, goes, ridx3, bins3, gh3, n_rows, move):
     return ridx3, bins3, gh3, n_left, slot_begin, slot_count
 
 
+@pytest.mark.parametrize("kind", ["blocks", "rows"])
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 @pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
-def test_block_scatter(device, feature_major, row_index, wide):
-    """The block partition's generated scatter against numpy: a split step's rows (nodes in region 0, and in region 2
-    where the step's second half sits there) walked a block at a time (blocks of 64, a split's last shorter, an empty
-    split one empty block, and spare blocks past the last split's rows as a table made on the device has), each row to
-    the next region after its split's earlier blocks' left or right rows; moved rows take their bins (4-byte words
-    where a row is whole words: 8 features) and (g, h) words (4 or 8 bytes, two outputs) along unless ``move`` is 0;
-    every split's left count (the output, scattered by each split's first block) and its next child's slot; nothing
-    else written. Under random configurations (a block a work-item, in groups or strided shares)."""
+def test_row_scatters(device, feature_major, row_index, wide, kind):
+    """The generated scatters against numpy: a split step's rows (nodes in region 0, and in region 2 where the step's
+    second half sits) each to the next region, left rows first and each side in its old order; moved rows take their
+    bins (4-byte words where a row is whole words: 8 features) and (g, h) words (4 or 8 bytes, two outputs) along
+    unless ``move`` is 0; every split's left count and its next child's slot; nothing else written. The block
+    partition's (``blocks``) walks a block at a time (blocks of 64, a split's last shorter, an empty split one empty
+    block, and spare blocks past the last split's rows as a table made on the device has) from the blocks' left
+    counts; the per-row one (``rows``) takes each index's place from the inclusive go-left counts, launched for an
+    upper bound of the indices (a sentinel record with no rows ends the table, as a table made on the device does).
+    Under random configurations."""
     rng = np.random.default_rng(21)
     n_rows, n_feat, n_bins, n_out = 1031, 8, 9, 2
     counts = [100, 257, 0, 129, 1, 544]
@@ -472,17 +475,19 @@ def test_block_scatter(device, feature_major, row_index, wide):
     begin = begin.astype(np.int64)
     begin[3:] += 2 * n_rows  # the last three nodes in region 2 (their children go to region 1)
     split = [4, 1, 2, 3]
-    tab = tb.split_table(len(split))
+    tab = tb.split_table(len(split) + (kind == "rows"))
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)  # row order
-    # positions: region 0 holds the rows in order, regions 1 and 2 the nodes where they lie
+    # positions: region 0 holds the rows in order, region 2 the nodes that lie there
     ridx3 = np.full(3 * n_rows, -1, np.int32)
     ridx3[:n_rows] = np.arange(n_rows)
-    for i, (b, c) in enumerate(zip(begin, count, strict=True)):
-        ridx3[b:b + c] = ridx[(b % n_rows):(b % n_rows) + c] if i >= 3 else ridx3[b:b + c]
-    for j, i in enumerate(split):
+    for b, c in zip(begin[3:], count[3:], strict=True):
+        ridx3[b:b + c] = ridx[b - 2 * n_rows:b - 2 * n_rows + c]
+    for j, i in enumerate(split):  # (the next child: the left, the right, none, the left)
         tab[j] = (i, rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
-                  begin[i], count[i], -1, 0, (-1, 0, 1, 0)[j])
+                  begin[i], count[i], (0, 1, -1, 0)[j], 0, -1)
     tab["first"][1:] = np.cumsum(tab["count"][:-1])
+    if kind == "rows":  # the sentinel: no rows, at the end of the ranges
+        tab[-1] = (-1, 0, 0, 0, -1, -1, 0, 0, -1, tab["first"][-2] + tab["count"][-2], -1)
     raw = tb.with_left_tables(tab, np.full(len(tab), -1), np.zeros((0, n_bins + 3), np.uint8))
     gh_words = 2 * n_out
     word = np.uint64 if wide else np.uint32
@@ -496,29 +501,36 @@ def test_block_scatter(device, feature_major, row_index, wide):
     goes = np.concatenate([
         np.asarray([(bins[r, t["feature"]] <= t["bin"]) if bins[r, t["feature"]] != n_bins - 1 else t["default_left"]
                     for r in ridx3[t["begin"]:t["begin"] + t["count"]]], np.int32).reshape(-1) for t in tab])
-    blk_rows = 64
-    pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
-    spare = 3  # a table made on the device is launched for an upper bound of its blocks: the last split's, moving none
-    pairs = np.concatenate([pairs, np.repeat([[len(tab) - 1, 99]], spare, axis=0).reshape(-1).astype(np.int32)])
-    n_blk += spare
-    blk_left = np.array([int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
-                         for f, c in zip(tab["first"], tab["count"], strict=True)
-                         for k in range(max(1, -(-int(c) // blk_rows)))] + [0] * spare, np.int32)
-    table = np.concatenate([raw.view(np.int32), pairs])
     words = 0 if row_index or feature_major else n_feat // 4
-    desc = pt.block_scatter(n_bins, feature_major, not row_index, wide, gh_words, words)
-    sizes = {"blk": n_blk}
+    slots = np.full(len(tab), -7, np.int32)
+    moves = dict(ridx=("o", ridx3, None), bins=("o", stored, None), gh=("o", gh3, None),
+                 slot_begin=("o", slots, None), slot_count=("o", slots, None), n_rows=n_rows, stride=stride,
+                 n_feat=n_feat, n_out=n_out)
+    if kind == "blocks":
+        blk_rows = 64
+        pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
+        spare = 3  # a table made on the device is launched for an upper bound of its blocks: the last split's
+        pairs = np.concatenate([pairs, np.repeat([[len(tab) - 1, 99]], spare, axis=0).reshape(-1).astype(np.int32)])
+        n_blk += spare
+        blk_left = np.array([int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
+                             for f, c in zip(tab["first"], tab["count"], strict=True)
+                             for k in range(max(1, -(-int(c) // blk_rows)))] + [0] * spare, np.int32)
+        table = np.concatenate([raw.view(np.int32), pairs])
+        desc = pt.block_scatter(n_bins, feature_major, not row_index, wide, gh_words, words)
+        sizes = {"blk": n_blk}
+        args = dict(split_bins=("o", stored, None), split_tab=("o", table, None), blk_tab=("o", table, None),
+                    blk_left=blk_left, split_cols=0, blk_at=raw.size // 4, blk_rows=blk_rows)
+    else:
+        n = int(tab["count"].sum()) + 37  # an upper bound of the indices
+        desc = pt.scatter_rows(n_bins, feature_major, not row_index, wide, gh_words, words)
+        sizes = {"pos": n}
+        args = dict(split_tab=("o", raw.view(np.int32), None), incl=np.cumsum(goes).astype(np.int32), n=n,
+                    n_split=len(tab))
     for move in (1, 0):
         want = block_scatter_reference(tab, goes, ridx3, None if row_index else bins3, None if row_index else gh3,
                                        n_rows, move)
         for cf in configs(desc, device, sizes, seed=22 + move, n=4):
-            slots = np.full(len(tab), -7, np.int32)
-            out, written = run_writing(
-                desc, device, cf, sizes, ridx=("o", ridx3, None), bins=("o", stored, None), gh=("o", gh3, None),
-                split_bins=("o", stored, None), split_tab=("o", table, None), blk_tab=("o", table, None),
-                blk_left=blk_left, slot_begin=("o", slots, None), slot_count=("o", slots, None), split_cols=0,
-                n_rows=n_rows, stride=stride, n_feat=n_feat, n_out=n_out, blk_at=raw.size // 4, blk_rows=blk_rows,
-                move=move)
+            out, written = run_writing(desc, device, cf, sizes, **moves, **args, move=move)
             msg = f"{cf} move={move}"
             np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)
             np.testing.assert_array_equal(written["ridx"], want[0], err_msg=msg)

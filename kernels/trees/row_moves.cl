@@ -40,13 +40,12 @@ typedef uint tree_gh_word_t;
 #define TREE_BIN_AT(p, f, stride) ((long)(p) * n_feat + (f))
 #endif
 
-/* The row at position s to position d (the next region), within the same buffers: its row index, and with
- * TREE_MOVE_ROWS and `move` its bins (4-byte words where a row is contiguous and a whole number of words,
- * TREE_ROW_WORDS, else bin by bin) and (g, h). `move` 0: a tree's last split, whose children no histogram and no
- * partition reads again (every tree's root reads region 0), needs the row order alone (the leaves' rows). */
-inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d,
-                          const long s, const long stride, const int n_feat, const int n_out, const int move) {
-    ridx[d] = ridx[s];
+/* The bins and (g, h) of the row at position s to position d (the next region), within the same buffers, with
+ * TREE_MOVE_ROWS and `move`: the bins as 4-byte words where a row is contiguous and a whole number of words
+ * (TREE_ROW_WORDS), else bin by bin. `move` 0: a tree's last split, whose children no histogram and no partition
+ * reads again (every tree's root reads region 0), needs the row order alone (the leaves' rows). */
+inline void tree_move_data(__global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d, const long s,
+                           const long stride, const int n_feat, const int n_out, const int move) {
 #if TREE_MOVE_ROWS
     if (!move) return;
 #if !TREE_FEATURE_MAJOR && TREE_ROW_WORDS
@@ -57,6 +56,13 @@ inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __globa
 #endif
     for (int k = 0; k < TREE_GH_WORDS; ++k) gh[d * TREE_GH_WORDS + k] = gh[s * TREE_GH_WORDS + k];
 #endif
+}
+
+/* The row at position s to position d: its row index, and its bins and (g, h) as tree_move_data moves them. */
+inline void tree_move_row(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh, const long d,
+                          const long s, const long stride, const int n_feat, const int n_out, const int move) {
+    ridx[d] = ridx[s];
+    tree_move_data(bins, gh, d, s, stride, n_feat, n_out, move);
 }
 
 /* For the child a split names in next_child, its range in the next region (the next histogram's slot). */

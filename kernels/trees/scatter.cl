@@ -1,46 +1,10 @@
-/* The row scatters that are not md_hom computations (the CPUs' block partition is generated:
- * mdhom.components.partition_kernels.group_counts and block_scatter): the per-row scatter and the GPUs' group scatter. Built after the table typedefs,
- * partition.cl, positions.cl and row_moves.cl (a row's move, a split's counts, the block walk's rule).
- * Indices are compact (see partition.cl): index i of split s is position begin_s + i - first_s. The row at
- * index i moves to the index of a stable partition of its split's range (left rows first, each side in its old
- * order), computed here from the inclusive go-left counts `incl` (tree_partition_flags); its node is written
- * once per tree, by tree_leaf_rows, from the ranges, not here (a scattered write per row and step). Destinations
- * are a permutation of the split ranges in the next region, so every write goes to a distinct place read by no one:
- * no races.
- * Fused into the scatter (work-items i < n_split): the rows going left per split (`n_left`, read back with
- * the next split search) and, for the child each split names in `next_child` (see
- * partition.cl), its first position and row count in `slot_begin`/`slot_count` at the split's index: the
- * next histogram's row ranges, prepared on the device so the host need not know them yet.
- * Why these two are not generated: the group scatter partitions a block in local memory with all of its
- * work-items (a scan of their runs between barriers, then coalesced writes), which a scalar function of one point
- * cannot express. */
-
-__kernel void tree_scatter_rows(__global int* ridx, __global tree_bin_t* bins, __global tree_gh_word_t* gh,
-                                const int n, const int n_rows, const int stride, const int n_feat, const int n_out,
-                                __global const tree_split_t* restrict split_tab, __global const int* restrict incl,
-                                const int n_split, __global int* restrict n_left, __global int* restrict slot_begin,
-                                __global int* restrict slot_count, const int move)
-{
-    const int i = get_global_id(0);
-    if (i < n_split) {
-        __global const tree_split_t* t = split_tab + i;
-        const int count = t->count, first = t->first;
-        const int nl = (count > 0) ? incl[first + count - 1] - ((first > 0) ? incl[first - 1] : 0) : 0;
-        tree_split_counts(t, i, nl, n_rows, n_left, slot_begin, slot_count);
-    }
-    if (i >= n) return;
-    __global const tree_split_t* t = split_tab + tree_split_at(i, split_tab, n_split);
-    /* past the last range: n is an upper bound (a sentinel record ends the table) */
-    if (i - t->first >= t->count) return;
-    const int first = t->first, p = t->begin + (i - first);
-    /* the stable partition's destination: left rows first, each side in its old order */
-    const int base = (first > 0) ? incl[first - 1] : 0;
-    const int nl = incl[first + t->count - 1] - base;
-    const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
-    const int left_before = incl[i] - f - base;
-    const int d = f ? left_before : nl + (i - first - left_before);
-    tree_move_row(ridx, bins, gh, tree_flip(t->begin, n_rows) + d, p, stride, n_feat, n_out, move);
-}
+/* The one row scatter that is not an md_hom computation: the GPUs' group scatter (the per-row and the CPUs' block
+ * partitions are generated: mdhom.components.partition_kernels.scatter_rows, group_counts and block_scatter). Built
+ * after the table typedefs, partition.cl, positions.cl and row_moves.cl (a row's move, a split's counts, the split
+ * rule of a block's rows). Why not generated: it partitions a block in local memory with all of a work-group's
+ * work-items (their runs' left counts scanned between barriers, then coalesced writes), which a scalar function of
+ * one point cannot express; a point's walk writes its rows a run apart from its neighbours' (H200: the group scatter
+ * at 20% of a copy when each work-item wrote its own run's rows, as a walk of a block does). */
 
 /* Group mode (GPUs): the same blocks, a work-group of TREE_GROUP_WI work-items each instead of one work-item, so
  * that a block of thousands of rows keeps a GPU's lanes busy; blocks of TREE_GROUP_ROWS rows (a build option, as

@@ -24,10 +24,12 @@ kernel                 index space                      combine operators
 tree_partition_flags   pos                              inclusive prefix sum of the go-left flags
 tree_group_counts      blk x k                          concat, sum of the go-left flags of each block's rows
 tree_leaf_rows         pos                              concat, scattered to ridx[pos]: the node of each row
+tree_scatter_rows      pos                              concat, scattered to each split: its left count (each index
+                                                        moves its row to its place from the flag counts, in the next
+                                                        region of the positions: written inputs)
 tree_block_scatter     blk                              concat, scattered to each split: its left count (a block's
                                                         walk moves its rows, written inputs)
-tree_scatter_rows      (hand-written, kernels/trees/scatter.cl): each row's new position from the flag counts,
-                       in the next region of the positions, and the move there
+tree_group_scatter     (hand-written, kernels/trees/scatter.cl says why): a block partitioned in local memory
 =====================  ===============================  ======================================================
 
 On CPUs the partition runs in blocks instead (``blocks`` rows each, a work-item per block; the layout choice
@@ -61,7 +63,6 @@ partition runs only if a leaf's rows or ranges are asked for, or a later step wo
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -83,6 +84,7 @@ from mdhom.components.partition_kernels import (
     GROUP_COUNTS,
     LEAF_INTS,
     LEAF_ROWS,
+    SCATTER_ROWS,
     SPLIT_FIELDS,
     bin_columns,
     block_scatter,
@@ -93,6 +95,7 @@ from mdhom.components.partition_kernels import (
     leaf_rows,
     partition_flags,
     region_start,
+    scatter_rows,
 )
 from mdhom.components.split_evaluator import result_buffers
 from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
@@ -204,37 +207,33 @@ class RowPartitioner:
                                                                    prefetch=not self.group),
                                         {"blk": -(-rows // self.blocks), "k": self.blocks})
             self._group_bounds: dict[tuple[str, str], Bound] = {}
+        row_bins = ws.n_features * ws.bin_bytes
+        words = row_bins // 4 if moved and not ws.feature_major and row_bins % 4 == 0 else 0
+        gh_wide = ws.gh_dtype.itemsize == 16
+        if not self.blocks:  # the per-row partition's scatter
+            self._scatter_comp = ws.build(SCATTER_ROWS, scatter_rows(
+                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words), {"pos": rows})
+            self._scatter_bounds: dict[str, Bound] = {}
         if self.blocks and not self.group:  # the block partition's scatter
-            row_bins = ws.n_features * ws.bin_bytes
-            words = row_bins // 4 if moved and not ws.feature_major and row_bins % 4 == 0 else 0
             self._block_comp = ws.build(BLOCK_SCATTER, block_scatter(
-                b, bool(ws.feature_major), moved, ws.gh_dtype.itemsize == 16, 2 * ws.n_outputs, words),
+                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words),
                 {"blk": -(-rows // self.blocks) + 1})
             self._block_bounds: dict[tuple[str, str], Bound] = {}
-        t0 = time.perf_counter()  # the hand-written scatters' program (ws.build times its own builds)
-        opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                f"-DTREE_GROUP_WI={max(1, self.group)}", f"-DTREE_GROUP_ROWS={self.blocks if self.group else 1}",
-                f"-DTREE_GH_WIDE={int(ws.gh_dtype.itemsize == 16)}", f"-DTREE_MOVE_ROWS={int(moved)}",
-                f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
-        if ws.device.type == "cpu" or ws.device.checker:  # the block walks prefetch (scatter.cl's TREE_PREFETCH)
-            opts.append(f"-DTREE_PREFETCH={2 if ws.device.checker else 1}")
-        row_bins = ws.n_features * ws.bin_bytes
-        if moved and not ws.feature_major and row_bins % 4 == 0:
-            opts.append(f"-DTREE_ROW_WORDS={row_bins // 4}")
-        prg = build_program(ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl")
-                            + snippet("row_moves.cl") + snippet("scatter.cl"), opts,
-                            "tree_scatter_rows")
-        ws.build_seconds += time.perf_counter() - t0
-        # all arguments per launch through pyopencl's invoker: one call, where set_arg costs ~10-20 us each
-        i32 = np.int32
-        # (the launching thread's kernel objects: program_kernel)
-        self._row_kernels = {
-            "tree_scatter_rows": [None] * 3 + [i32] * 5 + [None, None, i32, None, None, None, i32],
-            "tree_group_scatter": [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32],
-        }
-        self._row_program = prg
-        for name, dtypes in self._row_kernels.items():
-            program_kernel(prg, name, dtypes)  # made (and their argument types declared) now, not at a launch
+        if self.group:  # the group scatter's program (hand-written: kernels/trees/scatter.cl says why)
+            t0 = time.perf_counter()  # (ws.build times its own builds)
+            opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
+                    f"-DTREE_GROUP_WI={self.group}", f"-DTREE_GROUP_ROWS={self.blocks}",
+                    f"-DTREE_GH_WIDE={int(gh_wide)}", f"-DTREE_MOVE_ROWS={int(moved)}",
+                    f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
+            if words:
+                opts.append(f"-DTREE_ROW_WORDS={words}")
+            self._group_program = build_program(
+                ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl") + snippet("row_moves.cl")
+                + snippet("scatter.cl"), opts, "tree_group_scatter")
+            ws.build_seconds += time.perf_counter() - t0
+            # (the launching thread's kernel object, made and its argument types declared now, not at a launch: all
+            # arguments per launch through pyopencl's invoker, where set_arg costs ~10-20 us each)
+            self._group_scatter()
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -446,7 +445,7 @@ class RowPartitioner:
             else:
                 events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
                 ws.record("tree_partition", events, n * self.part_bytes)
-                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws["split_tab"], not final),
+                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, "split_tab", not final),
                           n * self._scatter_bytes(self.scatter_bytes, not final))
             host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
             return read, host
@@ -540,7 +539,7 @@ class RowPartitioner:
             else:
                 ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
                                                   n_feat=ws.n_features), n * self.part_bytes)
-                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, ws[out], not final),
+                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, out, not final),
                           n * self._scatter_bytes(self.scatter_bytes, not final))
             n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
             return read, n_left
@@ -552,9 +551,11 @@ class RowPartitioner:
         self._last = (n, most, m)
         return n, most, ahead
 
-    def _row_kernel(self, name: str) -> cl.Kernel:
-        """Kernel ``name`` of the row partition's program, the launching thread's (:func:`program_kernel`)."""
-        return program_kernel(self._row_program, name, self._row_kernels[name])
+    def _group_scatter(self) -> cl.Kernel:
+        """The group scatter's kernel, the launching thread's (:func:`program_kernel`)."""
+        i32 = np.int32
+        return program_kernel(self._group_program, "tree_group_scatter",
+                              [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
 
     def _ahead_bound(self, last: str, out: str, allow: str) -> tuple[Bound, Bound]:
         """The table maker from ``last`` into ``out`` (its ``allow`` in buffer ``allow``), and the partition reading
@@ -612,7 +613,7 @@ class RowPartitioner:
         :meth:`_scatter_launch`."""
         ws, w = self.ws, self.group
         self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
-        scatter = self._row_kernel("tree_group_scatter")
+        scatter = self._group_scatter()
         ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
                       int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
                       ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
@@ -624,15 +625,21 @@ class RowPartitioner:
         stay (``move`` false)."""
         return per_row if move or not self._row_bytes else per_row - 2 * self._row_bytes
 
-    def _scatter_launch(self, n: int, ns: int, tab: cl.Buffer, move: bool = True) -> list[cl.Event]:
-        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the next region.
-        ``move`` false: the row order alone, the rows' bins and (g, h) left where they are (a tree's last split)."""
-        ws, q = self.ws, self.ws.queue
-        wi = 64
-        scatter = self._row_kernel("tree_scatter_rows")
-        return [scatter(q, (math.ceil(max(n, ns) / wi) * wi,), (wi,), ws.ridx, ws.bins, ws.gh, n, ws.n_rows,
-                        ws.pos_stride, ws.n_features, ws.n_outputs, tab, self.incl, ns, ws["n_left"],
-                        ws["slot_begin"], ws["slot_count"], int(move))]
+    def _scatter_launch(self, n: int, ns: int, tab: str, move: bool = True) -> list[cl.Event]:
+        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` (a buffer's name) to the next
+        region. ``move`` false: the row order alone, the rows' bins and (g, h) left where they are (a tree's last
+        split)."""
+        ws = self.ws
+        # its output is n_left, each split's count written by the split's point (a scatter over the indices): room
+        # for one an index, which a checker's bound launch checks
+        ws.ensure("n_left", 4 * max(n, ns), keep=ws.capacity("n_left"))
+        scatter = self._scatter_bounds.get(tab)
+        if scatter is None:
+            scatter = self._scatter_bounds[tab] = Bound(ws, self._scatter_comp, lambda: (ws["n_left"], dict(
+                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_tab=ws[tab], incl=self.incl,
+                slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
+        return scatter({"pos": max(n, ns)}, n=n, n_split=ns, n_rows=ws.n_rows, stride=ws.pos_stride,
+                       n_feat=ws.n_features, n_out=ws.n_outputs, move=int(move))
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (rows learn it at :meth:`settle`). The ranges stay those of

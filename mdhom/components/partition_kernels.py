@@ -1,7 +1,7 @@
 """The row partitioner's kernels (:mod:`mdhom.components.partition` drives them): their md_hom descriptions, numpy
-references, heuristics, tuner inputs and specs, and the block table the block and group partitions read. The
-hand-written scatters (the per-row one and the GPUs' group scatter) are in kernels/trees/scatter.cl, what every
-scatter shares in kernels/trees/row_moves.cl.
+references, heuristics, tuner inputs and specs, and the block table the block and group partitions read. The one
+hand-written scatter (the GPUs' group scatter, which partitions a block in local memory) is in
+kernels/trees/scatter.cl, what every scatter shares in kernels/trees/row_moves.cl.
 """
 
 from __future__ import annotations
@@ -256,12 +256,74 @@ if (i0 == t->first || i0 < end) {
                 Input("slot_count", "int", ("*",), gather=True, writes=True)],
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("n_out", "int"), Param("blk_at", "int"), Param("blk_rows", "int"), Param("move", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
-        + f"#define TREE_MOVE_ROWS {int(moved)}\n#define TREE_GH_WIDE {int(gh_wide)}\n"
-        f"#define TREE_GH_WORDS {int(gh_words)}\n#define TREE_ROW_WORDS {int(row_words)}\n"
-        "#define TREE_PREFETCH PREFETCH\n#define TREE_PREFETCH_AT(at) MDH_PREFETCH(at)\n" + snippet("row_moves.cl"),
+        preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words)
+        + "#define TREE_PREFETCH PREFETCH\n#define TREE_PREFETCH_AT(at) MDH_PREFETCH(at)\n" + snippet("row_moves.cl"),
         scatter=True,
         prefetch=True,
+    )
+
+
+def _moves_preamble(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
+                    row_words: int) -> str:
+    """What the generated scatters define before kernels/trees/row_moves.cl: the tables, the bins' reader, the
+    positions' regions and how a row moves (its bins as words or bytes, its (g, h) words)."""
+    return (defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
+            + f"#define TREE_MOVE_ROWS {int(moved)}\n#define TREE_GH_WIDE {int(gh_wide)}\n"
+            f"#define TREE_GH_WORDS {int(gh_words)}\n#define TREE_ROW_WORDS {int(row_words)}\n")
+
+
+@lru_cache(maxsize=32)
+def scatter_rows(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
+                 row_words: int) -> Description:
+    """The per-row partition's scatter (a layout without blocks, and every fit of sparse input: the block walks lack
+    the compressed bins' reader): a point is an index of the split step's compact index space (the split nodes'
+    ranges end to end, ``n`` of them at most, an upper bound where the table was made on the device), and its row
+    goes to its place in a stable partition of its split's range in the next region (left rows first, each side in
+    its old order) from the inclusive go-left counts ``incl`` (``tree_partition_flags``): the row order ``ridx`` and,
+    where rows move, their bins and (g, h) words (written inputs, kernels/trees/row_moves.cl). The output, scattered,
+    is each split's left count, written by the points below ``n_split`` with their split's next child's slot
+    (written): the launch is ``max(n, n_split)`` points, and its output buffer holds one count a point. The
+    destinations are a permutation of the split ranges in the next region, which no point reads."""
+    body = """
+__global const tree_split_t* mdh_tab = (__global const tree_split_t*)split_tab;
+const int i = (int)pos;
+out_at = -1;
+if (i < n_split) {
+    __global const tree_split_t* t = mdh_tab + i;
+    const int count = t->count, first = t->first;
+    const int nl = (count > 0) ? incl[first + count - 1] - ((first > 0) ? incl[first - 1] : 0) : 0;
+    out = nl;
+    out_at = i;
+    tree_split_slots(t, i, nl, n_rows, slot_begin, slot_count);
+}
+if (i < n) {
+    __global const tree_split_t* t = mdh_tab + tree_split_at(i, mdh_tab, n_split);
+    if (i - t->first < t->count) {  /* past the last range: n is an upper bound (a sentinel record ends the table) */
+        const int first = t->first, p = t->begin + (i - first);
+        const int base = (first > 0) ? incl[first - 1] : 0;
+        const int nl = incl[first + t->count - 1] - base;
+        const int f = incl[i] - ((i > 0) ? incl[i - 1] : 0);
+        const int left_before = incl[i] - f - base;
+        const long d = tree_flip(t->begin, n_rows) + (f ? left_before : nl + (i - first - left_before));
+        tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out, move);
+    }
+}"""
+    b = bin_ctype(n_bins)
+    return Description(
+        "tree_scatter_rows", ["pos"], [Concat()], "int",
+        scalar=body,
+        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
+                Input("bins", b, ("*",), gather=True, writes=True),
+                Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
+                Input("split_tab", "int", ("*",), gather=True), Input("incl", "int", ("*",), gather=True),
+                Input("slot_begin", "int", ("*",), gather=True, writes=True),
+                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        params=[Param("n", "int"), Param("n_split", "int"), Param("n_rows", "int"), Param("stride", "int"),
+                Param("n_feat", "int"), Param("n_out", "int"), Param("move", "int")],
+        preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
+        scatter=True,
+        chunked=True,
+        inline_scalar=True,
     )
 
 
@@ -450,5 +512,6 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
+SCATTER_ROWS = KernelSpec("tree_scatter_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, SCATTER_ROWS, COLUMNS)
