@@ -201,6 +201,11 @@ if (i + MDH_PREFETCH_AHEAD < t->first + t->count && k + MDH_PREFETCH_AHEAD < SIZ
     )
 
 
+# the work-groups of the CPUs' block walks (the counts and the block scatter), a block each: 8192 blocks of 2048 rows
+# are 16.7M rows; a larger fit's work-items walk a strided share of the blocks
+BLOCK_GROUPS = 8192
+
+
 @lru_cache(maxsize=32)
 def block_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
                   row_words: int) -> Description:
@@ -329,12 +334,12 @@ if (i < n) {
 
 def block_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """A block a work-item, in work-groups of one on CPUs (a thread walks the block; PoCL hands work-groups out as
-    threads come free) and of 64 elsewhere, enough work-groups for every block up to 8192 of them (past that each
-    work-item walks a strided share)."""
+    threads come free) and of 64 elsewhere, in :data:`BLOCK_GROUPS` work-groups whatever the fit's size (a launch
+    runs those its blocks fill, so one build serves every fit; past that many blocks each work-item walks a strided
+    share)."""
     cfg = ones(desc, dev, sizes)
-    wi = 1 if dev.type == "cpu" else 64
-    cfg["NUM_WI_blk"] = wi
-    cfg["NUM_WG_blk"] = min(8192, 1 << (max(1, -(-int(sizes["blk"]) // wi)) - 1).bit_length())
+    cfg["NUM_WI_blk"] = 1 if dev.type == "cpu" else 64
+    cfg["NUM_WG_blk"] = BLOCK_GROUPS
     return cfg
 
 
@@ -342,8 +347,9 @@ def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, i
     """GPUs: a work-group per block at a time, its work-items on neighbouring indices (the row index read coalesced);
     16 work-groups per compute unit walk the blocks, two waves of the 8 a compute unit holds at once (H200, the
     tuner's 10^7 rows in 64 nodes: 116 us at 4 a compute unit, 99-101 at 16 or 32). Other devices (the block
-    partition of CPUs): a block a work-group of one work-item folding it in order, enough work-groups for every block
-    up to 8192 (PoCL hands them out as threads come free): 2-core EPYC, 500k rows, PoCL, a launch 0.34-0.40 ms a
+    partition of CPUs): a block a work-group of one work-item folding it in order, :data:`BLOCK_GROUPS` work-groups
+    (PoCL hands them out as threads come free; a launch runs those its blocks fill, so one build serves every fit's
+    size): 2-core EPYC, 500k rows, PoCL, a launch 0.34-0.40 ms a
     level depth-wise (the hand-written walk it replaced 0.36-0.41) against 0.86 with 16 work-items a block and a
     work-group a core, 0.49 with one work-item a core."""
     cfg = ones(desc, dev, sizes)
@@ -351,7 +357,7 @@ def group_counts_heuristic(desc: Description, dev: Device, sizes: Mapping[str, i
         cfg["NUM_WI_k"] = min(pow2_at_most(max(1, sizes["k"]), 256), dev.max_work_group_size)
         cfg["NUM_WG_blk"] = pow2_at_most(max(1, sizes["blk"]), 16 * max(1, dev.compute_units))
     else:
-        cfg["NUM_WG_blk"] = min(8192, 1 << (max(1, int(sizes["blk"])) - 1).bit_length())
+        cfg["NUM_WG_blk"] = BLOCK_GROUPS
     return cfg
 
 
