@@ -288,7 +288,11 @@ def scatter_rows(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, g
     where rows move, their bins and (g, h) words (written inputs, kernels/trees/row_moves.cl). The output, scattered,
     is each split's left count, written by the points below ``n_split`` with their split's next child's slot
     (written): the launch is ``max(n, n_split)`` points, and its output buffer holds one count a point. The
-    destinations are a permutation of the split ranges in the next region, which no point reads."""
+    destinations are a permutation of the split ranges in the next region, which no point reads. Against the
+    hand-written kernel it replaced (2-core EPYC, 500k rows, moved rows, the two alternating launch by launch in
+    profiled fits, medians a launch): PoCL 2.62 against 2.44-2.49 ms depth-wise and 1.72 against 1.66-1.69
+    loss-guided (its shares chunked: strided ones, or a work-group of 16, were slower), Intel's runtime 5.64 against
+    7.70 and 3.81 against 5.04."""
     body = """
 __global const tree_split_t* mdh_tab = (__global const tree_split_t*)split_tab;
 const int i = (int)pos;
