@@ -157,7 +157,7 @@ def test_estimator_bins_from_a_sample_and_reports_configs(tmp_path, monkeypatch,
     monkeypatch.setenv("MDHOM_TUNED", "0")
     est = TreeBoostRegressor(device=device, **kw).fit(X, y)
     assert est.kernel_configs_["tree_split_score"]["source"] == "heuristic (disabled)"
-    assert est.kernel_configs_[binning[0]]["source"] == "default (disabled)"
+    assert est.kernel_configs_[binning[0]]["source"] == "heuristic (disabled)"  # resolved as every kernel is
 
 
 class _BatchedNumpy(NumpyKernels):

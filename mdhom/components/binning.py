@@ -152,17 +152,9 @@ class DeviceBinner:
         n_feat = len(mapper.edges)
         sizes = {"row": max(1, int(rows)) if rows is not None else 1 << 20, "feat": n_feat,
                  "x32": int(x_ctype == "float")}
-        self.config_source = "override"
-        if config is None:  # a tuned configuration where one is stored (of the rows' type), else the heuristic
-            from mdhom.configs import lookup
-
-            spec = BIN_FEATURES_FM if feature_major else BIN_FEATURES
-            config, self.config_source = lookup(self.device, self.desc.name, sizes, self.desc,
-                                                prefer=spec.variant_classes(self.desc))
-            if config is None:
-                config = spec.heuristic(self.desc, self.device, sizes)
-                self.config_source = "default" if self.config_source == "heuristic" else \
-                    f"default ({self.config_source})"
+        # a tuned configuration where one is stored (of the rows' type), else the heuristic
+        spec = BIN_FEATURES_FM if feature_major else BIN_FEATURES
+        config, self.config_source = spec.configure(self.device, self.desc, sizes, config)
         self.comp: Computation = build_within_limits(self.desc, self.device, config, sizes)
         flat, first, counts = packed_edges(mapper)
         q = self.queue

@@ -113,6 +113,24 @@ class KernelSpec:
     exact_pins: Mapping[str, int] = field(default_factory=dict)
     tuning: Tuning | None = None
 
+    def configure(self, device: Device, desc: Description, sizes: Mapping[str, int],
+                  override: Mapping[str, int] | None = None) -> tuple[dict[str, int], str]:
+        """The configuration a build of ``desc`` at ``sizes`` runs, and where it came from: ``override`` where given,
+        else the tuned or default one stored for these sizes (:func:`mdhom.configs.lookup`, of the build's own
+        variant, warning of a missing entry only where a tune would store one: :meth:`tuned_on`), else the
+        heuristic. The one resolution of every component's builds (:meth:`mdhom.components.workspace.Workspace.config`)
+        and of the binner's."""
+        if override is not None:
+            return dict(override), "override"
+        from mdhom.configs import lookup
+
+        cfg, source = lookup(device, desc.name, sizes, desc, warn=self.tuned_on(device, sizes),
+                             prefer=self.variant_classes(desc))
+        if cfg is None:
+            cfg, source = self.heuristic(desc, device, sizes), "heuristic" if source == "heuristic" \
+                else f"heuristic ({source})"
+        return dict(cfg), source
+
     def tuned_on(self, device: Device, sizes: Mapping[str, int] | None = None) -> bool:
         """Whether a tune of ``device`` stores this kernel: some size class of it applies there (a kernel a device's
         learner builds but runs only on other devices, such as the GPUs' per-row partition flags on a CPU, is not

@@ -132,17 +132,7 @@ class Workspace:
     def config(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int]) -> tuple[dict[str, int], str]:
         """The configuration for ``sizes``: an override, a tuned one, else the spec's heuristic; exact pins; a
         private scratch that holds the length ``sizes`` names (:meth:`Description.fit_scratch`)."""
-        cfg, source = self.overrides.get(desc.name), "override"
-        if cfg is None:
-            from mdhom.configs import lookup
-
-            # "re-run mdhom tune" only where a tune stores a class these sizes take: elsewhere no tune can silence it
-            cfg, source = lookup(self.device, desc.name, sizes, desc, warn=spec.tuned_on(self.device, sizes),
-                                 prefer=spec.variant_classes(desc))
-        if cfg is None:
-            cfg = spec.heuristic(desc, self.device, sizes)
-            source = "heuristic" if source == "heuristic" else f"heuristic ({source})"
-        cfg = dict(cfg)
+        cfg, source = spec.configure(self.device, desc, sizes, self.overrides.get(desc.name))
         pins = spec.exact_pins if self.exact else {}
         if any(cfg.get(k) != v for k, v in pins.items()):
             source += "; exact order pinned"
