@@ -88,6 +88,32 @@ def test_the_heuristic_stays_where_nothing_beats_it_by_the_margin(cpu):
     assert entry["config"] == entry["default_config"] == HEURISTIC.config()
 
 
+def test_the_heuristic_counts_its_twins_times(cpu):
+    """The heuristic's layout among the candidates is the heuristic: where its own times were slow (a slow phase of
+    the machine), its twin's faster ones are its time, and a candidate faster only than the slow ones is not stored;
+    where the heuristic's fits ran different layouts (its choice varies by fit), the layout it ran last, forced on
+    every fit, is a candidate like any other."""
+    from mdhom.tuning.layouts import MIXED, layout_entries
+
+    other = Layout(1, 1, 1, 0, 0, 0, 0)
+    times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {HEURISTIC: 0.5, other: 0.6}
+
+    def timer(device, work, data, precision, mixed=False):
+        forced = layouts._forced[-1]
+        if forced is None:  # the heuristic's own runs: slow
+            return 1.0, HEURISTIC.config() | ({MIXED: 1} if mixed else {})
+        return times[forced], forced.config()
+
+    def stage(t):
+        return layout_entries(cpu, Workload(rows=300, rounds=2, leaves=3, repeats=2), VERSIONS,
+                              "2026-11-24T00:00:00Z", echo=lambda s: None, timer=t, only=["tree_layout_quantized"])
+
+    ((_, _, entry, _),) = stage(timer)
+    assert entry["config"] == entry["default_config"] == HEURISTIC.config() and entry["default_s"] == 0.5
+    ((_, _, entry, _),) = stage(lambda *a: timer(*a, mixed=True))  # the layout forced on every fit: a candidate
+    assert entry["config"] == HEURISTIC.config() and (entry["median_s"], entry["default_s"]) == (0.5, 1.0)
+
+
 def test_stale_layouts_are_retuned():
     from mdhom.tuning.driver import stale_entry
 

@@ -177,13 +177,16 @@ def _fits(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = F
 
 
 def fit_rounds(device: Any, work: Workload, data: tuple[Any, Any], profiled: bool = False,
-               **params: Any) -> tuple[float, Any]:
+               each: Callable[[Any], None] | None = None, **params: Any) -> tuple[float, Any]:
     """The geometric mean over ``work``'s fits (:func:`_fits`) of their median seconds per round (rounds 2..n) on
-    ``device``, and the last fitted estimator. ``profiled``: kernel seconds per round instead, every launch's
-    profiling events summed (:func:`mdhom.bench.profile.record_fit`; launches then wait for each other, so this is
-    the device's work without its overlap with the host's), NaN where a fit recorded no profiled launch."""
+    ``device``, and the last fitted estimator (``each``: called with every fitted estimator). ``profiled``: kernel
+    seconds per round instead, every launch's profiling events summed (:func:`mdhom.bench.profile.record_fit`;
+    launches then wait for each other, so this is the device's work without its overlap with the host's), NaN where
+    a fit recorded no profiled launch."""
     logs, est = [], None
     for est, rec in _fits(device, work, data, profiled, **params):
+        if each is not None:
+            each(est)
         if profiled:
             per = [sum(r["kernel_seconds"].values()) for r in rec.rounds()]
             if not per or not all(per):  # no profiled launch (a backend without profiling): nothing to compare
