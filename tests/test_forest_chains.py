@@ -87,6 +87,18 @@ def test_float32_rows_grow_the_float64_copys_chains(tmp_path):
     assert seen == [np.float32, np.float64] and files[0] == files[1]
 
 
+def test_float32_rows_predict_as_their_float64_copy(device, monkeypatch):
+    """float32 rows to predict are taken as they are (the device walk takes them to float64 a block at a time): the
+    float64 copy's votes, on the device and in numpy."""
+    monkeypatch.setattr(CH, "DEVICE_PREDICT_MIN", 0)
+    X, Y = _data(200, seed=3)
+    X32 = X.astype(np.float32)
+    X32[::11, 2] = np.nan
+    for dev in ("numpy", device):
+        est = ClassifierChainEnsemble(n_chains=2, n_estimators=3, random_state=4, max_bin=31, device=dev).fit(X, Y)
+        np.testing.assert_array_equal(est.predict_proba(X32), est.predict_proba(X32.astype(np.float64)))
+
+
 def test_chains_see_only_their_earlier_labels():
     X, Y = _data(200)
     orders = [[3, 2, 1, 0], [0, 1, 2, 3], [2, 0, 3, 1]]

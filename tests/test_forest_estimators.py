@@ -176,6 +176,31 @@ def test_float32_rows_grow_the_float64_copys_forest(device, tmp_path, binner_row
         assert files[0] == files[1]
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["walk", "trees-walk"])
+def test_float32_rows_predict_as_their_float64_copy(device, monkeypatch, many):
+    """float32 rows to predict are taken as they are, no float64 copy of the whole matrix: the device walks (the
+    forest's walk, which takes them to float64 a block at a time, and the boosting trees' walk for more values than
+    a walk carries, which reads floats) and the numpy walk give the float64 copy's predictions, bit for bit."""
+    from mdhom.forests import estimators as E
+    from mdhom.forests import walk_kernels
+
+    if many:
+        monkeypatch.setattr(walk_kernels, "MAX_WALK_VALUES", 1)
+    monkeypatch.setattr(E, "DEVICE_PREDICT_MIN", 0)
+    X, y = _cancer()
+    X32 = X.astype(np.float32)
+    X32[::13, 5] = np.nan
+    seen = []
+    as_matrix = E.as_matrix
+    monkeypatch.setattr(E, "as_matrix", lambda *a, **k: seen.append(out := as_matrix(*a, **k)) or out)
+    for dev in ("numpy", device):
+        est = RandomForestClassifier(n_estimators=4, max_features=0.5, device=dev, random_state=2).fit(X, y)
+        seen.clear()
+        got = est.predict_proba(X32)
+        assert seen[-1].dtype == np.float32
+        np.testing.assert_array_equal(got, est.predict_proba(X32.astype(np.float64)))
+
+
 def test_thresholds_and_importances_are_the_per_node_ones():
     """The fit's thresholds (BinMapper.thresholds) are BinMapper.threshold of every split node, +inf past the last
     edge included, and the importances the per-tree normalised sums added in tree order, bit for bit."""

@@ -47,7 +47,8 @@ class ChainPredictor:
                        for v in ("proba", "label")}
 
     def vote(self, X: np.ndarray, voting: str) -> np.ndarray:
-        """(n, L) votes of float64 ``X`` (:meth:`ChainForests.vote` of the chains' probabilities)."""
+        """(n, L) votes of ``X`` (float64, or float32 taken to float64 a block at a time; :meth:`ChainForests.vote` of
+        the chains' probabilities)."""
         m = self.model
         n = X.shape[0]
         c, e, lab, f = m.n_chains, m.n_estimators, m.n_labels, m.n_features

@@ -217,14 +217,15 @@ class ClassifierChainEnsemble(OptionParams):
         check_feature_names(getattr(self, "feature_names_in_", None), X, type(self).__name__)
         if is_sparse(X):
             raise ValueError("ClassifierChainEnsemble does not take scipy.sparse X yet; pass X.toarray()")
-        Xa = as_matrix(X, allow_empty=True)
+        # float32 rows stay so: the device walk takes them to float64 in its blocks of rows, the numpy walk whole
+        Xa = as_matrix(X, allow_empty=True, keep_float32=True)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, but ClassifierChainEnsemble is expecting "
                              f"{self.n_features_in_} features as input")
         voting = CP.validate({"voting": self.voting})["voting"]
         predictor = self._device_predictor(Xa.shape[0])
         if predictor is None:
-            return ChainForests.vote(self._model.chain_probabilities(Xa), voting)
+            return ChainForests.vote(self._model.chain_probabilities(np.asarray(Xa, np.float64)), voting)
         return predictor.vote(Xa, voting)
 
     def _device_predictor(self, n_rows: int) -> Any:

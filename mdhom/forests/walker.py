@@ -53,8 +53,8 @@ class ForestWalker:
         return self.ws.kernel_configs()
 
     def tree_sums(self, X: np.ndarray) -> np.ndarray:
-        """(n_rows, n_values): per row of float64 ``X`` (NaN where missing), the sum over trees of its leaves'
-        values, in tree order."""
+        """(n_rows, n_values): per row of ``X`` (float64, or float32 taken to float64 a block at a time; NaN where
+        missing), the sum over trees of its leaves' values, in tree order."""
         n, f = X.shape
         out = np.zeros((n, self.n_values))
         if n == 0 or self.n_trees == 0:
