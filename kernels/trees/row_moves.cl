@@ -1,6 +1,7 @@
-/* What the row scatters share (the hand-written ones in scatter.cl and the generated block scatter,
- * mdhom.components.partition_kernels.block_scatter): a row's move to its new position, a split's counts, and the
- * block walk's split rule. Built after the table typedefs, partition.cl and positions.cl.
+/* What the row scatters share (the generated per-row and block scatters, mdhom.components.partition_kernels
+ * scatter_rows and block_scatter, and the GPUs' hand-written group scatter in scatter.cl): a row's move to its new
+ * position, a split's counts, and the block walk's split rule. Built after the table typedefs, partition.cl and
+ * positions.cl.
  * Positions come in three regions of n_rows each (the row order `ridx`, and with TREE_MOVE_ROWS the bins and (g, h)
  * in position order; positions.cl): a node's rows lie at `begin .. begin + count` in one region, and a split writes
  * its children to the same range of the next region (tree_flip), so nothing is copied back, neither after a split
@@ -126,25 +127,17 @@ inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ri
     return (u.cats >= 0) ? (cat_tab[u.cats + b] != 0) : ((int)b <= u.bin);
 }
 
-/* TREE_PREFETCH (CPUs, rows read through the row index): a block's walk asks for the split bin of the row 16
- * positions on, as the generator's PREFETCH does for gathered rows (mdhom.mdh.Description's prefetch): a CPU otherwise
- * waits a memory latency per row of a wide matrix. 2 on checkers: a read of the byte, which Oclgrind's bounds check
- * covers (it has no prefetch). A generated kernel defines both from its PREFETCH and MDH_PREFETCH. */
+/* TREE_PREFETCH (the generated block scatter's PREFETCH: CPUs, and checkers, where MDH_PREFETCH reads the byte),
+ * rows read through the row index: a block's walk asks for the split bin of the row MDH_PREFETCH_AHEAD positions on,
+ * as the generator's PREFETCH does for gathered rows: a CPU otherwise waits a memory latency per row of a wide
+ * matrix. 0 where undefined (the hand-written group scatter, which does not walk). */
 #ifndef TREE_PREFETCH
 #define TREE_PREFETCH 0
 #endif
-#ifndef TREE_PREFETCH_AT
-#if TREE_PREFETCH == 2
-#define TREE_PREFETCH_AT(at) ((void)*(volatile __global const tree_bin_t*)(at))
-#else
-#define TREE_PREFETCH_AT(at) __builtin_prefetch(at)
-#endif
-#endif
-#define TREE_PREFETCH_AHEAD 16
 inline void tree_block_ahead(__global const tree_bin_t* bins, __global const int* ridx, const int p, const int end_p,
                              const tree_rule_t u) {
 #if TREE_PREFETCH && !TREE_MOVE_ROWS
-    if (p + TREE_PREFETCH_AHEAD < end_p) TREE_PREFETCH_AT(bins + u.at + (long)ridx[p + TREE_PREFETCH_AHEAD] * u.step);
+    if (p + MDH_PREFETCH_AHEAD < end_p) MDH_PREFETCH(bins + u.at + (long)ridx[p + MDH_PREFETCH_AHEAD] * u.step);
 #endif
 }
 

@@ -262,7 +262,7 @@ if (i0 == t->first || i0 < end) {
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("n_out", "int"), Param("blk_at", "int"), Param("blk_rows", "int"), Param("move", "int")],
         preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words)
-        + "#define TREE_PREFETCH PREFETCH\n#define TREE_PREFETCH_AT(at) MDH_PREFETCH(at)\n" + snippet("row_moves.cl"),
+        + "#define TREE_PREFETCH PREFETCH\n" + snippet("row_moves.cl"),
         scatter=True,
         prefetch=True,
     )
