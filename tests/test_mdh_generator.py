@@ -125,6 +125,30 @@ def test_kernels_are_made_once_per_thread_and_launch_right_after_reuse(cpu):
         assert other_case.matches(second(**other_case.inputs))
 
 
+def test_builds_in_threads_leave_the_warning_filters_as_they_were(cpu):
+    """A build silences pyopencl's warning of a non-empty build log with ``warnings.catch_warnings``, which saves the
+    process's filters and puts them back after: two threads building at once put back each other's, and a filter
+    ignoring CompilerWarning outlived the builds (or the caller's filters were lost). Fits in a thread pool build
+    at once; their builds now take turns."""
+    import threading
+    import warnings
+
+    from mdhom.mdh.computation import build_program
+
+    before = list(warnings.filters)
+
+    def builds(t: int) -> None:  # programs of this test alone: the first build of each in the process compiles
+        for i in range(6):
+            build_program(cpu, f"/* filters, thread {t} */ __kernel void k(__global int* a) {{ a[0] = {i}; }}", [])
+
+    threads = [threading.Thread(target=builds, args=(t,)) for t in range(3)]
+    for worker in threads:
+        worker.start()
+    for worker in threads:
+        worker.join()
+    assert list(warnings.filters) == before
+
+
 def test_integer_reduction_is_exact_across_configs(request, device):
     """Integer accumulation is associative, so every configuration gives the same bits."""
     runtime_faults(request, device)

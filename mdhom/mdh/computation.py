@@ -57,24 +57,32 @@ def _excerpt(source: str, log: str, context: int = 2) -> str:
 
 
 _PROGRAMS: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
+_BUILD_TURN = threading.Lock()  # one build at a time in the process (build_program)
 # kernels of the cached programs with their argument types declared, per thread (a kernel object's arguments are set
 # at each launch: two threads' fits must not share one); see program_kernel
 _THREAD_KERNELS = threading.local()
 
 
 def build_program(device: Device, source: str, options: list[str], name: str = "kernel") -> cl.Program:
-    """Build (or fetch from the in-process cache) a program; raise :class:`BuildError` on failure."""
+    """Build (or fetch from the in-process cache) a program; raise :class:`BuildError` on failure.
+
+    Builds take turns (:data:`_BUILD_TURN`): each silences pyopencl's warning of a non-empty build log with
+    ``warnings.catch_warnings``, which puts back the process's filters as it found them, so two at once (fits in a
+    thread pool) put back each other's and left a filter ignoring CompilerWarning behind."""
     key = (device.build_key, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
     prg = _PROGRAMS.get(key)
     if prg is None:
-        try:
-            with warnings.catch_warnings():
-                # Successful builds log remarks (Intel prints vectorisation reports); failures raise below.
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                prg = cl.Program(device.context, source).build(options=options)
-        except cl.RuntimeError as exc:
-            raise BuildError(name, device, str(exc), source, options) from None
-        _PROGRAMS[key] = prg
+        with _BUILD_TURN:
+            prg = _PROGRAMS.get(key)  # (another thread's build of the same program, while this one waited)
+            if prg is None:
+                try:
+                    with warnings.catch_warnings():
+                        # Successful builds log remarks (Intel prints vectorisation reports); failures raise below.
+                        warnings.simplefilter("ignore", cl.CompilerWarning)
+                        prg = cl.Program(device.context, source).build(options=options)
+                except cl.RuntimeError as exc:
+                    raise BuildError(name, device, str(exc), source, options) from None
+                _PROGRAMS[key] = prg
     return prg
 
 
