@@ -537,7 +537,7 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
         return call
 
     for name, seen in calls.items():
-        setattr(dev.rows, name, spy(getattr(dev.rows, name), seen))
+        setattr(dev.rows.steps, name, spy(getattr(dev.rows.steps, name), seen))
     _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
     np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
     assert want.n_nodes > 30 and dev.lookahead == dev.depth_ahead == 2

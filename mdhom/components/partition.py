@@ -59,17 +59,18 @@ upper bound of the blocks that the partition launches for): their counts are not
 A tree's last step, whose children are leaves, is not partitioned where rows move (``defer_last``): the leaves' pass
 (``tree_leaf_rows``) takes each row's child from its split bin and the step's table, read in position order; the
 partition runs only if a leaf's rows or ranges are asked for, or a later step would overwrite the table.
+
+A step's launches, in whichever of the three forms, are :class:`mdhom.components.partition_steps.PartitionSteps`'s;
+this module keeps the host's side: the ranges, the tables, the look-ahead's steps and the leaves' pass.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import snippet
 from mdhom.components.lookahead import (
     AHEAD,
     AHEAD_BUDGET,
@@ -78,29 +79,19 @@ from mdhom.components.lookahead import (
     split_from_search,
 )
 from mdhom.components.partition_kernels import (
-    BLOCK_SCATTER,
-    COLUMNS,
-    FLAGS,
-    GROUP_COUNTS,
     LEAF_INTS,
     LEAF_ROWS,
-    SCATTER_ROWS,
     SPLIT_FIELDS,
-    bin_columns,
-    block_scatter,
     block_table,
     flip_positions,
-    group_counts,
     leaf_records_table,
     leaf_rows,
-    partition_flags,
     region_start,
-    scatter_rows,
 )
+from mdhom.components.partition_steps import PartitionSteps
 from mdhom.components.split_evaluator import result_buffers
-from mdhom.components.tables import SPLIT_RECORD, TABLE_TYPEDEFS, with_left_tables
+from mdhom.components.tables import SPLIT_RECORD, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import build_program, program_kernel
 
 
 class _Ahead:
@@ -150,27 +141,12 @@ class RowPartitioner:
         self.ws = ws
         rows = max(1, ws.n_rows)
         b = ws.n_bins
-        # row-index mode with a column copy of the bins (ws.columns): splits read a feature's column
-        cols = ws.columns and ws.n_rows > 0 and ws.n_features > 0
-        self.d_flags = partition_flags(b, ws.feature_major or cols, ws.row_index, ws.sparse)
+        self.steps = PartitionSteps(ws, blocks, group)
         self.d_leaf_rows = leaf_rows(b, ws.feature_major)
-        flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
         leaves = ws.build(LEAF_ROWS, self.d_leaf_rows, {"pos": rows})
-        split_bins = ws.bins
-        if cols:
-            comp = ws.build(COLUMNS, bin_columns(b), {"feat": ws.n_features, "row": ws.n_rows})
-            split_bins = ws.buf(ws.n_rows * ws.n_features * ws.bin_bytes)
-            ws.record("tree_bin_columns", comp.bind(split_bins, ws.queue, bins=ws.bins)(
-                {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.n_features))
-        self.split_bins = split_bins
-        moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
-        self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
         self.ensure(16)
         ws.ensure("split_tab", 16 * SPLIT_RECORD.dtype.itemsize + 256)
         ws.ensure("leaf_tab", 8 * 64)
-        ridx = {"ridx": ws.ridx} if ws.row_index else {}
-        self.k_flags = Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws["split_tab"],
-                                                                  **ridx)))
         self.k_leaf_rows = Bound(ws, leaves, lambda: (ws.row_node, dict(
             ridx=ws.ridx, leaf_tab=ws["leaf_tab"], n_left=ws["n_left"], bins=ws.bins, split_tab=ws["split_tab"])))
         # a tree's last step leaves its partition out where rows move: the leaves' pass then reads each row's split bin
@@ -179,7 +155,7 @@ class RowPartitioner:
         # rows: depth-wise rounds 4.91-4.95 -> 5.05-5.09 ms on a fast host)
         self.defer_last = not ws.row_index
         self._ahead_comp = None
-        self._ahead_bounds: dict[tuple[str, str, str], tuple[Bound, Bound]] = {}
+        self._ahead_bounds: dict[tuple[str, str, str], Bound] = {}
         self._budget_bounds: dict[str, Bound] = {}
         self._budget_comp = None
         self._tab = "split_tab"  # the buffer holding the last step's table
@@ -192,48 +168,7 @@ class RowPartitioner:
             for name in ("split_ahead0", "split_ahead1", "ahead_blk0", "ahead_blk1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
-        self._ridx = ridx
-        self.blocks = 0 if ws.sparse else int(blocks)
-        self.group = int(group) if self.blocks else 0
-        if self.group:  # the block in local memory: 5 bytes a row, 8 a work-item
-            dev = ws.device
-            need = 5 * self.blocks + 8 * self.group
-            if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
-                raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
-                                 f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
-                                 f"{self.blocks} rows and {self.group} work-items)")
-        if self.blocks:  # the left rows of each block: a work-group's fold (GPUs), a work-item's walk (CPUs)
-            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index,
-                                                                   prefetch=not self.group),
-                                        {"blk": -(-rows // self.blocks), "k": self.blocks})
-            self._group_bounds: dict[tuple[str, str], Bound] = {}
-        row_bins = ws.n_features * ws.bin_bytes
-        words = row_bins // 4 if moved and not ws.feature_major and row_bins % 4 == 0 else 0
-        gh_wide = ws.gh_dtype.itemsize == 16
-        if not self.blocks:  # the per-row partition's scatter
-            self._scatter_comp = ws.build(SCATTER_ROWS, scatter_rows(
-                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words), {"pos": rows})
-            self._scatter_bounds: dict[str, Bound] = {}
-        if self.blocks and not self.group:  # the block partition's scatter
-            self._block_comp = ws.build(BLOCK_SCATTER, block_scatter(
-                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words),
-                {"blk": -(-rows // self.blocks) + 1})
-            self._block_bounds: dict[tuple[str, str], Bound] = {}
-        if self.group:  # the group scatter's program (hand-written: kernels/trees/scatter.cl says why)
-            t0 = time.perf_counter()  # (ws.build times its own builds)
-            opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                    f"-DTREE_GROUP_WI={self.group}", f"-DTREE_GROUP_ROWS={self.blocks}",
-                    f"-DTREE_GH_WIDE={int(gh_wide)}", f"-DTREE_MOVE_ROWS={int(moved)}",
-                    f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
-            if words:
-                opts.append(f"-DTREE_ROW_WORDS={words}")
-            self._group_program = build_program(
-                ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl") + snippet("row_moves.cl")
-                + snippet("scatter.cl"), opts, "tree_group_scatter")
-            ws.build_seconds += time.perf_counter() - t0
-            # (the launching thread's kernel object, made and its argument types declared now, not at a launch: all
-            # arguments per launch through pyopencl's invoker, where set_arg costs ~10-20 us each)
-            self._group_scatter()
+        self.blocks, self.group = self.steps.blocks, self.steps.group
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -243,16 +178,6 @@ class RowPartitioner:
         self._written_ahead: tuple[_Ahead, int] | None = None  # write_leaves_ahead's step and its entries
         self.tree = 0  # resets so far (a tree begins with one or two): whether results are of the rows' tree still
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
-        # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
-        # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
-        # counts and moves the row order to the next region, with the row's bins and (g, h) when rows move. The
-        # block and group partitions write no count per row: their scatters read the bin (and the row index) again
-        row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
-        self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
-        self.scatter_bytes = 4 + 4 + 8 + 2 * (row if moved else 0)
-        self.blk_part_bytes = 4 * ws.row_index + ws.bin_bytes
-        self.blk_scatter_bytes = 4 + 4 + ws.bin_bytes + 2 * (row if moved else 0)
-        self._row_bytes = row if moved else 0  # what a tree's last split leaves unmoved (_scatter_bytes)
         self._prepared: tuple[tuple[int, ...], int] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         # each node's range of positions, by node id (arrays, not dicts: a depth-wise level updates up to 2^depth
@@ -264,7 +189,6 @@ class RowPartitioner:
         """Room for ``n`` split nodes per step (left counts, the next histogram's slot tables)."""
         for name in ("n_left", "slot_begin", "slot_count"):
             self.ws.ensure(name, 8 * n)
-
 
     # ------------------------------------------------------------------------------------------ a tree
     def reset(self) -> None:
@@ -409,6 +333,7 @@ class RowPartitioner:
         ws.ensure("split_tab", ns * SPLIT_RECORD.dtype.itemsize + (0 if row is None else cat_left.size))
         rec = len(SPLIT_FIELDS)
         blocked = self.blocks and row is None
+        n_blk = blk_at = 0  # the block partitions' (split, block) pairs: how many, from which int of the table
         if blocked:  # the records, then the blocks (at most ns + n / blocks of them): one upload
             most_blk = ns + n // self.blocks + 1
             raw = ws.staging("tab", ns * rec + 2 * most_blk, np.int32)
@@ -440,13 +365,7 @@ class RowPartitioner:
             ws.put("split_tab", ws["split_tab"], raw, np.uint8)
 
         def launch() -> tuple[cl.Event, np.ndarray]:
-            if self.blocks:
-                (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, move=not final)
-            else:
-                events = self.k_flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride, n_feat=ws.n_features)
-                ws.record("tree_partition", events, n * self.part_bytes)
-                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, "split_tab", not final),
-                          n * self._scatter_bytes(self.scatter_bytes, not final))
+            self.steps.launch(n, ns, "split_tab", n_blk, blk_at, move=not final)
             host, read = ws.read_later("n_left", ws["n_left"], ns, np.int32)  # waited for at the next sync
             return read, host
 
@@ -524,7 +443,7 @@ class RowPartitioner:
         n_blk = n // self.blocks + ns + 1 if self.blocks else 0
         blk = _pairs_of(out)
         ws.ensure(blk, 8 * max(1, n_blk))
-        make, flags = self._ahead_bound(self._tab, out, allowed)
+        make = self._ahead_bound(self._tab, out, allowed)
         ws.record("tree_split_from_search", make({"entry": ns}, {"hist": hist}, n_entries=m, base=int(base),
                                                  n_rows=ws.n_rows, root=int(root), leaves=int(leaves),
                                                  min_gain=float(min_gain), n_feat=ws.n_features,
@@ -534,13 +453,7 @@ class RowPartitioner:
         level = sum(isinstance(p[2], _Ahead) for p in self._pending)
 
         def launch() -> tuple[cl.Event, np.ndarray]:
-            if self.blocks:
-                (self._group_launch if self.group else self._block_launch)(n, n_blk, 0, out, blk, not final)
-            else:
-                ws.record("tree_partition", flags({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
-                                                  n_feat=ws.n_features), n * self.part_bytes)
-                ws.record("tree_scatter_rows", self._scatter_launch(n, ns, out, not final),
-                          n * self._scatter_bytes(self.scatter_bytes, not final))
+            self.steps.launch(n, ns, out, n_blk, 0, blk, move=not final)
             n_left, read = ws.read_later(f"n_left_ahead{level}", ws["n_left"], m, np.int32)
             return read, n_left
 
@@ -551,95 +464,16 @@ class RowPartitioner:
         self._last = (n, most, m)
         return n, most, ahead
 
-    def _group_scatter(self) -> cl.Kernel:
-        """The group scatter's kernel, the launching thread's (:func:`program_kernel`)."""
-        i32 = np.int32
-        return program_kernel(self._group_program, "tree_group_scatter",
-                              [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
-
-    def _ahead_bound(self, last: str, out: str, allow: str) -> tuple[Bound, Bound]:
-        """The table maker from ``last`` into ``out`` (its ``allow`` in buffer ``allow``), and the partition reading
-        ``out``."""
+    def _ahead_bound(self, last: str, out: str, allow: str) -> Bound:
+        """The table maker from ``last`` into ``out`` (its ``allow`` in buffer ``allow``)."""
         key = (last, out, allow)
-        if key not in self._ahead_bounds:
+        bound = self._ahead_bounds.get(key)
+        if bound is None:
             ws = self.ws
-            flags = self.k_flags.comp
-            self._ahead_bounds[key] = (
-                Bound(ws, self._ahead_comp, lambda: (ws[out], dict(
-                    res=ws["res"], **result_buffers(ws, self._summed), last_tab=ws[last], n_left=ws["n_left"],
-                    allow=ws[allow], blk_tab=ws[_pairs_of(out)]))),
-                Bound(ws, flags, lambda: (self.incl, dict(bins=self.split_bins, split_tab=ws[out], **self._ridx))))
-        return self._ahead_bounds[key]
-
-    def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
-                      blk_name: str = "split_tab", move: bool = True) -> None:
-        """The partition in blocks: the block table is in buffer ``blk_name`` from int ``blk_at`` on (the host's in
-        the split table, uploaded with the records); a block is a work-item, a work-group of one (PoCL compiles a
-        kernel per work-group size: one size keeps it to one build). ``move``: see :meth:`_scatter_launch`."""
-        ws, br = self.ws, self.blocks
-        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
-        # the scatter's output is n_left, a count a split written by the split's first block (a scatter over the
-        # blocks): room for one a block, which a checker's bound launch checks
-        ws.ensure("n_left", 4 * n_blk, keep=ws.capacity("n_left"))
-        cols = int(self.split_bins is not ws.bins)
-        key = (tab_name, blk_name)
-        scatter = self._block_bounds.get(key)
-        if scatter is None:
-            scatter = self._block_bounds[key] = Bound(ws, self._block_comp, lambda: (ws["n_left"], dict(
-                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_bins=self.split_bins, split_tab=ws[tab_name],
-                blk_tab=ws[blk_name], blk_left=ws["blk_left"], slot_begin=ws["slot_begin"],
-                slot_count=ws["slot_count"])))
-        ev = scatter({"blk": n_blk}, split_cols=cols, n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
-                     n_out=ws.n_outputs, blk_at=blk_at, blk_rows=br, move=int(move))
-        ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
-
-    def _block_counts(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str) -> None:
-        """The left rows of each of a step's ``n_blk`` blocks (``n`` rows; pairs in buffer ``blk_name`` from int
-        ``blk_at`` on, the table in ``tab_name``) into ``blk_left``: the block and group partitions' first launch."""
-        ws = self.ws
-        ws.ensure("blk_left", 4 * n_blk)
-        key = (tab_name, blk_name)
-        counts = self._group_bounds.get(key)
-        if counts is None:
-            counts = self._group_bounds[key] = Bound(ws, self._group_comp, lambda: (ws["blk_left"], dict(
-                bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
-        ws.record("tree_partition", counts({"blk": n_blk, "k": self.blocks}, blk_at=blk_at, n_rows=ws.pos_stride,
-                                           n_feat=ws.n_features), n * self.blk_part_bytes)
-
-    def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str = "split_tab",
-                      blk_name: str = "split_tab", move: bool = True) -> None:
-        """The group partition of a step's ``n`` rows in ``n_blk`` blocks (their (split, block) pairs in buffer
-        ``blk_name`` from int ``blk_at`` on), a work-group each: the counts' reduction, then the scatter. ``move``: see
-        :meth:`_scatter_launch`."""
-        ws, w = self.ws, self.group
-        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
-        scatter = self._group_scatter()
-        ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
-                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
-                      ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
-                      ws["slot_begin"], ws["slot_count"], int(move))]
-        ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
-
-    def _scatter_bytes(self, per_row: int, move: bool) -> int:
-        """Bytes a row the scatter moves by design: ``per_row``, less the row's bins and (g, h) both ways where they
-        stay (``move`` false)."""
-        return per_row if move or not self._row_bytes else per_row - 2 * self._row_bytes
-
-    def _scatter_launch(self, n: int, ns: int, tab: str, move: bool = True) -> list[cl.Event]:
-        """The scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` (a buffer's name) to the next
-        region. ``move`` false: the row order alone, the rows' bins and (g, h) left where they are (a tree's last
-        split)."""
-        ws = self.ws
-        # its output is n_left, each split's count written by the split's point (a scatter over the indices): room
-        # for one an index, which a checker's bound launch checks
-        ws.ensure("n_left", 4 * max(n, ns), keep=ws.capacity("n_left"))
-        scatter = self._scatter_bounds.get(tab)
-        if scatter is None:
-            scatter = self._scatter_bounds[tab] = Bound(ws, self._scatter_comp, lambda: (ws["n_left"], dict(
-                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_tab=ws[tab], incl=self.incl,
-                slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
-        return scatter({"pos": max(n, ns)}, n=n, n_split=ns, n_rows=ws.n_rows, stride=ws.pos_stride,
-                       n_feat=ws.n_features, n_out=ws.n_outputs, move=int(move))
+            bound = self._ahead_bounds[key] = Bound(ws, self._ahead_comp, lambda: (ws[out], dict(
+                res=ws["res"], **result_buffers(ws, self._summed), last_tab=ws[last], n_left=ws["n_left"],
+                allow=ws[allow], blk_tab=ws[_pairs_of(out)])))
+        return bound
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (rows learn it at :meth:`settle`). The ranges stay those of

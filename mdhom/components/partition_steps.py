@@ -1,0 +1,212 @@
+"""The launches of one partition step: the split feature's bins read and the rows moved to the next region, in one
+of three forms (:mod:`mdhom.components.partition` says when each runs and why):
+
+- a work-item per row: ``tree_partition_flags`` (an inclusive count of the rows going left) and
+  ``tree_scatter_rows``;
+- blocks walked by a work-item each (CPUs): ``tree_group_counts`` and ``tree_block_scatter``;
+- blocks partitioned by a work-group each in local memory (GPUs): ``tree_group_counts`` and the hand-written
+  ``tree_group_scatter`` (kernels/trees/scatter.cl says why it is).
+
+:class:`PartitionSteps` builds the form the layout asks for and binds its kernels to the tables they read (the
+host's split table, or one of the tables the look-ahead makes on the device); the row partitioner decides which table
+a step reads and keeps the host's side of the ranges.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyopencl as cl
+
+from mdhom.components.lanes import snippet
+from mdhom.components.partition_kernels import (
+    BLOCK_SCATTER,
+    COLUMNS,
+    FLAGS,
+    GROUP_COUNTS,
+    SCATTER_ROWS,
+    bin_columns,
+    block_scatter,
+    group_counts,
+    partition_flags,
+    scatter_rows,
+)
+from mdhom.components.tables import TABLE_TYPEDEFS
+from mdhom.components.workspace import Bound, Workspace
+from mdhom.mdh import build_program, program_kernel
+
+
+class PartitionSteps:
+    """The kernels of a partition step, built for the workspace's layout, and their launches.
+
+    ``blocks``: rows per block of the block partition, 0 for a work-item per row and a prefix count. ``group``:
+    work-items per block (the group partition, GPUs; the block in local memory), 0 for one work-item walking each
+    block (CPUs). Sparse bins are read through their own reader, which the block kernels lack: a sparse fit takes a
+    work-item per row."""
+
+    def __init__(self, ws: Workspace, blocks: int = 0, group: int = 0) -> None:
+        self.ws = ws
+        rows = max(1, ws.n_rows)
+        b = ws.n_bins
+        # row-index mode with a column copy of the bins (ws.columns): splits read a feature's column
+        cols = ws.columns and ws.n_rows > 0 and ws.n_features > 0
+        self.d_flags = partition_flags(b, ws.feature_major or cols, ws.row_index, ws.sparse)
+        flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
+        split_bins = ws.bins
+        if cols:
+            comp = ws.build(COLUMNS, bin_columns(b), {"feat": ws.n_features, "row": ws.n_rows})
+            split_bins = ws.buf(ws.n_rows * ws.n_features * ws.bin_bytes)
+            ws.record("tree_bin_columns", comp.bind(split_bins, ws.queue, bins=ws.bins)(
+                {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.n_features))
+        self.split_bins = split_bins
+        self._flags_comp = flags
+        self._flags_bounds: dict[str, Bound] = {}
+        moved = not ws.row_index  # rows x (bins, (g, h)) move with the row order; else only the order moves
+        self.incl = ws.buf(4 * rows)  # inclusive go-left counts, root-sized
+        self._ridx = {"ridx": ws.ridx} if ws.row_index else {}
+        self.blocks = 0 if ws.sparse else int(blocks)
+        self.group = int(group) if self.blocks else 0
+        if self.group:  # the block in local memory: 5 bytes a row, 8 a work-item
+            dev = ws.device
+            need = 5 * self.blocks + 8 * self.group
+            if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
+                raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
+                                 f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
+                                 f"{self.blocks} rows and {self.group} work-items)")
+        if self.blocks:  # the left rows of each block: a work-group's fold (GPUs), a work-item's walk (CPUs)
+            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index,
+                                                                   prefetch=not self.group),
+                                        {"blk": -(-rows // self.blocks), "k": self.blocks})
+            self._group_bounds: dict[tuple[str, str], Bound] = {}
+        row_bins = ws.n_features * ws.bin_bytes
+        words = row_bins // 4 if moved and not ws.feature_major and row_bins % 4 == 0 else 0
+        gh_wide = ws.gh_dtype.itemsize == 16
+        if not self.blocks:  # the per-row partition's scatter
+            self._scatter_comp = ws.build(SCATTER_ROWS, scatter_rows(
+                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words), {"pos": rows})
+            self._scatter_bounds: dict[str, Bound] = {}
+        if self.blocks and not self.group:  # the block partition's scatter
+            self._block_comp = ws.build(BLOCK_SCATTER, block_scatter(
+                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words),
+                {"blk": -(-rows // self.blocks) + 1})
+            self._block_bounds: dict[tuple[str, str], Bound] = {}
+        if self.group:  # the group scatter's program (hand-written: kernels/trees/scatter.cl says why)
+            t0 = time.perf_counter()  # (ws.build times its own builds)
+            opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
+                    f"-DTREE_GROUP_WI={self.group}", f"-DTREE_GROUP_ROWS={self.blocks}",
+                    f"-DTREE_GH_WIDE={int(gh_wide)}", f"-DTREE_MOVE_ROWS={int(moved)}",
+                    f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
+            if words:
+                opts.append(f"-DTREE_ROW_WORDS={words}")
+            self._group_program = build_program(
+                ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl") + snippet("row_moves.cl")
+                + snippet("scatter.cl"), opts, "tree_group_scatter")
+            ws.build_seconds += time.perf_counter() - t0
+            # (the launching thread's kernel object, made and its argument types declared now, not at a launch: all
+            # arguments per launch through pyopencl's invoker, where set_arg costs ~10-20 us each)
+            self._group_scatter()
+        # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
+        # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
+        # counts and moves the row order to the next region, with the row's bins and (g, h) when rows move. The
+        # block and group partitions write no count per row: their scatters read the bin (and the row index) again
+        row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
+        self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
+        self.scatter_bytes = 4 + 4 + 8 + 2 * (row if moved else 0)
+        self.blk_part_bytes = 4 * ws.row_index + ws.bin_bytes
+        self.blk_scatter_bytes = 4 + 4 + ws.bin_bytes + 2 * (row if moved else 0)
+        self._row_bytes = row if moved else 0  # what a tree's last split leaves unmoved (_scatter_bytes)
+
+    def flags(self, tab: str) -> Bound:
+        """The per-row partition's counts, reading the split table in buffer ``tab``."""
+        bound = self._flags_bounds.get(tab)
+        if bound is None:
+            ws = self.ws
+            bound = self._flags_bounds[tab] = Bound(ws, self._flags_comp, lambda: (self.incl, dict(
+                bins=self.split_bins, split_tab=ws[tab], **self._ridx)))
+        return bound
+
+    def launch(self, n: int, ns: int, tab: str, n_blk: int = 0, blk_at: int = 0, blk: str = "split_tab",
+               move: bool = True) -> None:
+        """A step over the ``n`` rows of the ``ns`` records of table ``tab`` (the records' ranges end to end: the
+        compact index space). Block partitions read ``n_blk`` (split, block) pairs from int ``blk_at`` on in buffer
+        ``blk``. ``move`` false: the row order alone, the rows' bins and (g, h) left where they are (a tree's last
+        split). Each split's left count lands in ``n_left``."""
+        ws = self.ws
+        if self.blocks:
+            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, tab, blk, move)
+            return
+        ws.record("tree_partition", self.flags(tab)({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
+                                                    n_feat=ws.n_features), n * self.part_bytes)
+        ws.record("tree_scatter_rows", self._scatter_launch(n, ns, tab, move),
+                  n * self._scatter_bytes(self.scatter_bytes, move))
+
+    def _group_scatter(self) -> cl.Kernel:
+        """The group scatter's kernel, the launching thread's (:func:`program_kernel`)."""
+        i32 = np.int32
+        return program_kernel(self._group_program, "tree_group_scatter",
+                              [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
+
+    def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
+        """The partition in blocks, a work-item each (a work-group of one: PoCL compiles a kernel per work-group
+        size, one size keeps it to one build)."""
+        ws, br = self.ws, self.blocks
+        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
+        # the scatter's output is n_left, a count a split written by the split's first block (a scatter over the
+        # blocks): room for one a block, which a checker's bound launch checks
+        ws.ensure("n_left", 4 * n_blk, keep=ws.capacity("n_left"))
+        cols = int(self.split_bins is not ws.bins)
+        key = (tab_name, blk_name)
+        scatter = self._block_bounds.get(key)
+        if scatter is None:
+            scatter = self._block_bounds[key] = Bound(ws, self._block_comp, lambda: (ws["n_left"], dict(
+                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_bins=self.split_bins, split_tab=ws[tab_name],
+                blk_tab=ws[blk_name], blk_left=ws["blk_left"], slot_begin=ws["slot_begin"],
+                slot_count=ws["slot_count"])))
+        ev = scatter({"blk": n_blk}, split_cols=cols, n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
+                     n_out=ws.n_outputs, blk_at=blk_at, blk_rows=br, move=int(move))
+        ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
+
+    def _block_counts(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str) -> None:
+        """The left rows of each of a step's ``n_blk`` blocks into ``blk_left``: the block and group partitions' first
+        launch."""
+        ws = self.ws
+        ws.ensure("blk_left", 4 * n_blk)
+        key = (tab_name, blk_name)
+        counts = self._group_bounds.get(key)
+        if counts is None:
+            counts = self._group_bounds[key] = Bound(ws, self._group_comp, lambda: (ws["blk_left"], dict(
+                bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
+        ws.record("tree_partition", counts({"blk": n_blk, "k": self.blocks}, blk_at=blk_at, n_rows=ws.pos_stride,
+                                           n_feat=ws.n_features), n * self.blk_part_bytes)
+
+    def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
+        """The group partition, a work-group a block: the counts' reduction, then the scatter."""
+        ws, w = self.ws, self.group
+        self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
+        scatter = self._group_scatter()
+        ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
+                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
+                      ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
+                      ws["slot_begin"], ws["slot_count"], int(move))]
+        ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
+
+    def _scatter_bytes(self, per_row: int, move: bool) -> int:
+        """Bytes a row the scatter moves by design: ``per_row``, less the row's bins and (g, h) both ways where they
+        stay (``move`` false)."""
+        return per_row if move or not self._row_bytes else per_row - 2 * self._row_bytes
+
+    def _scatter_launch(self, n: int, ns: int, tab: str, move: bool) -> list[cl.Event]:
+        """The per-row scatter of the ``n`` compact indices of the ``ns`` records of table ``tab`` to the next
+        region."""
+        ws = self.ws
+        # its output is n_left, each split's count written by the split's point (a scatter over the indices): room
+        # for one an index, which a checker's bound launch checks
+        ws.ensure("n_left", 4 * max(n, ns), keep=ws.capacity("n_left"))
+        scatter = self._scatter_bounds.get(tab)
+        if scatter is None:
+            scatter = self._scatter_bounds[tab] = Bound(ws, self._scatter_comp, lambda: (ws["n_left"], dict(
+                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_tab=ws[tab], incl=self.incl,
+                slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
+        return scatter({"pos": max(n, ns)}, n=n, n_split=ns, n_rows=ws.n_rows, stride=ws.pos_stride,
+                       n_feat=ws.n_features, n_out=ws.n_outputs, move=int(move))
