@@ -1054,21 +1054,28 @@ def test_ahead_budget(device, n_outputs):
 def test_hist_siblings(device, chunked):
     """Both schedules (CHUNKED, the CPUs' default: PoCL, 500k Higgs rows, 255 leaves, 3.6-3.7 against 7.4-8.6 ms
     of the kernel a round) on every compute device; the chunked one runs under Oclgrind in test_trees_oclgrind. With
-    ``zero_next`` the launch zeroes 2 x nodes x cells of ``zero`` (the next level's histograms), no more."""
+    ``zero_next`` the launch zeroes 2 x nodes x cells of ``zero`` (the next level's histograms), no more; with
+    ``store_at`` >= 0 it writes its output into ``store`` from that cell on as well, no more (else nothing there)."""
     rng = np.random.default_rng(31)
     parent, child = rng.standard_normal((5, 37)), rng.standard_normal((3, 37))
     desc = hg.hist_siblings("double")
     sizes = {"side": 2, "node": 3, "cell": 37}
     cfg = {**hg.SIBLINGS.heuristic(desc, device, sizes), "CHUNKED": chunked}
-    for index, zero_next in ((None, 0), (np.array([4, 0, 2]), 0), (None, 1), (np.array([4, 0, 2]), 1)):
+    for index, zero_next, store_at in ((None, 0, -1), (np.array([4, 0, 2]), 0, 5), (None, 1, 37),
+                                       (np.array([4, 0, 2]), 1, -1)):
         got, wrote = run_writing(desc, device, cfg, sizes, child=child, parent=("o", parent, None),
                                  pidx=("o", np.zeros(1, np.int32) if index is None else index.astype(np.int32), None),
-                                 zero=("o", np.full(6 * 37 + 5, 7.0), None), use_index=int(index is not None),
-                                 pnode0=1 if index is None else 0, zero_next=zero_next)
+                                 zero=("o", np.full(6 * 37 + 5, 7.0), None), store=("o", np.full(8 * 37, 9.0), None),
+                                 use_index=int(index is not None), pnode0=1 if index is None else 0,
+                                 zero_next=zero_next, store_at=store_at)
         want = hg.hist_siblings_reference(parent, child, np.arange(1, 4) if index is None else index)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
         np.testing.assert_array_equal(wrote["zero"], np.concatenate([np.full(6 * 37, 0.0 if zero_next else 7.0),
                                                                      np.full(5, 7.0)]))
+        stored = np.full(8 * 37, 9.0)
+        if store_at >= 0:
+            stored[store_at: store_at + want.size] = want.reshape(-1)
+        np.testing.assert_array_equal(wrote["store"], stored)
 
 
 # ------------------------------------------------------------------------------------------------ quantized

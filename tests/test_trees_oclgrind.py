@@ -419,12 +419,17 @@ SIBLINGS_ZERO = textwrap.dedent("""
     for cfg in ({**one, "NUM_WI_cell": 4, "NUM_WG_cell": 3, "CHUNKED": 1},
                 {**one, "NUM_WI_cell": 8, "NUM_WG_cell": 2, "NUM_WG_side": 2, "NUM_WG_node": 2, "CHUNKED": 0}):
         zero = put(np.full(2 * n * cells, 5, np.int32))  # exactly the next level's cells: a write past is caught
+        # the arena as on NVIDIA: the parents' slots, then exactly the slots the launch stores its output into, one
+        # buffer read as the parents and written as the store (disjoint cells: no race, no write past the end)
+        arena = put(np.concatenate([parent, np.full((2 * n, cells), 3, np.int32)]))
         got = build_within_limits(desc, dev, cfg).enqueue(
-            {"side": 2, "node": n, "cell": cells}, queue=q, child=put(child), parent=opaque(put(parent), None),
-            pidx=opaque(put(np.zeros(1, np.int32)), None), zero=opaque(zero, None), use_index=0, pnode0=2,
-            zero_next=1).out.get()
-        assert np.array_equal(got.reshape(2 * n, cells), hg.hist_siblings_reference(parent, child, np.arange(2, 7)))
+            {"side": 2, "node": n, "cell": cells}, queue=q, child=put(child), parent=opaque(arena, None),
+            pidx=opaque(put(np.zeros(1, np.int32)), None), zero=opaque(zero, None), store=opaque(arena, None),
+            use_index=0, pnode0=2, zero_next=1, store_at=7 * cells).out.get()
+        want = hg.hist_siblings_reference(parent, child, np.arange(2, 7))
+        assert np.array_equal(got.reshape(2 * n, cells), want)
         assert not zero.get().any(), cfg
+        assert np.array_equal(arena.get().reshape(-1, cells), np.concatenate([parent, want])), cfg
     print("ZERO-OK")
 """)
 

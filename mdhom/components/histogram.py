@@ -154,23 +154,31 @@ def hist_siblings(precision: str = "double") -> Description:
     (``use_index``) or ``parent[pnode0 + node]``. Replaces a take, a subtraction and a concatenation. ``zero_next``:
     each point also zeroes its own cell of ``zero`` (written: 2 x nodes x cells, as many as it writes), where the
     next level's histograms (one a node of this level) will be added up, so their build launches no zeroing of its
-    own (FLAT: a depth-wise look-ahead's levels launch one kernel fewer each).
+    own (FLAT: a depth-wise look-ahead's levels launch one kernel fewer each). ``store_at`` >= 0: each point also
+    writes its cell into ``store`` from cell ``store_at`` on, the region of the histogram arena that the output stands
+    in for on a device whose views of the arena are copies (NVIDIA: ``Device.sub_buffers``): the launch fills both,
+    and no copy of the output into the arena follows (a launch fewer a level; the search reads the output). ``store``
+    may be the buffer ``parent`` reads: the parents' cells lie below ``store_at``.
     """
     r = hist_ctype(precision)
     return Description(
         "tree_hist_siblings", ["side", "node", "cell"], [Concat(), Concat(), Concat()], r,
         scalar="""
 const long c = (long)node * SIZE_cell + cell;
-if (zero_next) zero[((long)side * SIZE_node + node) * SIZE_cell + cell] = 0;
+const long at = ((long)side * SIZE_node + node) * SIZE_cell + cell;
+if (zero_next) zero[at] = 0;
 if (side == 0) {
     out = child[c];
 } else {
     const long pn = use_index ? (long)pidx[node] : (long)pnode0 + node;
     out = parent[pn * SIZE_cell + cell] - child[c];
-}""",
+}
+if (store_at >= 0) store[store_at + at] = out;""",
         inputs=[Input("child", r, ("node", "cell"), gather=True), Input("parent", r, (1,), gather=True),
-                Input("pidx", "int", (1,), gather=True), Input("zero", r, (1,), gather=True, writes=True)],
-        params=[Param("use_index", "int"), Param("pnode0", "int"), Param("zero_next", "int")],
+                Input("pidx", "int", (1,), gather=True), Input("zero", r, (1,), gather=True, writes=True),
+                Input("store", r, (1,), gather=True, writes=True)],
+        params=[Param("use_index", "int"), Param("pnode0", "int"), Param("zero_next", "int"),
+                Param("store_at", "long")],
         chunked=True,
     )
 

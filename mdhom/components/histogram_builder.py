@@ -137,7 +137,8 @@ class HistogramBuilder:
 
         # its output, parents and child are chosen per call (views of the arena's slots, hist_small, hist_work)
         self.k_sib = Bound(ws, sib, lambda: (ws["hist_small"], dict(child=ws["hist_small"], parent=ws["arena"],
-                                                                    pidx=ws["pidx"], zero=ws["hist_small"])))
+                                                                    pidx=ws["pidx"], zero=ws["hist_small"],
+                                                                    store=ws["hist_small"])))
         self.gen = 0
         self.reset()
 
@@ -223,11 +224,12 @@ class HistogramBuilder:
         return DeviceHist(slot, n, nodes, self.gen)
 
     def _siblings_launch(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None, parent: cl.Buffer,
-                         out: cl.Buffer, zero_next: bool = False) -> None:
+                         out: cl.Buffer, zero_next: bool = False, store_slot: int = -1) -> None:
         """[child, parent[parent_slots] - child] into ``out`` (one launch); ``run``, when the caller knows it: whether
         the parents' slots are consecutive. The child is read where it is: a small buffer, or the arena's slots.
         ``zero_next``: the next transient build (2n nodes, one a node of this level) adds up into the other small
-        buffer, which this launch zeroes."""
+        buffer, which this launch zeroes. ``store_slot`` >= 0: the launch also writes its output into the arena from
+        that slot on."""
         ws, n = self.ws, child.n_nodes
         held = self._small_holds
         if held is not None and held[:3] == (child.gen, child.slot, n):
@@ -248,10 +250,13 @@ class HistogramBuilder:
             run = n == 1 or bool(np.all(np.diff(parent_slots) == 1))
         if not run:
             ws.put("pidx", ws["pidx"], parent_slots, np.int32)
+        store = ws["arena"] if store_slot >= 0 else child_buf  # (not written without a store_slot)
         ws.record("tree_hist_siblings", self.k_sib({"side": 2, "node": n, "cell": ws.cells},
-                                                   {"out": out, "parent": parent, "child": child_buf, "zero": zero},
+                                                   {"out": out, "parent": parent, "child": child_buf, "zero": zero,
+                                                    "store": store},
                                                    use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0,
-                                                   zero_next=int(zero_next)))
+                                                   zero_next=int(zero_next),
+                                                   store_at=store_slot * ws.cells if store_slot >= 0 else -1))
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
         """[child, arena[parent_slots] - child] into hist_work (``subtract``'s scratch)."""
@@ -275,8 +280,11 @@ class HistogramBuilder:
         self.ensure(n)
         slot = self._alloc(2 * n)  # before the views: the arena may move
         ws, nb = self.ws, self.nb
-        with ws.written("arena", slot * nb, 2 * n * nb) as out:
-            self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out, zero_next)
+        # where the region is written apart (no sub-buffers), the launch writes it into the arena too: no copy after
+        stored = ws.writes_apart(slot * nb)
+        with ws.written("arena", slot * nb, 2 * n * nb, stored=stored) as out:
+            self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out, zero_next,
+                                  slot if stored else -1)
         return DeviceHist(slot, 2 * n, nodes, self.gen)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,

@@ -295,19 +295,27 @@ class Workspace:
             buf = self._views[key] = self._named[name].get_sub_region(int(offset), int(nbytes))
         return buf
 
+    def writes_apart(self, offset: int) -> bool:
+        """Whether :meth:`written` gives a region starting at byte ``offset`` a buffer of its own (devices without
+        sub-buffers, past offset 0)."""
+        return not self.device.sub_buffers and offset != 0
+
     @contextlib.contextmanager
-    def written(self, name: str, offset: int, nbytes: int) -> Iterator[cl.Buffer]:
+    def written(self, name: str, offset: int, nbytes: int, stored: bool = False) -> Iterator[cl.Buffer]:
         """A view (:meth:`view`) of a region that the launches inside the ``with`` block write, every byte of it: on
-        devices without sub-buffers, a region past offset 0 is written into a buffer of its own and copied into place
-        after the block."""
+        devices without sub-buffers, a region past offset 0 (:meth:`writes_apart`) is written into a buffer of its
+        own and copied into place after the block, unless ``stored``: the block's launches write the region in place
+        as well (a kernel with a second output at the region's offset: ``tree_hist_siblings``' ``store``), so no copy
+        follows. Either way a view of exactly that region then reads the block's buffer (:meth:`view`)."""
         self._held = None  # the block may write what "view:written" held, or its region
-        if self.device.sub_buffers or offset == 0:
+        if not self.writes_apart(offset):
             yield self.view(name, offset, nbytes)
             return
         self._check_view(name, offset, nbytes)
         buf = self.ensure("view:written", nbytes)
         yield buf
-        self.copy("view_copies", self._named[name], offset, buf, 0, nbytes)
+        if not stored:
+            self.copy("view_copies", self._named[name], offset, buf, 0, nbytes)
         self._held = (name, offset, nbytes, self.version)
 
     def _overwrites(self, dst: cl.Buffer) -> None:
