@@ -593,6 +593,61 @@ def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
         seen.clear()
 
 
+def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device):
+    """A loss-guided batch's siblings zero 2n nodes of the other small buffer (``zero_batches``, the GPUs' default,
+    forced here on every device), so the next batch's build, where it is FLAT and has as many nodes or fewer, adds up
+    into zeros and launches no zeroing; a larger one zeroes its own. The reference's quantized trees bit for bit, two
+    of them, every row in its leaf."""
+    rng = np.random.default_rng(23)
+    n = 20000  # rows enough for FLAT builds on CPUs (row_classes)
+    X, _, h = _data(23, n, 6)
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, 0, 63, True)
+    ref = NumpyKernels("quantized")
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=0)
+    dev.zero_batches = True
+    for b in (ref, dev):
+        b.load(bins, m.n_bins, 1)
+    seen = []
+    sib = dev.hist.siblings_from
+
+    def siblings_from(parents, child, zero_next=False):  # noqa: ANN001, ANN202
+        seen.append(("siblings", child.n_nodes, zero_next))
+        return sib(parents, child, zero_next)
+
+    class Spy:  # a build's launch, and whether its output was zero already
+        def __init__(self, bound):  # noqa: ANN001
+            self.bound, self.comp = bound, bound.comp
+
+        def __call__(self, sizes, views=None, zeroed=False, **params):  # noqa: ANN001, ANN002, ANN003, ANN204
+            seen.append(("build", sizes["node"], self.comp.flat, zeroed))
+            return self.bound(sizes, views, zeroed, **params)
+
+    dev.hist.siblings_from = siblings_from
+    dev.hist.k_hist = [Spy(b) for b in dev.hist.k_hist]
+    for t in range(2):
+        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
+        trees = []
+        for b in (ref, dev):
+            b.set_gradients(g, h)
+            trees.append(grow_tree(b, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
+        _same(trees[1], trees[0])
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+        assert trees[0].n_nodes > 40, t
+        prev, skipped = None, 0
+        for s in seen:  # each build after a batch's siblings: zeroed exactly where FLAT and within their 2n nodes
+            if s[0] == "siblings":
+                assert s[2], seen
+                prev = s[1]
+            elif prev is not None:
+                assert s[3] == (s[2] and s[1] <= 2 * prev), seen
+                skipped += s[3]
+                prev = None
+        assert skipped or device.type == "gpu", seen  # CPUs' builds: FLAT here
+        seen.clear()
+
+
 @pytest.mark.parametrize("ahead", [1, 2, 5, 7])
 @pytest.mark.parametrize("leaves,depth,k,seed", [(255, 8, 1, 3), (0, 6, 1, 4), (40, 7, 1, 5), (31, 5, 3, 6),
                                                  (100, 0, 1, 7), (20, 5, 2, 8)])

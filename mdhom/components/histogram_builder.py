@@ -306,9 +306,11 @@ class HistogramBuilder:
         nodes = np.concatenate([child.nodes, parent.nodes[idx] if parent.nodes.size else child.nodes])
         return self._siblings_into_arena(slots, child, nodes, run, zero_next)
 
-    def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist) -> DeviceHist:
+    def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist,
+                      zero_next: bool = False) -> DeviceHist:
         """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
-        of this tree (loss-guided batches split leaves searched in different steps)."""
+        of this tree (loss-guided batches split leaves searched in different steps). ``zero_next``: see
+        :meth:`siblings` (a loss-guided batch's look-ahead builds the 2n nodes this returns next)."""
         if len(parents) != child.n_nodes:
             raise ValueError("siblings_from: one parent node per child")
         gen = self.gen
@@ -323,7 +325,7 @@ class HistogramBuilder:
             pnodes.append(ids[i] if ids else -1)
         run = bool(slots) and slots == list(range(slots[0], slots[0] + len(slots)))
         return self._siblings_into_arena(np.array(slots, np.int64), child,
-                                         np.concatenate([child.nodes, np.array(pnodes, np.int32)]), run)
+                                         np.concatenate([child.nodes, np.array(pnodes, np.int32)]), run, zero_next)
 
     def subtract(self, parent: DeviceHist, child: DeviceHist) -> DeviceHist:
         if parent.n_nodes != child.n_nodes:
