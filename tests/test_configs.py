@@ -424,7 +424,7 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     """A device file without a kernel that no tune stores (no tuning declared, or tuned only on other kinds of
     device: the GPUs' go-left prefix counts, which a CPU's learner builds too) asks for no re-run of `mdhom tune`:
     no re-run could silence it; a tunable kernel the file lacks does."""
-    from mdhom.components import partition as pt
+    from mdhom.components import partition_kernels as pt
     from mdhom.components import row_histogram as rh
     from mdhom.components.workspace import Workspace
 
