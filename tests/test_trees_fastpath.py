@@ -549,6 +549,33 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
         assert used == {launch} and any(str(b).startswith("ahead_blk") for b in calls[launch]), calls
 
 
+def _two_trees_as_the_reference(ref, dev, X, h, gp, rng):  # noqa: ANN001, ANN201
+    """Grow two trees of fresh gradients on the reference and the device backend: the same trees bit for bit, every
+    row in its leaf, each of more than 40 nodes; yields after each (the caller's checks of what the device did)."""
+    n = X.shape[0]
+    for t in range(2):
+        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
+        trees = []
+        for b in (ref, dev):
+            b.set_gradients(g, h)
+            trees.append(grow_tree(b, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
+        _same(trees[1], trees[0])
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+        assert trees[0].n_nodes > 40, t
+        yield t
+
+
+class _BuildSpy:
+    """A histogram build's launch, noted in ``seen`` as (built nodes, FLAT, whether its output was zero already)."""
+
+    def __init__(self, bound, seen):  # noqa: ANN001
+        self.bound, self.comp, self.seen = bound, bound.comp, seen
+
+    def __call__(self, sizes, views=None, zeroed=False, **params):  # noqa: ANN001, ANN002, ANN003, ANN204
+        self.seen.append((sizes["node"], self.comp.flat, zeroed))
+        return self.bound(sizes, views, zeroed, **params)
+
+
 def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
     """A depth-wise look-ahead's siblings zero the next level's histograms as they read this level's (the two small
     buffers alternate), so a level whose build adds up into its output (FLAT) launches no zeroing: the reference's
@@ -565,25 +592,8 @@ def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
     for b in (ref, dev):
         b.load(bins, m.n_bins, 1)
     seen = []
-
-    class Spy:  # a level build's launch, and whether its output was zero already
-        def __init__(self, bound):  # noqa: ANN001
-            self.bound, self.comp = bound, bound.comp
-
-        def __call__(self, sizes, views=None, zeroed=False, **params):  # noqa: ANN001, ANN002, ANN003, ANN204
-            seen.append((sizes["node"], self.comp.flat, zeroed))
-            return self.bound(sizes, views, zeroed, **params)
-
-    dev.hist.k_hist = [Spy(b) for b in dev.hist.k_hist]
-    for t in range(2):
-        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
-        trees = []
-        for b in (ref, dev):
-            b.set_gradients(g, h)
-            trees.append(grow_tree(b, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
-        _same(trees[1], trees[0])
-        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-        assert trees[0].n_nodes > 40, t
+    dev.hist.k_hist = [_BuildSpy(b, seen) for b in dev.hist.k_hist]
+    for _ in _two_trees_as_the_reference(ref, dev, X, h, gp, rng):
         # the root's build, then five levels on the device (1, 2, 4, 8, 16 built nodes): the first zeroed by its own
         # launch, each later one by the siblings before it where it is FLAT, never where it is not
         root, *levels = seen
@@ -615,34 +625,17 @@ def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device):
     def siblings_from(parents, child, zero_next=False):  # noqa: ANN001, ANN202
         seen.append(("siblings", child.n_nodes, zero_next))
         return sib(parents, child, zero_next)
-
-    class Spy:  # a build's launch, and whether its output was zero already
-        def __init__(self, bound):  # noqa: ANN001
-            self.bound, self.comp = bound, bound.comp
-
-        def __call__(self, sizes, views=None, zeroed=False, **params):  # noqa: ANN001, ANN002, ANN003, ANN204
-            seen.append(("build", sizes["node"], self.comp.flat, zeroed))
-            return self.bound(sizes, views, zeroed, **params)
-
     dev.hist.siblings_from = siblings_from
-    dev.hist.k_hist = [Spy(b) for b in dev.hist.k_hist]
-    for t in range(2):
-        g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((n, 1))
-        trees = []
-        for b in (ref, dev):
-            b.set_gradients(g, h)
-            trees.append(grow_tree(b, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)))
-        _same(trees[1], trees[0])
-        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
-        assert trees[0].n_nodes > 40, t
+    dev.hist.k_hist = [_BuildSpy(b, seen) for b in dev.hist.k_hist]
+    for _ in _two_trees_as_the_reference(ref, dev, X, h, gp, rng):
         prev, skipped = None, 0
         for s in seen:  # each build after a batch's siblings: zeroed exactly where FLAT and within their 2n nodes
             if s[0] == "siblings":
                 assert s[2], seen
                 prev = s[1]
-            elif prev is not None:
-                assert s[3] == (s[2] and s[1] <= 2 * prev), seen
-                skipped += s[3]
+            elif prev is not None:  # (built nodes, FLAT, zeroed)
+                assert s[2] == (s[1] and s[0] <= 2 * prev), seen
+                skipped += s[2]
                 prev = None
         assert skipped or device.type == "gpu", seen  # CPUs' builds: FLAT here
         seen.clear()
