@@ -603,11 +603,12 @@ def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
         seen.clear()
 
 
-def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device):
+@pytest.mark.parametrize("lookahead", [0, 1])
+def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device, lookahead):
     """A loss-guided batch's siblings zero 2n nodes of the other small buffer (``zero_batches``, the GPUs' default,
-    forced here on every device), so the next batch's build, where it is FLAT and has as many nodes or fewer, adds up
-    into zeros and launches no zeroing; a larger one zeroes its own. The reference's quantized trees bit for bit, two
-    of them, every row in its leaf."""
+    forced here on every device), so the next build (the next batch's, or with a look-ahead its first level's), where
+    it is FLAT and has as many nodes or fewer, adds up into zeros and launches no zeroing; a larger one zeroes its
+    own. The reference's quantized trees bit for bit, two of them, every row in its leaf."""
     rng = np.random.default_rng(23)
     n = 20000  # rows enough for FLAT builds on CPUs (row_classes)
     X, _, h = _data(23, n, 6)
@@ -615,7 +616,7 @@ def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device):
     bins = m.transform(X)
     gp = GrowParams(PARAMS, 0.1, 0, 63, True)
     ref = NumpyKernels("quantized")
-    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=0)
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=lookahead)
     dev.zero_batches = True
     for b in (ref, dev):
         b.load(bins, m.n_bins, 1)

@@ -435,8 +435,9 @@ SIBLINGS_ZERO = textwrap.dedent("""
 
 
 def test_siblings_zeroing_clean_under_oclgrind(oclgrind_device):
-    """The siblings' zeroing of the next level's histograms (a written input, as many cells as it writes): no race,
-    no out-of-bounds access, under a chunked and a strided schedule."""
+    """The siblings' zeroing of the next level's histograms (a written input, as many cells as it writes) and their
+    store into the arena past the parents they read from the same buffer (as on NVIDIA): no race, no out-of-bounds
+    access, under a chunked and a strided schedule."""
     checked(SIBLINGS_ZERO, "ZERO-OK")
 
 

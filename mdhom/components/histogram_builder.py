@@ -227,9 +227,9 @@ class HistogramBuilder:
                          out: cl.Buffer, zero_next: bool = False, store_slot: int = -1) -> None:
         """[child, parent[parent_slots] - child] into ``out`` (one launch); ``run``, when the caller knows it: whether
         the parents' slots are consecutive. The child is read where it is: a small buffer, or the arena's slots.
-        ``zero_next``: the next transient build (2n nodes, one a node of this level) adds up into the other small
-        buffer, which this launch zeroes. ``store_slot`` >= 0: the launch also writes its output into the arena from
-        that slot on."""
+        ``zero_next``: the next transient build adds up into the other small buffer, which this launch zeroes (2n
+        nodes: a build of more zeroes its own). ``store_slot`` >= 0: the launch also writes its output into the arena
+        from that slot on (``parent``, where it is the arena, is read below it)."""
         ws, n = self.ws, child.n_nodes
         held = self._small_holds
         if held is not None and held[:3] == (child.gen, child.slot, n):
@@ -237,13 +237,13 @@ class HistogramBuilder:
         else:  # an arena handle (check refused a transient one hist_small no longer holds)
             child_buf = ws.view("arena", child.slot * self.nb, n * self.nb, "child")
             held = None
-        zero = child_buf  # (not written without zero_next)
+        zero, zeroed = child_buf, None  # (not written without zero_next)
         if zero_next and held is not None:
             other = "hist_small2" if held[3] == "hist_small" else "hist_small"
             if 2 * n * self.nb > ws.capacity(other):
                 ws.ensure(other, 2 * n * self.nb)
             zero = ws[other]
-            self._zeroed = (other, zero, 2 * n)
+            zeroed = (other, zero, 2 * n)
         else:
             zero_next = False
         if run is None:  # a contiguous run of parents: no index table
@@ -257,6 +257,8 @@ class HistogramBuilder:
                                                    use_index=int(not run), pnode0=int(parent_slots[0]) if run else 0,
                                                    zero_next=int(zero_next),
                                                    store_at=store_slot * ws.cells if store_slot >= 0 else -1))
+        if zeroed is not None:  # (once the launch is queued: a launch that raised zeroed nothing)
+            self._zeroed = zeroed
 
     def _siblings_to_work(self, parent_slots: np.ndarray, child: DeviceHist) -> None:
         """[child, arena[parent_slots] - child] into hist_work (``subtract``'s scratch)."""
@@ -271,8 +273,10 @@ class HistogramBuilder:
                              run: bool | None = None, zero_next: bool = False) -> DeviceHist:
         """[child, arena[parent_slots] - child] into new slots of the arena (:meth:`Workspace.written
         <mdhom.components.workspace.Workspace.written>`): the parents are read through a view of the slots below
-        the new ones (a kernel must not write a view of a buffer it reads whole; without sub-buffers that view is
-        the arena itself and the output a buffer of its own)."""
+        the new ones (a kernel must not write a view of a buffer it reads whole). Without sub-buffers that view is the
+        arena itself and the output a buffer of its own, which the search reads; the launch then writes the new
+        slots of the arena too (the arena read as the parents and written as ``store``: disjoint cells, the parents'
+        all below the new slots, which this checks)."""
         n = child.n_nodes
         if n == 0:
             return DeviceHist(self._alloc(0), 0, nodes, self.gen)
@@ -282,6 +286,9 @@ class HistogramBuilder:
         ws, nb = self.ws, self.nb
         # where the region is written apart (no sub-buffers), the launch writes it into the arena too: no copy after
         stored = ws.writes_apart(slot * nb)
+        if stored and int(np.max(parent_slots)) >= slot:  # (_alloc hands out slots above every live one)
+            raise RuntimeError(f"siblings: a parent at slot {int(np.max(parent_slots))}, not below the new slots "
+                               f"({slot}) that the launch writes in the buffer it reads the parents from")
         with ws.written("arena", slot * nb, 2 * n * nb, stored=stored) as out:
             self._siblings_launch(parent_slots, child, run, ws.view("arena", 0, slot * nb, "parent"), out, zero_next,
                                   slot if stored else -1)
@@ -290,8 +297,8 @@ class HistogramBuilder:
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None,
                  zero_next: bool = False) -> DeviceHist:
         """[child, parent[index] - child] in one launch (``index``: parent node per child, default in order).
-        ``zero_next``: the next transient build is of the 2n nodes this returns (a look-ahead's next level): a
-        transient ``child``'s launch zeroes where that build adds up, which then launches no zeroing of its own."""
+        ``zero_next``: the next transient build is of at most the 2n nodes this returns (a look-ahead's next level):
+        a transient ``child``'s launch zeroes where that build adds up, which then launches no zeroing of its own."""
         n = child.n_nodes
         if index is None:  # the parent handle's first n nodes: consecutive slots, in range when n fits (a depth-wise
             # look-ahead's every level: no index checked or tested for a run, ~20 us a level on a 2-core EPYC)
@@ -309,8 +316,9 @@ class HistogramBuilder:
     def siblings_from(self, parents: list[tuple[DeviceHist, int]], child: DeviceHist,
                       zero_next: bool = False) -> DeviceHist:
         """[child, parent - child] in one launch, each child's parent ``(handle, index)`` a node of any handle
-        of this tree (loss-guided batches split leaves searched in different steps). ``zero_next``: see
-        :meth:`siblings` (a loss-guided batch's look-ahead builds the 2n nodes this returns next)."""
+        of this tree (loss-guided batches split leaves searched in different steps). ``zero_next``: as in
+        :meth:`siblings`, for whatever transient build comes next (the next batch's smaller children, or a look-ahead's
+        first level); a build of more than 2n nodes zeroes its own."""
         if len(parents) != child.n_nodes:
             raise ValueError("siblings_from: one parent node per child")
         gen = self.gen

@@ -268,12 +268,13 @@ class Workspace:
         devices without sub-buffers (:attr:`Device.sub_buffers <mdhom.devices.Device.sub_buffers>`), until the region
         is written, the next :meth:`written` block begins or the next view for the same kernel argument ``arg``: there
         a view at offset 0 is the buffer itself, a view of exactly the region that the last :meth:`written` block
-        copied into place is the buffer that block wrote (it still holds those bytes: a split step's search reads
-        the siblings it just wrote without a second copy, one launch less a step, ~0.02 ms of an H200 host's time),
-        and any other a copy of the region into a buffer kept per ``arg`` (so the checker's output-size check,
-        :meth:`Computation.bind <mdhom.mdh.Computation.bind>`, sees a view's region only where views are
-        sub-buffers, as on Oclgrind). A kernel may read overlapping views but must not write a view that it also reads
-        through another."""
+        wrote apart (and copied into place, or stored there itself) is the buffer that block wrote (it still holds
+        those bytes: a split step's search reads the siblings it just wrote without a second copy, one launch less a
+        step, ~0.02 ms of an H200 host's time), and any other a copy of the region into a buffer kept per ``arg``
+        (so the checker's output-size check, :meth:`Computation.bind <mdhom.mdh.Computation.bind>`, sees a view's
+        region only where views are sub-buffers, as on Oclgrind). A kernel may read overlapping views but must not
+        write a view that it also reads through another (a launch may write disjoint cells of a buffer it reads
+        through a view at offset 0, which on such devices is the buffer itself: :meth:`written`'s ``stored``)."""
         if not self.device.sub_buffers:
             self._check_view(name, offset, nbytes)
             if offset == 0:
