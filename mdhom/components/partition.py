@@ -168,7 +168,6 @@ class RowPartitioner:
             for name in ("split_ahead0", "split_ahead1", "ahead_blk0", "ahead_blk1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
             ws.ensure("ahead_allow", 4 * 16)
-        self.blocks, self.group = self.steps.blocks, self.steps.group
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -184,6 +183,16 @@ class RowPartitioner:
         # nodes at once); a node never split into has count 0
         self.begin = np.zeros(64, np.int64)
         self.count = np.zeros(64, np.int64)
+
+    @property
+    def blocks(self) -> int:
+        """Rows per block of the step's partition, 0 for a work-item per row (:class:`PartitionSteps`)."""
+        return self.steps.blocks
+
+    @property
+    def group(self) -> int:
+        """Work-items per block (the group partition), 0 for one walking each block (:class:`PartitionSteps`)."""
+        return self.steps.group
 
     def ensure(self, n: int) -> None:
         """Room for ``n`` split nodes per step (left counts, the next histogram's slot tables)."""
