@@ -36,7 +36,9 @@ def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
     assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 24
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
-    assert len(set(gq)) == len(gq) == 64 and len(set(gd)) == len(gd) == 24
+    assert len(set(gq)) == len(gq) == 128 and len(set(gd)) == len(gd) == 48
+    assert {c.summed for c in q + d} == {1} and {c.summed for c in gq + gd} == {0, 1}  # GPUs try both searches
+    assert {c.summed for c in candidates("single", cpu=True) + candidates("single", cpu=False)} == {0}
     assert {c.depth_ahead for c in q + gq + d + gd} == {0, DEPTH_AHEAD}
     assert {c.batch for c in q + d} == {c.batch for c in gq + gd} == {0, BATCH}
     assert {c.blocks for c in q + d} == {0, BLOCK_ROWS} and {c.blocks for c in gq + gd} == {0, GROUP_ROWS}
@@ -119,8 +121,10 @@ def test_stale_layouts_are_retuned():
 
     assert not stale_entry("tree_layout_quantized", LAYOUT_HASH)
     assert stale_entry("tree_layout_quantized", "layout-v0:row_index")
-    # stored before the batch bound was a choice
+    # stored before the batch bound was a choice, and before the summed score was
     assert stale_entry("tree_layout_quantized", "layout-v1:row_index,whole_rows,columns,lookahead,blocks,depth_ahead")
+    assert stale_entry("tree_layout_quantized",
+                       "layout-v1:row_index,whole_rows,columns,lookahead,blocks,depth_ahead,batch")
 
 
 def test_a_layout_only_tune_stores_the_layout(cpu, tmp_path, monkeypatch):
@@ -157,7 +161,8 @@ def _data(n=3000, seed=3):
 
 # blocks of 64 rows: several blocks per split node; with the look-ahead, steps of both partitions in one tree
 @pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
-@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2, 0), Layout(0, 0, 0, 0, 0, 0, 2),
+# the first with the scan and the plain score (a GPU's heuristic), whose table maker then reads the scan
+@pytest.mark.parametrize("layout", [Layout(1, 1, 1, 1, 64, 2, 0, 0), Layout(0, 0, 0, 0, 0, 0, 2),
                                     Layout(0, 1, 0, 0, 64, 3, BATCH)],
                          ids=lambda v: v.text())
 def test_a_stored_layout_is_used_and_grows_the_same_trees(device, layout, policy, tmp_path, monkeypatch):
@@ -193,10 +198,11 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
     with layouts.forcing(Layout(1, 1, 1, 0, 0, 0, 0)):
         forced = OpenCLTreeKernels(cpu, "quantized")
         forced.load(bins, 64, 1)
-        mine = OpenCLTreeKernels(cpu, "quantized", row_index=False, whole_rows=False)
+        mine = OpenCLTreeKernels(cpu, "quantized", row_index=False, whole_rows=False, summed=False)
         mine.load(bins, 64, 1)
     assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0, 0, 0)
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
+    assert mine.effective_layout().summed == 0 and not mine.split.summed
 
 
 def test_gpus_read_rows_through_the_index_up_to_a_few_feature_groups(oclgrind_device):

@@ -3,6 +3,7 @@ configuration and random valid ones (a configuration must never change the resul
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -337,7 +338,12 @@ def test_split_score_vector_form_blocks_of_features(device, precision):
     base = vector.default_config(device, sizes)
     splits = ({"NUM_WI_dir": 2}, {"NUM_WG_dir": 2}, {"NUM_WG_bin": 4}, {"NUM_WI_bin": 2, "NUM_WI_dir": 2},
               {"NUM_WG_feat": 2, "NUM_WI_feat": 2})
-    for cfg in [{**base, "VEC": v} for v in (2, 4, 8)] + [{**base, "VEC": v, **e} for v in (2, 8) for e in splits]:
+    # a GPU's heuristic for the summed score (a layout's choice there): a node a work-group, a feature a work-item
+    gpu = dataclasses.replace(device, type="gpu", checker=False, compute_units=132)
+    on_gpu = sp.score_heuristic(vector, gpu, sizes)
+    assert on_gpu["NUM_WI_feat"] == 8 and on_gpu["NUM_WG_node"] == 4 and on_gpu["VEC"] == 1
+    for cfg in [{**base, "VEC": v} for v in (2, 4, 8)] + [{**base, "VEC": v, **e} for v in (2, 8) for e in splits] + [
+            on_gpu]:
         got = run(vector, device, cfg, sizes, **args, cat_mode=cats)
         assert got["value"].tobytes() == want["value"].tobytes(), cfg
         np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))

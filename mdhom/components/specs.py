@@ -124,24 +124,30 @@ class KernelSpec:
             return dict(override), "override"
         from mdhom.configs import lookup
 
-        cfg, source = lookup(device, desc.name, sizes, desc, warn=self.tuned_on(device, sizes),
+        cfg, source = lookup(device, desc.name, sizes, desc, warn=self.tuned_on(device, sizes, desc),
                              prefer=self.variant_classes(desc))
         if cfg is None:
             cfg, source = self.heuristic(desc, device, sizes), "heuristic" if source == "heuristic" \
                 else f"heuristic ({source})"
         return dict(cfg), source
 
-    def tuned_on(self, device: Device, sizes: Mapping[str, int] | None = None) -> bool:
+    def tuned_on(self, device: Device, sizes: Mapping[str, int] | None = None, desc: Description | None = None
+                 ) -> bool:
         """Whether a tune of ``device`` stores this kernel: some size class of it applies there (a kernel a device's
         learner builds but runs only on other devices, such as the GPUs' per-row partition flags on a CPU, is not
         tuned there, and no re-run of the tuner would stop a warning that it is not); with ``sizes``, one that a
         build of those sizes may take (:func:`mdhom.configs.nearest_class`: a GPU fit of under 4096 rows has one
-        block of the group partition, which no class of many blocks serves)."""
+        block of the group partition, which no class of many blocks serves); with ``desc``, one of its variant
+        (:meth:`variant_classes`: a CPU tunes the split score's vector form only, so a fit told to scan first runs
+        the plain score's heuristic unwarned)."""
         from mdhom.configs import nearest_class
         from mdhom.tunable import applicable_classes
 
         t = self.tuning
         pool = applicable_classes(t.size_classes, t.applies, device) if t is not None else {}
+        variant = self.variant_classes(desc) if desc is not None else None
+        if variant is not None:
+            pool = {c: s for c, s in pool.items() if c in variant}
         if sizes is None or not pool:
             return bool(pool)
         return nearest_class({c: {"sizes": s} for c, s in pool.items()}, sizes) is not None

@@ -582,6 +582,11 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     cfg = ones(desc, dev, sizes)
     groups = 2 * max(1, dev.compute_units)
     nodes, feat = max(1, int(sizes["node"])), max(1, int(sizes["feat"]))
+    if desc.vector is not None and dev.type == "gpu" and not dev.checker:
+        # a GPU's summed score (a layout's choice): a work-group a node, a feature a work-item walking its bins
+        cfg["NUM_WI_feat"] = pow2_at_most(feat, 32)
+        cfg["NUM_WG_node"] = pow2_at_most(nodes, groups)
+        return cfg
     if desc.vector is not None:  # CPUs, and the checker as CPUs run it (Intel's runtime too: its default VEC is 1)
         # the widest blocks of features that still give the groups a block each (few nodes on many cores: narrower)
         widths = sorted(desc.vector.widths)
@@ -649,6 +654,12 @@ SCAN = KernelSpec(
                   doc="prefix sums of (g, h) over 64 or 256 bins per node, feature and output (float64, int32 lanes)"))
 # each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
 # and a level's again at 256
+def score_class_applies(device: Device, sizes: dict[str, int]) -> bool:
+    """The score's classes a device tunes: its vector form's on CPUs and the checker; both forms on GPUs, whose
+    layouts choose between the scan with the plain score and the summed score (:mod:`mdhom.trees.layouts`)."""
+    return vector_class_applies(device, sizes) or (device.type == "gpu" and not device.checker)
+
+
 _SCORE_CLASSES = with_default_bins(
     with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
                                                                "n_outputs": 1} for n in _NODES})),
@@ -658,7 +669,7 @@ SCORE = KernelSpec(
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
                                         vector=bool(s.get("vector"))),
                   _SCORE_CLASSES,
-                  _score_inputs, _score_ref, applies=vector_class_applies,
+                  _score_inputs, _score_ref, applies=score_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
                       "of 64 or 256 bins (CPUs: in vector form)"))
 def sums_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:

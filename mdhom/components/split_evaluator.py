@@ -44,11 +44,15 @@ class SplitEvaluator:
     the device has sub-buffers: :meth:`mdhom.components.histogram_builder.HistogramBuilder.view`), under a pluggable
     :class:`Gain`."""
 
-    def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN) -> None:
+    def __init__(self, ws: Workspace, gain: Gain = XGBOOST_GAIN, summed: bool | None = None) -> None:
+        """``summed``: score in the vector form, which sums each feature's bins as it walks them, so that a numeric
+        fit's search launches no scan before it (``None``: where the device builds vector forms,
+        :func:`mdhom.components.lanes.vector_forms`); ``self.summed`` says whether the build has it (not in single
+        precision, nor where the gain has no vector form)."""
         self.ws, self.gain = ws, gain
         p, b, k, f = ws.precision, ws.n_bins, ws.n_outputs, ws.n_features
-        self.d_score = split_score(b, k, p, gain, vector=vector_forms(ws.device))
-        # the score's vector form sums the bins itself: a numeric fit's search launches no scan before it
+        vector = vector_forms(ws.device) if summed is None else bool(summed)
+        self.d_score = split_score(b, k, p, gain, vector=vector)
         self.summed = self.d_score.vector is not None
         self.d_sums = split_sums(b, k, p, summed=self.summed)
         self.res_dtype = result_type(p).dtype

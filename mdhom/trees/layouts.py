@@ -1,6 +1,6 @@
 """The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
 
-Seven choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
+Eight choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
 same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
 2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
 work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
@@ -13,7 +13,11 @@ round), and how many depth-wise levels are split on the device per round trip wh
 (``depth_ahead``: exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round,
 alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6), and how
 many candidates a loss-guided batch splits at most (``batch``, 0: every one the walk may reach, figures in
-:meth:`mdhom.trees.lossguide._Candidates.reachable`; exact, a bound only adds round trips).
+:meth:`mdhom.trees.lossguide._Candidates.reachable`; exact, a bound only adds round trips), and whether the split
+search's score sums a feature's bins as it walks them (``summed``: the score's vector form, no scan kernel before it,
+one launch fewer a split step; the CPUs' only choice, where the scan was a memory pass as long as the score's own,
+and a candidate on GPUs, whose heuristic keeps the scan and the plain score spread over a node's bins; exact either
+way: the same sums in the same order, the same gains).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it
 comes from the device's tuned file when ``mdhom tune`` stored a layout there, else from the backend's
 heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tuning.layouts`), since no
@@ -36,7 +40,7 @@ from mdhom import configs
 from mdhom.components.partition_kernels import GROUP_ROWS
 from mdhom.devices import Device
 
-FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks", "depth_ahead", "batch")
+FIELDS = ("row_index", "whole_rows", "columns", "lookahead", "blocks", "depth_ahead", "batch", "summed")
 LAYOUT_HASH = "layout-v1:" + ",".join(FIELDS)
 PRECISIONS = ("double", "single", "quantized")
 PREFIX = "tree_layout_"
@@ -63,6 +67,7 @@ class Layout:
     blocks: int
     depth_ahead: int
     batch: int
+    summed: int = 1  # the CPUs' one choice (a GPU's heuristic is 0)
 
     def config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}
@@ -94,8 +99,10 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
     rows, and only it has a column copy; whole rows and the loss-guided look-ahead need quantized histograms, the
     depth-wise levels on the device any precision's (their splits are the host's, bit for bit); blocks are
     :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs; loss-guided batches are
-    bounded at :data:`BATCH` candidates or not at all."""
+    bounded at :data:`BATCH` candidates or not at all; the score sums its bins on CPUs, and on GPUs is tried both
+    ways (single precision has no summed score: its float division may round either way in vector form)."""
     quantized = precision == "quantized"
+    summed = (0,) if precision == "single" else (1,) if cpu else (0, 1)
     out = []
     for row_index in (0, 1):
         for whole_rows in ((0, 1) if quantized and not row_index else (int(quantized and row_index),)):
@@ -104,8 +111,8 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
                     for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
                         for depth_ahead in (0, DEPTH_AHEAD):
                             for batch in (0, BATCH):
-                                out.append(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead,
-                                                  batch))
+                                out.extend(Layout(row_index, whole_rows, columns, lookahead, blocks, depth_ahead,
+                                                  batch, s) for s in summed)
     return out
 
 

@@ -89,8 +89,10 @@ class OpenCLTreeKernels:
     before the host reads them (quantized, numeric splits; :mod:`mdhom.trees.layouts`). ``blocks`` rows a block of
     the block partition (0: a work-item per row), ``block_group`` work-items a block (GPUs' group partition).
     ``batch``: the most candidates a speculative loss-guided step splits, ties with the last kept (0: every one the
-    walk may reach; ``None``: :data:`mdhom.trees.layouts.BATCH`). ``row_index``, ``whole_rows``, ``columns``,
-    ``lookahead``, ``blocks``, ``depth_ahead`` and ``batch`` left at ``None`` come from the layout ``mdhom tune``
+    walk may reach; ``None``: :data:`mdhom.trees.layouts.BATCH`). ``summed``: the split search's score sums each
+    feature's bins itself, no scan before it (``None``: where the device builds vector forms, CPUs).
+    ``row_index``, ``whole_rows``, ``columns``, ``lookahead``, ``blocks``, ``depth_ahead``, ``batch`` and ``summed``
+    left at ``None`` come from the layout ``mdhom tune``
     stored for the device and precision where there is one (:mod:`mdhom.trees.layouts`; ``layout`` and
     ``layout_source`` say which), else from the heuristics above.
     After ``load``, ``config_sources`` maps each kernel to where its configuration came from
@@ -119,7 +121,7 @@ class OpenCLTreeKernels:
                  exact: bool | None = None, row_index: bool | None = None, whole_rows: bool | None = None,
                  columns: bool | None = None, lookahead: int | None = None, blocks: int | None = None,
                  speculate: bool | None = None, block_group: int | None = None,
-                 depth_ahead: int | None = None, batch: int | None = None) -> None:
+                 depth_ahead: int | None = None, batch: int | None = None, summed: bool | None = None) -> None:
         # columns, H100, 10.5M Higgs rows, depth 8: the partition kernels take 1.82 ms a round with them, 3.07
         # without; rounds alternating in one process 14.6 vs 15.5 ms (medians of 4 fits each, noisy host)
         self.ws = Workspace(device, precision, feature_major, configs, exact, bool(row_index), columns)
@@ -134,6 +136,7 @@ class OpenCLTreeKernels:
             raise ValueError(f"batch must be 0 (no bound) or the most candidates a loss-guided step splits, got "
                              f"{batch}")
         self._batch = batch
+        self._summed = summed
         self._whole_rows, self._columns = whole_rows, columns
         if blocks is not None and blocks < 0:
             raise ValueError(f"blocks must be 0 (a work-item per row) or rows per block, got {blocks}")
@@ -220,12 +223,12 @@ class OpenCLTreeKernels:
         input is read through the row index; whole rows need a node's histogram in local memory)."""
         ws = self.ws
         return Layout(int(ws.row_index), int(self.hist.whole_rows), int(ws.columns), int(self.lookahead),
-                      int(self.rows.blocks), int(self.depth_ahead), int(self.batch))
+                      int(self.rows.blocks), int(self.depth_ahead), int(self.batch), int(self.split.summed))
 
     def _tuned_layout(self, n_feat: int) -> None:
         """The stored layout's choices for the options the caller left at None (:mod:`mdhom.trees.layouts`)."""
         if None not in (self._row_index, self._whole_rows, self._columns, self._lookahead, self._blocks,
-                        self._depth_ahead, self._batch):
+                        self._depth_ahead, self._batch, self._summed):
             return
         layout, source = stored_layout(self.ws.device, self.precision, n_feat)
         self.layout, self.layout_source = layout, source
@@ -347,7 +350,10 @@ class OpenCLTreeKernels:
         group = self._block_group
         if group is None:  # every device but a CPU takes GROUP_ROWS a block, and a work-group for each
             group = 0 if ws.device.type == "cpu" else pow2_at_most(ws.device.max_work_group_size, GROUP_WI)
-        self.split = SplitEvaluator(ws, XGBOOST_GAIN)
+        summed = self._summed
+        if summed is None and self.layout is not None:
+            summed = bool(self.layout.summed)
+        self.split = SplitEvaluator(ws, XGBOOST_GAIN, summed)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group), summed=self.split.summed)
         self._ahead_calls = 0  # look-aheads launched: their reads' host memory alternates (look_ahead)
         self.hist = HistogramBuilder(ws, self.whole_rows)
