@@ -341,7 +341,7 @@ def test_split_score_vector_form_blocks_of_features(device, precision):
     # a GPU's heuristic for the summed score (a layout's choice there): a node a work-group, a feature a work-item
     gpu = dataclasses.replace(device, type="gpu", checker=False, compute_units=132)
     on_gpu = sp.score_heuristic(vector, gpu, sizes)
-    assert on_gpu["NUM_WI_feat"] == 8 and on_gpu["NUM_WG_node"] == 4 and on_gpu["VEC"] == 1
+    assert on_gpu["NUM_WI_feat"] == 4 and on_gpu["NUM_WG_node"] == 4 and on_gpu["VEC"] == 2  # (VEC 1 walks again)
     for cfg in [{**base, "VEC": v} for v in (2, 4, 8)] + [{**base, "VEC": v, **e} for v in (2, 8) for e in splits] + [
             on_gpu]:
         got = run(vector, device, cfg, sizes, **args, cat_mode=cats)
