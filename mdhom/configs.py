@@ -375,6 +375,11 @@ def _pick(
     if cls is None:
         return None
     config = {k: int(v) for k, v in classes[cls]["config"].items()}
+    if other_version and description is not None and ("VEC" in config) != ("VEC" in description.parameter_names()):
+        # the other form of a kernel with a vector form (the split score's summed form on a GPU, its plain form on a
+        # CPU): its configurations mean other code, and VEC left out is the vector form's scalar fold (H100: 0.92 ms a
+        # launch against 0.03 for its tuned vector form); the heuristic rather than a warning of unknown parameters
+        return None
     if description is not None:
         from mdhom.mdh.parts import ConfigError
 

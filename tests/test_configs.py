@@ -541,3 +541,39 @@ def test_no_shipped_entry_is_of_an_older_kernel_version():
                 stale += [f"{path.name} {group} {kernel} {c}" for c in body["classes"]
                           if stale_entry(kernel, configs.class_hash(body, c))]
     assert not stale, f"{len(stale)} entries of older kernel versions: {stale[:8]}"
+
+
+def test_a_kernels_other_form_takes_its_heuristic_not_the_stored_form(cpu, monkeypatch):
+    """The split score's two forms (plain, and the vector form that sums its bins) are other code under one kernel
+    name: a build of the form a device's file does not store takes the heuristic, not the other form's nearest class,
+    and says nothing of that class. A GPU's summed build had taken the nearest plain class (VEC left at 1 is the vector
+    form's scalar fold, H100: 0.92 ms a launch against 0.03 tuned) or warned it unusable; a CPU's plain build had warned
+    that the stored VEC was an unknown parameter."""
+    import dataclasses
+    import warnings
+    from importlib import resources
+    from pathlib import Path
+
+    from mdhom.components import split as sp
+
+    # the shipped files (the H200's and this CPU's), not the empty package directory the other tests here see
+    monkeypatch.setattr(configs, "package_dir", lambda: Path(str(resources.files("mdhom.tuned_configs"))))
+    gpu = dataclasses.replace(cpu, type="gpu", checker=False, compute_units=132, max_work_group_size=1024,
+                              key="nvidia-nvidia-h200-v580")
+    for n_bins in (64, 256):
+        for nodes in (1, 16, 128):
+            sizes = {"node": nodes, "feat": 28, "bin": n_bins - 2, "dir": 2}
+            for precision in ("double", "quantized"):
+                summed = sp.split_score(n_bins, 1, precision, vector=True)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    cfg, source = sp.SCORE.configure(gpu, summed, sizes)
+                assert source == "heuristic" and cfg == sp.score_heuristic(summed, gpu, sizes) and cfg["VEC"] == 2
+                # (the H200 has no tuned summed score: "run mdhom tune" is due, nothing else)
+                assert all("not tuned" in str(w.message) for w in said), [str(w.message) for w in said]
+                plain = sp.split_score(n_bins, 1, precision)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    cfg, source = sp.SCORE.configure(cpu, plain, sizes)
+                # (the heuristic, or a stored entry of the plain form: another version of it may serve)
+                assert "vec_" not in source and "VEC" not in cfg and not said, [str(w.message) for w in said]

@@ -338,7 +338,7 @@ def test_split_score_vector_form_blocks_of_features(device, precision):
     base = vector.default_config(device, sizes)
     splits = ({"NUM_WI_dir": 2}, {"NUM_WG_dir": 2}, {"NUM_WG_bin": 4}, {"NUM_WI_bin": 2, "NUM_WI_dir": 2},
               {"NUM_WG_feat": 2, "NUM_WI_feat": 2})
-    # a GPU's heuristic for the summed score (a layout's choice there): a node a work-group, a feature a work-item
+    # a GPU's heuristic for the summed score (a layout's choice there): a node a work-group, two features a work-item
     gpu = dataclasses.replace(device, type="gpu", checker=False, compute_units=132)
     on_gpu = sp.score_heuristic(vector, gpu, sizes)
     assert on_gpu["NUM_WI_feat"] == 4 and on_gpu["NUM_WG_node"] == 4 and on_gpu["VEC"] == 2  # (VEC 1 walks again)

@@ -226,8 +226,8 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     along bins a block's running sums were added lane after lane and its best lane found across the vector at every
     block, ~22-45 us a node; a hand-written walk of one feature a work-item ~14; four features a lane ~10, each a
     block's gains one vector compare against the best so far. It reads ``scan`` only for the features whose
-    ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it, which is
-    the kernel their tuned configurations were tuned for.
+    ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it unless their
+    layout says ``summed`` (:mod:`mdhom.trees.layouts`); their tunes study both forms.
     """
     gain = gain or XGBOOST_GAIN
     hc = hist_ctype(precision)
@@ -569,7 +569,8 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     features over 2-16 groups) and two a core on CPUs, where the searches of one split's two children then ran on two
     of a 16-core host's cores (its PoCL, 256 bins, kernel alone: 1, 2 and 8 nodes 0.17, 0.31 and 0.33 ms -> 0.06, 0.07
     and 0.14 with 16 groups of features).
-    GPUs: bins and both directions across a work-group's items. CPUs: one work-item walks a node's candidates
+    GPUs: bins and both directions across a work-group's items (the summed form: a block of two features a work-item,
+    its bins walked in order). CPUs: one work-item walks a node's candidates
     (no barriers, no items idling on the default-right candidates a feature without missing values skips): 2-core
     EPYC, 64 nodes x 28 features x 61 bins, PoCL 3.47 -> 1.83 ms, Intel's runtime 1.62 -> 0.68 ms against 16 x 2
     items; and scores ``VEC`` features at once in vector types where the gain has a vector form (one a lane: 2-core
@@ -587,8 +588,10 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
         # walking its features' bins. Not VEC=1: that is the scalar fold, which sums each candidate's bins from the
         # first again (H100, 28 features: 0.92 ms a launch at 64 bins, 12.4 at 256, against its tune's 0.02-0.04)
         cfg["VEC"] = min(desc.vector.widths)
-        cfg["NUM_WI_feat"] = pow2_at_most(-(-feat // cfg["VEC"]), 32)
+        blocks = -(-feat // cfg["VEC"])
+        cfg["NUM_WI_feat"] = pow2_at_most(blocks, 32)
         cfg["NUM_WG_node"] = pow2_at_most(nodes, groups)
+        cfg["NUM_WG_feat"] = pow2_at_most(-(-blocks // cfg["NUM_WI_feat"]), max(1, groups // cfg["NUM_WG_node"]))
         return cfg
     if desc.vector is not None:  # CPUs, and the checker as CPUs run it (Intel's runtime too: its default VEC is 1)
         # the widest blocks of features that still give the groups a block each (few nodes on many cores: narrower)
