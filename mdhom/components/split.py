@@ -658,14 +658,14 @@ SCAN = KernelSpec(
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
                   doc="prefix sums of (g, h) over 64 or 256 bins per node, feature and output (float64, int32 lanes)"))
-# each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
-# and a level's again at 256
 def score_class_applies(device: Device, sizes: dict[str, int]) -> bool:
     """The score's classes a device tunes: its vector form's on CPUs and the checker; both forms on GPUs, whose
     layouts choose between the scan with the plain score and the summed score (:mod:`mdhom.trees.layouts`)."""
     return vector_class_applies(device, sizes) or (device.type == "gpu" and not device.checker)
 
 
+# each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
+# and a level's again at 256
 _SCORE_CLASSES = with_default_bins(
     with_vector_classes(with_quantized_classes({f"nodes_{n}": {"node": n, "feat": 28, "bin": 62, "dir": 2,
                                                                "n_outputs": 1} for n in _NODES})),
