@@ -205,6 +205,21 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
     assert mine.effective_layout().summed == 0 and not mine.split.summed
 
 
+def test_the_reported_layout_says_summed_only_where_the_search_skips_the_scan(cpu):
+    """A fit's reported layout (``kernel_configs_``) is the one it ran: categorical features' orders, and fits of at
+    most two bins, scan before they score whatever the layout asks; a numeric fit on a CPU skips the scan."""
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    X, y = _data(400)
+    kw = dict(n_estimators=2, max_depth=3, device=cpu, precision="quantized")
+    numeric = TreeBoostClassifier(**kw).fit(X, y)
+    cats = TreeBoostClassifier(categorical_feature=[0], **kw).fit(np.c_[np.arange(400) % 5, X[:, 1:]], y)
+    summed = [e.kernel_configs_["tree_layout_quantized"]["config"]["summed"] for e in (numeric, cats)]
+    two_bins = OpenCLTreeKernels(cpu, "quantized")
+    two_bins.load((X[:, :4] > 0).astype(np.uint8), 2, 1)
+    assert summed + [two_bins.effective_layout().summed] == [1, 0, 0]
+
+
 def test_gpus_read_rows_through_the_index_up_to_a_few_feature_groups(oclgrind_device):
     """The GPU heuristic (Oclgrind is a GPU-type device of 32 KB local memory): quantized rows are read through the row
     index and histograms built of whole rows where a node's histogram fits local memory whole or in at most

@@ -58,6 +58,9 @@ class SplitEvaluator:
         self.res_dtype = result_type(p).dtype
         self.best_dtype = split_type(p).dtype
         self.categorical = ws.cat_mode is not None
+        # whether a search launches no scan: categorical features' orders and fits without candidate bins still need
+        # it (what a fit's layout reports as ``summed``)
+        self.skips_scan = self.summed and b > 2 and not self.categorical
         self.ensure(16)
         ws.ensure("feature_mask", max(1, f))
         ws.ensure("inv_scale", 16 * k)
@@ -163,7 +166,7 @@ class SplitEvaluator:
         smooth = {"cat_smooth": r(getattr(params, "cat_smooth", 0.0))} if self.categorical else {}
         sizes = {"node": n, "feat": f, "output": k, "bin": b} | ({"bin2": b} if self.categorical else {})
         view = {"hist": hist}
-        if b <= 2 or self.categorical or not self.summed:  # (no candidates: the totals are read from the scan)
+        if not self.skips_scan:  # (no candidates: the totals are read from the scan)
             ws.record(self.d_scan.name, self.k_scan[0 if few else 1](sizes, view, **smooth))
         if b <= 2:
             if then is not None:

@@ -220,10 +220,11 @@ class OpenCLTreeKernels:
 
     def effective_layout(self) -> Layout:
         """The layout this fit runs (after ``load``): what was asked for, less what the data rules out (sparse
-        input is read through the row index; whole rows need a node's histogram in local memory)."""
+        input is read through the row index; whole rows need a node's histogram in local memory; categorical fits and
+        fits of at most two bins scan before they score)."""
         ws = self.ws
         return Layout(int(ws.row_index), int(self.hist.whole_rows), int(ws.columns), int(self.lookahead),
-                      int(self.rows.blocks), int(self.depth_ahead), int(self.batch), int(self.split.summed))
+                      int(self.rows.blocks), int(self.depth_ahead), int(self.batch), int(self.split.skips_scan))
 
     def _tuned_layout(self, n_feat: int) -> None:
         """The stored layout's choices for the options the caller left at None (:mod:`mdhom.trees.layouts`)."""
