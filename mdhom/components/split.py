@@ -226,8 +226,8 @@ def split_score(n_bins: int, n_outputs: int, precision: str = "double", gain: Ga
     along bins a block's running sums were added lane after lane and its best lane found across the vector at every
     block, ~22-45 us a node; a hand-written walk of one feature a work-item ~14; four features a lane ~10, each a
     block's gains one vector compare against the best so far. It reads ``scan`` only for the features whose
-    ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it unless their
-    layout says ``summed`` (:mod:`mdhom.trees.layouts`); their tunes study both forms.
+    ``cat_mode`` is not 0 (a categorical fit's sorted candidates). GPUs build the description without it (their
+    layouts scan first, :mod:`mdhom.trees.layouts`) unless a fit asks for ``summed``; their tunes study the plain form.
     """
     gain = gain or XGBOOST_GAIN
     hc = hist_ctype(precision)
@@ -584,9 +584,10 @@ def score_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) ->
     groups = 2 * max(1, dev.compute_units)
     nodes, feat = max(1, int(sizes["node"])), max(1, int(sizes["feat"]))
     if desc.vector is not None and dev.type == "gpu" and not dev.checker:
-        # a GPU's summed score (a layout's choice): a work-group a node, a work-item a block of the narrowest vector
-        # walking its features' bins. Not VEC=1: that is the scalar fold, which sums each candidate's bins from the
-        # first again (H100, 28 features: 0.92 ms a launch at 64 bins, 12.4 at 256, against its tune's 0.02-0.04)
+        # a GPU's summed score (asked for: no GPU layout has it, :mod:`mdhom.trees.layouts`): a work-group a node, a
+        # work-item a block of the narrowest vector walking its features' bins. Not VEC=1: that is the scalar fold,
+        # which sums each candidate's bins from the first again (H100, 28 features: 0.92 ms a launch at 64 bins, 12.4
+        # at 256; this 0.13 at 64)
         cfg["VEC"] = min(desc.vector.widths)
         blocks = -(-feat // cfg["VEC"])
         cfg["NUM_WI_feat"] = pow2_at_most(blocks, 32)
@@ -658,12 +659,6 @@ SCAN = KernelSpec(
                   _scan_inputs, lambda a: gh_struct(split_scan_reference(a["hist"])),
                   fixed=lambda s: dict(_SCAN_PINS) if class_precision(s) == "double" else {},
                   doc="prefix sums of (g, h) over 64 or 256 bins per node, feature and output (float64, int32 lanes)"))
-def score_class_applies(device: Device, sizes: dict[str, int]) -> bool:
-    """The score's classes a device tunes: its vector form's on CPUs and the checker; both forms on GPUs, whose
-    layouts choose between the scan with the plain score and the summed score (:mod:`mdhom.trees.layouts`)."""
-    return vector_class_applies(device, sizes) or (device.type == "gpu" and not device.checker)
-
-
 # each variant's classes of 64 bins, and (a fit at the default max_bin=255 scores 254 candidates a feature) the root's
 # and a level's again at 256
 _SCORE_CLASSES = with_default_bins(
@@ -675,7 +670,7 @@ SCORE = KernelSpec(
     tuning=Tuning(lambda s: split_score(int(s["bin"]) + 2, int(s.get("n_outputs", 1)), class_precision(s),
                                         vector=bool(s.get("vector"))),
                   _SCORE_CLASSES,
-                  _score_inputs, _score_ref, applies=score_class_applies,
+                  _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
                       "of 64 or 256 bins (CPUs: in vector form)"))
 def sums_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
