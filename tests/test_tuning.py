@@ -780,16 +780,33 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
 
 
 def test_the_check_keeps_the_share_of_the_minutes_its_fits_take():
-    """Under --minutes the end-to-end check keeps what its fits take, measured by the pass over them that orders the
-    studies: at least what the studies and layouts leave, at most half."""
+    """Under --minutes the end-to-end check keeps what its fits take, measured by a pass over each of its parts'
+    fits (the boosting rounds', the forests', the rules'): at least what the studies and layouts leave, at most half."""
     from mdhom.tuning.driver import LAYOUT_SHARE, MAX_CHECK_SHARE, STUDY_SHARE, check_share
 
     rest = 1.0 - STUDY_SHARE - LAYOUT_SHARE
-    assert check_share(1.0, 3, 3, 840.0) == pytest.approx(rest)  # 31 s of a 14-minute tune
-    assert check_share(10.0, 3, 3, 840.0) == pytest.approx(310.0 / 840.0)  # 1 + 2 * 3 * (3 + 2) passes
-    assert check_share(10.0, 1, 3, 840.0) < check_share(10.0, 3, 3, 840.0)
-    assert check_share(100.0, 3, 3, 840.0) == MAX_CHECK_SHARE
-    assert check_share(10.0, 3, 3, 0.0) == pytest.approx(rest)
+    assert check_share([(1.0, 3)], 3, 840.0) == pytest.approx(rest)  # 31 s of a 14-minute tune
+    assert check_share([(10.0, 3)], 3, 840.0) == pytest.approx(310.0 / 840.0)  # 1 + 2 * 3 * (3 + 2) passes
+    assert check_share([(10.0, 1)], 3, 840.0) < check_share([(10.0, 3)], 3, 840.0)
+    # a forest part of 4 kernels beside the rounds' (a slow machine's forest pass)
+    assert check_share([(1.0, 3), (8.0, 4)], 3, 840.0) == pytest.approx((31.0 + 8.0 * 37) / 840.0)
+    assert check_share([(100.0, 3)], 3, 840.0) == MAX_CHECK_SHARE
+    assert check_share([(10.0, 3)], 3, 0.0) == pytest.approx(rest)
+    assert check_share([], 3, 840.0) == pytest.approx(rest)
+
+
+def test_the_forests_and_rules_checks_are_timed_for_the_budget_where_their_kernels_are_tuned(device, monkeypatch):
+    """A tune of forest or rule kernels keeps a share of --minutes for their checks' fits: one pass of each part
+    that will judge any of the tuned kernels is timed up front, none of a part that judges none."""
+    from mdhom.tuning import endtoend
+
+    calls = []
+    monkeypatch.setattr(endtoend, "forest_seconds", lambda dev, work, data: calls.append("forest") or 1.0)
+    monkeypatch.setattr(endtoend, "rule_seconds", lambda dev, work, data: calls.append("rule") or 1.0)
+    work = endtoend.Workload.for_tune(True, False)
+    assert endtoend.check_passes(device, work, ["tree_histogram_rows", "tree_split_score"]) == [] and not calls
+    passes = endtoend.check_passes(device, work, ["forest_route", "ecc_walk", "rule_cover", "tree_split_scan"])
+    assert calls == ["forest", "rule"] and [k for _, k in passes] == [2, 1]
 
 
 def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():

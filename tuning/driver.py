@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,14 +29,15 @@ STUDY_SHARE, LAYOUT_SHARE = 0.6, 0.2
 MAX_CHECK_SHARE = 0.5
 
 
-def check_share(pass_seconds: float, kernels: int, repeats: int, total_seconds: float) -> float:
+def check_share(passes: Sequence[tuple[float, int]], repeats: int, total_seconds: float) -> float:
     """The share of a ``total_seconds`` budget to keep for the end-to-end check: what the studies and layouts leave
-    (1 - STUDY_SHARE - LAYOUT_SHARE), or what the check will take where that is more, up to MAX_CHECK_SHARE. The
-    check times its fits (``pass_seconds`` a pass over them: the learner's profiled rounds that order the studies take
-    one) once to warm up, then ``repeats`` times each way for the heuristics against all new configurations, once per
-    kernel it judges (at most ``kernels``) and once more at the end. With fits at 63 and 255 bins a PoCL check took 4.3
-    minutes of a 14-minute tune that had kept it 2.8."""
-    need = pass_seconds * (1 + 2 * repeats * (kernels + 2))
+    (1 - STUDY_SHARE - LAYOUT_SHARE), or what the check will take where that is more, up to MAX_CHECK_SHARE. Each of
+    its parts (boosting rounds, forest fits, rule fits: ``passes``, the seconds of a pass over its fits and the
+    kernels it judges) times its fits once to warm up, then ``repeats`` times each way for the heuristics against all
+    new configurations, once per kernel it judges (at most that many) and once more at the end. With fits at 63 and
+    255 bins a PoCL check took 4.3 minutes of a 14-minute tune that had kept it 2.8; the forests' and rules' checks,
+    not counted then, made the 2-core Xeon's tunes of their kernels run 15.2, 11.8 and 17.0 minutes of 14, 9 and 14."""
+    need = sum(seconds * (1 + 2 * repeats * (kernels + 2)) for seconds, kernels in passes)
     rest = 1.0 - STUDY_SHARE - LAYOUT_SHARE
     return min(MAX_CHECK_SHARE, max(rest, need / total_seconds)) if total_seconds > 0 else rest
 # the weight of a study of a kernel the learner's rounds do not run (another learner's, the library's examples),
@@ -148,15 +149,19 @@ def tune_device(
         total = 60.0 * minutes
         share = 1.0 - STUDY_SHARE - LAYOUT_SHARE if checking else 0.0
         if priority is None and runner_factory is None and todo:
-            from mdhom.tuning.endtoend import Workload, learner_seconds
+            from mdhom.tuning.endtoend import Workload, check_passes, learner_seconds
 
             work = end_to_end or Workload.for_tune(quick, device.type == "gpu")
             try:
                 t0 = time.monotonic()
                 priority = learner_seconds(device, work)
                 judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
-                if checking and judged:  # else the check times no boosting fit: the default share
-                    share = check_share(time.monotonic() - t0, len(judged), work.repeats, total)
+                # the boosting rounds' pass, and the forest and rule fits' where their kernels are tuned
+                passes = [(time.monotonic() - t0, len(judged))] if judged else []
+                if checking:
+                    passes += check_passes(device, work, {p.kernel.name for p in todo})
+                if passes:  # else the check times no fit: the default share
+                    share = check_share(passes, work.repeats, total)
                     if share > 1.0 - STUDY_SHARE - LAYOUT_SHARE:
                         echo(f"the end-to-end check's fits take {share:.0%} of --minutes {minutes:g}: the studies "
                              "and layouts get the rest")

@@ -39,7 +39,7 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -562,3 +562,26 @@ CHECKS: tuple[tuple[str, Callable[[str], bool], Callable[..., CheckResult]], ...
     ("the binning of the rows with the new binning configurations", is_binning_kernel, check_binning),
     ("training rounds with the new configurations", lambda kernel: True, check),
 )
+
+
+def check_passes(device: Any, work: Workload, kernels: Iterable[str]) -> list[tuple[float, int]]:
+    """The seconds of one pass over the forest check's fits and one over the rule check's, each with how many of
+    ``kernels`` it will judge, for the checks that will judge any: what :func:`mdhom.tuning.driver.check_share` keeps
+    of a budget for them (the boosting rounds' pass is the profiled one that orders the studies). The pass builds the
+    fits' programs, as the check's first pass does."""
+    import time
+
+    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+
+    names = set(kernels)
+    out = []
+    for claims, timer, data in ((is_forest_kernel, forest_seconds,
+                                 lambda: make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)),
+                                (is_rule_kernel, rule_seconds, lambda: rule_data(work))):
+        judged = sum(1 for k in names if claims(k))
+        if judged:
+            rows = data()
+            t0 = time.perf_counter()
+            timer(device, work, rows)
+            out.append((time.perf_counter() - t0, judged))
+    return out
