@@ -314,7 +314,8 @@ def _commit_ref(a):  # noqa: ANN001, ANN202
 
 
 def _head_inv_inputs(s, rng):  # noqa: ANN001, ANN202
-    k, L = int(s["slot"]) - 1, 11
+    k = int(s["slot"]) - 1
+    L = max(11, k)  # labels: a head of k distinct ones (the "all" class: mediamill's 101)
     return {"scale": rng.random(4 * L), "cols": np.concatenate([rng.choice(L, k, replace=False)] * 2).astype(np.int32),
             "k": k, "h_base": L, "h_at": k}
 
