@@ -91,6 +91,13 @@ class Workload:
         if not self.tree_bins:
             raise ValueError("a workload fits at one max_bin at least (tree_bins)")
 
+    def data(self) -> tuple[Any, Any]:
+        """The rows every boosting, layout and forest fit of the check trains on: ``rows`` Higgs-shaped rows of the
+        benchmarks' training stream."""
+        from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
+
+        return make_higgs_like(self.rows, 28, 0, 0.0, TRAIN_STREAM)
+
     def fits(self) -> list[dict[str, Any]]:
         """The estimator parameters of each fit the check times."""
         return [dict(n_estimators=self.rounds, grow_policy=p, max_bin=b,
@@ -203,10 +210,8 @@ def learner_seconds(device: Any, work: Workload) -> dict[str, float]:
     a time budget orders and weighs its studies (:func:`mdhom.tuning.driver.ordered`)."""
     from collections import Counter
 
-    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
-
     seconds: Counter[str] = Counter()
-    for _, rec in _fits(device, work, make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM), profiled=True):
+    for _, rec in _fits(device, work, work.data(), profiled=True):
         for r in rec.rounds()[1:]:
             seconds.update(r["kernel_seconds"])
     return dict(seconds)
@@ -275,13 +280,13 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     look up (default with the default timer: :func:`fit_classes`): a kernel none of whose changed classes is among
     them is not timed (fits that never run its entries would judge it by noise: a PoCL check had kept the logistic
     gradients for a 4-output class and the histogram for its 10M-row one) and goes in as its study found it."""
-    from mdhom.bench.trees import TRAIN_STREAM, host_probe, make_higgs_like
+    from mdhom.bench.trees import host_probe
 
     if timer is None:
         timer, device_timer = round_seconds, device_timer or device_round_seconds
         classes_run = classes_run or fit_classes
     if data is None:
-        data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+        data = work.data()
     kernels = list(dict.fromkeys(k for k, _, _, _ in entries))
     # a kernel whose studies kept their heuristic's configuration everywhere has nothing to judge: timing it against
     # itself costs fits (the most of a budgeted tune's check, whose short studies measured the default alone)
@@ -571,12 +576,9 @@ def check_passes(device: Any, work: Workload, kernels: Iterable[str]) -> list[tu
     fits' programs, as the check's first pass does."""
     import time
 
-    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
-
     names = set(kernels)
     out = []
-    for claims, timer, data in ((is_forest_kernel, forest_seconds,
-                                 lambda: make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)),
+    for claims, timer, data in ((is_forest_kernel, forest_seconds, work.data),
                                 (is_rule_kernel, rule_seconds, lambda: rule_data(work))):
         judged = sum(1 for k in names if claims(k))
         if judged:

@@ -59,11 +59,10 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
     tune (default: every precision's). ``timer`` times one fit (tests pass a model of the machine). ``deadline``
     (``time.monotonic()``): no candidate is timed after it, beyond each precision's heuristic once; what was timed
     by then is compared."""
-    from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
     from mdhom.trees.layouts import LAYOUT_HASH, Layout, candidates, forcing, kernel_name
 
     timer = timer or fit_seconds
-    data = make_higgs_like(work.rows, 28, 0, 0.0, TRAIN_STREAM)
+    data = work.data()
     out = []
     for precision in precisions(device):
         name = kernel_name(precision)
