@@ -795,6 +795,26 @@ def test_the_check_keeps_the_share_of_the_minutes_its_fits_take():
     assert check_share([], 3, 840.0) == pytest.approx(rest)
 
 
+def test_the_layouts_get_what_the_check_will_not_take_once_the_studies_are_done():
+    """Up front the check's share counts every tuned kernel; once the studies are done only those whose studies moved
+    off their heuristic's configuration are judged (and the layout, by the boosting rounds), so the layouts' deadline
+    moves later by what the check will not take."""
+    from mdhom.tuning.driver import check_share, rejudged
+    from mdhom.tuning.study import StudyResult
+
+    def result(kernel: str, config: dict | None) -> StudyResult:
+        return StudyResult(kernel=kernel, size_class="c", sizes={}, config=config, seconds=1.0,
+                           default_config={"A": 1}, default_seconds=1.0, measured=1, failed=0, pruned=0)
+
+    passes = [(10.0, {"tree_histogram", "tree_split_score", "tree_partition_flags"}), (8.0, {"forest_route", "ecc_walk"})]
+    results = [result("tree_histogram", {"A": 2}), result("tree_split_score", {"A": 1}),
+               result("tree_partition_flags", None), result("forest_route", {"A": 1}), result("ecc_walk", {"A": 3})]
+    assert rejudged(passes, results) == [(10.0, 2), (8.0, 1)]
+    up_front = check_share([(s, len(k)) for s, k in passes], 3, 840.0)
+    assert check_share(rejudged(passes, results), 3, 840.0) < up_front
+    assert rejudged(passes, []) == [(10.0, 1), (8.0, 0)]
+
+
 def test_the_forests_and_rules_checks_are_timed_for_the_budget_where_their_kernels_are_tuned(device, monkeypatch):
     """A tune of forest or rule kernels keeps a share of --minutes for their checks' fits: one pass of each part
     that will judge any of the tuned kernels is timed up front, none of a part that judges none."""
@@ -806,7 +826,7 @@ def test_the_forests_and_rules_checks_are_timed_for_the_budget_where_their_kerne
     work = endtoend.Workload.for_tune(True, False)
     assert endtoend.check_passes(device, work, ["tree_histogram_rows", "tree_split_score"]) == [] and not calls
     passes = endtoend.check_passes(device, work, ["forest_route", "ecc_walk", "rule_cover", "tree_split_scan"])
-    assert calls == ["forest", "rule"] and [k for _, k in passes] == [2, 1]
+    assert calls == ["forest", "rule"] and [k for _, k in passes] == [{"forest_route", "ecc_walk"}, {"rule_cover"}]
 
 
 def test_the_confirmation_retimes_within_the_studys_share_of_the_minutes():

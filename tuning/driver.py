@@ -144,6 +144,8 @@ def tune_device(
     start = time.monotonic()
     checking = end_to_end is not None
     deadline = layout_deadline = None
+    total = 0.0
+    passes: list[tuple[float, set[str]]] = []  # the check's parts: a pass's seconds, the kernels it would judge
     weights = [1.0] * len(todo)
     if minutes is not None:
         total = 60.0 * minutes
@@ -157,11 +159,11 @@ def tune_device(
                 priority = learner_seconds(device, work)
                 judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
                 # the boosting rounds' pass, and the forest and rule fits' where their kernels are tuned
-                passes = [(time.monotonic() - t0, len(judged))] if judged else []
+                passes = [(time.monotonic() - t0, judged)] if judged else []
                 if checking:
                     passes += check_passes(device, work, {p.kernel.name for p in todo})
                 if passes:  # else the check times no fit: the default share
-                    share = check_share(passes, work.repeats, total)
+                    share = check_share([(s, len(k)) for s, k in passes], work.repeats, total)
                     if share > 1.0 - STUDY_SHARE - LAYOUT_SHARE:
                         echo(f"the end-to-end check's fits take {share:.0%} of --minutes {minutes:g}: the studies "
                              "and layouts get the rest")
@@ -235,6 +237,9 @@ def tune_device(
             from mdhom.tuning.layouts import layout_entries
 
             echo("layouts: training rounds of each of the tree backend's layouts")
+            if layout_deadline is not None and passes:
+                layout_deadline = max(layout_deadline, start + total * (1.0 - check_share(
+                    rejudged(passes, results), end_to_end.repeats, total)))
             found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts, deadline=layout_deadline)
             # other precisions' layouts were compared end to end by their own stage, and go in as it chose
             checked = checked_layout(device)
@@ -312,6 +317,16 @@ def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[
     if stale:
         echo(f"the tuned layout builds other variants of {', '.join(stale)}: run `mdhom tune --device {device.key} "
              f"--kernels {' '.join(stale)}` again to tune them")
+
+
+def rejudged(passes: Sequence[tuple[float, set[str]]], results: Sequence[StudyResult]) -> list[tuple[float, int]]:
+    """The check's parts as :func:`check_share` counts them once the studies are done: each judges only the kernels
+    whose studies found another configuration than the heuristic's (the check times no kernel kept at its heuristic),
+    and the boosting rounds' part (the first) the layout too. Up front every tuned kernel counts: a 6-minute tune of
+    the H100 host's 16-core PoCL kept half the minutes for a check that took 0.9 of them (one kernel of 23 changed)
+    and had no time left for the layout of the precision its fits train in."""
+    changed = {r.kernel for r in results if r.config is not None and r.config != r.default_config}
+    return [(seconds, len(kernels & changed) + (i == 0)) for i, (seconds, kernels) in enumerate(passes)]
 
 
 def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str], None] = print

@@ -569,8 +569,8 @@ CHECKS: tuple[tuple[str, Callable[[str], bool], Callable[..., CheckResult]], ...
 )
 
 
-def check_passes(device: Any, work: Workload, kernels: Iterable[str]) -> list[tuple[float, int]]:
-    """The seconds of one pass over the forest check's fits and one over the rule check's, each with how many of
+def check_passes(device: Any, work: Workload, kernels: Iterable[str]) -> list[tuple[float, set[str]]]:
+    """The seconds of one pass over the forest check's fits and one over the rule check's, each with those of
     ``kernels`` it will judge, for the checks that will judge any: what :func:`mdhom.tuning.driver.check_share` keeps
     of a budget for them (the boosting rounds' pass is the profiled one that orders the studies). The pass builds the
     fits' programs, as the check's first pass does."""
@@ -580,7 +580,7 @@ def check_passes(device: Any, work: Workload, kernels: Iterable[str]) -> list[tu
     out = []
     for claims, timer, data in ((is_forest_kernel, forest_seconds, work.data),
                                 (is_rule_kernel, rule_seconds, lambda: rule_data(work))):
-        judged = sum(1 for k in names if claims(k))
+        judged = {k for k in names if claims(k)}
         if judged:
             rows = data()
             t0 = time.perf_counter()
