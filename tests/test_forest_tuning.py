@@ -58,6 +58,27 @@ def test_forest_tunables_match_their_references(device, name):
         assert kern.compare(got, want) is None, (name, cfg)
 
 
+@pytest.mark.parametrize("cls", ["dense_roots_64", "dense_level_1024"])
+def test_the_gpu_heuristic_of_the_feature_split_spreads_the_features_and_matches_the_reference(device, cls):
+    """A GPU's heuristic of ``forest_feature_split`` gives each (slot, feature) scan a work-item of its own (its
+    groups cover every pair at once; a work-item had scanned a slot's every feature), built here as a GPU builds it
+    (132 compute units) and run on every device against the reference, at both of the tuner's dense classes."""
+    import dataclasses
+
+    from mdhom import tunable
+
+    kern = tunable.registered()["forest_feature_split"]
+    sizes = _small(kern.size_classes[cls])
+    dims = kern.dim_sizes(sizes)
+    gpu = dataclasses.replace(device, type="gpu", compute_units=132)
+    cfg = kern.baseline_config(gpu, sizes)
+    wi, wg = cfg["NUM_WI_slot"] * cfg["NUM_WI_feat"], cfg["NUM_WG_slot"] * cfg["NUM_WG_feat"]
+    assert wi == 64 and cfg["NUM_WI_feat"] > 1 and wi * wg >= dims["slot"] * dims["feat"], cfg
+    inputs = kern.make_inputs(sizes, np.random.default_rng(23))
+    got = Computation(kern.describe(sizes), device, cfg, dims)(dims, **inputs)
+    assert kern.compare(got, kern.reference(inputs)) is None, cfg
+
+
 def _odd_config(name: str, device, sizes: dict[str, int]) -> dict[str, int]:  # noqa: ANN001
     """A valid configuration unlike the heuristic's: odd work-group counts, two work-items on the first dimension."""
     from mdhom import tunable

@@ -38,7 +38,7 @@ from mdhom.components.lanes import bin_ctype, defines, snippet
 from mdhom.components.specs import KernelSpec, Tuning, elementwise
 from mdhom.devices import Device
 from mdhom.forests.histogram import histogram_heuristic
-from mdhom.forests.split import per_slot
+from mdhom.forests.split import per_slot, per_slot_feature
 from mdhom.mdh import SUM, Array, Concat, Description, Input, Param, Reduce, Scalar, Struct
 
 FEATURE_SPLIT = Struct("boost_fsplit_t", (("gain", "double"), ("lg", "double"), ("lh", "double"), ("rg", "double"),
@@ -441,7 +441,7 @@ HISTOGRAM = KernelSpec("boost_histogram", _hist_heuristic, exact_pins=_SEQUENTIA
     lambda s: histogram(int(s.get("n_bins", 64)), "int"), _HIST_CLASSES, _hist_inputs, _hist_ref,
     doc="quantized (g, h) histograms of every node of a multiclass round's trees (ragged rows per node)"))
 ROOTS = KernelSpec("boost_roots", elementwise("row"))
-FEATURE_SPLIT_SPEC = KernelSpec("boost_feature_split", per_slot)
+FEATURE_SPLIT_SPEC = KernelSpec("boost_feature_split", per_slot_feature)
 NODE_SPLIT_SPEC = KernelSpec("boost_node_split", per_slot)
 ROUTE = KernelSpec("boost_route", elementwise("row"))
 SPLIT_LEFT = KernelSpec("boost_split_left", per_slot)
