@@ -28,6 +28,7 @@ Schema (``schema_version`` 1) of a device file::
               "config": {"NUM_WG_<dim>": int, ...}, # the best configuration found
               "median_s": float,                    # its median kernel time (OpenCL profiling events)
               "default_config": {...}, "default_s": float,   # the heuristic default, timed the same way
+              "heuristic": true,                    # optional: the tune kept the heuristic (see below)
               "trials": int, "failed_trials": int, # trials run in the study; of which failed or rejected
               "date": "ISO 8601 UTC",
               "versions": {"mdhom", "pyopencl", "optuna", "driver"}
@@ -48,6 +49,13 @@ hash per kernel), and a lookup takes the nearest class tuned for the variant bei
 Lookup (CLBlast's layered fallback): the device's own file, then the group entries from most to least
 specific, then ``None``, which means "use the description's ``default_config``". A corrupt or foreign file
 gives one warning and is skipped; nothing here raises on bad files.
+
+A class marked ``"heuristic": true`` is a tune's finding that nothing it found beats the kernel's heuristic (its
+study kept the default, or the end-to-end check dropped what it found); ``config`` records the heuristic's numbers
+of that day at the class's sizes. A lookup reaching it answers ``None`` (the caller runs today's heuristic at the
+build's own sizes, which is what the check timed: its heuristic side runs with ``MDHOM_TUNED=0``), so a heuristic
+improved since reaches tuned devices too: the H200's file had kept the forests' feature split at the numbers of a GPU
+heuristic that the H100 later measured 19-27x slower than today's.
 """
 
 from __future__ import annotations
@@ -188,6 +196,8 @@ def _check_kernels(where: str, kernels: Any) -> None:
             for t in ("median_s", "default_s"):
                 if t in e and e[t] is not None and not (isinstance(e[t], int | float) and e[t] >= 0):
                     raise SchemaError(f"{at}: {t!r} must be a non-negative number")
+            if "heuristic" in e and not isinstance(e["heuristic"], bool):
+                raise SchemaError(f"{at}: 'heuristic' must be true or false")
 
 
 def validate(doc: Any, where: str = "tuned configs") -> dict:
@@ -359,7 +369,10 @@ def _pick(
     kernels: Mapping[str, Any], kernel: str, sizes: Mapping[str, int], device: Device,
     description: Description | None, source: str, within: float | None = None,
     prefer: Collection[str] | None = None,
-) -> tuple[dict[str, int], str] | None:
+) -> tuple[dict[str, int] | None, str] | None:
+    """The configuration stored for ``kernel`` at the class nearest ``sizes`` and that class (with notes), None where
+    none applies; (None, class) where the class kept the heuristic (the caller runs today's: see the module
+    docstring)."""
     entry = kernels.get(kernel)
     if not entry:
         return None
@@ -380,6 +393,8 @@ def _pick(
         # CPU): its configurations mean other code, and VEC left out is the vector form's scalar fold (H100: 0.92 ms a
         # launch against 0.03 for its tuned vector form); the heuristic rather than a warning of unknown parameters
         return None
+    if classes[cls].get("heuristic"):
+        return None, f"{cls}: the heuristic kept"
     if description is not None:
         from mdhom.mdh.parts import ConfigError
 

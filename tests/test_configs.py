@@ -577,3 +577,41 @@ def test_a_kernels_other_form_takes_its_heuristic_not_the_stored_form(cpu, monke
                     cfg, source = sp.SCORE.configure(cpu, plain, sizes)
                 # (the heuristic, or a stored entry of the plain form: another version of it may serve)
                 assert "vec_" not in source and "VEC" not in cfg and not said, [str(w.message) for w in said]
+
+
+def test_a_class_that_kept_the_heuristic_runs_todays_heuristic(cpu, tmp_path):
+    """A class a tune marked as the heuristic kept (its study kept the default, or the end-to-end check dropped what it
+    found) stands for the kernel's heuristic, not for that day's numbers: a lookup answers None and the build runs
+    today's heuristic at its own sizes (what the check timed), saying so. The H200's file had kept the forests' feature
+    split at the numbers of a GPU heuristic since measured 19-27x slower. The same numbers unmarked are used as
+    stored."""
+    from mdhom.forests import split as S
+
+    kern = tunable.get("forest_feature_split")
+    sizes = kern.size_classes["dense_roots_64"]
+    desc, dims = kern.describe(sizes), kern.dim_sizes(sizes)
+    gpu = dataclasses.replace(cpu, type="gpu", key="acme-gpu-v1", compute_units=132, checker=False)
+    old = S.per_slot(desc, gpu, dims)  # what a tune under the old heuristic stored
+    assert old != S.per_slot_feature(desc, gpu, dims)
+    h = configs.description_hash(desc)
+    for marked in (True, False):
+        entry = {**_entry(old, dims), **({"heuristic": True} if marked else {})}
+        config_store.store_results(gpu, [("forest_feature_split", "dense_roots_64", entry, h)],
+                                   directory=tmp_path / "pkg")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a tuned device does not warn either way
+            cfg, source = S.FEATURE_SPLIT_SPEC.configure(gpu, desc, dims)
+        if marked:
+            assert cfg == S.per_slot_feature(desc, gpu, dims)
+            assert source == "heuristic (tuned acme-gpu-v1.json dense_roots_64: the heuristic kept)"
+        else:
+            assert cfg == old and source == "tuned acme-gpu-v1.json dense_roots_64"
+
+
+def test_the_heuristic_mark_is_a_boolean():
+    doc = {"schema": configs.SCHEMA, "schema_version": configs.SCHEMA_VERSION, "device": {"key": "k"},
+           "kernels": {"histogram": {"classes": {"c": {**_entry({"NUM_WG_row": 1}, {"row": 10}), "heuristic": 1}}}}}
+    with pytest.raises(configs.SchemaError, match="'heuristic' must be true or false"):
+        configs.validate(doc)
+    doc["kernels"]["histogram"]["classes"]["c"]["heuristic"] = True
+    assert configs.validate(doc) is doc

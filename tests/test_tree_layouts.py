@@ -112,8 +112,10 @@ def test_the_heuristic_counts_its_twins_times(cpu):
 
     ((_, _, entry, _),) = stage(timer)
     assert entry["config"] == entry["default_config"] == HEURISTIC.config() and entry["default_s"] == 0.5
+    assert entry["heuristic"] is True  # the heuristic kept: a fit runs its own heuristic's layout
     ((_, _, entry, _),) = stage(lambda *a: timer(*a, mixed=True))  # the layout forced on every fit: a candidate
     assert entry["config"] == HEURISTIC.config() and (entry["median_s"], entry["default_s"]) == (0.5, 1.0)
+    assert "heuristic" not in entry  # forced on every fit, which the heuristic is not
 
 
 def test_stale_layouts_are_retuned():

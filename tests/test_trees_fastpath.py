@@ -582,7 +582,7 @@ def test_lookahead_levels_add_up_into_histograms_the_siblings_zeroed(device):
     quantized trees bit for bit, two of them (the second tree's first level starts from a normal zeroing), every row
     in its leaf; where the level builds are FLAT, every look-ahead level after the first skips its zeroing."""
     rng = np.random.default_rng(21)
-    n = 20000  # rows enough for the builds of a few nodes' rows (row_classes), FLAT on CPUs
+    n = 70000  # rows enough for a build of 64 nodes' rows (row_classes), FLAT on CPUs (the heuristic's, 64 nodes up)
     X, _, h = _data(21, n, 6)
     m = BinMapper(31).fit(X)
     bins = m.transform(X)
@@ -610,7 +610,7 @@ def test_lossguide_batches_add_up_into_histograms_the_siblings_zeroed(device, lo
     it is FLAT and has as many nodes or fewer, adds up into zeros and launches no zeroing; a larger one zeroes its
     own. The reference's quantized trees bit for bit, two of them, every row in its leaf."""
     rng = np.random.default_rng(23)
-    n = 20000  # rows enough for FLAT builds on CPUs (row_classes)
+    n = 70000  # rows enough for a build of 64 nodes' rows (row_classes), FLAT on CPUs (the heuristic's, 64 nodes up)
     X, _, h = _data(23, n, 6)
     m = BinMapper(31).fit(X)
     bins = m.transform(X)

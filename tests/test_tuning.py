@@ -795,6 +795,19 @@ def test_the_check_keeps_the_share_of_the_minutes_its_fits_take():
     assert check_share([], 3, 840.0) == pytest.approx(rest)
 
 
+def test_a_study_that_kept_its_baseline_is_stored_as_the_heuristic_kept():
+    """A study whose best is its baseline (the heuristic's configuration) stores the mark that has a lookup run today's
+    heuristic (mdhom.configs); one that found another configuration does not."""
+    from mdhom.tuning.study import StudyResult
+
+    def result(config: dict) -> StudyResult:
+        return StudyResult(kernel="k", size_class="c", sizes={"i": 8}, config=config, seconds=1.0,
+                           default_config={"A": 1}, default_seconds=1.0, measured=1, failed=0, pruned=0)
+
+    assert result({"A": 1}).entry({}, "d")["heuristic"] is True
+    assert "heuristic" not in result({"A": 2}).entry({}, "d")
+
+
 def test_the_layouts_get_what_the_check_will_not_take_once_the_studies_are_done():
     """Up front the check's share counts every tuned kernel; once the studies are done only those whose studies moved
     off their heuristic's configuration are judged (and the layout, by the boosting rounds), so the layouts' deadline

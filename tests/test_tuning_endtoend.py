@@ -103,6 +103,8 @@ def test_a_tune_stores_the_heuristic_where_tuning_did_not_pay(cpu_device, tmp_pa
     doc = json.loads(path.read_text())["kernels"]
     assert doc["fast"]["classes"]["c"]["config"] == {"NUM_WI_i": 2}
     assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
+    # marked as the heuristic kept, so a lookup runs today's heuristic (mdhom.configs), the tuned one not
+    assert doc["slow"]["classes"]["c"]["heuristic"] is True and "heuristic" not in doc["fast"]["classes"]["c"]
     assert driver.tune_device.__kwdefaults__["end_to_end"] is None  # the CLI asks for it; library calls opt in
 
 

@@ -123,12 +123,14 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
             echo(f"  {name} heuristic: {t_heuristic * 1e3:.2f} ms/round, as it ran among the candidates")
         pick = min((i for i in best if i > 0 and i not in twins), key=lambda i: best[i], default=0)
         chosen, t_chosen = heuristic, t_heuristic
-        if pick and best[pick] < t_heuristic * (1.0 - MARGIN):
+        won = bool(pick) and best[pick] < t_heuristic * (1.0 - MARGIN)
+        if won:  # (a candidate may force on every fit the layout the heuristic's fits ran some of: not the heuristic)
             chosen, t_chosen = Layout.of(ran[pick]), best[pick]
         echo(f"{name}: {chosen.text()} ({t_chosen * 1e3:.2f} ms/round; heuristic {heuristic.text()}, "
              f"{t_heuristic * 1e3:.2f} ms/round: {t_heuristic / t_chosen:.2f}x)")
         entry = {"sizes": {"feat": 28, "row": work.rows}, "config": chosen.config(), "median_s": t_chosen,
                  "default_config": heuristic.config(), "default_s": t_heuristic, "trials": len(best) - 1,
-                 "failed_trials": failed, "date": date, "versions": dict(versions)}
+                 "failed_trials": failed, "date": date, "versions": dict(versions),
+                 **({} if won else {"heuristic": True})}
         out.append((name, "higgs28", entry, LAYOUT_HASH))
     return out

@@ -110,6 +110,9 @@ class StudyResult:
         return None
 
     def entry(self, versions: Mapping[str, str], date: str) -> dict[str, Any]:
+        """The stored record; a study that kept its baseline (the heuristic's configuration) is marked as the heuristic
+        kept, which a lookup answers with today's heuristic (:mod:`mdhom.configs`)."""
+        kept = {"heuristic": True} if self.config == self.default_config else {}
         return {
             "sizes": self.sizes,
             "config": self.config,
@@ -120,6 +123,7 @@ class StudyResult:
             "failed_trials": self.failed,
             "date": date,
             "versions": dict(versions),
+            **kept,
         }
 
 
