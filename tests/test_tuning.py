@@ -304,6 +304,7 @@ def test_report_prints_the_stored_table(cpu, tmp_path, capsys):
         row = next(ln for ln in text.splitlines() if f" {r.size_class} " in ln)
         assert f"{r.seconds * 1e3:.3f}" in row and f"{r.default_seconds * 1e3:.3f}" in row
         assert f"{r.default_seconds / r.seconds:.2f}x" in row
+        assert ("the heuristic kept" in row) == (r.config == r.default_config), row
 
 
 def test_search_quality_replays_a_recorded_table():

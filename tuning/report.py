@@ -42,6 +42,8 @@ def table(doc: dict, path: Path | None = None) -> str:
             e = classes[cls]
             sp = e["default_s"] / e["median_s"] if e.get("default_s") and e.get("median_s") else None
             params = " ".join(f"{k.removeprefix('NUM_')}={v}" for k, v in sorted(e["config"].items()))
+            if e.get("heuristic"):  # fits run today's heuristic at their sizes (mdhom.configs): its numbers then
+                params = f"the heuristic kept (then: {params})"
             lines.append(
                 f"  {kname:<16} {cls:<12} {_ms(e.get('default_s'))} {_ms(e.get('median_s'))} "
                 f"{'-' if sp is None else f'{sp:7.2f}x':>8} {e.get('trials', '?'):>6}  {e.get('date', '?')[:10]:<10}  "
