@@ -438,7 +438,8 @@ def lookup_config(
     description: Description | None = None,
     dirs: Iterable[Path] | None = None,
 ) -> dict[str, int] | None:
-    """The best stored configuration of ``kernel`` on ``device`` (see :func:`lookup`), or ``None``."""
+    """The best stored configuration of ``kernel`` on ``device`` (see :func:`lookup`), or ``None`` (none stored, or the
+    class kept the heuristic: the caller's own default then)."""
     return lookup(device, kernel, sizes, description, dirs)[0]
 
 
@@ -498,7 +499,8 @@ def lookup(
                     _warn_once(
                         "untuned", device.key,
                         f"{device.key} is not tuned{'' if hit is None else f' for {kernel}'}: using the "
-                        f"{group!r} defaults; run `mdhom tune --device {device.key}` once for its best parameters",
+                        f"{group!r} defaults{'' if picked[0] is not None else ' (the heuristic, which they kept)'}; "
+                        f"run `mdhom tune --device {device.key}` once for its best parameters",
                     )
                 return picked[0], f"defaults {group} {picked[1]}"
     if warn:

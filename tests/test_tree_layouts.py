@@ -248,6 +248,11 @@ def test_a_stored_layout_applies_only_near_the_shape_it_was_timed_at(cpu, tmp_pa
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     assert layouts.stored(cpu, "quantized", 40)[0] == Layout(1, 1, 1, 0, 0, 0, 0)
     assert layouts.stored(cpu, "quantized", 500)[0] is None  # wide rows: the heuristic's call
+    # a class that kept the heuristic's layout: the fit's own heuristic decides, and the source says whose class it was
+    kept = {**entry, "config": HEURISTIC.config(), "heuristic": True}
+    config_store.store_results(cpu, [("tree_layout_quantized", "higgs28", kept, LAYOUT_HASH)], tmp_path)
+    layout, source = layouts.stored(cpu, "quantized", 40)
+    assert layout is None and source.startswith("heuristic (tuned ") and source.endswith("higgs28: the heuristic kept)")
 
 
 def test_the_stage_compares_what_it_timed_before_its_deadline(cpu, monkeypatch):

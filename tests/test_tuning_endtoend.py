@@ -105,6 +105,10 @@ def test_a_tune_stores_the_heuristic_where_tuning_did_not_pay(cpu_device, tmp_pa
     assert doc["slow"]["classes"]["c"]["config"] == {"NUM_WI_i": 1}
     # marked as the heuristic kept, so a lookup runs today's heuristic (mdhom.configs), the tuned one not
     assert doc["slow"]["classes"]["c"]["heuristic"] is True and "heuristic" not in doc["fast"]["classes"]["c"]
+    # an entry at its baseline already (a layout that won by forcing the heuristic's last layout on every fit) is
+    # stored as it came, unmarked
+    at_base = {**_entry({"NUM_WI_i": 2}), "config": {"NUM_WI_i": 1}}
+    assert endtoend.choose([("tree_layout_quantized", "c", at_base, "h")], [])[0][2] == at_base
     assert driver.tune_device.__kwdefaults__["end_to_end"] is None  # the CLI asks for it; library calls opt in
 
 

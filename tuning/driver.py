@@ -237,10 +237,11 @@ def tune_device(
             from mdhom.tuning.layouts import layout_entries
 
             echo("layouts: training rounds of each of the tree backend's layouts")
+            laid = layout_deadline  # the layouts' own, later by what the check will not take of its share
             if layout_deadline is not None and passes:
-                layout_deadline = max(layout_deadline, start + total * (1.0 - check_share(
+                laid = max(layout_deadline, start + total * (1.0 - check_share(
                     rejudged(passes, results), end_to_end.repeats, total)))
-            found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts, deadline=layout_deadline)
+            found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts, deadline=laid)
             # other precisions' layouts were compared end to end by their own stage, and go in as it chose
             checked = checked_layout(device)
             entries += [e for e in found if e[0] == checked]

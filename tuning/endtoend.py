@@ -248,7 +248,11 @@ def judged_by_round_alone(kernel: str) -> bool:
 
 def as_heuristic(entry: dict[str, Any]) -> dict[str, Any]:
     """The study's entry with its baseline (the heuristic's configuration) as the configuration to use, marked as the
-    heuristic kept (a lookup runs today's heuristic: :mod:`mdhom.configs`)."""
+    heuristic kept (a lookup runs today's heuristic: :mod:`mdhom.configs`). An entry at its baseline already stays as
+    it is, mark or none: a layout that won by forcing on every fit the layout the heuristic's fits ran some of equals
+    its baseline and is not the heuristic (:func:`mdhom.tuning.layouts.layout_entries`)."""
+    if entry["config"] == entry["default_config"]:
+        return entry
     return {**entry, "config": dict(entry["default_config"]), "median_s": entry["default_s"], "heuristic": True}
 
 
