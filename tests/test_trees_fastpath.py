@@ -471,7 +471,7 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
     want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
     syncs = []
     for ahead in (0, 1, 2):
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=False)
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, depth_ahead=0, speculate=False)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
@@ -489,7 +489,8 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
     monkeypatch.setattr(G._Candidates, "reachable", spy)
     # batches that reach below the heap's leaves, with and without look-ahead, bounded or not: the same tree
     for ahead, most in ((0, 0), (1, 0), (2, 0), (0, 3), (1, 3)):
-        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True, batch=most)
+        dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, depth_ahead=0, speculate=True,
+                                   batch=most)
         dev.load(bins, m.n_bins, k)
         dev.set_gradients(g, h)
         s0 = dev.syncs
@@ -505,6 +506,61 @@ def test_lookahead_grows_the_same_tree(monkeypatch, device, leaves, depth, k, se
     assert default.lookahead == (ob.LOOKAHEAD_GPU if device.type == "gpu" else 0)  # GPUs: a round trip is host time
     assert default.depth_ahead == ob.DEPTH_AHEAD  # exact: on by default
     assert default.batch == layouts.BATCH
+
+
+@pytest.mark.parametrize("leaves,depth,most,precision,seed", [(255, 0, 32, "quantized", 5), (60, 0, 32, "double", 4),
+                                                             (40, 5, 0, "quantized", 9), (100, 0, 4, "single", 7)])
+def test_lossguide_top_levels_on_the_device(monkeypatch, device, leaves, depth, most, precision, seed):
+    """Below the root's batch the top levels of a loss-guided tree are split on the device (``depth_ahead``) as far as
+    the host's batches would have taken them whole (the leaf budget cannot bind, a level's entries within the batch
+    bound): the reference's tree bit for bit (in single precision the device's without them), rows in their leaves,
+    the same splits made and in fewer round trips."""
+    from mdhom.trees import lossguide as G
+    from mdhom.trees.growth import ahead_levels
+
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, 4000, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal(3))[:, None] + 0.3 * rng.standard_normal((4000, 1))
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, True)
+    ref = NumpyKernels(precision)
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(g, h)
+    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+    made, syncs, levels = [], [], []
+    orig_expanded, orig_levels = G._Candidates._expanded, G._Candidates._levels
+
+    def expanded(self, nodes, first, d):  # every split made, by a host batch or a device level
+        made[-1] += int(np.asarray(nodes).size)
+        return orig_expanded(self, nodes, first, d)
+
+    def spy_levels(self, first, whole):
+        out = orig_levels(self, first, whole)
+        if first == 1:
+            levels.append(out)
+        return out
+
+    monkeypatch.setattr(G._Candidates, "_expanded", expanded)
+    monkeypatch.setattr(G._Candidates, "_levels", spy_levels)
+    for ahead in (0, ob.DEPTH_AHEAD):
+        made.append(0)
+        dev = ob.OpenCLTreeKernels(device, precision=precision, lookahead=0, depth_ahead=ahead, speculate=True,
+                                   batch=most)
+        dev.load(bins, m.n_bins, 1)
+        dev.set_gradients(g, h)
+        s0 = dev.syncs
+        tree = grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+        syncs.append(dev.syncs - s0)
+        if precision == "single" and not ahead:  # float sums: the device's own tree without the levels ahead
+            want, ref = tree, dev
+            continue
+        _same(tree, want)
+        np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    top = min(ahead_levels(dev, gp, 1, 2, 2), (most.bit_length() - 1) if most else 99)
+    assert levels == [0, top] and top >= 2, (levels, top)
+    assert made[0] == made[1] and want.n_nodes > 50, (made, want.n_nodes)
+    assert syncs[1] < syncs[0], syncs
 
 
 @pytest.mark.parametrize("partition", [dict(blocks=0), dict(blocks=64, block_group=0), dict(blocks=64, block_group=8)],

@@ -55,7 +55,8 @@ class TreeKernels(Protocol):
     # speculative: some of them the walk never takes)
     lookahead: int
     # depth-wise trees: levels split on the device below a level whose leaf budget cannot bind (look_ahead; exact:
-    # the level-wise rule takes every such split)
+    # the level-wise rule takes every such split); loss-guided trees: as many levels below the root's batch, as far
+    # as the batches would have taken those levels whole (the same splits and searches, fewer round trips)
     depth_ahead: int
     # ... and take into each step the searched children of leaves the walk may still reach, not only the heap's
     # leaves (mdhom.trees.lossguide._Candidates.reachable: about as many steps as the tree is deep, some searches

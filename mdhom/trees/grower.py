@@ -23,6 +23,7 @@ from mdhom.trees.growth import (
     GrowParams,
     NodeTable,
     Thresholds,
+    ahead_levels,
     can_split,
     cat_tables,
     node_values,
@@ -121,31 +122,10 @@ class _Once:
 
 def _ahead(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> tuple[int, bool]:
     """What the device splits below the ``n_nodes`` nodes at ``depth`` (the tree has ``n_leaves``) before the host sees
-    it: :func:`_ahead_levels` levels, and whether the tree's last level follows them (:func:`_final_level`)."""
-    levels = _ahead_levels(kernels, params, depth, n_nodes, n_leaves)
+    it: :func:`~mdhom.trees.growth.ahead_levels` levels, and whether the tree's last level follows them
+    (:func:`_final_level`)."""
+    levels = ahead_levels(kernels, params, depth, n_nodes, n_leaves)
     return levels, _final_level(kernels, params, depth + levels, n_nodes << levels)
-
-
-def _ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
-    """How many levels below the ``n_nodes`` nodes at ``depth`` the device may split by their best splits before the
-    host sees them (``kernels.depth_ahead`` at most; none in a fit with categorical features, the look-ahead splits
-    numerically): as many as leave the level after them splittable (a level at the depth limit would be built and
-    searched in vain), and only while the leaf budget cannot bind (every node of those levels splitting adds
-    ``n_nodes * (2^levels - 1)`` leaves at most), so that the level-wise rule (every node of gain > SPLIT_EPS, the
-    largest gains where the budget is short) takes the same splits as the device's. The deepest level searched holds
-    ``n_nodes * 2^levels`` entries, those below nodes that did not split included: at most ``AHEAD_ENTRIES``, so a
-    tree without a depth or leaf limit does not allocate histograms for 2^7 slots below each node of a wide level."""
-    if params.categorical is not None and bool(np.any(params.categorical)):
-        return 0
-    levels = int(kernels.depth_ahead)
-    if params.max_depth:
-        levels = min(levels, params.max_depth - depth - 1)
-    if params.max_leaves:
-        while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
-            levels -= 1
-    while levels > 0 and n_nodes << levels > AHEAD_ENTRIES:
-        levels -= 1
-    return max(0, levels)
 
 
 def _final_level(kernels: TreeKernels, params: GrowParams, depth: int, entries: int) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdhom.components.lookahead import AHEAD_ENTRIES
 from mdhom.learn.portable import sum_in_order
 from mdhom.trees.backend import SplitParams, Splits, TreeKernels
 from mdhom.trees.model import CategoryTables, Tree
@@ -215,3 +216,25 @@ def can_split_each(depth: np.ndarray, params: GrowParams) -> np.ndarray:
     """:func:`can_split` of each of an array of depths (a loss-guided batch's nodes)."""
     depth = np.asarray(depth)
     return depth < params.max_depth if params.max_depth else np.ones(depth.shape, bool)
+
+
+def ahead_levels(kernels: TreeKernels, params: GrowParams, depth: int, n_nodes: int, n_leaves: int) -> int:
+    """How many levels below the ``n_nodes`` nodes at ``depth`` the device may split by their best splits before the
+    host sees them (``kernels.depth_ahead`` at most; none in a fit with categorical features, the look-ahead splits
+    numerically): as many as leave the level after them splittable (a level at the depth limit would be built and
+    searched in vain), and only while the leaf budget cannot bind (every node of those levels splitting adds
+    ``n_nodes * (2^levels - 1)`` leaves at most), so that the level-wise rule (every node of gain > SPLIT_EPS, the
+    largest gains where the budget is short) takes the same splits as the device's. The deepest level searched holds
+    ``n_nodes * 2^levels`` entries, those below nodes that did not split included: at most ``AHEAD_ENTRIES``, so a
+    tree without a depth or leaf limit does not allocate histograms for 2^7 slots below each node of a wide level."""
+    if params.categorical is not None and bool(np.any(params.categorical)):
+        return 0
+    levels = int(kernels.depth_ahead)
+    if params.max_depth:
+        levels = min(levels, params.max_depth - depth - 1)
+    if params.max_leaves:
+        while levels > 0 and n_leaves + n_nodes * ((1 << levels) - 1) > params.max_leaves:
+            levels -= 1
+    while levels > 0 and n_nodes << levels > AHEAD_ENTRIES:
+        levels -= 1
+    return max(0, levels)

@@ -11,7 +11,8 @@ PoCL blocks make a loss-guided round 1.2-1.3x faster) and a work-group each on G
 launches a split step instead of four; H200, 10.5M rows, the partition's kernels 2.5 -> 1.9 ms a loss-guided
 round), and how many depth-wise levels are split on the device per round trip where the leaf budget cannot bind
 (``depth_ahead``: exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round,
-alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6), and how
+alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6; also the top
+levels of a loss-guided tree below its root's batch, as far as its batches would take those levels whole), and how
 many candidates a loss-guided batch splits at most (``batch``, 0: every one the walk may reach, figures in
 :meth:`mdhom.trees.lossguide._Candidates.reachable`; exact, a bound only adds round trips), and whether the split
 search's score sums a feature's bins as it walks them (``summed``: the score's vector form, no scan kernel before it,

@@ -14,6 +14,7 @@ from mdhom.trees.backend import Splits, TreeKernels
 from mdhom.trees.growth import (
     GrowParams,
     NodeTable,
+    ahead_levels,
     any_categorical,
     can_split,
     can_split_each,
@@ -177,7 +178,7 @@ class _Candidates:
         hist_at = self.hist_at
         pair = kernels.siblings_from([hist_at[n] for n in batch[grow].tolist()], h_small)  # [smalls, larges]
         children = np.concatenate([small, large])
-        levels = kernels.lookahead if grow.size == ns else 0
+        levels = self._levels(first, grow.size == ns)
         if not levels:
             self._searched(children, pair, kernels.best_splits(pair, self.mask, params.split, then))
             return
@@ -205,6 +206,26 @@ class _Candidates:
             ids, alive = np.asarray(next_ids, np.int64), next_alive
             at = np.flatnonzero(alive)
             self._searched(ids[at], hists[k], founds[k + 1], at)
+
+    def _levels(self, first: int, whole: bool) -> int:
+        """Levels below a batch's children that the device splits by their best splits before the host sees them
+        (``whole``: every child may split): the layout's look-ahead below every batch (speculative: the walk may
+        never take them), and below the root's batch (``first`` 1) the top of the tree as a depth-wise tree's levels
+        ahead (``depth_ahead``, :func:`~mdhom.trees.growth.ahead_levels`: while the leaf budget cannot bind) as far
+        as a level's entries fit the batch bound. There the host's batches would have been those levels whole (every
+        candidate of gain > SPLIT_EPS, :meth:`reachable` under a budget that covers them), one round trip each: the
+        same splits and searches, on the device without the host between them."""
+        if not whole:
+            return 0
+        kernels = self.kernels
+        levels = int(kernels.lookahead)
+        if first == 1 and kernels.depth_ahead:
+            top = ahead_levels(kernels, self.params, 1, 2, 2)  # the root's two children, two leaves
+            most = int(kernels.batch)
+            if most > 0:  # level j holds 2^(j + 1) entries
+                top = min(top, max(0, most.bit_length() - 1))
+            levels = max(levels, top)
+        return levels
 
     def _expanded(self, nodes: np.ndarray, first: np.ndarray, depth: np.ndarray) -> None:
         """Each of ``nodes`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
