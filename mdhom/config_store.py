@@ -80,10 +80,14 @@ def _base_document(device: Device, directory: Path | None) -> tuple[Path, dict |
 
 def stored_config(device: Device, kernel: str, size_class: str, directory: Path | None = None) -> dict[str, int] | None:
     """The configuration a tune of ``device`` into ``directory`` would replace for (kernel, size class), whatever
-    version of the kernel it was tuned for (the tuner's warm start), else None."""
+    version of the kernel it was tuned for (the tuner's warm start), else None. None too for a class marked as the
+    heuristic kept: its numbers are the heuristic of the day it was tuned, at the class's sizes, and the study's
+    baseline is today's heuristic (a warm start from them had spent a trial on a heuristic since replaced)."""
     _, doc = _base_document(device, directory)
     entry = (doc or {}).get("kernels", {}).get(kernel, {}).get("classes", {}).get(size_class)
-    return None if entry is None else {k: int(v) for k, v in entry["config"].items()}
+    if entry is None or entry.get("heuristic"):
+        return None
+    return {k: int(v) for k, v in entry["config"].items()}
 
 
 def store_results(

@@ -431,6 +431,13 @@ def _pick(
     return config, cls
 
 
+def heuristic_source(source: str) -> str:
+    """Where a build that runs its heuristic says its configuration came from, given :func:`lookup`'s source when it
+    answered no configuration: ``heuristic`` where nothing applies, else ``heuristic (<why>)`` (tuning disabled, or
+    the class whose tune kept the heuristic)."""
+    return source if source == "heuristic" else f"heuristic ({source})"
+
+
 def lookup_config(
     device: Device,
     kernel: str,

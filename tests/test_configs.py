@@ -582,9 +582,9 @@ def test_a_kernels_other_form_takes_its_heuristic_not_the_stored_form(cpu, monke
 def test_a_class_that_kept_the_heuristic_runs_todays_heuristic(cpu, tmp_path):
     """A class a tune marked as the heuristic kept (its study kept the default, or the end-to-end check dropped what it
     found) stands for the kernel's heuristic, not for that day's numbers: a lookup answers None and the build runs
-    today's heuristic at its own sizes (what the check timed), saying so. The H200's file had kept the forests' feature
-    split at the numbers of a GPU heuristic since measured 19-27x slower. The same numbers unmarked are used as
-    stored."""
+    today's heuristic at its own sizes (what the check timed), saying so, and a tune starts from no warm start there.
+    The H200's file had kept the forests' feature split at the numbers of a GPU heuristic since measured 19-27x slower.
+    The same numbers unmarked are used as stored."""
     from mdhom.forests import split as S
 
     kern = tunable.get("forest_feature_split")
@@ -601,11 +601,16 @@ def test_a_class_that_kept_the_heuristic_runs_todays_heuristic(cpu, tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a tuned device does not warn either way
             cfg, source = S.FEATURE_SPLIT_SPEC.configure(gpu, desc, dims)
+        # the tuner's warm start: the stored numbers where they are a tuned configuration, none where the class
+        # kept the heuristic (the study's baseline is today's)
+        seed = config_store.stored_config(gpu, "forest_feature_split", "dense_roots_64", tmp_path / "pkg")
         if marked:
             assert cfg == S.per_slot_feature(desc, gpu, dims)
             assert source == "heuristic (tuned acme-gpu-v1.json dense_roots_64: the heuristic kept)"
+            assert seed is None
         else:
             assert cfg == old and source == "tuned acme-gpu-v1.json dense_roots_64"
+            assert seed == old
 
 
 def test_the_heuristic_mark_is_a_boolean():

@@ -122,13 +122,12 @@ class KernelSpec:
         and of the binner's."""
         if override is not None:
             return dict(override), "override"
-        from mdhom.configs import lookup
+        from mdhom.configs import heuristic_source, lookup
 
         cfg, source = lookup(device, desc.name, sizes, desc, warn=self.tuned_on(device, sizes, desc),
                              prefer=self.variant_classes(desc))
         if cfg is None:
-            cfg, source = self.heuristic(desc, device, sizes), "heuristic" if source == "heuristic" \
-                else f"heuristic ({source})"
+            cfg, source = self.heuristic(desc, device, sizes), heuristic_source(source)
         return dict(cfg), source
 
     def tuned_on(self, device: Device, sizes: Mapping[str, int] | None = None, desc: Description | None = None

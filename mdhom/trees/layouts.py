@@ -129,8 +129,8 @@ def stored(device: Device, precision: str, n_features: int) -> tuple[Layout | No
         return _forced[-1], "forced by the tuner" if _forced[-1] is not None else "heuristic (forced by the tuner)"
     config, source = configs.lookup(device, kernel_name(precision), {"feat": max(1, n_features)}, warn=False,
                                     within=WITHIN)
-    if config is None:  # none stored, or a class that kept the heuristic (its source names the class)
-        return None, f"heuristic ({source})" if source.startswith(("tuned", "defaults")) else source
+    if config is None:  # none stored, tuning disabled, or a class that kept the heuristic (its source names the class)
+        return None, configs.heuristic_source(source)
     try:
         return Layout.of(config), source
     except ValueError:
