@@ -1056,6 +1056,51 @@ def test_ahead_budget(device, n_outputs):
     assert np.array_equal(keep[tied], np.arange(tied.size) < keep[tied].sum())
 
 
+def _chain_case(seed: int, m: int):
+    """A level of ``m`` entries for ``tree_ahead_chain``: few distinct gains and parents' chain values (ties across the
+    bound's edge and against the left-out candidates), some not allowed."""
+    rng = np.random.default_rng(seed)
+    best = np.zeros(m, ln.split_type("quantized").dtype)
+    best["value"] = rng.choice([-np.inf, np.nan, 0.0, 1e-7, 0.25, 0.5, 0.5, 1.0, 2.0, 3.0], m)
+    allow = (rng.random(m) < 0.9).astype(np.int32)
+    pchain = np.repeat(rng.choice([0.5, 1.0, 2.0, 4.0], m // 2), 2)  # a parent's two children share its chain value
+    lchain = np.sort(rng.choice([0.25, 0.5, 1.0, 1.5, 3.0], 20))[::-1].copy()
+    return best, allow, pchain, lchain
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_ahead_chain(device, n_outputs):
+    """Below a bounded loss-guided batch the device splits the children its next batch would take: of the entries that
+    may split (allowed, a finite gain above SPLIT_EPS, at least the floor), those fewer than ``most`` candidates rank
+    ahead of: the left-out ones of a chain value at least theirs, entries of a larger one or the same one earlier, a
+    chain value the smaller of the gain and the parent's. The host's replay (within_chain_budget) is the same rule,
+    and it never takes an entry that the host's batch (every tie kept) would not."""
+    m, n_bins, prec = 64, 19, "quantized"
+    best, allow, pchain, lchain = _chain_case(53, m)
+    gain = best["value"].astype(np.float64)
+    desc = lookahead.ahead_chain(n_bins, n_outputs, prec)
+    for most, n_l, floor in ((32, 20, 0.0), (32, 0, 0.0), (8, 20, 0.0), (8, 5, 0.6), (1, 20, 0.0), (64, 20, 0.0)):
+        left = lchain[:n_l]
+        want = lookahead.ahead_chain_reference(gain, allow, pchain, left, most, floor)
+        chains = np.concatenate([pchain, left])
+        for cf in configs(desc, device, {"entry": m}, seed=54):
+            got = run(desc, device, cf, {"entry": m}, best_value=("o", best.view(np.float64), None),
+                      allow=("o", allow, None), chains=("o", chains, None), n_entries=m, n_lchain=n_l, most=most,
+                      min_gain=floor)
+            np.testing.assert_array_equal(got, want, err_msg=f"{most} {n_l} {floor} {cf}")
+        # the host's rule: the most largest chain values of the left-out and the may-split entries, every tie kept
+        ok = lookahead.may_split(gain, allow, floor)
+        chain = np.fmin(pchain, gain)
+        pool = np.concatenate([left, chain[ok]])
+        edge = np.sort(pool)[::-1][most - 1] if pool.size >= most else -np.inf
+        took = want.astype(bool)
+        assert not (took & ~ok).any() and (chain[took] >= edge).all(), (most, n_l)
+        if most == 32 and n_l == 20:
+            assert 0 < took.sum() < ok.sum()  # the bound binds, and leaves room for some children
+        if n_l == 0 and most >= ok.sum():
+            assert np.array_equal(took, ok)  # nothing left out and room for all: every entry that may split
+
+
 @pytest.mark.parametrize("chunked", [0, 1], ids=["strided", "chunked"])
 def test_hist_siblings(device, chunked):
     """Both schedules (CHUNKED, the CPUs' default: PoCL, 500k Higgs rows, 255 leaves, 3.6-3.7 against 7.4-8.6 ms

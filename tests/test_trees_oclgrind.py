@@ -199,7 +199,7 @@ QUANTIZED = textwrap.dedent("""
         assert (trees[0].left < 0).sum() >= 4, round_
         assert np.array_equal(dev.scores(), ref.scores()), round_
         assert np.array_equal(dev.update_eval(0, trees[0]), ref.update_eval(0, trees[1])), round_
-    print("QUANTIZED-OK", "tree_leaf_values" in dev.ws.computations)
+    print("QUANTIZED-OK", "tree_leaf_values" in dev.ws.computations, "tree_ahead_chain" in dev.ws.computations)
 """)
 
 
@@ -278,9 +278,9 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     with the partition reading a column copy of the bins); 300 bins: 16-bit bins and a 14 KB local histogram.
     The scores are updated as the estimator does, from the tree's values as soon as they are known: where rows
     move, the depth-wise tree's last level's values come from ``tree_leaf_values`` before its search is read, its
-    rows' leaves from ``tree_leaf_rows`` queued behind the level's launches. Two of them grow the loss-guided tree with
-    the device's look-ahead (split tables made on the device, partitions
-    launched for an upper bound of the rows); two partition in blocks of 8 rows (the CPUs' layout: a split node
+    rows' leaves from ``tree_leaf_rows`` queued behind the level's launches. Those with ``lookahead`` grow the
+    loss-guided tree with the device's look-ahead (split tables made on the device, partitions launched for an upper
+    bound of the rows; below its bounded batches, the children the next batch takes: ``tree_ahead_chain``); two partition in blocks of 8 rows (the CPUs' layout: a split node
     spans several blocks), moving rows as CPUs do; one in blocks of a work-group
     each (GPUs' group partition); the look-ahead's tables in both block cases are cut into blocks on the device; one
     builds its whole-row histograms FLAT (the nodes' rows end to end, pieces added into the output with global
@@ -292,8 +292,12 @@ def test_quantized_tree_kernels_clean_under_oclgrind(oclgrind_device, mode, n_bi
     code = (QUANTIZED.replace("MODE", mode).replace("N_BINS", str(n_bins)).replace("USE_FLAT", str(flat))
             .replace("GROUP_WORDS", str(words)))
     run = checked(code, "QUANTIZED-OK", timeout=900)
-    # where rows move, the depth-wise tree's last level had its leaf values made on the device (tree_leaf_values)
-    assert ("QUANTIZED-OK True" in run.stdout) == ("'row_index': False" in mode), run.explain()
+    # where rows move, the depth-wise tree's last level had its leaf values made on the device (tree_leaf_values); with
+    # the look-ahead, the loss-guided tree's bounded batches had their next batches' children split on the device
+    # (tree_ahead_chain)
+    values, chained = run.stdout.split("QUANTIZED-OK ")[1].split()[:2]
+    assert (values == "True") == ("'row_index': False" in mode), run.explain()
+    assert (chained == "True") == ("'lookahead'" in mode), run.explain()
 
 
 FLAT_WINDOWS = textwrap.dedent("""

@@ -10,6 +10,7 @@ kernel                   index space                combine operators
 tree_split_from_search   entry                      concat: one split record per searched node, and a sentinel (and,
                                                     written inputs, the search's packed result and the block table)
 tree_ahead_budget        entry                      concat: which entries of a tree's last level split (its leaf budget)
+tree_ahead_chain         entry                      concat: which children of a loss-guided batch the next batch takes
 =======================  =========================  ==================================================================
 """
 
@@ -255,6 +256,71 @@ if (tree_ahead(gains, allow, entry, 0.0)) {
     )
 
 
+@lru_cache(maxsize=8)
+def ahead_chain(n_bins: int, n_outputs: int, precision: str) -> Description:
+    """Which children of a bounded loss-guided batch the host's next batch would take, decided on the device: the
+    next batch is the ``most`` candidates of the largest chain values (the least gain on the path from the root)
+    among those searched and not expanded, so it is drawn from this batch's children and the candidates the batch
+    left out (the ``n_lchain`` of them of the largest chain values). An entry ``tree_split_from_search`` would
+    split (allowed, a finite gain above SPLIT_EPS and at least ``min_gain``) splits where fewer than ``most``
+    candidates rank ahead of it: left-out ones of a chain value at least its own, entries of a larger one or the same
+    one earlier; its chain value is the smaller of its gain and its parent's. ``chains`` holds the parents' chain
+    values, one an entry, then the ``n_lchain`` left-out ones. Ties against a left-out
+    candidate go to that one and among entries to the earlier: no entry splits that the host's batch would not take
+    (:meth:`mdhom.trees.lossguide._Candidates.reachable` keeps every tie), so the look-ahead splits nothing in vain
+    that the host would not have split one round trip later (:func:`within_chain_budget`, the host's replay). The
+    result is that step's ``allow``. Each entry ranks itself among the level's (a loop: 64 entries under the default
+    bound of 32) and the left-out ones."""
+    return Description(
+        "tree_ahead_chain", ["entry"], [Concat()], "int",
+        scalar="""
+__global const tree_real_t* gains = (__global const tree_real_t*)best_value;
+out = 0;
+if (tree_ahead(gains, allow, entry, min_gain)) {
+    const double c = fmin(chains[entry], (double)gains[entry * RSTRIDE]);
+    int rank = 0;  /* candidates ahead of this one */
+    for (int l = 0; l < n_lchain && rank < most; ++l) rank += chains[n_entries + l] >= c;
+    for (int e = 0; e < n_entries && rank < most; ++e) {
+        if (e != entry && tree_ahead(gains, allow, e, min_gain)) {
+            const double ce = fmin(chains[e], (double)gains[e * RSTRIDE]);
+            rank += ce > c || (ce == c && e < entry);
+        }
+    }
+    out = rank < most;
+}""",
+        inputs=[Input("best_value", real_ctype(precision), (1,), gather=True), Input("allow", "int", (1,), gather=True),
+                Input("chains", "double", (1,), gather=True)],
+        params=[Param("n_entries", "int"), Param("n_lchain", "int"), Param("most", "int"),
+                Param("min_gain", "double")],
+        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {_best_layout(precision)[2]}\n"
+        + _rule(precision),
+    )
+
+
+def within_chain_budget(gain: np.ndarray, ok: np.ndarray, pchain: np.ndarray, lchain: np.ndarray,
+                        most: int) -> np.ndarray:
+    """``ok`` less the entries that ``most`` or more candidates rank ahead of (``tree_ahead_chain``'s rule, the
+    host's replay of it): left-out candidates of a chain value (``lchain``) at least the entry's, entries of ``ok``
+    with a larger one or the same one earlier; an entry's chain value is the smaller of its gain and ``pchain``."""
+    ok = np.asarray(ok, bool)
+    with np.errstate(invalid="ignore"):
+        chain = np.fmin(np.asarray(pchain, np.float64), np.asarray(gain, np.float64))
+    at = np.flatnonzero(ok)
+    ahead = np.searchsorted(-np.sort(np.asarray(lchain, np.float64))[::-1], -chain[at], side="right")
+    order = at[np.lexsort((at, -chain[at]))]  # entries by chain value, larger first, ties to the earlier
+    rank = np.empty(ok.size, np.int64)
+    rank[order] = np.arange(order.size)
+    out = np.zeros_like(ok)
+    out[at] = ahead + rank[at] < most
+    return out
+
+
+def ahead_chain_reference(gain: np.ndarray, allow: np.ndarray, pchain: np.ndarray, lchain: np.ndarray, most: int,
+                          min_gain: float = 0.0) -> np.ndarray:
+    """``tree_ahead_chain`` in numpy (int32 per entry)."""
+    return within_chain_budget(gain, may_split(gain, allow, min_gain), pchain, lchain, most).astype(np.int32)
+
+
 def may_split(gain: np.ndarray, allow: np.ndarray, min_gain: float = 0.0) -> np.ndarray:
     """Which entries may split: allowed, with a finite gain above SPLIT_EPS and at least ``min_gain`` (``tree_ahead``,
     the kernels' rule)."""
@@ -298,8 +364,9 @@ def block_pairs_reference(count: np.ndarray, n_blk: int, blk_rows: int) -> np.nd
 # kernels, 1.02 / 0.95 -> 0.59 / 0.67 ms of a depth-wise round at 500k rows and 255 bins, grids sized at the build then)
 AHEAD = KernelSpec("tree_split_from_search", elementwise())
 AHEAD_BUDGET = KernelSpec("tree_ahead_budget", elementwise())
+AHEAD_CHAIN = KernelSpec("tree_ahead_chain", elementwise())
 # the most entries (split slots, alive or not) of a look-ahead's deepest level: 2^10, a depth-wise tree's from the root
 # with depth_ahead 7 are 2^7; a histogram each (28 features x 63 bins: 14 KB). Its kernels are built for them and the
 # sentinel
 AHEAD_ENTRIES = 1024
-SPECS = (AHEAD, AHEAD_BUDGET)
+SPECS = (AHEAD, AHEAD_BUDGET, AHEAD_CHAIN)

@@ -74,8 +74,10 @@ import pyopencl as cl
 from mdhom.components.lookahead import (
     AHEAD,
     AHEAD_BUDGET,
+    AHEAD_CHAIN,
     AHEAD_ENTRIES,
     ahead_budget,
+    ahead_chain,
     split_from_search,
 )
 from mdhom.components.partition_kernels import (
@@ -158,6 +160,7 @@ class RowPartitioner:
         self._ahead_bounds: dict[tuple[str, str, str], Bound] = {}
         self._budget_bounds: dict[str, Bound] = {}
         self._budget_comp = None
+        self._chain_bound: Bound | None = None
         self._tab = "split_tab"  # the buffer holding the last step's table
         self._at_root = False  # whether no split step has run since reset
         self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
@@ -390,7 +393,8 @@ class RowPartitioner:
 
     def apply_searched(self, hist: cl.Buffer, allow: np.ndarray, base: int, leaves: int = -1,
                        max_leaves: int = 0, min_gain: float = 0.0, final: bool = False,
-                       then: Callable[[], None] | None = None) -> tuple[int, int, _Ahead]:
+                       then: Callable[[], None] | None = None,
+                       chain: tuple[np.ndarray, np.ndarray, int] | None = None) -> tuple[int, int, _Ahead]:
         """Split the nodes of the split search just run by their best splits, decided on the device
         (:mod:`mdhom.components.lookahead`): the host learns the splits with the search's result, after the launches,
         and sets the returned record's ``nodes`` and ``ok`` (which split) before it next needs the ranges. The nodes
@@ -400,7 +404,9 @@ class RowPartitioner:
         ``leaves``: the tree's leaves before the step, where the last step was the host's or none (the device's steps
         carry the count on); ``max_leaves`` > 0: the step is a depth-wise tree's last level, which splits only the
         largest gains its leaf budget holds (``tree_ahead_budget``); ``min_gain``: no split of a smaller gain (a
-        loss-guided batch's floor). ``final``: the step is the tree's last, its children leaves that nothing reads the
+        loss-guided batch's floor); ``chain`` (each node's parent's chain value, the left-out candidates' chain values,
+        the batch bound): the step splits only the nodes a bounded loss-guided batch's next batch would take
+        (``tree_ahead_chain``). ``final``: the step is the tree's last, its children leaves that nothing reads the
         bins or (g, h) of (no histogram, no partition: the next tree's root reads region 0), so only the row order
         moves (PoCL, 2-core EPYC, 500k rows, depth 8: the last level's scatter moved 40 bytes a row each way).
         Numeric splits only. ``hist``: the searched nodes' histograms (the search's view of them); the table maker
@@ -445,6 +451,20 @@ class RowPartitioner:
                     best_value=ws["best"], last_tab=ws[last], allow=ws["ahead_allow"])))
             ws.record("tree_ahead_budget", budget({"entry": m}, n_entries=m, leaves=int(leaves),
                                                   max_leaves=int(max_leaves)))
+            allowed = "ahead_budget"
+        elif chain is not None:  # of the allowed, those the next batch would take
+            pchain, lchain, bound = chain  # (``most`` is the rows' bound here)
+            vals = np.concatenate([np.asarray(pchain, np.float64).reshape(m), np.asarray(lchain, np.float64)])
+            ws.ensure("ahead_budget", 4 * m)
+            ws.ensure("ahead_chain", 8 * max(1, vals.size))
+            ws.put("ahead_chain", ws["ahead_chain"], vals, np.float64)
+            if self._chain_bound is None:  # built at its first use: only bounded loss-guided batches ask
+                comp = ws.build(AHEAD_CHAIN, ahead_chain(ws.n_bins, ws.n_outputs, ws.precision),
+                                {"entry": AHEAD_ENTRIES + 1})
+                self._chain_bound = Bound(ws, comp, lambda: (ws["ahead_budget"], dict(
+                    best_value=ws["best"], allow=ws["ahead_allow"], chains=ws["ahead_chain"])))
+            ws.record("tree_ahead_chain", self._chain_bound({"entry": m}, n_entries=m, n_lchain=vals.size - m,
+                                                             most=int(bound), min_gain=float(min_gain)))
             allowed = "ahead_budget"
         ns = m + 1  # and the sentinel
         # the table's blocks (block partitions): at most n rows over the block size, rounded up, one at least a

@@ -51,8 +51,9 @@ class TreeKernels(Protocol):
 
     # grow loss-guided trees by searching several leaves per step (the same tree; fewer device round trips)
     batch_lossguide: bool
-    # ... and split that many levels below each such step ahead, on the device, by their best splits (look_ahead;
-    # speculative: some of them the walk never takes)
+    # ... and split that many levels below each such step ahead, on the device, by their best splits (look_ahead; below
+    # a bounded step one level, the children the next step takes; below an unbounded one speculative: some of them the
+    # walk never takes)
     lookahead: int
     # depth-wise trees: levels split on the device below a level whose leaf budget cannot bind (look_ahead; exact:
     # the level-wise rule takes every such split); loss-guided trees: as many levels below the root's batch, as far
@@ -174,7 +175,8 @@ class TreeKernels(Protocol):
 
     def look_ahead(self, hist: object, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
-                   then: Callable[[], None] | None = None, min_gain: float = 0.0) -> tuple[list[Splits], list[object]]:
+                   then: Callable[[], None] | None = None, min_gain: float = 0.0,
+                   chain: tuple[np.ndarray, np.ndarray, int] | None = None) -> tuple[list[Splits], list[object]]:
         """``best_splits(hist)`` and ``len(allow)`` split steps after it, taken before the host has seen those
         results: several steps for one round trip. ``hist`` holds the children of the last ``apply_splits`` (with
         ``small_left``), built ones first, then the others, as ``siblings`` returns them; ``nodes`` are their ids.
@@ -189,8 +191,11 @@ class TreeKernels(Protocol):
         level of ``allow`` is the tree's last (at its depth limit), split where its leaf budget holds (where more of
         its entries would split than the budget has room for, those of the largest gains, ties to the earlier entry:
         the level-wise rule), its children neither built nor searched: then one split per level and one histogram
-        less. ``then`` runs once every launch is queued, before the host first waits for a result (as
-        ``best_splits``'). Numeric splits of quantized histograms (on devices; any precision in numpy)."""
+        less. ``chain`` (each entry's parent's chain value, the chain values of the candidates a bounded loss-guided
+        batch left out, the bound): the first level splits only the entries the batch's next batch would take
+        (:func:`~mdhom.components.lookahead.within_chain_budget`). ``then`` runs once every launch is queued, before the
+        host first waits for a result (as ``best_splits``'). Numeric splits of quantized histograms (on devices; any
+        precision in numpy)."""
 
     def relabel(self, node_map: np.ndarray) -> None:
         """Rename every row's node: ``node_map[node]`` (int32, one entry per node id used since the tree

@@ -1,24 +1,25 @@
 """The tree backend's layout: where a fit's rows live and how its histograms read them, decided per device.
 
-Eight choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit,
-same run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is
-2.7x faster per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per
-work-item (``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the
-bins (``columns``), how many levels below a loss-guided batch are split on the device before the host sees it
-(``lookahead``: speculative, some of their splits are never taken), whether the partition walks rows in blocks of
-``blocks`` rows (0: a work-item per row and a prefix count), a work-item each on CPUs (XGBoost's CPU partition; on
-PoCL blocks make a loss-guided round 1.2-1.3x faster) and a work-group each on GPUs (the group partition: two
-launches a split step instead of four; H200, 10.5M rows, the partition's kernels 2.5 -> 1.9 ms a loss-guided
-round), and how many depth-wise levels are split on the device per round trip where the leaf budget cannot bind
-(``depth_ahead``: exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round,
-alternating fits; 2-core EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6; also the top
-levels of a loss-guided tree below its root's batch, as far as its batches would take those levels whole), and how
-many candidates a loss-guided batch splits at most (``batch``, 0: every one the walk may reach, figures in
+Eight choices decide more of a round's time than any kernel's work-group sizes (rounds of a Higgs-shaped fit, same
+run): whether the partition moves whole rows or only the row order (``row_index``: on PoCL moving rows is 2.7x faster
+per round, on the H100 the row index is 1.2x faster), whether histograms read a whole row per work-item
+(``whole_rows``: 4.8x on PoCL, 0.9x on the H100), whether the partition reads a column copy of the bins (``columns``),
+how many levels below a loss-guided batch are split on the device before the host sees it (``lookahead``: below a
+batch bounded by ``batch``, one level: the children its next batch takes, the host's own splits one round trip
+earlier; below an unbounded one, every child above the floor, speculative), whether the partition walks rows in blocks
+of ``blocks`` rows (0: a work-item per row and a prefix count), a work-item each on CPUs (XGBoost's CPU partition; on
+PoCL blocks make a loss-guided round 1.2-1.3x faster) and a work-group each on GPUs (the group partition: two launches
+a split step instead of four; H200, 10.5M rows, the partition's kernels 2.5 -> 1.9 ms a loss-guided round), and how
+many depth-wise levels are split on the device per round trip where the leaf budget cannot bind (``depth_ahead``:
+exact, the level-wise rule takes every such split; H200, 10.5M rows, 7.20 -> 6.41 ms a round, alternating fits; 2-core
+EPYC, 500k rows, PoCL 82.8-89.1 -> 79.4-79.6 ms, Intel's runtime 83.1 -> 77.6; also the top levels of a loss-guided
+tree below its root's batch, as far as its batches would take those levels whole), and how many candidates a
+loss-guided batch splits at most (``batch``, 0: every one the walk may reach, figures in
 :meth:`mdhom.trees.lossguide._Candidates.reachable`; exact, a bound only adds round trips), and whether the split
 search's score sums a feature's bins as it walks them (``summed``: the score's vector form, no scan kernel before it,
-one launch fewer a split step; the CPUs' only choice, where the scan was a memory pass as long as the score's own;
-not a GPU's candidate: its walk of a feature's bins is serial where the scan and the plain score spread a node's bins
-over a work-group, H100, 10.5M rows, kernels by profiling events: the summed score 1.02 ms a depth-wise round and 1.82
+one launch fewer a split step; the CPUs' only choice, where the scan was a memory pass as long as the score's own; not
+a GPU's candidate: its walk of a feature's bins is serial where the scan and the plain score spread a node's bins over
+a work-group, H100, 10.5M rows, kernels by profiling events: the summed score 1.02 ms a depth-wise round and 1.82
 loss-guided against 0.32 and 0.59 for the scan and the plain score, rounds not faster; exact either way: the same sums
 in the same order, the same gains).
 Each is a constructor option of :class:`mdhom.trees.opencl_backend.OpenCLTreeKernels`; left at ``None``, it

@@ -469,8 +469,8 @@ class OpenCLTreeKernels:
 
     def look_ahead(self, hist: DeviceHist, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
-                   then: Callable[[], None] | None = None, min_gain: float = 0.0
-                   ) -> tuple[list[Splits], list[DeviceHist]]:
+                   then: Callable[[], None] | None = None, min_gain: float = 0.0,
+                   chain: tuple[np.ndarray, np.ndarray, int] | None = None) -> tuple[list[Splits], list[DeviceHist]]:
         self.hist.check(hist)
         levels = len(allow)
         built_levels = levels - (final is not None)  # levels whose children are built and searched
@@ -493,7 +493,8 @@ class OpenCLTreeKernels:
         def take(k: int) -> None:  # level k's splits: which of its nodes split, and the next level's ids
             founds.append(later[k]())
             room = max_leaves - state["leaves"] if k == built_levels and max_leaves else None
-            ok, _, ids, alive = ahead_step(founds[k], state["alive"], allow[k], first_id[k], room, min_gain)
+            ok, _, ids, alive = ahead_step(founds[k], state["alive"], allow[k], first_id[k], room, min_gain,
+                                           chain if k == 0 else None)
             aheads[k].nodes, aheads[k].ok = state["ids"], ok
             state["ids"], state["alive"] = ids, alive
             state["leaves"] += int(ok.sum())
@@ -517,7 +518,8 @@ class OpenCLTreeKernels:
             split_rows, most, ahead = self.rows.apply_searched(
                 view, allow[k], first_id[k], leaves if k == 0 else -1, max_leaves if k == built_levels else 0,
                 min_gain, final=k == built_levels,  # the search's result, written by the table maker, read behind it
-                then=lambda m=m, k=k: later.append(self.split.result_later(m, key=key0 + k)))
+                then=lambda m=m, k=k: later.append(self.split.result_later(m, key=key0 + k)),
+                chain=chain if k == 0 else None)
             aheads.append(ahead)
             if k == built_levels:  # the tree's last level: nothing below it to build or search
                 break

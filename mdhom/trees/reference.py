@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.lookahead import may_split, within_budget
+from mdhom.components.lookahead import may_split, within_budget, within_chain_budget
 from mdhom.components.quantize import quantize_gh, to_real
 from mdhom.learn.binning import bin_dtype
 from mdhom.learn.memory import check_host, size_text
@@ -270,29 +270,34 @@ def left_smaller(left_sum: np.ndarray, right_sum: np.ndarray) -> np.ndarray:
 
 
 def ahead_step(found: Splits, alive: np.ndarray, allow: np.ndarray, first_id: int, room: int | None = None,
-               min_gain: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               min_gain: float = 0.0, chain: tuple[np.ndarray, np.ndarray, int] | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level of a look-ahead (:meth:`mdhom.trees.backend.TreeKernels.look_ahead`) from its entries' splits:
     which entries split (alive, allowed, gain finite, above SPLIT_EPS and at least ``min_gain``; where ``room`` is
     given, a tree's last level, only the ``room`` largest gains of those:
-    :func:`~mdhom.components.lookahead.within_budget`), the id of the child each builds (``left_smaller``; an entry
-    that does not split: the left one, an empty node; children ``first_id + 2e`` and ``+ 1``), the ids of the next
-    level's slots (entry e's built child at e, the other at n + e) and which of those are alive.
+    :func:`~mdhom.components.lookahead.within_budget`; where ``chain`` is given, only those a bounded loss-guided
+    batch's next batch takes: :func:`~mdhom.components.lookahead.within_chain_budget`), the id of the child each
+    builds (``left_smaller``; an entry that does not split: the left one, an empty node; children ``first_id + 2e``
+    and ``+ 1``), the ids of the next level's slots (entry e's built child at e, the other at n + e) and which of
+    those are alive.
 
     The step is kept with ``found`` (read-only arrays): a backend takes it while its last search runs, and the grower
     asks again for the same step after the look-ahead returns, when the device waits for its next partition (41 us
     a level on a 2-core EPYC)."""
     memo = found.ahead
-    if memo is not None and memo[2] == (first_id, room, min_gain) and all(
+    if memo is not None and memo[2] == (first_id, room, min_gain) and memo[4] is chain and all(
             m is x or np.array_equal(m, x) for m, x in ((memo[0], alive), (memo[1], allow))):
         return memo[3]
     ok = within_budget(found.gain, np.asarray(alive, bool) & may_split(found.gain, allow, min_gain), room)
+    if chain is not None:
+        ok = within_chain_budget(found.gain, ok, *chain)
     built_left = left_smaller(found.left_sum, found.right_sum) | ~ok
     lo = first_id + 2 * np.arange(ok.size, dtype=np.int64)
     built = np.where(built_left, lo, lo + 1)
     out = (ok, built, np.concatenate([built, np.where(built_left, lo + 1, lo)]), np.concatenate([ok, ok]))
     for a in out:
         a.flags.writeable = False
-    found.ahead = (np.array(alive, bool), np.array(allow, bool), (first_id, room, min_gain), out)
+    found.ahead = (np.array(alive, bool), np.array(allow, bool), (first_id, room, min_gain), out, chain)
     return out
 
 
@@ -446,8 +451,8 @@ class NumpyTreeKernels:
 
     def look_ahead(self, hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams, nodes: np.ndarray,
                    allow: list[np.ndarray], first_id: list[int], final: tuple[int, int] | None = None,
-                   then: Callable[[], None] | None = None, min_gain: float = 0.0
-                   ) -> tuple[list[Splits], list[np.ndarray]]:
+                   then: Callable[[], None] | None = None, min_gain: float = 0.0,
+                   chain: tuple[np.ndarray, np.ndarray, int] | None = None) -> tuple[list[Splits], list[np.ndarray]]:
         founds, hists = [self.best_splits(hist, feature_mask, params)], []
         ids, alive = np.asarray(nodes, np.int32).reshape(-1), np.ones(hist.shape[0], bool)
         leaves, max_leaves = final if final is not None else (0, 0)
@@ -456,7 +461,7 @@ class NumpyTreeKernels:
             f = founds[-1]
             ok, built, next_ids, next_alive = ahead_step(f, alive, al, base,
                                                          max_leaves - leaves if last and max_leaves else None,
-                                                         min_gain)
+                                                         min_gain, chain if k == 0 else None)
             leaves += int(ok.sum())
             lo = base + 2 * np.flatnonzero(ok)
             self.apply_splits(ids[ok], f.feature[ok], f.bin[ok], f.default_left[ok], lo, lo + 1)
