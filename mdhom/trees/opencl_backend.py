@@ -323,7 +323,10 @@ class OpenCLTreeKernels:
         # look-ahead below loss-guided batches: levels split on the device halve a tree's round trips (25 instead of
         # 44 on 10.5M Higgs rows), but their speculative splits add device work and a GPU round is bound by the
         # host's launches: H200, 10.5M rows, alternating fits, 11.64 ms a round without, 11.77 with one level
-        # (kernels 5.91 against 6.76 ms); PoCL, 2-core EPYC, 500k rows, 112 against 125 ms. Off by default.
+        # (kernels 5.91 against 6.76 ms); PoCL, 2-core EPYC, 500k rows, 112 against 125 ms. Off by default. Below a
+        # bounded batch it now splits only the children the next batch takes (the host's splits, one round trip
+        # earlier: no device work in vain), not yet timed on a GPU, where the host had fallen behind inside a
+        # look-ahead's launches (H200: 0.4-0.8 ms a round idle before its scans and tables): still off by default.
         # Depth-wise levels ahead split what the level-wise rule splits anyway: on by default (DEPTH_AHEAD, figures
         # in mdhom.trees.layouts), since their partitions cut blocks on the device and their histograms take the
         # class of a node's rows (before, each cost more than the round trips saved: H200 kernels 4.78 -> 6.02 ms).
