@@ -40,6 +40,21 @@ def _same(a, b):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
+def _reference_tree(seed, rows, depth, leaves, lossguide, precision="quantized"):
+    """A tree-shaped case the look-ahead tests grow on devices: Higgs-like rows of 6 features in 31 bins, one output,
+    and the reference's tree of it; (bins, n_bins, g, h, grow parameters, the reference backend, its tree)."""
+    rng = np.random.default_rng(seed)
+    X, _, h = _data(seed, rows, 6)
+    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((rows, 1))
+    m = BinMapper(31).fit(X)
+    bins = m.transform(X)
+    gp = GrowParams(PARAMS, 0.1, depth, leaves, lossguide)
+    ref = NumpyKernels(precision)
+    ref.load(bins, m.n_bins, 1)
+    ref.set_gradients(g, h)
+    return bins, m.n_bins, g, h, gp, ref, grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+
+
 def _nodes(dev, buffer):
     """How many nodes' histograms a workspace buffer holds now."""
     return dev.ws.capacity(buffer) // dev.ws.node_bytes
@@ -518,16 +533,7 @@ def test_lossguide_top_levels_on_the_device(monkeypatch, device, leaves, depth, 
     from mdhom.trees import lossguide as G
     from mdhom.trees.growth import ahead_levels
 
-    rng = np.random.default_rng(seed)
-    X, _, h = _data(seed, 4000, 6)
-    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal(3))[:, None] + 0.3 * rng.standard_normal((4000, 1))
-    m = BinMapper(31).fit(X)
-    bins = m.transform(X)
-    gp = GrowParams(PARAMS, 0.1, depth, leaves, True)
-    ref = NumpyKernels(precision)
-    ref.load(bins, m.n_bins, 1)
-    ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+    bins, n_bins, g, h, gp, ref, want = _reference_tree(seed, 4000, depth, leaves, True, precision)
     made, syncs, levels = [], [], []
     orig_expanded, orig_levels = G._Candidates._expanded, G._Candidates._levels
 
@@ -547,7 +553,7 @@ def test_lossguide_top_levels_on_the_device(monkeypatch, device, leaves, depth, 
         made.append(0)
         dev = ob.OpenCLTreeKernels(device, precision=precision, lookahead=0, depth_ahead=ahead, speculate=True,
                                    batch=most)
-        dev.load(bins, m.n_bins, 1)
+        dev.load(bins, n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs
         tree = grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
@@ -571,16 +577,7 @@ def test_lookahead_splits_what_the_next_batch_takes(monkeypatch, device, leaves,
     the host's batches make (the speculative look-ahead had split every child above the floor)."""
     from mdhom.trees import lossguide as G
 
-    rng = np.random.default_rng(seed)
-    X, _, h = _data(seed, 6000, 6)
-    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal(3))[:, None] + 0.3 * rng.standard_normal((6000, 1))
-    m = BinMapper(31).fit(X)
-    bins = m.transform(X)
-    gp = GrowParams(PARAMS, 0.1, 0, leaves, True)
-    ref = NumpyKernels("quantized")
-    ref.load(bins, m.n_bins, 1)
-    ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+    bins, n_bins, g, h, gp, ref, want = _reference_tree(seed, 6000, 0, leaves, True)
     made, syncs, chained = [], [], []
     orig_expanded = G._Candidates._expanded
 
@@ -592,7 +589,7 @@ def test_lookahead_splits_what_the_next_batch_takes(monkeypatch, device, leaves,
     for ahead in (0, 1):
         made.append(0)
         dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=ahead, speculate=True, batch=most)
-        dev.load(bins, m.n_bins, 1)
+        dev.load(bins, n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs
         _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
@@ -611,19 +608,11 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     """Tables made on the device partition by the layout's partition (their blocks cut on the device for the block
     and group partitions, launched for an upper bound): the reference's quantized tree bit for bit, rows in their
     leaves, in both policies."""
-    rng = np.random.default_rng(11)
-    X, _, h = _data(11, 3000, 6)
-    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
-    m = BinMapper(31).fit(X)
-    bins = m.transform(X)
-    gp = GrowParams(PARAMS, 0.1, 0 if policy == "lossguide" else 7, 80, policy == "lossguide")
-    ref = NumpyKernels("quantized")
-    ref.load(bins, m.n_bins, 1)
-    ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+    bins, n_bins, g, h, gp, ref, want = _reference_tree(11, 3000, 0 if policy == "lossguide" else 7, 80,
+                                                        policy == "lossguide")
     dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, depth_ahead=2, speculate=False, row_index=True,
                                whole_rows=True, columns=False, **partition)
-    dev.load(bins, m.n_bins, 1)
+    dev.load(bins, n_bins, 1)
     dev.set_gradients(g, h)
     calls = {"_block_launch": [], "_group_launch": [], "_scatter_launch": []}  # which partition each table took
 
@@ -838,20 +827,11 @@ def test_depthwise_lookahead_on_the_device(device, leaves, depth, seed, precisio
     with fewer syncs than level by level; with the tree's last level too (its leaf budget decided on the device: (20,
     5) binds it, 16 nodes for 4 more leaves) fewer still. Quantized and exact float64 fits alike (the float64
     histogram ragged, the levels' ranges unknown to the host)."""
-    rng = np.random.default_rng(seed)
-    X, _, h = _data(seed, 3000, 6)
-    g = np.tanh(np.nan_to_num(X[:, :3]) @ rng.standard_normal((3, 1))) + 0.3 * rng.standard_normal((3000, 1))
-    m = BinMapper(31).fit(X)
-    bins = m.transform(X)
-    gp = GrowParams(PARAMS, 0.1, depth, leaves, False)
-    ref = NumpyKernels(precision)
-    ref.load(bins, m.n_bins, 1)
-    ref.set_gradients(g, h)
-    want = grow_tree(ref, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float))
+    bins, n_bins, g, h, gp, ref, want = _reference_tree(seed, 3000, depth, leaves, False, precision)
     syncs = []
     for ahead in (0, 2, 7):
         dev = ob.OpenCLTreeKernels(device, precision=precision, depth_ahead=ahead)
-        dev.load(bins, m.n_bins, 1)
+        dev.load(bins, n_bins, 1)
         dev.set_gradients(g, h)
         s0 = dev.syncs
         _same(grow_tree(dev, None, np.ones(6, bool), gp, lambda f, b: np.asarray(b, float)), want)
