@@ -544,7 +544,7 @@ def test_lossguide_top_levels_on_the_device(monkeypatch, device, leaves, depth, 
     def spy_levels(self, first, whole):
         out = orig_levels(self, first, whole)
         if first == 1:
-            levels.append(out)
+            levels.append(out[0])
         return out
 
     monkeypatch.setattr(G._Candidates, "_expanded", expanded)

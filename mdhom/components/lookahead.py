@@ -306,7 +306,7 @@ def within_chain_budget(gain: np.ndarray, ok: np.ndarray, pchain: np.ndarray, lc
     with np.errstate(invalid="ignore"):
         chain = np.fmin(np.asarray(pchain, np.float64), np.asarray(gain, np.float64))
     at = np.flatnonzero(ok)
-    ahead = np.searchsorted(-np.sort(np.asarray(lchain, np.float64))[::-1], -chain[at], side="right")
+    ahead = np.searchsorted(np.sort(-np.asarray(lchain, np.float64)), -chain[at], side="right")  # lchain >= chain
     order = at[np.lexsort((at, -chain[at]))]  # entries by chain value, larger first, ties to the earlier
     rank = np.empty(ok.size, np.int64)
     rank[order] = np.arange(order.size)

@@ -183,15 +183,13 @@ class _Candidates:
         hist_at = self.hist_at
         pair = kernels.siblings_from([hist_at[n] for n in batch[grow].tolist()], h_small)  # [smalls, larges]
         children = np.concatenate([small, large])
-        levels = self._levels(first, grow.size == ns)
+        levels, bound = self._levels(first, grow.size == ns)
         chain = None
-        most = int(kernels.batch)
-        if levels and first > 1 and most > 0 and kernels.speculate:  # below a bounded batch: what the next one takes
-            levels = 1
-            left = self.chain[: self.n_ids][self.state[: self.n_ids] == KNOWN]  # the candidates the batch left out
-            if left.size > most:
-                left = np.partition(left, left.size - most)[left.size - most:]
-            chain = (np.tile(self.chain[batch[grow]], 2), np.sort(left)[::-1].copy(), most)
+        if bound:  # below a bounded batch: the children the next one takes, ranked against those this one left out
+            left = self.chain[: self.n_ids][self.state[: self.n_ids] == KNOWN]  # (only the bound's largest count)
+            if left.size > bound:
+                left = np.partition(left, left.size - bound)[left.size - bound:]
+            chain = (np.tile(self.chain[batch], 2), left, bound)
         if not levels:
             self._searched(children, pair, kernels.best_splits(pair, self.mask, params.split, then))
             return
@@ -221,7 +219,7 @@ class _Candidates:
             at = np.flatnonzero(alive)
             self._searched(ids[at], hists[k], founds[k + 1], at)
 
-    def _levels(self, first: int, whole: bool) -> int:
+    def _levels(self, first: int, whole: bool) -> tuple[int, int]:
         """Levels below a batch's children that the device splits by their best splits before the host sees them
         (``whole``: every child may split): the layout's look-ahead below every batch (below a bounded one, one level
         of the children the next batch takes, :meth:`expand`; below an unbounded one, every child above the floor,
@@ -229,18 +227,21 @@ class _Candidates:
         a depth-wise tree's levels ahead (``depth_ahead``, :func:`~mdhom.trees.growth.ahead_levels`: while the leaf
         budget cannot bind) as far as a level's entries fit the batch bound. There the host's batches would have
         been those levels whole (every candidate of gain > SPLIT_EPS, :meth:`reachable` under a budget that covers
-        them), one round trip each: the same splits and searches, on the device without the host between them."""
+        them), one round trip each: the same splits and searches, on the device without the host between them.
+        Returns (the levels, the batch bound where the one level below a bounded speculative batch is the next batch's
+        children, else 0)."""
         if not whole:
-            return 0
+            return 0, 0
         kernels = self.kernels
-        levels = int(kernels.lookahead)
-        if first == 1 and kernels.depth_ahead:
+        levels, most = int(kernels.lookahead), int(kernels.batch)
+        if first > 1:
+            return (1, most) if levels and most > 0 and kernels.speculate else (levels, 0)
+        if kernels.depth_ahead:
             top = ahead_levels(kernels, self.params, 1, 2, 2)  # the root's two children, two leaves
-            most = int(kernels.batch)
             if most > 0:  # level j holds 2^(j + 1) entries
                 top = min(top, max(0, most.bit_length() - 1))
             levels = max(levels, top)
-        return levels
+        return levels, 0
 
     def _expanded(self, nodes: np.ndarray, first: np.ndarray, depth: np.ndarray) -> None:
         """Each of ``nodes`` split into ``first`` and ``first + 1`` (their searches, if any, come later)."""
