@@ -71,15 +71,7 @@ from collections.abc import Callable
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lookahead import (
-    AHEAD,
-    AHEAD_BUDGET,
-    AHEAD_CHAIN,
-    AHEAD_ENTRIES,
-    ahead_budget,
-    ahead_chain,
-    split_from_search,
-)
+from mdhom.components.lookahead import AHEAD, AHEAD_ENTRIES, split_from_search
 from mdhom.components.partition_kernels import (
     LEAF_INTS,
     LEAF_ROWS,
@@ -92,6 +84,7 @@ from mdhom.components.partition_kernels import (
 )
 from mdhom.components.partition_steps import PartitionSteps
 from mdhom.components.split_evaluator import result_buffers
+from mdhom.components.split_gate import SplitGate
 from mdhom.components.tables import SPLIT_RECORD, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
 
@@ -158,19 +151,15 @@ class RowPartitioner:
         self.defer_last = not ws.row_index
         self._ahead_comp = None
         self._ahead_bounds: dict[tuple[str, str, str], Bound] = {}
-        self._budget_bounds: dict[str, Bound] = {}
-        self._budget_comp = None
-        self._chain_bound: Bound | None = None
         self._tab = "split_tab"  # the buffer holding the last step's table
         self._at_root = False  # whether no split step has run since reset
-        self._ones = 0  # "ahead_allow" holds this many ones (the look-ahead without a depth limit uploads it once)
         if ahead:  # tables made on the device alternate between two buffers: each is made from the one before
             self._ahead_comp = ws.build(AHEAD, split_from_search(b, ws.n_outputs, ws.precision, summed),
                                         {"entry": AHEAD_ENTRIES + 1})
             self._summed = summed
             for name in ("split_ahead0", "split_ahead1", "ahead_blk0", "ahead_blk1"):
                 ws.ensure(name, 16 * SPLIT_RECORD.dtype.itemsize)
-            ws.ensure("ahead_allow", 4 * 16)
+            self.gate = SplitGate(ws)
         # partitions whose left counts (or, decided on the device, whole tables) are still on their way to the host
         self._pending: list[tuple] = []
         # the last split step with a next_child per record: (its rows, the most rows of one node, its records)
@@ -433,39 +422,7 @@ class RowPartitioner:
         self.ensure(m + 1)
         out = "split_ahead1" if self._tab == "split_ahead0" else "split_ahead0"
         ws.ensure(out, (m + 1) * SPLIT_RECORD.dtype.itemsize)
-        if not (allow.all() and self._ones >= m):  # an upload only where a depth limit forbids some
-            vals = np.ones(max(2 * m, 64), np.int32) if allow.all() else allow.astype(np.int32)
-            ws.ensure("ahead_allow", 4 * vals.size)
-            ws.put("ahead_allow", ws["ahead_allow"], vals, np.int32)
-            self._ones = vals.size if allow.all() else 0
-        allowed = "ahead_allow"
-        if max_leaves > 0:  # the leaf budget picks which of the allowed may split
-            ws.ensure("ahead_budget", 4 * m)
-            budget = self._budget_bounds.get(self._tab)
-            if budget is None:  # built at its first use: loss-guided trees and trees without a depth limit never ask
-                if self._budget_comp is None:
-                    self._budget_comp = ws.build(AHEAD_BUDGET, ahead_budget(ws.n_bins, ws.n_outputs, ws.precision),
-                                                 {"entry": AHEAD_ENTRIES + 1})
-                last = self._tab
-                budget = self._budget_bounds[last] = Bound(ws, self._budget_comp, lambda: (ws["ahead_budget"], dict(
-                    best_value=ws["best"], last_tab=ws[last], allow=ws["ahead_allow"])))
-            ws.record("tree_ahead_budget", budget({"entry": m}, n_entries=m, leaves=int(leaves),
-                                                  max_leaves=int(max_leaves)))
-            allowed = "ahead_budget"
-        elif chain is not None:  # of the allowed, those the next batch would take
-            pchain, lchain, bound = chain  # (``most`` is the rows' bound here)
-            vals = np.concatenate([np.asarray(pchain, np.float64).reshape(m), np.asarray(lchain, np.float64)])
-            ws.ensure("ahead_budget", 4 * m)
-            ws.ensure("ahead_chain", 8 * max(1, vals.size))
-            ws.put("ahead_chain", ws["ahead_chain"], vals, np.float64)
-            if self._chain_bound is None:  # built at its first use: only bounded loss-guided batches ask
-                comp = ws.build(AHEAD_CHAIN, ahead_chain(ws.n_bins, ws.n_outputs, ws.precision),
-                                {"entry": AHEAD_ENTRIES + 1})
-                self._chain_bound = Bound(ws, comp, lambda: (ws["ahead_budget"], dict(
-                    best_value=ws["best"], allow=ws["ahead_allow"], chains=ws["ahead_chain"])))
-            ws.record("tree_ahead_chain", self._chain_bound({"entry": m}, n_entries=m, n_lchain=vals.size - m,
-                                                             most=int(bound), min_gain=float(min_gain)))
-            allowed = "ahead_budget"
+        allowed = self.gate.allowed(allow, self._tab, leaves, max_leaves, min_gain, chain)
         ns = m + 1  # and the sentinel
         # the table's blocks (block partitions): at most n rows over the block size, rounded up, one at least a
         # record; the table maker writes their pairs beside the table (a buffer for each of the two tables)
