@@ -827,6 +827,8 @@ def test_the_layouts_get_what_the_check_will_not_take_once_the_studies_are_done(
     up_front = check_share([(s, len(k)) for s, k in passes], 3, 840.0)
     assert check_share(rejudged(passes, results), 3, 840.0) < up_front
     assert rejudged(passes, []) == [(10.0, 1), (8.0, 0)]
+    # no boosting kernel tuned: the rounds' pass is not among them, and a forest pass judges no layout
+    assert rejudged(passes[1:], results, rounds_first=False) == [(8.0, 1)]
 
 
 def test_the_forests_and_rules_checks_are_timed_for_the_budget_where_their_kernels_are_tuned(device, monkeypatch):

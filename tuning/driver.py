@@ -146,6 +146,7 @@ def tune_device(
     deadline = layout_deadline = None
     total = 0.0
     passes: list[tuple[float, set[str]]] = []  # the check's parts: a pass's seconds, the kernels it would judge
+    rounds_first = False  # whether passes[0] is the boosting rounds' pass (which also judges the layout)
     weights = [1.0] * len(todo)
     if minutes is not None:
         total = 60.0 * minutes
@@ -160,6 +161,7 @@ def tune_device(
                 judged = {p.kernel.name for p in todo if priority.get(p.kernel.name, 0.0) > 0}
                 # the boosting rounds' pass, and the forest and rule fits' where their kernels are tuned
                 passes = [(time.monotonic() - t0, judged)] if judged else []
+                rounds_first = bool(judged)
                 if checking:
                     passes += check_passes(device, work, {p.kernel.name for p in todo})
                 if passes:  # else the check times no fit: the default share
@@ -240,7 +242,7 @@ def tune_device(
             laid = layout_deadline  # the layouts' own, later by what the check will not take of its share
             if layout_deadline is not None and passes:
                 laid = max(layout_deadline, start + total * (1.0 - check_share(
-                    rejudged(passes, results), end_to_end.repeats, total)))
+                    rejudged(passes, results, rounds_first), end_to_end.repeats, total)))
             found = layout_entries(device, end_to_end, vers, stamp, echo, only=layouts, deadline=laid)
             # other precisions' layouts were compared end to end by their own stage, and go in as it chose
             checked = checked_layout(device)
@@ -320,14 +322,17 @@ def _say_variants_changed(todo: list, device: Any, quick: bool, echo: Callable[[
              f"--kernels {' '.join(stale)}` again to tune them")
 
 
-def rejudged(passes: Sequence[tuple[float, set[str]]], results: Sequence[StudyResult]) -> list[tuple[float, int]]:
+def rejudged(passes: Sequence[tuple[float, set[str]]], results: Sequence[StudyResult],
+             rounds_first: bool = True) -> list[tuple[float, int]]:
     """The check's parts as :func:`check_share` counts them once the studies are done: each judges only the kernels
     whose studies found another configuration than the heuristic's (the check times no kernel kept at its heuristic),
-    and the boosting rounds' part (the first) the layout too. Up front every tuned kernel counts: a 6-minute tune of
+    and the boosting rounds' part (the first, where ``rounds_first``: it is left out where no kernel of the rounds
+    was tuned) the layout too. Up front every tuned kernel counts: a 6-minute tune of
     the H100 host's 16-core PoCL kept half the minutes for a check that took 0.9 of them (one kernel of 23 changed)
     and had no time left for the layout of the precision its fits train in."""
     changed = {r.kernel for r in results if r.config is not None and r.config != r.default_config}
-    return [(seconds, len(kernels & changed) + (i == 0)) for i, (seconds, kernels) in enumerate(passes)]
+    return [(seconds, len(kernels & changed) + int(rounds_first and i == 0))
+            for i, (seconds, kernels) in enumerate(passes)]
 
 
 def checked_entries(device: Any, entries: list, work: Any, echo: Callable[[str], None] = print
