@@ -52,10 +52,8 @@ WIDE_ROWS = 64  # features from which CPUs read rows through the row index rathe
 # and the row-index layout keeps a column copy of the bins for the partition; wider rows (hundreds of features) stay
 # moved, as before feature groups, since neither is measured there
 ROW_GROUPS = 8
-# levels below loss-guided batches split on the device, by default on GPUs (see load; depth-wise levels: DEPTH_AHEAD).
-# Off: the chained rule (the next batch's children) cut a 255-leaf round's round trips 10.1 -> 6.9 on the H100 but
-# cost its host more (10.5M rows, six alternating fits: medians 13.2 -> 16.6 ms a round)
-LOOKAHEAD_GPU = 0
+LOOKAHEAD_GPU = 0  # levels below loss-guided batches split on the device, by default on GPUs (off: see load; depth-wise
+# levels: DEPTH_AHEAD)
 SPECULATE = True  # by default (CPUs and GPUs alike): loss-guided batches reach below the heap's leaves
 
 
@@ -327,8 +325,8 @@ class OpenCLTreeKernels:
         # host's launches: H200, 10.5M rows, alternating fits, 11.64 ms a round without, 11.77 with one level
         # (kernels 5.91 against 6.76 ms); PoCL, 2-core EPYC, 500k rows, 112 against 125 ms. Off by default. Below a
         # bounded batch it now splits only the children the next batch takes (the host's splits, one round trip
-        # earlier: no device work in vain), not yet timed on a GPU, where the host had fallen behind inside a
-        # look-ahead's launches (H200: 0.4-0.8 ms a round idle before its scans and tables): still off by default.
+        # earlier: no device work in vain), and still loses on a GPU (H100, 10.5M rows: round trips 10.1 -> 6.9, medians
+        # 13.2 -> 16.6 ms a round; the host had fallen behind inside the old look-ahead's launches too, H200): off.
         # Depth-wise levels ahead split what the level-wise rule splits anyway: on by default (DEPTH_AHEAD, figures
         # in mdhom.trees.layouts), since their partitions cut blocks on the device and their histograms take the
         # class of a node's rows (before, each cost more than the round trips saved: H200 kernels 4.78 -> 6.02 ms).
