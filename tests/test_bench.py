@@ -268,8 +268,10 @@ def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
     assert profile["status"] == "ok", profile.get("reason")
     assert profile["rounds_profiled"] == 5 and profile["rounds_in_mean"] == 4 and len(profile["per_round"]) == 5
     # the histogram kernel's name follows the precision and the row mode: tree_histogram_q or tree_histogram_rows
-    # where it is quantized (tree_histogram_rows on GPUs and CPUs by default), tree_histogram in double precision
-    hist = {"tree_histogram", "tree_histogram_q", "tree_histogram_rows"} & set(profile["per_round"][0]["kernel_seconds"])
+    # where it is quantized (tree_histogram_rows on GPUs and CPUs by default), tree_histogram in double precision, or
+    # tree_histogram_rows_real (CPUs by default)
+    hist = {"tree_histogram", "tree_histogram_q", "tree_histogram_rows", "tree_histogram_rows_real"} & set(
+        profile["per_round"][0]["kernel_seconds"])
     assert len(hist) == 1, profile["per_round"][0]["kernel_seconds"]
     hist = hist.pop()
     for r in profile["per_round"]:

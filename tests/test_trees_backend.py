@@ -91,26 +91,31 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     return grown
 
 
-@pytest.mark.parametrize("row_index,blocks,group,feature_major", [
-    (False, 0, 0, None), (True, 0, 0, None), (False, 96, 0, None), (True, 64, 0, None), (False, 0, 0, True),
-    (False, 96, 0, True), (True, 64, 16, None), (False, 96, 32, None), (False, 96, 4, True)],
+@pytest.mark.parametrize("row_index,blocks,group,feature_major,whole_rows", [
+    (False, 0, 0, None, False), (True, 0, 0, None, False), (False, 96, 0, None, False), (True, 64, 0, None, False),
+    (False, 0, 0, True, False), (False, 96, 0, True, False), (True, 64, 16, None, False), (False, 96, 32, None, False),
+    (False, 96, 4, True, False), (False, 0, 0, None, True), (False, 96, 0, None, True), (False, 96, 32, None, True),
+    (False, 0, 0, True, True)],
     ids=["moved", "row-index", "moved-blocks", "row-index-blocks", "moved-features-major", "moved-blocks-features-major",
-         "row-index-groups", "moved-groups", "moved-groups-features-major"])
+         "row-index-groups", "moved-groups", "moved-groups-features-major", "moved-whole-rows", "moved-blocks-whole-rows",
+         "moved-groups-whole-rows", "moved-features-major-whole-rows"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
-def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, group, feature_major):
+def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, group, feature_major,
+                                     whole_rows):
     """Exact mode on arbitrary gradients; the parallel-fold mode on gradients whose sums are exact in any
     order (a few ulps elsewhere may flip ties between empty bins after subtraction, in either backend). With
     rows moved by the partition, and read through the row index (wide rows on CPUs): a node's rows in ascending
     order either way, so the exact fold is the reference's. The partition a work-item per row, or in blocks
     (CPUs' layout; small blocks here, so that a node spans many), or in blocks of a work-group each (GPUs' group
     partition; a few rows per work-item here). Moved rows features-major too (GPUs' default there): each feature's
-    column holds both halves of the positions."""
+    column holds both halves of the positions. Histograms a feature per lane, or of moved rows whole rows in real
+    lanes (``whole_rows``, CPUs' default: a (node, feature group)'s rows in order, the same bits)."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}
     dev = OpenCLTreeKernels(device, exact=exact, configs=configs, row_index=row_index, blocks=blocks,
-                            block_group=group, feature_major=feature_major)
+                            block_group=group, feature_major=feature_major, whole_rows=whole_rows)
     ref = NumpyTreeKernels()
     for b in (dev, ref):
         b.load(bins, n_bins, n_out)
@@ -118,8 +123,9 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
         b.reset_rows()
     built, comps = dev.build_seconds, dev.ws.computations
     # every md_hom kernel built in load(), none later (the loss and eval kernels: set_objective, add_eval)
-    assert built > 0 and set(comps) == {
-        "tree_histogram", "tree_histogram (few)", "tree_histogram (levels)", "tree_gather_gh", "tree_hist_siblings",
+    hist = "tree_histogram_rows_real" if whole_rows else "tree_histogram"  # (one class of whole rows: 2053 rows)
+    assert built > 0 and set(comps) == ({hist} if whole_rows else {hist, f"{hist} (few)", f"{hist} (levels)"}) | {
+        "tree_gather_gh", "tree_hist_siblings",
         "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags",
         "tree_score_update", "tree_leaf_rows", "tree_split_from_search"} | (
         {"tree_bin_columns"} if dev.ws.columns else set()) | ({"tree_group_counts"} if blocks else set()) | (
@@ -129,7 +135,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
     mask = np.ones(bins.shape[1], bool)
     mask[4] = False
     assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, mask, exact=True) >= 4
-    assert dev.ws.row_index == row_index and dev.hist.d_hist.name == "tree_histogram" and dev.rows.blocks == blocks
+    assert dev.ws.row_index == row_index and dev.hist.d_hist.name == hist and dev.rows.blocks == blocks
     assert dev.rows.group == group
     # a second tree from fresh gradients reuses every build
     grad2 = -grad
@@ -217,13 +223,14 @@ def test_single_precision(device):
     np.testing.assert_allclose(sd.gain, sr.gain, rtol=1e-4)
 
 
-def test_histogram_folds_in_place(device):
-    """The histogram's 1 KiB accumulator must not be copied per row: the generator folds through a pointer
-    (copying it made one pass over 200k x 28 rows 15x slower on PoCL)."""
+@pytest.mark.parametrize("whole_rows", [False, True], ids=["per-feature", "whole-rows"])
+def test_histogram_folds_in_place(device, whole_rows):
+    """The histogram's 1 KiB accumulator (a whole row's: 3 features' here) must not be copied per row: the generator
+    folds through a pointer (copying it made one pass over 200k x 28 rows 15x slower on PoCL)."""
     bins, grad, hess = make_data(16, 67, 3, 64, 1)
-    dev = OpenCLTreeKernels(device)
+    dev = OpenCLTreeKernels(device, whole_rows=whole_rows)
     dev.load(bins, 64, 1)
-    comp = dev.ws.computations["tree_histogram"]
+    comp = dev.ws.computations["tree_histogram_rows_real" if whole_rows else "tree_histogram"]
     kernel_body = comp.source.split("__kernel")[1]
     assert "mdh_fold(&acc," in kernel_body, "the reduction loop must fold in place"
     assert "acc = mdh_fold(acc," not in kernel_body

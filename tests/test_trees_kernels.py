@@ -1311,6 +1311,75 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
+
+@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, precision",
+                         [(6, 17, 1, False, "double"), (6, 17, 3, False, "double"), (8, 300, 2, False, "double"),
+                          (12, 256, 4, False, "double"), (6, 17, 2, True, "double"), (8, 64, 4, False, "single")],
+                         ids=["whole-row", "bytes-threes", "wide-halves", "quarters", "feature-major", "single"])
+def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n_bins, groups, feature_major,
+                                                               precision):
+    """The real-lane whole-row histogram (float64 or float32 (g, h), a group's features of every row per point): under
+    the exact pins (one work-item folds a (node, group)'s rows in position order) every bin's sum is the reference's
+    bit for bit in the node's (feat, output, bin) layout, whatever the groups, bins read as bytes or words, with and
+    without the prefetch; rows of zero (g, h) (subsampling) are added too, as the reference's bincount adds them."""
+    if precision == "double" and not device.has_fp64:
+        pytest.skip(f"{device.key} has no float64")
+    n_rows, n_out = 1031, 2
+    rng = np.random.default_rng(61)
+    bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
+    dtype = np.float64 if precision == "double" else np.float32
+    g = rng.standard_normal((n_rows, n_out)).astype(dtype)
+    h = (rng.random((n_rows, n_out)) * 0.25).astype(dtype)
+    g[::7], h[::7] = 0.0, 0.0  # rows left out by subsampling
+    counts = [257, 0, 129, 1, 513]
+    ridx, begin, count = grouped_rows(rng, n_rows, counts)
+    desc = rh.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major)
+    assert desc.name == "tree_histogram_rows_real" and "PARTIALS_LOCAL" not in desc.parameter_names()
+    sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
+    ordered = bins[ridx]
+    stored = np.ascontiguousarray(ordered.T if feature_major else ordered).reshape(-1)
+    gh = np.stack([g[ridx], h[ridx]], axis=-1).reshape(-1)
+    base = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
+    cfgs = [{**base, "NUM_WG_node": 2, "NUM_WG_grp": groups}, {**base, "NUM_WI_node": 2, "NUM_WG_grp": 1},
+            {**base, "NUM_WG_node": 8, "NUM_WI_grp": groups}]
+    words = rh.row_words(n_bins, n_feat, feature_major)
+    assert ("ROW_WORDS" in desc.switches) == bool(words)
+    cfgs += [{**c, "ROW_WORDS": 1} for c in cfgs] if words else []
+    if device.type == "cpu":
+        cfgs = [{**c, "INLINE": i % 2} for i, c in enumerate(cfgs)]
+    if precision == "double":  # the reference sums in float64; float32 lanes are compared to their own order below
+        want = hg.histogram_reference(bins, g.astype(np.float64), h.astype(np.float64), ridx, begin, count, n_bins)
+    else:  # float32: the same adds in the same order on the host
+        want = np.zeros((len(counts), n_feat, n_out, n_bins, 2), np.float32)
+        for i, (b0, c) in enumerate(zip(begin, count, strict=True)):
+            for r in ridx[b0:b0 + c]:
+                for k in range(n_out):
+                    want[i, np.arange(n_feat), k, bins[r], 0] += g[r, k]
+                    want[i, np.arange(n_feat), k, bins[r], 1] += h[r, k]
+    for cfg in cfgs:
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh)
+        got = got.reshape(len(counts), n_feat, n_out, n_bins)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
+    with pytest.raises(ValueError, match="dividing"):
+        rh.histogram_rows_real(n_bins, 7, 1, 2)
+
+
+def test_real_groups_give_every_compute_unit_work(cpu):
+    """The groups of a real-lane build: the fewest dividing the features with a (node, group) for every compute unit,
+    a feature each where no divisor reaches them; more where a group's histogram would not fit half the local memory,
+    none where one feature's does not."""
+    from types import SimpleNamespace
+
+    two = SimpleNamespace(compute_units=2, local_mem_size=256 * 1024)  # Intel's CPU runtime: 128 KB a histogram
+    sixteen = SimpleNamespace(compute_units=16, local_mem_size=1 << 20)
+    assert [rh.real_groups(two, 28, n, 64 * 16) for n in (1, 2, 8)] == [2, 1, 1]
+    assert [rh.real_groups(sixteen, 28, n, 64 * 16) for n in (1, 2, 8, 64)] == [28, 14, 2, 1]
+    assert rh.real_groups(sixteen, 7, 1, 64 * 16) == 7
+    # 256 bins of float64 (g, h): 4 KB a feature, 28 of them fit 128 KB; ten outputs' 40 KB a feature take 14 groups
+    assert rh.real_groups(two, 28, 8, 256 * 16) == 1
+    assert rh.real_groups(two, 28, 8, 10 * 256 * 16) == 14
+    assert rh.real_groups(two, 28, 1, 1 << 20) == 0  # not even a feature's: a feature per lane
+
 def test_feature_groups_fit_local_memory(cpu):
     """The fewest equal groups whose histogram fits a work-group's local memory (a GPU's beside the 16 KB that FLAT
     takes at 1024 work-items and the pads, half of a CPU's): one where the whole row's does, a divisor of the features

@@ -663,17 +663,23 @@ def _tuned_config_warnings(fit) -> list[str]:  # noqa: ANN001
     return [str(w.message) for w in caught if issubclass(w.category, configs.TunedConfigWarning)]
 
 
-def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch):
+def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch, request):
     """A device whose tuned file the package ships fits without a TunedConfigWarning: every kernel its fits build,
     in the variant its stored layout reads, finds an entry that builds. Intel's runtime on the 2-core EPYC had a
     stored layout that reads rows through the row index but whole-row histogram entries of moved rows (tuned before
-    the layout stage chose), so every quantized fit there warned five times that an entry is not usable."""
+    the layout stage chose), so every quantized fit there warned five times that an entry is not usable. The CPUs'
+    float64 whole-row histogram (2026-12-06) is tuned on the 2-core EPYC's runtimes only so far: an expected failure
+    where a CPU's file lacks it."""
     from functools import partial
 
     from mdhom import TreeBoostClassifier
     from mdhom.bench.trees import TRAIN_STREAM, make_higgs_like
 
     _with_the_shipped_file(device, monkeypatch)
+    stored = configs.find_device_file(device.key, [configs.package_dir()])[1]["kernels"]
+    if device.type == "cpu" and "tree_histogram_rows_real" not in stored:
+        request.applymarker(pytest.mark.xfail(reason=f"{device.key}'s file lacks tree_histogram_rows_real: `mdhom "
+                                                     "tune --device D --kernels tree_histogram_rows_real`", strict=True))
     X, y = make_higgs_like(4000, 28, 0, 0.0, TRAIN_STREAM)
     said: list[str] = []
     for precision in ("auto", "quantized"):

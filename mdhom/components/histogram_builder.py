@@ -14,12 +14,16 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.histogram import SIBLINGS, hist_siblings, histogram, histogram_spec
+from mdhom.components.lanes import hist_gh_type
 from mdhom.components.row_histogram import (
     HISTOGRAM_GROUPS,
     HISTOGRAM_ROWS,
+    HISTOGRAM_ROWS_REAL,
     feature_groups,
     histogram_groups,
     histogram_rows,
+    histogram_rows_real,
+    real_groups,
 )
 from mdhom.components.workspace import Bound, Workspace
 
@@ -94,24 +98,36 @@ class HistogramBuilder:
         if groups > 1 and ws.sparse:  # compressed rows keep a feature per lane (their reader is untried in groups)
             groups = 0
         self.whole_rows = groups > 0 and (ws.row_index or whole_rows)
-        if self.whole_rows and groups > 1:
+        # real lanes (float64, float32): whole rows where the layout asks for them, dense rows in position order (CPUs'
+        # moved rows), a build's features in the groups that give its nodes the device's compute units
+        feature_bytes = k * b * hist_gh_type(p).dtype.itemsize
+        real = (not ws.quantized and whole_rows and not ws.row_index and not ws.sparse
+                and real_groups(ws.device, f, 1, feature_bytes) > 0)
+        classes = row_classes(rows) if self.whole_rows or real else NODE_CLASSES
+        self._dims = [{} for _ in classes]  # each build's dimensions besides node and pos (feature groups)
+        if real:
+            self.whole_rows = True
+            self.spec = HISTOGRAM_ROWS_REAL
+            self._dims = [{"grp": real_groups(ws.device, f, c, feature_bytes)} for c, _ in classes]
+            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major) for d in self._dims]
+        elif self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
-            self.d_hist = histogram_groups(b, f, k, groups, ws.feature_major, ws.row_index, ws.sparse)
-            dims = {"grp": groups}
+            self._dims = [{"grp": groups} for _ in classes]
+            descs = [histogram_groups(b, f, k, groups, ws.feature_major, ws.row_index, ws.sparse)] * len(classes)
         elif self.whole_rows:
             self.spec = HISTOGRAM_ROWS
-            self.d_hist = histogram_rows(b, f, k, ws.feature_major, ws.row_index, ws.sparse)
-            dims = {}
+            descs = [histogram_rows(b, f, k, ws.feature_major, ws.row_index, ws.sparse)] * len(classes)
         else:
             self.spec = histogram_spec(p)
-            self.d_hist = histogram(b, p, ws.feature_major, ws.row_index, ws.sparse)
-            dims = {"feat": f, "output": k}
+            self._dims = [{"feat": f, "output": k} for _ in classes]
+            descs = [histogram(b, p, ws.feature_major, ws.row_index, ws.sparse)] * len(classes)
+        self.d_hist = descs[0]
         self.d_sib = hist_siblings(p)
         # one build per class of node counts (NODE_CLASSES): the split of work-groups between nodes and rows is
         # fixed at build time, and a batch of many small nodes wants it otherwise than one node of every row
-        self.classes = row_classes(rows) if self.whole_rows else NODE_CLASSES
-        builds = [ws.build(self.spec, self.d_hist, {"node": c, **dims, "pos": max(1, rows // c)}, role=r)
-                  for c, r in self.classes]
+        self.classes = classes
+        builds = [ws.build(self.spec, d, {"node": c, **dims, "pos": max(1, rows // c)}, role=r)
+                  for (c, r), d, dims in zip(classes, descs, self._dims, strict=True)]
         sib = ws.build(SIBLINGS, self.d_sib, {"side": 2, "node": 1, "cell": ws.cells})  # as launched
         self.nb = ws.node_bytes
         # slots between handles' starts at least, so that each can be viewed: 1 where a node's bytes are a multiple of
@@ -132,7 +148,6 @@ class HistogramBuilder:
                                           slot_count=ws["slot_count"], **ridx)
 
         self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
-        self._dims = dims  # the build's dimensions besides node and pos (feature groups)
         self._flat = [c.flat for c in builds]
 
         # its output, parents and child are chosen per call (views of the arena's slots, hist_small, hist_work)
@@ -201,15 +216,12 @@ class HistogramBuilder:
         if n == 0 or max_count == 0:
             return self.zeros(nodes)
         ws = self.ws
-        if self.whole_rows:
-            sizes = {"node": n, **self._dims, "pos": max_count}
-        else:
-            sizes = {"node": n, "feat": ws.n_features, "output": ws.n_outputs, "pos": max_count}
         if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
-            n_rows = max(1, self.ws.n_rows)
-            launch = self.k_hist[row_class(self.classes, self._flat, n_rows, max_count, per_node)]
+            at = row_class(self.classes, self._flat, max(1, self.ws.n_rows), max_count, per_node)
         else:  # by node count: the first class that holds them
-            launch = self.k_hist[next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)]
+            at = next((i for i, (c, _) in enumerate(self.classes) if n <= c), len(self.classes) - 1)
+        launch = self.k_hist[at]
+        sizes = {"node": n, **self._dims[at], "pos": max_count}
         if transient:  # into a small buffer: one the last siblings zeroed for it, where it adds up into zeros (FLAT)
             z, self._zeroed = self._zeroed, None
             zeroed = z is not None and launch.comp.flat and z[2] >= n and ws[z[0]] is z[1]

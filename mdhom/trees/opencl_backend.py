@@ -81,8 +81,9 @@ class OpenCLTreeKernels:
     ``row_index`` (``None``: on GPUs when quantized and a node's histogram fits in local memory, on CPUs for
     rows of ``WIDE_ROWS`` features or more) moves only the row order when partitioning and reads bins
     (rows x features) and (g, h) through it;
-    ``whole_rows`` (quantized, where a node's histogram fits in local memory) builds histograms a whole row per
-    point instead of a feature per lane (always so with ``row_index``; ``None``: on CPUs).
+    ``whole_rows`` builds histograms a whole row per point instead of a feature per lane: quantized where a node's
+    histogram fits in local memory (always so with ``row_index``), in real lanes of moved dense rows in feature groups
+    (:func:`mdhom.components.row_histogram.histogram_rows_real`; ``None``: on CPUs).
     ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
     the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
     ``lookahead`` levels below each loss-guided batch and ``depth_ahead`` depth-wise levels are split on the device
