@@ -293,13 +293,13 @@ def _double_applies(device: Device, s: Mapping[str, int]) -> bool:
 
     return int(s.get("n_bins", 64)) != DEFAULT_BINS or resolve_precision(device, None) == "double"
 
-_EXACT_ROWS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # a row at a time, in order: the numpy reference's sums
+EXACT_ROWS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # a row at a time, in order: the numpy reference's sums
 HISTOGRAM = KernelSpec(
-    "tree_histogram", histogram_heuristic, exact_pins=_EXACT_ROWS,
+    "tree_histogram", histogram_heuristic, exact_pins=EXACT_ROWS,
     # float64 histograms run in exact fits (the default of precision="double"), under the pins: tuned under them (a
     # 3-minute PoCL tune had timed its 1M-row class at 73 ms with the rows over 4 groups, an order no fit runs)
     tuning=Tuning(lambda s: histogram(int(s.get("n_bins", 64))), _DOUBLE_CLASSES, _hist_inputs, _hist_ref,
-                  fixed=_EXACT_ROWS, applies=_double_applies,
+                  fixed=EXACT_ROWS, applies=_double_applies,
                   doc="(g, h) histograms of 63 or 255 bins + missing, 28 features, of one node's rows or a level's"))
 # int32 lanes, exact: the tuner compares bit for bit; its space includes PARTIALS_LOCAL from the description
 HISTOGRAM_Q = KernelSpec(

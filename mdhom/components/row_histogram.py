@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.histogram import hist_q_inputs, histogram_reference, node_slots
+from mdhom.components.histogram import EXACT_ROWS, hist_q_inputs, histogram_reference, node_slots
 from mdhom.components.lanes import (
     DEFAULT_BINS,
     bin_ctype,
@@ -150,6 +150,11 @@ _ROWS_ADD_PAIR = "            mdh_add_pair(&acc.v[mdh_c].g, mdh_g, mdh_h);"
 _ROWS_ATOMIC = "            mdh_atomic_add_pair(acc, mdh_c, mdh_g, mdh_h);"
 
 
+def _zero_cells(cells: str) -> str:
+    """The scalar function's start: the ``cells`` cells of its histogram zeroed."""
+    return f"for (int c = 0; c < {cells}; ++c) {{ out.v[c].g = 0; out.v[c].h = 0; }}\n"
+
+
 def _row_parts(body: str, cells: str, n_bins: int, row_index: bool, feature_major: bool, sparse: bool,
                **fmt: str) -> dict:
     """What the whole-row descriptions share: their inputs, the prefetch (a row-index build gathers a dense rows-major
@@ -163,7 +168,7 @@ def _row_parts(body: str, cells: str, n_bins: int, row_index: bool, feature_majo
     ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
     prefetch = row_index and not feature_major and not sparse
     fmt["prefetch"] = _ROWS_PREFETCH if prefetch else ""
-    zero = f"for (int c = 0; c < {cells}; ++c) {{ out.v[c].g = 0; out.v[c].h = 0; }}\n"
+    zero = _zero_cells(cells)
     return dict(scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
                 accumulate=body.format(body=_ROWS_ADD_PAIR, **fmt),
                 accumulate_atomic=body.format(body=_ROWS_ATOMIC, **fmt), packed_pairs=True,
@@ -320,11 +325,6 @@ _ROW_GH_REAL = """    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
 """
 
 
-def histogram_rows_real_name() -> str:
-    """The real-lane whole-row histogram is a kernel of its own for the tuner (no atomics, an exact fold)."""
-    return "tree_histogram_rows_real"
-
-
 @lru_cache(maxsize=32)
 def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: int, precision: str = "double",
                         feature_major: bool = False, row_index: bool = False, sparse: bool = False) -> Description:
@@ -347,10 +347,9 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
     prefetch = row_index and not feature_major and not sparse
     fmt = {"prefetch": _ROWS_PREFETCH if prefetch else ""}
-    zero = ("for (int c = 0; c < TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS; ++c) "
-            "{ out.v[c].g = 0; out.v[c].h = 0; }\n")
+    zero = _zero_cells("TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS")
     return Description(
-        histogram_rows_real_name(), ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
+        "tree_histogram_rows_real", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
         Array(hist_gh_type(precision), (f // g) * k * b), switches=("ROW_WORDS",) if words else (),
         scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
         accumulate=body.format(body=_ROWS_ADD, **fmt), extents={"pos": "slot_count[node]"}, chunked=True,
@@ -607,9 +606,6 @@ HISTOGRAM_GROUPS = KernelSpec(
 
 
 
-_EXACT_ROWS = {"NUM_WI_pos": 1, "NUM_WG_pos": 1}  # a row at a time, in order: the numpy reference's sums
-
-
 def _real_inputs(s, rng):
     """:func:`_rows_inputs` with float64 (g, h): the reference's gradients and Hessians at their usual scale."""
     out = _rows_inputs(s, rng)
@@ -621,20 +617,12 @@ def _real_inputs(s, rng):
     return out
 
 
-def _real_ref(a):
-    n = a["n_rows"]
-    gh = a["gh"].reshape(n, -1, 2)
-    ridx = a["ridx"] if "ridx" in a else np.arange(n)
-    h = histogram_reference(a["bins"].reshape(n, -1), gh[..., 0], gh[..., 1], ridx, a["slot_begin"], a["slot_count"],
-                            a["n_bins"])
-    return gh_struct(h).reshape(h.shape[0], -1)
-
-
 def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
     """The classes of the CPUs' float64 fits (moved rows, as their layout reads them), in the groups a build for that
     many nodes takes there (:func:`real_groups`)."""
+    feature_bytes = int(s.get("n_bins", 64)) * hist_gh_type("double").dtype.itemsize
     return (device.type == "cpu" and int(s.get("row_index", 0)) == 0
-            and real_groups(device, int(s["feat"]), int(s["node"]), 16 * int(s.get("n_bins", 64))) == int(s["grp"]))
+            and real_groups(device, int(s["feat"]), int(s["node"]), feature_bytes) == int(s["grp"]))
 
 
 # float64 fits on CPUs (their default precision) of moved rows: 10^6 rows in 1, 8 and 64 nodes at 64 and 256 bins, in
@@ -645,9 +633,9 @@ _REAL_CLASSES = {f"real{g}_{name}": {**sizes, "grp": g}
                      ("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"), n_bins=DEFAULT_BINS).items()
                  for g in (1, 2, 4, 14, 28) if 28 % g == 0}
 HISTOGRAM_ROWS_REAL = KernelSpec(
-    histogram_rows_real_name(), rows_real_heuristic, exact_pins=_EXACT_ROWS,
+    "tree_histogram_rows_real", rows_real_heuristic, exact_pins=EXACT_ROWS,
     tuning=Tuning(lambda s: histogram_rows_real(int(s.get("n_bins", 64)), int(s["feat"]), 1, int(s["grp"])),
-                  _REAL_CLASSES, _real_inputs, _real_ref, fixed=_EXACT_ROWS, applies=_real_variant_applies,
+                  _REAL_CLASSES, _real_inputs, _rows_ref, fixed=EXACT_ROWS, applies=_real_variant_applies,
                   doc="float64 (g, h) histograms of whole rows in feature groups (exact: a row at a time, in order), "
                       "moved rows in 1 to 64 nodes, 64 or 256 bins"))
 
