@@ -34,7 +34,7 @@ def cpu():
 
 def test_candidates_are_distinct_and_consistent():
     q, d = candidates("quantized", cpu=True), candidates("double", cpu=True)
-    assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 32
+    assert len(set(q)) == len(q) == 64 and len(set(d)) == len(d) == 48
     gq, gd = candidates("quantized", cpu=False), candidates("double", cpu=False)
     assert len(set(gq)) == len(gq) == 64 and len(set(gd)) == len(gd) == 24
     assert {c.summed for c in q + d} == {1} and {c.summed for c in gq + gd} == {0}  # GPUs scan first
@@ -45,8 +45,10 @@ def test_candidates_are_distinct_and_consistent():
     assert all(c.whole_rows for c in q if c.row_index)  # the row index reads whole rows
     assert not any(c.columns for c in q + d if not c.row_index)  # only it has a column copy
     assert not any(c.lookahead for c in d + gd)  # the loss-guided look-ahead needs quantized histograms
-    # whole rows of real lanes: moved rows on CPUs (their exact fold is a work-item a node and feature group)
-    assert {c.whole_rows for c in d if not c.row_index} == {0, 1} and not any(c.whole_rows for c in d if c.row_index)
+    # whole rows of real lanes: CPUs', moved or through the row index (their exact fold is a work-item a node and
+    # feature group), with and without the column copy
+    assert {c.whole_rows for c in d if not c.row_index} == {c.whole_rows for c in d if c.row_index} == {0, 1}
+    assert {c.columns for c in d if c.row_index and c.whole_rows} == {0, 1}
     assert not any(c.whole_rows for c in gd)
     with pytest.raises(ValueError, match="precision"):
         kernel_name("half")

@@ -95,10 +95,11 @@ def grow_depthwise(backends, n_bins, levels, params, feature_mask, exact):
     (False, 0, 0, None, False), (True, 0, 0, None, False), (False, 96, 0, None, False), (True, 64, 0, None, False),
     (False, 0, 0, True, False), (False, 96, 0, True, False), (True, 64, 16, None, False), (False, 96, 32, None, False),
     (False, 96, 4, True, False), (False, 0, 0, None, True), (False, 96, 0, None, True), (False, 96, 32, None, True),
-    (False, 0, 0, True, True)],
+    (False, 0, 0, True, True), (True, 0, 0, None, True), (True, 64, 0, None, True)],
     ids=["moved", "row-index", "moved-blocks", "row-index-blocks", "moved-features-major", "moved-blocks-features-major",
          "row-index-groups", "moved-groups", "moved-groups-features-major", "moved-whole-rows", "moved-blocks-whole-rows",
-         "moved-groups-whole-rows", "moved-features-major-whole-rows"])
+         "moved-groups-whole-rows", "moved-features-major-whole-rows", "row-index-whole-rows",
+         "row-index-blocks-whole-rows"])
 @pytest.mark.parametrize("n_out,dyadic,exact", [(1, False, True), (3, False, True), (1, True, False)],
                          ids=["k1-exact", "k3-exact", "k1-parallel-dyadic"])
 def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, blocks, group, feature_major,
@@ -109,8 +110,8 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
     order either way, so the exact fold is the reference's. The partition a work-item per row, or in blocks
     (CPUs' layout; small blocks here, so that a node spans many), or in blocks of a work-group each (GPUs' group
     partition; a few rows per work-item here). Moved rows features-major too (GPUs' default there): each feature's
-    column holds both halves of the positions. Histograms a feature per lane, or of moved rows whole rows in real
-    lanes (``whole_rows``, CPUs' default: a (node, feature group)'s rows in order, the same bits)."""
+    column holds both halves of the positions. Histograms a feature per lane, or whole rows in real lanes, moved or
+    through the row index (``whole_rows``, CPUs' default: a (node, feature group)'s rows in order, the same bits)."""
     n_bins = 17
     bins, grad, hess = make_data(11, 2053, 6, n_bins, n_out, dyadic)
     configs = None if exact else {"tree_histogram": {**_parallel_hist(device, bins.shape[1], n_out)}}

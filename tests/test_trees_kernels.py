@@ -1312,16 +1312,21 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
 
 
 
-@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, precision",
-                         [(6, 17, 1, False, "double"), (6, 17, 3, False, "double"), (8, 300, 2, False, "double"),
-                          (12, 256, 4, False, "double"), (6, 17, 2, True, "double"), (8, 64, 4, False, "single")],
-                         ids=["whole-row", "bytes-threes", "wide-halves", "quarters", "feature-major", "single"])
+@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, precision, row_index",
+                         [(6, 17, 1, False, "double", False), (6, 17, 3, False, "double", False),
+                          (8, 300, 2, False, "double", False), (12, 256, 4, False, "double", False),
+                          (6, 17, 2, True, "double", False), (8, 64, 4, False, "single", False),
+                          (12, 17, 1, False, "double", True), (8, 300, 2, False, "double", True),
+                          (6, 17, 3, False, "double", True)],
+                         ids=["whole-row", "bytes-threes", "wide-halves", "quarters", "feature-major", "single",
+                              "row-index", "row-index-wide-halves", "row-index-bytes-threes"])
 def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n_bins, groups, feature_major,
-                                                               precision):
+                                                               precision, row_index):
     """The real-lane whole-row histogram (float64 or float32 (g, h), a group's features of every row per point): under
     the exact pins (one work-item folds a (node, group)'s rows in position order) every bin's sum is the reference's
-    bit for bit in the node's (feat, output, bin) layout, whatever the groups, bins read as bytes or words, with and
-    without the prefetch; rows of zero (g, h) (subsampling) are added too, as the reference's bincount adds them."""
+    bit for bit in the node's (feat, output, bin) layout, whatever the groups, bins read as bytes or words, rows moved
+    or read through the row index, with and without the prefetch (row-index builds); rows of zero (g, h)
+    (subsampling) are added too, as the reference's bincount adds them."""
     if precision == "double" and not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
     n_rows, n_out = 1031, 2
@@ -1333,20 +1338,22 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     g[::7], h[::7] = 0.0, 0.0  # rows left out by subsampling
     counts = [257, 0, 129, 1, 513]
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    desc = rh.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major)
+    desc = rh.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index)
     assert desc.name == "tree_histogram_rows_real" and "PARTIALS_LOCAL" not in desc.parameter_names()
+    assert desc.prefetch == row_index
     sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
-    ordered = bins[ridx]
+    ordered = bins if row_index else bins[ridx]  # a row-index build reads row ridx[p] at position p
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered).reshape(-1)
-    gh = np.stack([g[ridx], h[ridx]], axis=-1).reshape(-1)
+    gh = np.stack([g, h] if row_index else [g[ridx], h[ridx]], axis=-1).reshape(-1)
+    extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
     base = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
     cfgs = [{**base, "NUM_WG_node": 2, "NUM_WG_grp": groups}, {**base, "NUM_WI_node": 2, "NUM_WG_grp": 1},
             {**base, "NUM_WG_node": 8, "NUM_WI_grp": groups}]
     words = rh.row_words(n_bins, n_feat, feature_major)
     assert ("ROW_WORDS" in desc.switches) == bool(words)
     cfgs += [{**c, "ROW_WORDS": 1} for c in cfgs] if words else []
-    if device.type == "cpu":
-        cfgs = [{**c, "INLINE": i % 2} for i, c in enumerate(cfgs)]
+    if device.type == "cpu":  # moved rows' builds take INLINE, row-index builds PREFETCH
+        cfgs = [{**c, "PREFETCH" if row_index else "INLINE": i % 2} for i, c in enumerate(cfgs)]
     if precision == "double":  # the reference sums in float64; float32 lanes are compared to their own order below
         want = hg.histogram_reference(bins, g.astype(np.float64), h.astype(np.float64), ridx, begin, count, n_bins)
     else:  # float32: the same adds in the same order on the host
@@ -1357,7 +1364,8 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
                     want[i, np.arange(n_feat), k, bins[r], 0] += g[r, k]
                     want[i, np.arange(n_feat), k, bins[r], 1] += h[r, k]
     for cfg in cfgs:
-        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh)
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
+                  **extra)
         got = got.reshape(len(counts), n_feat, n_out, n_bins)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
     with pytest.raises(ValueError, match="dividing"):

@@ -464,29 +464,34 @@ REAL_ROWS = textwrap.dedent("""
     count = np.asarray(counts, np.int32)
     ridx = np.concatenate([np.sort(order[b:b + c]) for b, c in zip(begin, count)]).astype(np.int32)
     put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
-    for n_feat, n_bins, groups, words in ((6, 9, 1, 1), (6, 9, 3, 0), (6, 9, 2, 1), (4, 300, 2, 1), (3, 9, 1, 0)):
+    for n_feat, n_bins, groups, words, index in ((6, 9, 1, 1, 0), (6, 9, 3, 0, 0), (6, 9, 2, 1, 0), (4, 300, 2, 1, 0),
+                                                 (3, 9, 1, 0, 0), (8, 9, 1, 1, 1), (6, 9, 3, 0, 1), (4, 300, 2, 1, 1)):
         bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
         g, h = rng.standard_normal((n_rows, k)), rng.random((n_rows, k))
         want = hg.histogram_reference(bins, g, h, ridx, begin, count, n_bins)
-        desc = rh.histogram_rows_real(n_bins, n_feat, k, groups)
+        desc = rh.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index))
         one = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
-        cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "INLINE": 0}
+        # moved rows' builds take INLINE, row-index builds PREFETCH (here a read of each prefetched address)
+        cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index}
         if "ROW_WORDS" in desc.switches:
             cfg["ROW_WORDS"] = words
         comp = build_within_limits(desc, dev, cfg)
+        at = np.arange(n_rows) if index else ridx  # a row-index build reads row ridx[p] at position p
+        extra = {"ridx": put(ridx)} if index else {}
         got = comp.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q,
-                           bins=put(bins[ridx].reshape(-1)), gh=put(np.stack([g[ridx], h[ridx]], -1).reshape(-1)),
-                           slot_begin=put(begin), slot_count=put(count), n_rows=n_rows).out.get()
+                           bins=put(bins[at].reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
+                           slot_begin=put(begin), slot_count=put(count), n_rows=n_rows, **extra).out.get()
         got = got.reshape(len(counts), n_feat, k, n_bins)
-        assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words)
+        assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words, index)
     print("REAL-OK")
 """)
 
 
 def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     """The float64 whole-row histogram (``tree_histogram_rows_real``, CPUs' default in float64 fits) in feature groups
-    and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, an empty node and a node of
-    one row: the reference's sums bit for bit, no out-of-bounds access, no race, no uninitialised read."""
+    and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
+    the row index (with the prefetch of the row 16 positions on), an empty node and a node of one row: the reference's
+    sums bit for bit, no out-of-bounds access, no race, no uninitialised read."""
     checked(REAL_ROWS, "REAL-OK")
 
 

@@ -98,10 +98,10 @@ class HistogramBuilder:
         if groups > 1 and ws.sparse:  # compressed rows keep a feature per lane (their reader is untried in groups)
             groups = 0
         self.whole_rows = groups > 0 and (ws.row_index or whole_rows)
-        # real lanes (float64, float32): whole rows where the layout asks for them, dense rows in position order (CPUs'
-        # moved rows), a build's features in the groups that give its nodes the device's compute units
+        # real lanes (float64, float32): whole rows where the layout asks for them (CPUs'), dense rows moved or read
+        # through the row index, a build's features in the groups that give its nodes the device's compute units
         feature_bytes = k * b * hist_gh_type(p).dtype.itemsize
-        real = (not ws.quantized and whole_rows and not ws.row_index and not ws.sparse
+        real = (not ws.quantized and whole_rows and not ws.sparse
                 and real_groups(ws.device, f, 1, feature_bytes) > 0)
         classes = row_classes(rows) if self.whole_rows or real else NODE_CLASSES
         self._dims = [{} for _ in classes]  # each build's dimensions besides node and pos (feature groups)
@@ -109,7 +109,7 @@ class HistogramBuilder:
             self.whole_rows = True
             self.spec = HISTOGRAM_ROWS_REAL
             self._dims = [{"grp": real_groups(ws.device, f, c, feature_bytes)} for c, _ in classes]
-            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major) for d in self._dims]
+            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index) for d in self._dims]
         elif self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
             self._dims = [{"grp": groups} for _ in classes]

@@ -618,25 +618,33 @@ def _real_inputs(s, rng):
 
 
 def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """The classes of the CPUs' float64 fits (moved rows, as their layout reads them), in the groups a build for that
-    many nodes takes there (:func:`real_groups`)."""
+    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them (its tuned one, else the
+    heuristic's moved rows; a layout of a feature per lane builds none), in the groups a build for that many nodes
+    takes there (:func:`real_groups`)."""
+    from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
+
+    layout, _ = stored(device, "double", int(s["feat"]))
+    row_index, whole = (0, 1) if layout is None else (layout.row_index, layout.whole_rows)
     feature_bytes = int(s.get("n_bins", 64)) * hist_gh_type("double").dtype.itemsize
-    return (device.type == "cpu" and int(s.get("row_index", 0)) == 0
+    return (device.type == "cpu" and bool(whole) and int(s.get("row_index", 0)) == row_index
             and real_groups(device, int(s["feat"]), int(s["node"]), feature_bytes) == int(s["grp"]))
 
 
-# float64 fits on CPUs (their default precision) of moved rows: 10^6 rows in 1, 8 and 64 nodes at 64 and 256 bins, in
-# the groups a CPU of 2, 4, 8 or 16 cores takes for them (real_groups)
+# float64 fits on CPUs (their default precision): 10^6 rows in 1, 8 and 64 nodes at 64 and 256 bins, moved or read
+# through the row index (``index_*``, the root ``rows_1e6_nodes_1``), in the groups a CPU of 2, 4, 8 or 16 cores takes
+# for them (real_groups)
+_REAL_NAMES = ("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64", "rows_1e6_nodes_1",
+               "index_1e6_nodes_8", "index_1e6_nodes_64")
 _REAL_CLASSES = {f"real{g}_{name}": {**sizes, "grp": g}
-                 for name, sizes in with_default_bins(
-                     {n: c for n, c in _ROW_CLASSES.items() if n.startswith("moved_")},
-                     ("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"), n_bins=DEFAULT_BINS).items()
+                 for name, sizes in with_default_bins({n: _ROW_CLASSES[n] for n in _REAL_NAMES}, _REAL_NAMES,
+                                                      n_bins=DEFAULT_BINS).items()
                  for g in (1, 2, 4, 14, 28) if 28 % g == 0}
 HISTOGRAM_ROWS_REAL = KernelSpec(
     "tree_histogram_rows_real", rows_real_heuristic, exact_pins=EXACT_ROWS,
-    tuning=Tuning(lambda s: histogram_rows_real(int(s.get("n_bins", 64)), int(s["feat"]), 1, int(s["grp"])),
+    tuning=Tuning(lambda s: histogram_rows_real(int(s.get("n_bins", 64)), int(s["feat"]), 1, int(s["grp"]),
+                                                row_index=bool(s.get("row_index", 0))),
                   _REAL_CLASSES, _real_inputs, _rows_ref, fixed=EXACT_ROWS, applies=_real_variant_applies,
                   doc="float64 (g, h) histograms of whole rows in feature groups (exact: a row at a time, in order), "
-                      "moved rows in 1 to 64 nodes, 64 or 256 bins"))
+                      "moved or read through the row index, in 1 to 64 nodes, 64 or 256 bins"))
 
 SPECS = (HISTOGRAM_ROWS, HISTOGRAM_GROUPS, HISTOGRAM_ROWS_REAL)

@@ -100,9 +100,9 @@ def is_layout(kernel: str) -> bool:
 
 def candidates(precision: str, cpu: bool) -> list[Layout]:
     """Every distinct layout of a fit in ``precision`` on a CPU (``cpu``) or a GPU: the row index always reads whole
-    rows where they are quantized, and only it has a column copy; whole rows of real lanes are moved rows on CPUs
-    (their exact fold is one work-item a node and feature group: no GPU's build); the loss-guided look-ahead needs
-    quantized histograms, the
+    rows where they are quantized, and only it has a column copy; whole rows of real lanes, moved or through the row
+    index, are the CPUs' (their exact fold is one work-item a node and feature group: no GPU's build); the loss-guided
+    look-ahead needs quantized histograms, the
     depth-wise levels on the device any precision's (their splits are the host's, bit for bit); blocks are
     :data:`BLOCK_ROWS` rows a work-item on CPUs, :data:`GROUP_ROWS` a work-group on GPUs; loss-guided batches are
     bounded at :data:`BATCH` candidates or not at all; the score sums its bins on CPUs, not on GPUs, nor in single
@@ -111,7 +111,11 @@ def candidates(precision: str, cpu: bool) -> list[Layout]:
     summed = int(cpu and precision != "single")
     out = []
     for row_index in (0, 1):
-        for whole_rows in ((0, 1) if (quantized or cpu) and not row_index else (int(quantized and row_index),)):
+        if row_index:  # quantized: always whole rows; real lanes: whole rows on CPUs, a feature per lane elsewhere
+            wholes = (1,) if quantized else ((0, 1) if cpu else (0,))
+        else:
+            wholes = (0, 1) if quantized or cpu else (0,)
+        for whole_rows in wholes:
             for columns in ((0, 1) if row_index else (0,)):
                 for lookahead in ((0, 1) if quantized else (0,)):
                     for blocks in (0, BLOCK_ROWS if cpu else GROUP_ROWS):
