@@ -403,7 +403,7 @@ def _pick(
             # (``kernel_configs_``), not warned, since one kernel name covers variants the tuner did not run
             # (the number of bins, a gain plugged in) and every fit would warn.
             cls = f"{cls} [tuned for another version of the kernel: re-run `mdhom tune --kernels {kernel}`]"
-        from mdhom.mdh.computation import within_local_memory
+        from mdhom.mdh.limits import within_local_memory
 
         # a 0/1 switch of another variant of the kernel (a row read as words where this variant's rows are not whole
         # words) means nothing here: dropped, not a reason to throw the configuration away; so is a generator switch

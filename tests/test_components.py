@@ -332,7 +332,7 @@ def test_search_results_unpack_field_by_field(precision):
     -inf, feature and bin 0, not default-left and zero child sums; the arrays are read-only views of one array."""
     from types import SimpleNamespace
 
-    from mdhom.components.split import result_type
+    from mdhom.components.split_result import result_type
 
     k, b = 2, 9  # outputs, bins: 7 candidate bins
     real = np.dtype(np.float32 if precision == "single" else np.float64)

@@ -133,7 +133,7 @@ def test_builds_in_threads_leave_the_warning_filters_as_they_were(cpu):
     import threading
     import warnings
 
-    from mdhom.mdh.computation import build_program
+    from mdhom.mdh.build import build_program
 
     before = list(warnings.filters)
 

@@ -22,6 +22,7 @@ from mdhom.components import quantize as qz
 from mdhom.components import row_histogram as rh
 from mdhom.components import scores as sc
 from mdhom.components import split as sp
+from mdhom.components import split_result as spr
 from mdhom.components import tables as tb
 from mdhom.components.quantize import QUANT_BITS
 from mdhom.components.workspace import opaque, view
@@ -205,9 +206,9 @@ def test_split_score_and_sums(request, device, params):
     mask = np.ones(n_feat, bool)
     mask[2] = False
     want = sp.split_reference(hist, mask, params)
-    score, sums = sp.split_score(n_bins, n_out), sp.split_sums(n_bins, n_out)
+    score, sums = sp.split_score(n_bins, n_out), spr.split_sums(n_bins, n_out)
     sizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
-    stride, _, rstride = sp._best_layout("double")
+    stride, _, rstride = spr.best_layout("double")
     sums_cfg = sums.default_config(device, {"node": n_nodes, "output": n_out})
     for cfg in configs(score, device, sizes, seed=8):
         best = run(score, device, cfg, sizes, scan=scan, hist=hist, feature_mask=mask.astype(np.uint8),
@@ -281,8 +282,8 @@ def test_split_score_vector_form_gives_the_scalar_bits(device, precision, n_out,
         assert got["value"].tobytes() == want["value"].tobytes(), cfg
         np.testing.assert_array_equal(got["index"], want["index"], err_msg=str(cfg))
     # the packed result after it, summed from the histogram (for cat_mode 0), has the scan's bits
-    plain, summed = sp.split_sums(n_bins, n_out, precision), sp.split_sums(n_bins, n_out, precision, summed=True)
-    stride = sp._best_layout(precision)[0]
+    plain, summed = spr.split_sums(n_bins, n_out, precision), spr.split_sums(n_bins, n_out, precision, summed=True)
+    stride = spr.best_layout(precision)[0]
     sums_sizes = {"node": n_nodes, "output": n_out}
     both = dict(scan=("o", scan, None), hist=("o", hist, None), best=want.view(np.int32).reshape(n_nodes, stride),
                 best_value=("o", want.view(np.float64), None), n_feat=n_feat, **{k: v for k, v in args.items()
@@ -665,7 +666,7 @@ def test_leaf_values(device, precision, n_outputs):
     L1 shrinkage at zero sums, signed zeros and a NaN sum included), the nodes outside the children the host's."""
     rng = np.random.default_rng(53)
     n_nodes, n_entries, base = 301, 64, 137
-    rt = sp.result_type(precision)
+    rt = spr.result_type(precision)
     res = np.zeros((n_entries, n_outputs), rt.dtype)
     for f in ("lg", "rg"):
         res[f] = rng.standard_normal((n_entries, n_outputs)) * 10.0 ** rng.integers(-3, 4, (n_entries, n_outputs))
@@ -867,7 +868,7 @@ def ahead_search(rng, m, n_feat, n_outputs, n_bins, gains):
 
 def ahead_inputs(hist, scan, best, inv, summed):
     """The keyword arguments of ``tree_split_from_search``'s search inputs (opaque buffers)."""
-    stride = sp._best_layout("quantized")[0]
+    stride = spr.best_layout("quantized")[0]
     args = dict(scan=("o", scan, None), hist=("o", hist, None), best=best.view(np.int32).reshape(-1, stride),
                 best_value=("o", best.view(np.float64), None), inv_scale=("o", inv, None), n_feat=hist.shape[1])
     if summed:  # the score's vector form's result: the sums of the histogram's bins (cat_mode 0)
@@ -890,7 +891,7 @@ def ahead_case(n_outputs):
     m = 2 * half
     hist, scan, best, inv = ahead_search(rng, m, n_feat, n_outputs, n_bins,
                                          [-np.inf, np.nan, np.inf, 0.0, 1e-7, 1e-6, 2e-6, 0.5, 3.0])
-    res = sp.split_sums_reference(scan, hist, best, prec, inv)
+    res = spr.split_sums_reference(scan, hist, best, prec, inv)
     assert res["tg"].any() and res["lh"].any() and (res["lh"][:, 0] == 0).any()
     allow = (rng.random(m) < 0.8).astype(np.int32)
     allow[m // 2] = 1
@@ -952,7 +953,7 @@ def test_split_from_search(device, n_outputs, summed):
         one = best[:1].copy()
         one["value"] = g
         args = ahead_inputs(hist[:1], scan[:1], one, inv, summed)
-        want = lookahead.split_from_search_reference(sp.split_sums_reference(scan[:1], hist[:1], one, prec, inv),
+        want = lookahead.split_from_search_reference(spr.split_sums_reference(scan[:1], hist[:1], one, prec, inv),
                                                      None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
         assert want["count"][0] == (n_rows if split else 0) and want["begin"][0] == 0
         assert want["first"][1] == want["count"][0] and want["count"][1] == 0 and want["node"][1] == 1 + split
@@ -992,7 +993,7 @@ def test_split_from_search_blocks(device, blk_rows):
     # the root: its rows in blocks, the sentinel's one, then the sentinel's up to the bound
     one = best[:1].copy()
     one["value"] = 0.5
-    root_res = sp.split_sums_reference(scan[:1], hist[:1], one, "quantized", inv)
+    root_res = spr.split_sums_reference(scan[:1], hist[:1], one, "quantized", inv)
     root_tab = lookahead.split_from_search_reference(root_res, None, None, np.ones(1, np.int32), 1, n_bins, n_rows, 1)
     n_blk = n_rows // blk_rows + 3
     root = common | ahead_inputs(hist[:1], scan[:1], one, inv, False) | dict(base=1, leaves=1)
@@ -1010,10 +1011,10 @@ def test_split_sums_reference_is_the_kernel(device):
     rng = np.random.default_rng(45)
     m, n_feat, n_out, n_bins = 23, 3, 2, 11
     hist, scan, best, inv = ahead_search(rng, m, n_feat, n_out, n_bins, [-np.inf, 0.0, 0.5, 3.0])
-    want = sp.split_sums_reference(scan, hist, best, "quantized", inv)
+    want = spr.split_sums_reference(scan, hist, best, "quantized", inv)
     assert (want["lg"] != 0).any() and (want["rh"] != 0).any()
     for summed in (False, True):
-        desc = sp.split_sums(n_bins, n_out, "quantized", summed)
+        desc = spr.split_sums(n_bins, n_out, "quantized", summed)
         sizes = {"node": m, "output": n_out}
         got = run(desc, device, desc.default_config(device, sizes), sizes, **ahead_inputs(hist, scan, best, inv,
                                                                                             summed))
@@ -1624,9 +1625,9 @@ def test_split_kernels_quantized(device, params):
     mask = np.ones(n_feat, bool)
     mask[1] = False
     want = ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), mask, params, inv)
-    score, sums = sp.split_score(n_bins, n_out, "quantized"), sp.split_sums(n_bins, n_out, "quantized")
+    score, sums = sp.split_score(n_bins, n_out, "quantized"), spr.split_sums(n_bins, n_out, "quantized")
     ssizes = {"node": n_nodes, "feat": n_feat, "bin": n_bins - 2, "dir": 2}
-    stride, _, _ = sp._best_layout("quantized")
+    stride, _, _ = spr.best_layout("quantized")
     for cfg in configs(score, device, ssizes, seed=47):
         best = run(score, device, cfg, ssizes, scan=want_scan, hist=hist, feature_mask=mask.astype(np.uint8),
                    inv_scale=("o", inv, None), reg_lambda=params.reg_lambda, reg_alpha=params.reg_alpha,

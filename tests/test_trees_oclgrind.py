@@ -344,7 +344,7 @@ AHEAD_WRITES = textwrap.dedent("""
     import mdhom
     from mdhom.components import lanes as ln
     from mdhom.components import lookahead
-    from mdhom.components import split as sp
+    from mdhom.components import split_result as spr
     from mdhom.components import tables as tb
     from mdhom.components.workspace import opaque
     from mdhom.mdh import build_within_limits
@@ -368,7 +368,7 @@ AHEAD_WRITES = textwrap.dedent("""
     last["next_child"] = rng.integers(0, 2, half)
     n_left = np.array([rng.integers(0, c + 1) for c in last["count"]], np.int32)
     allow = np.ones(m, np.int32)
-    res = sp.split_sums_reference(scan, hist, best, "quantized", inv)
+    res = spr.split_sums_reference(scan, hist, best, "quantized", inv)
     want = lookahead.split_from_search_reference(res, last, n_left, allow, 50, n_bins, n_rows, 3)
     blk_rows = 8
     n_blk = int(last["count"].sum()) // blk_rows + m + 2  # the partition's bound

@@ -68,7 +68,7 @@ def test_local_memory_is_fitted_not_refused(oclgrind_device):
     """A histogram atom of 5000 bins (40 KB int32 pairs) overflows Oclgrind's 32 KB of local memory: the
     configuration drops local partials and work-items instead of raising ConfigError."""
     from mdhom.components.histogram import histogram
-    from mdhom.mdh.computation import within_local_memory
+    from mdhom.mdh.limits import within_local_memory
 
     desc = histogram(5001, "quantized")
     cfg = {**desc.default_config(oclgrind_device), "PARTIALS_LOCAL": 1, "NUM_WI_pos": 64}
@@ -82,7 +82,7 @@ def test_flat_is_dropped_with_local_partials(oclgrind_device):
     """FLAT folds into local memory only: where a whole-row histogram's local accumulator does not fit, the fitted
     configuration drops FLAT with PARTIALS_LOCAL (check_config would refuse FLAT without it) and still builds."""
     from mdhom.components.row_histogram import histogram_rows
-    from mdhom.mdh.computation import within_local_memory
+    from mdhom.mdh.limits import within_local_memory
 
     desc = histogram_rows(300, 28, 1, False, True)  # 28 x 300 int32 pairs: 67 KB
     cfg = {**desc.default_config(oclgrind_device), "PARTIALS_LOCAL": 1, "FLAT": 1, "NUM_WI_pos": 64}

@@ -7,7 +7,9 @@ their kernels' descriptions and the meaning of their buffers:
   :mod:`~mdhom.components.histogram_builder`: the histogram builder (arena, sibling subtraction);
 - :mod:`~mdhom.components.partition`: the row partitioner (row ranges on the device), and
   :mod:`~mdhom.components.partition_kernels`: its kernels' descriptions, references and tuner inputs;
-- :mod:`~mdhom.components.split`: the split search's descriptions, with a pluggable gain, and
+- :mod:`~mdhom.components.split`: the split search's descriptions, with a pluggable gain,
+  :mod:`~mdhom.components.split_result`: the packed result the host reads back,
+  :mod:`~mdhom.components.split_categorical`: the scan and partition of categorical fits, and
   :mod:`~mdhom.components.split_evaluator`: the split evaluator that launches them and unpacks the result;
 - :mod:`~mdhom.components.scores` and :mod:`~mdhom.components.predictor`: training and eval-set scores;
 - :mod:`~mdhom.components.binning`: raw features to bins.

@@ -23,14 +23,8 @@ import numpy as np
 from mdhom.components.lanes import defines, real_ctype, snippet
 from mdhom.components.partition_kernels import block_table, flip_positions
 from mdhom.components.specs import KernelSpec, elementwise
-from mdhom.components.split import (
-    SPLIT_EPS,
-    _best_layout,
-    result_code,
-    result_inputs,
-    result_preamble,
-    result_type,
-)
+from mdhom.components.split import SPLIT_EPS
+from mdhom.components.split_result import best_layout, result_code, result_inputs, result_preamble, result_type
 from mdhom.components.tables import SPLIT_RECORD, split_table
 from mdhom.mdh import Concat, Description, Input, Param
 
@@ -39,7 +33,7 @@ def _rule(precision: str) -> str:
     """OpenCL C: whether entry e of a split search may split: allowed, and a finite gain above SPLIT_EPS and at least
     min_gain (the host's rule, :func:`may_split`). The gain is the score's (``best_value``, the packed result's
     ``gain``, the same bits): read there, no entry waits for another's packed result."""
-    rstride = _best_layout(precision)[2]
+    rstride = best_layout(precision)[2]
     return f"""
 inline int tree_ahead(__global const tree_real_t* gains, __global const int* allow, const int e,
                       const double min_gain) {{
@@ -53,10 +47,10 @@ inline int tree_ahead(__global const tree_real_t* gains, __global const int* all
 def split_from_search(n_bins: int, n_outputs: int, precision: str, summed: bool = False) -> Description:
     """The split table of a step the device decides alone: a look-ahead splits the nodes of the split
     search just run before the host has seen its result (``RowPartitioner.apply_searched``). It also writes that
-    result for the host (``res``, written: ``tree_split_sums``'s records, :func:`~mdhom.components.split.result_code`,
-    ``summed`` as there) from the search's histograms, scan and best splits: one launch a step instead of two (a
-    depth-wise tree of depth 8 launched 8 of ``tree_split_sums``); every entry reads the gains and indices of the
-    others from the score's ``best``, which nothing writes here.
+    result for the host (``res``, written: ``tree_split_sums``'s records,
+    :func:`~mdhom.components.split_result.result_code`, ``summed`` as there) from the search's histograms, scan and
+    best splits: one launch a step instead of two (a depth-wise tree of depth 8 launched 8 of ``tree_split_sums``);
+    every entry reads the gains and indices of the others from the score's ``best``, which nothing writes here.
 
     Those nodes are the children of the last split step's records ``last_tab`` (``n_entries / 2`` of them), in the
     search's order: the child each record built (``next_child``), then the other; ``allow`` says whether each may
@@ -125,7 +119,7 @@ for (; e < entry; ++e) {{
         bfirst += 1;
     }}
 }}
-const int at = ok ? best[entry * {_best_layout(precision)[0]} + {_best_layout(precision)[1]}] : 0;
+const int at = ok ? best[entry * {best_layout(precision)[0]} + {best_layout(precision)[1]}] : 0;
 out.node = entry < n_entries ? -1 : (leaves >= 0 ? leaves : last[n_entries / 2].node) + n_split;
 out.feature = at / (2 * N_CAND);
 out.bin = (at / 2) % N_CAND;
@@ -251,7 +245,7 @@ if (tree_ahead(gains, allow, entry, 0.0)) {
         inputs=[Input("best_value", real_ctype(precision), (1,), gather=True),
                 Input("last_tab", "int", (1,), gather=True), Input("allow", "int", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("leaves", "int"), Param("max_leaves", "int")],
-        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {_best_layout(precision)[2]}\n"
+        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {best_layout(precision)[2]}\n"
         + _rule(precision),
     )
 
@@ -292,7 +286,7 @@ if (tree_ahead(gains, allow, entry, min_gain)) {
                 Input("chains", "double", (1,), gather=True)],
         params=[Param("n_entries", "int"), Param("n_lchain", "int"), Param("most", "int"),
                 Param("min_gain", "double")],
-        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {_best_layout(precision)[2]}\n"
+        preamble=defines(precision, n_bins, n_outputs) + f"#define RSTRIDE {best_layout(precision)[2]}\n"
         + _rule(precision),
     )
 

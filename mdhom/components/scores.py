@@ -23,7 +23,7 @@ import pyopencl as cl
 
 from mdhom.components.lanes import real_ctype
 from mdhom.components.specs import KernelSpec, Tuning, elementwise
-from mdhom.components.split import result_type
+from mdhom.components.split_result import result_type
 from mdhom.components.workspace import Bound, Workspace
 from mdhom.mdh import Computation, Concat, Description, Input, Param
 

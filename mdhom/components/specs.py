@@ -23,6 +23,8 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
     "mdhom.components.row_histogram",
     "mdhom.components.split",
+    "mdhom.components.split_result",
+    "mdhom.components.split_categorical",
     "mdhom.components.partition_kernels",
     "mdhom.components.row_copy",
     "mdhom.components.lookahead",

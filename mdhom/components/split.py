@@ -1,6 +1,7 @@
-"""The split search's descriptions: prefix sums of a batch of histograms over bins, the gain of every candidate
-split, the best per node, and the packed result the host reads back (one read per split step); their references,
-heuristics and tuner inputs. :mod:`mdhom.components.split_evaluator` launches them.
+"""The split search's descriptions: prefix sums of a batch of histograms over bins, and the gain of every candidate
+split with the best per node; their references, heuristics and tuner inputs. :mod:`mdhom.components.split_evaluator`
+launches them; the packed result the host reads back is :mod:`mdhom.components.split_result`'s, and the scans of fits
+with categorical features are :mod:`mdhom.components.split_categorical`'s.
 
 The gain is a pluggable scalar function (:class:`Gain`): OpenCL C defining ``tree_gain`` over a candidate's
 left and total sums, and its scalar parameters. Trees plug in XGBoost's (``kernels/trees/gain_xgboost.cl``);
@@ -17,11 +18,7 @@ kernel                 index space                      combine operators
 =====================  ===============================  ======================================================
 tree_split_scan        node x feat x output x bin       concat, concat, concat, inclusive prefix sum over bins
 tree_split_score       node x feat x bin x dir          concat, argmax over (feat, bin, dir)
-tree_split_sums        node x output                    concat: the host's packed result of a split search
 =====================  ===============================  ======================================================
-
-A look-ahead's steps launch no ``tree_split_sums``: their table maker (``tree_split_from_search``) writes the same
-records from :func:`result_code`.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ import numpy as np
 
 from mdhom.components.lanes import (
     DEFAULT_BINS,
-    REALS,
     class_precision,
     defines,
     gh_struct,
@@ -50,9 +46,9 @@ from mdhom.components.lanes import (
     with_quantized_classes,
     with_vector_classes,
 )
-from mdhom.components.specs import KernelSpec, Tuning, description_default, ones, pow2_at_most
+from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
-from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Struct, Vector
+from mdhom.mdh import ARGMAX, SUM, Concat, Description, Input, Param, Reduce, Scan, Vector
 
 # A split must gain more than this (XGBoost's kRtEps): gains of a few ulps on pure nodes are rounding noise,
 # and splitting on them makes the tree depend on summation order (double and quantized modes then diverge).
@@ -147,59 +143,6 @@ def split_scan(n_bins: int, precision: str = "double") -> Description:
     )
 
 
-@lru_cache(maxsize=32)
-def split_scan_cat(n_bins: int, precision: str = "double") -> Description:
-    """The split scan of a fit with categorical features: each candidate's left sums as a reduction over the
-    bins that go left under it (``tree_cat_goes_left``: every bin at or below it for numeric features, the
-    candidate alone or the bins sorted before it for categorical ones), and the node total at the missing bin.
-
-    O(bins^2) per (node, feature, output) where the numeric scan is O(bins): only fits with categorical features
-    run it. Exact mode pins the reduction to one lane (each sum added from zero in bin order, as the reference)."""
-    r = hist_ctype(precision)
-    return Description(
-        "tree_split_scan_cat", ["node", "feat", "output", "bin", "bin2"],
-        [Concat(), Concat(), Concat(), Concat(), Reduce(SUM)], hist_gh_type(precision),
-        scalar="""
-const long cell0 = ((long)node * SIZE_feat + feat) * SIZE_output * SIZE_bin;
-const long c2 = cell0 + (long)output * SIZE_bin + bin2;
-const int take = (bin == SIZE_bin - 1)
-    || (bin2 < SIZE_bin - 1 && tree_cat_goes_left(hist, cell0, cat_mode[feat], (int)bin2, (int)bin, cat_smooth
-                                                  TREE_INV_ARG));
-out.g = take ? hist[2 * c2] : 0;
-out.h = take ? hist[2 * c2 + 1] : 0;""",
-        inputs=[Input("hist", r, ("node", "feat", "output", "bin", 2), gather=True),
-                Input("cat_mode", "uchar", ("feat",), gather=True)] + _inv_input(precision),
-        params=[Param("cat_smooth", real_ctype(precision))],
-        preamble=defines(precision, n_bins) + snippet("split.cl"),
-    )
-
-
-@lru_cache(maxsize=32)
-def split_cat_left(n_bins: int, n_outputs: int, precision: str = "double") -> Description:
-    """The bins that go left at each node's best split where it is categorical (0 elsewhere): the host reads
-    them for the partition and the model only when a search chose a categorical split."""
-    stride, offset, _ = _best_layout(precision)
-    return Description(
-        "tree_split_cat_left", ["node", "bin"], [Concat(), Concat()], "uchar",
-        scalar=f"""
-const int idx = best[node * {stride} + {offset}];
-const int n_cand = TREE_BINS - 2;
-out = 0;
-if (idx >= 0 && idx < n_feat * n_cand * 2 && bin < TREE_BINS - 1) {{
-    const int feat = idx / (2 * n_cand);
-    const int mode = cat_mode[feat];
-    const long cell0 = ((long)node * n_feat + feat) * TREE_OUTPUTS * TREE_BINS;
-    if (mode != 0) out = (uchar)tree_cat_goes_left(hist, cell0, mode, (int)bin, (idx / 2) % n_cand, cat_smooth
-                                                   TREE_INV_ARG);
-}}""",
-        inputs=[Input("hist", hist_ctype(precision), (1,), gather=True), Input("best", "int", ("node", stride),
-                                                                              gather=True),
-                Input("cat_mode", "uchar", (1,), gather=True)] + _inv_input(precision),
-        params=[Param("n_feat", "int"), Param("cat_smooth", real_ctype(precision))],
-        preamble=defines(precision, n_bins, n_outputs) + snippet("split.cl"),
-    )
-
-
 def split_scan_reference(hist: np.ndarray) -> np.ndarray:
     """(node, feat, output, bin, 2) -> the same shape and lane type, cumulated over bins."""
     return np.cumsum(hist, axis=3, dtype=hist.dtype)
@@ -250,7 +193,7 @@ if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, f
                             &lg[k], &lh[k], &tg[k], &th[k]);
     out.value = tree_gain_sums(lg, lh, tg, th{args} TREE_INV_ARG);
 }}""",
-            inputs=inputs + [Input("cat_mode", "uchar", ("feat",), gather=True)] + _inv_input(precision),
+            inputs=inputs + [Input("cat_mode", "uchar", ("feat",), gather=True)] + inv_input(precision),
             params=[Param(p, r) for p in gain.params],
             preamble=defines(precision, b, k) + vector_defines(precision) + snippet("split.cl")
             + snippet("split_carry.cl") + gain.code + gain.vector_code + _ARGMAX_MAX,
@@ -267,7 +210,7 @@ if (feature_mask[feat] && (dir == 0 || tree_has_missing(hist, node, SIZE_feat, f
                "out.value = -INFINITY;\n"
                "if (feature_mask[feat]) out.value = tree_gain(scan, hist, node, SIZE_feat, feat, (int)bin, (int)dir"
                f"{args} TREE_INV_ARG);",
-        inputs=inputs + _inv_input(precision),
+        inputs=inputs + inv_input(precision),
         params=[Param(p, r) for p in gain.params],
         preamble=defines(precision, b, k) + snippet("split.cl") + gain.code,
     )
@@ -410,118 +353,9 @@ _ARGMAX_BLOCK = """
 }"""
 
 
-def _inv_input(precision: str) -> list[Input]:
+def inv_input(precision: str) -> list[Input]:
     """The quantized split kernels' extra input: 2^-k per (output, g|h), to turn integer sums into reals."""
     return [Input("inv_scale", "double", ("*",), gather=True)] if is_quantized(precision) else []
-
-
-def _best_layout(precision: str) -> tuple[int, int, int]:
-    """(ints per split_t, int offset of its index field, reals per split_t): how tree_split_sums reads it."""
-    dt = split_type(precision).dtype
-    return dt.itemsize // 4, dt.fields["index"][1] // 4, dt.itemsize // np.dtype(REALS[precision]).itemsize
-
-
-def result_type(precision: str) -> Struct:
-    """One (node, output) entry of a split search's result: everything the host reads back per step."""
-    r = real_ctype(precision)
-    return Struct("lr_t", (("lg", r), ("lh", r), ("rg", r), ("rh", r), ("tg", r), ("th", r), ("gain", r),
-                           ("index", "int")))
-
-
-def result_code(precision: str, summed: bool, dest: str = "out") -> str:
-    """OpenCL C that fills ``dest`` (an ``lr_t``) with the packed result of (``node``, ``output``): the statements of
-    ``tree_split_sums``, which the look-ahead's split table maker (``tree_split_from_search``) runs too, writing the
-    records it reads back beside its table (one launch fewer a step). Reads ``scan``, ``hist``, ``best``,
-    ``best_value`` (``cat_mode`` where ``summed``, ``inv_scale`` where quantized) and ``n_feat``; split.cl (and
-    split_carry.cl where ``summed``) before it."""
-    stride, offset, rstride = _best_layout(precision)
-    if summed:  # the histogram's bins added up here (a sorted feature's sums from its scan): feature 0's totals too
-        totals = "tree_candidate_sums(scan, hist, cat_mode[0] != 0, cell0, 0, 1, &lg, &lh, &tg0, &th0);"
-        sums = "tree_candidate_sums(scan, hist, cat_mode[feat] != 0, cell, bin, dir, &lg, &lh, &tg, &th);"
-    else:
-        totals = "tg0 = scan[2 * (cell0 + TREE_BINS - 1)];\nth0 = scan[2 * (cell0 + TREE_BINS - 1) + 1];"
-        sums = ("tree_left_sums(scan, hist, cell, bin, dir, &lg, &lh);\n"
-                "    tg = scan[2 * (cell + TREE_BINS - 1)];\n    th = scan[2 * (cell + TREE_BINS - 1) + 1];")
-    return f"""
-const int idx = best[node * {stride} + {offset}];
-const int n_cand = TREE_BINS - 2;
-const long cell0 = ((long)node * n_feat * TREE_OUTPUTS + output) * TREE_BINS;
-tree_hist_t tg0, th0, lg, lh, tg, th;
-{totals}
-{dest}.tg = TREE_REAL_OF(tg0, output, 0);
-{dest}.th = TREE_REAL_OF(th0, output, 1);
-{dest}.gain = best_value[node * {rstride}];
-{dest}.index = idx;
-{dest}.lg = 0; {dest}.lh = 0; {dest}.rg = 0; {dest}.rh = 0;
-if (idx >= 0 && idx < n_feat * n_cand * 2) {{
-    const int feat = idx / (2 * n_cand), bin = (idx / 2) % n_cand, dir = idx % 2;
-    const long cell = (((long)node * n_feat + feat) * TREE_OUTPUTS + output) * TREE_BINS;
-    {sums}
-    {dest}.lg = TREE_REAL_OF(lg, output, 0); {dest}.lh = TREE_REAL_OF(lh, output, 1);
-    {dest}.rg = TREE_REAL_OF(tg - lg, output, 0); {dest}.rh = TREE_REAL_OF(th - lh, output, 1);
-}}"""
-
-
-def result_inputs(precision: str, summed: bool, nodes: str = "node") -> list[Input]:
-    """The inputs :func:`result_code` reads, as ``tree_split_sums`` declares them (``best`` along ``nodes``)."""
-    r, hc = real_ctype(precision), hist_ctype(precision)
-    stride = _best_layout(precision)[0]
-    return [
-        Input("scan", hc, (1,), gather=True),
-        Input("hist", hc, (1,), gather=True),
-        Input("best", "int", (nodes, stride), gather=True),
-        Input("best_value", r, (1,), gather=True),
-    ] + ([Input("cat_mode", "uchar", (1,), gather=True)] if summed else []) + _inv_input(precision)
-
-
-def result_preamble(precision: str, summed: bool) -> str:
-    """What :func:`result_code` calls: split.cl's sums, and split_carry.cl's where ``summed``."""
-    return snippet("split.cl") + (snippet("split_carry.cl") if summed else "")
-
-
-@lru_cache(maxsize=32)
-def split_sums(n_bins: int, n_outputs: int, precision: str = "double", summed: bool = False) -> Description:
-    """The packed result of a split search per (node, output): gain and index of the node's best split
-    (repeated over outputs), its left and right (g, h), and the node's total (g, h) (the prefix sum of
-    feature 0 over all bins). One read of this array is the only sync of a split step. ``summed``: after the score's
-    vector form, which no scan precedes in numeric fits: the sums are the histogram's bins added up here (the same
-    bits), the scan read only for features whose ``cat_mode`` is not 0."""
-    return Description(
-        "tree_split_sums", ["node", "output"], [Concat(), Concat()], result_type(precision),
-        scalar=result_code(precision, summed),
-        inputs=result_inputs(precision, summed),
-        params=[Param("n_feat", "int")],
-        preamble=defines(precision, n_bins, n_outputs) + result_preamble(precision, summed),
-    )
-
-
-def split_sums_reference(scan: np.ndarray, hist: np.ndarray, best: np.ndarray, precision: str,
-                         inv_scale: np.ndarray | None = None) -> np.ndarray:
-    """``tree_split_sums`` in numpy: ``scan`` and ``hist`` (node, feat, output, bin, 2), ``best`` the score's records
-    per node (``value``, ``index``), ``inv_scale`` (output, 2) where quantized; (node, output) result records. Integer
-    sums are exact whatever their order; real ones follow the scan's."""
-    n, n_feat, k, b = hist.shape[:4]
-    n_cand = b - 2
-    out = np.zeros((n, k), result_type(precision).dtype)
-    inv = np.ones((k, 2)) if inv_scale is None else np.asarray(inv_scale, np.float64).reshape(k, 2)
-    real = np.dtype(REALS[precision])
-
-    def to_real(q: np.ndarray, c: int) -> np.ndarray:  # TREE_REAL_OF: (real)q * 2^-k, in the device's real
-        return (q.astype(real) * inv[:, c].astype(real)).astype(real) if inv_scale is not None else q
-
-    idx = best["index"].astype(np.int64)
-    out["gain"] = best["value"][:, None]
-    out["index"] = idx[:, None]
-    out["tg"], out["th"] = to_real(scan[:, 0, :, b - 1, 0], 0), to_real(scan[:, 0, :, b - 1, 1], 1)
-    ok = (idx >= 0) & (idx < n_feat * n_cand * 2)
-    at = np.flatnonzero(ok)
-    feat, bin_, dirs = idx[at] // (2 * n_cand), (idx[at] // 2) % n_cand, idx[at] % 2
-    left = scan[at, feat, :, bin_] + np.where((dirs == 0)[:, None, None], hist[at, feat, :, b - 1], 0)
-    tot = scan[at, feat, :, b - 1]
-    out["lg"][at], out["lh"][at] = to_real(left[..., 0], 0), to_real(left[..., 1], 1)
-    out["rg"][at], out["rh"][at] = to_real(tot[..., 0] - left[..., 0], 0), to_real(tot[..., 1] - left[..., 1], 1)
-    return out
-
 
 
 def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitParams) -> Splits:
@@ -529,7 +363,6 @@ def split_reference(hist: np.ndarray, feature_mask: np.ndarray, params: SplitPar
     (node, feat, output, bin, 2) layout."""
     from mdhom.trees import reference as ref
     return ref.best_splits(np.ascontiguousarray(hist.transpose(0, 1, 3, 2, 4)), feature_mask, params)
-
 
 
 # ------------------------------------------------------------------------------------------------ heuristics
@@ -551,14 +384,6 @@ def scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> 
         steps = -(-int(sizes["feat"]) // wf)  # wide rows: at most 64 groups of features, each walking its share
         cfg["NUM_WI_bin"], cfg["NUM_WI_feat"], cfg["NUM_WG_feat"] = wb, wf, min(64, 1 << (steps - 1).bit_length())
         cfg["SCAN_TILED"] = 0
-    return cfg
-
-
-def cat_scan_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    cfg = ones(desc, dev, sizes)
-    gpu = dev.type == "gpu"
-    cfg["NUM_WI_bin"] = pow2_at_most(sizes["bin"], 64 if gpu else 16)
-    cfg["NUM_WG_node"] = 64 if gpu else 2 * max(1, dev.compute_units)  # built at node=1, launched for batches
     return cfg
 
 
@@ -673,25 +498,7 @@ SCORE = KernelSpec(
                   _score_inputs, _score_ref, applies=vector_class_applies,
                   doc="gain of every (feature, bin, direction) and the argmax per node, from float64 or int32 sums "
                       "of 64 or 256 bins (CPUs: in vector form)"))
-def sums_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """GPUs: a work-item per node, 64 a group, 4 groups (built at node=1, launched for batches of up to a few hundred
-    nodes; one work-item walking a loss-guided batch's nodes took 24 us a launch on the H200, 0.34 ms a round). CPUs:
-    a work-group per core, each walking its share of the nodes (one work-item walking a depth-wise level's 128 nodes
-    took 129-236 us on the H200 host's 16-core PoCL; a round's 8 launches 0.44-0.75 -> 0.38-0.43 ms, three timelines
-    each, alternating)."""
-    cfg = desc.default_config(dev, sizes)
-    if dev.type == "gpu":
-        cfg["NUM_WI_node"], cfg["NUM_WG_node"] = 64, 4
-    else:
-        cfg["NUM_WG_node"] = max(1, dev.compute_units)
-    return cfg
-
-
-SUMS = KernelSpec("tree_split_sums", sums_heuristic)
-# categorical fits only: not tuned (a fit's categories decide their cost)
-CAT_SCAN = KernelSpec("tree_split_scan_cat", cat_scan_heuristic, exact_pins={"NUM_WI_bin2": 1, "NUM_WG_bin2": 1})
-CAT_LEFT = KernelSpec("tree_split_cat_left", description_default)
-SPECS = (SCAN, SCORE, SUMS, CAT_SCAN, CAT_LEFT)
+SPECS = (SCAN, SCORE)
 
 
 def score_spec(gain: Gain) -> KernelSpec:

@@ -1,6 +1,7 @@
 """The split evaluator: the split search's launches over a batch of histograms, under a pluggable gain, and the
 unpacking of its result (one read per split step). The descriptions it launches, their heuristics and tuner inputs
-are :mod:`mdhom.components.split`'s."""
+are :mod:`mdhom.components.split`'s, :mod:`mdhom.components.split_result`'s (the packed result) and
+:mod:`mdhom.components.split_categorical`'s (categorical fits)."""
 
 from __future__ import annotations
 
@@ -11,27 +12,14 @@ import pyopencl as cl
 
 from mdhom.components.histogram_builder import FEW_NODES, LEVEL_NODES
 from mdhom.components.lanes import hist_gh_type, split_type, vector_forms
-from mdhom.components.split import (
-    CAT_LEFT,
-    CAT_SCAN,
-    SCAN,
-    SUMS,
-    XGBOOST_GAIN,
-    Gain,
-    Splits,
-    result_type,
-    score_spec,
-    split_cat_left,
-    split_scan,
-    split_scan_cat,
-    split_score,
-    split_sums,
-)
+from mdhom.components.split import SCAN, XGBOOST_GAIN, Gain, Splits, score_spec, split_scan, split_score
+from mdhom.components.split_categorical import CAT_LEFT, CAT_SCAN, split_cat_left, split_scan_cat
+from mdhom.components.split_result import SUMS, result_type, split_sums
 from mdhom.components.workspace import Bound, Workspace
 
 
 def result_buffers(ws: Workspace, summed: bool) -> dict[str, cl.Buffer]:
-    """What the statements of the packed result (:func:`mdhom.components.split.result_code`) read, by input name:
+    """What the statements of the packed result (:func:`mdhom.components.split_result.result_code`) read, by input name:
     the evaluator's ``tree_split_sums`` and the look-ahead's table maker (``RowPartitioner.apply_searched``) bind
     the same buffers (the histograms ``hist`` stand in for each launch's view)."""
     return dict(scan=ws["scan"], hist=ws["arena"], best=ws["best"], best_value=ws["best"],

@@ -16,16 +16,10 @@ an output atom, and one combine operator per dimension::
 The README's md_hom computations section describes the model and the skeleton the generator emits.
 """
 
-from mdhom.mdh.computation import (
-    BoundLaunch,
-    BuildError,
-    Computation,
-    Launch,
-    build_program,
-    build_within_limits,
-    program_kernel,
-)
+from mdhom.mdh.build import BuildError, build_program, program_kernel
+from mdhom.mdh.computation import BoundLaunch, Computation, Launch
 from mdhom.mdh.description import Description
+from mdhom.mdh.limits import build_within_limits
 from mdhom.mdh.parts import (
     Concat,
     ConfigError,

@@ -1,16 +1,13 @@
 """Build an md_hom description for a device and configuration, then run it on numpy or device arrays.
 
-Building is the expensive part (code generation and the OpenCL compiler), so a :class:`Computation` builds
-once per (device, source, options) and every call only binds sizes and enqueues.
+Building is the expensive part (code generation and the OpenCL compiler, :mod:`~mdhom.mdh.build`), so a
+:class:`Computation` builds once per (device, source, options) and every call only binds sizes and enqueues; a
+configuration beyond the device's limits is shrunk to fit by :mod:`~mdhom.mdh.limits`, not here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
-import threading
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,88 +16,13 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
+from mdhom.mdh.build import build_program, program_kernel
 from mdhom.mdh.codegen import generate
-from mdhom.mdh.configuration import CPU_PRIVATE_BYTES
 from mdhom.mdh.description import Description
 from mdhom.mdh.parts import ConfigError, KernelLimitError
 from mdhom.mdh.types import CTYPES, itemsize
 
 _INDEX32_LIMIT = 2**31 - 1
-
-
-class BuildError(RuntimeError):
-    """The OpenCL compiler rejected generated source: the message has the log and the failing lines."""
-
-    def __init__(self, name: str, device: Device, log: str, source: str, options: list[str]):
-        self.log, self.source, self.options = log, source, options
-        super().__init__(
-            f"OpenCL build of {name!r} failed on {device.key} with options {' '.join(options)}\n"
-            f"--- compiler log ---\n{log.strip()}\n--- generated source near the errors ---\n"
-            f"{_excerpt(source, log)}"
-        )
-
-
-def _excerpt(source: str, log: str, context: int = 2) -> str:
-    lines = source.splitlines()
-    wanted = sorted({int(m) for m in re.findall(r":(\d+):\d+:\s*(?:fatal )?error", log)})
-    if not wanted:
-        wanted = sorted({int(m) for m in re.findall(r":(\d+):\d+:", log)})[:5]
-    if not wanted:
-        return "(the log names no line; the whole source is in BuildError.source)"
-    shown: list[str] = []
-    for n in wanted[:8]:
-        for i in range(max(1, n - context), min(len(lines), n + context) + 1):
-            mark = ">>" if i == n else "  "
-            shown.append(f"{mark}{i:5d} | {lines[i - 1]}")
-        shown.append("   ...")
-    return "\n".join(shown)
-
-
-_PROGRAMS: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
-_BUILD_TURN = threading.Lock()  # one build at a time in the process (build_program)
-# kernels of the cached programs with their argument types declared, per thread (a kernel object's arguments are set
-# at each launch: two threads' fits must not share one); see program_kernel
-_THREAD_KERNELS = threading.local()
-
-
-def build_program(device: Device, source: str, options: list[str], name: str = "kernel") -> cl.Program:
-    """Build (or fetch from the in-process cache) a program; raise :class:`BuildError` on failure.
-
-    Builds take turns (:data:`_BUILD_TURN`): each silences pyopencl's warning of a non-empty build log with
-    ``warnings.catch_warnings``, which puts back the process's filters as it found them, so two at once (fits in a
-    thread pool) put back each other's and left a filter ignoring CompilerWarning behind."""
-    key = (device.build_key, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
-    prg = _PROGRAMS.get(key)
-    if prg is None:
-        with _BUILD_TURN:
-            prg = _PROGRAMS.get(key)  # (another thread's build of the same program, while this one waited)
-            if prg is None:
-                try:
-                    with warnings.catch_warnings():
-                        # Successful builds log remarks (Intel prints vectorisation reports); failures raise below.
-                        warnings.simplefilter("ignore", cl.CompilerWarning)
-                        prg = cl.Program(device.context, source).build(options=options)
-                except cl.RuntimeError as exc:
-                    raise BuildError(name, device, str(exc), source, options) from None
-                _PROGRAMS[key] = prg
-    return prg
-
-
-def program_kernel(program: cl.Program, name: str, arg_dtypes: list[np.dtype | None]) -> cl.Kernel:
-    """Kernel ``name`` of a cached program with ``arg_dtypes`` declared, made once per thread and asked for at each
-    launch, so that a kernel object is only ever launched by the thread it belongs to (each launch sets its
-    arguments, then enqueues it: two threads launching one object could mix their arguments). Declaring the types has
-    pyopencl fetch its generated invoker from its on-disk cache (no in-memory one): ~0.2 ms a kernel, ~15 ms of every
-    fit's fixed cost (66 kernels: 2-core EPYC, PoCL, a one-round fit of 5k rows) where each fit made its own."""
-    cache = getattr(_THREAD_KERNELS, "kernels", None)
-    if cache is None:
-        cache = _THREAD_KERNELS.kernels = {}
-    key = (id(program), name)
-    hit = cache.get(key)
-    if hit is None:  # the entry holds its program: no other program can take its id while it is kept
-        hit = cache[key] = (program, cl.Kernel(program, name))
-        hit[1].set_scalar_arg_dtypes(arg_dtypes)
-    return hit[1]
 
 
 @dataclass
@@ -452,80 +374,6 @@ class Computation:
             return launch.out
         return launch.out.get()
 
-
-def build_within_limits(
-    desc: Description,
-    device: str | Device | None,
-    config: Mapping[str, int] | None,
-    sizes: Mapping[str, int] | None = None,
-) -> Computation:
-    """Build ``config``; where a compiled kernel refuses its work-group size, or the configuration needs more
-    local memory than the device has, shrink it until it fits.
-
-    The widest ``NUM_WI_<dim>`` is halved (or ``NUM_WI_COMBINE`` lowered) step by step, so a configuration
-    chosen by a heuristic or tuned on a sibling device still runs; local memory first drops ``PARTIALS_LOCAL``
-    (atoms grow with the problem: a histogram of 5000 bins is 40 KB, more than many devices' local memory).
-    Other configuration errors propagate.
-    """
-    device = get_device(device)
-    cfg = {**desc.default_config(device, dict(sizes) if sizes else None), **(config or {})}
-    if desc.packed_pairs and "PACKED" not in (config or {}):  # the default for this configuration's partials
-        cfg["PACKED"] = desc.packed_default(device, cfg)
-    cfg = within_local_memory(desc, device, cfg)
-    for _ in range(64):
-        try:
-            return Computation(desc, device, cfg, sizes)
-        except KernelLimitError as exc:
-            if exc.kernel != "main":
-                cfg["NUM_WI_COMBINE"] = 1 << (exc.limit.bit_length() - 1)
-                continue
-            _halve_widest(cfg)
-    raise AssertionError("unreachable: work-group sizes cannot shrink below 1")
-
-
-def within_local_memory(desc: Description, device: Device, config: Mapping[str, int]) -> dict[str, int]:
-    """``config`` with ``PARTIALS_LOCAL`` off, then its widest ``NUM_WI_<dim>`` (then ``NUM_WI_COMBINE``) halved,
-    until its local memory fits ``device``, and on CPUs its private accumulators a thread's stack
-    (:data:`~mdhom.mdh.configuration.CPU_PRIVATE_BYTES`); unchanged when it fits already, lacks work-item counts or
-    exceeds the device's work-group size (an error of its own, which :meth:`Description.check_config` reports)."""
-    cfg = dict(config)
-    names = desc.parameter_names()
-    if any(p not in cfg for p in names if p.startswith("NUM_WI_")):
-        return cfg  # incomplete: check_config names what is missing
-    limit = device.local_mem_size
-    wg = math.prod(int(cfg[f"NUM_WI_{d}"]) for d in desc.dim_names)
-    if wg > min(device.max_work_group_size, device.max_work_item_sizes[0]):
-        return cfg  # breaks the work-group limit first (check_config names that)
-    if desc.local_mem_bytes(cfg) <= limit:
-        return _within_private(desc, device, cfg)
-    if cfg.get("PARTIALS_LOCAL"):
-        cfg["PARTIALS_LOCAL"] = 0
-        if cfg.get("FLAT") and not desc.flat_private:  # FLAT folds into local memory, or privately where offered
-            cfg["FLAT"] = 0
-    while desc.local_mem_bytes(cfg) > limit:
-        if _halve_widest(cfg):
-            continue
-        if int(cfg.get("NUM_WI_COMBINE", 1)) <= 1:
-            break  # nothing left to shrink: check_config names the need
-        cfg["NUM_WI_COMBINE"] = int(cfg["NUM_WI_COMBINE"]) // 2
-    return _within_private(desc, device, cfg)
-
-
-def _within_private(desc: Description, device: Device, cfg: dict[str, int]) -> dict[str, int]:
-    """``cfg`` with its widest ``NUM_WI_<dim>`` halved until a CPU thread's stack holds its private accumulators."""
-    while desc.private_bytes(cfg, device) > CPU_PRIVATE_BYTES:  # > 0 only for more than one work-item a group
-        _halve_widest(cfg)
-    return cfg
-
-
-def _halve_widest(cfg: dict[str, int]) -> bool:
-    """Halve ``cfg``'s widest ``NUM_WI_<dim>`` in place (the first of equals); False where every one is 1 already."""
-    wi = {k: int(v) for k, v in cfg.items() if k.startswith("NUM_WI_") and k != "NUM_WI_COMBINE" and int(v) > 1}
-    if not wi:
-        return False
-    widest = max(wi, key=lambda k: wi[k])
-    cfg[widest] = wi[widest] // 2
-    return True
 
 
 # the most launch plans a bound launch keeps (BoundLaunch._plan)
