@@ -60,7 +60,7 @@ def _machine(times: dict[Layout, float]):
     """Seconds per round by the layout in force (the heuristic's is HEURISTIC); a layout missing from ``times``
     fails as a device would."""
     def timer(device, work, data, precision):
-        layout = layouts._forced[-1] or HEURISTIC
+        layout = layouts._forced[-1][0] or HEURISTIC
         if layout not in times:
             raise RuntimeError("out of resources")
         return times[layout], layout.config()
@@ -106,7 +106,7 @@ def test_the_heuristic_counts_its_twins_times(cpu):
     times = {c: 1.0 for c in candidates("quantized", cpu=True)} | {HEURISTIC: 0.5, other: 0.6}
 
     def timer(device, work, data, precision, mixed=False):
-        forced = layouts._forced[-1]
+        forced = layouts._forced[-1][0]
         if forced is None:  # the heuristic's own runs: slow
             return 1.0, HEURISTIC.config() | ({MIXED: 1} if mixed else {})
         return times[forced], forced.config()
@@ -210,6 +210,27 @@ def test_an_explicit_option_wins_over_the_stored_layout(cpu, tmp_path, monkeypat
     assert forced.effective_layout() == Layout(1, 1, 0 if forced.ws.feature_major else 1, 0, 0, 0, 0)
     assert mine.effective_layout().row_index == 0 and mine.effective_layout().whole_rows == 0
     assert mine.effective_layout().summed == 0 and not mine.split.summed
+
+
+def test_wide_float64_rows_keep_a_feature_per_lane_unless_asked(cpu, monkeypatch):
+    """Float64 rows of WIDE_ROWS features on a CPU are read through the row index by the heuristic, which keeps their
+    histogram a feature per lane (what it was measured with); a stored or forced layout, or the caller, asking for
+    whole rows through the row index gets the real-lane whole-row build."""
+    from mdhom.trees.opencl_backend import WIDE_ROWS, OpenCLTreeKernels
+
+    monkeypatch.setenv(configs.TUNED_ENV, "0")  # no stored layout
+    rng = np.random.default_rng(3)
+    bins = rng.integers(0, 15, size=(300, WIDE_ROWS)).astype(np.uint8)
+    heuristic = OpenCLTreeKernels(cpu, "double")
+    heuristic.load(bins, 16, 1)
+    assert heuristic.ws.row_index and heuristic.hist.d_hist.name == "tree_histogram"
+    asked = OpenCLTreeKernels(cpu, "double", whole_rows=True)
+    asked.load(bins, 16, 1)
+    assert asked.ws.row_index and asked.hist.d_hist.name == "tree_histogram_rows_real"
+    with layouts.forcing(Layout(1, 1, 0, 0, 2048, 7, 32, 1), "double"):
+        forced = OpenCLTreeKernels(cpu, "double")
+        forced.load(bins, 16, 1)
+    assert forced.ws.row_index and forced.hist.d_hist.name == "tree_histogram_rows_real"
 
 
 def test_the_reported_layout_says_summed_only_where_the_search_skips_the_scan(cpu):

@@ -750,6 +750,36 @@ def test_a_tune_whose_layout_reads_rows_otherwise_tunes_the_new_variants(cpu, mo
     assert _new_variant_plans(todo, fresh, False, []) == []
 
 
+def test_a_tune_whose_float64_layout_reads_rows_otherwise_tunes_the_new_real_variants(cpu, monkeypatch):
+    """The float64 whole-row histogram's classes follow the float64 layout, not the quantized one: a float64 layout
+    found reading rows through the row index plans its row-index classes (in the groups the device takes), a quantized
+    one plans none of them; each found layout is forced for its own precision's fits only."""
+    import dataclasses
+
+    from mdhom.components.row_histogram import HISTOGRAM_ROWS_REAL
+    from mdhom.trees import layouts
+    from mdhom.trees.layouts import Layout, kernel_name
+    from mdhom.tuning.driver import Plan, _new_variant_plans
+
+    monkeypatch.setenv("MDHOM_TUNED", "0")  # no stored layout: the CPU heuristic moves rows
+    kernel = HISTOGRAM_ROWS_REAL.tunable()
+    fresh = dataclasses.replace(cpu, key="test-no-such-device-v0", type="cpu")
+    todo = [Plan(kernel, c, dict(s)) for c, s in kernel.classes(False, fresh).items()]
+    assert todo and all("_moved_" in p.size_class for p in todo)
+    index = Layout(row_index=1, whole_rows=1, columns=1, lookahead=0, blocks=2048, depth_ahead=7, batch=32)
+    found = [(kernel_name("double"), "higgs28", {"config": index.config()}, None)]
+    again = _new_variant_plans(todo, fresh, False, found)
+    assert again and all(p.sizes["row_index"] == 1 and p.kernel is kernel for p in again)
+    assert sorted(p.size_class.replace("_index_", "_moved_").replace("_rows_", "_moved_") for p in again) == sorted(
+        p.size_class for p in todo)  # the same nodes, bins and groups, read through the row index
+    assert _new_variant_plans(todo, fresh, False, [(kernel_name("quantized"), "higgs28",
+                                                    {"config": index.config()}, None)]) == []
+    with layouts.forcing(index, "quantized"):  # a forced layout applies to its precision's fits alone
+        assert layouts.stored(fresh, "quantized", 28)[0] == index and layouts.stored(fresh, "double", 28)[0] is None
+    with layouts.forcing(None), layouts.forcing(index, "double"):  # the innermost block that applies wins
+        assert layouts.stored(fresh, "double", 28)[0] == index and layouts.stored(fresh, "quantized", 28)[0] is None
+
+
 def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monkeypatch):
     """End to end through ``tune_device``: studies of the whole-row histogram's moved-row classes (a CPU's heuristic
     layout), then a layout stage that finds one reading rows through the row index: the tune studies the row-index

@@ -293,13 +293,19 @@ def _new_variant_plans(todo: list[Plan], device: Any, quick: bool, found: list) 
     """The studies of the variants that the layouts just found build, where the studies ran others (``Tuning.applies``
     reads the stored layout: a tune that stores a layout reading rows through the row index had tuned the whole-row
     histogram of moved rows, and every quantized fit then warned that its entries are not usable): the tuned
-    kernels' classes that apply under the found quantized layout and were not studied."""
-    from mdhom.trees.layouts import Layout, forcing, kernel_name
+    kernels' classes that apply under the found layouts, each forced for its own precision's fits (the float64
+    whole-row histogram's classes follow the float64 layout, the quantized kernels' the quantized one), and were not
+    studied."""
+    import contextlib
 
-    chosen = next((e[2]["config"] for e in found if e[0] == kernel_name("quantized")), None)
-    if chosen is None:
+    from mdhom.trees.layouts import PRECISIONS, Layout, forcing, kernel_name
+
+    chosen = [(p, e[2]["config"]) for e in found for p in PRECISIONS if e[0] == kernel_name(p)]
+    if not chosen:
         return []
-    with forcing(Layout.of(chosen)):
+    with contextlib.ExitStack() as stack:
+        for precision, config in chosen:
+            stack.enter_context(forcing(Layout.of(config), precision))
         return _unstudied(todo, device, quick)
 
 

@@ -289,10 +289,11 @@ def check(device: Any, entries: list[tuple[str, str, dict[str, Any], str | None]
     """Which kernels' new entries pay end to end (see the module docstring). ``timer`` times one fit of ``data``
     (default: ``work.rows`` Higgs-shaped rows) under the environment in force (tests pass a model of the
     machine); ``device_timer``, the same fits' device seconds (default with the default timer on a GPU:
-    :func:`device_round_seconds`; None on other devices and with another timer); ``classes_run``, the size classes each kernel's fits
-    look up (default with the default timer: :func:`fit_classes`): a kernel none of whose changed classes is among
-    them is not timed (fits that never run its entries would judge it by noise: a PoCL check had kept the logistic
-    gradients for a 4-output class and the histogram for its 10M-row one) and goes in as its study found it."""
+    :func:`device_round_seconds`; None on other devices and with another timer); ``classes_run``, the size classes
+    each kernel's fits look up (default with the default timer: :func:`fit_classes`): a kernel none of whose changed
+    classes is among them is not timed (fits that never run its entries would judge it by noise: a PoCL check had
+    kept the logistic gradients for a 4-output class and the histogram for its 10M-row one) and goes in as its study
+    found it."""
     from mdhom.bench.trees import host_probe
 
     if timer is None:

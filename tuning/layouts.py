@@ -72,7 +72,7 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
         cands: list[Layout | None] = [None, *candidates(precision, device.type == "cpu")]
 
         def timed(layout: Layout | None, precision: str = precision) -> tuple[float, dict[str, int]]:
-            with forcing(layout):
+            with forcing(layout, precision):
                 return timer(device, work, data, precision)
 
         if deadline is not None and time.monotonic() >= deadline:

@@ -93,7 +93,8 @@ class HistogramBuilder:
         rows = max(1, ws.n_rows)
         # whole rows per point where the precision allows (integer atomics) and a node's histogram fits in local
         # memory, whole or in feature groups (feature_groups); always in row-index mode
-        # row-index mode builds whole rows where it can (quantized, fits), else a feature per lane through ridx
+        # row-index mode builds whole rows where it can (quantized, fits; real lanes where the layout asks), else a
+        # feature per lane through ridx
         groups = feature_groups(ws.device, f, k, b) if ws.quantized else 0
         if groups > 1 and ws.sparse:  # compressed rows keep a feature per lane (their reader is untried in groups)
             groups = 0

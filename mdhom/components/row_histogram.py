@@ -623,10 +623,12 @@ def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
     takes there (:func:`real_groups`)."""
     from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
 
+    if device.type != "cpu":
+        return False
     layout, _ = stored(device, "double", int(s["feat"]))
     row_index, whole = (0, 1) if layout is None else (layout.row_index, layout.whole_rows)
     feature_bytes = int(s.get("n_bins", 64)) * hist_gh_type("double").dtype.itemsize
-    return (device.type == "cpu" and bool(whole) and int(s.get("row_index", 0)) == row_index
+    return (bool(whole) and int(s.get("row_index", 0)) == row_index
             and real_groups(device, int(s["feat"]), int(s["node"]), feature_bytes) == int(s["grp"]))
 
 

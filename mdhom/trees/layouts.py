@@ -28,9 +28,9 @@ heuristic. The tuner times training rounds of every candidate (:mod:`mdhom.tunin
 kernel-level measurement can compare layouts whose kernels differ.
 
 A layout is stored in the tuned file as a pseudo-kernel ``tree_layout_<precision>`` (the candidates differ per
-precision: whole-row histograms of real lanes are the CPUs' only, of moved rows) whose configuration holds the choices
-as integers, with :data:`LAYOUT_HASH` in place of a description hash, so that a layout stored under other choices is
-re-tuned rather than carried.
+precision: whole-row histograms of real lanes are the CPUs' only, moved or through the row index) whose
+configuration holds the choices as integers, with :data:`LAYOUT_HASH` in place of a description hash, so that a
+layout stored under other choices is re-tuned rather than carried.
 """
 
 from __future__ import annotations
@@ -132,8 +132,9 @@ def stored(device: Device, precision: str, n_features: int) -> tuple[Layout | No
     heuristic decides).
     Devices tuned before layouts were tuned have none: that is not warned about, the heuristic is the layout
     every earlier release used."""
-    if _forced:
-        return _forced[-1], "forced by the tuner" if _forced[-1] is not None else "heuristic (forced by the tuner)"
+    forced = next((pair for pair in reversed(_forced) if pair[1] in (None, precision)), None)
+    if forced is not None:
+        return forced[0], "forced by the tuner" if forced[0] is not None else "heuristic (forced by the tuner)"
     config, source = configs.lookup(device, kernel_name(precision), {"feat": max(1, n_features)}, warn=False,
                                     within=WITHIN)
     if config is None:  # none stored, tuning disabled, or a class that kept the heuristic (its source names the class)
@@ -144,14 +145,15 @@ def stored(device: Device, precision: str, n_features: int) -> tuple[Layout | No
         return None, "heuristic"
 
 
-_forced: list[Layout | None] = []
+_forced: list[tuple[Layout | None, str | None]] = []
 
 
 @contextlib.contextmanager
-def forcing(layout: Layout | None) -> Iterator[None]:
+def forcing(layout: Layout | None, precision: str | None = None) -> Iterator[None]:
     """Fits in the block use ``layout`` (None: the heuristic's) whatever is stored: the tuner times candidates
-    this way, and the heuristic it compares them with, without writing files for each."""
-    _forced.append(layout)
+    this way, and the heuristic it compares them with, without writing files for each. ``precision``: only fits
+    in that precision (None: every fit); the innermost block that applies wins."""
+    _forced.append((layout, precision))
     try:
         yield
     finally:

@@ -82,8 +82,9 @@ class OpenCLTreeKernels:
     rows of ``WIDE_ROWS`` features or more) moves only the row order when partitioning and reads bins
     (rows x features) and (g, h) through it;
     ``whole_rows`` builds histograms a whole row per point instead of a feature per lane: quantized where a node's
-    histogram fits in local memory (always so with ``row_index``), in real lanes of moved dense rows in feature groups
-    (:func:`mdhom.components.row_histogram.histogram_rows_real`; ``None``: on CPUs).
+    histogram fits in local memory (always so with ``row_index``), in real lanes of dense rows in feature groups
+    (:func:`mdhom.components.row_histogram.histogram_rows_real`; ``None``: on CPUs, of moved rows, and through the
+    row index where the caller or a stored layout reads rows so: the heuristic's wide rows keep a feature per lane).
     ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
     the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
     ``lookahead`` levels below each loss-guided batch and ``depth_ahead`` depth-wise levels are split on the device
@@ -361,7 +362,10 @@ class OpenCLTreeKernels:
         self.split = SplitEvaluator(ws, XGBOOST_GAIN, summed)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group), summed=self.split.summed)
         self._ahead_calls = 0  # look-aheads launched: their reads' host memory alternates (look_ahead)
-        self.hist = HistogramBuilder(ws, self.whole_rows)
+        # real lanes through the row index where the caller or a stored layout asks for it; the heuristic's wide rows
+        # (WIDE_ROWS features and more) keep a feature per lane, the build they were measured with
+        asked = self._whole_rows is not None or self.layout is not None
+        self.hist = HistogramBuilder(ws, self.whole_rows and (ws.quantized or not ws.row_index or asked))
         self.predictor = Predictor(ws)
         ScoreUpdater.build(ws)  # now, so that build time stays apart from the first round
         self.scores_ = None
