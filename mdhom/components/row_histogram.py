@@ -550,19 +550,26 @@ _ROW_CLASSES_ALL = with_default_bins(_ROW_CLASSES, ("rows_1e6_nodes_1", "index_1
                                      n_bins=DEFAULT_BINS)
 
 
-def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """Whether a class is the variant the device's fits build, at the sizes tuned on its type. The layout is the
-    device's tuned one, else the backend's heuristic (:mod:`mdhom.trees.opencl_backend`: GPUs read rows through the
-    row index, other devices move them; CPUs build whole-row histograms of moved rows, accelerators none). A tune
-    that changes the layout tunes this kernel in the new variant on its next run (the tuner says so)."""
+def _layout_reads(device: Device, precision: str, n_features: int) -> tuple[int, int]:
+    """(row index, whole rows) of the device's fits in ``precision``: its tuned layout, else the backend's heuristic
+    (:mod:`mdhom.trees.opencl_backend`: GPUs read quantized rows through the row index, other devices move them;
+    CPUs build whole-row histograms, accelerators none; the row index reads quantized rows whole)."""
     from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
 
-    layout, _ = stored(device, "quantized", int(s["feat"]))
+    quantized = precision == "quantized"
+    layout, _ = stored(device, precision, n_features)
     if layout is not None:
-        row_index, whole = layout.row_index, layout.row_index or layout.whole_rows
-    else:
-        row_index = int(device.type == "gpu")
-        whole = row_index or int(device.type == "cpu")
+        return layout.row_index, int(bool(layout.whole_rows or (quantized and layout.row_index)))
+    row_index = int(device.type == "gpu" and quantized)
+    return row_index, int(bool(row_index or device.type == "cpu"))
+
+
+def _rows_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
+    """Whether a class is the variant the device's quantized fits build (:func:`_layout_reads`), at the sizes tuned
+    on its type. A tune that changes the layout tunes this kernel in the new variant in the same run
+    (:func:`mdhom.tuning.driver._new_variant_plans`) where it studied the kernel, else on its next run (the tuner
+    says so)."""
+    row_index, whole = _layout_reads(device, "quantized", int(s["feat"]))
     total = s["node"] * s["pos"]
     sized = total <= 10**6 if device.type == "cpu" else (total > 10**6 or s["node"] == 1)
     return bool(whole) and int(s.get("row_index", 1)) == int(row_index) and sized
@@ -618,15 +625,12 @@ def _real_inputs(s, rng):
 
 
 def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them (its tuned one, else the
-    heuristic's moved rows; a layout of a feature per lane builds none), in the groups a build for that many nodes
-    takes there (:func:`real_groups`)."""
-    from mdhom.trees.layouts import stored  # here: importing mdhom.trees imports the components
-
+    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them (:func:`_layout_reads`;
+    a layout of a feature per lane builds none), in the groups a build for that many nodes takes there
+    (:func:`real_groups`)."""
     if device.type != "cpu":
         return False
-    layout, _ = stored(device, "double", int(s["feat"]))
-    row_index, whole = (0, 1) if layout is None else (layout.row_index, layout.whole_rows)
+    row_index, whole = _layout_reads(device, "double", int(s["feat"]))
     feature_bytes = int(s.get("n_bins", 64)) * hist_gh_type("double").dtype.itemsize
     return (bool(whole) and int(s.get("row_index", 0)) == row_index
             and real_groups(device, int(s["feat"]), int(s["node"]), feature_bytes) == int(s["grp"]))
