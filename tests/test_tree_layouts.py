@@ -14,7 +14,7 @@ import pytest
 from mdhom import TreeBoostClassifier, config_store, configs
 from mdhom.trees import layouts
 from mdhom.trees.layouts import BATCH, BLOCK_ROWS, DEPTH_AHEAD, GROUP_ROWS, LAYOUT_HASH, Layout, candidates, kernel_name
-from mdhom.tuning.endtoend import Workload
+from mdhom.tuning.workload import Workload
 
 VERSIONS = {"driver": "x", "mdhom": "0.1.0", "optuna": "5", "pyopencl": "x"}
 HEURISTIC = Layout(0, 1, 0, 0, BLOCK_ROWS, DEPTH_AHEAD, BATCH)  # the CPUs' (the stage tests run on a CPU)

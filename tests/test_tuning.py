@@ -15,6 +15,7 @@ from mdhom.tuning.driver import plan, tune_device
 from mdhom.tuning.measure import Measurement, ReplayRunner
 from mdhom.tuning.space import SearchSpace, config_key, parse_key
 from mdhom.tuning.study import run_study
+from mdhom.tuning.workload import Workload
 
 
 @pytest.fixture(autouse=True)
@@ -787,7 +788,7 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
     import dataclasses
 
     from mdhom.trees.layouts import Layout, kernel_name
-    from mdhom.tuning import driver, endtoend
+    from mdhom.tuning import driver
     from mdhom.tuning import layouts as layout_stage
 
     monkeypatch.setenv("MDHOM_TUNED", "0")  # nothing stored is read: the studies run under the heuristic's layout
@@ -803,7 +804,7 @@ def test_a_tune_studies_the_variants_its_layout_stage_chose(cpu, tmp_path, monke
     results, path = tune_device(fresh, ["tree_histogram_rows", "tree_layout_quantized"], trials=2, quick=False,
                                 storage=None, directory=tmp_path, echo=lines.append, progress_bar=False,
                                 confirm=False, runner_factory=lambda k, d, s: HashedRunner(),
-                                end_to_end=endtoend.Workload.for_tune(True))
+                                end_to_end=Workload.for_tune(True))
     studied = [r.size_class for r in results]
     assert sorted(studied[:6]) == _at_both_bins("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64"), studied
     assert sorted(studied[6:]) == _at_both_bins("index_1e6_nodes_64", "index_1e6_nodes_8", "rows_1e6_nodes_1"), studied
@@ -875,7 +876,7 @@ def test_the_forests_and_rules_checks_are_timed_for_the_budget_where_their_kerne
     calls = []
     monkeypatch.setattr(endtoend, "forest_seconds", lambda dev, work, data: calls.append("forest") or 1.0)
     monkeypatch.setattr(endtoend, "rule_seconds", lambda dev, work, data: calls.append("rule") or 1.0)
-    work = endtoend.Workload.for_tune(True, False)
+    work = Workload.for_tune(True, False)
     assert endtoend.check_passes(device, work, ["tree_histogram_rows", "tree_split_score"]) == [] and not calls
     passes = endtoend.check_passes(device, work, ["forest_route", "ecc_walk", "rule_cover", "tree_split_scan"])
     assert calls == ["forest", "rule"] and [k for _, k in passes] == [{"forest_route", "ecc_walk"}, {"rule_cover"}]

@@ -15,7 +15,8 @@ import pytest
 import mdhom
 from mdhom import config_store, configs
 from mdhom.tuning import endtoend
-from mdhom.tuning.endtoend import Workload, check
+from mdhom.tuning.endtoend import check
+from mdhom.tuning.workload import RuleWork, Workload
 
 DEVICE_ROUND_SECONDS = endtoend.device_round_seconds  # the real one (the tests' fixture models it)
 FIT_CLASSES = endtoend.fit_classes  # likewise
@@ -304,7 +305,7 @@ def test_binning_seconds_bins_for_real(cpu_device, monkeypatch):
 
 
 def test_rule_seconds_fits_for_real(cpu_device):
-    work = Workload(rows=200, rounds=2, leaves=3, rules=endtoend.RuleWork(300, 6, 4, 4, 200, 3, 3, 8))
+    work = Workload(rows=200, rounds=2, leaves=3, rules=RuleWork(300, 6, 4, 4, 200, 3, 3, 8))
     t = endtoend.rule_seconds(cpu_device, work, endtoend.rule_data(work))
     assert 0 < t < 10
 

@@ -125,7 +125,7 @@ def tune_device(
     ran others (:func:`_new_variant_plans`); then the end-to-end check. With ``confirm`` (and a runner that can
     ``retime``), the best configuration and the default are timed again side by side and those times are reported
     and stored; should the default then be the faster one, the default is stored. ``end_to_end`` (a
-    :class:`mdhom.tuning.endtoend.Workload`) trains with the new configurations and without, and stores tuned
+    :class:`mdhom.tuning.workload.Workload`) trains with the new configurations and without, and stores tuned
     configurations only for the kernels whose configurations pay (:mod:`mdhom.tuning.endtoend`); the others are
     stored with their heuristic's.
     """
@@ -152,7 +152,8 @@ def tune_device(
         total = 60.0 * minutes
         share = 1.0 - STUDY_SHARE - LAYOUT_SHARE if checking else 0.0
         if priority is None and runner_factory is None and todo:
-            from mdhom.tuning.endtoend import Workload, check_passes, learner_seconds
+            from mdhom.tuning.endtoend import check_passes, learner_seconds
+            from mdhom.tuning.workload import Workload
 
             work = end_to_end or Workload.for_tune(quick, device.type == "gpu")
             try:

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mdhom.tuning.endtoend import MARGIN, Workload
+from mdhom.tuning.endtoend import MARGIN
+from mdhom.tuning.workload import Workload
 
 Timer = Callable[[Any, Workload, tuple[Any, Any], str], tuple[float, dict[str, int]]]
 

@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 1:
         raise ValueError("--trials must be at least 1")
     from mdhom.tuning.driver import tune_device
-    from mdhom.tuning.endtoend import Workload
     from mdhom.tuning.study import default_storage
+    from mdhom.tuning.workload import Workload
 
     device = mdhom.get_device(args.device)
     directory = args.out or configs.write_dir(into_package=args.into_package)
