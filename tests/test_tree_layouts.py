@@ -310,3 +310,30 @@ def test_the_stage_compares_what_it_timed_before_its_deadline(cpu, monkeypatch):
     assert layouts_stage(cpu, work, VERSIONS, "2026-11-24T00:00:00Z", echo=lines.append, timer=slow,
                          only=["tree_layout_quantized"], deadline=now[0]) == []
     assert "tree_layout_quantized: no time left before the deadline; not tuned" in lines[-1]
+
+
+def test_the_first_repeat_screens_the_candidates(cpu):
+    """Only the heuristic and the fastest quarter of the candidates are timed again after the first repeat; the
+    stage still counts every candidate it timed, and picks among the survivors' best times."""
+    from mdhom.tuning.layouts import layout_entries, screened
+
+    cands = candidates("quantized", cpu=True)
+    times = {c: 1.0 + 0.01 * i for i, c in enumerate(cands)}
+    calls: dict = {}
+
+    def timer(device, work, data, precision):
+        forced = layouts._forced[-1][0]  # None: the heuristic's own fits
+        calls[forced] = calls.get(forced, 0) + 1
+        layout = forced or HEURISTIC
+        return times[layout] * (0.5 if calls[forced] > 1 else 1.0), layout.config()
+
+    ((_, _, entry, _),) = layout_entries(cpu, Workload(rows=300, rounds=2, leaves=3, repeats=3), VERSIONS,
+                                         "2026-11-24T00:00:00Z", echo=lambda s: None, timer=timer,
+                                         only=["tree_layout_quantized"])
+    assert calls[None] == 4  # the heuristic: a warm-up fit and every repeat
+    assert [c for c in cands if calls[c] > 1] == cands[:len(cands) // 4]  # 16 of 64: the first repeat's fastest
+    assert all(calls[c] == 3 for c in cands[:len(cands) // 4])
+    assert entry["trials"] == len(cands)
+    assert entry["config"] == cands[0].config() and entry["median_s"] == 0.5
+    assert screened({0: 1.0, 1: 3.0, 2: 2.0}) == [0, 1, 2]  # fewer than SCREEN_MIN: all kept
+    assert screened({0: 9.0} | {i: float(10 - i) for i in range(1, 10)}) == [0, 6, 7, 8, 9]

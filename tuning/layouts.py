@@ -4,10 +4,11 @@ fastest on this device, timed as training rounds.
 Layouts run different kernels (rows moved or read through an index, a feature or a whole row per work-item), so
 no kernel-level study compares them; the stage trains the end-to-end check's workload with every candidate
 forced (:func:`mdhom.trees.layouts.forcing`) and with the heuristic's choice, alternating so that a burst of other
-work on the machine does not decide, and proposes the fastest where it beats the heuristic by the check's
-margin. Its entries go into the same end-to-end check as the kernels' (:mod:`mdhom.tuning.endtoend`), which keeps
-them only where the round with them is faster, and are stored like theirs: the chosen layout as ``config``, the
-heuristic's as ``default_config``.
+work on the machine does not decide (after a first repeat of every candidate, the others time only the fastest
+quarter: :func:`screened`), and proposes the fastest where it beats the heuristic by the check's margin. Its
+entries go into the same end-to-end check as the kernels' (:mod:`mdhom.tuning.endtoend`), which keeps them only
+where the round with them is faster, and are stored like theirs: the chosen layout as ``config``, the heuristic's
+as ``default_config``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,23 @@ def precisions(device: Any) -> list[str]:
     return list(dict.fromkeys([resolve_precision(device, None), "quantized"]))
 
 
+# the candidates that the first repeat keeps for the others: the fastest quarter, at least SCREEN_MIN
+SCREEN_MIN = 4
+
+
+def screened(best: dict[int, float]) -> list[int]:
+    """The candidates (indices into the stage's list, 0 the heuristic's choice) that the first repeat's times
+    (``best``) keep for the other repeats, in the list's order: the heuristic and the fastest quarter of the others,
+    at least :data:`SCREEN_MIN`. Every repeat of every candidate had taken a CPU's stage ~11 minutes a precision at
+    500k rows (2-core Xeon, 48 or 64 candidates x 3 repeats x 4 fits), past the 14 minutes a tune gave both; a
+    candidate the first repeat finds slower than three quarters of the others is not the one the stage would store
+    (it stores a layout only where it beats the heuristic by the check's margin). The repeats guard the survivors'
+    order against a slow phase of the machine, as before."""
+    others = sorted((i for i in best if i > 0), key=lambda i: (best[i], i))
+    keep = max(SCREEN_MIN, -(-len(others) // 4))
+    return [0, *sorted(others[:keep])]
+
+
 def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: str,
                    echo: Callable[[str], None] = print, timer: Timer | None = None,
                    only: list[str] | None = None, deadline: float | None = None
@@ -84,8 +102,9 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
         ran: dict[int, dict[str, int]] = {}
         failed = 0
         late = False
+        alive = list(range(len(cands)))
         for rep in range(work.repeats):
-            order = range(len(cands)) if rep % 2 == 0 else range(len(cands) - 1, -1, -1)
+            order = alive if rep % 2 == 0 else alive[::-1]
             for i in order:
                 if i in ran and not ran[i]:
                     continue  # failed before
@@ -106,6 +125,10 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
                 echo(f"  {name}: the deadline came in repeat {rep + 1} of {work.repeats}; {len(best) - 1} of "
                      f"{len(cands) - 1} candidates timed before it")
                 break
+            if rep == 0 and work.repeats > 1:
+                alive = screened(best)
+                echo(f"  {name}: the heuristic and the fastest {len(alive) - 1} of {len(best) - 1} candidates timed "
+                     f"again")
         if 0 not in best:
             echo(f"  {name}: the heuristic layout does not train here; no layout stored")
             continue
