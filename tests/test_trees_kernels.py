@@ -20,6 +20,7 @@ from mdhom.components import partition_kernels as pt
 from mdhom.components import predictor as pr
 from mdhom.components import quantize as qz
 from mdhom.components import row_histogram as rh
+from mdhom.components import row_histogram_real as rhr
 from mdhom.components import scores as sc
 from mdhom.components import split as sp
 from mdhom.components import split_result as spr
@@ -1339,7 +1340,7 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     g[::7], h[::7] = 0.0, 0.0  # rows left out by subsampling
     counts = [257, 0, 129, 1, 513]
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    desc = rh.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index)
+    desc = rhr.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index)
     assert desc.name == "tree_histogram_rows_real" and "PARTIALS_LOCAL" not in desc.parameter_names()
     assert desc.prefetch == row_index
     sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
@@ -1370,7 +1371,7 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
         got = got.reshape(len(counts), n_feat, n_out, n_bins)
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
     with pytest.raises(ValueError, match="dividing"):
-        rh.histogram_rows_real(n_bins, 7, 1, 2)
+        rhr.histogram_rows_real(n_bins, 7, 1, 2)
 
 
 def test_real_groups_give_every_compute_unit_work(cpu):
@@ -1381,13 +1382,13 @@ def test_real_groups_give_every_compute_unit_work(cpu):
 
     two = SimpleNamespace(compute_units=2, local_mem_size=256 * 1024)  # Intel's CPU runtime: 128 KB a histogram
     sixteen = SimpleNamespace(compute_units=16, local_mem_size=1 << 20)
-    assert [rh.real_groups(two, 28, n, 64 * 16) for n in (1, 2, 8)] == [2, 1, 1]
-    assert [rh.real_groups(sixteen, 28, n, 64 * 16) for n in (1, 2, 8, 64)] == [28, 14, 2, 1]
-    assert rh.real_groups(sixteen, 7, 1, 64 * 16) == 7
+    assert [rhr.real_groups(two, 28, n, 64 * 16) for n in (1, 2, 8)] == [2, 1, 1]
+    assert [rhr.real_groups(sixteen, 28, n, 64 * 16) for n in (1, 2, 8, 64)] == [28, 14, 2, 1]
+    assert rhr.real_groups(sixteen, 7, 1, 64 * 16) == 7
     # 256 bins of float64 (g, h): 4 KB a feature, 28 of them fit 128 KB; ten outputs' 40 KB a feature take 14 groups
-    assert rh.real_groups(two, 28, 8, 256 * 16) == 1
-    assert rh.real_groups(two, 28, 8, 10 * 256 * 16) == 14
-    assert rh.real_groups(two, 28, 1, 1 << 20) == 0  # not even a feature's: a feature per lane
+    assert rhr.real_groups(two, 28, 8, 256 * 16) == 1
+    assert rhr.real_groups(two, 28, 8, 10 * 256 * 16) == 14
+    assert rhr.real_groups(two, 28, 1, 1 << 20) == 0  # not even a feature's: a feature per lane
 
 def test_feature_groups_fit_local_memory(cpu):
     """The fewest equal groups whose histogram fits a work-group's local memory (a GPU's beside the 16 KB that FLAT

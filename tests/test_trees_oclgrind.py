@@ -450,7 +450,7 @@ REAL_ROWS = textwrap.dedent("""
     import pyopencl.array as cl_array
     import mdhom
     from mdhom.components import histogram as hg
-    from mdhom.components import row_histogram as rh
+    from mdhom.components import row_histogram_real as rhr
     from mdhom.learn.binning import bin_dtype
     from mdhom.mdh import build_within_limits
 
@@ -469,7 +469,7 @@ REAL_ROWS = textwrap.dedent("""
         bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
         g, h = rng.standard_normal((n_rows, k)), rng.random((n_rows, k))
         want = hg.histogram_reference(bins, g, h, ridx, begin, count, n_bins)
-        desc = rh.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index))
+        desc = rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index))
         one = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
         # moved rows' builds take INLINE, row-index builds PREFETCH (here a read of each prefetched address)
         cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index}

@@ -757,7 +757,7 @@ def test_a_tune_whose_float64_layout_reads_rows_otherwise_tunes_the_new_real_var
     one plans none of them; each found layout is forced for its own precision's fits only."""
     import dataclasses
 
-    from mdhom.components.row_histogram import HISTOGRAM_ROWS_REAL
+    from mdhom.components.row_histogram_real import HISTOGRAM_ROWS_REAL
     from mdhom.trees import layouts
     from mdhom.trees.layouts import Layout, kernel_name
     from mdhom.tuning.driver import Plan, _new_variant_plans

@@ -6,7 +6,8 @@ The rows are kept grouped by node in position order (XGBoost's GPU-hist layout, 
 gradients; :mod:`mdhom.components.partition` keeps them so), so a node's histogram streams through one
 contiguous range instead of gathering rows. A histogram of a split's larger child is parent - smaller child
 (histogram subtraction), one launch for a whole batch of splits (``tree_hist_siblings``). The histograms of a whole
-row (or a group of its features) per point are :mod:`mdhom.components.row_histogram`'s.
+row (or a group of its features) per point are :mod:`mdhom.components.row_histogram`'s (int32) and
+:mod:`mdhom.components.row_histogram_real`'s (float64 or float32).
 
 Exact mode pins the row fold of ``tree_histogram`` to one lane, which adds rows in ascending order: the order
 ``np.bincount`` adds them in, so double-precision sums are the reference's bit for bit. Quantized histograms

@@ -18,13 +18,11 @@ from mdhom.components.lanes import hist_gh_type
 from mdhom.components.row_histogram import (
     HISTOGRAM_GROUPS,
     HISTOGRAM_ROWS,
-    HISTOGRAM_ROWS_REAL,
     feature_groups,
     histogram_groups,
     histogram_rows,
-    histogram_rows_real,
-    real_groups,
 )
+from mdhom.components.row_histogram_real import HISTOGRAM_ROWS_REAL, histogram_rows_real, real_groups
 from mdhom.components.workspace import Bound, Workspace
 
 

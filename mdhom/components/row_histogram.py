@@ -2,7 +2,9 @@
 the node's histogram per work-group in local memory on GPUs (XGBoost's shared-memory histogram) or per work-item in
 private memory on CPUs, with their heuristic, size classes and tuner inputs. The per-feature histogram, the reference
 and the subtraction are :mod:`mdhom.components.histogram`'s; the builder that launches them is
-:mod:`mdhom.components.histogram_builder`.
+:mod:`mdhom.components.histogram_builder`. The real-lane (float64 or float32) whole-row histogram reuses the bodies,
+size classes and tuner inputs here but adds a node's rows in order, without atomics (real sums depend on their order):
+it is :mod:`mdhom.components.row_histogram_real`'s.
 
 =====================  ===============================  ======================================================
 kernel                 index space                      combine operators
@@ -20,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mdhom.components.histogram import EXACT_ROWS, hist_q_inputs, histogram_reference, node_slots
+from mdhom.components.histogram import hist_q_inputs, histogram_reference, node_slots
 from mdhom.components.lanes import (
     DEFAULT_BINS,
     bin_ctype,
@@ -28,7 +30,6 @@ from mdhom.components.lanes import (
     defined,
     defines,
     gh_struct,
-    hist_ctype,
     hist_gh_type,
     with_default_bins,
 )
@@ -317,84 +318,6 @@ def histogram_groups(n_bins: int, n_features: int, n_outputs: int, groups: int, 
     )
 
 
-# a row's (g, h) per output in real lanes (float64 or float32), each row added (a row left out by subsampling adds
-# zeros, as the reference's bincount does)
-_ROW_GH_REAL = """    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
-        const long mdh_gi = 2 * (mdh_r * TREE_OUTPUTS + mdh_k);
-        const tree_hist_t mdh_g = gh[mdh_gi], mdh_h = gh[mdh_gi + 1];
-"""
-
-
-@lru_cache(maxsize=32)
-def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: int, precision: str = "double",
-                        feature_major: bool = False, row_index: bool = False, sparse: bool = False) -> Description:
-    """The float64 (or float32) histogram of whole rows: (node, grp, pos), each work-item reading a row's (g, h) once
-    per group of ``n_features / groups`` features and adding it to the group's bins, the output the node's
-    (feat, output, bin) layout as :func:`histogram_groups` writes it (``groups`` 1: the whole row).
-
-    Real sums depend on their order, so exact fits pin the row fold to one work-item a (node, group), which adds the
-    node's rows in ascending position order: every bin's sum in the reference's order (``np.bincount``'s), whatever
-    ``groups`` is, the same bits as the per-feature kernel (:func:`mdhom.components.histogram.histogram`), which reads
-    (g, h) once per feature and row instead of once per group and row. The groups are the build's parallelism besides
-    the nodes (one work-item a node at the root otherwise). No local atomics (none for reals): no ``PARTIALS_LOCAL``,
-    ``FLAT`` or ``PACKED``; the same ``ROW_WORDS`` (a group's bins read as words), ``PREFETCH`` (row-index builds of
-    dense rows) and ``INLINE`` as the quantized whole-row builds."""
-    f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
-    if g < 1 or f % g:
-        raise ValueError(f"feature groups: at least 1, dividing the {f} features; got {g}")
-    words = row_words(b, f, feature_major, sparse)
-    per_word = 4 // np.dtype(bin_dtype(b)).itemsize
-    body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
-    prefetch = row_index and not feature_major and not sparse
-    fmt = {"prefetch": _ROWS_PREFETCH if prefetch else ""}
-    zero = _zero_cells("TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS")
-    return Description(
-        "tree_histogram_rows_real", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
-        Array(hist_gh_type(precision), (f // g) * k * b), switches=("ROW_WORDS",) if words else (),
-        scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
-        accumulate=body.format(body=_ROWS_ADD, **fmt), extents={"pos": "slot_count[node]"}, chunked=True,
-        inline_fold=not row_index, prefetch=prefetch,
-        inputs=[
-            Input("bins", bin_ctype(b), ("*",), gather=True),
-            Input("gh", hist_ctype(precision), ("*",), gather=True),
-            Input("slot_begin", "int", ("node",), gather=True),
-            Input("slot_count", "int", ("node",), gather=True),
-        ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
-        params=[Param("n_rows", "int")],
-        preamble=defines(precision, b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
-        f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n"
-        f"#define TREE_ROW_WORDS {words}\n#define TREE_PER_WORD {per_word}\n"
-        f"#define TREE_GROUP_WORDS {-(-(f // g) // per_word)}\n" + bins_reader(sparse),
-    )
-
-
-def real_groups(dev: Device, n_features: int, nodes: int, feature_bytes: int = 0) -> int:
-    """Feature groups of a real-lane whole-row build for ``nodes`` nodes: the fewest dividing ``n_features`` that give
-    every compute unit a (node, group) at least (each reads a row's (g, h) once a group), a feature each where none
-    does; and whose histogram (``feature_bytes`` a feature) a work-item keeps privately, within half the device's
-    local memory as :func:`rows_fit` holds a CPU's (a CPU runtime keeps it on a thread's stack: a fit of many classes
-    at 256 bins takes more groups). 0 where not even one feature's fits (a feature per lane then)."""
-    units = max(1, int(dev.compute_units))
-    room = int(getattr(dev, "local_mem_size", 1 << 30)) // 2
-    fits = [g for g in range(1, n_features + 1) if n_features % g == 0 and (n_features // g) * feature_bytes <= room]
-    return next((g for g in fits if nodes * g >= units), fits[-1] if fits else 0)
-
-
-def rows_real_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """A work-item and a work-group per (node, group): the exact fold's pins anyway (one work-item folds a node's rows
-    in order), and a group's histogram is the work-item's private accumulator. ``ROW_WORDS`` for a whole row (one
-    group), bytes for a group's part of it, as the quantized builds read them on CPUs (:func:`rows_heuristic`): 2-core
-    EPYC, 10^6 rows, 63 bins, kernel alone, whole rows as words 1.2-1.5x faster on PoCL and Intel's runtime (one node:
-    18.8 / 25.4 -> 14.7 / 17.4 ms on PoCL, 19.5 -> 16.6 on Intel's; 8 nodes: 12.3 -> 9.7 and 10.4 -> 8.7), two
-    groups' words no faster or slower (13.2 / 13.1 and 9.7 -> 13.8 ms)."""
-    cfg = ones(desc, dev, sizes)
-    cfg["NUM_WG_node"] = pow2_at_most(max(1, int(sizes["node"])), 1 << 12)
-    cfg["NUM_WG_grp"] = int(sizes["grp"])
-    if "ROW_WORDS" in desc.switches:
-        cfg["ROW_WORDS"] = int(int(sizes["grp"]) == 1)
-    return cfg
-
-
 def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse: bool = False) -> int:
     """32-bit words per row of bins where a row may be read as words (rows x features, dense, a whole number of
     words per row, so every row starts on a word), else 0."""
@@ -611,46 +534,4 @@ HISTOGRAM_GROUPS = KernelSpec(
                   doc="int32 (g, h) histograms of whole rows in feature groups (256 bins, 28 features in 2 or 4 "
                       "groups), where a node's whole histogram does not fit local memory"))
 
-
-
-def _real_inputs(s, rng):
-    """:func:`_rows_inputs` with float64 (g, h): the reference's gradients and Hessians at their usual scale."""
-    out = _rows_inputs(s, rng)
-    n = out["n_rows"]
-    gh = np.empty((n, 2))
-    gh[:, 0] = rng.standard_normal(n)
-    gh[:, 1] = rng.random(n) * 0.25
-    out["gh"] = gh.reshape(-1)
-    return out
-
-
-def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them (:func:`_layout_reads`;
-    a layout of a feature per lane builds none), in the groups a build for that many nodes takes there
-    (:func:`real_groups`)."""
-    if device.type != "cpu":
-        return False
-    row_index, whole = _layout_reads(device, "double", int(s["feat"]))
-    feature_bytes = int(s.get("n_bins", 64)) * hist_gh_type("double").dtype.itemsize
-    return (bool(whole) and int(s.get("row_index", 0)) == row_index
-            and real_groups(device, int(s["feat"]), int(s["node"]), feature_bytes) == int(s["grp"]))
-
-
-# float64 fits on CPUs (their default precision): 10^6 rows in 1, 8 and 64 nodes at 64 and 256 bins, moved or read
-# through the row index (``index_*``, the root ``rows_1e6_nodes_1``), in the groups a CPU of 2, 4, 8 or 16 cores takes
-# for them (real_groups)
-_REAL_NAMES = ("moved_1e6_nodes_1", "moved_1e6_nodes_8", "moved_1e6_nodes_64", "rows_1e6_nodes_1",
-               "index_1e6_nodes_8", "index_1e6_nodes_64")
-_REAL_CLASSES = {f"real{g}_{name}": {**sizes, "grp": g}
-                 for name, sizes in with_default_bins({n: _ROW_CLASSES[n] for n in _REAL_NAMES}, _REAL_NAMES,
-                                                      n_bins=DEFAULT_BINS).items()
-                 for g in (1, 2, 4, 14, 28) if 28 % g == 0}
-HISTOGRAM_ROWS_REAL = KernelSpec(
-    "tree_histogram_rows_real", rows_real_heuristic, exact_pins=EXACT_ROWS,
-    tuning=Tuning(lambda s: histogram_rows_real(int(s.get("n_bins", 64)), int(s["feat"]), 1, int(s["grp"]),
-                                                row_index=bool(s.get("row_index", 0))),
-                  _REAL_CLASSES, _real_inputs, _rows_ref, fixed=EXACT_ROWS, applies=_real_variant_applies,
-                  doc="float64 (g, h) histograms of whole rows in feature groups (exact: a row at a time, in order), "
-                      "moved or read through the row index, in 1 to 64 nodes, 64 or 256 bins"))
-
-SPECS = (HISTOGRAM_ROWS, HISTOGRAM_GROUPS, HISTOGRAM_ROWS_REAL)
+SPECS = (HISTOGRAM_ROWS, HISTOGRAM_GROUPS)

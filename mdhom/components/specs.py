@@ -22,6 +22,7 @@ from mdhom.mdh import Description
 COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
     "mdhom.components.row_histogram",
+    "mdhom.components.row_histogram_real",
     "mdhom.components.split",
     "mdhom.components.split_result",
     "mdhom.components.split_categorical",

@@ -83,7 +83,7 @@ class OpenCLTreeKernels:
     (rows x features) and (g, h) through it;
     ``whole_rows`` builds histograms a whole row per point instead of a feature per lane: quantized where a node's
     histogram fits in local memory (always so with ``row_index``), in real lanes of dense rows in feature groups
-    (:func:`mdhom.components.row_histogram.histogram_rows_real`; ``None``: on CPUs, of moved rows, and through the
+    (:func:`mdhom.components.row_histogram_real.histogram_rows_real`; ``None``: on CPUs, of moved rows, and through the
     row index where the caller or a stored layout reads rows so: the heuristic's wide rows keep a feature per lane).
     ``columns`` (row-index mode, dense bins; ``None``: on GPUs) keeps a features x rows copy of the bins that only
     the partition reads: a split reads one feature per row, which a row-major matrix serves a sector per byte.
