@@ -161,12 +161,16 @@ def test_split_scan(device):
 
 
 @pytest.mark.parametrize("n_feat, n_out, n_bins", [(28, 1, 256), (28, 1, 64), (5, 2, 17), (1, 1, 3), (33, 1, 2)])
-def test_split_scan_gpu_rule_is_exact(device, n_feat, n_out, n_bins):
+def test_split_scan_gpu_rule_is_exact(request, device, n_feat, n_out, n_bins):
     """The GPUs' integer scan along bins (``scan_heuristic``: a run of bins a work-item, the features over groups),
     as a GPU builds it, on every device: int32 sums equal np.cumsum's in any order, so bit for bit. Shapes: the default
     256 bins, 64, a few bins over several outputs, one feature of 3 bins, 2 bins (no candidate). Launched for 3 nodes and
-    for 70, past the grid's 64 groups of nodes (a level launched on the one-node build)."""
+    for 70, past the grid's 64 groups of nodes (a level launched on the one-node build). The H100 host's PoCL 5.0 gave
+    other sums for this GPU configuration (28 features, 64 bins; a CPU's fits never build it), which Oclgrind runs clean
+    (no race, no barrier divergence) and exact: the runtime's known fault (``runtime_faults``)."""
     import dataclasses
+
+    runtime_faults(request, device)
 
     rng = np.random.default_rng(61)
     gpu = dataclasses.replace(device, type="gpu", compute_units=132)
