@@ -313,27 +313,54 @@ def test_the_stage_compares_what_it_timed_before_its_deadline(cpu, monkeypatch):
 
 
 def test_the_first_repeat_screens_the_candidates(cpu):
-    """Only the heuristic and the fastest quarter of the candidates are timed again after the first repeat; the
-    stage still counts every candidate it timed, and picks among the survivors' best times."""
+    """Only the heuristic and the fastest quarter of the other candidates (the heuristic's twin not among them) are
+    timed again after the first repeat; the stage still counts every candidate it timed, and picks among the
+    survivors' best times. A candidate that trained and fails in a later repeat keeps its first times."""
     from mdhom.tuning.layouts import layout_entries, screened
 
     cands = candidates("quantized", cpu=True)
-    times = {c: 1.0 + 0.01 * i for i, c in enumerate(cands)}
+    times = {c: 1.0 + 0.01 * (len(cands) - i) for i, c in enumerate(cands)}  # the list's last ones fastest
+    fastest = cands[-1]
+    times[fastest], times[HEURISTIC] = 0.5, 0.6  # (the heuristic's twin among the fastest: no place taken)
     calls: dict = {}
 
     def timer(device, work, data, precision):
         forced = layouts._forced[-1][0]  # None: the heuristic's own fits
         calls[forced] = calls.get(forced, 0) + 1
+        if forced == fastest and calls[forced] > 1:
+            raise RuntimeError("out of resources")  # trained in the first repeat, fails after
         layout = forced or HEURISTIC
-        return times[layout] * (0.5 if calls[forced] > 1 else 1.0), layout.config()
+        return times[layout], layout.config()
 
     ((_, _, entry, _),) = layout_entries(cpu, Workload(rows=300, rounds=2, leaves=3, repeats=3), VERSIONS,
                                          "2026-11-24T00:00:00Z", echo=lambda s: None, timer=timer,
                                          only=["tree_layout_quantized"])
+    ranked = sorted((c for c in cands if c != HEURISTIC), key=times.get)
+    survivors = ranked[:len(ranked) // 4 + (len(ranked) % 4 > 0)]
     assert calls[None] == 4  # the heuristic: a warm-up fit and every repeat
-    assert [c for c in cands if calls[c] > 1] == cands[:len(cands) // 4]  # 16 of 64: the first repeat's fastest
-    assert all(calls[c] == 3 for c in cands[:len(cands) // 4])
-    assert entry["trials"] == len(cands)
-    assert entry["config"] == cands[0].config() and entry["median_s"] == 0.5
+    assert {c for c in cands if calls[c] > 1} == set(survivors)  # the heuristic's twin not timed again
+    assert all(calls[c] == 3 for c in survivors)
+    assert entry["trials"] == len(cands) and entry["failed_trials"] == 0
+    assert entry["config"] == fastest.config() and entry["median_s"] == 0.5  # its first time stands
+    assert entry["default_s"] == 0.6
     assert screened({0: 1.0, 1: 3.0, 2: 2.0}) == [0, 1, 2]  # fewer than SCREEN_MIN: all kept
     assert screened({0: 9.0} | {i: float(10 - i) for i in range(1, 10)}) == [0, 6, 7, 8, 9]
+    assert screened({0: 9.0} | {i: float(10 - i) for i in range(1, 10)}, frozenset({9})) == [0, 5, 6, 7, 8]
+
+
+def test_the_stage_stops_where_the_heuristic_fails(cpu):
+    """A heuristic layout that does not train leaves nothing to compare: no entry, and no candidate timed again."""
+    from mdhom.tuning.layouts import layout_entries
+
+    calls: dict = {}
+
+    def timer(device, work, data, precision):
+        forced = layouts._forced[-1][0]
+        calls[forced] = calls.get(forced, 0) + 1
+        if forced is None and calls[forced] > 1:  # (the warm-up fit trains; the heuristic's timed fits fail)
+            raise RuntimeError("out of resources")
+        return 1.0, (forced or HEURISTIC).config()
+
+    assert layout_entries(cpu, Workload(rows=300, rounds=2, leaves=3, repeats=3), VERSIONS, "2026-11-24T00:00:00Z",
+                          echo=lambda s: None, timer=timer, only=["tree_layout_quantized"]) == []
+    assert max(n for c, n in calls.items() if c is not None) == 1

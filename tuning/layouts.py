@@ -56,15 +56,16 @@ def precisions(device: Any) -> list[str]:
 SCREEN_MIN = 4
 
 
-def screened(best: dict[int, float]) -> list[int]:
+def screened(best: dict[int, float], twins: frozenset[int] = frozenset()) -> list[int]:
     """The candidates (indices into the stage's list, 0 the heuristic's choice) that the first repeat's times
     (``best``) keep for the other repeats, in the list's order: the heuristic and the fastest quarter of the others,
-    at least :data:`SCREEN_MIN`. Every repeat of every candidate had taken a CPU's stage ~11 minutes a precision at
-    500k rows (2-core Xeon, 48 or 64 candidates x 3 repeats x 4 fits), past the 14 minutes a tune gave both; a
-    candidate the first repeat finds slower than three quarters of the others is not the one the stage would store
-    (it stores a layout only where it beats the heuristic by the check's margin). The repeats guard the survivors'
-    order against a slow phase of the machine, as before."""
-    others = sorted((i for i in best if i > 0), key=lambda i: (best[i], i))
+    at least :data:`SCREEN_MIN`, ranked without ``twins`` (candidates whose fits ran the heuristic's layout: never the
+    pick, and the heuristic is timed again anyway). Every repeat of every candidate had taken a CPU's stage ~11
+    minutes a precision at 500k rows (2-core Xeon, 48 or 64 candidates x 3 repeats x 4 fits), past the 14 minutes a
+    tune gave both. The trade: a candidate whose one first time fell in a slow phase of the machine (up to 1.7x, see
+    layout_entries) can be screened out; the fastest quarter keeps room for that, and the later repeats guard the
+    survivors' order as before."""
+    others = sorted((i for i in best if i > 0 and i not in twins), key=lambda i: (best[i], i))
     keep = max(SCREEN_MIN, -(-len(others) // 4))
     return [0, *sorted(others[:keep])]
 
@@ -114,10 +115,10 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
                 try:
                     t, what = timed(cands[i])
                 except Exception as exc:  # noqa: BLE001 - a layout the device cannot run is no candidate
-                    if i not in ran:
+                    if i not in ran:  # (one that trained before keeps its times and its layout)
                         failed += 1
                         echo(f"  {name} {cands[i].text() if cands[i] else 'heuristic'}: failed ({exc})")
-                    ran[i] = {}
+                        ran[i] = {}
                     continue
                 best[i] = min(best.get(i, t), t)
                 ran[i] = what
@@ -125,10 +126,13 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
                 echo(f"  {name}: the deadline came in repeat {rep + 1} of {work.repeats}; {len(best) - 1} of "
                      f"{len(cands) - 1} candidates timed before it")
                 break
+            if 0 not in best:  # the heuristic does not train: nothing to compare with (said below)
+                break
             if rep == 0 and work.repeats > 1:
-                alive = screened(best)
-                echo(f"  {name}: the heuristic and the fastest {len(alive) - 1} of {len(best) - 1} candidates timed "
-                     f"again")
+                twins = frozenset(i for i in best if i > 0 and MIXED not in ran[0] and ran[i] == ran[0])
+                alive = screened(best, twins)
+                echo(f"  {name}: the heuristic and the fastest {len(alive) - 1} of {len(best) - 1 - len(twins)} "
+                     f"candidates timed again")
         if 0 not in best:
             echo(f"  {name}: the heuristic layout does not train here; no layout stored")
             continue

@@ -127,7 +127,8 @@ def rows_real_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
 
 
 def _real_inputs(s, rng):
-    """:func:`_rows_inputs` with float64 (g, h): the reference's gradients and Hessians at their usual scale."""
+    """:func:`~mdhom.components.row_histogram._rows_inputs` with float64 (g, h): the reference's gradients and
+    Hessians at their usual scale."""
     out = _rows_inputs(s, rng)
     n = out["n_rows"]
     gh = np.empty((n, 2))
@@ -138,9 +139,9 @@ def _real_inputs(s, rng):
 
 
 def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
-    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them (:func:`_layout_reads`;
-    a layout of a feature per lane builds none), in the groups a build for that many nodes takes there
-    (:func:`real_groups`)."""
+    """The classes of the CPUs' float64 fits, read as the device's float64 layout reads them
+    (:func:`~mdhom.components.row_histogram._layout_reads`; a layout of a feature per lane builds none), in the groups
+    a build for that many nodes takes there (:func:`real_groups`)."""
     if device.type != "cpu":
         return False
     row_index, whole = _layout_reads(device, "double", int(s["feat"]))
