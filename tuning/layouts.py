@@ -70,6 +70,12 @@ def screened(best: dict[int, float], twins: frozenset[int] = frozenset()) -> lis
     return [0, *sorted(others[:keep])]
 
 
+def twins_of(best: dict[int, float], ran: dict[int, dict[str, int]]) -> frozenset[int]:
+    """The candidates timed so far (``best``) whose every fit ran the layout the heuristic's fits ran (``ran[0]``):
+    the heuristic itself, never a pick (none where the heuristic's fits ran different layouts, :data:`MIXED`)."""
+    return frozenset(i for i in best if i > 0 and MIXED not in ran[0] and ran[i] == ran[0])
+
+
 def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: str,
                    echo: Callable[[str], None] = print, timer: Timer | None = None,
                    only: list[str] | None = None, deadline: float | None = None
@@ -129,7 +135,7 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
             if 0 not in best:  # the heuristic does not train: nothing to compare with (said below)
                 break
             if rep == 0 and work.repeats > 1:
-                twins = frozenset(i for i in best if i > 0 and MIXED not in ran[0] and ran[i] == ran[0])
+                twins = twins_of(best, ran)
                 alive = screened(best, twins)
                 echo(f"  {name}: the heuristic and the fastest {len(alive) - 1} of {len(best) - 1 - len(twins)} "
                      f"candidates timed again")
@@ -145,7 +151,7 @@ def layout_entries(device: Any, work: Workload, versions: dict[str, str], date: 
         # the same layout alternating in one process 21.4-21.7 both: a slow phase of the machine), so no candidate
         # wins against one unlucky time of it; and it is no candidate. (Where the heuristic's fits ran different
         # layouts, a candidate is never the heuristic: each forces its layout on every fit.)
-        twins = [i for i in best if i > 0 and MIXED not in ran[0] and ran[i] == ran[0]]
+        twins = twins_of(best, ran)
         t_heuristic = min([best[0]] + [best[i] for i in twins])
         if t_heuristic < best[0]:
             echo(f"  {name} heuristic: {t_heuristic * 1e3:.2f} ms/round, as it ran among the candidates")

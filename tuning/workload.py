@@ -9,9 +9,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RuleWork:
-    """The rule fits that judge the rule kernels (:func:`rule_seconds`): mediamill's shape for the label-wise loss
-    with single-label heads (in the device's default precision), and a smaller one for complete heads of the
-    example-wise loss (float64 statistics, a coupled label Hessian): the two refinements whose kernels differ."""
+    """The rule fits that judge the rule kernels (:func:`mdhom.tuning.endtoend.rule_seconds`): mediamill's shape for
+    the label-wise loss with single-label heads (in the device's default precision), and a smaller one for complete
+    heads of the example-wise loss (float64 statistics, a coupled label Hessian): the two refinements whose kernels
+    differ."""
 
     rows: int = 20_000
     features: int = 120
