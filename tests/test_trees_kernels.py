@@ -1331,7 +1331,8 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     """The real-lane whole-row histogram (float64 or float32 (g, h), a group's features of every row per point): under
     the exact pins (one work-item folds a (node, group)'s rows in position order) every bin's sum is the reference's
     bit for bit in the node's (feat, output, bin) layout, whatever the groups, bins read as bytes or words, rows moved
-    or read through the row index, with and without the prefetch (row-index builds); rows of zero (g, h)
+    or read through the row index, with and without the prefetch (row-index builds), a row's (g, h) added as two
+    scalars or as one vector (``PAIR_VEC``); rows of zero (g, h)
     (subsampling) are added too, as the reference's bincount adds them."""
     if precision == "double" and not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
@@ -1360,6 +1361,8 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     cfgs += [{**c, "ROW_WORDS": 1} for c in cfgs] if words else []
     if device.type == "cpu":  # moved rows' builds take INLINE, row-index builds PREFETCH
         cfgs = [{**c, "PREFETCH" if row_index else "INLINE": i % 2} for i, c in enumerate(cfgs)]
+    assert "PAIR_VEC" in desc.switches  # (g, h) added as one two-lane vector: every configuration both ways
+    cfgs += [{**c, "PAIR_VEC": 1} for c in cfgs]
     if precision == "double":  # the reference sums in float64; float32 lanes are compared to their own order below
         want = hg.histogram_reference(bins, g.astype(np.float64), h.astype(np.float64), ridx, begin, count, n_bins)
     else:  # float32: the same adds in the same order on the host

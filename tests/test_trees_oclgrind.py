@@ -472,7 +472,8 @@ REAL_ROWS = textwrap.dedent("""
         desc = rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index))
         one = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
         # moved rows' builds take INLINE, row-index builds PREFETCH (here a read of each prefetched address)
-        cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index}
+        cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index,
+               "PAIR_VEC": words}  # (g, h) as one vector add in half the cases
         if "ROW_WORDS" in desc.switches:
             cfg["ROW_WORDS"] = words
         comp = build_within_limits(desc, dev, cfg)
@@ -490,8 +491,9 @@ REAL_ROWS = textwrap.dedent("""
 def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     """The float64 whole-row histogram (``tree_histogram_rows_real``, CPUs' default in float64 fits) in feature groups
     and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
-    the row index (with the prefetch of the row 16 positions on), an empty node and a node of one row: the reference's
-    sums bit for bit, no out-of-bounds access, no race, no uninitialised read."""
+    the row index (with the prefetch of the row 16 positions on), a row's (g, h) added as scalars and as one vector
+    (``PAIR_VEC``), an empty node and a node of one row: the reference's sums bit for bit, no out-of-bounds access, no
+    race, no uninitialised read."""
     checked(REAL_ROWS, "REAL-OK")
 
 

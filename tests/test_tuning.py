@@ -669,8 +669,8 @@ def test_fits_on_a_device_with_a_shipped_file_warn_nothing(device, monkeypatch, 
     in the variant its stored layout reads, finds an entry that builds. Intel's runtime on the 2-core EPYC had a
     stored layout that reads rows through the row index but whole-row histogram entries of moved rows (tuned before
     the layout stage chose), so every quantized fit there warned five times that an entry is not usable. The CPUs'
-    float64 whole-row histogram (2026-12-06) is tuned on the 2-core EPYC's runtimes only so far: an expected failure
-    where a CPU's file lacks it."""
+    float64 whole-row histogram is tuned on the 2-core Xeon's runtimes only since its ``PAIR_VEC`` (the EPYC files'
+    entries, of the code before, were dropped): an expected failure where a CPU's file lacks it."""
     from functools import partial
 
     from mdhom import TreeBoostClassifier
