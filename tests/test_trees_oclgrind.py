@@ -464,8 +464,9 @@ REAL_ROWS = textwrap.dedent("""
     count = np.asarray(counts, np.int32)
     ridx = np.concatenate([np.sort(order[b:b + c]) for b, c in zip(begin, count)]).astype(np.int32)
     put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
-    for n_feat, n_bins, groups, words, index in ((6, 9, 1, 1, 0), (6, 9, 3, 0, 0), (6, 9, 2, 1, 0), (4, 300, 2, 1, 0),
-                                                 (3, 9, 1, 0, 0), (8, 9, 1, 1, 1), (6, 9, 3, 0, 1), (4, 300, 2, 1, 1)):
+    cases = ((6, 9, 1, 1, 0), (6, 9, 3, 0, 0), (6, 9, 2, 1, 0), (4, 300, 2, 1, 0), (3, 9, 1, 0, 0), (8, 9, 1, 1, 1),
+             (6, 9, 3, 0, 1), (4, 300, 2, 1, 1))
+    for case, (n_feat, n_bins, groups, words, index) in enumerate(cases):
         bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
         g, h = rng.standard_normal((n_rows, k)), rng.random((n_rows, k))
         want = hg.histogram_reference(bins, g, h, ridx, begin, count, n_bins)
@@ -473,7 +474,7 @@ REAL_ROWS = textwrap.dedent("""
         one = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
         # moved rows' builds take INLINE, row-index builds PREFETCH (here a read of each prefetched address)
         cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index,
-               "PAIR_VEC": words}  # (g, h) as one vector add in half the cases
+               "PAIR_VEC": case % 2}  # (g, h) as one vector add in half the cases, with and without words
         if "ROW_WORDS" in desc.switches:
             cfg["ROW_WORDS"] = words
         comp = build_within_limits(desc, dev, cfg)

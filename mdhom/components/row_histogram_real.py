@@ -54,11 +54,14 @@ _ROW_GH_REAL = """    for (int mdh_k = 0; mdh_k < TREE_OUTPUTS; ++mdh_k) {{
 
 
 # a row's (g, h) added to a bin: two scalar adds, or with PAIR_VEC one add of a two-lane vector (one load and one store
-# of the pair instead of two each). Lane by lane the same float adds in the same order: the same bits either way.
-# The vector type is under-aligned to its lane (the accumulator's (g, h) structs are), so the cast needs no alignment
-# the generated struct does not give. 2-core Xeon, 500k Higgs rows, 63 bins, float64 depth-wise fits alternating
-# (identical models): Intel's CPU runtime 44.8 -> 39.1 ms a round, loss-guided 55.6 -> 49.4; PoCL 32.9 against 34.1
-# (the kernel alone 0.96-1.03x: its LLVM pairs the scalar adds itself, or the gathers bound it)
+# of the pair instead of two each). Lane by lane the same correctly rounded adds in the same order (the source has
+# FP_CONTRACT off, and the add no multiply): the same bits either way. The accumulator's (g, h) structs are aligned to
+# their lane only, so the vector type is lowered to that alignment in its typedef, and it may alias them (the zeroing,
+# the combine and the copy-out read and write the structs' scalars): both are GCC / clang extensions that OpenCL C
+# leaves out (its ``aligned`` only raises alignment), which every clang-based runtime (PoCL, Intel's, Oclgrind) honours;
+# PAIR_VEC is a CPU runtime's choice, 0 elsewhere. 2-core Xeon, 500k Higgs rows, 63 bins, float64 depth-wise fits
+# alternating (identical models): Intel's CPU runtime 44.8 off -> 39.1 ms on a round, loss-guided 55.6 -> 49.4; PoCL
+# 32.9 off against 34.1 on (the kernel alone 0.96-1.03x: its LLVM pairs the scalar adds itself, or the gathers bound it)
 _ROWS_ADD_REAL = """#if PAIR_VEC
             *(tree_pair_t*)&acc.v[mdh_c].g += (tree_pair_t)(mdh_g, mdh_h);
 #else
@@ -110,7 +113,7 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
         f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n"
         f"#define TREE_ROW_WORDS {words}\n#define TREE_PER_WORD {per_word}\n"
         f"#define TREE_GROUP_WORDS {-(-(f // g) // per_word)}\n"
-        f"typedef {lane}2 tree_pair_t __attribute__((aligned({lane_bytes})));\n" + bins_reader(sparse),
+        f"typedef {lane}2 tree_pair_t __attribute__((aligned({lane_bytes}), may_alias));\n" + bins_reader(sparse),
     )
 
 
@@ -142,7 +145,7 @@ def rows_real_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
     if "ROW_WORDS" in desc.switches:
         cfg["ROW_WORDS"] = int(int(sizes["grp"]) == 1)
     if "PAIR_VEC" in desc.switches:  # (g, h) as one vector add: Intel's CPU runtime only so far (``_ROWS_ADD_REAL``)
-        cfg["PAIR_VEC"] = int(dev.runtime == "intel")
+        cfg["PAIR_VEC"] = int(dev.runtime == "intel" and dev.type == "cpu")
     return cfg
 
 
