@@ -221,7 +221,10 @@ def block_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, 
     device) writes and moves nothing. ``move`` 0: the row order alone (a tree's last split). ``split_bins``: the
     bins the split reads (a column copy where ``split_cols``), possibly the buffer the rows move in: the rows it reads
     are the block's own, and no block writes where another reads. Rows read through the row index are prefetched
-    16 ahead on CPUs (``PREFETCH``)."""
+    16 ahead on CPUs (``PREFETCH``). A row's side is a select and two adds, not a branch (``? dl++ : dr++`` had one on
+    Intel's CPU runtime, mispredicted for about half the rows: 2-core Xeon, 500k rows, float64, moved rows, fits
+    alternating, identical models: 36.4 -> 34.3 ms a depth-wise round, 46.2 -> 42.5 loss-guided; PoCL, which had
+    made it branch-free itself, 32.9 / 32.6)."""
     body = """
 __global const int* mdh_blk = blk_tab + blk_at;
 const int s = mdh_blk[2 * blk];
@@ -244,7 +247,11 @@ if (i0 == t->first || i0 < end) {
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
         tree_block_ahead(split_bins, ridx, p, end + shift, u);
-        const int d = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab) ? dl++ : dr++;
+        /* the side as a select and two adds, no branch: rows go either way at random */
+        const int go = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab);
+        const int d = go ? dl : dr;
+        dl += go;
+        dr += 1 - go;
         tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out, move);
     }
 }"""
