@@ -144,8 +144,8 @@ def rows_real_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]
     cfg["NUM_WG_grp"] = int(sizes["grp"])
     if "ROW_WORDS" in desc.switches:
         cfg["ROW_WORDS"] = int(int(sizes["grp"]) == 1)
-    if "PAIR_VEC" in desc.switches:  # (g, h) as one vector add: Intel's CPU runtime only so far (``_ROWS_ADD_REAL``)
-        cfg["PAIR_VEC"] = int(dev.runtime == "intel" and dev.type == "cpu")
+    # (g, h) as one vector add (every build offers it): Intel's CPU runtime only so far (``_ROWS_ADD_REAL``)
+    cfg["PAIR_VEC"] = int(dev.runtime == "intel" and dev.type == "cpu")
     return cfg
 
 
