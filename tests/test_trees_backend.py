@@ -129,8 +129,10 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
         "tree_gather_gh", "tree_hist_siblings",
         "tree_split_scan", "tree_split_scan (levels)", "tree_split_score", "tree_split_score (levels)", "tree_split_sums", "tree_partition_flags",
         "tree_score_update", "tree_leaf_rows", "tree_split_from_search"} | (
-        {"tree_bin_columns"} if dev.ws.columns else set()) | ({"tree_group_counts"} if blocks else set()) | (
-        {"tree_block_scatter"} if blocks and not group else set()) | ({"tree_scatter_rows"} if not blocks else set())
+        {"tree_bin_columns"} if dev.ws.columns else set()) | (
+        {"tree_group_counts"} if blocks and (group or not row_index) else set()) | (
+        {"tree_block_scatter"} if blocks and not group and not row_index else set()) | (
+        {"tree_block_stage", "tree_block_copy"} if blocks and not group and row_index else set()) | ({"tree_scatter_rows"} if not blocks else set())
     # (the depth-wise levels on the device: float64 fits too; their tables' blocks written by the table maker)
     assert dev.ws.columns == (row_index and device.type == "gpu")  # the partition's column copy: GPUs by default
     mask = np.ones(bins.shape[1], bool)

@@ -616,7 +616,8 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
                                whole_rows=True, columns=False, **partition)
     dev.load(bins, n_bins, 1)
     dev.set_gradients(g, h)
-    calls = {"_block_launch": [], "_group_launch": [], "_scatter_launch": []}  # which partition each table took
+    calls = {"_block_launch": [], "_staged_launch": [], "_group_launch": [],
+             "_scatter_launch": []}  # which partition each table took
 
     def spy(f, seen):  # noqa: ANN001, ANN202
         def call(*a, **kw):  # noqa: ANN002, ANN003, ANN202
@@ -633,7 +634,7 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     if not partition["blocks"]:
         assert used == {"_scatter_launch"}
     else:  # the device's tables by their blocks, which the table maker wrote beside them
-        launch = "_group_launch" if partition.get("block_group") else "_block_launch"
+        launch = "_group_launch" if partition.get("block_group") else "_staged_launch"  # (through the row index)
         assert used == {launch} and any(str(b).startswith("ahead_blk") for b in calls[launch]), calls
 
 

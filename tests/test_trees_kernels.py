@@ -378,8 +378,9 @@ def test_vector_forms_call_no_vector_builtins():
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 def test_partition(device, feature_major, row_index):
-    """The go-left scan over the split nodes' rows end to end, and the group partition's per-block counts, against the
-    numpy partition; with bins in position order (rows moved) or in row order read through the row index. (The
+    """The go-left scan over the split nodes' rows end to end, the group partition's per-block counts and the block
+    partition's walk (its counts and the rows it keeps), against the numpy partition; with bins in position order
+    (rows moved) or in row order read through the row index. (The
     scatters that move each row to the position these counts give are the backend's, checked by the byte-identical
     trees of test_trees_backend.)"""
     rng = np.random.default_rng(9)
@@ -427,10 +428,8 @@ def test_partition(device, feature_major, row_index):
             for f, c in zip(tab["first"], tab["count"], strict=True) for k in range(max(1, -(-int(c) // blk_rows)))]
     sizes = {"blk": n_blk, "k": blk_rows}
     table = np.concatenate([raw.view(np.int32), pairs])
-    # the GPUs' variant, and the CPUs' (through the row index it prefetches the split bin of the row 16 on)
-    group_ds = [pt.group_counts(n_bins, feature_major, row_index), pt.group_counts(n_bins, feature_major, row_index,
-                                                                                    prefetch=True)]
-    for group_d, cf in [(d, cf) for d in group_ds for cf in configs(d, device, sizes, seed=13)]:
+    group_d = pt.group_counts(n_bins, feature_major, row_index)
+    for cf in configs(group_d, device, sizes, seed=13):
         got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
                   blk_tab=("o", table, None), blk_at=blk_at, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
@@ -438,6 +437,27 @@ def test_partition(device, feature_major, row_index):
         got = run(group_d, device, cf, sizes, bins=("o", stored, None), split_tab=("o", table, None),
                   blk_tab=("o", pairs, None), blk_at=0, n_rows=n_rows, n_feat=n_feat, **through)
         np.testing.assert_array_equal(got, want, err_msg=str(cf))
+    if not row_index:
+        return
+    # the CPUs' block walk through the row index (tree_block_stage): the same counts, and each block's rows kept in
+    # its own indices, left rows in order from its first index, right rows from its last down; indices past the
+    # split nodes' untouched
+    stage_d = pt.block_stage(n_bins, feature_major)
+    kept = np.full(at.size + 5, -5, np.int32)
+    for f, c in zip(tab["first"].tolist(), tab["count"].tolist(), strict=True):
+        for i0 in range(f, f + c, blk_rows):
+            end = min(i0 + blk_rows, f + c)
+            rows, go = ridx[at[i0:end]], goes[i0:end].astype(bool)
+            kept[i0:end] = np.concatenate([rows[go], rows[~go][::-1]])
+    for cf in configs(stage_d, device, {"blk": n_blk}, seed=14):
+        for blk_tab, at_ in ((table, blk_at), (pairs, 0)):
+            got, written = run_writing(stage_d, device, cf, {"blk": n_blk}, ridx=("o", ridx.astype(np.int32), None),
+                                       split_bins=("o", stored, None), split_tab=("o", table, None),
+                                       blk_tab=("o", blk_tab, None),
+                                       stage=("o", np.full(at.size + 5, -5, np.int32), None), split_cols=0,
+                                       n_rows=n_rows, stride=n_rows, n_feat=n_feat, blk_at=at_, blk_rows=blk_rows)
+            np.testing.assert_array_equal(got, want, err_msg=str(cf))
+            np.testing.assert_array_equal(written["stage"], kept, err_msg=str(cf))
 
 
 def block_scatter_reference(tab, goes, ridx3, bins3, gh3, n_rows, move):
@@ -477,7 +497,7 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     unless ``move`` is 0; every split's left count and its next child's slot; nothing else written. The block
     partition's (``blocks``) walks a block at a time (blocks of 64, a split's last shorter, an empty split one empty
     block, and spare blocks past the last split's rows as a table made on the device has) from the blocks' left
-    counts; the per-row one (``rows``) takes each index's place from the inclusive go-left counts, launched for an
+    counts: the scatter where rows move, the walk and then the copy through the row index; the per-row one (``rows``) takes each index's place from the inclusive go-left counts, launched for an
     upper bound of the indices (a sentinel record with no rows ends the table, as a table made on the device does).
     Under random configurations."""
     rng = np.random.default_rng(21)
@@ -528,10 +548,24 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
                              for f, c in zip(tab["first"], tab["count"], strict=True)
                              for k in range(max(1, -(-int(c) // blk_rows)))] + [0] * spare, np.int32)
         table = np.concatenate([raw.view(np.int32), pairs])
-        desc = pt.block_scatter(n_bins, feature_major, not row_index, wide, gh_words, words)
         sizes = {"blk": n_blk}
-        args = dict(split_bins=("o", stored, None), split_tab=("o", table, None), blk_tab=("o", table, None),
-                    blk_left=blk_left, split_cols=0, blk_at=raw.size // 4, blk_rows=blk_rows)
+        common = dict(split_tab=("o", table, None), blk_tab=("o", table, None), blk_left=blk_left,
+                      blk_at=raw.size // 4, blk_rows=blk_rows)
+        if row_index:  # the walk first (tree_block_stage: the blocks' counts and the rows it keeps), then the copy
+            stage_d = pt.block_stage(n_bins, feature_major)
+            got, kept = run_writing(stage_d, device, stage_d.default_config(device, sizes), sizes,
+                                    ridx=("o", ridx3, None), split_bins=("o", stored, None),
+                                    split_tab=("o", table, None), blk_tab=("o", table, None),
+                                    stage=("o", np.zeros(n_rows, np.int32), None), split_cols=0, n_rows=n_rows,
+                                    stride=stride, n_feat=n_feat, blk_at=raw.size // 4, blk_rows=blk_rows)
+            np.testing.assert_array_equal(got, blk_left)
+            desc = pt.block_copy()
+            args = dict(common, stage=kept["stage"])
+            moves = dict(ridx=moves["ridx"], slot_begin=moves["slot_begin"], slot_count=moves["slot_count"],
+                         n_rows=n_rows)
+        else:  # the scatter, from the blocks' counts
+            desc = pt.block_scatter(n_bins, feature_major, wide, gh_words, words)
+            args = dict(common, split_bins=("o", stored, None), split_cols=0)
     else:
         n = int(tab["count"].sum()) + 37  # an upper bound of the indices
         desc = pt.scatter_rows(n_bins, feature_major, not row_index, wide, gh_words, words)
@@ -542,7 +576,8 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
         want = block_scatter_reference(tab, goes, ridx3, None if row_index else bins3, None if row_index else gh3,
                                        n_rows, move)
         for cf in configs(desc, device, sizes, seed=22 + move, n=4):
-            out, written = run_writing(desc, device, cf, sizes, **moves, **args, move=move)
+            move_arg = {"move": move} if any(p.name == "move" for p in desc.params) else {}  # (the copy: the order)
+            out, written = run_writing(desc, device, cf, sizes, **moves, **args, **move_arg)
             msg = f"{cf} move={move}"
             np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)
             np.testing.assert_array_equal(written["ridx"], want[0], err_msg=msg)
@@ -552,7 +587,7 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
                 got_bins = written["bins"].reshape(n_feat, -1).T if feature_major else written["bins"].reshape(-1, n_feat)
                 np.testing.assert_array_equal(got_bins, want[1], err_msg=msg)
                 np.testing.assert_array_equal(written["gh"].reshape(-1, gh_words), want[2], err_msg=msg)
-            else:  # bins and (g, h) stay where they are
+            elif "bins" in written:  # bins and (g, h) stay where they are (the copy has neither)
                 np.testing.assert_array_equal(written["bins"].reshape(-1), stored.reshape(-1), err_msg=msg)
                 np.testing.assert_array_equal(written["gh"].reshape(-1, gh_words), gh3, err_msg=msg)
 

@@ -115,16 +115,26 @@ inline tree_rule_t tree_rule_of(__global const tree_split_t* t, const int split_
     return u;
 }
 
-inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ridx, const int p,
-                         const tree_rule_t u, __global const uchar* cat_tab) {
+/* The row whose split bin the walk reads at position p: p itself where rows move, else its row index entry. */
+inline int tree_block_row(__global const int* ridx, const int p) {
 #if TREE_MOVE_ROWS
-    const long r = p;
+    return p;
 #else
-    const long r = ridx[p];
+    return ridx[p];
 #endif
-    const tree_bin_t b = bins[u.at + r * u.step];
+}
+
+/* Whether row r (tree_block_row) goes left by rule u. */
+inline int tree_row_go(__global const tree_bin_t* bins, const int r, const tree_rule_t u,
+                       __global const uchar* cat_tab) {
+    const tree_bin_t b = bins[u.at + (long)r * u.step];
     if (b == TREE_BINS - 1) return u.default_left;
     return (u.cats >= 0) ? (cat_tab[u.cats + b] != 0) : ((int)b <= u.bin);
+}
+
+inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ridx, const int p,
+                         const tree_rule_t u, __global const uchar* cat_tab) {
+    return tree_row_go(bins, tree_block_row(ridx, p), u, cat_tab);
 }
 
 /* TREE_PREFETCH (the generated block scatter's PREFETCH: CPUs, and checkers, where MDH_PREFETCH reads the byte),

@@ -158,36 +158,22 @@ out = (pos - t->first < t->count)  /* past the last range: a table decided on th
 
 
 @lru_cache(maxsize=32)
-def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False,
-                 prefetch: bool = False) -> Description:
+def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = False) -> Description:
     """The rows going left in each block of a split step's rows: block ``blk`` is block ``b`` of split ``s``, the
     int pair (s, b) at ``blk_tab[blk_at + 2 blk]`` (the host's after the split records, uploaded with them; a
     table made on the device, written beside it by :func:`mdhom.components.lookahead.split_from_search`, in a buffer of
     its own), its indices
     from ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of
-    the block and group partitions' two launches (the generated :func:`block_scatter` and ``tree_group_scatter`` in
-    kernels/trees/scatter.cl the second). ``prefetch`` (rows read through the row index): the fold asks for the split
-    bin of the row 16 on (``PREFETCH``, CPUs: a CPU walking a block through the row index otherwise waits a memory
-    latency a row; 2-core EPYC, 500k rows, depth-wise, medians a launch against the hand-written walk this replaced,
-    alternating launch by launch in one process: without it 1.68 against 1.00 ms on PoCL, 1.85 against 1.19 on
-    Intel's runtime; with it 1.11 against 1.39 and 0.82 against 1.05); the GPUs' variant has none (its source, and so
-    its tuned entries, as they were)."""
+    the group partition's two launches (GPUs; ``tree_group_scatter`` in kernels/trees/scatter.cl the second) and of
+    the CPUs' block partition where rows move (:func:`block_scatter` the second); where CPUs read rows through the
+    row index, :func:`block_stage` counts as it walks."""
     at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"
     count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
-    ahead = prefetch and row_index
     scalar = """
 __global const tree_split_t* t = (__global const tree_split_t*)split_tab + blk_tab[blk_at + 2 * blk];
 const int i = t->first + (int)(blk_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
 out = tree_goes_left(tree_bin_of(bins, """ + at + """, t->feature, n_rows, n_feat), t,
                      (__global const uchar*)split_tab);"""
-    if ahead:
-        scalar += """
-#if PREFETCH
-if (i + MDH_PREFETCH_AHEAD < t->first + t->count && k + MDH_PREFETCH_AHEAD < SIZE_k) {
-    const long mdh_r = ridx[t->begin + (i - t->first) + MDH_PREFETCH_AHEAD];
-    MDH_PREFETCH(bins + (TREE_FEATURE_MAJOR ? (long)t->feature * n_rows + mdh_r : mdh_r * n_feat + t->feature));
-}
-#endif"""
     return Description(
         "tree_group_counts", ["blk", "k"], [Concat(), Reduce(SUM)], "int",
         scalar=scalar,
@@ -197,39 +183,40 @@ if (i + MDH_PREFETCH_AHEAD < t->first + t->count && k + MDH_PREFETCH_AHEAD < SIZ
         params=[Param("blk_at", "int"), Param("n_rows", "int"), Param("n_feat", "int")],
         extents={"k": f"(long){count} - (long)blk_tab[blk_at + 2 * blk + 1] * SIZE_k"},
         preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader(),
-        prefetch=ahead,
     )
 
 
-# the work-groups of the CPUs' block walks (the counts and the block scatter), a block each: 8192 blocks of 2048 rows
-# are 16.7M rows; a larger fit's work-items walk a strided share of the blocks
+# the work-groups of the CPUs' block partition (the counts and the block scatter, or the walk and the copy), a block
+# each: 8192 blocks of 2048 rows are 16.7M rows; a larger fit's work-items walk a strided share of the blocks
 BLOCK_GROUPS = 8192
 
 
-@lru_cache(maxsize=32)
-def block_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
-                  row_words: int) -> Description:
-    """The block partition's scatter (CPUs): a point is a block of a split step's rows (``blk``, the int pair (split,
-    block) at ``blk_tab[blk_at + 2 blk]``, ``blk_rows`` rows a block; a split's blocks consecutive), and its scalar
-    function walks the block's rows in order, writing each to the next region after the split's earlier blocks' left
-    or right rows (their counts ``blk_left``, from :func:`group_counts`): XGBoost's CPU partition, the same stable
-    partition as the per-row scatter. The written gathered inputs move the row order ``ridx`` and, where rows move
-    (``moved``), their bins and (g, h) words (``gh_words`` a row, 8 bytes each where ``gh_wide``; the bins as
-    ``row_words`` 4-byte words a row where they are whole words, else byte by byte; kernels/trees/row_moves.cl); the
-    output, scattered, is each split's left count, written by its first block with the next child's slot
-    (``slot_begin``, ``slot_count``, written). A block past its split's rows (the spare blocks of a table cut on the
-    device) writes and moves nothing. ``move`` 0: the row order alone (a tree's last split). ``split_bins``: the
-    bins the split reads (a column copy where ``split_cols``), possibly the buffer the rows move in: the rows it reads
-    are the block's own, and no block writes where another reads. Rows read through the row index are prefetched
-    16 ahead on CPUs (``PREFETCH``). A row's side is a select and two adds, not a branch (``? dl++ : dr++`` had one on
-    Intel's CPU runtime, mispredicted for about half the rows: 2-core Xeon, 500k rows, float64, moved rows, fits
-    alternating, identical models: 36.4 -> 34.3 ms a depth-wise round, 46.2 -> 42.5 loss-guided; PoCL, which had
-    made it branch-free itself, 32.9 / 32.6)."""
-    body = """
+_BLOCK_OF = """
 __global const int* mdh_blk = blk_tab + blk_at;
 const int s = mdh_blk[2 * blk];
 __global const tree_split_t* t = (__global const tree_split_t*)split_tab + s;
-const int i0 = t->first + mdh_blk[2 * blk + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);
+const int i0 = t->first + mdh_blk[2 * blk + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);"""
+
+
+@lru_cache(maxsize=32)
+def block_scatter(n_bins: int, feature_major: bool, gh_wide: bool, gh_words: int, row_words: int) -> Description:
+    """The block partition's scatter where rows move (CPUs), after :func:`group_counts`: a point is a block of a
+    split step's rows (``blk``, the int pair (split, block) at ``blk_tab[blk_at + 2 blk]``, ``blk_rows`` rows a block;
+    a split's blocks consecutive), and its scalar function walks the block's rows in order, moving each with its bins
+    and (g, h) words to the next region after the split's earlier blocks' left or right rows (their counts
+    ``blk_left``): XGBoost's CPU partition, the same stable partition as the per-row scatter. The written gathered
+    inputs are the row order ``ridx``, the bins and the (g, h) words (``gh_words`` a row, 8 bytes each where
+    ``gh_wide``; the bins as ``row_words`` 4-byte words a row where they are whole words, else byte by byte;
+    kernels/trees/row_moves.cl); the output, scattered, is each split's left count, written by its first block with
+    the next child's slot (``slot_begin``, ``slot_count``, written). A block past its split's rows (the spare blocks
+    of a table cut on the device) writes and moves nothing. ``move`` 0: the row order alone (a tree's last split).
+    ``split_bins``: the bins the split reads, the buffer the rows move in: the rows it reads are the block's own, and
+    no block writes where another reads. Each row streams once, in order (:func:`block_stage` says why rows read
+    through the row index take a walk and a copy instead). A row's side is a select and two adds, not a branch
+    (``? dl++ : dr++`` had one on Intel's CPU runtime, mispredicted for about half the rows: 2-core Xeon, 500k rows,
+    float64, moved rows, fits alternating, identical models: 36.4 -> 34.3 ms a depth-wise round, 46.2 -> 42.5
+    loss-guided; PoCL, which had made it branch-free itself, 32.9 / 32.6)."""
+    body = _BLOCK_OF + """
 out_at = -1;
 if (i0 == t->first || i0 < end) {
     int before = 0, nl = 0;
@@ -246,7 +233,6 @@ if (i0 == t->first || i0 < end) {
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
     for (int i = i0; i < end; ++i) {
         const int p = i + shift;
-        tree_block_ahead(split_bins, ridx, p, end + shift, u);
         /* the side as a select and two adds, no branch: rows go either way at random */
         const int go = tree_block_go(split_bins, ridx, p, u, (__global const uchar*)split_tab);
         const int d = go ? dl : dr;
@@ -268,10 +254,97 @@ if (i0 == t->first || i0 < end) {
                 Input("slot_count", "int", ("*",), gather=True, writes=True)],
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("n_out", "int"), Param("blk_at", "int"), Param("blk_rows", "int"), Param("move", "int")],
-        preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words)
-        + "#define TREE_PREFETCH PREFETCH\n" + snippet("row_moves.cl"),
+        preamble=_moves_preamble(n_bins, feature_major, True, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
         scatter=True,
+    )
+
+
+@lru_cache(maxsize=32)
+def block_stage(n_bins: int, feature_major: bool) -> Description:
+    """The block partition's walk where rows are read through the row index (CPUs), the first of its two launches:
+    a point is a block of a split step's rows (``blk``, the int pair (split, block) at ``blk_tab[blk_at + 2 blk]``,
+    ``blk_rows`` rows a block; a split's blocks consecutive), and its scalar function walks the block's rows in order
+    once, keeping each row's index entry in the block's own indices of ``stage`` (a written input, one int a compact
+    index): left rows from the block's first index up, right rows from its last down. Both places are written for
+    every row and the cursors select the one kept, so the walk has no branch (rows go either way at random), and
+    neither write leaves the block's free middle. The output is the block's left count, which :func:`block_copy`
+    reads. The split bin of the row 16 on is prefetched (``PREFETCH``).
+
+    The split bin is gathered through the row index, a memory latency a row, so it is read once here where the
+    count-then-scatter walks (:func:`group_counts`, :func:`block_scatter`) read it twice: fits alternating in one
+    process (2-core Xeon, PoCL, float64, 500k rows, row index with a column copy, identical models), 32.8 -> 31.3 ms
+    a depth-wise round and 46.7 -> 45.2 loss-guided. Where rows move, the scatter streams each row once in order
+    while a copy from kept positions would read every row's cache lines once for each side (Intel's runtime, moved
+    rows: 36.7 -> 38.8 ms a depth-wise round), so moved rows keep the two walks."""
+    body = _BLOCK_OF + """
+const int shift = t->begin - t->first;
+const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
+int nl = 0, nr = 0;
+for (int i = i0; i < end; ++i) {
+    tree_block_ahead(split_bins, ridx, i + shift, end + shift, u);
+    const int r = ridx[i + shift];
+    const int go = tree_row_go(split_bins, r, u, (__global const uchar*)split_tab);
+    stage[i0 + nl] = r;
+    stage[end - 1 - nr] = r;
+    nl += go;
+    nr += 1 - go;
+}
+out = nl;"""
+    return Description(
+        "tree_block_stage", ["blk"], [Concat()], "int",
+        scalar=body,
+        inputs=[Input("ridx", "int", ("*",), gather=True),
+                Input("split_bins", bin_ctype(n_bins), ("*",), gather=True),
+                Input("split_tab", "int", ("*",), gather=True), Input("blk_tab", "int", ("*",), gather=True),
+                Input("stage", "int", ("*",), gather=True, writes=True)],
+        params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
+                Param("blk_at", "int"), Param("blk_rows", "int")],
+        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
+        + "#define TREE_MOVE_ROWS 0\n#define TREE_PREFETCH PREFETCH\n" + snippet("row_moves.cl"),
         prefetch=True,
+    )
+
+
+@lru_cache(maxsize=1)
+def block_copy() -> Description:
+    """The block partition's copy where rows are read through the row index (CPUs), the second launch: a point is a
+    block as in :func:`block_stage`, and its scalar function copies the row index entries the walk kept to the next
+    region, the block's left rows after its split's earlier blocks' left rows (their counts ``blk_left``) and its
+    right rows after the split's left rows and its earlier blocks' right rows: XGBoost's CPU partition, the same
+    stable partition as the per-row scatter. The output, scattered, is each split's left count, written by its first
+    block with the next child's slot (``slot_begin``, ``slot_count``, written). A block past its split's rows (the
+    spare blocks of a table cut on the device) writes nothing. No bins are read (the bins count only completes the
+    typedefs the shared code needs), so one build serves every fit."""
+    body = _BLOCK_OF + """
+out_at = -1;
+if (i0 == t->first || i0 < end) {
+    int before = 0, nl = 0;
+    for (long c = (long)blk - 1; c >= 0 && mdh_blk[2 * c] == s; --c) before += blk_left[c];
+    for (long c = blk; c < SIZE_blk && mdh_blk[2 * c] == s; ++c) nl += blk_left[c];
+    nl += before;
+    if (i0 == t->first) {
+        out = nl;
+        out_at = s;
+        tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
+    }
+    const int mine = blk_left[blk], dst = tree_flip(t->begin, n_rows);
+    __global int* left = ridx + dst + before;
+    __global int* right = ridx + dst + nl + (i0 - t->first - before);
+    for (int k = 0; k < mine; ++k) left[k] = stage[i0 + k];
+    for (int k = 0; k < end - i0 - mine; ++k) right[k] = stage[end - 1 - k];
+}"""
+    return Description(
+        "tree_block_copy", ["blk"], [Concat()], "int",
+        scalar=body,
+        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
+                Input("stage", "int", ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
+                Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
+                Input("slot_begin", "int", ("*",), gather=True, writes=True),
+                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        params=[Param("n_rows", "int"), Param("blk_at", "int"), Param("blk_rows", "int")],
+        preamble=defines("double", DEFAULT_BINS) + bins_reader() + snippet("positions.cl")
+        + "#define TREE_MOVE_ROWS 0\n" + snippet("row_moves.cl"),
+        scatter=True,
     )
 
 
@@ -529,6 +602,8 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
+BLOCK_STAGE = KernelSpec("tree_block_stage", block_scatter_heuristic)
+BLOCK_COPY = KernelSpec("tree_block_copy", block_scatter_heuristic)
 SCATTER_ROWS = KernelSpec("tree_scatter_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, SCATTER_ROWS, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, BLOCK_STAGE, BLOCK_COPY, SCATTER_ROWS, COLUMNS)

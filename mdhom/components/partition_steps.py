@@ -3,7 +3,8 @@ of three forms (:mod:`mdhom.components.partition` says when each runs and why):
 
 - a work-item per row: ``tree_partition_flags`` (an inclusive count of the rows going left) and
   ``tree_scatter_rows``;
-- blocks walked by a work-item each (CPUs): ``tree_group_counts`` and ``tree_block_scatter``;
+- blocks walked by a work-item each (CPUs): ``tree_group_counts`` and ``tree_block_scatter`` where rows move,
+  ``tree_block_stage`` and ``tree_block_copy`` where they are read through the row index;
 - blocks partitioned by a work-group each in local memory (GPUs): ``tree_group_counts`` and the hand-written
   ``tree_group_scatter`` (kernels/trees/scatter.cl says why it is).
 
@@ -21,13 +22,17 @@ import pyopencl as cl
 
 from mdhom.components.lanes import snippet
 from mdhom.components.partition_kernels import (
+    BLOCK_COPY,
     BLOCK_SCATTER,
+    BLOCK_STAGE,
     COLUMNS,
     FLAGS,
     GROUP_COUNTS,
     SCATTER_ROWS,
     bin_columns,
+    block_copy,
     block_scatter,
+    block_stage,
     group_counts,
     partition_flags,
     scatter_rows,
@@ -74,9 +79,12 @@ class PartitionSteps:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
                                  f"{self.blocks} rows and {self.group} work-items)")
-        if self.blocks:  # the left rows of each block: a work-group's fold (GPUs), a work-item's walk (CPUs)
-            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index,
-                                                                   prefetch=not self.group),
+        # the block partition's launches: where rows are read through the row index (CPUs) a walk keeping each
+        # block's rows and a copy; elsewhere a count of each block's left rows, then a scatter (GPUs: the group
+        # scatter, a work-group a block; CPUs: the block scatter, a work-item a block)
+        self.staged = bool(self.blocks) and not self.group and ws.row_index
+        if self.blocks and not self.staged:
+            self._group_comp = ws.build(GROUP_COUNTS, group_counts(b, ws.feature_major or cols, ws.row_index),
                                         {"blk": -(-rows // self.blocks), "k": self.blocks})
             self._group_bounds: dict[tuple[str, str], Bound] = {}
         row_bins = ws.n_features * ws.bin_bytes
@@ -86,11 +94,17 @@ class PartitionSteps:
             self._scatter_comp = ws.build(SCATTER_ROWS, scatter_rows(
                 b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words), {"pos": rows})
             self._scatter_bounds: dict[str, Bound] = {}
-        if self.blocks and not self.group:  # the block partition's scatter
+        n_blk = -(-rows // self.blocks) + 1 if self.blocks else 0
+        if self.blocks and not self.group and not self.staged:  # the block scatter (rows move)
             self._block_comp = ws.build(BLOCK_SCATTER, block_scatter(
-                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words),
-                {"blk": -(-rows // self.blocks) + 1})
+                b, bool(ws.feature_major), gh_wide, 2 * ws.n_outputs, words), {"blk": n_blk})
             self._block_bounds: dict[tuple[str, str], Bound] = {}
+        if self.staged:  # the walk and the copy (rows read through the row index)
+            self._stage_comp = ws.build(BLOCK_STAGE, block_stage(b, bool(ws.feature_major)), {"blk": n_blk})
+            self._copy_comp = ws.build(BLOCK_COPY, block_copy(), {"blk": n_blk})
+            self.stage = ws.buf(4 * rows)  # the row index entries each block's walk keeps, one a compact index
+            self._stage_bounds: dict[tuple[str, str], Bound] = {}
+            self._copy_bounds: dict[tuple[str, str], Bound] = {}
         if self.group:  # the group scatter's program (hand-written: kernels/trees/scatter.cl says why)
             t0 = time.perf_counter()  # (ws.build times its own builds)
             opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
@@ -109,12 +123,15 @@ class PartitionSteps:
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
         # counts and moves the row order to the next region, with the row's bins and (g, h) when rows move. The
-        # block and group partitions write no count per row: their scatters read the bin (and the row index) again
+        # block and group partitions write no count per row: their scatters read the bin (and the row index) again,
+        # except the walk and the copy (the walk keeps the row index entry, the copy reads it and writes the order)
         row = row_bins + ws.n_outputs * ws.gh_dtype.itemsize
         self.part_bytes = 4 * ws.row_index + ws.bin_bytes + 4
         self.scatter_bytes = 4 + 4 + 8 + 2 * (row if moved else 0)
         self.blk_part_bytes = 4 * ws.row_index + ws.bin_bytes
         self.blk_scatter_bytes = 4 + 4 + ws.bin_bytes + 2 * (row if moved else 0)
+        self.stage_bytes = 4 + ws.bin_bytes + 4
+        self.copy_bytes = 4 + 4
         self._row_bytes = row if moved else 0  # what a tree's last split leaves unmoved (_scatter_bytes)
 
     def flags(self, tab: str) -> Bound:
@@ -134,7 +151,8 @@ class PartitionSteps:
         split). Each split's left count lands in ``n_left``."""
         ws = self.ws
         if self.blocks:
-            (self._group_launch if self.group else self._block_launch)(n, n_blk, blk_at, tab, blk, move)
+            launch = self._group_launch if self.group else self._staged_launch if self.staged else self._block_launch
+            launch(n, n_blk, blk_at, tab, blk, move)
             return
         ws.record("tree_partition", self.flags(tab)({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
                                                     n_feat=ws.n_features), n * self.part_bytes)
@@ -148,8 +166,8 @@ class PartitionSteps:
                               [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
 
     def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
-        """The partition in blocks, a work-item each (a work-group of one: PoCL compiles a kernel per work-group
-        size, one size keeps it to one build)."""
+        """The partition in blocks where rows move, a work-item each (a work-group of one: PoCL compiles a kernel
+        per work-group size, one size keeps it to one build): the counts, then the scatter."""
         ws, br = self.ws, self.blocks
         self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
         # the scatter's output is n_left, a count a split written by the split's first block (a scatter over the
@@ -166,6 +184,31 @@ class PartitionSteps:
         ev = scatter({"blk": n_blk}, split_cols=cols, n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
                      n_out=ws.n_outputs, blk_at=blk_at, blk_rows=br, move=int(move))
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
+
+    def _staged_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
+        """The partition in blocks through the row index, a work-item each: the walk, then the copy (``move`` is
+        moot: only the row order moves)."""
+        ws, br = self.ws, self.blocks
+        ws.ensure("blk_left", 4 * n_blk)
+        # the copy's output is n_left, a count a split written by the split's first block (a scatter over the
+        # blocks): room for one a block, which a checker's bound launch checks
+        ws.ensure("n_left", 4 * n_blk, keep=ws.capacity("n_left"))
+        key = (tab_name, blk_name)
+        stage = self._stage_bounds.get(key)
+        if stage is None:
+            stage = self._stage_bounds[key] = Bound(ws, self._stage_comp, lambda: (ws["blk_left"], dict(
+                ridx=ws.ridx, split_bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name],
+                stage=self.stage)))
+        ws.record("tree_partition", stage({"blk": n_blk}, split_cols=int(self.split_bins is not ws.bins),
+                                          n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
+                                          blk_at=blk_at, blk_rows=br), n * self.stage_bytes)
+        copy = self._copy_bounds.get(key)
+        if copy is None:
+            copy = self._copy_bounds[key] = Bound(ws, self._copy_comp, lambda: (ws["n_left"], dict(
+                ridx=ws.ridx, stage=self.stage, split_tab=ws[tab_name], blk_tab=ws[blk_name],
+                blk_left=ws["blk_left"], slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
+        ws.record("tree_scatter_rows", copy({"blk": n_blk}, n_rows=ws.n_rows, blk_at=blk_at, blk_rows=br),
+                  n * self.copy_bytes)
 
     def _block_counts(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str) -> None:
         """The left rows of each of a step's ``n_blk`` blocks into ``blk_left``: the block and group partitions' first
