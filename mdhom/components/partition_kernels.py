@@ -196,6 +196,20 @@ __global const int* mdh_blk = blk_tab + blk_at;
 const int s = mdh_blk[2 * blk];
 __global const tree_split_t* t = (__global const tree_split_t*)split_tab + s;
 const int i0 = t->first + mdh_blk[2 * blk + 1] * blk_rows, end = tree_block_end(t, i0, blk_rows);"""
+# a block partition's second launch, from the blocks' left counts (blk_left): the split's left rows before the block
+# (before) and in all (nl), and the split's count and next slot from its first block; opens the block's own part
+_BLOCK_PLACES = _BLOCK_OF + """
+out_at = -1;
+if (i0 == t->first || i0 < end) {
+    int before = 0, nl = 0;
+    for (long c = (long)blk - 1; c >= 0 && mdh_blk[2 * c] == s; --c) before += blk_left[c];
+    for (long c = blk; c < SIZE_blk && mdh_blk[2 * c] == s; ++c) nl += blk_left[c];
+    nl += before;
+    if (i0 == t->first) {
+        out = nl;
+        out_at = s;
+        tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
+    }"""
 
 
 @lru_cache(maxsize=32)
@@ -216,18 +230,7 @@ def block_scatter(n_bins: int, feature_major: bool, gh_wide: bool, gh_words: int
     (``? dl++ : dr++`` had one on Intel's CPU runtime, mispredicted for about half the rows: 2-core Xeon, 500k rows,
     float64, moved rows, fits alternating, identical models: 36.4 -> 34.3 ms a depth-wise round, 46.2 -> 42.5
     loss-guided; PoCL, which had made it branch-free itself, 32.9 / 32.6)."""
-    body = _BLOCK_OF + """
-out_at = -1;
-if (i0 == t->first || i0 < end) {
-    int before = 0, nl = 0;
-    for (long c = (long)blk - 1; c >= 0 && mdh_blk[2 * c] == s; --c) before += blk_left[c];
-    for (long c = blk; c < SIZE_blk && mdh_blk[2 * c] == s; ++c) nl += blk_left[c];
-    nl += before;
-    if (i0 == t->first) {
-        out = nl;
-        out_at = s;
-        tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
-    }
+    body = _BLOCK_PLACES + """
     const int shift = t->begin - t->first, dst = tree_flip(t->begin, n_rows);
     int dl = dst + before, dr = dst + nl + (i0 - t->first - before);
     const tree_rule_t u = tree_rule_of(t, split_cols, n_rows, stride, n_feat);
@@ -315,18 +318,7 @@ def block_copy() -> Description:
     block with the next child's slot (``slot_begin``, ``slot_count``, written). A block past its split's rows (the
     spare blocks of a table cut on the device) writes nothing. No bins are read (the bins count only completes the
     typedefs the shared code needs), so one build serves every fit."""
-    body = _BLOCK_OF + """
-out_at = -1;
-if (i0 == t->first || i0 < end) {
-    int before = 0, nl = 0;
-    for (long c = (long)blk - 1; c >= 0 && mdh_blk[2 * c] == s; --c) before += blk_left[c];
-    for (long c = blk; c < SIZE_blk && mdh_blk[2 * c] == s; ++c) nl += blk_left[c];
-    nl += before;
-    if (i0 == t->first) {
-        out = nl;
-        out_at = s;
-        tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
-    }
+    body = _BLOCK_PLACES + """
     const int mine = blk_left[blk], dst = tree_flip(t->begin, n_rows);
     __global int* left = ridx + dst + before;
     __global int* right = ridx + dst + nl + (i0 - t->first - before);
