@@ -603,16 +603,20 @@ def test_lookahead_splits_what_the_next_batch_takes(monkeypatch, device, leaves,
     assert abs(made[1] - made[0]) <= 0.05 * made[0], made
 
 
-@pytest.mark.parametrize("partition", [dict(blocks=0), dict(blocks=64, block_group=0), dict(blocks=64, block_group=8)],
-                         ids=["per-row", "blocks", "groups"])
+@pytest.mark.parametrize("partition", [dict(blocks=0), dict(blocks=64, block_group=0),
+                                       dict(blocks=64, block_group=0, row_index=False),
+                                       dict(blocks=64, block_group=8)],
+                         ids=["per-row", "blocks", "blocks-moved", "groups"])
 @pytest.mark.parametrize("policy", ["lossguide", "depthwise"])
 def test_lookahead_partitions_its_tables_by_each_partition(device, partition, policy):
     """Tables made on the device partition by the layout's partition (their blocks cut on the device for the block
     and group partitions, launched for an upper bound): the reference's quantized tree bit for bit, rows in their
-    leaves, in both policies."""
+    leaves, in both policies. The CPUs' block partition in both its forms: the walk and the copy through the row
+    index, the counts and the block scatter where rows move."""
     bins, n_bins, g, h, gp, ref, want = _reference_tree(11, 3000, 0 if policy == "lossguide" else 7, 80,
                                                         policy == "lossguide")
-    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, depth_ahead=2, speculate=False, row_index=True,
+    partition = {"row_index": True, **partition}
+    dev = ob.OpenCLTreeKernels(device, precision="quantized", lookahead=2, depth_ahead=2, speculate=False,
                                whole_rows=True, columns=False, **partition)
     dev.load(bins, n_bins, 1)
     dev.set_gradients(g, h)
@@ -634,7 +638,8 @@ def test_lookahead_partitions_its_tables_by_each_partition(device, partition, po
     if not partition["blocks"]:
         assert used == {"_scatter_launch"}
     else:  # the device's tables by their blocks, which the table maker wrote beside them
-        launch = "_group_launch" if partition.get("block_group") else "_staged_launch"  # (through the row index)
+        launch = ("_group_launch" if partition.get("block_group")
+                  else "_staged_launch" if partition["row_index"] else "_block_launch")
         assert used == {launch} and any(str(b).startswith("ahead_blk") for b in calls[launch]), calls
 
 

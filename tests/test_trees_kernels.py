@@ -381,8 +381,8 @@ def test_partition(device, feature_major, row_index):
     """The go-left scan over the split nodes' rows end to end, the group partition's per-block counts and the block
     partition's walk (its counts and the rows it keeps), against the numpy partition; with bins in position order
     (rows moved) or in row order read through the row index. (The
-    scatters that move each row to the position these counts give are the backend's, checked by the byte-identical
-    trees of test_trees_backend.)"""
+    scatters that move each row to the position these counts give: test_row_scatters, and the byte-identical trees of
+    test_trees_backend.)"""
     rng = np.random.default_rng(9)
     n_rows, n_feat, n_bins = 1031, 5, 9
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)
@@ -496,7 +496,7 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     bins (4-byte words where a row is whole words: 8 features) and (g, h) words (4 or 8 bytes, two outputs) along
     unless ``move`` is 0; every split's left count and its next child's slot; nothing else written. The block
     partition's (``blocks``) walks a block at a time (blocks of 64, a split's last shorter, an empty split one empty
-    block, and spare blocks past the last split's rows as a table made on the device has) from the blocks' left
+    block, a sentinel record with spare blocks ending the table as a table made on the device does) from the blocks' left
     counts: the scatter where rows move, the walk and then the copy through the row index; the per-row one (``rows``) takes each index's place from the inclusive go-left counts, launched for an
     upper bound of the indices (a sentinel record with no rows ends the table, as a table made on the device does).
     Under random configurations."""
@@ -507,7 +507,7 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     begin = begin.astype(np.int64)
     begin[3:] += 2 * n_rows  # the last three nodes in region 2 (their children go to region 1)
     split = [4, 1, 2, 3]
-    tab = tb.split_table(len(split) + (kind == "rows"))
+    tab = tb.split_table(len(split) + 1)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(np.uint8)  # row order
     # positions: region 0 holds the rows in order, region 2 the nodes that lie there
     ridx3 = np.full(3 * n_rows, -1, np.int32)
@@ -518,8 +518,8 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
         tab[j] = (i, rng.integers(n_feat), rng.integers(n_bins - 2), i % 2, 20 + 2 * i, 21 + 2 * i,
                   begin[i], count[i], (0, 1, -1, 0)[j], 0, -1)
     tab["first"][1:] = np.cumsum(tab["count"][:-1])
-    if kind == "rows":  # the sentinel: no rows, at the end of the ranges
-        tab[-1] = (-1, 0, 0, 0, -1, -1, 0, 0, -1, tab["first"][-2] + tab["count"][-2], -1)
+    # the sentinel that ends a table made on the device: no rows, at the end of the ranges
+    tab[-1] = (-1, 0, 0, 0, -1, -1, 0, 0, -1, tab["first"][-2] + tab["count"][-2], -1)
     raw = tb.with_left_tables(tab, np.full(len(tab), -1), np.zeros((0, n_bins + 3), np.uint8))
     gh_words = 2 * n_out
     word = np.uint64 if wide else np.uint32
@@ -541,8 +541,8 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     if kind == "blocks":
         blk_rows = 64
         pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
-        spare = 3  # a table made on the device is launched for an upper bound of its blocks: the last split's
-        pairs = np.concatenate([pairs, np.repeat([[len(tab) - 1, 99]], spare, axis=0).reshape(-1).astype(np.int32)])
+        spare = 3  # a table made on the device is launched for an upper bound of its blocks: the sentinel's
+        pairs = np.concatenate([pairs, np.array([[len(tab) - 1, k] for k in range(1, spare + 1)], np.int32).reshape(-1)])
         n_blk += spare
         blk_left = np.array([int(goes[f + k * blk_rows:f + min(c, (k + 1) * blk_rows)].sum())
                              for f, c in zip(tab["first"], tab["count"], strict=True)
@@ -553,12 +553,22 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
                       blk_at=raw.size // 4, blk_rows=blk_rows)
         if row_index:  # the walk first (tree_block_stage: the blocks' counts and the rows it keeps), then the copy
             stage_d = pt.block_stage(n_bins, feature_major)
-            got, kept = run_writing(stage_d, device, stage_d.default_config(device, sizes), sizes,
-                                    ridx=("o", ridx3, None), split_bins=("o", stored, None),
-                                    split_tab=("o", table, None), blk_tab=("o", table, None),
-                                    stage=("o", np.zeros(n_rows, np.int32), None), split_cols=0, n_rows=n_rows,
-                                    stride=stride, n_feat=n_feat, blk_at=raw.size // 4, blk_rows=blk_rows)
-            np.testing.assert_array_equal(got, blk_left)
+            want_kept = np.full(n_rows, -1, np.int32)  # each block's left rows up from its first index, right down
+            for t in tab:
+                f, c = int(t["first"]), int(t["count"])
+                for i0 in range(f, f + c, blk_rows):
+                    end = min(i0 + blk_rows, f + c)
+                    rows = ridx3[t["begin"] + (i0 - f):t["begin"] + (end - f)]
+                    go = goes[i0:end].astype(bool)
+                    want_kept[i0:end] = np.concatenate([rows[go], rows[~go][::-1]])
+            for cf in configs(stage_d, device, sizes, seed=23, n=4):
+                got, kept = run_writing(stage_d, device, cf, sizes, ridx=("o", ridx3, None),
+                                        split_bins=("o", stored, None), split_tab=("o", table, None),
+                                        blk_tab=("o", table, None), stage=("o", np.full(n_rows, -1, np.int32), None),
+                                        split_cols=0, n_rows=n_rows, stride=stride, n_feat=n_feat,
+                                        blk_at=raw.size // 4, blk_rows=blk_rows)
+                np.testing.assert_array_equal(got, blk_left, err_msg=str(cf))
+                np.testing.assert_array_equal(kept["stage"], want_kept, err_msg=str(cf))
             desc = pt.block_copy()
             args = dict(common, stage=kept["stage"])
             moves = dict(ridx=moves["ridx"], slot_begin=moves["slot_begin"], slot_count=moves["slot_count"],
@@ -572,11 +582,11 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
         sizes = {"pos": n}
         args = dict(split_tab=("o", raw.view(np.int32), None), incl=np.cumsum(goes).astype(np.int32), n=n,
                     n_split=len(tab))
-    for move in (1, 0):
+    for move in ((1, 0) if any(p.name == "move" for p in desc.params) else (1,)):  # (the copy moves the order only)
         want = block_scatter_reference(tab, goes, ridx3, None if row_index else bins3, None if row_index else gh3,
                                        n_rows, move)
         for cf in configs(desc, device, sizes, seed=22 + move, n=4):
-            move_arg = {"move": move} if any(p.name == "move" for p in desc.params) else {}  # (the copy: the order)
+            move_arg = {"move": move} if any(p.name == "move" for p in desc.params) else {}
             out, written = run_writing(desc, device, cf, sizes, **moves, **args, **move_arg)
             msg = f"{cf} move={move}"
             np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)

@@ -83,7 +83,7 @@ inline void tree_split_counts(__global const tree_split_t* t, const int s, const
     tree_split_slots(t, s, nl, n_rows, slot_begin, slot_count);
 }
 
-/* The block walk (CPUs: the generated tree_block_scatter): the split nodes' compact
+/* The block walks (CPUs: the generated tree_block_scatter and tree_block_stage): the split nodes' compact
  * ranges cut into blocks of at most `blk_rows` indices, a block in one split only (`blk`, from int `blk_at` on: per
  * block its split's index and the block's index among the split's; each split has at least one block, empty for an
  * empty node, so its counts and slot tables are written). The split read: bins in position order (moved rows) or
@@ -137,10 +137,11 @@ inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ri
     return tree_row_go(bins, tree_block_row(ridx, p), u, cat_tab);
 }
 
-/* TREE_PREFETCH (the generated block scatter's PREFETCH: CPUs, and checkers, where MDH_PREFETCH reads the byte),
+/* TREE_PREFETCH (the generated tree_block_stage's PREFETCH: CPUs, and checkers, where MDH_PREFETCH reads the byte),
  * rows read through the row index: a block's walk asks for the split bin of the row MDH_PREFETCH_AHEAD positions on,
  * as the generator's PREFETCH does for gathered rows: a CPU otherwise waits a memory latency per row of a wide
- * matrix. 0 where undefined (the hand-written group scatter, which does not walk). */
+ * matrix. 0 where undefined (the block scatter, whose rows move and stream in order; the copy; the hand-written group
+ * scatter). */
 #ifndef TREE_PREFETCH
 #define TREE_PREFETCH 0
 #endif

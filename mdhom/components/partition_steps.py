@@ -211,8 +211,8 @@ class PartitionSteps:
                   n * self.copy_bytes)
 
     def _block_counts(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str) -> None:
-        """The left rows of each of a step's ``n_blk`` blocks into ``blk_left``: the block and group partitions' first
-        launch."""
+        """The left rows of each of a step's ``n_blk`` blocks into ``blk_left``: the first launch of the group
+        partition and of the block partition where rows move (the walk counts its own through the row index)."""
         ws = self.ws
         ws.ensure("blk_left", 4 * n_blk)
         key = (tab_name, blk_name)
