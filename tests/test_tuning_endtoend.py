@@ -5,6 +5,7 @@ checked exactly; the real timer trains a few rounds (``round_seconds``) and is e
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -450,3 +451,34 @@ def test_a_cpus_check_trains_its_quantized_fits_too(cpu_device, tmp_path, monkey
     monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path))
     ran = FIT_CLASSES(cpu_device, Workload(rows=3000, rounds=3, leaves=7), make_higgs_like(3000, 28, 0, 0.0, 0))
     assert cls in ran.get("tree_histogram_rows", set()), ran
+
+
+def test_a_consistent_win_within_the_noise_is_kept(cpu_device, tmp_path, monkeypatch):
+    """A configuration whose every repeat beats every repeat without it by the margin is kept even where one outlier
+    fit makes the repeats' spread larger than the win (a CPU check, judged by the round): rounds 0.90-0.92 with the
+    tuned layout against 1.0 without, one of them an outlier of 1.3. A configuration whose repeats overlap (0.88-1.05
+    against 1.0) is not."""
+    monkeypatch.setenv(configs.TUNED_DIR_ENV, str(tmp_path / "user"))
+    calls = itertools.count()
+
+    def timer(effect, spread):  # noqa: ANN001, ANN202
+        base = _machine({"tree_layout_quantized": effect})
+
+        def run(device, work, data):  # noqa: ANN001, ANN202
+            t = base(device, work, data)
+            i = next(calls)
+            if t == 1.0:  # without: one outlier fit in every seven
+                return 1.3 if i % 7 == 3 else 1.0
+            return t * spread[i % len(spread)]
+        return run
+
+    entries = [("tree_layout_quantized", "c", _entry({"NUM_WI_i": 2}), "sha256:0")]
+    lines: list[str] = []
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=3), echo=lines.append,
+                timer=timer(0.9, (1.0, 1.01, 1.02)))
+    assert res.kept == ["tree_layout_quantized"], lines
+    assert any("(every repeat faster)" in line for line in lines), lines
+    assert any(line.startswith("the fits' repeats varied up to 30%") for line in lines), lines
+    res = check(cpu_device, entries, Workload(rows=200, rounds=2, leaves=3, repeats=3), echo=lambda s: None,
+                timer=timer(0.9, (0.98, 1.17, 1.02)))
+    assert res.kept == []
