@@ -302,8 +302,8 @@ out = nl;"""
                 Input("stage", "int", ("*",), gather=True, writes=True)],
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("blk_at", "int"), Param("blk_rows", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
-        + "#define TREE_MOVE_ROWS 0\n#define TREE_PREFETCH PREFETCH\n" + snippet("row_moves.cl"),
+        preamble=_rows_preamble(n_bins, feature_major, False) + "#define TREE_PREFETCH PREFETCH\n"
+        + snippet("row_moves.cl"),
         prefetch=True,
     )
 
@@ -334,18 +334,22 @@ def block_copy() -> Description:
                 Input("slot_begin", "int", ("*",), gather=True, writes=True),
                 Input("slot_count", "int", ("*",), gather=True, writes=True)],
         params=[Param("n_rows", "int"), Param("blk_at", "int"), Param("blk_rows", "int")],
-        preamble=defines("double", DEFAULT_BINS) + bins_reader() + snippet("positions.cl")
-        + "#define TREE_MOVE_ROWS 0\n" + snippet("row_moves.cl"),
+        preamble=_rows_preamble(DEFAULT_BINS, False, False) + snippet("row_moves.cl"),
         scatter=True,
     )
 
 
+def _rows_preamble(n_bins: int, feature_major: bool, moved: bool) -> str:
+    """What every kernel built on kernels/trees/row_moves.cl defines before it: the tables, the bins' reader, the
+    positions' regions and whether rows move."""
+    return (defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
+            + f"#define TREE_MOVE_ROWS {int(moved)}\n")
+
+
 def _moves_preamble(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int,
                     row_words: int) -> str:
-    """What the generated scatters define before kernels/trees/row_moves.cl: the tables, the bins' reader, the
-    positions' regions and how a row moves (its bins as words or bytes, its (g, h) words)."""
-    return (defines("double", n_bins, feature_major=feature_major) + bins_reader() + snippet("positions.cl")
-            + f"#define TREE_MOVE_ROWS {int(moved)}\n#define TREE_GH_WIDE {int(gh_wide)}\n"
+    """:func:`_rows_preamble`, and for the scatters how a row moves (its bins as words or bytes, its (g, h) words)."""
+    return (_rows_preamble(n_bins, feature_major, moved) + f"#define TREE_GH_WIDE {int(gh_wide)}\n"
             f"#define TREE_GH_WORDS {int(gh_words)}\n#define TREE_ROW_WORDS {int(row_words)}\n")
 
 
