@@ -450,7 +450,9 @@ REAL_ROWS = textwrap.dedent("""
     import pyopencl.array as cl_array
     import mdhom
     from mdhom.components import histogram as hg
+    from mdhom.components import histogram_blocks as hb
     from mdhom.components import row_histogram_real as rhr
+    from mdhom.components.workspace import opaque
     from mdhom.learn.binning import bin_dtype
     from mdhom.mdh import build_within_limits
 
@@ -480,11 +482,30 @@ REAL_ROWS = textwrap.dedent("""
         comp = build_within_limits(desc, dev, cfg)
         at = np.arange(n_rows) if index else ridx  # a row-index build reads row ridx[p] at position p
         extra = {"ridx": put(ridx)} if index else {}
-        got = comp.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q,
-                           bins=put(bins[at].reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
-                           slot_begin=put(begin), slot_count=put(count), n_rows=n_rows, **extra).out.get()
+        args = dict(bins=put(bins[at].reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
+                    slot_begin=put(begin), slot_count=put(count), n_rows=n_rows, **extra)
+        got = comp.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=0,
+                           part=opaque(put(np.zeros(1)), None), blk_first=opaque(put(np.zeros(1, np.int32)), None)
+                           ).out.get()
         got = got.reshape(len(counts), n_feat, k, n_bins)
         assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words, index)
+        # each node's blocks of 16 rows in turn: the last in the output, the earlier ones in part, summed in order
+        cells, slots = n_feat * k * n_bins, hb.block_slots(len(counts), n_rows, 16)
+        first = hb.row_blocks_reference(begin, count, slots, 16)[2]
+        blocked = build_within_limits(rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index),
+                                                              block_rows=16), dev, cfg)
+        part = put(np.zeros(slots * cells * 2))
+        got = blocked.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=1,
+                              part=opaque(part, None), blk_first=opaque(put(first), None)).out.get()
+        held = part.get().reshape(slots, -1)
+        held[:len(counts)] = got.view(np.float64).reshape(len(counts), -1)
+        summed = hb.hist_blocks_reference(held, first, count, 16)[:len(counts)].view(got.dtype)
+        summed = summed.reshape(len(counts), n_feat, k, n_bins)
+        blocks = np.zeros_like(want)
+        for i, (b, c) in enumerate(zip(begin, count)):
+            for j in range(0, c, 16):
+                blocks[i] = blocks[i] + hg.histogram_reference(bins, g, h, ridx, [b + j], [min(16, c - j)], n_bins)[0]
+        assert np.array_equal(np.stack([summed["g"], summed["h"]], axis=-1), blocks), (n_feat, n_bins, groups, index)
     print("REAL-OK")
 """)
 
@@ -494,8 +515,55 @@ def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
     the row index (with the prefetch of the row 16 positions on), a row's (g, h) added as scalars and as one vector
     (``PAIR_VEC``), an empty node and a node of one row: the reference's sums bit for bit, no out-of-bounds access, no
-    race, no uninitialised read."""
+    race, no uninitialised read; and each node's blocks of 16 rows folded in turn (``blocks`` 1: the earlier ones
+    stored in ``part``), which added up in order are the blocked sums."""
     checked(REAL_ROWS, "REAL-OK")
+
+
+BLOCKED_TREES = textwrap.dedent("""
+    import numpy as np
+    import mdhom.components.histogram_builder as hbuild
+    import mdhom.trees.reference as ref
+    from mdhom.learn.binning import BinMapper
+    from mdhom.trees.backend import SplitParams
+    from mdhom.trees.grower import GrowParams, grow_tree
+    from mdhom.trees.numpy_backend import NumpyKernels
+    from mdhom.trees.opencl_backend import OpenCLTreeKernels
+
+    ref.BLOCK_ROWS = hbuild.BLOCK_ROWS = 16
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 4))
+    g, h = np.tanh(X[:, :2].sum(1, keepdims=True)), 0.25 + 0.5 * rng.random((300, 1))
+    m = BinMapper(15).fit(X)
+    bins = m.transform(X)
+    mask = np.ones(4, bool)
+
+    def tree(kernels, lossguide, turns_from=None):
+        kernels.load(bins, m.n_bins, 1)
+        if turns_from is not None:
+            kernels.hist.turns_from = turns_from
+        kernels.set_gradients(g, h)
+        gp = GrowParams(SplitParams(1.0, 0.0, 0.0, 1e-3), 0.1, 0 if lossguide else 4, 12 if lossguide else 0,
+                        lossguide)
+        return grow_tree(kernels, None, mask, gp, lambda f, b: np.asarray(b, float))
+
+    for layout in ({"whole_rows": True}, {"whole_rows": True, "row_index": True}, {}):
+        for turns_from in (1, 4):  # every launch's nodes folding their blocks in turn; fewer than 4 nodes in slots
+            for lossguide in (True, False):
+                dev = OpenCLTreeKernels("oclgrind", **layout)
+                got, want = tree(dev, lossguide, turns_from), tree(NumpyKernels(), lossguide)
+                for field in ("left", "right", "feature", "bin", "default_left", "value", "gain"):
+                    assert np.array_equal(getattr(got, field), getattr(want, field)), (layout, field)
+                assert "tree_hist_blocks" in dev.ws.computations
+    print("BLOCKS-OK")
+""")
+
+
+def test_blocked_histograms_clean_under_oclgrind(oclgrind_device):
+    """Float64 trees whose nodes span many row blocks (blocks of 16 rows here): their blocks built as nodes of their
+    own (``tree_row_blocks``) or folded in turn by the whole-row build, added up by ``tree_hist_blocks``; the trees the
+    blocked reference grows, no out-of-bounds access, no race, no uninitialised read."""
+    checked(BLOCKED_TREES, "BLOCKS-OK", timeout=900)
 
 
 @pytest.mark.parametrize("row_index, n_bins, blocks, group, feature_major",

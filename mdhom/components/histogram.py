@@ -125,13 +125,14 @@ def histogram_reference(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, ri
                         slot_begin: np.ndarray, slot_count: np.ndarray, n_bins: int) -> np.ndarray:
     """(node, feat, output, bin, 2): :func:`mdhom.trees.reference.histograms` on ridx ranges (``bins``,
     ``grad``, ``hess`` in row order; the kernel reads them permuted by ``ridx``); float64, or integers for
-    quantized gradients."""
+    quantized gradients. Each node folded whole, as one launch of a histogram kernel adds its rows (a fit's real-lane
+    nodes of more than a block go in blocks: :mod:`mdhom.components.histogram_blocks`)."""
     from mdhom.trees import reference as ref  # the tree learner's numpy reference
 
     row_node = np.full(bins.shape[0], -1, np.int64)
     for i, (b, c) in enumerate(zip(slot_begin, slot_count, strict=True)):
         row_node[ridx[b:b + c]] = i
-    h = ref.histograms(bins, grad, hess, row_node, np.arange(len(slot_begin)), n_bins)  # (N, F, B, K, 2)
+    h = ref.histograms(bins, grad, hess, row_node, np.arange(len(slot_begin)), n_bins, blocked=False)  # (N, F, B, K, 2)
     return np.ascontiguousarray(h.transpose(0, 1, 3, 2, 4))
 
 

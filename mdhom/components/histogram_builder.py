@@ -6,6 +6,7 @@ listed nodes and their siblings by subtraction, written and read in place throug
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,6 +15,15 @@ import numpy as np
 import pyopencl as cl
 
 from mdhom.components.histogram import SIBLINGS, hist_siblings, histogram, histogram_spec
+from mdhom.components.histogram_blocks import (
+    BLOCK_ROWS,
+    HIST_BLOCKS,
+    ROW_BLOCKS,
+    block_count,
+    block_slots,
+    hist_blocks,
+    row_blocks,
+)
 from mdhom.components.lanes import hist_gh_type
 from mdhom.components.row_histogram import (
     HISTOGRAM_GROUPS,
@@ -108,7 +118,8 @@ class HistogramBuilder:
             self.whole_rows = True
             self.spec = HISTOGRAM_ROWS_REAL
             self._dims = [{"grp": real_groups(ws.device, f, c, feature_bytes)} for c, _ in classes]
-            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index) for d in self._dims]
+            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index, block_rows=BLOCK_ROWS)
+                     for d in self._dims]
         elif self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
             self._dims = [{"grp": groups} for _ in classes]
@@ -141,13 +152,25 @@ class HistogramBuilder:
         ws.ensure("arena", 64 * self.nb)
 
         ridx = {"ridx": ws.ridx} if ws.row_index else {}
+        # the real-lane whole-row build folds a node's blocks in turn where asked (blocks=1), storing the earlier ones
+        # in ``part`` (the output's buffer, past the nodes), each node's from its slot in ``blk_first``
+        self._folds_blocks = self.spec is HISTOGRAM_ROWS_REAL
+        ws.ensure("blk_first", 4 * LEVEL_NODES)
+        self._whole = dict(blocks=0) if self._folds_blocks else {}
 
         def hist_buffers():  # noqa: ANN202
             return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
-                                          slot_count=ws["slot_count"], **ridx)
+                                          slot_count=ws["slot_count"], **ridx, **self._block_inputs())
 
         self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
         self._flat = [c.flat for c in builds]
+        self._builds = builds
+        # real lanes: nodes of more than BLOCK_ROWS rows in blocks (histogram_blocks), its kernels built at first use
+        self.blocked = not ws.quantized
+        # launches of at least this many nodes fold each node's blocks in turn (whole-row real builds): their nodes
+        # fill the device; fewer nodes lay the blocks out as nodes of their own (parallel over a node's blocks)
+        self.turns_from = max(1, ws.device.compute_units)
+        self._blocks: tuple[list[Bound], list[Bound], Bound, Bound] | None = None
 
         # its output, parents and child are chosen per call (views of the arena's slots, hist_small, hist_work)
         self.k_sib = Bound(ws, sib, lambda: (ws["hist_small"], dict(child=ws["hist_small"], parent=ws["arena"],
@@ -201,20 +224,23 @@ class HistogramBuilder:
         return DeviceHist(slot, n, np.asarray(nodes, np.int32), self.gen)
 
     def build(self, nodes: np.ndarray, max_count: int, rows: int = 0, transient: bool = False,
-              per_node: int | None = None) -> DeviceHist:
+              per_node: int | None = None, total: int | None = None) -> DeviceHist:
         """Histograms of ``nodes`` (the slot tables hold their ranges; ``max_count`` the longest, or a bound on it;
         ``rows``, their rows in all, only for the bytes a profile reports: each row's bins, (g, h) and row index are
         read once). ``transient``: the handle is only the child of the next ``siblings`` call, which writes it with
         its siblings anyway; it gets no slots of its own (it stays in hist_small). Otherwise the histograms are
         written into the arena's slots (:meth:`Workspace.written <mdhom.components.workspace.Workspace.written>`:
-        in place, or copied there on devices without sub-buffers). ``per_node``: about
-        the rows a node holds, where ``max_count`` is only a bound (levels split on the device: the host knows no
-        ranges, only the rows of its last step's largest node), see :func:`row_class`."""
+        in place, or copied there on devices without sub-buffers). ``per_node``: about the rows a node holds, where
+        ``max_count`` is only a bound (levels split on the device: the host knows no ranges, only the rows of its last
+        step's largest node), see :func:`row_class`. ``total``: the nodes' rows in all, or a bound on them (the block
+        slots a build of real-lane nodes of more than BLOCK_ROWS rows lays out; default every row of the fit)."""
         nodes = np.asarray(nodes, np.int32).reshape(-1)
         n = int(nodes.size)
         if n == 0 or max_count == 0:
             return self.zeros(nodes)
         ws = self.ws
+        if self.blocked and max_count > BLOCK_ROWS:
+            return self._build_blocks(nodes, max_count, rows, transient, total, per_node)
         if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
             at = row_class(self.classes, self._flat, max(1, self.ws.n_rows), max_count, per_node)
         else:  # by node count: the first class that holds them
@@ -225,13 +251,92 @@ class HistogramBuilder:
             z, self._zeroed = self._zeroed, None
             zeroed = z is not None and launch.comp.flat and z[2] >= n and ws[z[0]] is z[1]
             name = z[0] if zeroed else "hist_small"
-            ws.record(self.d_hist.name, launch(sizes, {"out": ws[name]}, zeroed, n_rows=ws.pos_stride),
+            ws.record(self.d_hist.name, launch(sizes, {"out": ws[name]}, zeroed, n_rows=ws.pos_stride, **self._whole),
                       rows * self.row_bytes)
             self._small_holds = (self.gen, -1, n, name)
             return DeviceHist(-1, n, nodes, self.gen)
         slot = self._alloc(n)  # into the arena's slots
         with ws.written("arena", slot * self.nb, n * self.nb) as out:
-            ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride), rows * self.row_bytes)
+            ws.record(self.d_hist.name, launch(sizes, {"out": out}, n_rows=ws.pos_stride, **self._whole),
+                      rows * self.row_bytes)
+        return DeviceHist(slot, n, nodes, self.gen)
+
+    def _block_inputs(self) -> dict[str, cl.Buffer]:
+        """The real-lane whole-row build's inputs for folding a node's blocks in turn, as of now (``part`` stands in
+        until a launch passes the output's buffer)."""
+        ws = self.ws
+        return dict(part=ws["hist_small"], blk_first=ws["blk_first"]) if self._folds_blocks else {}
+
+    def _block_kernels(self) -> tuple[list[Bound], list[Bound], Bound, Bound]:
+        """The histogram builds' launches over block slots and (real-lane whole rows) over nodes folding their blocks
+        in turn, the block table's launch and the blocks' sums (built at first use: a fit of nodes of at most
+        BLOCK_ROWS rows builds none of them). The sums write no output of their own (they add up in place in ``hist``):
+        the buffer they add up in stands in for it, never written through it."""
+        if self._blocks is None:
+            ws = self.ws
+            ridx = {"ridx": ws.ridx} if ws.row_index else {}
+            k_slots = [Bound(ws, c, lambda: (ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["blk_begin"],
+                                                                    slot_count=ws["blk_count"], **ridx,
+                                                                    **self._block_inputs())))
+                       for c in self._builds]
+            k_turns = [Bound(ws, c, lambda: (ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
+                                                                    slot_count=ws["slot_count"], **ridx,
+                                                                    **self._block_inputs())))
+                       for c in self._builds] if self._folds_blocks else []
+            tab = ws.build(ROW_BLOCKS, row_blocks(), {"v": LEVEL_NODES})
+            k_tab = Bound(ws, tab, lambda: (ws["blk_count"], dict(slot_begin=ws["slot_begin"],
+                                                                  slot_count=ws["slot_count"],
+                                                                  begin=ws["blk_begin"], first=ws["blk_first"])))
+            sums = ws.build(HIST_BLOCKS, hist_blocks(ws.precision), {"node": LEVEL_NODES, "cell": ws.cells})
+            k_sum = Bound(ws, sums, lambda: (ws["hist_small"], dict(hist=ws["hist_small"], first=ws["blk_first"],
+                                                                    slot_count=ws["slot_count"])))
+            self._blocks = (k_slots, k_turns, k_tab, k_sum)
+        return self._blocks
+
+    def _build_blocks(self, nodes: np.ndarray, max_count: int, rows: int, transient: bool,
+                      total: int | None, per_node: int | None) -> DeviceHist:
+        """:meth:`build` of real-lane nodes of more than BLOCK_ROWS rows (``max_count``, or a bound on it; ``total``,
+        their rows in all or a bound), summed block by block in the reference's order
+        (:mod:`mdhom.components.histogram_blocks`): each node's earlier blocks' histograms into slots past the nodes'
+        (given back after), its last block's into its own, then the earlier ones and the last added up in order
+        (``tree_hist_blocks``). The blocks are built either as nodes of their own (laid out by ``tree_row_blocks``:
+        parallel over a node's blocks, for launches of fewer nodes than the device has compute units) or, by the
+        real-lane whole-row build, each node's in turn by one work-item (no launch over block slots that the bound
+        on their number leaves empty)."""
+        ws, n, nb = self.ws, int(nodes.size), self.nb
+        self.ensure(n)
+        bound = min(n * max_count, ws.n_rows, ws.n_rows if total is None else total)
+        slots = min(n * int(block_count(max_count, BLOCK_ROWS)), block_slots(n, bound, BLOCK_ROWS))
+        for name in ("blk_count", "blk_begin", "blk_first"):
+            ws.ensure(name, 4 * slots)
+        k_slots, k_turns, k_tab, k_sum = self._block_kernels()
+        turns = bool(k_turns) and n >= self.turns_from
+        ws.record("tree_row_blocks", k_tab({"v": n if turns else slots}, n_nodes=n, block_rows=BLOCK_ROWS))
+        if turns:
+            at = row_class(self.classes, self._flat, max(1, ws.n_rows), max_count, per_node)
+            launch, sizes, params = k_turns[at], {"node": n, **self._dims[at], "pos": max_count}, dict(blocks=1)
+        else:
+            if self.whole_rows:
+                at = row_class(self.classes, self._flat, max(1, ws.n_rows), BLOCK_ROWS)
+            else:
+                at = next((i for i, (c, _) in enumerate(self.classes) if slots <= c), len(self.classes) - 1)
+            launch, sizes, params = k_slots[at], {"node": slots, **self._dims[at], "pos": BLOCK_ROWS}, self._whole
+        views = ("out", "part") if self._folds_blocks else ("out",)
+        self._zeroed = None
+        if transient:  # in hist_small, the earlier blocks after the nodes
+            if slots * nb > ws.capacity("hist_small"):
+                ws.ensure("hist_small", slots * nb)
+            out, slot = ws["hist_small"], -1
+            self._small_holds = (self.gen, -1, n, "hist_small")
+        else:  # in the arena's slots, the earlier blocks in the slots after them, given back after
+            slot = self._alloc(slots)
+        with contextlib.nullcontext(out) if transient else ws.written("arena", slot * nb, slots * nb) as out:
+            ws.record(self.d_hist.name, launch(sizes, dict.fromkeys(views, out), n_rows=ws.pos_stride, **params),
+                      rows * self.row_bytes)
+            ws.record("tree_hist_blocks", k_sum({"node": n, "cell": ws.cells}, {"out": out, "hist": out},
+                                                block_rows=BLOCK_ROWS))
+        if not transient:
+            self.top = slot + n
         return DeviceHist(slot, n, nodes, self.gen)
 
     def _siblings_launch(self, parent_slots: np.ndarray, child: DeviceHist, run: bool | None, parent: cl.Buffer,

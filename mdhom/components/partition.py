@@ -177,7 +177,9 @@ class RowPartitioner:
         self._written_ahead: tuple[_Ahead, int] | None = None  # write_leaves_ahead's step and its entries
         self.tree = 0  # resets so far (a tree begins with one or two): whether results are of the rows' tree still
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
-        self._prepared: tuple[tuple[int, ...], int] | None = None
+        self._prepared: tuple[tuple[int, ...], int, int] | None = None
+        # the rows of the nodes whose ranges slots() set last, or a bound on them (a histogram build's row blocks)
+        self.slots_rows = 0
         self._root_host = np.array([0, ws.n_rows], np.int32)
         # each node's range of positions, by node id (arrays, not dicts: a depth-wise level updates up to 2^depth
         # nodes at once); a node never split into has count 0
@@ -284,16 +286,19 @@ class RowPartitioner:
         self.ensure(n)
         prep = self._prepared
         if prep is not None and tuple(nodes.tolist()) == prep[0]:
+            self.slots_rows = prep[2]
             return prep[1]
         if n == 1 and int(nodes[0]) == 0 and self.begin[0] == 0 and self.count[0] == ws.n_rows:
             if ws.n_rows:
                 ws.send(ws["slot_begin"], self._root_host[:1])
                 ws.send(ws["slot_count"], self._root_host[1:])
+            self.slots_rows = ws.n_rows
             return ws.n_rows
         self._materialize()
         self.resolve()
         begin, count = self._ranges(nodes)
         maxc = int(count.max()) if n else 0
+        self.slots_rows = int(count.sum())
         if maxc:
             ws.put("slot_begin", ws["slot_begin"], begin, np.int32)
             ws.put("slot_count", ws["slot_count"], count, np.int32)
@@ -384,7 +389,7 @@ class RowPartitioner:
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
             most = int(count.max())
-            self._prepared = (tuple(built.tolist()), most)
+            self._prepared = (tuple(built.tolist()), most, int(count.sum()))
             if row is None:
                 self._last = (n, most, ns)
 

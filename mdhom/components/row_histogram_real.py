@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from mdhom.components.histogram import EXACT_ROWS
+from mdhom.components.histogram_blocks import BLOCK_ROWS
 from mdhom.components.lanes import (
     DEFAULT_BINS,
     bin_ctype,
@@ -69,9 +70,28 @@ _ROWS_ADD_REAL = """#if PAIR_VEC
 #endif"""
 
 
+# With ``blocks`` 1, the first row of each block but the first (position a multiple of TREE_BLOCK_ROWS) stores the
+# block just folded into the node's slot for it in ``part`` (the node's earlier blocks from slot ``blk_first[node]``
+# on, as tree_row_blocks lays them out) and starts the next from zero: a node's blocks in turn, the last left in the
+# output, for tree_hist_blocks to add up in the reference's order (mdhom.components.histogram_blocks)
+_BLOCK_FLUSH = """
+if (blocks && pos > 0 && (pos & (TREE_BLOCK_ROWS - 1)) == 0 && pos < slot_count[node]) {
+    __global tree_hist_t* mdh_dst = part + (((long)blk_first[node] + pos / TREE_BLOCK_ROWS - 1) * SIZE_grp + grp)
+                                           * (2 * TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS);
+    for (int mdh_c = 0; mdh_c < TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS; ++mdh_c) {
+        mdh_dst[2 * mdh_c] = acc.v[mdh_c].g;
+        mdh_dst[2 * mdh_c + 1] = acc.v[mdh_c].h;
+        acc.v[mdh_c].g = 0;
+        acc.v[mdh_c].h = 0;
+    }
+}
+"""
+
+
 @lru_cache(maxsize=32)
 def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: int, precision: str = "double",
-                        feature_major: bool = False, row_index: bool = False, sparse: bool = False) -> Description:
+                        feature_major: bool = False, row_index: bool = False, sparse: bool = False,
+                        block_rows: int = BLOCK_ROWS) -> Description:
     """The float64 (or float32) histogram of whole rows: (node, grp, pos), each work-item reading a row's (g, h) once
     per group of ``n_features / groups`` features and adding it to the group's bins, the output the node's
     (feat, output, bin) layout as :func:`mdhom.components.row_histogram.histogram_groups` writes it (``groups`` 1:
@@ -84,10 +104,16 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     the nodes (one work-item a node at the root otherwise). No local atomics (none for reals): no ``PARTIALS_LOCAL``,
     ``FLAT`` or ``PACKED``; the same ``ROW_WORDS`` (a group's bins read as words), ``PREFETCH`` (row-index builds of
     dense rows) and ``INLINE`` as the quantized whole-row builds; ``PAIR_VEC`` adds a row's (g, h) to a bin as one
-    two-lane vector (``_ROWS_ADD_REAL``), the real lanes' counterpart of the int builds' ``PACKED``."""
+    two-lane vector (``_ROWS_ADD_REAL``), the real lanes' counterpart of the int builds' ``PACKED``.
+
+    A fit's nodes of more than ``block_rows`` rows are summed in blocks (:mod:`mdhom.components.histogram_blocks`):
+    launched with ``blocks`` 1, a work-item folds its node's blocks in turn, storing each but the last in ``part``
+    (``_BLOCK_FLUSH``); with ``blocks`` 0 it folds the node whole (a block's slot, or a node of one block)."""
     f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
     if g < 1 or f % g:
         raise ValueError(f"feature groups: at least 1, dividing the {f} features; got {g}")
+    if block_rows < 1 or block_rows & (block_rows - 1):
+        raise ValueError(f"block_rows: a power of two; got {block_rows}")
     words = row_words(b, f, feature_major, sparse)
     per_word = 4 // np.dtype(bin_dtype(b)).itemsize
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
@@ -100,16 +126,21 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
         Array(hist_gh_type(precision), (f // g) * k * b),
         switches=(("ROW_WORDS",) if words else ()) + ("PAIR_VEC",),
         scalar=zero + body.format(body=_ROWS_ADD_REAL.replace("acc.", "out."), **fmt),
-        accumulate=body.format(body=_ROWS_ADD_REAL, **fmt), extents={"pos": "slot_count[node]"}, chunked=True,
+        accumulate=_BLOCK_FLUSH + body.format(body=_ROWS_ADD_REAL, **fmt), extents={"pos": "slot_count[node]"},
+        chunked=True,
         inline_fold=not row_index, prefetch=prefetch,
         inputs=[
             Input("bins", bin_ctype(b), ("*",), gather=True),
             Input("gh", hist_ctype(precision), ("*",), gather=True),
             Input("slot_begin", "int", ("node",), gather=True),
             Input("slot_count", "int", ("node",), gather=True),
-        ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []),
-        params=[Param("n_rows", "int")],
+        ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []) + [
+            Input("part", hist_ctype(precision), ("*",), gather=True, writes=True),
+            Input("blk_first", "int", ("*",), gather=True),
+        ],
+        params=[Param("n_rows", "int"), Param("blocks", "int")],
         preamble=defines(precision, b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
+        f"#define TREE_BLOCK_ROWS {int(block_rows)}\n"
         f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n"
         f"#define TREE_ROW_WORDS {words}\n#define TREE_PER_WORD {per_word}\n"
         f"#define TREE_GROUP_WORDS {-(-(f // g) // per_word)}\n"
@@ -158,6 +189,8 @@ def _real_inputs(s, rng):
     gh[:, 0] = rng.standard_normal(n)
     gh[:, 1] = rng.random(n) * 0.25
     out["gh"] = gh.reshape(-1)
+    # each node folded whole (blocks 0: the kernel alone, the reference's plain fold); nothing stored in part
+    out.update(part=np.zeros(1), blk_first=np.zeros(1, np.int32), blocks=0)
     return out
 
 

@@ -23,6 +23,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.histogram",
     "mdhom.components.row_histogram",
     "mdhom.components.row_histogram_real",
+    "mdhom.components.histogram_blocks",
     "mdhom.components.split",
     "mdhom.components.split_result",
     "mdhom.components.split_categorical",

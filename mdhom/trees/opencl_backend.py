@@ -430,7 +430,7 @@ class OpenCLTreeKernels:
         if max_count:
             self.gradients.ensure()
         rows = self.rows.rows_of(nodes) if self.ws.profile and max_count else 0  # a wait: profiling only
-        return self.hist.build(nodes, max_count, rows, transient)
+        return self.hist.build(nodes, max_count, rows, transient, total=self.rows.slots_rows)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         return self.hist.siblings(parent, child, index)
@@ -538,7 +538,7 @@ class OpenCLTreeKernels:
             self.hist.ensure(m)
             # the built children, one per entry of the m, hold about half the split nodes' rows
             built = self.hist.build(np.full(m, -1, np.int32), most, rows, transient=True,
-                                    per_node=split_rows // (2 * max(1, m)))
+                                    per_node=split_rows // (2 * max(1, m)), total=split_rows)
             cur = self.hist.siblings(cur, built, zero_next=k + 1 < built_levels)  # (a build of cur's nodes follows)
             hists.append(cur)
             if k + 1 < levels:

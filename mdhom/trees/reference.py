@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mdhom.components.histogram_blocks import BLOCK_ROWS
 from mdhom.components.lookahead import may_split, within_budget, within_chain_budget
 from mdhom.components.quantize import quantize_gh, to_real
 from mdhom.learn.binning import bin_dtype
@@ -64,32 +65,49 @@ _HIST_BLOCK = 1 << 20  # (row, feature) cells per bincount: bounds the index and
 
 
 def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: np.ndarray,
-               nodes: np.ndarray, n_bins: int) -> np.ndarray:
+               nodes: np.ndarray, n_bins: int, blocked: bool = True) -> np.ndarray:
     """(n_nodes, n_features, n_bins, n_outputs, 2) sums of (g, h) of each node's rows per feature and bin:
     float64, or exact int64 sums for int64 (quantized) gradients. Features go in blocks (8 bytes of index and
-    weight per cell otherwise: 1.6 GB for 20000 x 5000); a bin's rows are added in ascending order either way."""
+    weight per cell otherwise: 1.6 GB for 20000 x 5000); a bin's rows are added in ascending order either way. Real
+    sums of a node of more than BLOCK_ROWS rows go block by block, each block's sum from zero and the blocks'
+    sums in order (:mod:`mdhom.components.histogram_blocks`: the order that lets a device fold a node's rows on many
+    cores); ``blocked=False`` folds every node whole (what one launch of a histogram kernel computes)."""
     n_features = bins.shape[1]
     n_outputs = grad.shape[1]
     integer = np.asarray(grad).dtype.kind in "iu"
+    block_rows = BLOCK_ROWS if blocked else max(1, bins.shape[0])
     out = np.zeros((len(nodes), n_features, n_bins, n_outputs, 2), np.int64 if integer else np.float64)
     for i, node in enumerate(np.asarray(nodes)):
         rows = np.flatnonzero(row_node == node)
         if rows.size == 0:
             continue
-        step = max(1, _HIST_BLOCK // rows.size)
-        for f0 in range(0, n_features, step):
-            nf = min(step, n_features - f0)
-            offsets = (np.arange(nf) * n_bins)[None, :]
-            idx = bins[rows, f0:f0 + nf].astype(np.int64)
-            idx += offsets
-            idx = idx.ravel()
-            for k in range(n_outputs):
-                for c, w in enumerate((grad[rows, k], hess[rows, k])):
-                    if integer:
-                        flat = _exact_int_bincount(idx, np.repeat(w, nf), nf * n_bins, rows.size)
-                    else:
-                        flat = np.bincount(idx, weights=np.repeat(w, nf), minlength=nf * n_bins)
-                    out[i, f0:f0 + nf, :, k, c] = flat.reshape(nf, n_bins)
+        if not integer and rows.size > block_rows:  # real sums: block by block, the blocks' sums in order
+            for at in range(0, rows.size, block_rows):
+                out[i] = out[i] + _node_histogram(bins, grad, hess, rows[at:at + block_rows], n_bins, False)
+            continue
+        out[i] = _node_histogram(bins, grad, hess, rows, n_bins, integer)
+    return out
+
+
+def _node_histogram(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, rows: np.ndarray, n_bins: int,
+                    integer: bool) -> np.ndarray:
+    """(n_features, n_bins, n_outputs, 2) sums of (g, h) of ``rows`` (ascending), each bin's in row order."""
+    n_features, n_outputs = bins.shape[1], grad.shape[1]
+    out = np.zeros((n_features, n_bins, n_outputs, 2), np.int64 if integer else np.float64)
+    step = max(1, _HIST_BLOCK // rows.size)
+    for f0 in range(0, n_features, step):
+        nf = min(step, n_features - f0)
+        offsets = (np.arange(nf) * n_bins)[None, :]
+        idx = bins[rows, f0:f0 + nf].astype(np.int64)
+        idx += offsets
+        idx = idx.ravel()
+        for k in range(n_outputs):
+            for c, w in enumerate((grad[rows, k], hess[rows, k])):
+                if integer:
+                    flat = _exact_int_bincount(idx, np.repeat(w, nf), nf * n_bins, rows.size)
+                else:
+                    flat = np.bincount(idx, weights=np.repeat(w, nf), minlength=nf * n_bins)
+                out[f0:f0 + nf, :, k, c] = flat.reshape(nf, n_bins)
     return out
 
 
