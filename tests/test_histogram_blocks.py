@@ -65,7 +65,7 @@ def test_reference_sums_blocks_in_order(monkeypatch):
     g = (rng.standard_normal((n, 1)) * 10.0 ** rng.integers(-6, 6, (n, 1)))
     h = rng.random((n, 1))
     row_node = np.where(np.arange(n) < 43, 0, 1).astype(np.int32)
-    monkeypatch.setattr(ref, "BLOCK_ROWS", 10)
+    monkeypatch.setattr(hb, "BLOCK_ROWS", 10)
     got = ref.histograms(bins, g, h, row_node, np.array([0, 1]), b)
     want = np.zeros((2, f, b, 1, 2))
     for lo in range(0, 43, 10):
@@ -78,7 +78,7 @@ def test_reference_sums_blocks_in_order(monkeypatch):
         for j in range(f):
             want[1, j, bins[r, j], 0] += (g[r, 0], h[r, 0])
     np.testing.assert_array_equal(got, want)
-    monkeypatch.setattr(ref, "BLOCK_ROWS", 1 << 14)
+    monkeypatch.setattr(hb, "BLOCK_ROWS", 1 << 14)
     assert not np.array_equal(ref.histograms(bins, g, h, row_node, np.array([0]), b)[0], want[0])
 
 
@@ -91,15 +91,13 @@ def test_trees_of_blocked_nodes_equal_the_reference(monkeypatch, device, layout,
     blocks (blocks of 128 rows here, 3000 rows) equal the blocked reference's bit for bit (exact mode, float64)."""
     from test_trees_fastpath import _data, _same, _tree
 
-    from mdhom.components import histogram_builder as hbuild
     from mdhom.learn.binning import BinMapper
     from mdhom.trees import opencl_backend as ob
     from mdhom.trees.numpy_backend import NumpyKernels
 
     if not device.has_fp64:
         pytest.skip(f"{device.name} has no float64")
-    monkeypatch.setattr(ref, "BLOCK_ROWS", 128)
-    monkeypatch.setattr(hbuild, "BLOCK_ROWS", 128)
+    monkeypatch.setattr(hb, "BLOCK_ROWS", 128)
     X, g, h = _data(7, 3000, 6)
     m = BinMapper(31).fit(X)
     bins = m.transform(X)
@@ -117,12 +115,10 @@ def test_fits_of_blocked_nodes_equal_the_reference(monkeypatch, device, policy):
     reference's does, bit for bit."""
     from mdhom import TreeBoostClassifier
     from mdhom.bench.trees import make_higgs_like
-    from mdhom.components import histogram_builder as hbuild
 
     if not device.has_fp64:
         pytest.skip(f"{device.name} has no float64")
-    monkeypatch.setattr(ref, "BLOCK_ROWS", 16)
-    monkeypatch.setattr(hbuild, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(hb, "BLOCK_ROWS", 16)
     X, y = make_higgs_like(3000, 8, 3)
     kw = dict(n_estimators=4, grow_policy=policy, max_leaves=31, max_depth=5 if policy == "depthwise" else 0,
               max_bin=31, precision="double")

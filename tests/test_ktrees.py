@@ -11,6 +11,7 @@ import pytest
 from device_marks import intel_optimiser_bits
 
 from mdhom import TreeBoostClassifier, load_model
+from mdhom.components import histogram_blocks
 from mdhom.learn.binning import BinMapper
 from mdhom.learn.losses import make_loss
 from mdhom.trees.backend import SplitParams
@@ -40,12 +41,16 @@ def _doc(est, tmp_path):
     return doc
 
 
-@pytest.mark.parametrize("precision", ["double", "quantized"])
+@pytest.mark.parametrize("precision,block_rows", [("double", 0), ("quantized", 0), ("double", 32)],
+                         ids=["double", "quantized", "double-blocks"])
 @pytest.mark.parametrize("shape", [dict(max_depth=4, max_leaves=0), dict(max_depth=0, max_leaves=6),
                                    dict(max_depth=3, max_leaves=5)], ids=["depth", "leaves", "both"])
-def test_round_grows_each_outputs_tree(precision, shape):
+def test_round_grows_each_outputs_tree(monkeypatch, precision, block_rows, shape):
     """Each of the round's trees is grow_tree's on its output's (g, h): structure, thresholds, gains, covers and leaf
-    values, bit for bit (subsampled rows, a column mask, missing values, L1)."""
+    values, bit for bit (subsampled rows, a column mask, missing values, L1); also where float64 nodes span many row
+    blocks (blocks of 32 rows here: both learners sum them block by block)."""
+    if block_rows:
+        monkeypatch.setattr(histogram_blocks, "BLOCK_ROWS", block_rows)
     X, y = _data(n=400, k=5, seed=3)
     mapper = BinMapper(15).fit(X)
     bins = mapper.transform(X)
@@ -109,12 +114,15 @@ def test_batches_grow_the_same_trees():
 
 
 @pytest.mark.parametrize("precision", ["double", "quantized"])
-def test_model_files_are_identical_everywhere(request, tmp_path, device, precision):
+def test_model_files_are_identical_everywhere(request, monkeypatch, tmp_path, device, precision):
     """The numpy reference and the device write the same model file byte for byte (multiclass with an eval set,
     row and column sampling and missing values; multi-label), together and one tree at a time; predict_proba
-    is the same bits, the device's own walk included."""
+    is the same bits, the device's own walk included. Float64 nodes span many row blocks (blocks of 32 rows here:
+    laid out as slots of their own on the device)."""
     intel_optimiser_bits(request, device)
     from mdhom.trees import estimators
+
+    monkeypatch.setattr(histogram_blocks, "BLOCK_ROWS", 32)
 
     X, y = _data(n=500, k=4, seed=11)
     Y = np.column_stack([y == 0, X[:, 0] > 0, np.nan_to_num(X[:, 2]) < 0.3]).astype(int)

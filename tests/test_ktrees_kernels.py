@@ -7,8 +7,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_trees_kernels import run_writing
 
 from mdhom import mdh
+from mdhom.components import histogram_blocks as hb
 from mdhom.forests import boost_gradients as BG
 from mdhom.forests import boost_level as BL
 from mdhom.forests import partition as FP
@@ -67,7 +69,7 @@ def test_histogram_matches_reference(device, precision):
     tree_col = np.array([2, 0, 1], np.int32)
     built = np.array([0, 2, 3, 5, 6, 8], np.int32)  # slot 4 is not built; slot 5 is the empty one
     desc = BL.histogram(B, BL.lane_ctype(precision))
-    ref = BL.histogram_reference(bins, gh, order, sb, sc, built, st, tree_col, B)
+    ref = BL.histogram_reference(bins, gh, order, sb, sc, built, st, tree_col, B, blocked=False)
     assert ref[3].sum() == 0 and np.abs(ref[2]).sum() > 0
     dtype = np.int32 if quantized else np.float64
     for config in _hist_configs(device, quantized):
@@ -214,6 +216,29 @@ def test_tuned_histogram_reference_agrees(device):
     assert np.array_equal(out.reshape(ref.shape), ref)
 
 
+def test_row_blocks_match_reference(device):
+    """The block table of a level's built slots (through ``slot_id``; an empty slot, slots of one block and of many)
+    in blocks of 16 rows: counts, begins and trees of every block slot, each built slot's first earlier block and its
+    rows, as the reference lays them out; slots past the last block empty."""
+    rng = np.random.default_rng(8)
+    _, _, _, sb, sc, st = _level(rng, False)
+    built = np.array([0, 2, 3, 5, 6, 8], np.int32)
+    n_slots = hb.block_slots(len(built), int(sc[built].sum()), 16)
+    want = BL.row_blocks_reference(sb, sc, built, st, n_slots, 16)
+    assert want["count"].sum() == sc[built].sum() and want["count"][-1] == 0
+    desc = BL.row_blocks()
+    sizes = {"v": n_slots}
+    fill = {k: ("o", np.full(n_slots, -9, np.int32), None) for k in ("begin", "tree", "first", "cnt")}
+    got, wrote = run_writing(desc, device, BL.ROW_BLOCKS.heuristic(desc, device, sizes), sizes,
+                             slot_begin=("o", sb, None), slot_count=("o", sc, None), slot_id=("o", built, None),
+                             slot_tree=("o", st, None), n_built=len(built), block_rows=16, **fill)
+    np.testing.assert_array_equal(got, want["count"])
+    for k in ("begin", "tree"):
+        np.testing.assert_array_equal(wrote[k], want[k])
+    for k in ("first", "cnt"):
+        np.testing.assert_array_equal(wrote[k][:len(built)], want[k])
+
+
 def test_ktree_fit_clean_under_oclgrind(oclgrind_device):
     code = textwrap.dedent("""
         import json, os, tempfile
@@ -224,7 +249,9 @@ def test_ktree_fit_clean_under_oclgrind(oclgrind_device):
         X = rng.normal(size=(71, 4))
         X[::5, 2] = np.nan
         y = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5])
-        for precision in ("double", "quantized"):
+        from mdhom.components import histogram_blocks as hb
+        for precision, blocks in (("double", 0), ("quantized", 0), ("double", 8)):
+            hb.BLOCK_ROWS = blocks or 1 << 14  # float64 slots of many rows in blocks of 8: laid out as slots
             docs = []
             for device in ("numpy", "oclgrind"):
                 est = TreeBoostClassifier(n_estimators=2, max_depth=3, max_bin=8, subsample=0.8, random_state=1,

@@ -522,15 +522,14 @@ def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
 
 BLOCKED_TREES = textwrap.dedent("""
     import numpy as np
-    import mdhom.components.histogram_builder as hbuild
-    import mdhom.trees.reference as ref
+    import mdhom.components.histogram_blocks as hb
     from mdhom.learn.binning import BinMapper
     from mdhom.trees.backend import SplitParams
     from mdhom.trees.grower import GrowParams, grow_tree
     from mdhom.trees.numpy_backend import NumpyKernels
     from mdhom.trees.opencl_backend import OpenCLTreeKernels
 
-    ref.BLOCK_ROWS = hbuild.BLOCK_ROWS = 16
+    hb.BLOCK_ROWS = 16
     rng = np.random.default_rng(5)
     X = rng.standard_normal((300, 4))
     g, h = np.tanh(X[:, :2].sum(1, keepdims=True)), 0.25 + 0.5 * rng.random((300, 1))

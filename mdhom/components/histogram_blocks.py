@@ -21,6 +21,9 @@ ways, the same bits either way:
   device), where a launch over that many slots would run most of them empty (2-core Xeon, depth-wise levels: up to 1.8x
   the level's histogram time).
 
+The K trees of a round (:mod:`mdhom.trees.ktrees_opencl`) sum their float64 slots the same way, their blocks laid out
+by their own table (``boost_row_blocks``, through the level's ``slot_id``) and added up by ``tree_hist_blocks``.
+
 ===================  ===============================  ======================================================
 kernel               index space                      combine operators
 ===================  ===============================  ======================================================

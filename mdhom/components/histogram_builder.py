@@ -14,9 +14,9 @@ from functools import cached_property
 import numpy as np
 import pyopencl as cl
 
+from mdhom.components import histogram_blocks
 from mdhom.components.histogram import SIBLINGS, hist_siblings, histogram, histogram_spec
 from mdhom.components.histogram_blocks import (
-    BLOCK_ROWS,
     HIST_BLOCKS,
     ROW_BLOCKS,
     block_count,
@@ -118,7 +118,8 @@ class HistogramBuilder:
             self.whole_rows = True
             self.spec = HISTOGRAM_ROWS_REAL
             self._dims = [{"grp": real_groups(ws.device, f, c, feature_bytes)} for c, _ in classes]
-            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index, block_rows=BLOCK_ROWS)
+            blk = histogram_blocks.BLOCK_ROWS
+            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index, block_rows=blk)
                      for d in self._dims]
         elif self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
@@ -239,7 +240,7 @@ class HistogramBuilder:
         if n == 0 or max_count == 0:
             return self.zeros(nodes)
         ws = self.ws
-        if self.blocked and max_count > BLOCK_ROWS:
+        if self.blocked and max_count > histogram_blocks.BLOCK_ROWS:
             return self._build_blocks(nodes, max_count, rows, transient, total, per_node)
         if self.whole_rows:  # by rows per node: the class of the most rows at or below the longest range
             at = row_class(self.classes, self._flat, max(1, self.ws.n_rows), max_count, per_node)
@@ -303,24 +304,24 @@ class HistogramBuilder:
         parallel over a node's blocks, for launches of fewer nodes than the device has compute units) or, by the
         real-lane whole-row build, each node's in turn by one work-item (no launch over block slots that the bound
         on their number leaves empty)."""
-        ws, n, nb = self.ws, int(nodes.size), self.nb
+        ws, n, nb, blk = self.ws, int(nodes.size), self.nb, histogram_blocks.BLOCK_ROWS
         self.ensure(n)
         bound = min(n * max_count, ws.n_rows, ws.n_rows if total is None else total)
-        slots = min(n * int(block_count(max_count, BLOCK_ROWS)), block_slots(n, bound, BLOCK_ROWS))
+        slots = min(n * int(block_count(max_count, blk)), block_slots(n, bound, blk))
         for name in ("blk_count", "blk_begin", "blk_first"):
             ws.ensure(name, 4 * slots)
         k_slots, k_turns, k_tab, k_sum = self._block_kernels()
         turns = bool(k_turns) and n >= self.turns_from
-        ws.record("tree_row_blocks", k_tab({"v": n if turns else slots}, n_nodes=n, block_rows=BLOCK_ROWS))
+        ws.record("tree_row_blocks", k_tab({"v": n if turns else slots}, n_nodes=n, block_rows=blk))
         if turns:
             at = row_class(self.classes, self._flat, max(1, ws.n_rows), max_count, per_node)
             launch, sizes, params = k_turns[at], {"node": n, **self._dims[at], "pos": max_count}, dict(blocks=1)
         else:
             if self.whole_rows:
-                at = row_class(self.classes, self._flat, max(1, ws.n_rows), BLOCK_ROWS)
+                at = row_class(self.classes, self._flat, max(1, ws.n_rows), blk)
             else:
                 at = next((i for i, (c, _) in enumerate(self.classes) if slots <= c), len(self.classes) - 1)
-            launch, sizes, params = k_slots[at], {"node": slots, **self._dims[at], "pos": BLOCK_ROWS}, self._whole
+            launch, sizes, params = k_slots[at], {"node": slots, **self._dims[at], "pos": blk}, self._whole
         views = ("out", "part") if self._folds_blocks else ("out",)
         self._zeroed = None
         if transient:  # in hist_small, the earlier blocks after the nodes
@@ -334,7 +335,7 @@ class HistogramBuilder:
             ws.record(self.d_hist.name, launch(sizes, dict.fromkeys(views, out), n_rows=ws.pos_stride, **params),
                       rows * self.row_bytes)
             ws.record("tree_hist_blocks", k_sum({"node": n, "cell": ws.cells}, {"out": out, "hist": out},
-                                                block_rows=BLOCK_ROWS))
+                                                block_rows=blk))
         if not transient:
             self.top = slot + n
         return DeviceHist(slot, n, nodes, self.gen)

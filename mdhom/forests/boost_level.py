@@ -34,6 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from mdhom.components import histogram_blocks
 from mdhom.components.lanes import bin_ctype, defines, snippet
 from mdhom.components.specs import KernelSpec, Tuning, elementwise
 from mdhom.devices import Device
@@ -110,27 +111,90 @@ def histogram(n_bins: int, lane: str) -> Description:
 
 def histogram_reference(bins: np.ndarray, gh: np.ndarray, order: np.ndarray, slot_begin: np.ndarray,
                         slot_count: np.ndarray, slot_id: np.ndarray, slot_tree: np.ndarray, tree_col: np.ndarray,
-                        n_bins: int) -> np.ndarray:
+                        n_bins: int, blocked: bool = True) -> np.ndarray:
     """(slot, feat, bin, 2): each built slot's rows summed in position order (``gh`` (n, K, 2) float64, or int64
-    when quantized: exact), as :func:`mdhom.trees.reference.histograms` adds a node's rows."""
+    when quantized: exact), as :func:`mdhom.trees.reference.histograms` adds a node's rows: float64 sums of a slot of
+    more than :data:`~mdhom.components.histogram_blocks.BLOCK_ROWS` rows block by block, the blocks' sums in order
+    (``blocked=False``: whole, what one launch of the kernel adds)."""
     n, f = bins.shape
     out = np.zeros((len(slot_id), f, n_bins, 2), gh.dtype)
     flat = order.reshape(-1)
     offsets = (np.arange(f) * n_bins)[None, :]
+    step = histogram_blocks.BLOCK_ROWS if blocked and gh.dtype.kind == "f" else max(1, flat.size)
     for i, s in enumerate(np.asarray(slot_id, np.int64)):
-        rows = flat[slot_begin[s]:slot_begin[s] + slot_count[s]]
-        if not rows.size:
-            continue
-        idx = (bins[rows].astype(np.int64) + offsets).ravel()
         col = int(tree_col[slot_tree[s]])
-        for c in range(2):
-            w = np.repeat(gh[rows, col, c], f)
-            if gh.dtype.kind in "iu":
-                sums = np.bincount(idx, w.astype(np.float64), f * n_bins)  # |sums| < 2^31: exact in float64
-                out[i, :, :, c] = np.rint(sums).astype(np.int64).reshape(f, n_bins)
-            else:
-                out[i, :, :, c] = np.bincount(idx, w, f * n_bins).reshape(f, n_bins)
+        for at in range(0, int(slot_count[s]), step):
+            rows = flat[slot_begin[s] + at:slot_begin[s] + min(int(slot_count[s]), at + step)]
+            idx = (bins[rows].astype(np.int64) + offsets).ravel()
+            for c in range(2):
+                w = np.repeat(gh[rows, col, c], f)
+                if gh.dtype.kind in "iu":
+                    sums = np.bincount(idx, w.astype(np.float64), f * n_bins)  # |sums| < 2^31: exact in float64
+                    out[i, :, :, c] = np.rint(sums).astype(np.int64).reshape(f, n_bins)
+                else:
+                    out[i, :, :, c] = out[i, :, :, c] + np.bincount(idx, w, f * n_bins).reshape(f, n_bins)
     return out
+
+
+@lru_cache(maxsize=1)
+def row_blocks() -> Description:
+    """The block table of ``n_built`` built slots (level slot ``slot_id[i]``, its range in ``slot_begin`` and
+    ``slot_count``, its tree ``slot_tree``), as :func:`mdhom.components.histogram_blocks.row_blocks` lays out a
+    node's: block slot ``v`` holds ``out[v]`` rows from position ``begin[v]`` of tree ``tree[v]``, slot i < ``n_built``
+    built slot i's last block, the earlier (whole) ones from slot ``n_built`` on, ``first[i]`` its first, ``cnt[i]`` its
+    rows; slots past them empty. A K-trees level's float64 histogram builds the block slots (``boost_histogram``
+    through an identity ``slot_id``) and adds them up with ``tree_hist_blocks``."""
+    return Description(
+        "boost_row_blocks", ["v"], [Concat()], "int",
+        scalar="""
+int mdh_at = n_built;  /* the built slots' earlier blocks from slot n_built on */
+out = 0;
+for (int mdh_i = 0; mdh_i < n_built; ++mdh_i) {
+    const int mdh_s = slot_id[mdh_i];
+    const int mdh_cnt = slot_count[mdh_s];
+    const int mdh_more = mdh_cnt > block_rows ? (mdh_cnt - 1) / block_rows : 0;
+    if (v == mdh_i) {  /* the slot's last block */
+        first[v] = mdh_at;
+        cnt[v] = mdh_cnt;
+        begin[v] = slot_begin[mdh_s] + mdh_more * block_rows;
+        tree[v] = slot_tree[mdh_s];
+        out = mdh_cnt - mdh_more * block_rows;
+    }
+    if (v >= mdh_at && v < mdh_at + mdh_more) {  /* one of its earlier, whole blocks */
+        begin[v] = slot_begin[mdh_s] + (v - mdh_at) * block_rows;
+        tree[v] = slot_tree[mdh_s];
+        out = block_rows;
+    }
+    mdh_at += mdh_more;
+}
+if (v >= n_built && v >= mdh_at) {
+    begin[v] = 0;
+    tree[v] = 0;
+}""",
+        inputs=[Input("slot_begin", "int", ("*",), gather=True), Input("slot_count", "int", ("*",), gather=True),
+                Input("slot_id", "int", ("*",), gather=True), Input("slot_tree", "int", ("*",), gather=True),
+                Input("begin", "int", ("*",), gather=True, writes=True),
+                Input("tree", "int", ("*",), gather=True, writes=True),
+                Input("first", "int", ("*",), gather=True, writes=True),
+                Input("cnt", "int", ("*",), gather=True, writes=True)],
+        params=[Param("n_built", "int"), Param("block_rows", "int")],
+    )
+
+
+def row_blocks_reference(slot_begin: np.ndarray, slot_count: np.ndarray, slot_id: np.ndarray, slot_tree: np.ndarray,
+                         n_slots: int, block_rows: int) -> dict[str, np.ndarray]:
+    """``boost_row_blocks``' outputs (count, begin, tree of ``n_slots`` block slots; first, cnt of each built slot)."""
+    from mdhom.components.histogram_blocks import row_blocks_reference as node_blocks
+
+    ids = np.asarray(slot_id, np.int64)
+    count, begin, first = node_blocks(np.asarray(slot_begin)[ids], np.asarray(slot_count)[ids], n_slots, block_rows)
+    tree = np.zeros(n_slots, np.int32)
+    more = np.maximum(0, (np.asarray(slot_count)[ids].astype(np.int64) - 1) // block_rows)
+    for i, s in enumerate(ids):
+        tree[i] = slot_tree[s]
+        tree[first[i]:first[i] + more[i]] = slot_tree[s]
+    return {"count": count, "begin": begin, "tree": tree, "first": first,
+            "cnt": np.asarray(slot_count)[ids].astype(np.int32)}
 
 
 # ------------------------------------------------------------------------------------------------ split search
@@ -412,7 +476,7 @@ def _hist_ref(a: Mapping[str, np.ndarray], n_bins: int = 64) -> np.ndarray:
     gh = a["gh"].reshape(-1, n, 2).transpose(1, 0, 2).astype(np.int64)  # the reference's (row, class, 2)
     h = histogram_reference(a["bins"].reshape(-1, n).T, gh,
                             a["order"].reshape(-1, n), a["slot_begin"], a["slot_count"], a["slot_id"], a["slot_tree"],
-                            a["tree_col"], n_bins)
+                            a["tree_col"], n_bins, blocked=False)
     return h.reshape(h.shape[0], h.shape[1], -1).astype(np.int32)
 
 
@@ -447,5 +511,7 @@ ROUTE = KernelSpec("boost_route", elementwise("row"))
 SPLIT_LEFT = KernelSpec("boost_split_left", per_slot)
 CHILD_SLOTS = KernelSpec("boost_child_slots", per_slot)
 SCORE_UPDATE = KernelSpec("boost_score_update", elementwise("row"))
-SPECS = (HISTOGRAM, ROOTS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, SPLIT_LEFT, CHILD_SLOTS, SCORE_UPDATE)
+ROW_BLOCKS = KernelSpec("boost_row_blocks", elementwise())
+SPECS = (HISTOGRAM, ROW_BLOCKS, ROOTS, FEATURE_SPLIT_SPEC, NODE_SPLIT_SPEC, ROUTE, SPLIT_LEFT, CHILD_SLOTS,
+         SCORE_UPDATE)
 

@@ -7,10 +7,9 @@ forests' level machinery (:mod:`mdhom.forests.boost_level`): per level one histo
 every tree, one split search, one routing and one partition, one read-back of a few bytes per node; the host
 decides the splits with the depth-wise grower's own rules (:class:`mdhom.trees.growth.NodeTable`, the same order of
 nodes, ties and leaf values), so each tree is the tree :func:`mdhom.trees.grower.grow_tree` grows on its
-output's gradients, bit for bit: quantized always, float64 where no node holds more than
-:data:`~mdhom.components.histogram_blocks.BLOCK_ROWS` rows (the tree learner adds a larger node's float64 histogram in
-row blocks, these trees' histograms fold a node whole). ``batch`` grows the K trees in batches of that many (1: one
-after another, through the same kernels; what the benchmark compares against).
+output's gradients, bit for bit (float64 slots of many rows summed in the tree learner's row blocks:
+:mod:`mdhom.components.histogram_blocks`). ``batch`` grows the K trees in batches of that many (1: one after another,
+through the same kernels; what the benchmark compares against).
 
 Depth-wise growth only (``max_depth``, ``max_leaves``, ``min_child_weight``, ``min_split_gain``, ``reg_alpha``,
 ``reg_lambda``, ``subsample``, ``colsample_bytree``); the estimator refuses loss-guided growth and categorical

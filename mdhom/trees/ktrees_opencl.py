@@ -17,6 +17,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from mdhom.components import gradients as TG
+from mdhom.components import histogram_blocks
 from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.split import SplitParams
 from mdhom.components.workspace import Workspace
@@ -153,6 +154,7 @@ class OpenCLKTrees(HostEvals):
         self.node_bytes = self.n_features * b * 2 * (4 if self.quantized else 8)
         self._tabs = ["a", "b"]  # the current level's slot ranges, and where the next level's go
         self._hists = ["hist_a", "hist_b"]  # the current level's histograms, and the previous level's
+        self.c_blocks: tuple[Any, Any] | None = None  # float64 slots of many rows in row blocks: built at first use
 
     def set_objective(self, loss: Any, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:
         ws = self.ws
@@ -287,11 +289,45 @@ class OpenCLKTrees(HostEvals):
 
     def _histogram(self, out: cl.Buffer, built: np.ndarray, bound: int, begin: cl.Buffer, count: cl.Buffer) -> None:
         ws = self.ws
+        blk = histogram_blocks.BLOCK_ROWS
+        if not self.quantized and bound > blk:
+            self._histogram_blocks(out, built, bound, begin, count, blk)
+            return
         self._launch("boost_histogram", self.c_hist, out, {"slot": len(built), "feat": self.n_features,
                                                            "pos": max(1, int(bound))},
                      {"n_rows": np.int32(self.n_rows)}, bins=ws["bins"],
                      gh=ws["gh" if self.quantized else "gh_real"], order=ws["order"], slot_begin=begin,
                      slot_count=count, slot_id=ws["slot_id"], slot_tree=ws["slot_tree"], tree_col=ws["tree_col"])
+
+    def _histogram_blocks(self, out: cl.Buffer, built: np.ndarray, bound: int, begin: cl.Buffer, count: cl.Buffer,
+                          blk: int) -> None:
+        """Float64 histograms of built slots of more than ``blk`` rows in the tree learner's order
+        (:mod:`mdhom.components.histogram_blocks`): the slots' blocks laid out as slots of their own
+        (``boost_row_blocks``: each slot's last block at its place, the earlier ones after), built by
+        ``boost_histogram`` through an identity ``slot_id``, each slot's earlier blocks and its last added up in
+        order (``tree_hist_blocks``), the built slots' histograms copied to ``out``."""
+        ws, n = self.ws, len(built)
+        slots = min(n * (-(-int(bound) // blk)), histogram_blocks.block_slots(n, self.n_trees * self.n_rows, blk))
+        if self.c_blocks is None:
+            self.c_blocks = (ws.build(BL.ROW_BLOCKS, BL.row_blocks(), {"v": 64}),
+                             ws.build(histogram_blocks.HIST_BLOCKS, histogram_blocks.hist_blocks(self.precision),
+                                      {"node": 64, "cell": self.node_bytes // 8}))
+        c_tab, c_sum = self.c_blocks
+        for name in ("blk_count", "blk_begin", "blk_tree", "blk_first", "blk_cnt"):
+            ws.ensure(name, 4 * max(slots, 4))
+        self._put("blk_id", np.arange(slots, dtype=np.int32))
+        self._launch("boost_row_blocks", c_tab, ws["blk_count"], {"v": slots},
+                     {"n_built": np.int32(n), "block_rows": np.int32(blk)}, slot_begin=begin, slot_count=count,
+                     slot_id=ws["slot_id"], slot_tree=ws["slot_tree"], begin=ws["blk_begin"], tree=ws["blk_tree"],
+                     first=ws["blk_first"], cnt=ws["blk_cnt"])
+        part = ws.ensure("hist_blocks", slots * self.node_bytes)
+        self._launch("boost_histogram", self.c_hist, part, {"slot": slots, "feat": self.n_features, "pos": blk},
+                     {"n_rows": np.int32(self.n_rows)}, bins=ws["bins"], gh=ws["gh_real"], order=ws["order"],
+                     slot_begin=ws["blk_begin"], slot_count=ws["blk_count"], slot_id=ws["blk_id"],
+                     slot_tree=ws["blk_tree"], tree_col=ws["tree_col"])
+        self._launch("tree_hist_blocks", c_sum, part, {"node": n, "cell": self.node_bytes // 8},
+                     {"block_rows": np.int32(blk)}, hist=part, first=ws["blk_first"], slot_count=ws["blk_cnt"])
+        ws.copy("boost_blocks_copy", out, 0, part, 0, n * self.node_bytes)
 
     def route(self, route_tab: np.ndarray, part_tab: np.ndarray | None, pair_parent: np.ndarray) -> None:
         ws, t, n = self.ws, self.n_trees, self.n_rows

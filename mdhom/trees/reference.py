@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mdhom.components.histogram_blocks import BLOCK_ROWS
+from mdhom.components import histogram_blocks
 from mdhom.components.lookahead import may_split, within_budget, within_chain_budget
 from mdhom.components.quantize import quantize_gh, to_real
 from mdhom.learn.binning import bin_dtype
@@ -75,7 +75,7 @@ def histograms(bins: np.ndarray, grad: np.ndarray, hess: np.ndarray, row_node: n
     n_features = bins.shape[1]
     n_outputs = grad.shape[1]
     integer = np.asarray(grad).dtype.kind in "iu"
-    block_rows = BLOCK_ROWS if blocked else max(1, bins.shape[0])
+    block_rows = histogram_blocks.BLOCK_ROWS if blocked else max(1, bins.shape[0])
     out = np.zeros((len(nodes), n_features, n_bins, n_outputs, 2), np.int64 if integer else np.float64)
     for i, node in enumerate(np.asarray(nodes)):
         rows = np.flatnonzero(row_node == node)
