@@ -60,34 +60,52 @@ def block_slots(n_nodes: int, rows: int, block_rows: int = BLOCK_ROWS) -> int:
     return int(n_nodes) + int(rows) // int(block_rows)
 
 
+def earlier_blocks(count: str) -> str:
+    """OpenCL: the whole blocks before the last of a range of ``count`` rows (none for a range of one block or of none),
+    ``block_rows`` the blocks' length."""
+    return f"({count} > block_rows ? ({count} - 1) / block_rows : 0)"
+
+
+def block_table(n: str, range_of: str = "mdh_i", last: str = "", earlier: str = "", empty: str = "") -> str:
+    """The scalar function of a block table over ``n`` ranges (range i at ``slot_begin[range_of]``, ``slot_count[...]``
+    rows, ``range_of`` an expression of ``mdh_i``): block slot ``v``'s rows in ``out`` and its first position in
+    ``begin``, each range's last block at slot i, its earlier (whole) ones from slot ``n`` on, range i's first of them
+    in ``first[i]``; ``last``, ``earlier`` and ``empty``: what a table writes besides at a range's last block, at an
+    earlier one (``mdh_s`` the range's index) and at a slot past them. A point walks the ranges up to its own (a few
+    hundred at most), so a table needs no scan kernel; each point writes only its own places."""
+    return f"""
+int mdh_at = {n};  /* the earlier blocks from slot {n} on */
+out = 0;
+for (int mdh_i = 0; mdh_i < {n}; ++mdh_i) {{
+    const int mdh_s = {range_of};
+    const int mdh_cnt = slot_count[mdh_s];
+    const int mdh_more = {earlier_blocks("mdh_cnt")};
+    if (v == mdh_i) {{  /* the range's last block */
+        first[v] = mdh_at;
+        begin[v] = slot_begin[mdh_s] + mdh_more * block_rows;
+        out = mdh_cnt - mdh_more * block_rows;{last}
+    }}
+    if (v >= mdh_at && v < mdh_at + mdh_more) {{  /* one of its earlier, whole blocks */
+        begin[v] = slot_begin[mdh_s] + (v - mdh_at) * block_rows;
+        out = block_rows;{earlier}
+    }}
+    mdh_at += mdh_more;
+}}
+if (v >= {n} && v >= mdh_at) {{
+    begin[v] = 0;{empty}
+}}"""
+
+
 @lru_cache(maxsize=1)
 def row_blocks() -> Description:
-    """The block table of ``n_nodes`` nodes' ranges (``slot_begin``, ``slot_count``): block slot ``v`` holds
-    ``out[v]`` rows from position ``begin[v]``. Slot i < ``n_nodes`` is node i's last block (so a build over the
-    slots writes every node's last block where its histogram goes: the whole histogram of a node of one block); the
-    nodes' earlier blocks, whole ones, follow from slot ``n_nodes`` on, node by node in order, ``first[i]`` node i's
-    first; slots past them are empty. A point walks the nodes up to its own (a few hundred at most), so the table needs
-    no scan kernel; each point writes only its own places."""
+    """The block table of ``n_nodes`` nodes' ranges (``slot_begin``, ``slot_count``; :func:`block_table`): block slot
+    ``v`` holds ``out[v]`` rows from position ``begin[v]``. Slot i < ``n_nodes`` is node i's last block (so a build
+    over the slots writes every node's last block where its histogram goes: the whole histogram of a node of one
+    block); the nodes' earlier blocks, whole ones, follow from slot ``n_nodes`` on, node by node in order,
+    ``first[i]`` node i's first; slots past them are empty."""
     return Description(
         "tree_row_blocks", ["v"], [Concat()], "int",
-        scalar="""
-int mdh_at = n_nodes;  /* the nodes' earlier blocks from slot n_nodes on */
-out = 0;
-for (int mdh_i = 0; mdh_i < n_nodes; ++mdh_i) {
-    const int mdh_cnt = slot_count[mdh_i];
-    const int mdh_more = mdh_cnt > block_rows ? (mdh_cnt - 1) / block_rows : 0;
-    if (v == mdh_i) {  /* the node's last block */
-        first[v] = mdh_at;
-        begin[v] = slot_begin[mdh_i] + mdh_more * block_rows;
-        out = mdh_cnt - mdh_more * block_rows;
-    }
-    if (v >= mdh_at && v < mdh_at + mdh_more) {  /* one of its earlier, whole blocks */
-        begin[v] = slot_begin[mdh_i] + (v - mdh_at) * block_rows;
-        out = block_rows;
-    }
-    mdh_at += mdh_more;
-}
-if (v >= n_nodes && v >= mdh_at) begin[v] = 0;""",
+        scalar=block_table("n_nodes"),
         inputs=[Input("slot_begin", "int", ("*",), gather=True), Input("slot_count", "int", ("*",), gather=True),
                 Input("begin", "int", ("*",), gather=True, writes=True),
                 Input("first", "int", ("*",), gather=True, writes=True)],
@@ -120,16 +138,16 @@ def hist_blocks(precision: str = "double") -> Description:
     r = hist_ctype(precision)
     return Description(
         "tree_hist_blocks", ["node", "cell"], [Concat(), Concat()], r,
-        scalar="""
+        scalar=f"""
 out_at = -1;
 out = 0;
-const int mdh_more = slot_count[node] > block_rows ? (slot_count[node] - 1) / block_rows : 0;
-if (mdh_more > 0) {
+const int mdh_more = {earlier_blocks("slot_count[node]")};
+if (mdh_more > 0) {{
     const long mdh_c = (long)node * SIZE_cell + cell, mdh_f = first[node];
     atom_t mdh_s = hist[mdh_f * SIZE_cell + cell];
     for (int mdh_j = 1; mdh_j < mdh_more; ++mdh_j) mdh_s += hist[(mdh_f + mdh_j) * SIZE_cell + cell];
     hist[mdh_c] = mdh_s + hist[mdh_c];
-}""",
+}}""",
         inputs=[Input("hist", r, ("*",), gather=True, writes=True), Input("first", "int", ("*",), gather=True),
                 Input("slot_count", "int", ("*",), gather=True)],
         params=[Param("block_rows", "int")],

@@ -140,37 +140,17 @@ def histogram_reference(bins: np.ndarray, gh: np.ndarray, order: np.ndarray, slo
 def row_blocks() -> Description:
     """The block table of ``n_built`` built slots (level slot ``slot_id[i]``, its range in ``slot_begin`` and
     ``slot_count``, its tree ``slot_tree``), as :func:`mdhom.components.histogram_blocks.row_blocks` lays out a
-    node's: block slot ``v`` holds ``out[v]`` rows from position ``begin[v]`` of tree ``tree[v]``, slot i < ``n_built``
-    built slot i's last block, the earlier (whole) ones from slot ``n_built`` on, ``first[i]`` its first, ``cnt[i]`` its
-    rows; slots past them empty. A K-trees level's float64 histogram builds the block slots (``boost_histogram``
-    through an identity ``slot_id``) and adds them up with ``tree_hist_blocks``."""
+    node's (the same :func:`~mdhom.components.histogram_blocks.block_table`, writing each block's tree and each built
+    slot's rows besides): block slot ``v`` holds ``out[v]`` rows from position ``begin[v]`` of tree ``tree[v]``,
+    slot i < ``n_built`` built slot i's last block, the earlier (whole) ones from slot ``n_built`` on, ``first[i]``
+    its first, ``cnt[i]`` its rows; slots past them empty. A K-trees level's float64 histogram builds the block slots
+    (``boost_histogram`` through an identity ``slot_id``) and adds them up with ``tree_hist_blocks``."""
     return Description(
         "boost_row_blocks", ["v"], [Concat()], "int",
-        scalar="""
-int mdh_at = n_built;  /* the built slots' earlier blocks from slot n_built on */
-out = 0;
-for (int mdh_i = 0; mdh_i < n_built; ++mdh_i) {
-    const int mdh_s = slot_id[mdh_i];
-    const int mdh_cnt = slot_count[mdh_s];
-    const int mdh_more = mdh_cnt > block_rows ? (mdh_cnt - 1) / block_rows : 0;
-    if (v == mdh_i) {  /* the slot's last block */
-        first[v] = mdh_at;
-        cnt[v] = mdh_cnt;
-        begin[v] = slot_begin[mdh_s] + mdh_more * block_rows;
-        tree[v] = slot_tree[mdh_s];
-        out = mdh_cnt - mdh_more * block_rows;
-    }
-    if (v >= mdh_at && v < mdh_at + mdh_more) {  /* one of its earlier, whole blocks */
-        begin[v] = slot_begin[mdh_s] + (v - mdh_at) * block_rows;
-        tree[v] = slot_tree[mdh_s];
-        out = block_rows;
-    }
-    mdh_at += mdh_more;
-}
-if (v >= n_built && v >= mdh_at) {
-    begin[v] = 0;
-    tree[v] = 0;
-}""",
+        scalar=histogram_blocks.block_table("n_built", "slot_id[mdh_i]",
+                                            last="\n        cnt[v] = mdh_cnt;\n        tree[v] = slot_tree[mdh_s];",
+                                            earlier="\n        tree[v] = slot_tree[mdh_s];",
+                                            empty="\n    tree[v] = 0;"),
         inputs=[Input("slot_begin", "int", ("*",), gather=True), Input("slot_count", "int", ("*",), gather=True),
                 Input("slot_id", "int", ("*",), gather=True), Input("slot_tree", "int", ("*",), gather=True),
                 Input("begin", "int", ("*",), gather=True, writes=True),
