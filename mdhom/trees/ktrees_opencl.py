@@ -155,6 +155,7 @@ class OpenCLKTrees(HostEvals):
         self._tabs = ["a", "b"]  # the current level's slot ranges, and where the next level's go
         self._hists = ["hist_a", "hist_b"]  # the current level's histograms, and the previous level's
         self.c_blocks: tuple[Any, Any] | None = None  # float64 slots of many rows in row blocks: built at first use
+        self._blk_ids: cl.Buffer | None = None  # the buffer blk_id holds the identity over (written once a buffer)
 
     def set_objective(self, loss: Any, y: np.ndarray, w: np.ndarray, base_score: np.ndarray) -> None:
         ws = self.ws
@@ -315,7 +316,10 @@ class OpenCLKTrees(HostEvals):
         c_tab, c_sum = self.c_blocks
         for name in ("blk_count", "blk_begin", "blk_tree", "blk_first", "blk_cnt"):
             ws.ensure(name, 4 * max(slots, 4))
-        self._put("blk_id", np.arange(slots, dtype=np.int32))
+        ids = ws.ensure("blk_id", 4 * max(slots, 4))
+        if self._blk_ids is not ids:  # a new buffer: the identity over all of it, once (it only grows)
+            ws.put("blk_id", ids, np.arange(ws.capacity("blk_id") // 4, dtype=np.int32), np.int32)
+            self._blk_ids = ids
         self._launch("boost_row_blocks", c_tab, ws["blk_count"], {"v": slots},
                      {"n_built": np.int32(n), "block_rows": np.int32(blk)}, slot_begin=begin, slot_count=count,
                      slot_id=ws["slot_id"], slot_tree=ws["slot_tree"], begin=ws["blk_begin"], tree=ws["blk_tree"],
