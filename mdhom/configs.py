@@ -60,6 +60,7 @@ heuristic that the H100 later measured 19-27x slower than today's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -91,13 +92,27 @@ class TunedConfigWarning(UserWarning):
 # ----------------------------------------------------------------------------------------------- locations
 def package_dir() -> Path:
     """The ``tuned_configs`` directory shipped inside the package."""
+    return _package_dir()
+
+
+@functools.cache
+def _package_dir() -> Path:
     from importlib import resources
 
     return Path(str(resources.files("mdhom.tuned_configs")))
 
 
+# what platformdirs reads to place the per-user directory, on each platform
+_USER_ENV = ("HOME", "XDG_DATA_HOME", "APPDATA", "LOCALAPPDATA", "USERPROFILE")
+
+
 def user_dir() -> Path:
     """The per-user directory (platformdirs): where ``mdhom tune`` writes, and the first one searched."""
+    return _user_dir(tuple(os.environ.get(v) for v in _USER_ENV))
+
+
+@functools.lru_cache(maxsize=8)
+def _user_dir(_env: tuple[str | None, ...]) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("mdhom")) / "tuned_configs"
@@ -160,6 +175,7 @@ def reset_warnings() -> None:
     with _WARN_LOCK:
         _WARNED.clear()
     _CACHE.clear()
+    _FOUND.clear()
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -256,12 +272,45 @@ def forget(path: Path) -> None:
     """Drop ``path`` from :func:`load_file`'s cache (a writer calls it once it replaced the file: a rewrite within the
     clock's resolution can keep the modification time and size)."""
     _CACHE.pop(Path(path), None)
+    _FOUND.clear()
+
+
+def _stamp(paths: tuple[Path, ...]) -> tuple[tuple[int, int] | None, ...]:
+    """Each file's (modification time, size), None where there is none: what a cached answer about them depends on."""
+    out: list[tuple[int, int] | None] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+# find_device_file's answers by (key, directories): the candidate paths, their stamps when answered, the answer. A
+# fit looks configurations up some 80 times (every build, every size class a layout check reads), each walking the
+# directories with pathlib (~50 us) and, for a defaults group, once more for each of its classes' source files: the
+# 81 lookups of a 5000-row PoCL fit took 5.3 ms of its ~50, 3.0 with the answers and the directories kept
+_FOUND: dict[tuple[str, tuple[Path, ...]], tuple[tuple[Path, ...], tuple, tuple[Path, dict] | None]] = {}
 
 
 def find_device_file(key: str, dirs: Iterable[Path] | None = None) -> tuple[Path, dict] | None:
-    """The first valid file for ``key`` along the search directories."""
-    for d in dirs if dirs is not None else search_dirs():
-        p = Path(d) / device_file_name(key)
+    """The first valid file for ``key`` along the search directories (answered again while no candidate file
+    changed)."""
+    dir_key = tuple(dirs if dirs is not None else search_dirs())
+    memo = _FOUND.get((key, dir_key))
+    paths = memo[0] if memo is not None else tuple(Path(d) / device_file_name(key) for d in dir_key)
+    stamp = _stamp(paths)
+    if memo is not None and memo[1] == stamp:
+        return memo[2]
+    found = _find_device_file(key, paths)
+    _FOUND[(key, dir_key)] = (paths, stamp, found)
+    return found
+
+
+def _find_device_file(key: str, paths: tuple[Path, ...]) -> tuple[Path, dict] | None:
+    for p in paths:
         doc = load_file(p)
         if doc is not None and doc.get("schema") == SCHEMA:
             if doc["device"]["key"] != key:
@@ -535,8 +584,16 @@ def _entries_for_units(kernels: Mapping[str, Any], kernel: str, device: Device,
     entry = kernels.get(kernel)
     if not entry or device.type != "cpu":
         return kernels
-    classes = {c: e for c, e in entry["classes"].items()
-               if same_units(load_device(e["source"], dirs) if e.get("source") else None, device)}
+    units: dict[str, bool] = {}  # by source: a group's classes come from a few device files (one lookup each)
+
+    def applies(source: str | None) -> bool:
+        if not source:
+            return same_units(None, device)
+        if source not in units:
+            units[source] = same_units(load_device(source, dirs), device)
+        return units[source]
+
+    classes = {c: e for c, e in entry["classes"].items() if applies(e.get("source"))}
     return {kernel: {**entry, "classes": classes}} if classes else {}
 
 

@@ -72,6 +72,27 @@ def test_user_dir_searched_first(cpu, tmp_path):
     assert configs.lookup_config(cpu, "histogram", sizes) == b
 
 
+def test_lookups_see_files_written_by_another_process(cpu, tmp_path):
+    """Lookups answer from memory while no candidate file changed (a fit looks configurations up ~80 times), yet see
+    a file another process wrote: one appearing in a directory searched first, one replaced in place, one removed."""
+    a, b, c = (_hist_cfg(cpu, 10**4, wi) for wi in (2, 4, 8))
+    sizes = {"row": 10**4, "feat": 28}
+    config_store.store_result(cpu, "histogram", "c", _entry(a, sizes), directory=tmp_path / "pkg")
+    elsewhere = tmp_path / "elsewhere"  # another process's tune, moved in below: no forget() in this one
+    config_store.store_result(cpu, "histogram", "c", _entry(b, sizes), directory=elsewhere)
+    assert configs.lookup_config(cpu, "histogram", sizes) == a
+    user = tmp_path / "user"
+    user.mkdir()
+    (elsewhere / f"{cpu.key}.json").replace(user / f"{cpu.key}.json")
+    assert configs.lookup_config(cpu, "histogram", sizes) == b
+    doc = json.loads((user / f"{cpu.key}.json").read_text())
+    doc["kernels"]["histogram"]["classes"]["c"]["config"] = c
+    (user / f"{cpu.key}.json").write_text(json.dumps(doc, indent=3))  # in place, another size
+    assert configs.lookup_config(cpu, "histogram", sizes) == c
+    (user / f"{cpu.key}.json").unlink()
+    assert configs.lookup_config(cpu, "histogram", sizes) == a
+
+
 def test_write_dir_is_the_user_dir_unless_told_into_the_package(monkeypatch, tmp_path):
     assert configs.write_dir() == tmp_path / "user"  # the package dir is writable, but not the default
     assert configs.write_dir(into_package=True) == tmp_path / "pkg"
