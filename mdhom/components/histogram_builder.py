@@ -152,20 +152,15 @@ class HistogramBuilder:
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
-        ridx = {"ridx": ws.ridx} if ws.row_index else {}
         # the real-lane whole-row build folds a node's blocks in turn where asked (blocks=1), storing the earlier ones
         # in ``part`` (the output's buffer, past the nodes), each node's from its slot in ``blk_first``
         self._folds_blocks = self.spec is HISTOGRAM_ROWS_REAL
         ws.ensure("blk_first", 4 * LEVEL_NODES)
         self._whole = dict(blocks=0) if self._folds_blocks else {}
 
-        def hist_buffers():  # noqa: ANN202
-            return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
-                                          slot_count=ws["slot_count"], **ridx, **self._block_inputs())
-
-        self.k_hist = [Bound(ws, c, hist_buffers) for c in builds]
-        self._flat = [c.flat for c in builds]
         self._builds = builds
+        self.k_hist = self._bind_builds("slot_begin", "slot_count")
+        self._flat = [c.flat for c in builds]
         # real lanes: nodes of more than BLOCK_ROWS rows in blocks (histogram_blocks), its kernels built at first use
         self.blocked = not ws.quantized
         # launches of at least this many nodes fold each node's blocks in turn (whole-row real builds): their nodes
@@ -262,6 +257,18 @@ class HistogramBuilder:
                       rows * self.row_bytes)
         return DeviceHist(slot, n, nodes, self.gen)
 
+    def _bind_builds(self, begin: str, count: str) -> list[Bound]:
+        """The histogram builds (one a class) bound to the ranges in buffers ``begin`` and ``count``: the nodes' slot
+        tables, or the block table's."""
+        ws = self.ws
+
+        def buffers():  # noqa: ANN202
+            ridx = {"ridx": ws.ridx} if ws.row_index else {}
+            return ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws[begin], slot_count=ws[count], **ridx,
+                                          **self._block_inputs())
+
+        return [Bound(ws, c, buffers) for c in self._builds]
+
     def _block_inputs(self) -> dict[str, cl.Buffer]:
         """The real-lane whole-row build's inputs for folding a node's blocks in turn, as of now (``part`` stands in
         until a launch passes the output's buffer)."""
@@ -275,15 +282,9 @@ class HistogramBuilder:
         the buffer they add up in stands in for it, never written through it."""
         if self._blocks is None:
             ws = self.ws
-            ridx = {"ridx": ws.ridx} if ws.row_index else {}
-            k_slots = [Bound(ws, c, lambda: (ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["blk_begin"],
-                                                                    slot_count=ws["blk_count"], **ridx,
-                                                                    **self._block_inputs())))
-                       for c in self._builds]
-            k_turns = [Bound(ws, c, lambda: (ws["hist_small"], dict(bins=ws.bins, gh=ws.gh, slot_begin=ws["slot_begin"],
-                                                                    slot_count=ws["slot_count"], **ridx,
-                                                                    **self._block_inputs())))
-                       for c in self._builds] if self._folds_blocks else []
+            k_slots = self._bind_builds("blk_begin", "blk_count")
+            # (not k_hist: these launches also pass ``part`` as a view, and a bound launch's views stay set)
+            k_turns = self._bind_builds("slot_begin", "slot_count") if self._folds_blocks else []
             tab = ws.build(ROW_BLOCKS, row_blocks(), {"v": LEVEL_NODES})
             k_tab = Bound(ws, tab, lambda: (ws["blk_count"], dict(slot_begin=ws["slot_begin"],
                                                                   slot_count=ws["slot_count"],
