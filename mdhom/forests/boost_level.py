@@ -169,7 +169,7 @@ def row_blocks_reference(slot_begin: np.ndarray, slot_count: np.ndarray, slot_id
     ids = np.asarray(slot_id, np.int64)
     count, begin, first = node_blocks(np.asarray(slot_begin)[ids], np.asarray(slot_count)[ids], n_slots, block_rows)
     tree = np.zeros(n_slots, np.int32)
-    more = np.maximum(0, (np.asarray(slot_count)[ids].astype(np.int64) - 1) // block_rows)
+    more = np.maximum(histogram_blocks.block_count(np.asarray(slot_count)[ids].astype(np.int64), block_rows) - 1, 0)
     for i, s in enumerate(ids):
         tree[i] = slot_tree[s]
         tree[first[i]:first[i] + more[i]] = slot_tree[s]

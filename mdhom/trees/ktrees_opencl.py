@@ -308,7 +308,8 @@ class OpenCLKTrees(HostEvals):
         ``boost_histogram`` through an identity ``slot_id``, each slot's earlier blocks and its last added up in
         order (``tree_hist_blocks``), the built slots' histograms copied to ``out``."""
         ws, n = self.ws, len(built)
-        slots = min(n * (-(-int(bound) // blk)), histogram_blocks.block_slots(n, self.n_trees * self.n_rows, blk))
+        slots = min(n * int(histogram_blocks.block_count(int(bound), blk)),
+                    histogram_blocks.block_slots(n, self.n_trees * self.n_rows, blk))
         if self.c_blocks is None:
             self.c_blocks = (ws.build(BL.ROW_BLOCKS, BL.row_blocks(), {"v": 64}),
                              ws.build(histogram_blocks.HIST_BLOCKS, histogram_blocks.hist_blocks(self.precision),
