@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdhom import _files
+from mdhom.config_schema import DEFAULTS_SCHEMA, SCHEMA, SCHEMA_VERSION, validate
 from mdhom.configs import (
     DEFAULTS_FILE,
-    DEFAULTS_SCHEMA,
-    SCHEMA,
-    SCHEMA_VERSION,
     class_hash,
     device_file_name,
     find_device_file,
@@ -23,7 +21,6 @@ from mdhom.configs import (
     load_file,
     package_dir,
     same_units,
-    validate,
     write_dir,
 )
 
