@@ -76,7 +76,7 @@ def test_plugged_in_gain(device):
     n_feat = 4
     *_, rows, hist, evaluator = _at_root(device, 2003, n_feat, 11, 5, LEFT_HESSIAN)
     assert evaluator.d_score.name == "tree_split_score_left_hessian"
-    root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)))
+    root = hist.build(np.array([0], np.int32), rows.slots(np.array([0], np.int32)).longest)
     host = hist.to_host(root)  # (node, feat, bin, output, 2)
     got = evaluator.search(hist.view(root), 1, np.ones(n_feat, bool), SplitParams(0, 0, 0, 30.0), lambda: None)
     want = _left_hessian_reference(host.transpose(0, 1, 3, 2, 4), 30.0)
@@ -100,7 +100,7 @@ def test_histograms_are_written_and_read_in_place(device, copies, monkeypatch):
 
     def built(k, transient=True):  # k nodes, each of every row (the root's range k times)
         nodes = np.zeros(k, np.int32)
-        return hist.build(nodes, rows.slots(nodes), transient=transient)
+        return hist.build(nodes, rows.slots(nodes).longest, transient=transient)
 
     root = built(1, transient=False)  # into the arena in place
     r = hist.to_host(root)[0]
@@ -162,7 +162,7 @@ def test_many_views_made_after_their_buffer_was_used(device, copies, monkeypatch
     root = np.zeros(1, np.int32)
 
     def alternating():  # 300 slots: the root's histograms and its half's, by turns
-        pair = hist.siblings(hist.build(root, rows.slots(root)), hist.build(root, rows.slots(root), transient=True),
+        pair = hist.siblings(hist.build(root, rows.slots(root).longest), hist.build(root, rows.slots(root).longest, transient=True),
                              np.array([0]))  # [R, R - R]: every row's sums, then zeros
         halves = hist.take(pair, np.zeros(2, np.int64))  # [R, R]
         two = hist.siblings(halves, hist.take(pair, np.array([1, 1])), np.array([0, 1]))  # [0, 0, R, R]
@@ -207,8 +207,8 @@ def test_a_view_of_the_region_just_written_is_the_buffer_that_wrote_it(device, m
         for a, b in zip(_splits_of(got), _splits_of(want), strict=True):
             np.testing.assert_array_equal(a, b)
 
-    root = hist.build(root_nodes, rows.slots(root_nodes), transient=False)
-    pair = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))  # [R, R - R]
+    root = hist.build(root_nodes, rows.slots(root_nodes).longest, transient=False)
+    pair = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes).longest, transient=True))  # [R, R - R]
     before = len(copies)
     searched(pair)
     assert copies[before:] == []  # the siblings' own buffer: no copy of the slots
@@ -218,9 +218,9 @@ def test_a_view_of_the_region_just_written_is_the_buffer_that_wrote_it(device, m
     assert copies[before:] == ["view_copies"]
     swapped = hist.take(pair, np.array([1, 0]))  # a copy into the arena
     searched(swapped)
-    again = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))
+    again = hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes).longest, transient=True))
     other = hist.take(again, np.array([1, 0]))  # [R - R, R] at new slots, then a written block elsewhere:
-    hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes), transient=True))
+    hist.siblings(root, hist.build(root_nodes, rows.slots(root_nodes).longest, transient=True))
     searched(other)  # ... the held buffer is the last block's, not other's
     searched(again)
     # a written block whose launch reads the region held before it: a child built into the arena, then its siblings
@@ -231,7 +231,7 @@ def test_a_view_of_the_region_just_written_is_the_buffer_that_wrote_it(device, m
     r = hist.to_host(root)[0]
     for _ in range(2):
         version = ws.version
-        child = hist.build(root_nodes, rows.slots(root_nodes), transient=False)
+        child = hist.build(root_nodes, rows.slots(root_nodes).longest, transient=False)
         before = len(copies)
         both = hist.siblings(root, child)
         # the child's view; the siblings' launch writes its slots in the arena itself (``store``), no copy after
@@ -284,7 +284,7 @@ def test_a_view_too_small_for_its_output_is_refused_on_the_checker(oclgrind_devi
     rows.reset()
     grads.ensure()
     nodes = np.zeros(2, np.int32)
-    sizes = {"node": 2, "feat": 2, "output": 1, "pos": rows.slots(nodes)}
+    sizes = {"node": 2, "feat": 2, "output": 1, "pos": rows.slots(nodes).longest}
     with pytest.raises(ValueError, match="output buffer"):
         hist.k_hist[0](sizes, {"out": ws.view("arena", 0, hist.nb)}, n_rows=ws.pos_stride)  # room for 1 node of 2
     hist.k_hist[0](sizes, {"out": ws.view("arena", 0, 2 * hist.nb)}, n_rows=ws.pos_stride)  # room for both

@@ -75,6 +75,7 @@ this module keeps the host's side: the ranges, the tables, the look-ahead's step
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
@@ -95,6 +96,14 @@ from mdhom.components.split_evaluator import result_buffers
 from mdhom.components.split_gate import SplitGate
 from mdhom.components.tables import SPLIT_RECORD, with_left_tables
 from mdhom.components.workspace import Bound, Workspace
+
+
+class Slots(NamedTuple):
+    """What :meth:`RowPartitioner.slots` wrote: the longest of the nodes' ranges and their rows in all, or bounds on
+    them."""
+
+    longest: int
+    rows: int
 
 
 class _Ahead:
@@ -177,9 +186,7 @@ class RowPartitioner:
         self._written_ahead: tuple[_Ahead, int] | None = None  # write_leaves_ahead's step and its entries
         self.tree = 0  # resets so far (a tree begins with one or two): whether results are of the rows' tree still
         self.names: np.ndarray | None = None  # the renaming of the last relabel (None: none since the last reset)
-        self._prepared: tuple[tuple[int, ...], int, int] | None = None
-        # the rows of the nodes whose ranges slots() set last, or a bound on them (a histogram build's row blocks)
-        self.slots_rows = 0
+        self._prepared: tuple[tuple[int, ...], Slots] | None = None
         self._root_host = np.array([0, ws.n_rows], np.int32)
         # each node's range of positions, by node id (arrays, not dicts: a depth-wise level updates up to 2^depth
         # nodes at once); a node never split into has count 0
@@ -278,31 +285,29 @@ class RowPartitioner:
         self._room(int(nodes.max()) + 1 if nodes.size else 0)
         return self.begin[nodes], self.count[nodes]
 
-    def slots(self, nodes: np.ndarray) -> int:
-        """The row ranges of ``nodes`` into the slot tables the histogram reads; returns the longest range.
-        After a partition with a ``small_left`` hint, the scatter has written them already."""
+    def slots(self, nodes: np.ndarray) -> Slots:
+        """The row ranges of ``nodes`` into the slot tables the histogram reads; returns the longest range and the
+        rows in all (what a histogram build sizes its launch and its row blocks by). After a partition with a
+        ``small_left`` hint, the scatter has written them already."""
         ws = self.ws
         n = int(nodes.size)
         self.ensure(n)
         prep = self._prepared
         if prep is not None and tuple(nodes.tolist()) == prep[0]:
-            self.slots_rows = prep[2]
             return prep[1]
         if n == 1 and int(nodes[0]) == 0 and self.begin[0] == 0 and self.count[0] == ws.n_rows:
             if ws.n_rows:
                 ws.send(ws["slot_begin"], self._root_host[:1])
                 ws.send(ws["slot_count"], self._root_host[1:])
-            self.slots_rows = ws.n_rows
-            return ws.n_rows
+            return Slots(ws.n_rows, ws.n_rows)
         self._materialize()
         self.resolve()
         begin, count = self._ranges(nodes)
         maxc = int(count.max()) if n else 0
-        self.slots_rows = int(count.sum())
         if maxc:
             ws.put("slot_begin", ws["slot_begin"], begin, np.int32)
             ws.put("slot_count", ws["slot_count"], count, np.int32)
-        return maxc
+        return Slots(maxc, int(count.sum()))
 
     def rows_of(self, nodes: np.ndarray) -> int:
         """The rows the listed nodes hold (after the last partition's counts are in)."""
@@ -389,7 +394,7 @@ class RowPartitioner:
         if small_left is not None:
             built = np.where(np.asarray(small_left, bool).reshape(-1), left, right)
             most = int(count.max())
-            self._prepared = (tuple(built.tolist()), most, int(count.sum()))
+            self._prepared = (tuple(built.tolist()), Slots(most, int(count.sum())))
             if row is None:
                 self._last = (n, most, ns)
 

@@ -426,11 +426,11 @@ class OpenCLTreeKernels:
     def histograms(self, nodes: np.ndarray, transient: bool = False) -> DeviceHist:
         nodes = np.asarray(nodes, np.int32).reshape(-1)
         self.hist.ensure(int(nodes.size))
-        max_count = self.rows.slots(nodes) if nodes.size else 0
+        max_count, total = self.rows.slots(nodes) if nodes.size else (0, 0)
         if max_count:
             self.gradients.ensure()
         rows = self.rows.rows_of(nodes) if self.ws.profile and max_count else 0  # a wait: profiling only
-        return self.hist.build(nodes, max_count, rows, transient, total=self.rows.slots_rows)
+        return self.hist.build(nodes, max_count, rows, transient, total=total)
 
     def siblings(self, parent: DeviceHist, child: DeviceHist, index: np.ndarray | None = None) -> DeviceHist:
         return self.hist.siblings(parent, child, index)
