@@ -1381,14 +1381,14 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     (subsampling) are added too, as the reference's bincount adds them."""
     if precision == "double" and not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
-    n_rows, n_out = 1031, 2
+    n_rows, n_out = 1160, 2
     rng = np.random.default_rng(61)
     bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
     dtype = np.float64 if precision == "double" else np.float32
     g = rng.standard_normal((n_rows, n_out)).astype(dtype)
     h = (rng.random((n_rows, n_out)) * 0.25).astype(dtype)
     g[::7], h[::7] = 0.0, 0.0  # rows left out by subsampling
-    counts = [257, 0, 129, 1, 513]
+    counts = [257, 0, 129, 1, 513, 128]  # (with blocks of 64 rows: nodes of 1, 2, 3, 5 and 9 blocks)
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
     desc = rhr.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index)
     assert desc.name == "tree_histogram_rows_real" and "PARTIALS_LOCAL" not in desc.parameter_names()
@@ -1417,7 +1417,7 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
                 for k in range(n_out):
                     want[i, np.arange(n_feat), k, bins[r], 0] += g[r, k]
                     want[i, np.arange(n_feat), k, bins[r], 1] += h[r, k]
-    whole = dict(part=("o", np.zeros(1, dtype), None), blk_first=("o", np.zeros(1, np.int32), None), blocks=0)
+    whole = dict(part=("o", np.zeros(1, dtype), None), blocks=0)
     for cfg in cfgs:
         got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, n_rows=n_rows, bins=stored, gh=gh,
                   **extra, **whole)
@@ -1436,30 +1436,23 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
 
 def _check_real_blocks(device, desc, cfgs, sizes, inputs, bins, g, h, ridx, begin, count, n_bins, block_rows=64):
     """A real-lane whole-row build folding each node's blocks in turn (``blocks`` 1, under the exact pins): its output
-    the nodes' last blocks, ``part`` their earlier ones at the slots ``tree_row_blocks`` gives them, which
-    ``tree_hist_blocks`` adds up into the blocked reference's sums bit for bit (each block's from zero, in order)."""
-    from mdhom.components import histogram_blocks as hb
-
+    the blocked reference's sums bit for bit (each block's from zero, the blocks' in order), added up by the work-item
+    itself, with the running sums of nodes of more than one block in ``part`` past the nodes' slots (``part`` starts
+    as NaN: a running sum read before its first block was stored would show)."""
     n = len(count)
-    slots = hb.block_slots(n, int(np.sum(count)), block_rows)
-    _, _, first = hb.row_blocks_reference(begin, count, slots, block_rows)
     want = np.zeros((n, bins.shape[1], g.shape[1], n_bins, 2))
     for i, (b0, c) in enumerate(zip(begin, count, strict=True)):
         for at in range(0, int(c), block_rows):
             part = hg.histogram_reference(bins, g, h, ridx, np.array([b0 + at]), np.array([min(block_rows, c - at)]),
                                           n_bins)
             want[i] = want[i] + part[0]
+    assert int(np.max(count)) > 2 * block_rows  # (a node of three blocks or more: a running sum added to)
     cells = bins.shape[1] * g.shape[1] * n_bins  # a node's (g, h) cells
     for cfg in cfgs:
-        got, wrote = run_writing(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, blocks=1,
-                                 part=("o", np.full(slots * cells * 2, np.nan), None),
-                                 blk_first=("o", first, None), **inputs)
-        held = wrote["part"].reshape(slots, -1)
-        held[:n] = got.view(np.float64).reshape(n, -1)
-        summed = hb.hist_blocks_reference(held, first, count, block_rows)[:n]
-        assert not np.isnan(summed).any(), cfg
-        summed = summed.view(got.dtype).reshape(n, bins.shape[1], g.shape[1], n_bins)
-        np.testing.assert_array_equal(np.stack([summed["g"], summed["h"]], axis=-1), want, err_msg=str(cfg))
+        got = run(desc, device, cfg, sizes, slot_begin=begin, slot_count=count, blocks=1,
+                  part=("o", np.full(2 * n * cells * 2, np.nan), None), **inputs)
+        got = got.reshape(n, bins.shape[1], g.shape[1], n_bins)
+        np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
 
 
 def test_real_groups_give_every_compute_unit_work(cpu):

@@ -450,7 +450,6 @@ REAL_ROWS = textwrap.dedent("""
     import pyopencl.array as cl_array
     import mdhom
     from mdhom.components import histogram as hg
-    from mdhom.components import histogram_blocks as hb
     from mdhom.components import row_histogram_real as rhr
     from mdhom.components.workspace import opaque
     from mdhom.learn.binning import bin_dtype
@@ -485,27 +484,23 @@ REAL_ROWS = textwrap.dedent("""
         args = dict(bins=put(bins[at].reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
                     slot_begin=put(begin), slot_count=put(count), n_rows=n_rows, **extra)
         got = comp.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=0,
-                           part=opaque(put(np.zeros(1)), None), blk_first=opaque(put(np.zeros(1, np.int32)), None)
-                           ).out.get()
+                           part=opaque(put(np.zeros(1)), None)).out.get()
         got = got.reshape(len(counts), n_feat, k, n_bins)
         assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words, index)
-        # each node's blocks of 16 rows in turn: the last in the output, the earlier ones in part, summed in order
-        cells, slots = n_feat * k * n_bins, hb.block_slots(len(counts), n_rows, 16)
-        first = hb.row_blocks_reference(begin, count, slots, 16)[2]
+        # each node's blocks of 16 rows in turn, added up by the work-item (running sums in part past the nodes, NaN
+        # until a first block is stored there): the blocked sums
+        cells = n_feat * k * n_bins
         blocked = build_within_limits(rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index),
                                                               block_rows=16), dev, cfg)
-        part = put(np.zeros(slots * cells * 2))
+        part = put(np.full(2 * len(counts) * cells * 2, np.nan))
         got = blocked.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=1,
-                              part=opaque(part, None), blk_first=opaque(put(first), None)).out.get()
-        held = part.get().reshape(slots, -1)
-        held[:len(counts)] = got.view(np.float64).reshape(len(counts), -1)
-        summed = hb.hist_blocks_reference(held, first, count, 16)[:len(counts)].view(got.dtype)
-        summed = summed.reshape(len(counts), n_feat, k, n_bins)
+                              part=opaque(part, None)).out.get()
+        got = got.reshape(len(counts), n_feat, k, n_bins)
         blocks = np.zeros_like(want)
         for i, (b, c) in enumerate(zip(begin, count)):
             for j in range(0, c, 16):
                 blocks[i] = blocks[i] + hg.histogram_reference(bins, g, h, ridx, [b + j], [min(16, c - j)], n_bins)[0]
-        assert np.array_equal(np.stack([summed["g"], summed["h"]], axis=-1), blocks), (n_feat, n_bins, groups, index)
+        assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), blocks), (n_feat, n_bins, groups, index)
     print("REAL-OK")
 """)
 
@@ -515,8 +510,8 @@ def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
     the row index (with the prefetch of the row 16 positions on), a row's (g, h) added as scalars and as one vector
     (``PAIR_VEC``), an empty node and a node of one row: the reference's sums bit for bit, no out-of-bounds access, no
-    race, no uninitialised read; and each node's blocks of 16 rows folded in turn (``blocks`` 1: the earlier ones
-    stored in ``part``), which added up in order are the blocked sums."""
+    race, no uninitialised read; and each node's blocks of 16 rows folded in turn and added up in order (``blocks`` 1:
+    the earlier ones' sum kept in ``part``), the blocked sums."""
     checked(REAL_ROWS, "REAL-OK")
 
 

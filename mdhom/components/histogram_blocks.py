@@ -9,17 +9,18 @@ is summed as before. Without blocks the exact fold of a node's rows was one work
 root of a 16-core CPU's float64 fit ran each of its 16 work-items over every row for one or two features
 (0.41-0.49x XGBoost CPU's round).
 
-A build of larger nodes (:class:`mdhom.components.histogram_builder.HistogramBuilder`) writes each node's last block's
-histogram where the node's goes and its earlier (whole) blocks' into slots after the nodes', then adds each node's
-earlier blocks in order and its last into its slot, in place (``tree_hist_blocks``). It builds the blocks one of two
-ways, the same bits either way:
+A build of larger nodes (:class:`mdhom.components.histogram_builder.HistogramBuilder`) takes one of two ways, the same
+bits either way:
 
-- as nodes of their own (``tree_row_blocks`` lays them out): parallel over a node's blocks, for launches of fewer
-  nodes than the device has compute units (a tree's top levels); any histogram kernel, its source unchanged;
-- each node's in turn by one work-item (the real-lane whole-row build with ``blocks`` 1, storing each finished block
-  as it goes): for launches of many nodes, whose block count the host knows only as a bound (levels split on the
-  device), where a launch over that many slots would run most of them empty (2-core Xeon, depth-wise levels: up to 1.8x
-  the level's histogram time).
+- the blocks as nodes of their own (``tree_row_blocks`` lays them out), parallel over a node's blocks, for launches of
+  fewer nodes than the device has compute units (a tree's top levels); any histogram kernel, its source unchanged. It
+  writes each node's last block's histogram where the node's goes and its earlier (whole) blocks' into slots after the
+  nodes', then adds each node's earlier blocks in order and its last into its slot, in place (``tree_hist_blocks``);
+- each node's blocks in turn by one work-item (the real-lane whole-row build with ``blocks`` 1), which adds them up
+  as it goes, the sum of the earlier ones kept in a slot past the nodes': for launches of many nodes, whose block
+  count the host knows only as a bound (levels split on the device), where a launch over that many slots would run
+  most of them empty (2-core Xeon, depth-wise levels: up to 1.8x the level's histogram time). One launch: no table,
+  no sums' launch.
 
 The K trees of a round (:mod:`mdhom.trees.ktrees_opencl`) sum their float64 slots the same way, their blocks laid out
 by their own table (``boost_row_blocks``, through the level's ``slot_id``) and added up by ``tree_hist_blocks``.

@@ -152,10 +152,9 @@ class HistogramBuilder:
         self.ensure(16)
         ws.ensure("arena", 64 * self.nb)
 
-        # the real-lane whole-row build folds a node's blocks in turn where asked (blocks=1), storing the earlier ones
-        # in ``part`` (the output's buffer, past the nodes), each node's from its slot in ``blk_first``
+        # the real-lane whole-row build folds a node's blocks in turn where asked (blocks=1), keeping the sum of the
+        # earlier ones in ``part`` (the output's buffer, past the nodes)
         self._folds_blocks = self.spec is HISTOGRAM_ROWS_REAL
-        ws.ensure("blk_first", 4 * LEVEL_NODES)
         self._whole = dict(blocks=0) if self._folds_blocks else {}
 
         self._builds = builds
@@ -273,7 +272,7 @@ class HistogramBuilder:
         """The real-lane whole-row build's inputs for folding a node's blocks in turn, as of now (``part`` stands in
         until a launch passes the output's buffer)."""
         ws = self.ws
-        return dict(part=ws["hist_small"], blk_first=ws["blk_first"]) if self._folds_blocks else {}
+        return dict(part=ws["hist_small"]) if self._folds_blocks else {}
 
     def _block_kernels(self) -> tuple[list[Bound], list[Bound], Bound, Bound]:
         """The histogram builds' launches over block slots and (real-lane whole rows) over nodes folding their blocks
@@ -299,25 +298,29 @@ class HistogramBuilder:
                       total: int | None, per_node: int | None) -> DeviceHist:
         """:meth:`build` of real-lane nodes of more than BLOCK_ROWS rows (``max_count``, or a bound on it; ``total``,
         their rows in all or a bound), summed block by block in the reference's order
-        (:mod:`mdhom.components.histogram_blocks`): each node's earlier blocks' histograms into slots past the nodes'
-        (given back after), its last block's into its own, then the earlier ones and the last added up in order
-        (``tree_hist_blocks``). The blocks are built either as nodes of their own (laid out by ``tree_row_blocks``:
-        parallel over a node's blocks, for launches of fewer nodes than the device has compute units) or, by the
-        real-lane whole-row build, each node's in turn by one work-item (no launch over block slots that the bound
-        on their number leaves empty)."""
+        (:mod:`mdhom.components.histogram_blocks`), one of two ways, the same bits either way:
+
+        - launches of fewer nodes than the device has compute units build the blocks as nodes of their own, parallel
+          over a node's blocks (laid out by ``tree_row_blocks``): each node's earlier blocks' histograms into slots past
+          the nodes' (given back after), its last block's into its own, then the earlier ones and the last added up in
+          order (``tree_hist_blocks``);
+        - launches of more (real-lane whole rows) fold each node's blocks in turn by one work-item, which adds them up
+          itself, keeping the sum of the earlier ones in a slot past the nodes' (given back after): one launch, none
+          over block slots that the bound on their number would leave empty."""
         ws, n, nb, blk = self.ws, int(nodes.size), self.nb, histogram_blocks.BLOCK_ROWS
         self.ensure(n)
-        bound = min(n * max_count, ws.n_rows, ws.n_rows if total is None else total)
-        slots = min(n * int(block_count(max_count, blk)), block_slots(n, bound, blk))
-        for name in ("blk_count", "blk_begin", "blk_first"):
-            ws.ensure(name, 4 * slots)
         k_slots, k_turns, k_tab, k_sum = self._block_kernels()
         turns = bool(k_turns) and n >= self.turns_from
-        ws.record("tree_row_blocks", k_tab({"v": n if turns else slots}, n_nodes=n, block_rows=blk))
-        if turns:
+        if turns:  # the nodes, then their running sums
+            slots = 2 * n
             at = row_class(self.classes, self._flat, max(1, ws.n_rows), max_count, per_node)
             launch, sizes, params = k_turns[at], {"node": n, **self._dims[at], "pos": max_count}, dict(blocks=1)
-        else:
+        else:  # the nodes' last blocks, then their earlier ones
+            bound = min(n * max_count, ws.n_rows, ws.n_rows if total is None else total)
+            slots = min(n * int(block_count(max_count, blk)), block_slots(n, bound, blk))
+            for name in ("blk_count", "blk_begin", "blk_first"):
+                ws.ensure(name, 4 * slots)
+            ws.record("tree_row_blocks", k_tab({"v": slots}, n_nodes=n, block_rows=blk))
             if self.whole_rows:
                 at = row_class(self.classes, self._flat, max(1, ws.n_rows), blk)
             else:
@@ -325,18 +328,19 @@ class HistogramBuilder:
             launch, sizes, params = k_slots[at], {"node": slots, **self._dims[at], "pos": blk}, self._whole
         views = ("out", "part") if self._folds_blocks else ("out",)
         self._zeroed = None
-        if transient:  # in hist_small, the earlier blocks after the nodes
+        if transient:  # in hist_small, the blocks or running sums after the nodes
             if slots * nb > ws.capacity("hist_small"):
                 ws.ensure("hist_small", slots * nb)
             out, slot = ws["hist_small"], -1
             self._small_holds = (self.gen, -1, n, "hist_small")
-        else:  # in the arena's slots, the earlier blocks in the slots after them, given back after
+        else:  # in the arena's slots, the blocks or running sums in the slots after them, given back after
             slot = self._alloc(slots)
         with contextlib.nullcontext(out) if transient else ws.written("arena", slot * nb, slots * nb) as out:
             ws.record(self.d_hist.name, launch(sizes, dict.fromkeys(views, out), n_rows=ws.pos_stride, **params),
                       rows * self.row_bytes)
-            ws.record("tree_hist_blocks", k_sum({"node": n, "cell": ws.cells}, {"out": out, "hist": out},
-                                                block_rows=blk))
+            if not turns:
+                ws.record("tree_hist_blocks", k_sum({"node": n, "cell": ws.cells}, {"out": out, "hist": out},
+                                                    block_rows=blk))
         if not transient:
             self.top = slot + n
         return DeviceHist(slot, n, nodes, self.gen)

@@ -70,21 +70,34 @@ _ROWS_ADD_REAL = """#if PAIR_VEC
 #endif"""
 
 
-# With ``blocks`` 1, the first row of each block but the first (position a multiple of TREE_BLOCK_ROWS) stores the
-# block just folded into the node's slot for it in ``part`` (the node's earlier blocks from slot ``blk_first[node]``
-# on, as tree_row_blocks lays them out) and starts the next from zero: a node's blocks in turn, the last left in the
-# output, for tree_hist_blocks to add up in the reference's order (mdhom.components.histogram_blocks)
-_BLOCK_FLUSH = """
-if (blocks && pos > 0 && (pos & (TREE_BLOCK_ROWS - 1)) == 0 && pos < slot_count[node]) {
-    __global tree_hist_t* mdh_dst = part + (((long)blk_first[node] + pos / TREE_BLOCK_ROWS - 1) * SIZE_grp + grp)
-                                           * (2 * TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS);
-    for (int mdh_c = 0; mdh_c < TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS; ++mdh_c) {
-        mdh_dst[2 * mdh_c] = acc.v[mdh_c].g;
-        mdh_dst[2 * mdh_c + 1] = acc.v[mdh_c].h;
+# With ``blocks`` 1, a work-item folds its node's blocks in turn and adds their sums up itself, in the reference's order
+# (mdhom.components.histogram_blocks): at the first row of each block but the first (position a multiple of
+# TREE_BLOCK_ROWS) the block just folded goes into the node's running sum (``part``'s slot SIZE_node + node, past the
+# nodes' own: the first block stored, each later one added to it) and the fold starts the next from zero; at the node's
+# last row the running sum is added to the last block's, which the kernel then writes as the node's histogram. Nodes
+# of one block, and launches with ``blocks`` 0, fold as before.
+_BLOCK_CELLS = "TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS"
+_BLOCK_SUM_AT = f"""part + (((long)SIZE_node + node) * SIZE_grp + grp) * (2 * {_BLOCK_CELLS})"""
+_BLOCK_FLUSH = f"""
+if (blocks && pos > 0 && (pos & (TREE_BLOCK_ROWS - 1)) == 0 && pos < slot_count[node]) {{
+    __global tree_hist_t* mdh_dst = {_BLOCK_SUM_AT};
+    const int mdh_first = pos == TREE_BLOCK_ROWS;
+    for (int mdh_c = 0; mdh_c < {_BLOCK_CELLS}; ++mdh_c) {{
+        mdh_dst[2 * mdh_c] = mdh_first ? acc.v[mdh_c].g : mdh_dst[2 * mdh_c] + acc.v[mdh_c].g;
+        mdh_dst[2 * mdh_c + 1] = mdh_first ? acc.v[mdh_c].h : mdh_dst[2 * mdh_c + 1] + acc.v[mdh_c].h;
         acc.v[mdh_c].g = 0;
         acc.v[mdh_c].h = 0;
-    }
-}
+    }}
+}}
+"""
+_BLOCK_FINISH = f"""
+if (blocks && pos >= TREE_BLOCK_ROWS && pos == slot_count[node] - 1) {{
+    __global const tree_hist_t* mdh_src = {_BLOCK_SUM_AT};
+    for (int mdh_c = 0; mdh_c < {_BLOCK_CELLS}; ++mdh_c) {{
+        acc.v[mdh_c].g = mdh_src[2 * mdh_c] + acc.v[mdh_c].g;
+        acc.v[mdh_c].h = mdh_src[2 * mdh_c + 1] + acc.v[mdh_c].h;
+    }}
+}}
 """
 
 
@@ -107,8 +120,9 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     two-lane vector (``_ROWS_ADD_REAL``), the real lanes' counterpart of the int builds' ``PACKED``.
 
     A fit's nodes of more than ``block_rows`` rows are summed in blocks (:mod:`mdhom.components.histogram_blocks`):
-    launched with ``blocks`` 1, a work-item folds its node's blocks in turn, storing each but the last in ``part``
-    (``_BLOCK_FLUSH``); with ``blocks`` 0 it folds the node whole (a block's slot, or a node of one block)."""
+    launched with ``blocks`` 1, a work-item folds its node's blocks in turn and adds their sums up in order, the sum of
+    the earlier ones kept in ``part`` past the nodes' slots (``_BLOCK_FLUSH``, ``_BLOCK_FINISH``); with ``blocks`` 0
+    it folds the node whole (a block's slot, or a node of one block)."""
     f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
     if g < 1 or f % g:
         raise ValueError(f"feature groups: at least 1, dividing the {f} features; got {g}")
@@ -126,7 +140,8 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
         Array(hist_gh_type(precision), (f // g) * k * b),
         switches=(("ROW_WORDS",) if words else ()) + ("PAIR_VEC",),
         scalar=zero + body.format(body=_ROWS_ADD_REAL.replace("acc.", "out."), **fmt),
-        accumulate=_BLOCK_FLUSH + body.format(body=_ROWS_ADD_REAL, **fmt), extents={"pos": "slot_count[node]"},
+        accumulate=_BLOCK_FLUSH + body.format(body=_ROWS_ADD_REAL, **fmt) + _BLOCK_FINISH,
+        extents={"pos": "slot_count[node]"},
         chunked=True,
         inline_fold=not row_index, prefetch=prefetch,
         inputs=[
@@ -136,7 +151,6 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
             Input("slot_count", "int", ("node",), gather=True),
         ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else []) + [
             Input("part", hist_ctype(precision), ("*",), gather=True, writes=True),
-            Input("blk_first", "int", ("*",), gather=True),
         ],
         params=[Param("n_rows", "int"), Param("blocks", "int")],
         preamble=defines(precision, b, k, feature_major) + f"#define TREE_FEATURES {f}\n"
@@ -190,7 +204,7 @@ def _real_inputs(s, rng):
     gh[:, 1] = rng.random(n) * 0.25
     out["gh"] = gh.reshape(-1)
     # each node folded whole (blocks 0: the kernel alone, the reference's plain fold); nothing stored in part
-    out.update(part=np.zeros(1), blk_first=np.zeros(1, np.int32), blocks=0)
+    out.update(part=np.zeros(1), blocks=0)
     return out
 
 
