@@ -162,7 +162,8 @@ def test_many_views_made_after_their_buffer_was_used(device, copies, monkeypatch
     root = np.zeros(1, np.int32)
 
     def alternating():  # 300 slots: the root's histograms and its half's, by turns
-        pair = hist.siblings(hist.build(root, rows.slots(root).longest), hist.build(root, rows.slots(root).longest, transient=True),
+        pair = hist.siblings(hist.build(root, rows.slots(root).longest),
+                             hist.build(root, rows.slots(root).longest, transient=True),
                              np.array([0]))  # [R, R - R]: every row's sums, then zeros
         halves = hist.take(pair, np.zeros(2, np.int64))  # [R, R]
         two = hist.siblings(halves, hist.take(pair, np.array([1, 1])), np.array([0, 1]))  # [0, 0, R, R]

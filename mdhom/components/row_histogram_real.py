@@ -77,7 +77,7 @@ _ROWS_ADD_REAL = """#if PAIR_VEC
 # last row the running sum is added to the last block's, which the kernel then writes as the node's histogram. Nodes
 # of one block, and launches with ``blocks`` 0, fold as before.
 _BLOCK_CELLS = "TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS"
-_BLOCK_SUM_AT = f"""part + (((long)SIZE_node + node) * SIZE_grp + grp) * (2 * {_BLOCK_CELLS})"""
+_BLOCK_SUM_AT = f"part + (((long)SIZE_node + node) * SIZE_grp + grp) * (2 * {_BLOCK_CELLS})"
 _BLOCK_FLUSH = f"""
 if (blocks && pos > 0 && (pos & (TREE_BLOCK_ROWS - 1)) == 0 && pos < slot_count[node]) {{
     __global tree_hist_t* mdh_dst = {_BLOCK_SUM_AT};
