@@ -88,7 +88,8 @@ def test_reference_sums_blocks_in_order(monkeypatch):
 @pytest.mark.parametrize("lossguide,leaves,depth", [(True, 40, 0), (False, 0, 6)], ids=["lossguide", "depthwise"])
 def test_trees_of_blocked_nodes_equal_the_reference(monkeypatch, device, layout, lossguide, leaves, depth):
     """Whole trees (the grower's fast paths: levels and batches on the device, look-ahead) whose top nodes span many
-    blocks (blocks of 128 rows here, 3000 rows) equal the blocked reference's bit for bit (exact mode, float64)."""
+    blocks (blocks of 128 rows here, 3000 rows) equal the blocked reference's bit for bit (exact mode, float64); on
+    CPUs the whole-row builds' block slots dealt in strides to a few work-groups, several slots each."""
     from test_trees_fastpath import _data, _same, _tree
 
     from mdhom.learn.binning import BinMapper
@@ -105,6 +106,10 @@ def test_trees_of_blocked_nodes_equal_the_reference(monkeypatch, device, layout,
     want = _tree(NumpyKernels(), bins, m.n_bins, g, h, lossguide, leaves, depth)
     got = _tree(dev, bins, m.n_bins, g, h, lossguide, leaves, depth)
     assert "tree_hist_blocks" in dev.ws.computations and want.n_nodes > 40
+    # CPUs' whole-row builds deal the block slots in strides (24 at the root) to 4 work-groups a compute unit
+    dealt = [c for k, c in dev.ws.computations.items() if k.endswith("slots)")]
+    assert len(dealt) == (device.type == "cpu" and dev.hist.whole_rows)
+    assert all(c.config["CHUNKED"] == 0 and c.config["NUM_WG_node"] == 4 * device.compute_units for c in dealt)
     _same(got, want)
 
 

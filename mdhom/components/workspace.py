@@ -144,14 +144,21 @@ class Workspace:
                 cfg, source = fitted, f"{source}; scratch fitted to {sc.length}={int(sizes[sc.length])}"
         return cfg, source
 
-    def build(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int], role: str = "") -> Computation:
+    def build(self, spec: KernelSpec, desc: Description, sizes: Mapping[str, int], role: str = "",
+              deal: tuple[str, int] | None = None) -> Computation:
         """Build ``desc`` once per fit with the configuration for ``sizes``; ``role`` keeps a second build of
-        the same kernel for another launch regime (the histogram of one node vs. of a whole level)."""
+        the same kernel for another launch regime (the histogram of one node vs. of a whole level). ``deal`` (a
+        concatenated dimension, a number of work-groups): that dimension's points dealt to that many work-groups in
+        strides (``CHUNKED`` 0), whatever the configuration says: for launches whose points past the first few are
+        empty (:meth:`mdhom.components.histogram_builder.HistogramBuilder.build`'s block slots)."""
         key = f"{desc.name} ({role})" if role else desc.name
         comp = self._comps.get(key)
         if comp is None or comp.desc is not desc:
             t0 = time.perf_counter()
             cfg, source = self.config(spec, desc, dict(sizes))
+            if deal is not None:
+                cfg = {**cfg, f"NUM_WG_{deal[0]}": int(deal[1]), "CHUNKED": 0}
+                source += f"; {deal[0]} dealt to {int(deal[1])} work-groups"
             comp = build_within_limits(desc, self.device, cfg)
             comp.program(False)
             self.build_seconds += time.perf_counter() - t0
