@@ -149,15 +149,16 @@ class Workspace:
         """Build ``desc`` once per fit with the configuration for ``sizes``; ``role`` keeps a second build of
         the same kernel for another launch regime (the histogram of one node vs. of a whole level). ``deal`` (a
         concatenated dimension, a number of work-groups): that dimension's points dealt to that many work-groups in
-        strides (``CHUNKED`` 0), whatever the configuration says: for launches whose points past the first few are
-        empty (:meth:`mdhom.components.histogram_builder.HistogramBuilder.build`'s block slots)."""
+        strides (``CHUNKED`` 0 where the description has it, strided otherwise), whatever the configuration says:
+        for launches whose points past the first few are empty
+        (:meth:`mdhom.components.histogram_builder.HistogramBuilder.build`'s block slots)."""
         key = f"{desc.name} ({role})" if role else desc.name
         comp = self._comps.get(key)
         if comp is None or comp.desc is not desc:
             t0 = time.perf_counter()
             cfg, source = self.config(spec, desc, dict(sizes))
             if deal is not None:
-                cfg = {**cfg, f"NUM_WG_{deal[0]}": int(deal[1]), "CHUNKED": 0}
+                cfg = {**cfg, f"NUM_WG_{deal[0]}": int(deal[1]), **({"CHUNKED": 0} if desc.chunked else {})}
                 source += f"; {deal[0]} dealt to {int(deal[1])} work-groups"
             comp = build_within_limits(desc, self.device, cfg)
             comp.program(False)
