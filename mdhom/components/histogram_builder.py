@@ -276,12 +276,13 @@ class HistogramBuilder:
         """The builds a launch over block slots runs. A table's slots are the nodes' blocks, then empty ones up to the
         launch's bound (levels split on the device know their block counts only there), and PoCL hands a launch's
         work-groups to its threads in runs of consecutive ones (of n left, ceil(n / threads) to the next free thread):
-        with a slot a work-group, the first of two threads took every block of a depth-wise level's one node, and 6
-        of 16 threads took three blocks each. So on CPUs the real-lane build of the slots' class deals them in strides
-        (``CHUNKED`` 0) to ``SLOT_GROUPS`` work-groups a compute unit, each with its share of the blocks; the same bits
-        (each slot's rows are one work-item's in order either way). 2-core Xeon, 500k rows, PoCL: that level 2.6-3.3
-        -> 1.5-2.2 ms; fits alternating, depth-wise 36.57 -> 35.52 ms a round, loss-guided 53.45 -> 52.24, identical
-        predictions; Intel's runtime (its own scheduler) 30.67 -> 31.07, within its spread."""
+        with a slot a work-group, the first of two threads took every block of a depth-wise level's one node, and by
+        the counts 6-8 of 16 threads took two or three blocks each. So on CPUs the real-lane build of the slots'
+        class deals them in strides (``CHUNKED`` 0) to ``SLOT_GROUPS`` work-groups a compute unit, each with its share
+        of the blocks; the same bits (each slot's rows are one work-item's in order either way). 2-core Xeon, 500k
+        rows, PoCL: that level 2.6-3.3 -> 1.5-2.2 ms; fits alternating, depth-wise 36.57 -> 35.52 ms a round,
+        loss-guided 53.45 -> 52.24, identical predictions; Intel's runtime (its own scheduler) 30.67 -> 31.07, within
+        its spread."""
         ws = self.ws
         if not (self._folds_blocks and ws.device.type == "cpu"):
             return self._builds
