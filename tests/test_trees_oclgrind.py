@@ -510,9 +510,9 @@ def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
     the row index (with the prefetch of the row 16 positions on), a row's (g, h) added as scalars and as one vector
     (``PAIR_VEC``), an empty node and a node of one row, the four nodes dealt in strides to two work-groups (as CPUs
-    deal block slots): the reference's sums bit for bit, no out-of-bounds access, no
-    race, no uninitialised read; and each node's blocks of 16 rows folded in turn and added up in order (``blocks`` 1:
-    the earlier ones' sum kept in ``part``), the blocked sums."""
+    deal block slots): the reference's sums bit for bit, no out-of-bounds access, no race, no uninitialised read; and
+    each node's blocks of 16 rows folded in turn and added up in order (``blocks`` 1: the earlier ones' sum kept in
+    ``part``), the blocked sums."""
     checked(REAL_ROWS, "REAL-OK")
 
 

@@ -15,9 +15,9 @@ bits either way:
 - the blocks as nodes of their own (``tree_row_blocks`` lays them out), parallel over a node's blocks, for launches of
   fewer nodes than the device has compute units (a tree's top levels); any histogram kernel, its source unchanged (on
   CPUs the real-lane build's slots dealt in strides to a few work-groups a core, so every thread gets its share of the
-  blocks: :meth:`~mdhom.components.histogram_builder.HistogramBuilder.build`). It
-  writes each node's last block's histogram where the node's goes and its earlier (whole) blocks' into slots after the
-  nodes', then adds each node's earlier blocks in order and its last into its slot, in place (``tree_hist_blocks``);
+  blocks: :meth:`~mdhom.components.histogram_builder.HistogramBuilder.build`). It writes each node's last block's
+  histogram where the node's goes and its earlier (whole) blocks' into slots after the nodes', then adds each node's
+  earlier blocks in order and its last into its slot, in place (``tree_hist_blocks``);
 - each node's blocks in turn by one work-item (the real-lane whole-row build with ``blocks`` 1), which adds them up
   as it goes, the sum of the earlier ones kept in a slot past the nodes': for launches of many nodes, whose block
   count the host knows only as a bound (levels split on the device), where a launch over that many slots would run

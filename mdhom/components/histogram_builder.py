@@ -272,6 +272,11 @@ class HistogramBuilder:
 
         return [Bound(ws, c, buffers) for c in (self._builds if builds is None else builds)]
 
+    @cached_property
+    def _slot_class(self) -> int:
+        """The whole-row build a launch over block slots runs: the class of nodes of one block's rows."""
+        return row_class(self.classes, self._flat, max(1, self.ws.n_rows), histogram_blocks.BLOCK_ROWS)
+
     def _slot_builds(self) -> list[Computation]:
         """The builds a launch over block slots runs. A table's slots are the nodes' blocks, then empty ones up to the
         launch's bound (levels split on the device know their block counts only there), and PoCL hands a launch's
@@ -286,7 +291,7 @@ class HistogramBuilder:
         ws = self.ws
         if not (self._folds_blocks and ws.device.type == "cpu"):
             return self._builds
-        at = row_class(self.classes, self._flat, max(1, ws.n_rows), histogram_blocks.BLOCK_ROWS)
+        at = self._slot_class
         desc, sizes, role = self._build_args[at]
         dealt = ws.build(self.spec, desc, sizes, role=f"{role} slots".strip(),
                          deal=("node", SLOT_GROUPS * max(1, ws.device.compute_units)))
@@ -346,7 +351,7 @@ class HistogramBuilder:
                 ws.ensure(name, 4 * slots)
             ws.record("tree_row_blocks", k_tab({"v": slots}, n_nodes=n, block_rows=blk))
             if self.whole_rows:
-                at = row_class(self.classes, self._flat, max(1, ws.n_rows), blk)
+                at = self._slot_class
             else:
                 at = next((i for i, (c, _) in enumerate(self.classes) if slots <= c), len(self.classes) - 1)
             launch, sizes, params = k_slots[at], {"node": slots, **self._dims[at], "pos": blk}, self._whole
