@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mdhom.components.lanes import padded_stride
 from mdhom.trees.backend import SplitParams
 from mdhom.trees.opencl_backend import OpenCLTreeKernels
 from mdhom.trees.reference import NumpyTreeKernels
@@ -148,6 +149,34 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
     params = SplitParams(reg_lambda=0.5, reg_alpha=0.25, min_split_gain=0.01, min_child_weight=2.0)
     assert grow_depthwise((dev, ref), n_bins, 4, params, np.ones(bins.shape[1], bool), exact=True) >= 2
     assert dev.build_seconds == built and dev.ws.computations == comps
+
+
+@pytest.mark.parametrize("blocks,columns", [(0, False), (64, False), (64, True)],
+                         ids=["rows", "blocks", "blocks-columns"])
+def test_real_whole_rows_through_the_row_index_are_padded(device, blocks, columns):
+    """Float64 whole rows read through the row index lie padded to whole sectors (26 one-byte bins a row: 32 bytes,
+    :func:`mdhom.components.lanes.padded_stride`): the histogram, the partition reading its split bins from the rows
+    (a work-item a row, or blocks) or from the column copy made of them, and the leaves' pass step by the stride; the
+    levels are the reference's bit for bit. Rows that move, or of a width that padding would swell, keep their own."""
+    if not device.has_fp64:
+        pytest.skip(f"{device.key} has no float64")
+    n_bins = 17
+    bins, grad, hess = make_data(13, 1303, 26, n_bins, 1)
+    dev = OpenCLTreeKernels(device, row_index=True, whole_rows=True, blocks=blocks, columns=columns)
+    ref = NumpyTreeKernels()
+    for b in (dev, ref):
+        b.load(bins, n_bins, 1)
+        b.set_gradients(grad, hess)
+        b.reset_rows()
+    assert dev.hist.d_hist.name == "tree_histogram_rows_real" and dev.ws.columns == columns
+    assert dev.ws.row_stride == padded_stride(26, n_bins) == 32
+    assert grow_depthwise((dev, ref), n_bins, 5, PARAMS, np.ones(26, bool), exact=True) >= 4
+    np.testing.assert_array_equal(dev.row_nodes(), ref.row_nodes())
+    moved = OpenCLTreeKernels(device, row_index=False, whole_rows=True, blocks=blocks)
+    moved.load(bins, n_bins, 1)
+    narrow = OpenCLTreeKernels(device, row_index=True, whole_rows=True, blocks=blocks)
+    narrow.load(bins[:, :20], n_bins, 1)  # 20 bytes: 32 would add more than a quarter
+    assert moved.ws.row_stride == 26 and narrow.ws.row_stride == 20
 
 
 @pytest.mark.parametrize("blocks,group", [(0, 0), (100, 0), (100, 8)], ids=["rows", "blocks", "groups"])

@@ -1363,22 +1363,25 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
 
 
 
-@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, precision, row_index",
-                         [(6, 17, 1, False, "double", False), (6, 17, 3, False, "double", False),
-                          (8, 300, 2, False, "double", False), (12, 256, 4, False, "double", False),
-                          (6, 17, 2, True, "double", False), (8, 64, 4, False, "single", False),
-                          (12, 17, 1, False, "double", True), (8, 300, 2, False, "double", True),
-                          (6, 17, 3, False, "double", True)],
+@pytest.mark.parametrize("n_feat, n_bins, groups, feature_major, precision, row_index, stride",
+                         [(6, 17, 1, False, "double", False, 0), (6, 17, 3, False, "double", False, 0),
+                          (8, 300, 2, False, "double", False, 0), (12, 256, 4, False, "double", False, 0),
+                          (6, 17, 2, True, "double", False, 0), (8, 64, 4, False, "single", False, 0),
+                          (12, 17, 1, False, "double", True, 0), (8, 300, 2, False, "double", True, 0),
+                          (6, 17, 3, False, "double", True, 0), (12, 17, 1, False, "double", True, 16),
+                          (8, 300, 2, False, "double", True, 11), (6, 17, 3, False, "double", True, 8)],
                          ids=["whole-row", "bytes-threes", "wide-halves", "quarters", "feature-major", "single",
-                              "row-index", "row-index-wide-halves", "row-index-bytes-threes"])
+                              "row-index", "row-index-wide-halves", "row-index-bytes-threes", "row-index-padded",
+                              "row-index-padded-wide-halves", "row-index-padded-bytes-threes"])
 def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n_bins, groups, feature_major,
-                                                               precision, row_index):
+                                                               precision, row_index, stride):
     """The real-lane whole-row histogram (float64 or float32 (g, h), a group's features of every row per point): under
     the exact pins (one work-item folds a (node, group)'s rows in position order) every bin's sum is the reference's
     bit for bit in the node's (feat, output, bin) layout, whatever the groups, bins read as bytes or words, rows moved
     or read through the row index, with and without the prefetch (row-index builds), a row's (g, h) added as two
     scalars or as one vector (``PAIR_VEC``); rows of zero (g, h)
-    (subsampling) are added too, as the reference's bincount adds them."""
+    (subsampling) are added too, as the reference's bincount adds them. Rows read through the row index may lie
+    ``stride`` bins apart (padded rows, the padding random bins that no feature may read)."""
     if precision == "double" and not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
     n_rows, n_out = 1160, 2
@@ -1390,11 +1393,14 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     g[::7], h[::7] = 0.0, 0.0  # rows left out by subsampling
     counts = [257, 0, 129, 1, 513, 128]  # (with blocks of 64 rows: nodes of 1, 2, 3, 5 and 9 blocks)
     ridx, begin, count = grouped_rows(rng, n_rows, counts)
-    desc = rhr.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index)
+    desc = rhr.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major, row_index,
+                                   row_stride=stride)
     assert desc.name == "tree_histogram_rows_real" and "PARTIALS_LOCAL" not in desc.parameter_names()
     assert desc.prefetch == row_index
     sizes = {"node": len(counts), "grp": groups, "pos": max(counts)}
     ordered = bins if row_index else bins[ridx]  # a row-index build reads row ridx[p] at position p
+    if stride:
+        ordered = np.concatenate([ordered, rng.integers(0, n_bins, (n_rows, stride - n_feat)).astype(bins.dtype)], 1)
     stored = np.ascontiguousarray(ordered.T if feature_major else ordered).reshape(-1)
     gh = np.stack([g, h] if row_index else [g[ridx], h[ridx]], axis=-1).reshape(-1)
     extra = {"ridx": ridx.astype(np.int32)} if row_index else {}
@@ -1425,13 +1431,17 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
         np.testing.assert_array_equal(np.stack([got["g"], got["h"]], axis=-1), want, err_msg=str(cfg))
     if precision == "double":  # each node's blocks of 64 rows in turn (blocks 1): the learner's blocked order
         _check_real_blocks(device, rhr.histogram_rows_real(n_bins, n_feat, n_out, groups, precision, feature_major,
-                                                           row_index, block_rows=64),
+                                                           row_index, block_rows=64, row_stride=stride),
                            cfgs[::3], sizes, dict(n_rows=n_rows, bins=stored, gh=gh, **extra), bins, g, h, ridx, begin,
                            count, n_bins)
     with pytest.raises(ValueError, match="dividing"):
         rhr.histogram_rows_real(n_bins, 7, 1, 2)
     with pytest.raises(ValueError, match="power of two"):
         rhr.histogram_rows_real(n_bins, n_feat, 1, 1, block_rows=48)
+    with pytest.raises(ValueError, match="row_stride"):  # fewer bins a row than features, or rows that are not rows
+        rhr.histogram_rows_real(n_bins, n_feat, 1, 1, row_index=True, row_stride=n_feat - 1)
+    with pytest.raises(ValueError, match="row_stride"):
+        rhr.histogram_rows_real(n_bins, n_feat, 1, 1, feature_major=True, row_stride=n_feat + 4)
 
 
 def _check_real_blocks(device, desc, cfgs, sizes, inputs, bins, g, h, ridx, begin, count, n_bins, block_rows=64):

@@ -465,13 +465,14 @@ REAL_ROWS = textwrap.dedent("""
     count = np.asarray(counts, np.int32)
     ridx = np.concatenate([np.sort(order[b:b + c]) for b, c in zip(begin, count)]).astype(np.int32)
     put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
-    cases = ((6, 9, 1, 1, 0), (6, 9, 3, 0, 0), (6, 9, 2, 1, 0), (4, 300, 2, 1, 0), (3, 9, 1, 0, 0), (8, 9, 1, 1, 1),
-             (6, 9, 3, 0, 1), (4, 300, 2, 1, 1))
-    for case, (n_feat, n_bins, groups, words, index) in enumerate(cases):
+    # (features, bins, groups, words, row index, row stride: rows padded to it, the padding never read)
+    cases = ((6, 9, 1, 1, 0, 0), (6, 9, 3, 0, 0, 0), (6, 9, 2, 1, 0, 0), (4, 300, 2, 1, 0, 0), (3, 9, 1, 0, 0, 0),
+             (8, 9, 1, 1, 1, 0), (6, 9, 3, 0, 1, 0), (4, 300, 2, 1, 1, 0), (8, 9, 1, 1, 1, 12), (6, 9, 3, 0, 1, 7))
+    for case, (n_feat, n_bins, groups, words, index, stride) in enumerate(cases):
         bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
         g, h = rng.standard_normal((n_rows, k)), rng.random((n_rows, k))
         want = hg.histogram_reference(bins, g, h, ridx, begin, count, n_bins)
-        desc = rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index))
+        desc = rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index), row_stride=stride)
         one = {f"NUM_{w}_{d}": 1 for d in ("node", "grp", "pos") for w in ("WG", "WI")}
         # moved rows' builds take INLINE, row-index builds PREFETCH (here a read of each prefetched address)
         cfg = {**one, "NUM_WG_node": 2, "NUM_WG_grp": groups, "PREFETCH" if index else "INLINE": index,
@@ -481,17 +482,19 @@ REAL_ROWS = textwrap.dedent("""
         comp = build_within_limits(desc, dev, cfg)
         at = np.arange(n_rows) if index else ridx  # a row-index build reads row ridx[p] at position p
         extra = {"ridx": put(ridx)} if index else {}
-        args = dict(bins=put(bins[at].reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
+        laid = np.pad(bins[at], ((0, 0), (0, max(0, stride - n_feat))), constant_values=n_bins - 1)
+        args = dict(bins=put(laid.reshape(-1)), gh=put(np.stack([g[at], h[at]], -1).reshape(-1)),
                     slot_begin=put(begin), slot_count=put(count), n_rows=n_rows, **extra)
         got = comp.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=0,
                            part=opaque(put(np.zeros(1)), None)).out.get()
         got = got.reshape(len(counts), n_feat, k, n_bins)
-        assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words, index)
+        assert np.array_equal(np.stack([got["g"], got["h"]], axis=-1), want), (n_feat, n_bins, groups, words, index,
+                                                                                stride)
         # each node's blocks of 16 rows in turn, added up by the work-item (running sums in part past the nodes, NaN
         # until a first block is stored there): the blocked sums
         cells = n_feat * k * n_bins
         blocked = build_within_limits(rhr.histogram_rows_real(n_bins, n_feat, k, groups, row_index=bool(index),
-                                                              block_rows=16), dev, cfg)
+                                                              block_rows=16, row_stride=stride), dev, cfg)
         part = put(np.full(2 * len(counts) * cells * 2, np.nan))
         got = blocked.enqueue({"node": len(counts), "grp": groups, "pos": max(counts)}, queue=q, **args, blocks=1,
                               part=opaque(part, None)).out.get()
@@ -508,7 +511,8 @@ REAL_ROWS = textwrap.dedent("""
 def test_real_whole_row_histogram_clean_under_oclgrind(oclgrind_device):
     """The float64 whole-row histogram (``tree_histogram_rows_real``, CPUs' default in float64 fits) in feature groups
     and whole, bins read as bytes and as words (a group starting mid-word), 16-bit bins, rows moved and read through
-    the row index (with the prefetch of the row 16 positions on), a row's (g, h) added as scalars and as one vector
+    the row index (with the prefetch of the row 16 positions on; rows padded to a longer stride too, the padding never
+    read), a row's (g, h) added as scalars and as one vector
     (``PAIR_VEC``), an empty node and a node of one row, the four nodes dealt in strides to two work-groups (as CPUs
     deal block slots): the reference's sums bit for bit, no out-of-bounds access, no race, no uninitialised read; and
     each node's blocks of 16 rows folded in turn and added up in order (``blocks`` 1: the earlier ones' sum kept in

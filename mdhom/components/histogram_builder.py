@@ -24,7 +24,7 @@ from mdhom.components.histogram_blocks import (
     hist_blocks,
     row_blocks,
 )
-from mdhom.components.lanes import hist_gh_type
+from mdhom.components.lanes import hist_gh_type, is_quantized
 from mdhom.components.row_histogram import (
     HISTOGRAM_GROUPS,
     HISTOGRAM_ROWS,
@@ -34,6 +34,7 @@ from mdhom.components.row_histogram import (
 )
 from mdhom.components.row_histogram_real import HISTOGRAM_ROWS_REAL, histogram_rows_real, real_groups
 from mdhom.components.workspace import Bound, Workspace
+from mdhom.devices import Device
 from mdhom.mdh import Computation
 
 
@@ -91,6 +92,17 @@ def row_class(classes: tuple[tuple[int, str], ...], flat: list[bool], n_rows: in
     return next((i for i in at if n_rows // classes[i][0] <= rows_at), at[-1])
 
 
+def real_whole_rows(device: Device, precision: str, n_features: int, n_outputs: int, n_bins: int, whole_rows: bool,
+                    sparse: bool) -> bool:
+    """Whether a fit's histograms are real-lane builds of whole rows (``tree_histogram_rows_real``): where the layout
+    asks for whole rows (``whole_rows``) of dense bins in a real precision and a feature's histogram fits a
+    work-item's private memory (:func:`~mdhom.components.row_histogram_real.real_groups`). Such fits read through
+    the row index lay their rows out padded (:func:`~mdhom.components.lanes.padded_stride`)."""
+    feature_bytes = n_outputs * n_bins * hist_gh_type(precision).dtype.itemsize
+    return (not is_quantized(precision) and whole_rows and not sparse
+            and real_groups(device, n_features, 1, feature_bytes) > 0)
+
+
 class HistogramBuilder:
     """Histograms of listed nodes into the tree's arena, in place, and the arena's bookkeeping (handles, sibling
     subtraction, the views the split search reads).
@@ -113,8 +125,7 @@ class HistogramBuilder:
         # real lanes (float64, float32): whole rows where the layout asks for them (CPUs'), dense rows moved or read
         # through the row index, a build's features in the groups that give its nodes the device's compute units
         feature_bytes = k * b * hist_gh_type(p).dtype.itemsize
-        real = (not ws.quantized and whole_rows and not ws.sparse
-                and real_groups(ws.device, f, 1, feature_bytes) > 0)
+        real = real_whole_rows(ws.device, p, f, k, b, whole_rows, ws.sparse)
         classes = row_classes(rows) if self.whole_rows or real else NODE_CLASSES
         self._dims = [{} for _ in classes]  # each build's dimensions besides node and pos (feature groups)
         if real:
@@ -122,8 +133,8 @@ class HistogramBuilder:
             self.spec = HISTOGRAM_ROWS_REAL
             self._dims = [{"grp": real_groups(ws.device, f, c, feature_bytes)} for c, _ in classes]
             blk = histogram_blocks.BLOCK_ROWS
-            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index, block_rows=blk)
-                     for d in self._dims]
+            descs = [histogram_rows_real(b, f, k, d["grp"], p, ws.feature_major, ws.row_index, block_rows=blk,
+                                         row_stride=ws.row_stride) for d in self._dims]
         elif self.whole_rows and groups > 1:
             self.spec = HISTOGRAM_GROUPS
             self._dims = [{"grp": groups} for _ in classes]

@@ -574,7 +574,7 @@ class RowPartitioner:
             ws.put("leaf_tab", ws["leaf_tab"], table, np.int32)
             ws.record("tree_leaf_rows", self.k_leaf_rows(
                 {"pos": ws.n_rows}, {"split_tab": ws[tab]}, n_leaves=int(rec.shape[0]), bucket_shift=shift,
-                n_rows=ws.pos_stride, n_feat=ws.n_features))
+                n_rows=ws.pos_stride, n_feat=ws.row_stride))
 
     def write_leaves_ahead(self, nodes: np.ndarray) -> bool:
         """Write every row's node before the host has read whether the last :meth:`apply_searched` split ``nodes``

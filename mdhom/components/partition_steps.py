@@ -58,12 +58,14 @@ class PartitionSteps:
         cols = ws.columns and ws.n_rows > 0 and ws.n_features > 0
         self.d_flags = partition_flags(b, ws.feature_major or cols, ws.row_index, ws.sparse)
         flags = ws.build(FLAGS, self.d_flags, {"pos": rows})
+        # the kernels' n_feat is where a row's bins start from the last one's: the rows' stride (Workspace.row_stride,
+        # padded where rows are gathered), the features themselves wherever rows move
         split_bins = ws.bins
         if cols:
             comp = ws.build(COLUMNS, bin_columns(b), {"feat": ws.n_features, "row": ws.n_rows})
             split_bins = ws.buf(ws.n_rows * ws.n_features * ws.bin_bytes)
             ws.record("tree_bin_columns", comp.bind(split_bins, ws.queue, bins=ws.bins)(
-                {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.n_features))
+                {"feat": ws.n_features, "row": ws.n_rows}, n_feat=ws.row_stride))
         self.split_bins = split_bins
         self._flags_comp = flags
         self._flags_bounds: dict[str, Bound] = {}
@@ -155,7 +157,7 @@ class PartitionSteps:
             launch(n, n_blk, blk_at, tab, blk, move)
             return
         ws.record("tree_partition", self.flags(tab)({"pos": n}, n_split=ns, n_rows=ws.pos_stride,
-                                                    n_feat=ws.n_features), n * self.part_bytes)
+                                                    n_feat=ws.row_stride), n * self.part_bytes)
         ws.record("tree_scatter_rows", self._scatter_launch(n, ns, tab, move),
                   n * self._scatter_bytes(self.scatter_bytes, move))
 
@@ -181,7 +183,7 @@ class PartitionSteps:
                 ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_bins=self.split_bins, split_tab=ws[tab_name],
                 blk_tab=ws[blk_name], blk_left=ws["blk_left"], slot_begin=ws["slot_begin"],
                 slot_count=ws["slot_count"])))
-        ev = scatter({"blk": n_blk}, split_cols=cols, n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
+        ev = scatter({"blk": n_blk}, split_cols=cols, n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.row_stride,
                      n_out=ws.n_outputs, blk_at=blk_at, blk_rows=br, move=int(move))
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
 
@@ -200,7 +202,7 @@ class PartitionSteps:
                 ridx=ws.ridx, split_bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name],
                 stage=self.stage)))
         ws.record("tree_partition", stage({"blk": n_blk}, split_cols=int(self.split_bins is not ws.bins),
-                                          n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.n_features,
+                                          n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.row_stride,
                                           blk_at=blk_at, blk_rows=br), n * self.stage_bytes)
         copy = self._copy_bounds.get(key)
         if copy is None:
@@ -221,7 +223,7 @@ class PartitionSteps:
             counts = self._group_bounds[key] = Bound(ws, self._group_comp, lambda: (ws["blk_left"], dict(
                 bins=self.split_bins, split_tab=ws[tab_name], blk_tab=ws[blk_name], **self._ridx)))
         ws.record("tree_partition", counts({"blk": n_blk, "k": self.blocks}, blk_at=blk_at, n_rows=ws.pos_stride,
-                                           n_feat=ws.n_features), n * self.blk_part_bytes)
+                                           n_feat=ws.row_stride), n * self.blk_part_bytes)
 
     def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
         """The group partition, a work-group a block: the counts' reduction, then the scatter."""
@@ -229,7 +231,7 @@ class PartitionSteps:
         self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
         scatter = self._group_scatter()
         ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
-                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.n_features,
+                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.row_stride,
                       ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
                       ws["slot_begin"], ws["slot_count"], int(move))]
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
@@ -252,4 +254,4 @@ class PartitionSteps:
                 ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_tab=ws[tab], incl=self.incl,
                 slot_begin=ws["slot_begin"], slot_count=ws["slot_count"])))
         return scatter({"pos": max(n, ns)}, n=n, n_split=ns, n_rows=ws.n_rows, stride=ws.pos_stride,
-                       n_feat=ws.n_features, n_out=ws.n_outputs, move=int(move))
+                       n_feat=ws.row_stride, n_out=ws.n_outputs, move=int(move))

@@ -134,16 +134,20 @@ _ROWS_ROTATE_WORDS = {
 _ROWS_ROTATE_FEATURES = {
     "rotate_words": "", "by_feature": "", "unrolled": " && !ROTATE", "word": "mdh_f", "feature": "#" + _FEATURE_ROTATED,
 }
-# row-index builds only (the moved rows' source stays as it was, and with it their stored configurations)
-_ROWS_PREFETCH = """#if PREFETCH
+
+
+def rows_prefetch(stride: str = "TREE_FEATURES") -> str:
+    """Row-index builds only (the moved rows' source stays as it was, and with it their stored configurations): the
+    prefetch of the row a work-item gathers MDH_PREFETCH_AHEAD positions on, a row every ``stride`` bins."""
+    return f"""#if PREFETCH
     /* the row this work-item gathers MDH_PREFETCH_AHEAD positions on: its bins (a row may span two cache lines)
      * and (g, h) */
-    if (pos + MDH_PREFETCH_AHEAD < mdh_cnt) {
+    if (pos + MDH_PREFETCH_AHEAD < mdh_cnt) {{
         const long mdh_ra = ridx[mdh_p + MDH_PREFETCH_AHEAD];
-        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES);
-        MDH_PREFETCH(bins + mdh_ra * TREE_FEATURES + TREE_FEATURES - 1);
+        MDH_PREFETCH(bins + mdh_ra * {stride});
+        MDH_PREFETCH(bins + mdh_ra * {stride} + TREE_FEATURES - 1);
         MDH_PREFETCH(gh + 2 * mdh_ra * TREE_OUTPUTS);
-    }
+    }}
 #endif
 """
 _ROWS_ADD = "            acc.v[mdh_c].g += mdh_g;\n            acc.v[mdh_c].h += mdh_h;"
@@ -168,7 +172,8 @@ def _row_parts(body: str, cells: str, n_bins: int, row_index: bool, feature_majo
         Input("slot_count", "int", ("node",), gather=True),
     ] + ([Input("ridx", "int", ("*",), gather=True)] if row_index else [])
     prefetch = row_index and not feature_major and not sparse
-    fmt["prefetch"] = _ROWS_PREFETCH if prefetch else ""
+    fmt["prefetch"] = rows_prefetch() if prefetch else ""
+    fmt.setdefault("stride", "TREE_FEATURES")
     zero = _zero_cells(cells)
     return dict(scalar=zero + body.format(body=_ROWS_ADD.replace("acc.", "out."), **fmt),
                 accumulate=body.format(body=_ROWS_ADD_PAIR, **fmt),
@@ -229,7 +234,7 @@ _GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /
     uint mdh_w[TREE_GROUP_WORDS + 1];
     {{
         const int mdh_w0 = mdh_f1 / TREE_PER_WORD;
-        __global const uint* mdh_src = (__global const uint*)(bins + mdh_r * TREE_FEATURES) + mdh_w0;
+        __global const uint* mdh_src = (__global const uint*)(bins + mdh_r * {stride}) + mdh_w0;
 #pragma unroll
         for (int mdh_i = 0; mdh_i <= TREE_GROUP_WORDS; ++mdh_i)
             mdh_w[mdh_i] = mdh_w0 + mdh_i < TREE_ROW_WORDS ? mdh_src[mdh_i] : 0u;
@@ -267,7 +272,7 @@ _GROUPS_BODY = _ROW_AT + """    const int mdh_f1 = grp * TREE_GROUP_FEATURES;  /
 #else
             const int mdh_l = mdh_i;
 #endif
-            const int mdh_b = tree_bin_of(bins, mdh_r, mdh_f1 + mdh_l, n_rows, TREE_FEATURES);
+            const int mdh_b = tree_bin_of(bins, mdh_r, mdh_f1 + mdh_l, n_rows, {stride});
 #endif
             const int mdh_c = (mdh_l * TREE_OUTPUTS + mdh_k) * TREE_BINS + mdh_b;
 {body}

@@ -27,6 +27,7 @@ from mdhom.components.lanes import (
     defines,
     hist_ctype,
     hist_gh_type,
+    padded_stride,
     with_default_bins,
 )
 from mdhom.components.row_histogram import (
@@ -34,12 +35,12 @@ from mdhom.components.row_histogram import (
     _ROW_CLASSES,
     _ROW_GH,
     _ROWS_ADD,
-    _ROWS_PREFETCH,
     _layout_reads,
     _rows_inputs,
     _rows_ref,
     _zero_cells,
     row_words,
+    rows_prefetch,
 )
 from mdhom.components.specs import KernelSpec, Tuning, ones, pow2_at_most
 from mdhom.devices import Device
@@ -104,7 +105,7 @@ if (blocks && pos >= TREE_BLOCK_ROWS && pos == slot_count[node] - 1) {{
 @lru_cache(maxsize=32)
 def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: int, precision: str = "double",
                         feature_major: bool = False, row_index: bool = False, sparse: bool = False,
-                        block_rows: int = BLOCK_ROWS) -> Description:
+                        block_rows: int = BLOCK_ROWS, row_stride: int = 0) -> Description:
     """The float64 (or float32) histogram of whole rows: (node, grp, pos), each work-item reading a row's (g, h) once
     per group of ``n_features / groups`` features and adding it to the group's bins, the output the node's
     (feat, output, bin) layout as :func:`mdhom.components.row_histogram.histogram_groups` writes it (``groups`` 1:
@@ -122,8 +123,16 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     A fit's nodes of more than ``block_rows`` rows are summed in blocks (:mod:`mdhom.components.histogram_blocks`):
     launched with ``blocks`` 1, a work-item folds its node's blocks in turn and adds their sums up in order, the sum of
     the earlier ones kept in ``part`` past the nodes' slots (``_BLOCK_FLUSH``, ``_BLOCK_FINISH``); with ``blocks`` 0
-    it folds the node whole (a block's slot, or a node of one block)."""
+    it folds the node whole (a block's slot, or a node of one block).
+
+    ``row_stride`` > ``n_features``: the rows lie that many bins apart (rows gathered through the row index, padded
+    to whole sectors: :func:`mdhom.components.lanes.padded_stride`); 0, or the features: rows end to end, the source
+    as it was."""
     f, k, b, g = int(n_features), int(n_outputs), int(n_bins), int(groups)
+    stride = int(row_stride) or f
+    if stride < f or (stride != f and (feature_major or sparse)):
+        raise ValueError(f"row_stride: at least the {f} features, and only for dense rows x features bins; got "
+                         f"{row_stride}")
     if g < 1 or f % g:
         raise ValueError(f"feature groups: at least 1, dividing the {f} features; got {g}")
     if block_rows < 1 or block_rows & (block_rows - 1):
@@ -133,7 +142,9 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
     lane, lane_bytes = hist_ctype(precision), hist_gh_type(precision).dtype.itemsize // 2
     prefetch = row_index and not feature_major and not sparse
-    fmt = {"prefetch": _ROWS_PREFETCH if prefetch else ""}
+    padded = stride != f
+    fmt = {"prefetch": rows_prefetch("TREE_ROW_STRIDE" if padded else "TREE_FEATURES") if prefetch else "",
+           "stride": "TREE_ROW_STRIDE" if padded else "TREE_FEATURES"}
     zero = _zero_cells("TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS")
     return Description(
         "tree_histogram_rows_real", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],
@@ -158,7 +169,8 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
         f"#define TREE_GROUP_FEATURES {f // g}\n#define TREE_ROW_INDEX {int(row_index)}\n"
         f"#define TREE_ROW_WORDS {words}\n#define TREE_PER_WORD {per_word}\n"
         f"#define TREE_GROUP_WORDS {-(-(f // g) // per_word)}\n"
-        f"typedef {lane}2 tree_pair_t __attribute__((aligned({lane_bytes}), may_alias));\n" + bins_reader(sparse),
+        f"typedef {lane}2 tree_pair_t __attribute__((aligned({lane_bytes}), may_alias));\n"
+        + (f"#define TREE_ROW_STRIDE {stride}\n" if padded else "") + bins_reader(sparse),
     )
 
 
@@ -199,6 +211,12 @@ def _real_inputs(s, rng):
     Hessians at their usual scale."""
     out = _rows_inputs(s, rng)
     n = out["n_rows"]
+    f, b = int(s["feat"]), int(s.get("n_bins", 64))
+    stride = _stride(s)
+    if stride != f:  # rows padded as a fit lays them out, the padding random bins that no feature reads
+        bins = rng.integers(0, b, (n, stride)).astype(out["bins"].dtype)
+        bins[:, :f] = out["bins"].reshape(n, f)
+        out.update(bins=bins.reshape(-1), row_features=f)
     gh = np.empty((n, 2))
     gh[:, 0] = rng.standard_normal(n)
     gh[:, 1] = rng.random(n) * 0.25
@@ -206,6 +224,18 @@ def _real_inputs(s, rng):
     # each node folded whole (blocks 0: the kernel alone, the reference's plain fold); nothing stored in part
     out.update(part=np.zeros(1), blocks=0)
     return out
+
+
+def _stride(s: Mapping[str, int]) -> int:
+    """The row stride of a class's bins: padded where a fit reads them through the row index (the fit's own)."""
+    f = int(s["feat"])
+    return padded_stride(f, int(s.get("n_bins", 64))) if int(s.get("row_index", 0)) else f
+
+
+def _real_ref(a):
+    """:func:`~mdhom.components.row_histogram._rows_ref` of the row's features (padded rows: their first ones)."""
+    f = a.get("row_features")
+    return _rows_ref(a if f is None else {**a, "bins": a["bins"].reshape(a["n_rows"], -1)[:, :f]})
 
 
 def _real_variant_applies(device: Device, s: Mapping[str, int]) -> bool:
@@ -232,8 +262,8 @@ _REAL_CLASSES = {f"real{g}_{name}": {**sizes, "grp": g}
 HISTOGRAM_ROWS_REAL = KernelSpec(
     "tree_histogram_rows_real", rows_real_heuristic, exact_pins=EXACT_ROWS,
     tuning=Tuning(lambda s: histogram_rows_real(int(s.get("n_bins", 64)), int(s["feat"]), 1, int(s["grp"]),
-                                                row_index=bool(s.get("row_index", 0))),
-                  _REAL_CLASSES, _real_inputs, _rows_ref, fixed=EXACT_ROWS, applies=_real_variant_applies,
+                                                row_index=bool(s.get("row_index", 0)), row_stride=_stride(s)),
+                  _REAL_CLASSES, _real_inputs, _real_ref, fixed=EXACT_ROWS, applies=_real_variant_applies,
                   doc="float64 (g, h) histograms of whole rows in feature groups (exact: a row at a time, in order), "
                       "moved or read through the row index, in 1 to 64 nodes, 64 or 256 bins"))
 

@@ -114,7 +114,7 @@ class Workspace:
         # bytes of the buffers allocated through this workspace that are alive, and the most at once (what a GPU
         # holds; CPU runtimes make only the pages touched resident)
         self.live_bytes = self.peak_bytes = 0
-        self.n_rows = self.n_features = self.n_outputs = 0
+        self.n_rows = self.n_features = self.n_outputs = self.row_stride = 0
         self.n_bins = 2
         self.cat_mode: np.ndarray | None = None  # per feature split mode (mdhom.trees.reference); None: all numeric
         self.bin_dtype, self.bin_bytes = np.dtype(np.uint8), 1
@@ -343,14 +343,16 @@ class Workspace:
 
     # ------------------------------------------------------------------------------------------ the fit's rows
     def load(self, bins: np.ndarray | cl_array.Array | SparseBins, n_bins: int, n_outputs: int,
-             cat_mode: np.ndarray | None = None) -> None:
+             cat_mode: np.ndarray | None = None, row_stride: int = 0) -> None:
         """Take the binned training matrix and allocate the row-sized buffers: numpy (n_rows, n_features) of
         :func:`mdhom.learn.binning.bin_dtype` (uint8 up to 256 bins, else uint16),
         or a device array already in this workspace's layout (``feature_major``: (n_features, n_rows)), whose
         buffer is taken over (not copied) and whose values are trusted to lie below ``n_bins``, or the bins of
         sparse input kept sparse (:class:`mdhom.learn.sparse_bins.SparseBins`: compressed rows, read in row order,
         so the workspace switches to row-index mode). ``cat_mode``: the features' split modes where some are
-        categorical."""
+        categorical. ``row_stride``: in row-index mode, dense rows x features bins laid out that many bins a row
+        (:attr:`row_stride`, rows padded to whole sectors: :func:`mdhom.components.lanes.padded_stride`); 0: rows end
+        to end."""
         on_device = isinstance(bins, cl_array.Array)
         if on_device:
             self.adopt(bins)
@@ -377,6 +379,13 @@ class Workspace:
             self.cat_mode = None
         self.bin_dtype = bin_dtype(n_bins)
         self.bin_bytes = self.bin_dtype.itemsize
+        stride = int(row_stride) or self.n_features
+        if stride != self.n_features and (stride < self.n_features or not self.row_index or self.sparse
+                                          or self.feature_major):
+            raise ValueError(f"row_stride: at least the {self.n_features} features, and only for dense rows x "
+                             f"features bins read through the row index; got {row_stride}")
+        # bins from one row to the next in ``bins``: what every kernel reading rows x features bins steps by
+        self.row_stride = stride
         rows = max(1, self.n_rows)
         q = self.queue
         n_cells = max(1, self.n_rows * self.n_features) * self.bin_bytes
@@ -386,6 +395,13 @@ class Workspace:
             self.bins_orig = cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                        hostbuf=packed)
             self.count(packed.nbytes)
+        elif on_device and stride != self.n_features:  # the rows padded, as they are copied
+            width = self.n_features * self.bin_bytes
+            self.bins_orig = self.buf(max(1, self.n_rows * stride) * self.bin_bytes)
+            if bins.nbytes:
+                cl.enqueue_copy(q, self.bins_orig, bins.base_data, src_origin=(bins.offset, 0),
+                                dst_origin=(0, 0), region=(width, self.n_rows), src_pitches=(width,),
+                                dst_pitches=(stride * self.bin_bytes,))
         elif on_device and bins.offset == 0 and bins.flags.c_contiguous:  # taken over: no copy
             self.bins_orig = bins.base_data  # row order
             self.count(bins.nbytes)
@@ -395,6 +411,10 @@ class Workspace:
                 cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
+            if stride != self.n_features:  # our own padded copy (the padding zero: no kernel reads it)
+                padded = np.zeros((self.n_rows, stride), self.bin_dtype)
+                padded[:, : self.n_features] = host
+                host = padded
             if host.ctypes.data % 64:  # a view at an odd offset: kernels may read whole words of a row (ROW_WORDS)
                 host = host.copy()
             # a CPU device reads the host array in place (PoCL and Intel's runtime run in this process: a copy

@@ -26,7 +26,8 @@ import pyopencl.array as cl_array
 
 from mdhom.components.binning import DeviceBinner, sends_whole
 from mdhom.components.gradients import GradientSource
-from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder
+from mdhom.components.histogram_builder import DeviceHist, HistogramBuilder, real_whole_rows
+from mdhom.components.lanes import padded_stride
 from mdhom.components.partition import RowPartitioner
 from mdhom.components.partition_kernels import GROUP_ROWS, GROUP_WI
 from mdhom.components.predictor import Predictor
@@ -267,13 +268,28 @@ class OpenCLTreeKernels:
 
         return to_bins
 
+    def _whole_builds(self) -> bool:
+        """Whether the histograms read whole rows, once the rows are resolved: real lanes through the row index where
+        the caller or a stored layout asks for it; the heuristic's wide rows (WIDE_ROWS features and more) keep a
+        feature per lane, the build they were measured with."""
+        asked = self._whole_rows is not None or self.layout is not None
+        return self.whole_rows and (self.ws.quantized or not self.ws.row_index or asked)
+
+    def _row_stride(self, n_features: int, n_bins: int, n_outputs: int, sparse: bool) -> int:
+        """The bins' row stride, once the rows are resolved: real-lane whole rows gathered through the row index
+        padded to whole sectors (:func:`~mdhom.components.lanes.padded_stride`), else 0 (rows end to end)."""
+        ws = self.ws
+        gathered = ws.row_index and not ws.feature_major and not sparse and real_whole_rows(
+            ws.device, ws.precision, n_features, n_outputs, n_bins, self._whole_builds(), sparse)
+        return padded_stride(n_features, n_bins) if gathered else 0
+
     def check_size(self, n_rows: int, n_features: int, n_bins: int, n_outputs: int,
                    n_stored: int | None = None) -> None:
         self._resolve_rows(n_features, n_bins, n_outputs, self._feature_major)
         dev, ws = self.device, self.ws
         width = bin_dtype(n_bins).itemsize
-        cells = n_rows * n_features * width
         sparse = n_stored is not None and sparse_pays(n_rows, n_features, n_stored, width)
+        cells = n_rows * (self._row_stride(n_features, n_bins, n_outputs, sparse) or n_features) * width
         if sparse:  # compressed rows, read through the row index: one copy
             cells = sparse_bytes(n_rows, n_stored, width)
         node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
@@ -319,7 +335,8 @@ class OpenCLTreeKernels:
         n_feat = bins.shape[0] if on_device and ws.feature_major else bins.shape[1]
         # device bins come in the layout bin_rows chose: keep it
         self._resolve_rows(n_feat, n_bins, n_outputs, ws.feature_major if on_device else self._feature_major)
-        ws.load(bins, n_bins, n_outputs, cat_mode)
+        stride = self._row_stride(n_feat, n_bins, n_outputs, isinstance(bins, SparseBins))
+        ws.load(bins, n_bins, n_outputs, cat_mode, row_stride=stride)
         self.n_rows, self.n_features, self.n_bins, self.n_outputs = ws.n_rows, ws.n_features, ws.n_bins, n_outputs
         self.gradients = GradientSource(ws)
         # look-ahead below loss-guided batches: levels split on the device halve a tree's round trips (25 instead of
@@ -362,10 +379,7 @@ class OpenCLTreeKernels:
         self.split = SplitEvaluator(ws, XGBOOST_GAIN, summed)
         self.rows = RowPartitioner(ws, ahead=ahead, blocks=int(blocks), group=int(group), summed=self.split.summed)
         self._ahead_calls = 0  # look-aheads launched: their reads' host memory alternates (look_ahead)
-        # real lanes through the row index where the caller or a stored layout asks for it; the heuristic's wide rows
-        # (WIDE_ROWS features and more) keep a feature per lane, the build they were measured with
-        asked = self._whole_rows is not None or self.layout is not None
-        self.hist = HistogramBuilder(ws, self.whole_rows and (ws.quantized or not ws.row_index or asked))
+        self.hist = HistogramBuilder(ws, self._whole_builds())
         self.predictor = Predictor(ws)
         ScoreUpdater.build(ws)  # now, so that build time stays apart from the first round
         self.scores_ = None
