@@ -5,6 +5,7 @@ double-precision default) histograms, gains and sums are bit-identical; otherwis
 from __future__ import annotations
 
 import numpy as np
+import pyopencl.array as cl_array
 import pytest
 
 from mdhom.components.lanes import padded_stride
@@ -155,17 +156,21 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
                          ids=["rows", "blocks", "blocks-columns"])
 def test_real_whole_rows_through_the_row_index_are_padded(device, blocks, columns):
     """Float64 whole rows read through the row index lie padded to whole sectors (26 one-byte bins a row: 32 bytes,
-    :func:`mdhom.components.lanes.padded_stride`): the histogram, the partition reading its split bins from the rows
-    (a work-item a row, or blocks) or from the column copy made of them, and the leaves' pass step by the stride; the
-    levels are the reference's bit for bit. Rows that move, or of a width that padding would swell, keep their own."""
+    :func:`mdhom.components.lanes.padded_stride`): the histogram and the partition reading its split bins from the
+    rows (a work-item a row, or blocks) or from the column copy made of them step by the stride; the levels are the
+    reference's bit for bit, from bins given as a numpy array (a padded host copy, its rows on whole lines) or already
+    on the device (copied into padded rows there). Rows that move, or of a width that padding would swell, keep their
+    own."""
     if not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
     n_bins = 17
     bins, grad, hess = make_data(13, 1303, 26, n_bins, 1)
     dev = OpenCLTreeKernels(device, row_index=True, whole_rows=True, blocks=blocks, columns=columns)
     ref = NumpyTreeKernels()
+    given = cl_array.to_device(dev.ws.queue, bins) if columns else bins  # (a device array: copied into padded rows)
+    dev.load(given, n_bins, 1)
+    ref.load(bins, n_bins, 1)
     for b in (dev, ref):
-        b.load(bins, n_bins, 1)
         b.set_gradients(grad, hess)
         b.reset_rows()
     assert dev.hist.d_hist.name == "tree_histogram_rows_real" and dev.ws.columns == columns

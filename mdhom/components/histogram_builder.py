@@ -126,6 +126,8 @@ class HistogramBuilder:
         # through the row index, a build's features in the groups that give its nodes the device's compute units
         feature_bytes = k * b * hist_gh_type(p).dtype.itemsize
         real = real_whole_rows(ws.device, p, f, k, b, whole_rows, ws.sparse)
+        if ws.row_stride != f and not real:  # only the real-lane whole-row build steps by a padded stride
+            raise ValueError(f"bins padded to {ws.row_stride} a row need the real-lane whole-row histogram")
         classes = row_classes(rows) if self.whole_rows or real else NODE_CLASSES
         self._dims = [{} for _ in classes]  # each build's dimensions besides node and pos (feature groups)
         if real:

@@ -411,8 +411,12 @@ class Workspace:
                 cl.enqueue_copy(q, self.bins_orig, bins.base_data, byte_count=bins.nbytes, src_offset=bins.offset)
         else:
             host = np.ascontiguousarray(bins.T if self.feature_major else bins)
-            if stride != self.n_features:  # our own padded copy (the padding zero: no kernel reads it)
-                padded = np.zeros((self.n_rows, stride), self.bin_dtype)
+            if stride != self.n_features:  # our own padded copy (the padding zero: no kernel reads it), its rows on
+                # whole sectors from a line on (a CPU reads the array in place; numpy aligns large arrays to 16 bytes)
+                cells = self.n_rows * stride
+                raw = np.zeros(cells * self.bin_bytes + 64, np.uint8)
+                at = -raw.ctypes.data % 64
+                padded = raw[at: at + cells * self.bin_bytes].view(self.bin_dtype).reshape(self.n_rows, stride)
                 padded[:, : self.n_features] = host
                 host = padded
             if host.ctypes.data % 64:  # a view at an odd offset: kernels may read whole words of a row (ROW_WORDS)

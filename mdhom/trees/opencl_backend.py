@@ -289,7 +289,8 @@ class OpenCLTreeKernels:
         dev, ws = self.device, self.ws
         width = bin_dtype(n_bins).itemsize
         sparse = n_stored is not None and sparse_pays(n_rows, n_features, n_stored, width)
-        cells = n_rows * (self._row_stride(n_features, n_bins, n_outputs, sparse) or n_features) * width
+        row_bytes = (self._row_stride(n_features, n_bins, n_outputs, sparse) or n_features) * width  # padded or not
+        cells = n_rows * row_bytes
         if sparse:  # compressed rows, read through the row index: one copy
             cells = sparse_bytes(n_rows, n_stored, width)
         node = n_features * n_outputs * n_bins * 2 * ws.hist_elem.itemsize
@@ -299,7 +300,7 @@ class OpenCLTreeKernels:
         regions = 3 if moved else 1
         for what, nbytes, per_row in ((f"the bin matrix ({n_rows} x {n_features} x {width} bytes"
                                        f"{', three regions of positions' if moved else ''})", regions * cells,
-                                       regions * n_features * width),
+                                       regions * row_bytes),
                                       (f"one node's histograms ({shape})", node, None)):
             if nbytes > max_alloc:
                 fits = f"; about {max_alloc // per_row} rows of this width would fit" if per_row else ""
@@ -316,7 +317,7 @@ class OpenCLTreeKernels:
             copies = 4
         need = copies * cells + (64 + 48) * node
         if need > dev.global_mem_size:
-            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * n_features * width)
+            rows = max(0, dev.global_mem_size - (64 + 48) * node) // max(1, copies * row_bytes)
             raise MemoryError(f"a fit of {n_rows} x {n_features} features ({copies} device copies of the bin "
                               f"matrix, histograms of {size_text(node)} a node: {shape}) needs {size_text(need)}, "
                               f"but {dev.key} has {size_text(dev.global_mem_size)}; about {rows} rows would fit")
