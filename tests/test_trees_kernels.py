@@ -1374,7 +1374,7 @@ def test_histogram_groups_is_exact_under_every_configuration(device, feature_maj
                          ids=["whole-row", "bytes-threes", "wide-halves", "quarters", "feature-major", "single",
                               "row-index", "row-index-wide-halves", "row-index-bytes-threes", "row-index-padded",
                               "row-index-padded-wide-halves", "row-index-padded-odd-words",
-                              "row-index-padded-bytes-threes"])
+                              "row-index-padded-part-word-threes"])
 def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n_bins, groups, feature_major,
                                                                precision, row_index, stride):
     """The real-lane whole-row histogram (float64 or float32 (g, h), a group's features of every row per point): under
@@ -1384,7 +1384,7 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     scalars or as one vector (``PAIR_VEC``); rows of zero (g, h)
     (subsampling) are added too, as the reference's bincount adds them. Rows read through the row index may lie
     ``stride`` bins apart (padded rows, the padding random bins that no feature may read; rows read as words only
-    where every padded row starts on a word)."""
+    where every padded row starts on a word, then also rows that end mid-word)."""
     if precision == "double" and not device.has_fp64:
         pytest.skip(f"{device.key} has no float64")
     n_rows, n_out = 1160, 2
@@ -1413,6 +1413,8 @@ def test_histogram_rows_real_adds_rows_in_the_references_order(device, n_feat, n
     words = rh.row_words(n_bins, n_feat, feature_major)
     if stride * bins.itemsize % 4:  # padded rows that do not all start on a word: read as bytes
         words = 0
+    elif stride:  # padded rows on words: read as words, the last one's bins past the row padding
+        words = -(-n_feat * bins.itemsize // 4)
     assert ("ROW_WORDS" in desc.switches) == bool(words)
     cfgs += [{**c, "ROW_WORDS": 1} for c in cfgs] if words else []
     if device.type == "cpu":  # moved rows' builds take INLINE, row-index builds PREFETCH

@@ -467,7 +467,8 @@ REAL_ROWS = textwrap.dedent("""
     put = lambda a: cl_array.to_device(q, np.ascontiguousarray(a))
     # (features, bins, groups, words, row index, row stride: rows padded to it, the padding never read)
     cases = ((6, 9, 1, 1, 0, 0), (6, 9, 3, 0, 0, 0), (6, 9, 2, 1, 0, 0), (4, 300, 2, 1, 0, 0), (3, 9, 1, 0, 0, 0),
-             (8, 9, 1, 1, 1, 0), (6, 9, 3, 0, 1, 0), (4, 300, 2, 1, 1, 0), (8, 9, 1, 1, 1, 12), (6, 9, 3, 0, 1, 7))
+             (8, 9, 1, 1, 1, 0), (6, 9, 3, 0, 1, 0), (4, 300, 2, 1, 1, 0), (8, 9, 1, 1, 1, 12), (6, 9, 3, 0, 1, 7),
+             (6, 9, 3, 1, 1, 8), (7, 9, 1, 1, 1, 8))
     for case, (n_feat, n_bins, groups, words, index, stride) in enumerate(cases):
         bins = rng.integers(0, n_bins, size=(n_rows, n_feat)).astype(bin_dtype(n_bins))
         g, h = rng.standard_normal((n_rows, k)), rng.random((n_rows, k))

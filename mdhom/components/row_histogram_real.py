@@ -138,8 +138,14 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     if block_rows < 1 or block_rows & (block_rows - 1):
         raise ValueError(f"block_rows: a power of two; got {block_rows}")
     width = np.dtype(bin_dtype(b)).itemsize
-    # rows read as words where every row starts on a word: padded rows too, at a stride of whole words
-    words = row_words(b, f, feature_major, sparse) if (stride * width) % 4 == 0 else 0
+    # rows read as words where every row starts on a word: padded rows too, at a stride of whole words, their last
+    # word's bins past the row padding (the group body adds no bin past its group's features)
+    if (stride * width) % 4:
+        words = 0
+    elif stride != f:
+        words = -(-f * width // 4)
+    else:
+        words = row_words(b, f, feature_major, sparse)
     per_word = 4 // width
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
     lane, lane_bytes = hist_ctype(precision), hist_gh_type(precision).dtype.itemsize // 2
