@@ -138,11 +138,12 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     if block_rows < 1 or block_rows & (block_rows - 1):
         raise ValueError(f"block_rows: a power of two; got {block_rows}")
     width = np.dtype(bin_dtype(b)).itemsize
+    padded = stride != f
     # rows read as words where every row starts on a word: padded rows too, at a stride of whole words, their last
     # word's bins past the row padding (the group body adds no bin past its group's features)
     if (stride * width) % 4:
         words = 0
-    elif stride != f:
+    elif padded:
         words = -(-f * width // 4)
     else:
         words = row_words(b, f, feature_major, sparse)
@@ -150,9 +151,8 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
     lane, lane_bytes = hist_ctype(precision), hist_gh_type(precision).dtype.itemsize // 2
     prefetch = row_index and not feature_major and not sparse
-    padded = stride != f
-    fmt = {"prefetch": rows_prefetch("TREE_ROW_STRIDE" if padded else "TREE_FEATURES") if prefetch else "",
-           "stride": "TREE_ROW_STRIDE" if padded else "TREE_FEATURES"}
+    at = "TREE_ROW_STRIDE" if padded else "TREE_FEATURES"  # a row's bins from the last row's
+    fmt = {"prefetch": rows_prefetch(at) if prefetch else "", "stride": at}
     zero = _zero_cells("TREE_GROUP_FEATURES * TREE_OUTPUTS * TREE_BINS")
     return Description(
         "tree_histogram_rows_real", ["node", "grp", "pos"], [Concat(), Concat(), Reduce(SUM)],

@@ -279,7 +279,7 @@ class OpenCLTreeKernels:
         """The bins' row stride, once the rows are resolved: real-lane whole rows gathered through the row index
         padded to whole sectors (:func:`~mdhom.components.lanes.padded_stride`), else 0 (rows end to end)."""
         ws = self.ws
-        gathered = ws.row_index and not ws.feature_major and not sparse and real_whole_rows(
+        gathered = ws.row_index and not ws.feature_major and real_whole_rows(
             ws.device, ws.precision, n_features, n_outputs, n_bins, self._whole_builds(), sparse)
         return padded_stride(n_features, n_bins) if gathered else 0
 
