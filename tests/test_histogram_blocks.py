@@ -106,10 +106,10 @@ def test_trees_of_blocked_nodes_equal_the_reference(monkeypatch, device, layout,
     want = _tree(NumpyKernels(), bins, m.n_bins, g, h, lossguide, leaves, depth)
     got = _tree(dev, bins, m.n_bins, g, h, lossguide, leaves, depth)
     assert "tree_hist_blocks" in dev.ws.computations and want.n_nodes > 40
-    # CPUs' whole-row builds deal the block slots in strides (24 at the root) to 4 work-groups a compute unit
+    # CPUs' whole-row builds deal the block slots in strides (24 at the root) to one work-group a compute unit
     dealt = [c for k, c in dev.ws.computations.items() if k.endswith("slots)")]
     assert len(dealt) == (device.type == "cpu" and dev.hist.whole_rows)
-    assert all(c.config["CHUNKED"] == 0 and c.config["NUM_WG_node"] == 4 * device.compute_units for c in dealt)
+    assert all(c.config["CHUNKED"] == 0 and c.config["NUM_WG_node"] == device.compute_units for c in dealt)
     _same(got, want)
 
 

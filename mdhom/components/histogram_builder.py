@@ -61,7 +61,7 @@ class DeviceHist:
 LEVEL_NODES = 64
 FEW_NODES = 4
 # work-groups a compute unit that a CPU's launch over block slots deals them to (HistogramBuilder._slot_builds)
-SLOT_GROUPS = 4
+SLOT_GROUPS = 1
 NODE_CLASSES = ((1, ""), (8, "few"), (LEVEL_NODES, "levels"))
 
 
@@ -300,7 +300,13 @@ class HistogramBuilder:
         of the blocks; the same bits (each slot's rows are one work-item's in order either way). 2-core Xeon, 500k
         rows, PoCL: that level 2.6-3.3 -> 1.5-2.2 ms; fits alternating, depth-wise 36.57 -> 35.52 ms a round,
         loss-guided 53.45 -> 52.24, identical predictions; Intel's runtime (its own scheduler) 30.67 -> 31.07, within
-        its spread."""
+        its spread.
+
+        One work-group a compute unit, not several: PoCL's runs of consecutive work-groups met the strides again where
+        a launch holds fewer blocks than work-groups (every level below 1M rows). At four a compute unit, a 16-core
+        launch of 15 blocks dealt them to work-groups 0-14, and the first four threads took them all (H100 host, PoCL
+        5.0, 500k rows, the profiled launch alone: the smaller child of the root 1.34 ms, levels of 2-8 nodes 1.42-1.48
+        against the root's 1.46)."""
         ws = self.ws
         if not (self._folds_blocks and ws.device.type == "cpu"):
             return self._builds
