@@ -323,11 +323,14 @@ def histogram_groups(n_bins: int, n_features: int, n_outputs: int, groups: int, 
     )
 
 
-def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse: bool = False) -> int:
-    """32-bit words per row of bins where a row may be read as words (rows x features, dense, a whole number of
-    words per row, so every row starts on a word), else 0."""
-    row_bytes = n_features * np.dtype(bin_dtype(n_bins)).itemsize
-    return 0 if feature_major or sparse or row_bytes % 4 else row_bytes // 4
+def row_words(n_bins: int, n_features: int, feature_major: bool = False, sparse: bool = False,
+              stride: int = 0) -> int:
+    """32-bit words per row of bins where a row may be read as words (rows x features, dense, every row starting on
+    a word), else 0. ``stride``: the bins from one row to the next (0: the features, rows end to end); padded rows
+    may end mid-word, the last word's bins past the row then padding, which no feature reads."""
+    width = np.dtype(bin_dtype(n_bins)).itemsize
+    step = (stride or n_features) * width
+    return 0 if feature_major or sparse or step % 4 else -(-n_features * width // 4)
 
 
 # what a GPU work-group's local memory holds besides the histogram (Configuration.local_mem_bytes): FLAT's window

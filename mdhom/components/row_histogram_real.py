@@ -139,14 +139,7 @@ def histogram_rows_real(n_bins: int, n_features: int, n_outputs: int, groups: in
         raise ValueError(f"block_rows: a power of two; got {block_rows}")
     width = np.dtype(bin_dtype(b)).itemsize
     padded = stride != f
-    # rows read as words where every row starts on a word: padded rows too, at a stride of whole words, their last
-    # word's bins past the row padding (the group body adds no bin past its group's features)
-    if (stride * width) % 4:
-        words = 0
-    elif padded:
-        words = -(-f * width // 4)
-    else:
-        words = row_words(b, f, feature_major, sparse)
+    words = row_words(b, f, feature_major, sparse, stride)  # (the group body adds no bin past its group's features)
     per_word = 4 // width
     body = _GROUPS_BODY.replace(_ROW_GH, _ROW_GH_REAL)
     lane, lane_bytes = hist_ctype(precision), hist_gh_type(precision).dtype.itemsize // 2
