@@ -292,6 +292,12 @@ def test_bench_trees_quick_reports_the_mdhom_profile(tmp_path, capsys):
     n_rows, n_feat = report["workload"]["train_rows"], report["workload"]["features"]
     assert mean["kernels"][hist]["bytes"] >= n_rows * (n_feat + 8)
     assert profile["copy_bytes_per_second"] > 0 and "of a copy" in printed
+    # the histogram's largest launch: the root's, every row read (bins and (g, h)), no faster than the mean launch
+    big = mean["kernels"][hist]["largest"]
+    assert big["bytes"] >= n_rows * (n_feat + 8) and big["seconds"] > 0
+    assert big["bytes"] <= mean["kernels"][hist]["bytes"] and big["seconds"] <= mean["kernels"][hist]["seconds"]
+    assert all(r["kernel_largest"][hist][0] == big["bytes"] for r in steady)
+    assert f"its largest launch: {big['bytes'] / 1e6:.4g} MB" in printed
     # the timed run ran without profiling: its rounds are not the profiled ones
     assert len(mdhom["round_seconds"]) == 5
 

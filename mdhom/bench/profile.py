@@ -129,10 +129,15 @@ class KernelRecorder:
 
     def mark(self) -> None:
         ks = self.backend.kernel_seconds
+        largest = getattr(self.backend, "kernel_largest", None)  # the round's own: taken, and cleared for the next
+        round_largest = dict(largest or {})
+        if largest is not None:
+            largest.clear()
         self.marks.append(
             {
                 "kernel_seconds": Counter(dict(ks)),
                 "kernel_bytes": Counter(dict(getattr(self.backend, "kernel_bytes", {}))),
+                "kernel_largest": round_largest,
                 "kernel_calls": Counter(getattr(ks, "calls", {})),
                 "call_seconds": Counter(self.call_seconds),
                 "call_counts": Counter(self.call_counts),
@@ -147,7 +152,10 @@ class KernelRecorder:
         """Per round: the counters' increments between consecutive marks (call ``mark`` once after the fit)."""
         out = []
         for a, b in zip(self.marks[:-1], self.marks[1:], strict=True):
-            out.append({k: {n: float(v) for n, v in (b[k] - a[k]).items()} for k in b})
+            r: dict[str, Any] = {k: {n: float(v) for n, v in (b[k] - a[k]).items()} for k in b if k != "kernel_largest"}
+            if "kernel_largest" in b:  # not a running total: the launches' since the last mark
+                r["kernel_largest"] = dict(b["kernel_largest"])
+            out.append(r)
         return out
 
 
@@ -300,6 +308,7 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
                 "kernel_seconds": kernels,
                 "kernel_calls": {k: int(v) for k, v in sorted(r.get("kernel_calls", {}).items())},
                 "kernel_bytes": dict(sorted(r.get("kernel_bytes", {}).items())),
+                "kernel_largest": {k: list(v) for k, v in sorted(r.get("kernel_largest", {}).items())},
                 "kernel_total_seconds": kernel_total,
                 "backend_call_seconds": dict(sorted(r.get("call_seconds", {}).items())),
                 "backend_calls": {k: int(v) for k, v in sorted(r.get("call_counts", {}).items())},
@@ -319,6 +328,9 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
         k: {"seconds": mean("kernel_seconds", k), "calls": mean("kernel_calls", k), "bytes": mean("kernel_bytes", k)}
         for k in sorted(names, key=lambda k: -mean("kernel_seconds", k))
     }
+    for k, entry in kernels.items():
+        if (largest := _largest_launch([r["kernel_largest"][k] for r in steady if k in r["kernel_largest"]])):
+            entry["largest"] = largest
     calls = sorted({k for r in steady for k in r["backend_call_seconds"]})
     backend = {
         k: {"seconds": mean("backend_call_seconds", k), "calls": mean("backend_calls", k)}
@@ -338,6 +350,19 @@ def summarize(wall: list[float], rounds: list[dict[str, dict[str, float]]], skip
         },
         "per_round": per_round,
     }
+
+
+def _largest_launch(per_round: list[list[float]]) -> dict[str, float] | None:
+    """A kernel's launch of the most bytes over the rounds (each round's largest, (bytes, seconds)): those bytes, and
+    the median time of the rounds' launches that moved them (a depth-wise round partitions every row at each level,
+    and its root reads every row: the same size each round)."""
+    if not per_round:
+        return None
+    most = max(b for b, _ in per_round)
+    if most <= 0:
+        return None
+    seconds = float(np.median([t for b, t in per_round if b == most]))
+    return {"bytes": float(most), "seconds": seconds} if seconds > 0 else None
 
 
 def copy_bandwidth(device: Any, nbytes: int = 1 << 28, repeats: int = 5) -> float:
@@ -393,6 +418,10 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
             rate = k["bytes"] / k["seconds"]
             line += f"  {rate / 1e9:8.1f} GB/s" + (f" = {rate / copy:5.1%} of a copy" if copy else "")
         lines.append(line)
+        if (big := k.get("largest")) and k.get("calls", 0) > 1:
+            rate = big["bytes"] / big["seconds"]
+            lines.append(f"    its largest launch: {big['bytes'] / 1e6:.4g} MB in {big['seconds'] * 1e3:.4g} ms, "
+                         f"{rate / 1e9:.1f} GB/s" + (f" = {rate / copy:5.1%} of a copy" if copy else ""))
     for label, key in (
         ("kernels (device time, events)", "kernel_total_seconds"),
         ("launch + transfer (backend, no event)", "launch_transfer_seconds"),
@@ -419,5 +448,6 @@ def format_profile(profile: dict[str, Any], unprofiled_median: float | None = No
     if copy:
         lines.append(f"GB/s: bytes each kernel must move by design (its row-sized reads and writes) / its device time; "
                      f"a copy on the same device in the same run (the faster of a buffer copy and a copy kernel): "
-                     f"{copy / 1e9:.1f} GB/s (read + write)")
+                     f"{copy / 1e9:.1f} GB/s (read + write); a kernel's largest launch: its launch of the most bytes "
+                     f"in a round (a fit's root: every row), the median over the rounds")
     return "\n".join(lines)

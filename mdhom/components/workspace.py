@@ -92,12 +92,15 @@ class Workspace:
         self.kernel_seconds: dict[str, float] = {}
         # bytes each kernel must move by design (its reads and writes of row-sized data), counted when profiling
         self.kernel_bytes: dict[str, float] = {}
+        # per kernel, its launch of the most bytes since the bench last took these (bytes, device seconds): a fit's
+        # root moves every row, the launch that tells a kernel's bandwidth apart from the latency of small nodes
+        self.kernel_largest: dict[str, tuple[float, float]] = {}
         self.config_sources: dict[str, str] = {}
         self.syncs = 0  # blocking waits for the device (reads back included): what a GPU pays most for
         self.launches = 0
         self.version = 0  # bumped whenever a named buffer is reallocated: bound kernels must re-bind
         self._comps: dict[str, Computation] = {}
-        self._events: list[tuple[str, list[cl.Event]]] = []
+        self._events: list[tuple[str, list[cl.Event], float]] = []
         self._staging = Staging()
         self._pinned: dict[str, tuple[cl.Buffer, np.ndarray]] = {}  # key -> (buffer, its mapped host bytes)
         self._map_queue: cl.CommandQueue | None = None  # where the pinned buffers are mapped (read_later)
@@ -502,14 +505,15 @@ class Workspace:
     def record(self, name: str, events: list[cl.Event], nbytes: int = 0) -> None:
         """Count a launch; when profiling, wait for it, so that its device time falls inside the backend call
         that launched it (launches serialised: device time never overlaps the host work it is compared with),
-        and add ``nbytes``, what the launch must move by design, to :attr:`kernel_bytes`."""
+        and add ``nbytes``, what the launch must move by design, to :attr:`kernel_bytes` (and its time, where it is
+        the kernel's largest launch so far, to :attr:`kernel_largest`)."""
         self.launches += len(events)
         if self._timeline is not None:
             self._timeline.extend((name, e) for e in events)
         if self.profile:
             if events:
                 cl.wait_for_events(events)
-            self._events.append((name, events))
+            self._events.append((name, events, float(nbytes)))
             if nbytes:
                 self.kernel_bytes[name] = self.kernel_bytes.get(name, 0.0) + float(nbytes)
 
@@ -519,9 +523,11 @@ class Workspace:
         self._staging.release()
         self._sent.clear()  # every upload is done: the queue ran past them
         self._fence = None  # ... and past the last fence
-        for name, events in self._events:
+        for name, events, nbytes in self._events:
             t = sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
             self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + t
+            if nbytes > self.kernel_largest.get(name, (0.0, 0.0))[0]:
+                self.kernel_largest[name] = (nbytes, t)
         self._events.clear()
 
     def read(self, host: np.ndarray, buf: cl.Buffer, offset: int = 0) -> np.ndarray:

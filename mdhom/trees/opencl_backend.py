@@ -174,6 +174,7 @@ class OpenCLTreeKernels:
     timeline = _workspace_attribute("timeline", writable=True)  # ... or collects its launches' events unserialised
     kernel_seconds = _workspace_attribute("kernel_seconds", writable=True)  # ... and counts calls in its own dict
     kernel_bytes = _workspace_attribute("kernel_bytes")  # bytes moved by design, per kernel (when profiling)
+    kernel_largest = _workspace_attribute("kernel_largest")  # ... and each kernel's launch of the most bytes
     syncs = _workspace_attribute("syncs")
     launches = _workspace_attribute("launches")
     config_sources = _workspace_attribute("config_sources")
