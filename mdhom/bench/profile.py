@@ -153,8 +153,7 @@ class KernelRecorder:
         out = []
         for a, b in zip(self.marks[:-1], self.marks[1:], strict=True):
             r: dict[str, Any] = {k: {n: float(v) for n, v in (b[k] - a[k]).items()} for k in b if k != "kernel_largest"}
-            if "kernel_largest" in b:  # not a running total: the launches' since the last mark
-                r["kernel_largest"] = dict(b["kernel_largest"])
+            r["kernel_largest"] = dict(b["kernel_largest"])  # not a running total: the launches' since the last mark
             out.append(r)
         return out
 
