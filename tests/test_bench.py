@@ -226,6 +226,45 @@ def test_bench_trees_quick_end_to_end(tmp_path, capsys):
     assert code == (1 if any(r["status"] == "failed" for r in report["results"]) else 0)
 
 
+def test_repeats_take_turns_and_pair_the_runs(monkeypatch):
+    """--repeats: the systems take turns, every other repeat in reverse; s/round is the median of a system's runs'
+    medians, each anchor's runs are compared with mdhom's run by run, only the first run profiles, and a system that
+    fails is reported as failed and not run again."""
+    from mdhom.bench.trees import format_table, run_trees
+
+    calls = []
+    rounds = {"mdhom": [0.2, 1.0, 3.0, 2.0], "fast": [0.1, 0.5, 1.2, 1.5]}  # the runs' medians (round 1 left out)
+
+    def system(name, fail_at=None):
+        class Fake(anchors.System):
+            def _run(self, X, y, Xt, yt, cfg):
+                calls.append((self.name, cfg.profile_rounds))
+                run = sum(1 for c in calls if c[0] == self.name)
+                if run == fail_at:
+                    raise RuntimeError("lost the device")
+                median = rounds.get(self.name, rounds["fast"])[run]
+                return {"round_seconds": [9.0, median, median], "test_auc": 0.8, "fit_seconds": 1.0}
+
+        Fake.name = name
+        return Fake()
+
+    monkeypatch.setattr(anchors, "select", lambda names, include_mdhom=True: [
+        system("mdhom"), system("fast"), system("flaky", fail_at=2)])
+    report = run_trees(TreesConfig.quick_config(repeats=3, profile_rounds=4), log=lambda _: None)
+    assert [c[0] for c in calls] == ["mdhom", "fast", "flaky", "flaky", "fast", "mdhom", "mdhom", "fast"]
+    assert [c[1] for c in calls if c[0] == "mdhom"] == [4, 0, 0]
+    res = {r["system"]: r for r in report["results"]}
+    assert [run["round_median_seconds"] for run in res["mdhom"]["repeats"]] == [1.0, 3.0, 2.0]
+    assert res["mdhom"]["round_median_seconds"] == 2.0 and res["fast"]["round_median_seconds"] == 1.2
+    assert res["fast"]["ratio_to_mdhom"] == pytest.approx(0.6)  # the ratio of the medians ...
+    assert res["fast"]["paired_ratios"] == pytest.approx([0.5, 0.4, 0.75])  # ... and run by run
+    assert res["fast"]["paired_ratio_median"] == pytest.approx(0.5)
+    assert res["flaky"]["status"] == "failed" and res["flaky"]["reason"].startswith("run 2 of 3:")
+    assert "lost the device" in res["flaky"]["reason"] and res["flaky"]["ratio_to_mdhom"] is None
+    table = format_table(report)
+    assert "repeats: 3 runs" in table and "vs mdhom run by run 0.5 0.4 0.75 (median 0.5)" in table
+
+
 def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):
     assert main(["bench", "trees", "--quick", "--anchors", "catboost-cpu", "--out", str(tmp_path / "x.json")]) == 2
     assert "unknown anchor" in capsys.readouterr().err

@@ -20,7 +20,7 @@ __all__ = ["WORKLOAD_KEYS", "MACHINE_KEYS", "merge_reports", "merge_files", "add
 WORKLOAD_KEYS = ("rows", "test_rows", "features", "leaves", "bins", "learning_rate", "seed", "nan_fraction",
                  "grow_policy")
 MACHINE_KEYS = ("cpu", "cores_usable", "memory_gib", "gpus")
-RUN_KEYS = ("rounds", "threads", "device", "precision", "profile_rounds", "isolate", "quick")
+RUN_KEYS = ("rounds", "threads", "device", "precision", "profile_rounds", "isolate", "quick", "repeats")
 LABEL_KEYS = ("precision", "device", "threads", "rounds")
 _OLD_DEFAULTS = {"grow_policy": "lossguide"}  # reports written before the key existed
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,7 @@ class TreesConfig:
     lightgbm_device: int | None = None
     quick: bool = False
     isolate: bool = True  # one process per system (see _run_isolated); --quick runs in-process
+    repeats: int = 1  # runs of every system, alternating (see run_trees); s/round is the median of their medians
 
     @classmethod
     def quick_config(cls, **overrides: Any) -> TreesConfig:
@@ -282,6 +283,12 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
 
     With ``config.isolate`` each system runs in its own process on a regenerated copy of the data (the
     generator is seeded and block-deterministic, so every copy is identical); otherwise all share this one.
+
+    With ``config.repeats`` > 1 every system runs that many times, the systems taking turns and every other
+    repeat in reverse order (mdhom, anchors, anchors, mdhom, ...): a shared machine's drift, which moved a 2-core
+    host's rounds by 30% between two runs of the same fit, then falls on every system alike. A system's s/round is
+    the median of its runs' medians, and each anchor's runs are also compared with mdhom's run by run
+    (``paired_ratios``); only the first repeat profiles mdhom's rounds.
     """
     from mdhom.bench import anchors
     from mdhom.bench.merge import add_ratios
@@ -294,27 +301,36 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
             f"workload: {config.rows} x {config.features} train, {config.test_rows} test, "
             f"{stats['positive_fraction']:.3f} positive, generated in {stats['generate_seconds']:.1f} s"
         )
-    results = []
-    for system in systems:
-        if system.reason is not None:
-            result = system.run(None, None, None, None, config)
-        elif config.isolate:
-            log(f"{system.name}: running")
-            result = _run_isolated(system.name, config)
-            if "workload" in result and stats["generate_seconds"] is None:
-                stats = result["workload"]
-        else:
-            log(f"{system.name}: running")
-            result = system.run(X, y, Xt, yt, config)
-        result.update(_round_stats(result.get("round_seconds") or []))
-        results.append(result)
+    runs: dict[str, list[dict[str, Any]]] = {system.name: [] for system in systems}
+    for rep in range(config.repeats):
+        cfg = config if rep == 0 else replace(config, profile_rounds=0)
+        which = f" (repeat {rep + 1} of {config.repeats})" if config.repeats > 1 else ""
+        for system in systems if rep % 2 == 0 else systems[::-1]:
+            if system.reason is not None:
+                if rep == 0:
+                    runs[system.name].append(system.run(None, None, None, None, cfg))
+                continue
+            if runs[system.name] and runs[system.name][-1]["status"] != "ok":
+                continue  # failed once: not run again
+            log(f"{system.name}: running{which}")
+            if cfg.isolate:
+                result = _run_isolated(system.name, cfg)
+                if "workload" in result and stats["generate_seconds"] is None:
+                    stats = result["workload"]
+            else:
+                result = system.run(X, y, Xt, yt, cfg)
+            result.update(_round_stats(result.get("round_seconds") or []))
+            runs[system.name].append(result)
+    results = [_repeated(runs[system.name], config.repeats) for system in systems]
+    for result in results:
         if result["status"] == "ok":
-            log(f"{system.name}: {result['round_median_seconds']:.4g} s/round, AUC {result['test_auc']:.4f}")
+            log(f"{result['system']}: {result['round_median_seconds']:.4g} s/round, AUC {result['test_auc']:.4f}")
         elif result["status"] == "unavailable":  # why goes once, under the table (it printed twice here)
-            log(f"{system.name}: unavailable")
+            log(f"{result['system']}: unavailable")
         else:
-            log(f"{system.name}: {result['status']}: {result['reason']}")
+            log(f"{result['system']}: {result['status']}: {result['reason']}")
     add_ratios(results)
+    _paired_ratios(results)
     return {
         "benchmark": "trees",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -333,6 +349,37 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
         "ratio_note": "ratio_to_mdhom = system's median seconds per round / mdhom's (2.0: twice as slow as mdhom)",
         "results": results,
     }
+
+
+def _repeated(results: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
+    """One system's result from its runs (of ``repeats`` asked for): the first run's, with ``repeats`` (each run's
+    rounds and median) and s/round the median of the runs' medians where it ran more than once; a failed run's result
+    where one failed (the system was not run again)."""
+    failed = next((r for r in results if r["status"] != "ok"), None)
+    if failed is not None or len(results) == 1:
+        out = dict(failed if failed is not None else results[0])
+        if failed is not None and repeats > 1:
+            out["reason"] = f"run {results.index(failed) + 1} of {repeats}: {out.get('reason')}"
+        return out
+    out = dict(results[0])
+    out["repeats"] = [{key: r.get(key) for key in ("round_median_seconds", "first_round_seconds", "fit_seconds",
+                                                   "round_seconds")} for r in results]
+    out["round_median_seconds"] = float(np.median([r["round_median_seconds"] for r in results]))
+    return out
+
+
+def _paired_ratios(results: list[dict[str, Any]], baseline: str = "mdhom") -> None:
+    """Each repeated system's runs against the baseline's run for run (``paired_ratios``, its median in
+    ``paired_ratio_median``): the same repeat ran them next to each other."""
+    base = next((r for r in results if r.get("system") == baseline and r.get("repeats")), None)
+    if base is None:
+        return
+    ref = [run["round_median_seconds"] for run in base["repeats"]]
+    for r in results:
+        if r.get("repeats") and len(r["repeats"]) == len(ref):
+            ratios = [run["round_median_seconds"] / b for run, b in zip(r["repeats"], ref, strict=True)]
+            r["paired_ratios"] = ratios
+            r["paired_ratio_median"] = float(np.median(ratios))
 
 
 def machine_info() -> dict[str, Any]:
@@ -463,6 +510,18 @@ def format_table(report: dict[str, Any]) -> str:
         for warning in r.get("warnings", []):
             notes.append(f"  {name}: {warning}")
     lines.append("s/round: median over rounds 2..n (round 1 is warm-up); build s: program builds / booster init")
+    repeated = [r for r in report["results"] if r["status"] == "ok" and r.get("repeats")]
+    if repeated:
+        lines.append(f"repeats: {len(repeated[0]['repeats'])} runs of every system taking turns (every other in "
+                     "reverse order); s/round is the median of its runs' medians, 1st round, build and fit the "
+                     "first run's")
+        for r in repeated:
+            per_run = " ".join(f"{run['round_median_seconds']:.4g}" for run in r["repeats"])
+            paired = r.get("paired_ratios")
+            vs = "" if not paired or r["system"] == "mdhom" else (
+                f"; vs mdhom run by run {' '.join(f'{x:.3g}' for x in paired)} "
+                f"(median {r['paired_ratio_median']:.3g})")
+            lines.append(f"  {r.get('label', r['system'])}: s/round per run {per_run}{vs}")
     probe = (report.get("machine") or {}).get("host_probe")
     if probe:
         lines.append(f"host CPUs: a fixed Python loop took {probe['min_ms']:.4g}-{probe['max_ms']:.4g} ms across "

@@ -87,6 +87,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run each system in its own process on regenerated data (default: on, off with --quick)",
     )
     t.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="runs of every system, taking turns, every other in reverse order (default 1): s/round is the median "
+        "of a system's runs, and each anchor is also compared with mdhom run by run (noisy, shared machines)",
+    )
+    t.add_argument(
         "--quick", action="store_true", help="CI size: 20000 rows, 5 rounds, 15 leaves, 5 profiled rounds, in-process"
     )
     t.set_defaults(func=run_trees)
@@ -270,6 +277,7 @@ def run_trees(args: argparse.Namespace) -> int:
             "lightgbm_platform",
             "lightgbm_device",
             "isolate",
+            "repeats",
         )
     }
     if args.anchors is not None:
@@ -278,7 +286,8 @@ def run_trees(args: argparse.Namespace) -> int:
         config = TreesConfig.quick_config(**overrides)
     else:
         config = TreesConfig(**{k: v for k, v in overrides.items() if v is not None})
-    for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads", "profile_rounds"):
+    for name in ("rows", "test_rows", "features", "leaves", "bins", "rounds", "threads", "profile_rounds",
+                 "repeats"):
         zero_ok = name in ("test_rows", "profile_rounds")
         if getattr(config, name) < (0 if zero_ok else 1):
             kind = "non-negative" if zero_ok else "positive"
