@@ -271,6 +271,12 @@ def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
 
 
+def test_bench_trees_rejects_no_repeats(tmp_path, capsys):
+    assert main(["bench", "trees", "--quick", "--repeats", "0", "--out", str(tmp_path / "x.json")]) == 2
+    assert "--repeats must be positive, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_isolated_worker_matches_in_process(tmp_path):
     """A system in its own process regenerates identical data: same AUC as in-process, bit for bit."""
     pytest.importorskip("xgboost")
