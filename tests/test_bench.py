@@ -248,8 +248,10 @@ def test_repeats_take_turns_and_pair_the_runs(monkeypatch):
         Fake.name = name
         return Fake()
 
+    missing = anchors.XGBoostCUDA()
+    missing.reason = "no CUDA here"
     monkeypatch.setattr(anchors, "select", lambda names, include_mdhom=True: [
-        system("mdhom"), system("fast"), system("flaky", fail_at=2)])
+        system("mdhom"), system("fast"), system("flaky", fail_at=2), missing])
     report = run_trees(TreesConfig.quick_config(repeats=3, profile_rounds=4), log=lambda _: None)
     assert [c[0] for c in calls] == ["mdhom", "fast", "flaky", "flaky", "fast", "mdhom", "mdhom", "fast"]
     assert [c[1] for c in calls if c[0] == "mdhom"] == [4, 0, 0]
@@ -261,6 +263,7 @@ def test_repeats_take_turns_and_pair_the_runs(monkeypatch):
     assert res["fast"]["paired_ratio_median"] == pytest.approx(0.5)
     assert res["flaky"]["status"] == "failed" and res["flaky"]["reason"].startswith("run 2 of 3:")
     assert "lost the device" in res["flaky"]["reason"] and res["flaky"]["ratio_to_mdhom"] is None
+    assert res["xgboost-cuda"]["status"] == "unavailable" and res["xgboost-cuda"]["reason"] == "no CUDA here"
     table = format_table(report)
     assert "repeats: 3 runs" in table and "vs mdhom run by run 0.5 0.4 0.75 (median 0.5)" in table
 

@@ -358,7 +358,7 @@ def _repeated(results: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
     failed = next((r for r in results if r["status"] != "ok"), None)
     if failed is not None or len(results) == 1:
         out = dict(failed if failed is not None else results[0])
-        if failed is not None and repeats > 1:
+        if out["status"] == "failed" and repeats > 1:  # (an unavailable system ran in no repeat)
             out["reason"] = f"run {results.index(failed) + 1} of {repeats}: {out.get('reason')}"
         return out
     out = dict(results[0])
