@@ -266,6 +266,10 @@ def test_repeats_take_turns_and_pair_the_runs(monkeypatch):
     assert res["xgboost-cuda"]["status"] == "unavailable" and res["xgboost-cuda"]["reason"] == "no CUDA here"
     table = format_table(report)
     assert "repeats: 3 runs" in table and "vs mdhom run by run 0.5 0.4 0.75 (median 0.5)" in table
+    from mdhom.bench.merge import merge_reports  # merged: each anchor still paired with its own report's mdhom
+
+    merged = format_table(merge_reports([report, report], ["a.json", "b.json"]))
+    assert merged.count("vs its own report's mdhom run by run 0.5 0.4 0.75") == 2
 
 
 def test_bench_trees_rejects_unknown_anchor(tmp_path, capsys):

@@ -515,11 +515,12 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(f"repeats: {len(repeated[0]['repeats'])} runs of every system taking turns (every other in "
                      "reverse order); s/round is the median of its runs' medians, 1st round, build and fit the "
                      "first run's")
+        base = "its own report's mdhom" if merged else "mdhom"  # (paired within the run that measured them)
         for r in repeated:
             per_run = " ".join(f"{run['round_median_seconds']:.4g}" for run in r["repeats"])
             paired = r.get("paired_ratios")
             vs = "" if not paired or r["system"] == "mdhom" else (
-                f"; vs mdhom run by run {' '.join(f'{x:.3g}' for x in paired)} "
+                f"; vs {base} run by run {' '.join(f'{x:.3g}' for x in paired)} "
                 f"(median {r['paired_ratio_median']:.3g})")
             lines.append(f"  {r.get('label', r['system'])}: s/round per run {per_run}{vs}")
     probe = (report.get("machine") or {}).get("host_probe")
