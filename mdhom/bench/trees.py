@@ -286,7 +286,7 @@ def run_trees(config: TreesConfig, log: Callable[[str], None] = print) -> dict[s
 
     With ``config.repeats`` > 1 every system runs that many times, the systems taking turns and every other
     repeat in reverse order (mdhom, anchors, anchors, mdhom, ...): a shared machine's drift, which moved a 2-core
-    host's rounds by 30% between two runs of the same fit, then falls on every system alike. A system's s/round is
+    host's rounds by 38% between two runs of the same fit, then falls on every system alike. A system's s/round is
     the median of its runs' medians, and each anchor's runs are also compared with mdhom's run by run
     (``paired_ratios``); only the first repeat profiles mdhom's rounds.
     """
