@@ -445,16 +445,17 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     """A device file without a kernel that no tune stores (no tuning declared, or tuned only on other kinds of
     device: the GPUs' go-left prefix counts, which a CPU's learner builds too) asks for no re-run of `mdhom tune`:
     no re-run could silence it; a tunable kernel the file lacks does."""
+    from mdhom.components import leaf_rows as lr
     from mdhom.components import partition_kernels as pt
     from mdhom.components import row_histogram as rh
     from mdhom.components.workspace import Workspace
 
     config_store.store_results(cpu, [("other_kernel", "c", _entry({"NUM_WI_i": 2}, {"i": 64}), None)], tmp_path / "pkg")
     ws = Workspace(cpu, "quantized")
-    assert pt.LEAF_ROWS.tuning is None and rh.HISTOGRAM_ROWS.tuning is not None
+    assert lr.LEAF_ROWS.tuning is None and rh.HISTOGRAM_ROWS.tuning is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cfg, source = ws.config(pt.LEAF_ROWS, pt.leaf_rows(), {"pos": 1000})
+        cfg, source = ws.config(lr.LEAF_ROWS, lr.leaf_rows(), {"pos": 1000})
         assert ws.config(pt.FLAGS, pt.partition_flags(64), {"pos": 1000})[1] == "heuristic"
     assert source == "heuristic"
     assert pt.FLAGS.tuning is not None and not pt.FLAGS.tuned_on(cpu) and rh.HISTOGRAM_ROWS.tuned_on(cpu)

@@ -15,6 +15,7 @@ from device_marks import runtime_faults
 from mdhom.components import gradients as gr
 from mdhom.components import histogram as hg
 from mdhom.components import lanes as ln
+from mdhom.components import leaf_rows as lr
 from mdhom.components import lookahead, row_copy
 from mdhom.components import partition_kernels as pt
 from mdhom.components import predictor as pr
@@ -763,12 +764,12 @@ def test_score_update_and_predict_bins(device, feature_major):
 
 def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None, rule=None, stay=None):
     """tree_leaf_rows' table from its records' columns (``split``, ``rule`` and ``right`` None: leaves only)."""
-    rec = np.full((np.size(begin), pt.LEAF_INTS), -1, np.int64)
+    rec = np.full((np.size(begin), lr.LEAF_INTS), -1, np.int64)
     cols = dict(begin=begin, node=node, region=region, split=split, right=right, rule=rule, stay=stay)
     for i, name in enumerate(tb.LEAF_RECORD.dtype.names):
         if cols[name] is not None:
             rec[:, i] = cols[name]
-    return pt.leaf_records_table(rec, n_rows, shift)
+    return lr.leaf_records_table(rec, n_rows, shift)
 
 
 @pytest.mark.parametrize("feature_major", [False, True], ids=["rows-major", "features-major"])
@@ -821,8 +822,8 @@ def test_leaf_rows(device, feature_major):
     missing = pos_bins[:, feat] == n_bins - 1
     goes_left = np.where(missing, recs["default_left"][None, :] != 0, goes_left)
     tab, shift = _leaf_table(begin, node, region, n, split=split, right=right, rule=rule)
-    assert shift == 4 and tab.size == pt.LEAF_INTS * 50 + 188 + 1  # about four buckets of 16 positions a leaf, the end
-    want = pt.leaf_rows_reference(ridx, tab, n, 50, n_left, goes_left)
+    assert shift == 4 and tab.size == lr.LEAF_INTS * 50 + 188 + 1  # about four buckets of 16 positions a leaf, the end
+    want = lr.leaf_rows_reference(ridx, tab, n, 50, n_left, goes_left)
     for i, (b, e, c, v, r, s) in enumerate(zip(begin, ends, cut, node, right, split, strict=True)):  # the reference
         if rule[i] >= 0:
             at = region[i] + np.arange(b, e)
@@ -831,7 +832,7 @@ def test_leaf_rows(device, feature_major):
             assert np.all(want[perm[b:c if s >= 0 else e]] == v) and np.all(want[perm[c:e]] == (r if s >= 0 else v))
     assert len(set(want[perm[begin[1]:ends[1]]].tolist())) == 2 or cut[1] in (begin[1], ends[1])
     assert len(set(want[perm[begin[5]:ends[5]]].tolist())) == 2  # a ruled range whose rows went both ways
-    desc = pt.leaf_rows(n_bins, feature_major)
+    desc = lr.leaf_rows(n_bins, feature_major)
     args = dict(ridx=ridx, n_left=("o", n_left, None), bins=("o", bins, None), split_tab=("o", split_tab, None),
                 n_leaves=50, n_rows=stride, n_feat=n_feat)
     for s in (shift, 0, 7, 12):  # any bucket size: each bucket's search starts at the leaf of its first position
@@ -879,7 +880,7 @@ def test_leaf_rows_ahead(device):
     node = np.arange(m, dtype=np.int32) * 3
     right, stay = node + 1, np.where(opened, node + 2, -1).astype(np.int32)
     tab, shift = _leaf_table(begin, node, region, n, split=split, right=right, rule=rule, stay=stay)
-    want = pt.leaf_rows_reference(ridx, tab, n, m, n_left, goes_left, recs["count"])
+    want = lr.leaf_rows_reference(ridx, tab, n, m, n_left, goes_left, recs["count"])
     for i, (b, e, c) in enumerate(zip(begin, ends, cut, strict=True)):  # the reference, case by case
         got = want[perm[b:e]]
         if kind[i] == 0:
@@ -892,7 +893,7 @@ def test_leaf_rows_ahead(device):
             np.testing.assert_array_equal(got, np.where(goes_left[region[i] + np.arange(b, e), rule[i]], node[i],
                                                         right[i]))
     assert len(set(want.tolist())) > m  # both children of some splits
-    got = run(pt.leaf_rows(n_bins), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
+    got = run(lr.leaf_rows(n_bins), device, None, {"pos": n}, ridx=ridx, leaf_tab=("o", tab, None),
               n_left=("o", n_left, None), bins=("o", pos_bins, None), split_tab=("o", split_tab, None), n_leaves=m,
               bucket_shift=shift, n_rows=pos_bins.shape[0], n_feat=n_feat)
     np.testing.assert_array_equal(got, want)

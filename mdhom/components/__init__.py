@@ -6,7 +6,8 @@ their kernels' descriptions and the meaning of their buffers:
 - :mod:`~mdhom.components.histogram`: the histogram descriptions, their heuristics and tuner inputs, and
   :mod:`~mdhom.components.histogram_builder`: the histogram builder (arena, sibling subtraction);
 - :mod:`~mdhom.components.partition`: the row partitioner (row ranges on the device), and
-  :mod:`~mdhom.components.partition_kernels`: its kernels' descriptions, references and tuner inputs;
+  :mod:`~mdhom.components.partition_kernels`: its kernels' descriptions, references and tuner inputs,
+  :mod:`~mdhom.components.leaf_rows`: every row's leaf at a tree's end;
 - :mod:`~mdhom.components.split`: the split search's descriptions, with a pluggable gain,
   :mod:`~mdhom.components.split_result`: the packed result the host reads back,
   :mod:`~mdhom.components.split_categorical`: the scan and partition of categorical fits, and

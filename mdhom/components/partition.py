@@ -80,17 +80,9 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl
 
+from mdhom.components.leaf_rows import LEAF_INTS, LEAF_ROWS, leaf_records_table, leaf_rows
 from mdhom.components.lookahead import AHEAD, AHEAD_ENTRIES, split_from_search
-from mdhom.components.partition_kernels import (
-    LEAF_INTS,
-    LEAF_ROWS,
-    SPLIT_FIELDS,
-    block_table,
-    flip_positions,
-    leaf_records_table,
-    leaf_rows,
-    region_start,
-)
+from mdhom.components.partition_kernels import SPLIT_FIELDS, block_table, flip_positions, region_start
 from mdhom.components.partition_steps import PartitionSteps
 from mdhom.components.split_evaluator import result_buffers
 from mdhom.components.split_gate import SplitGate

@@ -1,12 +1,12 @@
 """The row partitioner's kernels (:mod:`mdhom.components.partition` drives them): their md_hom descriptions, numpy
-references, heuristics, tuner inputs and specs, and the block table the block and group partitions read. The one
+references, heuristics, tuner inputs and specs, and the block table the block and group partitions read (the leaves'
+pass at a tree's end: :mod:`mdhom.components.leaf_rows`). The one
 hand-written scatter (the GPUs' group scatter, which partitions a block in local memory) is in
 kernels/trees/scatter.cl, what every scatter shares in kernels/trees/row_moves.cl.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from functools import lru_cache
 
@@ -14,68 +14,11 @@ import numpy as np
 
 from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines, snippet, with_default_bins
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
-from mdhom.components.tables import LEAF_RECORD, SPLIT_RECORD, split_table
+from mdhom.components.tables import SPLIT_RECORD, split_table
 from mdhom.devices import Device
 from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Scan
 
 SPLIT_FIELDS = SPLIT_RECORD.dtype.names
-LEAF_INTS = len(LEAF_RECORD.fields)  # a leaf record's int32s
-
-
-@lru_cache(maxsize=32)
-def leaf_rows(n_bins: int = DEFAULT_BINS, feature_major: bool = False) -> Description:
-    """Every row's node from the nodes' position ranges: ``row_node[ridx[region + pos]]`` = the node whose range
-    holds ``pos`` (``leaf_tab``: :func:`leaf_records_table`: ``n_leaves`` ``LEAF_RECORD``s in ascending ``begin``,
-    ranges within [0, n_rows) covering every position, each in the region of positions that starts at ``region``
-    (:func:`flip_positions`); then, per bucket of ``2^bucket_shift`` positions, the leaf holding its first position,
-    so a position's search starts within a few leaves: PoCL, 2-core Xeon, 500k rows in 363 leaves, 3.65 -> 2.42 ms).
-    A record with ``split`` >= 0 is the children of a split of the last partition, whose left count the host has not
-    read: the kernel takes it from ``n_left``, so the leaves are written right behind that partition (the host does
-    not wait for it). A record with ``rule`` >= 0 is the children of a split no partition ran for (a tree's last
-    step: :meth:`mdhom.components.partition.RowPartitioner.settle`): the parent's range, each row's child decided
-    from its split bin by record ``rule`` of the split table ``split_tab``, as the partition would; ``bins`` in
-    position order (the layouts whose rows move, which alone leave a step's partition out). Such a record with
-    ``stay`` >= 0 is a node of a step decided on the device whose search the host has not read
-    (:meth:`mdhom.components.partition.RowPartitioner.write_leaves_ahead`): its rows stay ``stay``'s where record
-    ``rule`` holds none (the step did not split the node), so the leaves are written before the host reads the tree's
-    last search. The partition keeps
-    only the row order per step; a row's node is written once per tree, when something reads it (the score update,
-    the host), instead of a scattered 4-byte write per row and split step. It scatters (``out_at = ridx[...]``): a
-    permutation of positions into rows, so no two points write one place."""
-    return Description(
-        "tree_leaf_rows", ["pos"], [Concat()], "int",
-        scalar="""
-__global const tree_leaf_t* mdh_leaf = (__global const tree_leaf_t*)leaf_tab;
-__global const int* mdh_first = leaf_tab + TREE_LEAF_INTS * n_leaves;
-const int mdh_b = (int)(pos >> bucket_shift);
-int lo = mdh_first[mdh_b], hi = mdh_first[mdh_b + 1];
-while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (mdh_leaf[mid].begin <= pos) lo = mid; else hi = mid - 1;
-}
-const tree_leaf_t mdh_t = mdh_leaf[lo];
-const long mdh_p = mdh_t.region + pos;
-/* a step decided on the device (stay >= 0): its record holds no rows where it did not split the node */
-const int mdh_kept = mdh_t.stay >= 0 && ((__global const tree_split_t*)split_tab + mdh_t.rule)->count == 0;
-int mdh_right = mdh_t.split >= 0 && pos - mdh_t.begin >= n_left[mdh_t.split];
-if (mdh_t.rule >= 0 && !mdh_kept) {
-    __global const tree_split_t* t = (__global const tree_split_t*)split_tab + mdh_t.rule;
-    mdh_right = !tree_goes_left(tree_bin_of(bins, mdh_p, t->feature, n_rows, n_feat), t,
-                                (__global const uchar*)split_tab);
-}
-out = mdh_kept ? mdh_t.stay : (mdh_right ? mdh_t.right : mdh_t.node);
-out_at = ridx[mdh_p];""",
-        inputs=[Input("ridx", "int", ("*",), gather=True), Input("leaf_tab", "int", ("*",), gather=True),
-                Input("n_left", "int", ("*",), gather=True), Input("bins", bin_ctype(n_bins), ("*",), gather=True),
-                Input("split_tab", "int", ("*",), gather=True)],
-        params=[Param("n_leaves", "int"), Param("bucket_shift", "int"), Param("n_rows", "int"),
-                Param("n_feat", "int")],
-        preamble=defines("double", n_bins, feature_major=feature_major) + bins_reader()
-        + LEAF_RECORD.declaration(LEAF_RECORD.name) + f"\n#define TREE_LEAF_INTS {LEAF_INTS}\n",
-        scatter=True,
-        chunked=True,
-        inline_scalar=True,
-    )
 
 
 def flip_positions(begin: np.ndarray | int, n_rows: int) -> np.ndarray | int:
@@ -87,45 +30,6 @@ def flip_positions(begin: np.ndarray | int, n_rows: int) -> np.ndarray | int:
 def region_start(begin: np.ndarray, n_rows: int) -> np.ndarray:
     """The first position of the region holding each position of ``begin``."""
     return (np.asarray(begin, np.int64) // max(1, n_rows)) * n_rows
-
-
-def leaf_records_table(rec: np.ndarray, n_rows: int, shift: int | None = None) -> tuple[np.ndarray, int]:
-    """``tree_leaf_rows``'s table and bucket shift: the ``LEAF_RECORD``s ``rec`` ((n, ``LEAF_INTS``), ascending
-    ``begin``, the first 0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first
-    position (the last position for the end); ``shift`` None: about four buckets a leaf. As int32s."""
-    begin = rec[:, 0]
-    if shift is None:
-        shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
-    n_buckets = -(-max(1, n_rows) >> shift)
-    first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
-    return np.concatenate([rec.reshape(-1), first]).astype(np.int32), shift
-
-
-def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int,
-                        n_left: np.ndarray | None = None, goes_left: np.ndarray | None = None,
-                        counts: np.ndarray | None = None) -> np.ndarray:
-    """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows. ``goes_left`` (positions of the three
-    regions x split records, bool): whether the row at a position goes left by a record's split, for records with a
-    ``rule``; ``counts``: the split records' row counts, for records with a ``stay``."""
-    rec = np.asarray(leaf_tab[: LEAF_INTS * n_leaves]).reshape(-1, LEAF_INTS).astype(np.int64)
-    cols = {name: rec[:, i] for i, name in enumerate(LEAF_RECORD.dtype.names)}
-    begin, node, region, split, right, rule, stay = (cols[k] for k in LEAF_RECORD.dtype.names)
-    kept = np.zeros(n_leaves, bool)
-    if (stay >= 0).any():
-        kept[stay >= 0] = np.asarray(counts)[rule[stay >= 0]] == 0
-    held = split >= 0
-    pos = np.arange(n_rows)
-    at = np.searchsorted(begin, pos, side="right") - 1
-    lefts = np.zeros(n_leaves, np.int64)
-    if held.any():
-        lefts[held] = np.asarray(n_left)[split[held]]
-    goes_right = held[at] & (pos - begin[at] >= lefts[at])
-    ruled = ((rule >= 0) & ~kept)[at]
-    if ruled.any():
-        goes_right[ruled] = ~np.asarray(goes_left)[region[at][ruled] + pos[ruled], rule[at][ruled]]
-    out = np.empty(n_rows, np.int32)
-    out[ridx[region[at] + pos]] = np.where(kept[at], stay[at], np.where(goes_right, right[at], node[at]))
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ partition
@@ -596,10 +500,9 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
                       [f"{name}_nodes_64" for name, _ in _STEPS], n_bins=DEFAULT_BINS),
     _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
-LEAF_ROWS = KernelSpec("tree_leaf_rows", elementwise())
 BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
 BLOCK_STAGE = KernelSpec("tree_block_stage", block_scatter_heuristic)
 BLOCK_COPY = KernelSpec("tree_block_copy", block_scatter_heuristic)
 SCATTER_ROWS = KernelSpec("tree_scatter_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, GROUP_COUNTS, LEAF_ROWS, BLOCK_SCATTER, BLOCK_STAGE, BLOCK_COPY, SCATTER_ROWS, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, BLOCK_SCATTER, BLOCK_STAGE, BLOCK_COPY, SCATTER_ROWS, COLUMNS)

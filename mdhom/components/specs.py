@@ -28,6 +28,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "mdhom.components.split_result",
     "mdhom.components.split_categorical",
     "mdhom.components.partition_kernels",
+    "mdhom.components.leaf_rows",
     "mdhom.components.row_copy",
     "mdhom.components.lookahead",
     "mdhom.components.gradients",
