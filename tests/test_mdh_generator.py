@@ -247,6 +247,57 @@ def test_scatter_permutes_positions(device):
         np.testing.assert_array_equal(got, want, err_msg=str(cfg))
 
 
+def test_placing_scan_partitions_each_line_stably(device):
+    """A placing scan (``mdh.Place``) moves each line's points to the places their exclusive prefixes give them: the
+    stable partition of every line (a line's odd keys first, each side in order), ragged lines, an empty one and a
+    full one included, under the default and random configurations (lanes that are not powers of two among them,
+    and fewer work-groups than lines); the output is each line's count."""
+    import pyopencl.array as cl_array
+
+    desc = examples.STABLE_PARTITION
+    rng = np.random.default_rng(3)
+    n_lines, stride = 41, 300
+    keys = rng.integers(-1000, 1000, n_lines * stride).astype(np.int32)
+    lens = rng.integers(0, stride + 1, n_lines).astype(np.int32)
+    lens[:3] = (0, 1, stride)
+    before = np.full(n_lines * stride, -5, np.int32)
+    want_odd, want = examples.stable_partition_reference(keys, lens, stride, before)
+    sizes = {"line": n_lines, "k": stride}
+    for cfg in [None] + [random_config(desc, device, sizes, rng) for _ in range(RANDOM_CONFIGS)]:
+        moved = cl_array.to_device(device.queue, before)
+        got = mdh.Computation(desc, device, cfg)(sizes, keys=cl_array.to_device(device.queue, keys), moved=moved,
+                                                 lens=cl_array.to_device(device.queue, lens), stride=stride)
+        np.testing.assert_array_equal(got.get(), want_odd, err_msg=str(cfg))
+        np.testing.assert_array_equal(moved.get(), want, err_msg=str(cfg))
+
+
+def test_placing_scan_is_checked(cpu):
+    """What a placing scan needs is checked where it is known: a scanned dimension and none of the options it does not
+    take (the description), a line a work-group (the configuration), lines within ``line_max`` (the launch)."""
+    pl = examples.STABLE_PARTITION.place
+    base = dict(inputs=[mdh.Input("x", "int", ("*",), gather=True)], place=pl)
+    with pytest.raises(mdh.DescriptionError, match="needs a Scan"):
+        mdh.Description("p", ["i", "k"], [mdh.Concat(), mdh.Concat()], "int", "out = x[k];", **base)
+    with pytest.raises(mdh.DescriptionError, match="does not go with `scatter`"):
+        mdh.Description("p", ["i", "k"], [mdh.Concat(), mdh.Scan(mdh.SUM)], "int", "out = x[k];", scatter=True, **base)
+    with pytest.raises(mdh.DescriptionError, match="must set mdh_at"):
+        mdh.Description("p", ["i", "k"], [mdh.Concat(), mdh.Scan(mdh.SUM)], "int", "out = x[k];",
+                        inputs=base["inputs"], place=mdh.Place(at="", emit="", line_max=8))
+    desc = examples.STABLE_PARTITION
+    assert {"NUM_WI_COMBINE", "SCAN_TILED"}.isdisjoint(desc.parameter_names())
+    assert desc.output_dims == ("line",)
+    cfg = {"NUM_WG_line": 2, "NUM_WI_line": 1, "NUM_WG_k": 1, "NUM_WI_k": 4}
+    desc.check_config(cfg, cpu)
+    for bad in ({"NUM_WG_k": 2}, {"NUM_WI_line": 2}):
+        with pytest.raises(mdh.ConfigError, match="a line a work-group"):
+            desc.check_config({**cfg, **bad}, cpu)
+    n = pl.line_max + 1
+    x = np.zeros(2 * n, np.int32)
+    with pytest.raises(ValueError, match="line_max"):
+        mdh.Computation(desc, cpu, cfg)({"line": 2, "k": n}, keys=x, moved=x.copy(), lens=np.full(2, n, np.int32),
+                                        stride=n)
+
+
 @pytest.mark.parametrize("name", ["histogram_q32", "histogram_q64"])
 def test_local_atomic_partials_equal_private_partials(device, name):
     """PARTIALS_LOCAL=1 (integer atomics into a work-group accumulator) gives the same bits as the private path."""

@@ -2,7 +2,7 @@
 
 Every skeleton path is covered on small sizes: one and several work-groups along the reduced dimension
 (the second kernel), several lanes combining in local memory, non-power-of-two lanes, the scan with and
-without the fixup kernel, and a concatenation-only description.
+without the fixup kernel, a concatenation-only description, and a placing scan (a stable partition).
 """
 
 from __future__ import annotations
@@ -132,13 +132,31 @@ want = mdh.Computation(desc, dev, {**cfg, "VEC": 1})({"row": n, "output": k}, **
 got = mdh.Computation(desc, dev, {**cfg, "VEC": 8})({"row": n, "output": k}, **args)
 assert got.tobytes() == want.tobytes()
 print("ok vector softmax gradients", flush=True)
+
+# a placing scan (mdh.Place): ragged and empty lines, lanes of a power of two and not, lines in turn per group
+import pyopencl.array as cl_array
+from mdhom.mdh.examples import STABLE_PARTITION, stable_partition_reference
+rng = np.random.default_rng(4)
+n_lines, stride = 7, 45
+keys = rng.integers(-99, 99, n_lines * stride).astype(np.int32)
+lens = np.array([0, 1, 45, 17, 44, 3, 30], np.int32)
+before = np.full(n_lines * stride, -5, np.int32)
+want_odd, want = stable_partition_reference(keys, lens, stride, before)
+for cfg in ({"NUM_WG_line": 3, "NUM_WI_line": 1, "NUM_WG_k": 1, "NUM_WI_k": 8},
+            {"NUM_WG_line": 2, "NUM_WI_line": 1, "NUM_WG_k": 1, "NUM_WI_k": 5},
+            {"NUM_WG_line": 7, "NUM_WI_line": 1, "NUM_WG_k": 1, "NUM_WI_k": 1}):
+    moved = cl_array.to_device(dev.queue, before)
+    got = mdh.Computation(STABLE_PARTITION, dev, cfg)({"line": n_lines, "k": stride}, keys=cl_array.to_device(dev.queue, keys),
+                                                       moved=moved, lens=cl_array.to_device(dev.queue, lens), stride=stride)
+    assert np.array_equal(got.get(), want_odd) and np.array_equal(moved.get(), want), cfg
+    print("ok place", cfg["NUM_WI_k"], flush=True)
 """
 
 
 def test_generated_kernels_are_clean_under_oclgrind(oclgrind_device):
     run = run_under_oclgrind(SCRIPT, timeout=900)
     assert run.clean, run.explain()
-    assert run.stdout.count("ok ") == 28, run.explain()
+    assert run.stdout.count("ok ") == 31, run.explain()
 
 
 def test_checker_catches_an_out_of_bounds_write(oclgrind_device):

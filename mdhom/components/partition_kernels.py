@@ -16,7 +16,7 @@ from mdhom.components.lanes import DEFAULT_BINS, bin_ctype, bins_reader, defines
 from mdhom.components.specs import KernelSpec, Tuning, elementwise, ones, pow2_at_most
 from mdhom.components.tables import SPLIT_RECORD, split_table
 from mdhom.devices import Device
-from mdhom.mdh import SUM, Concat, Description, Input, Param, Reduce, Scan
+from mdhom.mdh import SUM, Concat, Description, Input, Param, Place, Reduce, Scan
 
 SPLIT_FIELDS = SPLIT_RECORD.dtype.names
 
@@ -164,6 +164,77 @@ def block_scatter(n_bins: int, feature_major: bool, gh_wide: bool, gh_words: int
         preamble=_moves_preamble(n_bins, feature_major, True, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
         scatter=True,
     )
+
+
+@lru_cache(maxsize=32)
+def group_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, gh_words: int, row_words: int,
+                  group_rows: int) -> Description:
+    """The group partition's scatter (GPUs), after :func:`group_counts`: a placing scan (:class:`mdhom.mdh.Place`)
+    whose line is a block of a split step's rows (``blk``, the int pair (split, block) at ``blk_tab[blk_at + 2 blk]``,
+    ``SIZE_k`` rows a block, at most ``group_rows``; a split's blocks consecutive, its last one shorter, a block past
+    its split's rows empty) and whose points' atoms are whether their rows go left. A block's work-group sums the
+    left rows of its split's earlier blocks and of all of them (``blk_left``) in the prologue, lists each row at its
+    place in the block's stable partition (left rows first, each side in order) and moves the rows in place order:
+    the left ones after the split's earlier blocks' left rows in the next region, the right ones after the split's
+    left rows and the earlier blocks' right rows; neighbouring work-items write neighbouring places. The split's first
+    block writes its left count (``n_left``) and next child's slot. The output is each block's left count. The same
+    stable partition as the block and per-row scatters; the rows a block reads (``split_bins``, its own positions)
+    are in the region no block writes. ``move`` 0: the row order alone (a tree's last split)."""
+    count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
+    scalar = """
+__global const tree_split_t* t = (__global const tree_split_t*)split_tab + blk_tab[blk_at + 2 * blk];
+const int p = t->begin + (int)(blk_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
+out = tree_block_go(split_bins, ridx, p, tree_rule_of(t, split_cols, n_rows, stride, n_feat),
+                    (__global const uchar*)split_tab);"""
+    prologue = """
+const int mdh_s = active ? blk_tab[blk_at + 2 * blk] : 0, mdh_kb = active ? blk_tab[blk_at + 2 * blk + 1] : 0;
+__global const tree_split_t* mdh_t = (__global const tree_split_t*)split_tab + mdh_s;
+const int mdh_first = mdh_t->first, mdh_nb = max(1, (mdh_t->count + (int)SIZE_k - 1) / (int)SIZE_k);
+const int mdh_i0 = mdh_first + mdh_kb * (int)SIZE_k, mdh_shift = mdh_t->begin - mdh_first;
+/* the left rows of the split's blocks before this one, and of all of them (its blocks are consecutive) */
+__global const int* mdh_counts = blk_left + (blk - mdh_kb);
+int mdh_before = 0, mdh_nl = 0;
+for (int c = (int)mdh_lane; active && c < mdh_nb; c += MDH_LINE_WI) {
+    const int v = mdh_counts[c];
+    mdh_nl += v;
+    mdh_before += (c < mdh_kb) ? v : 0;
+}
+mdh_before = MDH_LINE_SUM(mdh_before);
+mdh_nl = MDH_LINE_SUM(mdh_nl);
+if (active && mdh_kb == 0 && mdh_lane == 0)
+    tree_split_counts(mdh_t, mdh_s, mdh_nl, n_rows, n_left, slot_begin, slot_count);
+const long mdh_dst0 = tree_flip(mdh_t->begin, n_rows);
+const long mdh_dl = mdh_dst0 + mdh_before, mdh_dr = mdh_dst0 + mdh_nl + (mdh_i0 - mdh_first - mdh_before);"""
+    emit = """
+tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr + (mdh_dst - mdh_total),
+              mdh_i0 + mdh_src + mdh_shift, stride, n_feat, n_out, move);"""
+    b = bin_ctype(n_bins)
+    return Description(
+        "tree_group_scatter", ["blk", "k"], [Concat(), Scan(SUM, inclusive=False)], "int",
+        scalar=scalar,
+        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
+                Input("bins", b, ("*",), gather=True, writes=True),
+                Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
+                Input("split_bins", b, ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
+                Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
+                Input("n_left", "int", ("*",), gather=True, writes=True),
+                Input("slot_begin", "int", ("*",), gather=True, writes=True),
+                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
+                Param("n_out", "int"), Param("blk_at", "int"), Param("move", "int")],
+        extents={"k": f"(long){count} - (long)blk_tab[blk_at + 2 * blk + 1] * SIZE_k"},
+        preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
+        place=Place(at="mdh_at = mdh_self ? mdh_excl : mdh_total + (k - mdh_excl);", emit=emit, prologue=prologue,
+                    line_max=int(group_rows)),
+    )
+
+
+def group_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
+    """A block a work-group, ``GROUP_WI`` work-items (fewer where the device allows fewer), as many work-groups as
+    blocks up to :data:`BLOCK_GROUPS` (more blocks are taken in turn)."""
+    wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0]), GROUP_WI)
+    return {"NUM_WG_blk": min(BLOCK_GROUPS, max(1, int(sizes.get("blk", 1)))), "NUM_WI_blk": 1, "NUM_WG_k": 1,
+            "NUM_WI_k": wi}
 
 
 @lru_cache(maxsize=32)
@@ -501,8 +572,9 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
     _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
 BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
+GROUP_SCATTER = KernelSpec("tree_group_scatter", group_scatter_heuristic)
 BLOCK_STAGE = KernelSpec("tree_block_stage", block_scatter_heuristic)
 BLOCK_COPY = KernelSpec("tree_block_copy", block_scatter_heuristic)
 SCATTER_ROWS = KernelSpec("tree_scatter_rows", elementwise())
 COLUMNS = KernelSpec("tree_bin_columns", elementwise("row"))
-SPECS = (FLAGS, GROUP_COUNTS, BLOCK_SCATTER, BLOCK_STAGE, BLOCK_COPY, SCATTER_ROWS, COLUMNS)
+SPECS = (FLAGS, GROUP_COUNTS, BLOCK_SCATTER, GROUP_SCATTER, BLOCK_STAGE, BLOCK_COPY, SCATTER_ROWS, COLUMNS)

@@ -150,6 +150,6 @@ def _local_accumulator(desc: Description) -> dict:
 def generate(desc: Description) -> str:
     """The complete OpenCL C source (prelude, parameter defaults, skeleton) of a description."""
     ctx = template_context(desc)
-    skeleton = "mdh_scan.cl.mako" if desc.scan_dim else "mdh_reduce.cl.mako"
+    skeleton = "mdh_place.cl.mako" if desc.place else "mdh_scan.cl.mako" if desc.scan_dim else "mdh_reduce.cl.mako"
     parts = [_lookup().get_template(t).render(**ctx) for t in ("mdh_prelude.cl.mako", "mdh_params.cl.mako", skeleton)]
     return "\n".join(parts)

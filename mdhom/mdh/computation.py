@@ -110,7 +110,7 @@ class Computation:
 
     def kernel_names(self) -> tuple[str, ...]:
         zero = ("zero",) if self.desc.flat_private else ()
-        if not self.desc.lane_dims:
+        if not self.desc.lane_dims or self.desc.place is not None:
             return ("main", *zero)
         return ("main", "partials", "fixup") if self.desc.scan_dim else ("main", "combine", *zero)
 
@@ -247,6 +247,13 @@ class Computation:
         used = max(1, min(self._first_wg, -(-units // self._first_wi)))
         return used * (self.num_groups // self._first_wg)
 
+    def check_line(self, sizes: Mapping[str, int]) -> None:
+        """A placing scan's lines fit its local arrays (:class:`~mdhom.mdh.parts.Place`'s ``line_max``)."""
+        pl = self.desc.place
+        if pl is not None and int(sizes[self.desc.scan_dim]) > pl.line_max:
+            raise ValueError(f"{self.desc.name}: lines of {int(sizes[self.desc.scan_dim])} points along "
+                             f"{self.desc.scan_dim}, more than its line_max {pl.line_max}")
+
     def enqueue(
         self,
         sizes: Mapping[str, int] | None = None,
@@ -258,6 +265,7 @@ class Computation:
         self._check_inputs(args)
         arrays = {i.name: args[i.name] for i in self.desc.inputs}
         bound = self.bind_sizes(arrays, sizes)
+        self.check_line(bound)
         queue = queue or self.device.queue
         index64 = self._index64(bound, arrays)
         idx = np.int64 if index64 else np.int32
@@ -461,6 +469,8 @@ class BoundLaunch:
         round after round, and on a GPU host every microsecond of a launch's Python is the device's idle time (2-core
         EPYC, a bound launch of a small kernel 9.5-18 us against pyopencl's invoker alone 4-6 us)."""
         comp = self.comp
+        if self._scan_at >= 0:
+            comp.check_line({comp.desc.scan_dim: dims[self._scan_at]})
         n_concat = math.prod([dims[i] for i in self._concat_at])
         n_out = math.prod([dims[i] for i in self._out_at])
         index64 = self.index64(list(dims), n_out)

@@ -45,8 +45,8 @@ class Configurable:
         """``NUM_WG_<dim>`` and ``NUM_WI_<dim>`` per dimension, plus ``NUM_WI_COMBINE`` (the work-group
         size of the second kernel) where partials of several work-groups may need combining."""
         names = tuple(f"NUM_{w}_{d}" for d in self.dim_names for w in ("WG", "WI"))
-        names += ("NUM_WI_COMBINE",) if self.lane_dims else ()
-        names += ("SCAN_TILED",) if self.scan_dim else ()
+        names += ("NUM_WI_COMBINE",) if self.lane_dims and self.place is None else ()
+        names += ("SCAN_TILED",) if self.scan_dim and self.place is None else ()
         names += ("SCRATCH_PRIVATE",) if self.private_scratch else ()
         names += ("CHUNKED",) if self.chunked else ()
         names += ("PACKED", "SPLIT_PAIRS") if self.packed_pairs else ()
@@ -104,6 +104,9 @@ class Configurable:
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
         privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
+        if self.place is not None:  # the line's atoms, each place's point, the scan's totals and the line sums
+            wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
+            return self.place.line_max * (itemsize(self.atom) + 4) + wg * (itemsize(self.atom) + 4)
         # a scan's partials kernel scans NUM_WI_COMBINE totals in local memory
         combine = int(config.get("NUM_WI_COMBINE", 1)) * itemsize(self.atom) if self.scan_dim else 0
         if config.get("PARTIALS_LOCAL"):
@@ -209,6 +212,10 @@ class Configurable:
             raise ConfigError(f"{self.name}: FLAT=1 folds into one local accumulator per work-group: it needs "
                               "PARTIALS_LOCAL=1 and one work-item along the concatenated dimensions"
                               + ("" if not self.flat_private else ", or PARTIALS_LOCAL=0 (private accumulators)"))
+        if self.place is not None and (int(config[f"NUM_WG_{self.scan_dim}"]) != 1
+                                       or any(int(config[f"NUM_WI_{d}"]) != 1 for d in self.concat_dims)):
+            raise ConfigError(f"{self.name}: a placing scan takes a line a work-group: NUM_WG_{self.scan_dim} and "
+                              "NUM_WI along the concatenated dimensions must be 1")
         if int(config.get("PACKED", 0)) and int(config.get("SPLIT_PAIRS", 0)) and config.get("PARTIALS_LOCAL"):
             raise ConfigError(f"{self.name}: PACKED=1 adds a pair in local memory as one 64-bit word, which "
                               "SPLIT_PAIRS=1 keeps apart: at most one of them")
@@ -224,11 +231,13 @@ class Configurable:
             n = (sizes or {}).get(d)
             wg_cap = 1 << 16 if n is None else max(1, 1 << math.ceil(math.log2(max(1, n))))
             wi_cap = limit if n is None else min(limit, max(1, 1 << math.ceil(math.log2(max(1, n)))))
+            if self.place is not None:  # a line a work-group (check_config)
+                wg_cap, wi_cap = (1, wi_cap) if d == self.scan_dim else (wg_cap, 1)
             space.append(Parameter(f"NUM_WG_{d}", pow2_upto(wg_cap), default[f"NUM_WG_{d}"]))
             space.append(Parameter(f"NUM_WI_{d}", pow2_upto(wi_cap), default[f"NUM_WI_{d}"]))
-        if self.lane_dims:
+        if self.lane_dims and self.place is None:
             space.append(Parameter("NUM_WI_COMBINE", pow2_upto(min(limit, 1024)), default["NUM_WI_COMBINE"]))
-        if self.scan_dim:
+        if self.scan_dim and self.place is None:
             space.append(Parameter("SCAN_TILED", (0, 1), default["SCAN_TILED"]))
         if self.accumulate_atomic:
             space.append(Parameter("PARTIALS_LOCAL", (0, 1), default["PARTIALS_LOCAL"]))
@@ -287,9 +296,9 @@ class Configurable:
             d = self.reduce_dims[-1]
             n = sizes.get(d, 1 << 20)
             cfg[f"NUM_WG_{d}"] = max(1, min(want_groups, math.ceil(n / (cfg[f"NUM_WI_{d}"] * 16))))
-        if self.lane_dims:
+        if self.lane_dims and self.place is None:
             cfg["NUM_WI_COMBINE"] = min(64, limit)
-        if self.scan_dim:  # GPUs want neighbouring work-items on neighbouring elements
+        if self.scan_dim and self.place is None:  # GPUs want neighbouring work-items on neighbouring elements
             cfg["SCAN_TILED"] = int(device.type == "gpu")
         if self.accumulate_atomic:
             usable = device.type == "gpu" and (device.has_int64_atomics or not self.atomic_64)

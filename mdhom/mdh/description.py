@@ -25,6 +25,7 @@ from mdhom.mdh.parts import (
     Input,
     Operator,
     Param,
+    Place,
     Reduce,
     Scan,
     Scratch,
@@ -163,6 +164,7 @@ class Description(Configurable):
     flat: bool = False
     flat_private: bool = False
     padded: bool = False
+    place: Place | None = None
     double_fp: bool = field(default=False)
 
     def __init__(
@@ -189,6 +191,7 @@ class Description(Configurable):
         prefetch: bool = False,
         flat: bool | str = False,
         padded: bool = False,
+        place: Place | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
@@ -219,6 +222,7 @@ class Description(Configurable):
         set_(self, "flat", bool(flat))
         set_(self, "flat_private", flat == "private")
         set_(self, "padded", bool(padded))
+        set_(self, "place", place)
         uses = set(self.atom.scalars) | {i.ctype for i in self.inputs} | {p.ctype for p in self.params}
         uses |= {scratch.ctype} if scratch is not None else set()
         set_(self, "double_fp", "double" in uses)
@@ -284,6 +288,7 @@ class Description(Configurable):
             raise DescriptionError(f"{self.name}: `inline_scalar` is for descriptions without a fold (`inline_fold` "
                                    "inlines a fold's)")
         self._validate_extents(reduces, scans)
+        self._validate_place(scans)
         if self.flat and (not self.accumulate_atomic or len(reduces) != 1 or len(self.extents) != 1
                           or set(self.atom.scalars) - {"int", "uint"}):
             raise DescriptionError(f"{self.name}: `flat` needs `accumulate_atomic` into an atom of int or uint lanes "
@@ -396,6 +401,25 @@ class Description(Configurable):
                 raise DescriptionError(f"{self.name}: vector reach ({vec.reach}) uses unknown name(s) "
                                        f"{', '.join(unknown)}; it may use sizes and parameters")
 
+    def _validate_place(self, scans: list) -> None:
+        pl = self.place
+        if pl is None:
+            return
+        if not isinstance(pl, Place):
+            raise DescriptionError(f"{self.name}: place must be a Place(at, emit, line_max), got {pl!r}")
+        if not scans:
+            raise DescriptionError(f"{self.name}: `place` places the points of a scanned dimension's lines: it needs "
+                                   "a Scan")
+        why = [what for what, bad in (
+            ("`scatter`", self.scatter), ("`accumulate`", self.accumulate), ("a scratch", self.scratch),
+            ("a vector form", self.vector), ("`inline_fold`", self.inline_fold)) if bad]
+        if why:
+            raise DescriptionError(f"{self.name}: `place` does not go with {why[0]}")
+        if int(pl.line_max) < 1:
+            raise DescriptionError(f"{self.name}: place's line_max must be positive, got {pl.line_max}")
+        if "mdh_at" not in pl.at:
+            raise DescriptionError(f"{self.name}: place's `at` must set mdh_at (the point's place in its line)")
+
     def _validate_extents(self, reduces: list, scans: list) -> None:
         if not self.extents:
             return
@@ -405,7 +429,7 @@ class Description(Configurable):
         known = (concat | {f"SIZE_{n}" for n in names} | {p.name for p in self.params}
                  | {i.name for i in self.inputs if i.gather} | INDEX_BUILTINS)
         for dim, expr in self.extents:
-            if dim not in reduced:
+            if dim not in reduced and not (self.place is not None and dim == self.scan_dim):
                 raise DescriptionError(
                     f"{self.name}: extents names {dim!r}, which is not a reduced dimension "
                     f"({', '.join(sorted(reduced)) or 'none'})")
@@ -446,8 +470,10 @@ class Description(Configurable):
 
     @cached_property
     def output_dims(self) -> tuple[str, ...]:
-        """Dimensions of the output, in declaration order (reduced ones vanish)."""
-        return tuple(d for d in self.dim_names if self.kinds[d] != "reduce")
+        """Dimensions of the output, in declaration order (reduced ones vanish, and with ``place`` the scanned one:
+        a line's total)."""
+        gone = ("reduce", "scan") if self.place is not None else ("reduce",)
+        return tuple(d for d in self.dim_names if self.kinds[d] not in gone)
 
     @cached_property
     def operator(self) -> Operator | None:

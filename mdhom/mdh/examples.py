@@ -14,7 +14,7 @@ import numpy as np
 from mdhom.mdh import linalg
 from mdhom.mdh.computation import Computation
 from mdhom.mdh.description import Description
-from mdhom.mdh.parts import Concat, Input, Param, Reduce, Scan, Scratch
+from mdhom.mdh.parts import Concat, Input, Param, Place, Reduce, Scan, Scratch
 from mdhom.mdh.types import Array, Scalar, Struct
 
 from . import ARGMAX, MAX, SUM
@@ -90,6 +90,35 @@ SCAN_EXCLUSIVE = Description(
 SCAN_MAX_1D = Description(
     "scan_max", ["i"], [Scan(MAX)], "float", "out = x;", inputs=[Input("x", "float", ("i",))],
 )
+
+# A stable partition of each line (a placing scan): a line's odd keys first, then its even ones, each side in order,
+# moved into ``moved``; the output is each line's count of odd keys. Lines are ``lens[line]`` long (ragged), ``stride``
+# apart. The prologue's line sum takes part in every line (it adds the line's work-items, less themselves: 0).
+STABLE_PARTITION = Description(
+    "stable_partition", ["line", "k"], [Concat(), Scan(SUM, inclusive=False)], "int",
+    "out = (keys[line * stride + k] & 1) != 0;",
+    inputs=[Input("keys", "int", ("*",), gather=True), Input("moved", "int", ("*",), gather=True, writes=True),
+            Input("lens", "int", ("*",), gather=True)],
+    params=[Param("stride", "int")],
+    extents={"k": "lens[line]"},
+    place=Place(at="mdh_at = mdh_self ? mdh_excl : mdh_total + (k - mdh_excl);",
+                emit="moved[line * stride + mdh_dst] = keys[line * stride + mdh_src] + none;",
+                prologue="const int none = MDH_LINE_SUM(1) - MDH_LINE_WI;", line_max=512),
+)
+
+
+def stable_partition_reference(keys: np.ndarray, lens: np.ndarray, stride: int, moved: np.ndarray
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """:data:`STABLE_PARTITION` in numpy: each line's odd keys, then its even ones (``moved`` where lines are not),
+    and each line's count of odd keys."""
+    moved = moved.copy()
+    odd = np.zeros(lens.size, np.int32)
+    for line, n in enumerate(lens.tolist()):
+        seg = keys[line * stride: line * stride + n]
+        flag = (seg & 1) != 0
+        moved[line * stride: line * stride + n] = np.concatenate([seg[flag], seg[~flag]])
+        odd[line] = np.count_nonzero(flag)
+    return odd, moved
 
 # A batched solve: each point solves its own packed symmetric system in its slice of scratch memory, in the
 # numpy twin's order of operations (mdhom.mdh.linalg), so the solutions agree to the bit on every device; its 20

@@ -116,6 +116,36 @@ CombineOp = Concat | Reduce | Scan
 
 
 @dataclass(frozen=True)
+class Place:
+    """A scan whose prefixes place its points: each line of the scanned dimension (a point of the concatenated ones)
+    is permuted by where its points' prefixes send them, and each place is then written in order. A stable partition
+    (rows to the left or right of a split, in order) is one: the scalar function gives a point's flag, the scan's
+    exclusive prefix how many flagged points come before it in its line.
+
+    ``at`` is OpenCL C statements that set ``mdh_at`` (an ``idx_t``) to the point's place in its line, from
+    ``mdh_excl`` (the exclusive prefix of the point's atom along the line), ``mdh_self`` (its own atom), ``mdh_total``
+    (the line's total) and the point's indices; the places of a line's points must be a permutation of the line's
+    positions. ``emit`` is statements run for each place of a line in order, ``mdh_dst`` the place and ``mdh_src`` the
+    index along the scanned dimension of the point placed there; they write gathered inputs (``writes=True``): the
+    line's points moved to their places. ``prologue``, optional, is statements run once per line by every work-item
+    of the line's work-group before the scan (uniformly: they may call ``MDH_LINE_SUM(x)``, the sum of an int over the
+    line's work-items, which synchronises them; ``mdh_lane`` and ``MDH_LINE_WI`` number them); what it declares is
+    seen by ``at`` and ``emit``. The output holds each line's total.
+
+    A work-group takes a line at a time (``NUM_WG`` 1 along the scanned dimension, ``NUM_WI`` 1 along the
+    concatenated ones); its work-items compute the line's atoms side by side into local memory, scan them in
+    contiguous runs, list each point at its place (local memory), and emit the places side by side: neighbouring
+    work-items write neighbouring places, where a work-item moving its own run's points writes a run apart from its
+    neighbours. ``line_max`` bounds a line's length (the local arrays' size, ``MDH_LINE_MAX``); a longer line is a
+    launch error. A ragged line (``extents`` of the scanned dimension) ends at its extent."""
+
+    at: str
+    emit: str
+    line_max: int
+    prologue: str = ""
+
+
+@dataclass(frozen=True)
 class Scratch:
     """Global memory of the scalar function's own: each work-item gets a slice of ``length`` elements of
     ``ctype`` under ``name`` (a ``__global ctype*``), where ``length`` names an ``int`` parameter of the
