@@ -133,6 +133,7 @@ def test_grow_depthwise_side_by_side(device, n_out, dyadic, exact, row_index, bl
         "tree_score_update", "tree_leaf_rows", "tree_split_from_search"} | (
         {"tree_bin_columns"} if dev.ws.columns else set()) | (
         {"tree_group_counts"} if blocks and (group or not row_index) else set()) | (
+        {"tree_group_scatter"} if blocks and group else set()) | (
         {"tree_block_scatter"} if blocks and not group and not row_index else set()) | (
         {"tree_block_stage", "tree_block_copy"} if blocks and not group and row_index else set()) | ({"tree_scatter_rows"} if not blocks else set())
     # (the depth-wise levels on the device: float64 fits too; their tables' blocks written by the table maker)

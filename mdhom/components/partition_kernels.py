@@ -230,9 +230,9 @@ tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr 
 
 
 def group_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """A block a work-group, ``GROUP_WI`` work-items (fewer where the device allows fewer), as many work-groups as
-    blocks up to :data:`BLOCK_GROUPS` (more blocks are taken in turn)."""
-    wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0]), GROUP_WI)
+    """A block a work-group, ``GROUP_WI`` work-items (fewer where the device or the block allows fewer), as many
+    work-groups as blocks up to :data:`BLOCK_GROUPS` (more blocks are taken in turn)."""
+    wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0], int(sizes.get("k", 1))), GROUP_WI)
     return {"NUM_WG_blk": min(BLOCK_GROUPS, max(1, int(sizes.get("blk", 1)))), "NUM_WI_blk": 1, "NUM_WG_k": 1,
             "NUM_WI_k": wi}
 

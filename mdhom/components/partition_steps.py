@@ -5,8 +5,8 @@ of three forms (:mod:`mdhom.components.partition` says when each runs and why):
   ``tree_scatter_rows``;
 - blocks walked by a work-item each (CPUs): ``tree_group_counts`` and ``tree_block_scatter`` where rows move,
   ``tree_block_stage`` and ``tree_block_copy`` where they are read through the row index;
-- blocks partitioned by a work-group each in local memory (GPUs): ``tree_group_counts`` and the hand-written
-  ``tree_group_scatter`` (kernels/trees/scatter.cl says why it is).
+- blocks partitioned by a work-group each in local memory (GPUs): ``tree_group_counts`` and ``tree_group_scatter``
+  (a placing scan: :func:`mdhom.components.partition_kernels.group_scatter`).
 
 :class:`PartitionSteps` builds the form the layout asks for and binds its kernels to the tables they read (the
 host's split table, or one of the tables the look-ahead makes on the device); the row partitioner decides which table
@@ -15,12 +15,8 @@ a step reads and keeps the host's side of the ranges.
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
 import pyopencl as cl
 
-from mdhom.components.lanes import snippet
 from mdhom.components.partition_kernels import (
     BLOCK_COPY,
     BLOCK_SCATTER,
@@ -28,18 +24,18 @@ from mdhom.components.partition_kernels import (
     COLUMNS,
     FLAGS,
     GROUP_COUNTS,
+    GROUP_SCATTER,
     SCATTER_ROWS,
     bin_columns,
     block_copy,
     block_scatter,
     block_stage,
     group_counts,
+    group_scatter,
     partition_flags,
     scatter_rows,
 )
-from mdhom.components.tables import TABLE_TYPEDEFS
 from mdhom.components.workspace import Bound, Workspace
-from mdhom.mdh import build_program, program_kernel
 
 
 class PartitionSteps:
@@ -74,9 +70,9 @@ class PartitionSteps:
         self._ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.blocks = 0 if ws.sparse else int(blocks)
         self.group = int(group) if self.blocks else 0
-        if self.group:  # the block in local memory: 5 bytes a row, 8 a work-item
+        if self.group:  # the block in local memory: 8 bytes a row (its flag and its place), 8 a work-item
             dev = ws.device
-            need = 5 * self.blocks + 8 * self.group
+            need = 8 * self.blocks + 8 * self.group
             if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
@@ -107,21 +103,11 @@ class PartitionSteps:
             self.stage = ws.buf(4 * rows)  # the row index entries each block's walk keeps, one a compact index
             self._stage_bounds: dict[tuple[str, str], Bound] = {}
             self._copy_bounds: dict[tuple[str, str], Bound] = {}
-        if self.group:  # the group scatter's program (hand-written: kernels/trees/scatter.cl says why)
-            t0 = time.perf_counter()  # (ws.build times its own builds)
-            opts = [f"-DTREE_FEATURE_MAJOR={int(ws.feature_major)}", f"-DTREE_BINS={b}",
-                    f"-DTREE_GROUP_WI={self.group}", f"-DTREE_GROUP_ROWS={self.blocks}",
-                    f"-DTREE_GH_WIDE={int(gh_wide)}", f"-DTREE_MOVE_ROWS={int(moved)}",
-                    f"-DTREE_BIN_WIDE={int(ws.bin_bytes == 2)}", f"-DTREE_GH_WORDS={2 * ws.n_outputs}"]
-            if words:
-                opts.append(f"-DTREE_ROW_WORDS={words}")
-            self._group_program = build_program(
-                ws.device, TABLE_TYPEDEFS + snippet("partition.cl") + snippet("positions.cl") + snippet("row_moves.cl")
-                + snippet("scatter.cl"), opts, "tree_group_scatter")
-            ws.build_seconds += time.perf_counter() - t0
-            # (the launching thread's kernel object, made and its argument types declared now, not at a launch: all
-            # arguments per launch through pyopencl's invoker, where set_arg costs ~10-20 us each)
-            self._group_scatter()
+        if self.group:  # the group scatter: a placing scan, a block a work-group
+            self._gscatter_comp = ws.build(GROUP_SCATTER, group_scatter(
+                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words, self.blocks),
+                {"blk": n_blk, "k": self.blocks})
+            self._gscatter_bounds: dict[tuple[str, str], Bound] = {}
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
         # counts and moves the row order to the next region, with the row's bins and (g, h) when rows move. The
@@ -160,12 +146,6 @@ class PartitionSteps:
                                                     n_feat=ws.row_stride), n * self.part_bytes)
         ws.record("tree_scatter_rows", self._scatter_launch(n, ns, tab, move),
                   n * self._scatter_bytes(self.scatter_bytes, move))
-
-    def _group_scatter(self) -> cl.Kernel:
-        """The group scatter's kernel, the launching thread's (:func:`program_kernel`)."""
-        i32 = np.int32
-        return program_kernel(self._group_program, "tree_group_scatter",
-                              [None] * 4 + [i32] * 5 + [None, None, i32] + [None] * 4 + [i32])
 
     def _block_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
         """The partition in blocks where rows move, a work-item each (a work-group of one: PoCL compiles a kernel
@@ -227,13 +207,19 @@ class PartitionSteps:
 
     def _group_launch(self, n: int, n_blk: int, blk_at: int, tab_name: str, blk_name: str, move: bool) -> None:
         """The group partition, a work-group a block: the counts' reduction, then the scatter."""
-        ws, w = self.ws, self.group
+        ws = self.ws
         self._block_counts(n, n_blk, blk_at, tab_name, blk_name)
-        scatter = self._group_scatter()
-        ev = [scatter(ws.queue, (n_blk * w,), (w,), ws.ridx, ws.bins, ws.gh, self.split_bins,
-                      int(self.split_bins is not ws.bins), ws.n_rows, ws.pos_stride, ws.row_stride,
-                      ws.n_outputs, ws[tab_name], ws[blk_name], blk_at, ws["blk_left"], ws["n_left"],
-                      ws["slot_begin"], ws["slot_count"], int(move))]
+        ws.ensure("blk_out", 4 * n_blk)  # the scatter's output: each block's left count
+        key = (tab_name, blk_name)
+        scatter = self._gscatter_bounds.get(key)
+        if scatter is None:
+            scatter = self._gscatter_bounds[key] = Bound(ws, self._gscatter_comp, lambda: (ws["blk_out"], dict(
+                ridx=ws.ridx, bins=ws.bins, gh=ws.gh, split_bins=self.split_bins, split_tab=ws[tab_name],
+                blk_tab=ws[blk_name], blk_left=ws["blk_left"], n_left=ws["n_left"], slot_begin=ws["slot_begin"],
+                slot_count=ws["slot_count"])))
+        ev = scatter({"blk": n_blk, "k": self.blocks}, split_cols=int(self.split_bins is not ws.bins),
+                     n_rows=ws.n_rows, stride=ws.pos_stride, n_feat=ws.row_stride, n_out=ws.n_outputs, blk_at=blk_at,
+                     move=int(move))
         ws.record("tree_scatter_rows", ev, n * self._scatter_bytes(self.blk_scatter_bytes, move))
 
     def _scatter_bytes(self, per_row: int, move: bool) -> int:
