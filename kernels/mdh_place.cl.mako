@@ -49,11 +49,14 @@ ${pl.prologue}
 % else:
     const idx_t mdh_len = active ? min(SIZE_${scan_dim}, (idx_t)MDH_LINE_MAX) : 0;
 % endif
-    /* the line's atoms, neighbouring work-items on neighbouring points */
+    /* the line's atoms, neighbouring work-items on neighbouring points: the scalar function in the line's scope (it
+     * may read what the prologue declares) */
     for (idx_t ${scan_dim} = r_lane; ${scan_dim} < mdh_len; ${scan_dim} += R_LANES) {
-        atom_t v = mdh_neutral();
-        mdh_fold(&v, ${point_args}, MDH_FN_ARGS);
-        mdh_vals[${scan_dim}] = v;
+        atom_t out = mdh_neutral();
+        {
+${desc.scalar}
+        }
+        mdh_vals[${scan_dim}] = out;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     /* each work-item's contiguous run, its total scanned over the line's work-items */

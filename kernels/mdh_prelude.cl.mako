@@ -245,11 +245,14 @@ ${operator_source}
 #define MDH_SCALAR_INLINE inline
 #endif
 % endif
-% if desc.scatter:
+% if desc.place:
+/* (a placing scan runs it in its line's scope: mdh_place.cl.mako) */
+% elif desc.scatter:
 ${scalar_inline} atom_t mdh_scalar(idx_t* mdh_at, ${point_params}, MDH_FN_PARAMS) {
 % else:
 ${scalar_inline} atom_t mdh_scalar(${point_params}, MDH_FN_PARAMS) {
 % endif
+% if not desc.place:
 % for ctype, name, index in loads:
     const ${ctype} ${name} = mdh_in_${name}[${index}];
 % endfor
@@ -268,6 +271,7 @@ ${desc.scalar}
 % endif
     return out;
 }
+% endif
 
 % if desc.vector and desc.vector.scalar is not None:
 #if VEC > 1
@@ -293,7 +297,7 @@ ${desc.vector.scalar}
 #endif
 
 % endif
-% if operator_source:
+% if operator_source and not desc.place:
 /* Fold one point into the accumulator, in place: acc = combine(acc, f(point)), or the description's fused
  * form. The accumulator goes by pointer because array atoms (histograms) are kilobytes, and copying one per
  * point costs more than the work itself. */

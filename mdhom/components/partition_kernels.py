@@ -177,15 +177,13 @@ def group_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, 
     place in the block's stable partition (left rows first, each side in order) and moves the rows in place order:
     the left ones after the split's earlier blocks' left rows in the next region, the right ones after the split's
     left rows and the earlier blocks' right rows; neighbouring work-items write neighbouring places. The split's first
-    block writes its left count (``n_left``) and next child's slot. The output is each block's left count. The same
+    block writes its left count (``n_left``) and next child's slot; the split rule is read once a block (the prologue),
+and each row's side from it. The output is each block's left count. The same
     stable partition as the block and per-row scatters; the rows a block reads (``split_bins``, its own positions)
     are in the region no block writes. ``move`` 0: the row order alone (a tree's last split)."""
     count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
-    scalar = """
-__global const tree_split_t* t = (__global const tree_split_t*)split_tab + blk_tab[blk_at + 2 * blk];
-const int p = t->begin + (int)(blk_tab[blk_at + 2 * blk + 1] * SIZE_k + k);
-out = tree_block_go(split_bins, ridx, p, tree_rule_of(t, split_cols, n_rows, stride, n_feat),
-                    (__global const uchar*)split_tab);"""
+    scalar = ("out = tree_block_go(split_bins, ridx, mdh_i0 + mdh_shift + (int)k, mdh_u,\n"
+              "                    (__global const uchar*)split_tab);")
     prologue = """
 const int mdh_s = active ? blk_tab[blk_at + 2 * blk] : 0, mdh_kb = active ? blk_tab[blk_at + 2 * blk + 1] : 0;
 __global const tree_split_t* mdh_t = (__global const tree_split_t*)split_tab + mdh_s;
@@ -204,6 +202,7 @@ mdh_nl = MDH_LINE_SUM(mdh_nl);
 if (active && mdh_kb == 0 && mdh_lane == 0)
     tree_split_counts(mdh_t, mdh_s, mdh_nl, n_rows, n_left, slot_begin, slot_count);
 const long mdh_dst0 = tree_flip(mdh_t->begin, n_rows);
+const tree_rule_t mdh_u = tree_rule_of(mdh_t, split_cols, n_rows, stride, n_feat);  /* the split, read once a block */
 const long mdh_dl = mdh_dst0 + mdh_before, mdh_dr = mdh_dst0 + mdh_nl + (mdh_i0 - mdh_first - mdh_before);"""
     emit = """
 tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr + (mdh_dst - mdh_total),

@@ -415,6 +415,9 @@ class Description(Configurable):
             ("a vector form", self.vector), ("`inline_fold`", self.inline_fold)) if bad]
         if why:
             raise DescriptionError(f"{self.name}: `place` does not go with {why[0]}")
+        if any(not i.gather for i in self.inputs):
+            raise DescriptionError(f"{self.name}: a placing scan's scalar function runs in its line's scope: its "
+                                   "inputs must be gathered")
         if int(pl.line_max) < 1:
             raise DescriptionError(f"{self.name}: place's line_max must be positive, got {pl.line_max}")
         if "mdh_at" not in pl.at:

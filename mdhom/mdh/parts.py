@@ -130,7 +130,8 @@ class Place:
     line's points moved to their places. ``prologue``, optional, is statements run once per line by every work-item
     of the line's work-group before the scan (uniformly: they may call ``MDH_LINE_SUM(x)``, the sum of an int over the
     line's work-items, which synchronises them; ``mdh_lane`` and ``MDH_LINE_WI`` number them); what it declares is
-    seen by ``at`` and ``emit``. The output holds each line's total.
+    seen by ``at``, ``emit`` and the description's scalar function, which runs in the line's scope (so a line's
+    split rule, say, is read once, not per point); its inputs are gathered. The output holds each line's total.
 
     A work-group takes a line at a time (``NUM_WG`` 1 along the scanned dimension, ``NUM_WI`` 1 along the
     concatenated ones); its work-items compute the line's atoms side by side into local memory, scan them in
