@@ -6,12 +6,13 @@
  * work-items write neighbouring places. The output holds each line's total.
  */
 <%namespace name="tile" file="mdh_decompose.cl.mako"/>
-<% pl = desc.place; ext = dict(desc.extents).get(scan_dim) %>\
+<% pl = desc.place; ext = dict(desc.extents).get(scan_dim); vt = pl.local_values or "atom_t" %>\
 #define MDH_LINE_MAX ${pl.line_max}
 #define MDH_LINE_WI R_LANES
 
-/* The sum over the line's work-items of each one's x (every one of them calls it: it synchronises them). */
-inline int mdh_line_sum(__local int* mdh_ls, const int x) {
+/* The sum over the line's work-items of each one's x (every one of them calls it: it synchronises them); a long, so
+ * that two non-negative ints below 2^31 summed as one (a + b * 2^32) take one sum. */
+inline long mdh_line_sum(__local long* mdh_ls, const long x) {
     const int lid = get_local_id(0);
     mdh_ls[lid] = x;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -19,7 +20,7 @@ inline int mdh_line_sum(__local int* mdh_ls, const int x) {
         if ((lid & (2 * off - 1)) == 0 && lid + off < R_LANES) mdh_ls[lid] += mdh_ls[lid + off];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    const int total = mdh_ls[0];
+    const long total = mdh_ls[0];
     barrier(CLK_LOCAL_MEM_FENCE);  /* the next sum rewrites mdh_ls */
     return total;
 }
@@ -29,9 +30,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict mdh_partial, MDH_FN_PARAMS)
 {
     __local atom_t mdh_lm[WG_SIZE];
-    __local atom_t mdh_vals[MDH_LINE_MAX];
+    __local ${vt} mdh_vals[MDH_LINE_MAX];
     __local int mdh_place[MDH_LINE_MAX];
-    __local int mdh_ls[WG_SIZE];
+    __local long mdh_ls[WG_SIZE];
 ${tile.decompose()}
     const idx_t mdh_lane = r_lane;
 % for d in concat_dims:
@@ -56,14 +57,14 @@ ${pl.prologue}
         {
 ${desc.scalar}
         }
-        mdh_vals[${scan_dim}] = out;
+        mdh_vals[${scan_dim}] = (${vt})out;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     /* each work-item's contiguous run, its total scanned over the line's work-items */
     const idx_t chunk = (mdh_len + R_LANES - 1) / R_LANES;
     const idx_t c0 = min(r_lane * chunk, mdh_len), c1 = min(c0 + chunk, mdh_len);
     atom_t run = mdh_neutral();
-    for (idx_t c = c0; c < c1; ++c) run = mdh_combine(run, mdh_vals[c]);
+    for (idx_t c = c0; c < c1; ++c) run = mdh_combine(run, (atom_t)mdh_vals[c]);
     mdh_lm[lid] = run;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int off = 1; off < R_LANES; off <<= 1) {
@@ -77,7 +78,7 @@ ${desc.scalar}
     atom_t mdh_excl = (r_lane == 0) ? mdh_neutral() : mdh_lm[lid - 1];
     /* each point listed at its place */
     for (idx_t ${scan_dim} = c0; ${scan_dim} < c1; ++${scan_dim}) {
-        const atom_t mdh_self = mdh_vals[${scan_dim}];
+        const atom_t mdh_self = (atom_t)mdh_vals[${scan_dim}];
         idx_t mdh_at = ${scan_dim};
         {
 ${pl.at}

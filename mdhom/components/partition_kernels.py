@@ -191,14 +191,13 @@ const int mdh_first = mdh_t->first, mdh_nb = max(1, (mdh_t->count + (int)SIZE_k 
 const int mdh_i0 = mdh_first + mdh_kb * (int)SIZE_k, mdh_shift = mdh_t->begin - mdh_first;
 /* the left rows of the split's blocks before this one, and of all of them (its blocks are consecutive) */
 __global const int* mdh_counts = blk_left + (blk - mdh_kb);
-int mdh_before = 0, mdh_nl = 0;
+long mdh_sums = 0;  /* before + nl * 2^32, both below 2^31: one sum */
 for (int c = (int)mdh_lane; active && c < mdh_nb; c += MDH_LINE_WI) {
-    const int v = mdh_counts[c];
-    mdh_nl += v;
-    mdh_before += (c < mdh_kb) ? v : 0;
+    const long v = mdh_counts[c];
+    mdh_sums += ((c < mdh_kb) ? v : 0) + (v << 32);
 }
-mdh_before = MDH_LINE_SUM(mdh_before);
-mdh_nl = MDH_LINE_SUM(mdh_nl);
+mdh_sums = MDH_LINE_SUM(mdh_sums);
+const int mdh_before = (int)(mdh_sums & 0xffffffffL), mdh_nl = (int)(mdh_sums >> 32);
 if (active && mdh_kb == 0 && mdh_lane == 0)
     tree_split_counts(mdh_t, mdh_s, mdh_nl, n_rows, n_left, slot_begin, slot_count);
 const long mdh_dst0 = tree_flip(mdh_t->begin, n_rows);
@@ -224,16 +223,15 @@ tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr 
         extents={"k": f"(long){count} - (long)blk_tab[blk_at + 2 * blk + 1] * SIZE_k"},
         preamble=_moves_preamble(n_bins, feature_major, moved, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
         place=Place(at="mdh_at = mdh_self ? mdh_excl : mdh_total + (k - mdh_excl);", emit=emit, prologue=prologue,
-                    line_max=int(group_rows)),
+                    line_max=int(group_rows), local_values="uchar"),
     )
 
 
 def group_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
-    """A block a work-group, ``GROUP_WI`` work-items (fewer where the device or the block allows fewer), as many
-    work-groups as blocks up to :data:`BLOCK_GROUPS` (more blocks are taken in turn)."""
+    """A block a work-group, ``GROUP_WI`` work-items (fewer where the device or the block allows fewer), and
+    :data:`BLOCK_GROUPS` work-groups (a launch runs those its blocks need; more blocks are taken in turn)."""
     wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0], int(sizes.get("k", 1))), GROUP_WI)
-    return {"NUM_WG_blk": min(BLOCK_GROUPS, max(1, int(sizes.get("blk", 1)))), "NUM_WI_blk": 1, "NUM_WG_k": 1,
-            "NUM_WI_k": wi}
+    return {"NUM_WG_blk": BLOCK_GROUPS, "NUM_WI_blk": 1, "NUM_WG_k": 1, "NUM_WI_k": wi}
 
 
 @lru_cache(maxsize=32)

@@ -18,7 +18,7 @@ from mdhom.mdh.parts import (
     Parameter,
     pow2_upto,
 )
-from mdhom.mdh.types import itemsize
+from mdhom.mdh.types import CTYPES, itemsize
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -104,9 +104,10 @@ class Configurable:
     def local_mem_bytes(self, config: dict[str, int]) -> int:
         """Local memory one work-group needs under ``config``: one atom per work-item when lanes combine
         privately, or one atom per concatenation lane with ``PARTIALS_LOCAL``."""
-        if self.place is not None:  # the line's atoms, each place's point, the scan's totals and the line sums
+        if self.place is not None:  # the line's atoms, each place's point, the scan's totals and the line sums (longs)
             wg = math.prod(config[f"NUM_WI_{d}"] for d in self.dim_names)
-            return self.place.line_max * (itemsize(self.atom) + 4) + wg * (itemsize(self.atom) + 4)
+            values = CTYPES[self.place.local_values].itemsize if self.place.local_values else itemsize(self.atom)
+            return self.place.line_max * (values + 4) + wg * (itemsize(self.atom) + 8)
         # a scan's partials kernel scans NUM_WI_COMBINE totals in local memory
         combine = int(config.get("NUM_WI_COMBINE", 1)) * itemsize(self.atom) if self.scan_dim else 0
         if config.get("PARTIALS_LOCAL"):

@@ -418,6 +418,10 @@ class Description(Configurable):
         if any(not i.gather for i in self.inputs):
             raise DescriptionError(f"{self.name}: a placing scan's scalar function runs in its line's scope: its "
                                    "inputs must be gathered")
+        if pl.local_values and (pl.local_values not in CTYPES or len(self.atom.scalars) != 1
+                                or self.atom.dtype.names):
+            raise DescriptionError(f"{self.name}: place's local_values ({pl.local_values!r}) must be a scalar "
+                                   "type, for an atom of one scalar")
         if int(pl.line_max) < 1:
             raise DescriptionError(f"{self.name}: place's line_max must be positive, got {pl.line_max}")
         if "mdh_at" not in pl.at:

@@ -103,7 +103,7 @@ STABLE_PARTITION = Description(
     extents={"k": "lens[line]"},
     place=Place(at="mdh_at = mdh_self ? mdh_excl : mdh_total + (k - mdh_excl);",
                 emit="moved[line * stride + mdh_dst] = keys[line * stride + mdh_src] + none;",
-                prologue="const int none = MDH_LINE_SUM(1) - MDH_LINE_WI;", line_max=512),
+                prologue="const int none = MDH_LINE_SUM(1) - MDH_LINE_WI;", line_max=512, local_values="uchar"),
 )
 
 

@@ -128,7 +128,7 @@ class Place:
     positions. ``emit`` is statements run for each place of a line in order, ``mdh_dst`` the place and ``mdh_src`` the
     index along the scanned dimension of the point placed there; they write gathered inputs (``writes=True``): the
     line's points moved to their places. ``prologue``, optional, is statements run once per line by every work-item
-    of the line's work-group before the scan (uniformly: they may call ``MDH_LINE_SUM(x)``, the sum of an int over the
+    of the line's work-group before the scan (uniformly: they may call ``MDH_LINE_SUM(x)``, the sum of a long over the
     line's work-items, which synchronises them; ``mdh_lane`` and ``MDH_LINE_WI`` number them); what it declares is
     seen by ``at``, ``emit`` and the description's scalar function, which runs in the line's scope (so a line's
     split rule, say, is read once, not per point); its inputs are gathered. The output holds each line's total.
@@ -138,12 +138,15 @@ class Place:
     contiguous runs, list each point at its place (local memory), and emit the places side by side: neighbouring
     work-items write neighbouring places, where a work-item moving its own run's points writes a run apart from its
     neighbours. ``line_max`` bounds a line's length (the local arrays' size, ``MDH_LINE_MAX``); a longer line is a
-    launch error. A ragged line (``extents`` of the scanned dimension) ends at its extent."""
+    launch error. A ragged line (``extents`` of the scanned dimension) ends at its extent. ``local_values``, optional,
+    keeps the line's atoms in local memory as that narrower scalar type (an atom of one scalar whose values it holds:
+    a flag as ``uchar``), so that more work-groups fit a compute unit."""
 
     at: str
     emit: str
     line_max: int
     prologue: str = ""
+    local_values: str = ""
 
 
 @dataclass(frozen=True)
