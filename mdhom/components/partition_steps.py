@@ -70,9 +70,9 @@ class PartitionSteps:
         self._ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.blocks = 0 if ws.sparse else int(blocks)
         self.group = int(group) if self.blocks else 0
-        if self.group:  # the block in local memory: 8 bytes a row (its flag and its place), 8 a work-item
+        if self.group:  # the block in local memory: 5 bytes a row (its flag and its place), 12 a work-item
             dev = ws.device
-            need = 8 * self.blocks + 8 * self.group
+            need = 5 * self.blocks + 12 * self.group
             if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
                 raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
                                  f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
