@@ -1,5 +1,5 @@
 /* What the row scatters share (the generated per-row and block scatters, mdhom.components.partition_kernels
- * scatter_rows and block_scatter, and the GPUs' hand-written group scatter in scatter.cl): a row's move to its new
+ * scatter_rows, block_scatter and group_scatter): a row's move to its new
  * position, a split's counts, and the block walk's split rule. Built after the table typedefs, partition.cl and
  * positions.cl.
  * Positions come in three regions of n_rows each (the row order `ridx`, and with TREE_MOVE_ROWS the bins and (g, h)
@@ -140,8 +140,7 @@ inline int tree_block_go(__global const tree_bin_t* bins, __global const int* ri
 /* TREE_PREFETCH (the generated tree_block_stage's PREFETCH: CPUs, and checkers, where MDH_PREFETCH reads the byte),
  * rows read through the row index: a block's walk asks for the split bin of the row MDH_PREFETCH_AHEAD positions on,
  * as the generator's PREFETCH does for gathered rows: a CPU otherwise waits a memory latency per row of a wide
- * matrix. 0 where undefined (the block scatter, whose rows move and stream in order; the copy; the hand-written group
- * scatter). */
+ * matrix. 0 where undefined (the block scatter, whose rows move and stream in order; the copy; the group scatter). */
 #ifndef TREE_PREFETCH
 #define TREE_PREFETCH 0
 #endif

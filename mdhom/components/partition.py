@@ -33,7 +33,8 @@ tree_block_stage       blk                              concat, each block's lef
                                                         index entries in its own indices, a written input)
 tree_block_copy        blk                              concat, scattered to each split: its left count (a block's
                                                         kept rows to their places, written inputs)
-tree_group_scatter     (hand-written, kernels/trees/scatter.cl says why): a block partitioned in local memory
+tree_group_scatter     blk x k                          concat, scan placing each block's rows (mdh.Place): its
+                                                        left count (the rows moved, written inputs)
 =====================  ===============================  ======================================================
 
 On CPUs the partition runs in blocks instead (``blocks`` rows each, a work-item per block; the layout choice

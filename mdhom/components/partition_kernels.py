@@ -1,8 +1,6 @@
 """The row partitioner's kernels (:mod:`mdhom.components.partition` drives them): their md_hom descriptions, numpy
 references, heuristics, tuner inputs and specs, and the block table the block and group partitions read (the leaves'
-pass at a tree's end: :mod:`mdhom.components.leaf_rows`). The one
-hand-written scatter (the GPUs' group scatter, which partitions a block in local memory) is in
-kernels/trees/scatter.cl, what every scatter shares in kernels/trees/row_moves.cl.
+pass at a tree's end: :mod:`mdhom.components.leaf_rows`). What every scatter shares is in kernels/trees/row_moves.cl.
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ def group_counts(n_bins: int, feature_major: bool = False, row_index: bool = Fal
     table made on the device, written beside it by :func:`mdhom.components.lookahead.split_from_search`, in a buffer of
     its own), its indices
     from ``b * SIZE_k`` on (``SIZE_k`` rows a block; the fold is ragged, a split's last block shorter). The first of
-    the group partition's two launches (GPUs; ``tree_group_scatter`` in kernels/trees/scatter.cl the second) and of
+    the group partition's two launches (GPUs; :func:`group_scatter` the second) and of
     the CPUs' block partition where rows move (:func:`block_scatter` the second); where CPUs read rows through the
     row index, :func:`block_stage` counts as it walks."""
     at = "ridx[t->begin + (i - t->first)]" if row_index else "t->begin + (i - t->first)"

@@ -1,7 +1,7 @@
 """Compiling generated OpenCL source: the programs of the process, each built once per (device, source, options)
 and kept, and their kernels, made once per thread. Building is the expensive part of a computation (the OpenCL
 compiler), and the one place whose failure names the generated lines (:class:`BuildError`); a
-:class:`~mdhom.mdh.computation.Computation` and the hand-written kernels (the group scatter) build here alike.
+:class:`~mdhom.mdh.computation.Computation` builds here.
 """
 
 from __future__ import annotations

@@ -132,6 +132,11 @@ class Description(Configurable):
     the combine kernel adds (16-core PoCL, whole-row histograms of 64 unequal nodes at 256 bins, kernel alone: 0.92 ->
     0.64 ms). Opt-in likewise (the local form's source stays as it was).
 
+    ``place`` (:class:`~mdhom.mdh.parts.Place`, with one scanned dimension, the others concatenated) makes the
+    scan's exclusive prefixes place each line's points (a stable partition): a work-group a line, its points moved by
+    the ``emit`` code in place order; the output is each line's total (the scanned dimension vanishes). Its scalar
+    function runs in the line's scope, its inputs gathered.
+
     ``padded=True`` (with ``packed_pairs``) adds the tuning parameter ``LOCAL_PAD``: s > 0 leaves one unused word
     (one 64-bit word with PACKED) after every 2^s words of the local accumulator, so that cells 2^s words apart fall
     in neighbouring banks instead of one (a histogram of 64 bins a feature keeps every feature's bin b in bank b mod
