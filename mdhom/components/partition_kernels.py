@@ -178,7 +178,13 @@ def group_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, 
     block writes its left count (``n_left``) and next child's slot; the split rule is read once a block (the prologue),
 and each row's side from it. The output is each block's left count. The same
     stable partition as the block and per-row scatters; the rows a block reads (``split_bins``, its own positions)
-    are in the region no block writes. ``move`` 0: the row order alone (a tree's last split)."""
+    are in the region no block writes. ``move`` 0: the row order alone (a tree's last split).
+
+    Against the hand-written kernel it replaced (H100, profiled fits, one round's launches): 0.385 against 0.342 ms
+    (4M rows, loss-guided, 13 launches), 0.855 against 0.794 (10.5M rows, depth-wise, 8 launches), after its flags went
+    to bytes and its two counts into one sum (before: 0.549 and 1.141); rounds within the host's spread (4M rows, fits
+    alternating: depth-wise 3.94-6.51 against 4.41-6.05 ms, loss-guided 8.28-9.09 against 9.35-13.84), the same
+    predictions."""
     count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
     scalar = ("out = tree_block_go(split_bins, ridx, mdh_i0 + mdh_shift + (int)k, mdh_u,\n"
               "                    (__global const uchar*)split_tab);")
