@@ -487,7 +487,7 @@ def block_scatter_reference(tab, goes, ridx3, bins3, gh3, n_rows, move):
     return ridx3, bins3, gh3, n_left, slot_begin, slot_count
 
 
-@pytest.mark.parametrize("kind", ["blocks", "rows"])
+@pytest.mark.parametrize("kind", ["blocks", "groups", "rows"])
 @pytest.mark.parametrize("row_index", [False, True], ids=["moved", "indexed"])
 @pytest.mark.parametrize("feature_major", [False, True], ids=["row-major", "feature-major"])
 @pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
@@ -498,9 +498,11 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     unless ``move`` is 0; every split's left count and its next child's slot; nothing else written. The block
     partition's (``blocks``) walks a block at a time (blocks of 64, a split's last shorter, an empty split one empty
     block, a sentinel record with spare blocks ending the table as a table made on the device does) from the blocks' left
-    counts: the scatter where rows move, the walk and then the copy through the row index; the per-row one (``rows``) takes each index's place from the inclusive go-left counts, launched for an
-    upper bound of the indices (a sentinel record with no rows ends the table, as a table made on the device does).
-    Under random configurations."""
+    counts: the scatter where rows move, the walk and then the copy through the row index; the group partition's
+    (``groups``, GPUs) the same blocks a work-group each (a placing scan), its output each block's left count, each
+    split's in ``n_left``; the per-row one (``rows``) takes each index's place from the inclusive go-left counts,
+    launched for an upper bound of the indices (a sentinel record with no rows ends the table, as a table made on the
+    device does). Under random configurations."""
     rng = np.random.default_rng(21)
     n_rows, n_feat, n_bins, n_out = 1031, 8, 9, 2
     counts = [100, 257, 0, 129, 1, 544]
@@ -539,7 +541,7 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
     moves = dict(ridx=("o", ridx3, None), bins=("o", stored, None), gh=("o", gh3, None),
                  slot_begin=("o", slots, None), slot_count=("o", slots, None), n_rows=n_rows, stride=stride,
                  n_feat=n_feat, n_out=n_out)
-    if kind == "blocks":
+    if kind in ("blocks", "groups"):
         blk_rows = 64
         pairs, n_blk = pt.block_table(tab["count"].astype(np.int64), blk_rows)
         spare = 3  # a table made on the device is launched for an upper bound of its blocks: the sentinel's
@@ -552,7 +554,13 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
         sizes = {"blk": n_blk}
         common = dict(split_tab=("o", table, None), blk_tab=("o", table, None), blk_left=blk_left,
                       blk_at=raw.size // 4, blk_rows=blk_rows)
-        if row_index:  # the walk first (tree_block_stage: the blocks' counts and the rows it keeps), then the copy
+        if kind == "groups":  # a work-group a block: the scatter from the blocks' counts, through the order or not
+            desc = pt.group_scatter(n_bins, feature_major, not row_index, wide, gh_words, words, blk_rows)
+            sizes = {"blk": n_blk, "k": blk_rows}
+            args = dict(split_tab=("o", table, None), blk_tab=("o", table, None), blk_left=blk_left,
+                        blk_at=raw.size // 4, split_bins=("o", stored, None), split_cols=0,
+                        n_left=("o", np.full(len(tab), -7, np.int32), None))
+        elif row_index:  # the walk first (tree_block_stage: the blocks' counts and the rows it keeps), then the copy
             stage_d = pt.block_stage(n_bins, feature_major)
             want_kept = np.full(n_rows, -1, np.int32)  # each block's left rows up from its first index, right down
             for t in tab:
@@ -590,7 +598,11 @@ def test_row_scatters(device, feature_major, row_index, wide, kind):
             move_arg = {"move": move} if any(p.name == "move" for p in desc.params) else {}
             out, written = run_writing(desc, device, cf, sizes, **moves, **args, **move_arg)
             msg = f"{cf} move={move}"
-            np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)
+            if kind == "groups":  # each block's count out, each split's in n_left
+                np.testing.assert_array_equal(out, blk_left, err_msg=msg)
+                np.testing.assert_array_equal(written["n_left"], want[3], err_msg=msg)
+            else:
+                np.testing.assert_array_equal(out[:len(tab)], want[3], err_msg=msg)
             np.testing.assert_array_equal(written["ridx"], want[0], err_msg=msg)
             np.testing.assert_array_equal(written["slot_begin"], want[4], err_msg=msg)
             np.testing.assert_array_equal(written["slot_count"], want[5], err_msg=msg)
