@@ -146,22 +146,28 @@ def block_scatter(n_bins: int, feature_major: bool, gh_wide: bool, gh_words: int
         tree_move_row(ridx, bins, gh, d, p, stride, n_feat, n_out, move);
     }
 }"""
-    b = bin_ctype(n_bins)
     return Description(
         "tree_block_scatter", ["blk"], [Concat()], "int",
         scalar=body,
-        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
-                Input("bins", b, ("*",), gather=True, writes=True),
-                Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
-                Input("split_bins", b, ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
-                Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
-                Input("slot_begin", "int", ("*",), gather=True, writes=True),
-                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        inputs=_block_moves(n_bins, gh_wide),
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("n_out", "int"), Param("blk_at", "int"), Param("blk_rows", "int"), Param("move", "int")],
         preamble=_moves_preamble(n_bins, feature_major, True, gh_wide, gh_words, row_words) + snippet("row_moves.cl"),
         scatter=True,
     )
+
+
+def _block_moves(n_bins: int, gh_wide: bool) -> list[Input]:
+    """The inputs of a scatter of blocks from their left counts (the block and group scatters): the row order, bins
+    and (g, h) words it moves (written), the bins the split reads, the split and block tables, the blocks' left counts
+    and the next children's slots (written)."""
+    b = bin_ctype(n_bins)
+    return [Input("ridx", "int", ("*",), gather=True, writes=True), Input("bins", b, ("*",), gather=True, writes=True),
+            Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
+            Input("split_bins", b, ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
+            Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
+            Input("slot_begin", "int", ("*",), gather=True, writes=True),
+            Input("slot_count", "int", ("*",), gather=True, writes=True)]
 
 
 @lru_cache(maxsize=32)
@@ -175,10 +181,10 @@ def group_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, 
     place in the block's stable partition (left rows first, each side in order) and moves the rows in place order:
     the left ones after the split's earlier blocks' left rows in the next region, the right ones after the split's
     left rows and the earlier blocks' right rows; neighbouring work-items write neighbouring places. The split's first
-    block writes its left count (``n_left``) and next child's slot; the split rule is read once a block (the prologue),
-and each row's side from it. The output is each block's left count. The same
-    stable partition as the block and per-row scatters; the rows a block reads (``split_bins``, its own positions)
-    are in the region no block writes. ``move`` 0: the row order alone (a tree's last split).
+    block writes its left count (``n_left``) and next child's slot; the split rule is read once a block (the
+    prologue), and each row's side from it. The output is each block's left count. The same stable partition as the
+    block and per-row scatters; the rows a block reads (``split_bins``, its own positions) are in the region no block
+    writes. ``move`` 0: the row order alone (a tree's last split).
 
     Against the hand-written kernel it replaced (H100, profiled fits, one round's launches): 0.385 against 0.342 ms
     (4M rows, loss-guided, 13 launches), 0.855 against 0.794 (10.5M rows, depth-wise, 8 launches), after its flags went
@@ -210,18 +216,10 @@ const long mdh_dl = mdh_dst0 + mdh_before, mdh_dr = mdh_dst0 + mdh_nl + (mdh_i0 
     emit = """
 tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr + (mdh_dst - mdh_total),
               mdh_i0 + mdh_src + mdh_shift, stride, n_feat, n_out, move);"""
-    b = bin_ctype(n_bins)
     return Description(
         "tree_group_scatter", ["blk", "k"], [Concat(), Scan(SUM, inclusive=False)], "int",
         scalar=scalar,
-        inputs=[Input("ridx", "int", ("*",), gather=True, writes=True),
-                Input("bins", b, ("*",), gather=True, writes=True),
-                Input("gh", "ulong" if gh_wide else "uint", ("*",), gather=True, writes=True),
-                Input("split_bins", b, ("*",), gather=True), Input("split_tab", "int", ("*",), gather=True),
-                Input("blk_tab", "int", ("*",), gather=True), Input("blk_left", "int", ("*",), gather=True),
-                Input("n_left", "int", ("*",), gather=True, writes=True),
-                Input("slot_begin", "int", ("*",), gather=True, writes=True),
-                Input("slot_count", "int", ("*",), gather=True, writes=True)],
+        inputs=[*_block_moves(n_bins, gh_wide), Input("n_left", "int", ("*",), gather=True, writes=True)],
         params=[Param("split_cols", "int"), Param("n_rows", "int"), Param("stride", "int"), Param("n_feat", "int"),
                 Param("n_out", "int"), Param("blk_at", "int"), Param("move", "int")],
         extents={"k": f"(long){count} - (long)blk_tab[blk_at + 2 * blk + 1] * SIZE_k"},

@@ -70,13 +70,6 @@ class PartitionSteps:
         self._ridx = {"ridx": ws.ridx} if ws.row_index else {}
         self.blocks = 0 if ws.sparse else int(blocks)
         self.group = int(group) if self.blocks else 0
-        if self.group:  # the block in local memory: 5 bytes a row (its flag and its place), 12 a work-item
-            dev = ws.device
-            need = 5 * self.blocks + 12 * self.group
-            if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
-                raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
-                                 f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
-                                 f"{self.blocks} rows and {self.group} work-items)")
         # the block partition's launches: where rows are read through the row index (CPUs) a walk keeping each
         # block's rows and a copy; elsewhere a count of each block's left rows, then a scatter (GPUs: the group
         # scatter, a work-group a block; CPUs: the block scatter, a work-item a block)
@@ -103,10 +96,15 @@ class PartitionSteps:
             self.stage = ws.buf(4 * rows)  # the row index entries each block's walk keeps, one a compact index
             self._stage_bounds: dict[tuple[str, str], Bound] = {}
             self._copy_bounds: dict[tuple[str, str], Bound] = {}
-        if self.group:  # the group scatter: a placing scan, a block a work-group
-            self._gscatter_comp = ws.build(GROUP_SCATTER, group_scatter(
-                b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words, self.blocks),
-                {"blk": n_blk, "k": self.blocks})
+        if self.group:  # the group scatter: a placing scan, a block a work-group (its local arrays: the block's)
+            desc = group_scatter(b, bool(ws.feature_major), moved, gh_wide, 2 * ws.n_outputs, words, self.blocks)
+            dev = ws.device
+            need = desc.local_mem_bytes({**{f"NUM_WI_{d}": 1 for d in desc.dim_names}, "NUM_WI_k": self.group})
+            if self.group & (self.group - 1) or self.group > dev.max_work_group_size or need > dev.local_mem_size:
+                raise ValueError(f"group: a power of two of work-items per block, at most {dev.max_work_group_size}, "
+                                 f"and blocks that fit {dev.local_mem_size} bytes of local memory ({need} for "
+                                 f"{self.blocks} rows and {self.group} work-items)")
+            self._gscatter_comp = ws.build(GROUP_SCATTER, desc, {"blk": n_blk, "k": self.blocks})
             self._gscatter_bounds: dict[tuple[str, str], Bound] = {}
         # bytes per row the partition (the go-left counts) and the scatter must move by design (profiles): the
         # partition reads the split feature's bin (and the row index) and writes the counts; the scatter reads the
