@@ -16,8 +16,11 @@ inline long mdh_line_sum(__local long* mdh_ls, const long x) {
     const int lid = get_local_id(0);
     mdh_ls[lid] = x;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int off = 1; off < R_LANES; off <<= 1) {
-        if ((lid & (2 * off - 1)) == 0 && lid + off < R_LANES) mdh_ls[lid] += mdh_ls[lid + off];
+    /* halves folded onto the first (the lower work-items busy, no bank strides), from the power of two at or above */
+    int mdh_p2 = 1;
+    while (mdh_p2 < R_LANES) mdh_p2 <<= 1;
+    for (int off = mdh_p2 >> 1; off > 0; off >>= 1) {
+        if (lid < off && lid + off < R_LANES) mdh_ls[lid] += mdh_ls[lid + off];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const long total = mdh_ls[0];
@@ -35,6 +38,7 @@ void ${name}_main(__global atom_t* restrict mdh_out, __global atom_t* restrict m
     __local long mdh_ls[WG_SIZE];
 ${tile.decompose()}
     const idx_t mdh_lane = r_lane;
+    bool mdh_again = false;  /* a line came before: its local arrays are read until every work-item is past it */
 % for d in concat_dims:
     const idx_t stride_${d} = (idx_t)NUM_WG_${d};
     const idx_t iters_${d} = (SIZE_${d} + stride_${d} - 1) / stride_${d};
@@ -42,6 +46,8 @@ ${tile.decompose()}
     const idx_t ${d} = wg_${d} + k_${d} * stride_${d};
 % endfor
     const bool active = ${" && ".join(f"{d} < SIZE_{d}" for d in concat_dims) or "true"};
+    if (mdh_again) barrier(CLK_LOCAL_MEM_FENCE);  /* (the same lines for the whole work-group: no divergence) */
+    mdh_again = true;
     {
 ${pl.prologue}
     /* the line's length: its extent, within the local arrays */
@@ -93,7 +99,6 @@ ${pl.at}
 ${pl.emit}
     }
     if (active && r_lane == 0) mdh_out[${concat_index}] = mdh_total;
-    barrier(CLK_LOCAL_MEM_FENCE);  /* the next line rewrites the local arrays */
     }
 % for d in concat_dims:
     }

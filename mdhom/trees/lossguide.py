@@ -171,15 +171,19 @@ class _Candidates:
         kernels.apply_splits(batch, feature, self.bin[batch], self.default_left[batch], lo, lo + 1,
                              small_left=left_small if grow.size == ns else None, cat_left=cats,
                              final=not grow.size)  # no child may split again (the depth limit): leaves
-        self.settle()  # the last search's records, while the partition runs
-        self._expanded(batch, lo, d1)
         if not grow.size:
+            self.settle()
+            self._expanded(batch, lo, d1)
             if then is not None:
                 then()
             return
         small = lo[grow] + ~left_small[grow]  # the right child where the left is not the smaller
         large = lo[grow] + left_small[grow]
         h_small = kernels.histograms(small, transient=True)
+        # the last search's records and this batch's expansion, while the partition and the histograms run: before
+        # the histograms' launch they had held it back where a late step's partition took less time than they did
+        self.settle()
+        self._expanded(batch, lo, d1)
         hist_at = self.hist_at
         pair = kernels.siblings_from([hist_at[n] for n in batch[grow].tolist()], h_small)  # [smalls, larges]
         children = np.concatenate([small, large])
