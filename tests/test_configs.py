@@ -469,9 +469,6 @@ def test_only_kernels_a_tune_stores_ask_for_one(cpu, tmp_path):
     assert GROUP_COUNTS.tuned_on(gpu) and not GROUP_COUNTS.tuned_on(cpu)
     assert GROUP_COUNTS.tuned_on(gpu, {"blk": 245, "k": GROUP_ROWS})
     assert not GROUP_COUNTS.tuned_on(gpu, {"blk": 1, "k": GROUP_ROWS})
-    from mdhom.components.partition_kernels import GROUP_SCATTER  # its scatter: the same classes
-
-    assert GROUP_SCATTER.tuned_on(gpu, {"blk": 245, "k": GROUP_ROWS}) and not GROUP_SCATTER.tuned_on(cpu)
 
 
 def test_a_switch_of_another_variant_is_dropped(cpu, tmp_path):

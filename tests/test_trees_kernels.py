@@ -655,7 +655,7 @@ def test_tunables_match_their_references(device):
     rng = np.random.default_rng(19)
     for name in ("tree_histogram", "tree_histogram_q", "tree_histogram_rows", "tree_split_scan", "tree_split_score",
                  "tree_bin_features", "tree_bin_features_fm", "tree_gradients_squared", "tree_gradients_logistic",
-                 "tree_gradients_softmax", "tree_score_update", "tree_partition_flags", "tree_group_counts", "tree_group_scatter",
+                 "tree_gradients_softmax", "tree_score_update", "tree_partition_flags", "tree_group_counts",
                  "tree_predict_forest"):
         kern = tunable.registered()[name]
         # the first quick class and the default max_bin's code that build on the device (a GPU's 256-bin whole rows

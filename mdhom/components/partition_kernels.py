@@ -570,29 +570,8 @@ GROUP_COUNTS = KernelSpec("tree_group_counts", group_counts_heuristic, tuning=Tu
                       [f"{name}_nodes_64" for name, _ in _STEPS], n_bins=DEFAULT_BINS),
     _group_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
     doc="go-left counts per block of a split step's rows (the group partition: row index, column copy, GPUs)"))
-
-
-def _group_scatter_inputs(s, rng):
-    """:func:`_group_inputs`' split step as the GPUs' group scatter reads it after its counts: the split bins from
-    the column copy (``split_cols``), the row order moving from region 0 to region 1 (the rows themselves stay: the
-    row index), each block's left count (``blk_left``, :func:`_group_ref`'s) and the tables it writes. Its launches
-    write the same region each time from the same one, so every timed launch does a step's work."""
-    a = _group_inputs(s, rng)
-    n, tab = a["n_rows"], a["split_tab"]
-    n_split = tab[:a["blk_at"]].view(SPLIT_RECORD.dtype).size
-    return {**a, "split_bins": a["bins"], "blk_left": _group_ref(a), "gh": np.zeros(2, np.uint32),
-            "slot_begin": np.zeros(n_split, np.int32), "slot_count": np.zeros(n_split, np.int32),
-            "n_left": np.zeros(n_split, np.int32), "split_cols": 1, "stride": n, "n_out": 1, "move": 1}
-
-
-GROUP_SCATTER = KernelSpec("tree_group_scatter", group_scatter_heuristic, tuning=Tuning(
-    lambda s: group_scatter(int(s.get("n_bins", 64)), True, False, False, 2, 0, GROUP_ROWS),
-    with_default_bins({f"{name}_nodes_64": {**_group_sizes(n, 64), "n_bins": 64} for name, n in _STEPS},
-                      [f"{name}_nodes_64" for name, _ in _STEPS], n_bins=DEFAULT_BINS),
-    _group_scatter_inputs, _group_ref, applies=lambda dev, s: dev.type == "gpu",
-    doc="a split step's rows to the next region, a work-group a block (the group partition's placing scan: row index, "
-        "column copy, GPUs)"))
 BLOCK_SCATTER = KernelSpec("tree_block_scatter", block_scatter_heuristic)
+GROUP_SCATTER = KernelSpec("tree_group_scatter", group_scatter_heuristic)
 BLOCK_STAGE = KernelSpec("tree_block_stage", block_scatter_heuristic)
 BLOCK_COPY = KernelSpec("tree_block_copy", block_scatter_heuristic)
 SCATTER_ROWS = KernelSpec("tree_scatter_rows", elementwise())
