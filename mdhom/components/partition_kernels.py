@@ -190,7 +190,9 @@ def group_scatter(n_bins: int, feature_major: bool, moved: bool, gh_wide: bool, 
     (4M rows, loss-guided, 13 launches), 0.855 against 0.794 (10.5M rows, depth-wise, 8 launches), after its flags went
     to bytes and its two counts into one sum (before: 0.549 and 1.141); rounds within the host's spread (4M rows, fits
     alternating: depth-wise 3.94-6.51 against 4.41-6.05 ms, loss-guided 8.28-9.09 against 9.35-13.84), the same
-    predictions."""
+    predictions. With the line sum's halves folded onto the lower work-items and no barrier after a work-group's last
+    line (:class:`mdhom.mdh.Place`), 0.1862-0.1882 -> 0.1830-0.1832 ms kernel-alone (H100, 10^7 rows in 64 nodes);
+    in a fit its root launch moves 45% / 41% of a copy's bytes a second (10.5M rows, depth-wise / loss-guided)."""
     count = f"split_tab[{len(SPLIT_FIELDS)} * blk_tab[blk_at + 2 * blk] + {SPLIT_FIELDS.index('count')}]"
     scalar = ("out = tree_block_go(split_bins, ridx, mdh_i0 + mdh_shift + (int)k, mdh_u,\n"
               "                    (__global const uchar*)split_tab);")
@@ -231,7 +233,11 @@ tree_move_row(ridx, bins, gh, (mdh_dst < mdh_total) ? mdh_dl + mdh_dst : mdh_dr 
 
 def group_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, int]) -> dict[str, int]:
     """A block a work-group, ``GROUP_WI`` work-items (fewer where the device or the block allows fewer), and
-    :data:`BLOCK_GROUPS` work-groups (a launch runs those its blocks need; more blocks are taken in turn)."""
+    :data:`BLOCK_GROUPS` work-groups (a launch runs those its blocks need; more blocks are taken in turn).
+
+    Not tuned: an Optuna tune of its work-items and work-groups on the H100 (60 configurations at each of the group
+    counts' four size classes, 10^6 and 10^7 rows in 64 nodes, 64 and 256 bins) found nothing faster (1.00x at each),
+    256 work-items being the most the H100 compiles the kernel for (0.259 / 0.216 / 0.183 ms at 64 / 128 / 256)."""
     wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0], int(sizes.get("k", 1))), GROUP_WI)
     return {"NUM_WG_blk": BLOCK_GROUPS, "NUM_WI_blk": 1, "NUM_WG_k": 1, "NUM_WI_k": wi}
 
