@@ -171,19 +171,17 @@ class _Candidates:
         kernels.apply_splits(batch, feature, self.bin[batch], self.default_left[batch], lo, lo + 1,
                              small_left=left_small if grow.size == ns else None, cat_left=cats,
                              final=not grow.size)  # no child may split again (the depth limit): leaves
-        if not grow.size:
-            self.settle()
-            self._expanded(batch, lo, d1)
-            if then is not None:
-                then()
-            return
         small = lo[grow] + ~left_small[grow]  # the right child where the left is not the smaller
         large = lo[grow] + left_small[grow]
-        h_small = kernels.histograms(small, transient=True)
+        h_small = kernels.histograms(small, transient=True) if grow.size else None
         # the last search's records and this batch's expansion, while the partition and the histograms run: before
         # the histograms' launch they had held it back where a late step's partition took less time than they did
         self.settle()
         self._expanded(batch, lo, d1)
+        if not grow.size:
+            if then is not None:
+                then()
+            return
         hist_at = self.hist_at
         pair = kernels.siblings_from([hist_at[n] for n in batch[grow].tolist()], h_small)  # [smalls, larges]
         children = np.concatenate([small, large])
