@@ -776,11 +776,11 @@ def test_score_update_and_predict_bins(device, feature_major):
 
 def _leaf_table(begin, node, region, n_rows, shift=None, split=None, right=None, rule=None, stay=None):
     """tree_leaf_rows' table from its records' columns (``split``, ``rule`` and ``right`` None: leaves only)."""
-    rec = np.full((np.size(begin), lr.LEAF_INTS), -1, np.int64)
+    rec = lr.leaf_records(np.size(begin))
     cols = dict(begin=begin, node=node, region=region, split=split, right=right, rule=rule, stay=stay)
-    for i, name in enumerate(tb.LEAF_RECORD.dtype.names):
+    for name in tb.LEAF_RECORD.dtype.names:
         if cols[name] is not None:
-            rec[:, i] = cols[name]
+            rec[name] = cols[name]
     return lr.leaf_records_table(rec, n_rows, shift)
 
 

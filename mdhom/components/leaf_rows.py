@@ -22,6 +22,14 @@ from mdhom.components.tables import LEAF_RECORD
 from mdhom.mdh import Concat, Description, Input, Param
 
 LEAF_INTS = len(LEAF_RECORD.fields)  # a leaf record's int32s
+# the host's leaf records before they are packed: LEAF_RECORD's fields by name, int64 (a begin is a combined position,
+# up to three regions of rows, until the caller splits it into its region and the begin within it)
+LEAF_COLUMNS = np.dtype([(name, np.int64) for name in LEAF_RECORD.dtype.names])
+
+
+def leaf_records(n: int) -> np.ndarray:
+    """``n`` leaf records (:data:`LEAF_COLUMNS`) to fill by field name, every field -1 (unset)."""
+    return np.full(n, -1, LEAF_COLUMNS)
 
 
 @lru_cache(maxsize=32)
@@ -81,15 +89,16 @@ out_at = ridx[mdh_p];""",
 
 
 def leaf_records_table(rec: np.ndarray, n_rows: int, shift: int | None = None) -> tuple[np.ndarray, int]:
-    """``tree_leaf_rows``'s table and bucket shift: the ``LEAF_RECORD``s ``rec`` ((n, ``LEAF_INTS``), ascending
-    ``begin``, the first 0), then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding its first
-    position (the last position for the end); ``shift`` None: about four buckets a leaf. As int32s."""
-    begin = rec[:, 0]
+    """``tree_leaf_rows``'s table and bucket shift: the records ``rec`` (:func:`leaf_records`, ascending ``begin``,
+    the first 0) as ``LEAF_RECORD``s, then for each of the ``ceil(n_rows / 2^shift) + 1`` buckets the leaf holding
+    its first position (the last position for the end); ``shift`` None: about four buckets a leaf. As int32s."""
+    begin = rec["begin"]
     if shift is None:
         shift = max(0, math.ceil(math.log2(max(1.0, n_rows / (4 * max(1, begin.size))))))
     n_buckets = -(-max(1, n_rows) >> shift)
     first = np.searchsorted(begin, np.minimum(np.arange(n_buckets + 1) << shift, max(0, n_rows - 1)), side="right") - 1
-    return np.concatenate([rec.reshape(-1), first]).astype(np.int32), shift
+    ints = np.stack([rec[name] for name in LEAF_RECORD.dtype.names], axis=1).reshape(-1)
+    return np.concatenate([ints, first]).astype(np.int32), shift
 
 
 def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_leaves: int,
@@ -98,9 +107,8 @@ def leaf_rows_reference(ridx: np.ndarray, leaf_tab: np.ndarray, n_rows: int, n_l
     """``tree_leaf_rows`` in numpy: the node of each of ``n_rows`` rows. ``goes_left`` (positions of the three
     regions x split records, bool): whether the row at a position goes left by a record's split, for records with a
     ``rule``; ``counts``: the split records' row counts, for records with a ``stay``."""
-    rec = np.asarray(leaf_tab[: LEAF_INTS * n_leaves]).reshape(-1, LEAF_INTS).astype(np.int64)
-    cols = {name: rec[:, i] for i, name in enumerate(LEAF_RECORD.dtype.names)}
-    begin, node, region, split, right, rule, stay = (cols[k] for k in LEAF_RECORD.dtype.names)
+    rec = np.ascontiguousarray(leaf_tab[: LEAF_INTS * n_leaves], np.int32).view(LEAF_RECORD.dtype)
+    begin, node, region, split, right, rule, stay = (rec[k].astype(np.int64) for k in LEAF_RECORD.dtype.names)
     kept = np.zeros(n_leaves, bool)
     if (stay >= 0).any():
         kept[stay >= 0] = np.asarray(counts)[rule[stay >= 0]] == 0

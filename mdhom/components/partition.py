@@ -81,7 +81,7 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl
 
-from mdhom.components.leaf_rows import LEAF_INTS, LEAF_ROWS, leaf_records_table, leaf_rows
+from mdhom.components.leaf_rows import LEAF_ROWS, leaf_records, leaf_records_table, leaf_rows
 from mdhom.components.lookahead import AHEAD, AHEAD_ENTRIES, split_from_search
 from mdhom.components.partition_kernels import SPLIT_FIELDS, block_table, flip_positions, region_start
 from mdhom.components.partition_steps import PartitionSteps
@@ -536,33 +536,35 @@ class RowPartitioner:
             live[p_node] = False  # the split nodes' rows are their children's now
             held = np.flatnonzero(c0 > 0)
         node = np.flatnonzero(live)
-        # records (begin, node, region, split, right) filled as columns, few numpy calls: this runs while the device
+        # records filled field by field, few numpy calls: this runs while the device
         # works through the tree's last partition, which is short on GPUs
         rec = self._leaf_records(node, 0 if held is None else held.size)
         if held is not None:
-            rec[node.size:, 1] = self._names(np.asarray(lo)[held])
-            rec[node.size:, 4] = self._names(np.asarray(hi)[held])
+            tail = rec[node.size:]
+            tail["node"] = self._names(np.asarray(lo)[held])
+            tail["right"] = self._names(np.asarray(hi)[held])
             if rules is None:  # partitioned: the children in the next region, cut at the left count on the device
-                rec[node.size:, 0], rec[node.size:, 3] = flip_positions(b0[held], ws.n_rows), s[held]
+                tail["begin"], tail["split"] = flip_positions(b0[held], ws.n_rows), s[held]
             else:  # not partitioned (the tree's last step): the parent's range, each row's child from its bin
-                rec[node.size:, 0], rec[node.size:, 5] = b0[held], s[held]
+                tail["begin"], tail["rule"] = b0[held], s[held]
         self._launch_leaves(rec, rules or self._tab)
 
     def _leaf_records(self, node: np.ndarray, more: int) -> np.ndarray:
-        """Leaf records (``LEAF_INTS`` columns, -1 where unset): the leaves ``node`` (their begins and names), then
-        ``more`` rows for the caller to fill."""
-        rec = np.full((node.size + more, LEAF_INTS), -1, np.int64)
-        rec[: node.size, 0], rec[: node.size, 1] = self.begin[node], self._names(node)
+        """Leaf records (:func:`~mdhom.components.leaf_rows.leaf_records`, -1 where unset): the leaves ``node`` (their
+        begins and names), then ``more`` records for the caller to fill."""
+        rec = leaf_records(node.size + more)
+        head = rec[: node.size]
+        head["begin"], head["node"] = self.begin[node], self._names(node)
         return rec
 
     def _launch_leaves(self, rec: np.ndarray, tab: str) -> None:
         """``tree_leaf_rows`` over the records ``rec`` (begins as combined positions, split here into their regions
         and the begins within them), reading split table ``tab``."""
         ws = self.ws
-        rec[:, 2] = region_start(rec[:, 0], ws.n_rows)
-        rec[:, 0] -= rec[:, 2]
-        if ws.n_rows and rec.shape[0]:
-            table, shift = leaf_records_table(rec[np.argsort(rec[:, 0], kind="stable")], ws.n_rows)
+        rec["region"] = region_start(rec["begin"], ws.n_rows)
+        rec["begin"] -= rec["region"]
+        if ws.n_rows and rec.size:
+            table, shift = leaf_records_table(rec[np.argsort(rec["begin"], kind="stable")], ws.n_rows)
             ws.ensure("leaf_tab", table.nbytes)
             ws.put("leaf_tab", ws["leaf_tab"], table, np.int32)
             ws.record("tree_leaf_rows", self.k_leaf_rows(
@@ -594,11 +596,11 @@ class RowPartitioner:
         node = np.flatnonzero(live)
         rec = self._leaf_records(node, held.size)
         tail = rec[node.size:]
-        tail[:, 0] = b0[held]
-        tail[:, 1] = self._names(rows.base + 2 * held)
-        tail[:, 4] = self._names(rows.base + 2 * held + 1)
-        tail[:, 5] = held  # the entry's record in the step's table
-        tail[:, 6] = self._names(nodes[held])
+        tail["begin"] = b0[held]
+        tail["node"] = self._names(rows.base + 2 * held)
+        tail["right"] = self._names(rows.base + 2 * held + 1)
+        tail["rule"] = held  # the entry's record in the step's table
+        tail["stay"] = self._names(nodes[held])
         self._launch_leaves(rec, event.tab)
         self.nodes_written = True
         self._written_ahead = (rows, int(nodes.size))
