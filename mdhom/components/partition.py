@@ -536,8 +536,8 @@ class RowPartitioner:
             live[p_node] = False  # the split nodes' rows are their children's now
             held = np.flatnonzero(c0 > 0)
         node = np.flatnonzero(live)
-        # records filled field by field, few numpy calls: this runs while the device
-        # works through the tree's last partition, which is short on GPUs
+        # records filled field by field, few numpy calls: this runs while the device works through the tree's last
+        # partition, which is short on GPUs
         rec = self._leaf_records(node, 0 if held is None else held.size)
         if held is not None:
             tail = rec[node.size:]
