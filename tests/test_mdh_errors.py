@@ -182,3 +182,54 @@ def test_private_accumulators_beyond_a_cpu_threads_stack_are_refused(device):
     assert mdh.Computation(desc, device, {**cfg, "NUM_WI_pos": 16}).work_group_size == 16
     # a stored or heuristic configuration is shrunk to fit instead (4 MiB: 64 work-items of 57 KB)
     assert mdh.build_within_limits(desc, device, cfg).work_group_size == 64
+
+
+_PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'few_main' for 'sm_90'
+ptxas info    : Function properties for few_main
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 30 registers, 380 bytes cmem[0]
+ptxas info    : Compiling entry function 'many_main' for 'sm_90'
+ptxas info    : Function properties for many_main
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 72 registers, 380 bytes cmem[0]
+ptxas info    : Compiling entry function 'most_main' for 'sm_90'
+ptxas info    : Used 255 registers, 380 bytes cmem[0]
+"""
+
+
+def test_nvidia_work_group_limit_comes_from_the_registers():
+    """NVIDIA's driver reports 256 work-items for every kernel; the limit is the one ptxas's registers set (65536
+    a block in 256-register units a warp), and the driver's word wherever the log has no report."""
+    from types import SimpleNamespace
+
+    from mdhom.mdh.build import nvidia_registers, work_group_limit
+
+    assert nvidia_registers(_PTXAS_LOG) == {"few_main": 30, "many_main": 72, "most_main": 255}
+    assert nvidia_registers("") == {}
+    cl_device = SimpleNamespace(registers_per_block_nv=65536, warp_size_nv=32)
+    program = SimpleNamespace(get_build_info=lambda dev, what: _PTXAS_LOG)
+    kernel = SimpleNamespace(get_work_group_info=lambda what, dev: 256)
+
+    def limit(runtime, name, max_wg=1024):
+        device = SimpleNamespace(runtime=runtime, cl_device=cl_device, max_work_group_size=max_wg)
+        return work_group_limit(device, program, name, kernel)
+
+    assert limit("nvidia", "few_main") == 1024  # 30 -> 32 registers: 64 warps, held to the device's 1024
+    assert limit("nvidia", "few_main", max_wg=512) == 512
+    assert limit("nvidia", "many_main") == 896  # 72 registers: 2304 a warp, 28 warps
+    assert limit("nvidia", "most_main") == 256
+    assert limit("nvidia", "unreported_main") == 256  # not in the log: the driver's word
+    assert limit("pocl", "few_main") == 256  # other runtimes: the driver's word
+
+
+def test_nvidia_runs_the_work_groups_its_registers_allow(device):
+    """On NVIDIA a generated kernel of few registers runs 1024 work-items a group, beyond the 256 its driver
+    reports, with the numpy reference's result."""
+    if device.runtime != "nvidia":
+        pytest.skip(f"{device.key} is not NVIDIA's runtime: its driver's limit is the limit")
+    comp = mdh.Computation(examples.ROW_SUM, device, {"NUM_WI_i": 1, "NUM_WI_j": 1024, "NUM_WG_j": 2,
+                                                      "NUM_WI_COMBINE": 2})
+    assert comp.work_group_size == 1024
+    x = np.random.default_rng(0).standard_normal((5, 3001))
+    np.testing.assert_allclose(comp(x=x), x.sum(1), rtol=1e-12)

@@ -90,3 +90,50 @@ def program_kernel(program: cl.Program, name: str, arg_dtypes: list[np.dtype | N
         hit = cache[key] = (program, cl.Kernel(program, name))
         hit[1].set_scalar_arg_dtypes(arg_dtypes)
     return hit[1]
+
+
+# ptxas's report under -cl-nv-verbose (NVIDIA): "Compiling entry function 'name' for 'sm_90'", then that function's
+# "Used N registers, ..."
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
+# registers are given out to a warp in units of this many (compute capability 5.0 and later)
+_NV_REGISTER_UNIT = 256
+
+
+def nvidia_registers(log: str) -> dict[str, int]:
+    """Each kernel's registers per work-item, from a program's build log under ``-cl-nv-verbose``; empty where the
+    log has no ptxas report."""
+    registers: dict[str, int] = {}
+    entry = None
+    for line in log.splitlines():
+        if (m := _PTXAS_ENTRY.search(line)) is not None:
+            entry = m.group(1)
+        elif entry is not None and (m := _PTXAS_REGISTERS.search(line)) is not None:
+            registers[entry] = int(m.group(1))
+            entry = None
+    return registers
+
+
+def work_group_limit(device: Device, program: cl.Program, name: str, kernel: cl.Kernel) -> int:
+    """The most work-items a group of kernel ``name`` runs with on ``device``: the driver's
+    ``CL_KERNEL_WORK_GROUP_SIZE``, but on NVIDIA the limit its registers set, read from ptxas's report in the build
+    log (the options carry ``-cl-nv-verbose`` there: :meth:`Computation.options
+    <mdhom.mdh.computation.Computation.options>`). NVIDIA's 580 driver reports 256 for every kernel, the limit of a
+    kernel of 255 registers (65536 a block, 256-register units a warp), whatever the kernel holds: a trivial kernel of
+    10 registers as well, which runs 512 and 1024 work-items a group correctly (H100), and so did every configuration
+    of more than 256 that the check let through once lifted. Registers allow
+    ``65536 // (ceil(32 r / 256) * 256)`` warps of 32 work-items a group, at most the device's maximum."""
+    reported = int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device.cl_device))
+    if device.runtime != "nvidia":
+        return reported
+    log = program.get_build_info(device.cl_device, cl.program_build_info.LOG) or ""
+    registers = nvidia_registers(log).get(name)
+    if registers is None:
+        return reported
+    try:
+        per_block = int(device.cl_device.registers_per_block_nv)
+        warp = int(device.cl_device.warp_size_nv)
+    except cl.Error:
+        return reported
+    per_warp = -(-max(1, registers) * warp // _NV_REGISTER_UNIT) * _NV_REGISTER_UNIT
+    return max(reported, min(device.max_work_group_size, per_block // per_warp * warp))

@@ -16,7 +16,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from mdhom.devices import Device, get_device
-from mdhom.mdh.build import build_program, program_kernel
+from mdhom.mdh.build import build_program, program_kernel, work_group_limit
 from mdhom.mdh.codegen import generate
 from mdhom.mdh.description import Description
 from mdhom.mdh.parts import ConfigError, KernelLimitError
@@ -99,6 +99,8 @@ class Computation:
         if self.device.checker:
             # Oclgrind's LLVM cannot run the noalias intrinsics that optimised inlining emits, nor prefetches
             opts += ["-cl-opt-disable", "-DMDH_CHECKER=1"]
+        if self.device.runtime == "nvidia":  # ptxas's registers per kernel in the log: build.work_group_limit
+            opts.append("-cl-nv-verbose")
         return opts
 
     def program(self, index64: bool = False) -> cl.Program:
@@ -123,17 +125,13 @@ class Computation:
         """What :func:`program_kernel` makes a generated kernel from: its program, name and argument types.
 
         A compiled kernel may run fewer work-items per group than the device maximum (registers, private
-        memory); a configuration beyond that is a :class:`ConfigError`, found before any launch. The limit is the
-        driver's word (``CL_KERNEL_WORK_GROUP_SIZE``): NVIDIA's 580 driver says 256 for every kernel, however few its
-        registers, and runs 512 and 1024 correctly all the same (H100: a kernel of 10 registers, with and without
-        ``reqd_work_group_size``), so NVIDIA configurations stop at 256. Lifting that would need each kernel's
-        registers, which no query gives (only the compiler's log under ``-cl-nv-verbose``).
+        memory); a configuration beyond that is a :class:`ConfigError`, found before any launch. The limit is
+        :func:`~mdhom.mdh.build.work_group_limit`'s: the driver's word, on NVIDIA the kernel's registers.
         """
         key = (index64, which)
         if key not in self._specs:
             spec = (self.program(index64), f"{self.desc.name}_{which}", self._arg_dtypes(index64))
-            knl = program_kernel(*spec)
-            limit = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.cl_device)
+            limit = work_group_limit(self.device, spec[0], spec[1], program_kernel(*spec))
             wanted = (self.work_group_size if which == "main" else self._zero_wi if which == "zero"
                       else self.config["NUM_WI_COMBINE"])
             if wanted > limit:
