@@ -239,9 +239,9 @@ def group_scatter_heuristic(desc: Description, dev: Device, sizes: Mapping[str, 
     counts' four size classes, 10^6 and 10^7 rows in 64 nodes, 64 and 256 bins) found nothing faster (1.00x at each;
     0.259 / 0.216 / 0.183 ms at 64 / 128 / 256 work-items). It never tried 512 or 1024: NVIDIA's driver (580) reports a
     work-group limit (``CL_KERNEL_WORK_GROUP_SIZE``) of 256 for every kernel, a trivial one of 10 registers too, which
-    :meth:`mdhom.mdh.Computation.kernel_spec` enforces, though it runs 512 and 1024 correctly; this kernel needs 32
-    registers a work-item and no spills (ptxas). With the check bypassed (H100, 10^7 rows in 64 nodes, kernel alone):
-    0.1727 ms at 512 and 0.1765 at 1024 against 0.1823 at 256, about 5%."""
+    was the limit then (now ptxas's registers set it: :func:`mdhom.mdh.build.work_group_limit`); this kernel needs 32
+    registers a work-item and no spills. Beyond 256 (H100, 10^7 rows in 64 nodes, kernel alone): 0.1727 ms at 512 and
+    0.1765 at 1024 against 0.1823 at 256, about 5%."""
     wi = pow2_at_most(min(dev.max_work_group_size, dev.max_work_item_sizes[0], int(sizes.get("k", 1))), GROUP_WI)
     return {"NUM_WG_blk": BLOCK_GROUPS, "NUM_WI_blk": 1, "NUM_WG_k": 1, "NUM_WI_k": wi}
 
