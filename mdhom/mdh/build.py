@@ -120,8 +120,7 @@ def work_group_limit(device: Device, program: cl.Program, name: str, kernel: cl.
     log (the options carry ``-cl-nv-verbose`` there: :meth:`Computation.options
     <mdhom.mdh.computation.Computation.options>`). NVIDIA's 580 driver reports 256 for every kernel, the limit of a
     kernel of 255 registers (65536 a block, 256-register units a warp), whatever the kernel holds: a trivial kernel of
-    10 registers as well, which runs 512 and 1024 work-items a group correctly (H100), and so did every configuration
-    of more than 256 that the check let through once lifted. Registers allow
+    10 registers as well, which runs 512 and 1024 work-items a group correctly (H100). Registers allow
     ``65536 // (ceil(32 r / 256) * 256)`` warps of 32 work-items a group, at most the device's maximum."""
     reported = int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device.cl_device))
     if device.runtime != "nvidia":
