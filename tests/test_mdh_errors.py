@@ -233,3 +233,21 @@ def test_nvidia_runs_the_work_groups_its_registers_allow(device):
     assert comp.work_group_size == 1024
     x = np.random.default_rng(0).standard_normal((5, 3001))
     np.testing.assert_allclose(comp(x=x), x.sum(1), rtol=1e-12)
+
+
+def test_pocl_builds_print_nothing(device, capfd):
+    """A fresh PoCL build of the CPUs' vector split score (double8 through functions: -Wpsabi notes on hosts without
+    AVX-512) writes nothing to the process's stderr; it had printed "33 warnings generated." in a user's first fit.
+    A define of its own makes PoCL compile it anew rather than load its cached build."""
+    import uuid
+
+    from mdhom.components.split import split_score
+    from mdhom.mdh.build import build_program
+
+    if device.runtime != "pocl":
+        pytest.skip(f"{device.key} is not PoCL: its compiler's messages stay in the build log")
+    comp = mdh.Computation(split_score(64, 1, vector=True), device, None,
+                           {"node": 1, "feat": 28, "bin": 62, "dir": 2})
+    capfd.readouterr()
+    build_program(device, comp.source, comp.options(False) + [f"-DMDH_TEST_NONCE={uuid.uuid4().int % 10**9}"])
+    assert "warning" not in capfd.readouterr().err

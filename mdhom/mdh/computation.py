@@ -8,6 +8,7 @@ configuration beyond the device's limits is shrunk to fit by :mod:`~mdhom.mdh.li
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -101,6 +102,13 @@ class Computation:
             opts += ["-cl-opt-disable", "-DMDH_CHECKER=1"]
         if self.device.runtime == "nvidia":  # ptxas's registers per kernel in the log: build.work_group_limit
             opts.append("-cl-nv-verbose")
+        if self.device.runtime == "pocl" and not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+            # PoCL's clang prints a build's warning count ("33 warnings generated.") straight to stderr, past the
+            # log that build_program keeps quiet: a user's first fit printed two such lines. The warnings are
+            # -Wpsabi's notes on the CPUs' vector forms (double8 passed to and from functions on a host without
+            # AVX-512), about an ABI no call here crosses (a program is one module); PoCL refuses -Wno-psabi.
+            # PYOPENCL_COMPILER_OUTPUT=1 (pyopencl's switch for showing build logs) keeps them.
+            opts.append("-w")
         return opts
 
     def program(self, index64: bool = False) -> cl.Program:
