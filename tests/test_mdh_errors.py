@@ -235,7 +235,7 @@ def test_nvidia_runs_the_work_groups_its_registers_allow(device):
     np.testing.assert_allclose(comp(x=x), x.sum(1), rtol=1e-12)
 
 
-def test_pocl_builds_print_nothing(device, capfd):
+def test_pocl_builds_print_nothing(device, capfd, monkeypatch):
     """A fresh PoCL build of the CPUs' vector split score (double8 through functions: -Wpsabi notes on hosts without
     AVX-512) writes nothing to the process's stderr; it had printed "33 warnings generated." in a user's first fit.
     A define of its own makes PoCL compile it anew rather than load its cached build."""
@@ -251,3 +251,7 @@ def test_pocl_builds_print_nothing(device, capfd):
     capfd.readouterr()
     build_program(device, comp.source, comp.options(False) + [f"-DMDH_TEST_NONCE={uuid.uuid4().int % 10**9}"])
     assert "warning" not in capfd.readouterr().err
+    # pyopencl's switch for showing build logs keeps the messages, read as pyopencl reads it ("0": off)
+    for value, quiet in (("0", True), ("false", True), ("1", False)):
+        monkeypatch.setenv("PYOPENCL_COMPILER_OUTPUT", value)
+        assert ("-w" in comp.options(False)) == quiet, value

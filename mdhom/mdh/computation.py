@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
+from pytools import strtobool
 
 from mdhom.devices import Device, get_device
 from mdhom.mdh.build import build_program, program_kernel, work_group_limit
@@ -102,12 +103,13 @@ class Computation:
             opts += ["-cl-opt-disable", "-DMDH_CHECKER=1"]
         if self.device.runtime == "nvidia":  # ptxas's registers per kernel in the log: build.work_group_limit
             opts.append("-cl-nv-verbose")
-        if self.device.runtime == "pocl" and not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+        if self.device.runtime == "pocl" and not strtobool(os.environ.get("PYOPENCL_COMPILER_OUTPUT", "False")):
             # PoCL's clang prints a build's warning count ("33 warnings generated.") straight to stderr, past the
             # log that build_program keeps quiet: a user's first fit printed two such lines. The warnings are
             # -Wpsabi's notes on the CPUs' vector forms (double8 passed to and from functions on a host without
             # AVX-512), about an ABI no call here crosses (a program is one module); PoCL refuses -Wno-psabi.
-            # PYOPENCL_COMPILER_OUTPUT=1 (pyopencl's switch for showing build logs) keeps them.
+            # PYOPENCL_COMPILER_OUTPUT=1 (pyopencl's switch for showing build logs, read as pyopencl reads it)
+            # keeps them.
             opts.append("-w")
         return opts
 
